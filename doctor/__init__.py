@@ -1,0 +1,3 @@
+"""llm-doctor: diagnostics for LLM inference hosts."""
+
+__version__ = "0.1.0"

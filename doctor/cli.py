@@ -1,0 +1,276 @@
+"""The ``llm-doctor`` command line.
+
+Exit codes, as monitoring plugins use them: 0 nothing at warning or above, 1 a warning,
+2 a critical finding, 3 the scan itself could not run (bad flag, config, rule or recorded
+host).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from doctor import __version__
+from doctor.config import ConfigError, check_against_rules, find_config, load_config
+from doctor.host import Host, LiveHost, RecordedHost, RecordedHostError, RecordingHost
+from doctor.model import Level, ScanOptions, ScanReport
+from doctor.registry import PROBES, by_name
+from doctor.rules import RuleError, builtin_files, load_file, load_rules
+
+EXIT_UNKNOWN = 3
+LEVELS = click.Choice(["quick", "standard", "full"])
+
+
+class ScanCannotRun(Exception):
+    """The scan could not start; the message says why and what to do."""
+
+
+def _rules_and_config(config_path: str | None, rule_files: tuple[str, ...]):
+    config = load_config(find_config(config_path))
+    files = builtin_files()
+    files += [Path(f) for f in config.scan.get("rule_files", [])]
+    files += [Path(f) for f in rule_files]
+    rules = load_rules(files, by_name())
+    check_against_rules(config, rules)
+    return rules, config
+
+
+def _options(config, level: str | None, model_dirs: tuple[str, ...]) -> ScanOptions:
+    chosen = level or config.scan.get("level", "standard")
+    if chosen not in ("quick", "standard", "full"):
+        raise ConfigError(f"{config.path}: scan.level = {chosen!r}; use quick, standard or full")
+    dirs = tuple(model_dirs) or tuple(config.scan.get("model_dirs", []))
+    return ScanOptions(level=Level.parse(chosen), model_dirs=dirs)
+
+
+def _progress(console):
+    """A spinner naming the running probes, on stderr, only when stderr is a terminal."""
+    if not console.is_terminal:
+        return None, None
+    status = console.status("starting probes…")
+    running: list[str] = []
+
+    def on_event(event, spec, result):
+        if event == "start":
+            running.append(spec.name)
+        elif spec.name in running:
+            running.remove(spec.name)
+        status.update(f"running {', '.join(running) or '…'}")
+
+    return status, on_event
+
+
+def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bool) -> ScanReport:
+    from rich.console import Console
+
+    from doctor.scan import scan
+
+    status, on_event = _progress(Console(stderr=True)) if show_progress else (None, None)
+    if status is None:
+        return scan(host, options, PROBES, rules, config)
+    with status:
+        return scan(host, options, PROBES, rules, config, on_event)
+
+
+def _emit(report: ScanReport, fmt: str, output: str | None) -> None:
+    from doctor.output import write_atomic
+
+    if fmt == "json":
+        from reports.json_report import render
+
+        text = render(report)
+    elif fmt == "markdown":
+        from reports.markdown import render
+
+        text = render(report)
+    else:
+        from rich.console import Console
+
+        from reports.terminal import render
+
+        if output is None:
+            render(report, Console())
+            return
+        console = Console(record=True, width=120, file=open("/dev/null", "w"))
+        render(report, console)
+        text = console.export_text()
+    if output:
+        write_atomic(output, text)
+        click.echo(f"report written to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+_COMMON = [
+    click.option("--level", type=LEVELS, default=None,
+                 help="quick: read-only (about a second). standard (default): adds bounded "
+                      "micro-kernels (memory bandwidth, disk read). full: adds long load tests."),
+    click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
+                 help="Where the model weights live (repeatable). Engines' own --model paths "
+                      "are found from their command lines."),
+    click.option("--config", "config_path", metavar="FILE",
+                 help="Threshold overrides. Default: ./llm-doctor.toml, else "
+                      "~/.config/llm-doctor/config.toml."),
+    click.option("--rules", "rule_files", multiple=True, metavar="FILE",
+                 help="An extra rule file to load beside the built-in checks (repeatable)."),
+    click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown"]),
+                 default="terminal", show_default=True, help="How to print the report."),
+    click.option("--output", "-o", metavar="FILE",
+                 help="Write the report to FILE (atomically) instead of standard output."),
+    click.option("--no-progress", is_flag=True, help="No spinner on stderr."),
+]
+
+
+def _common(fn):
+    for option in reversed(_COMMON):
+        fn = option(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="llm-doctor")
+def cli() -> None:
+    """Diagnose an LLM inference host: measure, find causes, say what to do.
+
+    \b
+    llm-doctor scan                       scan this host (level standard)
+    llm-doctor scan --level quick         read-only, about a second
+    llm-doctor scan --model-dir /models   include where the weights live
+    llm-doctor scan --format json -o r.json
+    llm-doctor capture DIR                record this host for someone else
+    llm-doctor scan --replay DIR          scan a recorded host
+    llm-doctor probes | rules | playbook CAUSE
+
+    Exit codes: 0 ok, 1 warning, 2 critical, 3 the scan could not run.
+    """
+
+
+@cli.command()
+@_common
+@click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
+              "instead of this one (docs/recorded-host.md).")
+def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, replay) -> None:
+    """Scan this host (or a recorded one) and report findings with remediations."""
+    rules, config = _rules_and_config(config_path, rule_files)
+    options = _options(config, level, model_dirs)
+    host: Host = RecordedHost(replay) if replay else LiveHost()
+    report = _run_scan(host, options, rules, config, not no_progress)
+    _emit(report, fmt, output)
+    sys.exit(report.exit_code())
+
+
+@cli.command()
+@click.argument("directory", metavar="DIR")
+@_common
+@click.option("--force", is_flag=True, help="Write into DIR even if it is not empty.")
+def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, no_progress,
+            force) -> None:
+    """Record everything the probes read on this host into DIR, and scan it.
+
+    DIR can be sent to someone else, edited by hand to plant a fault, and scanned with
+    'llm-doctor scan --replay DIR'. Command lines are recorded with API keys and tokens
+    masked; the rest of /proc and /sys that the probes read is kept as it is.
+    """
+    root = Path(directory)
+    if root.exists() and any(root.iterdir()) and not force:
+        raise ScanCannotRun(f"{root} is not empty; choose a new directory or pass --force")
+    rules, config = _rules_and_config(config_path, rule_files)
+    options = _options(config, level, model_dirs)
+    recording = RecordingHost(LiveHost(), root)
+    report = _run_scan(recording, options, rules, config, not no_progress)
+    recording.save({"level": options.level.name.lower(), "llm_doctor_version": __version__,
+                    "model_dirs": list(options.model_dirs)})
+    _emit(report, fmt, output)
+    click.echo(f"recorded host written to {root}; replay: llm-doctor scan --replay {root}",
+               err=True)
+    sys.exit(report.exit_code())
+
+
+@cli.command()
+def probes() -> None:
+    """List the probes: name, level, timeout, what each reads."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("probe", "level", "timeout", "what it measures", "what it reads"):
+        table.add_column(column, overflow="fold")
+    for spec in PROBES:
+        table.add_row(spec.name, spec.level.name.lower(), f"{spec.timeout_s:g}s",
+                      spec.description, spec.reads)
+    Console().print(table)
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--config", "config_path", metavar="FILE", help="Show thresholds from this config.")
+@click.pass_context
+def rules(ctx, config_path) -> None:
+    """List the rules (id, severity, cause, symptom rows); 'rules check FILE' validates one."""
+    if ctx.invoked_subcommand:
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    loaded, config = _rules_and_config(config_path, ())
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("rule", "severity", "cause", "symptom rows", "parameters"):
+        table.add_column(column, overflow="fold")
+    for rule in loaded:
+        params = {**rule.params, **{k: v for k, v in config.rules.get(rule.id, {}).items()
+                                    if k in rule.params}}
+        table.add_row(rule.id, rule.severity.label, rule.cause, ", ".join(rule.symptoms),
+                      ", ".join(f"{k}={v}" for k, v in params.items()))
+    Console().print(table)
+
+
+@rules.command("check")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+def rules_check(files) -> None:
+    """Validate rule files: fields, cause ids, symptom rows, expressions and field names."""
+    for name in files:
+        loaded = load_file(Path(name), by_name())
+        click.echo(f"{name}: {len(loaded)} rule(s) ok: {', '.join(r.id for r in loaded)}")
+
+
+@cli.command()
+@click.argument("cause")
+def playbook(cause) -> None:
+    """Show the playbook for a cause id (what it means, confirm, fix, verify)."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from doctor.vocabulary import CAUSES
+    from playbooks import path_of
+
+    if cause not in CAUSES or not path_of(cause).is_file():
+        raise ScanCannotRun(f"no playbook for '{cause}'; cause ids: {', '.join(CAUSES)}")
+    Console().print(Markdown(path_of(cause).read_text()))
+
+
+def main() -> None:
+    """Entry point: maps every expected failure to one clear line and exit code 3."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    except click.ClickException as exc:  # usage errors: exit 3, not click's 2 (= critical)
+        exc.show()
+        sys.exit(EXIT_UNKNOWN)
+    except (RuleError, ConfigError, RecordedHostError, ScanCannotRun) as exc:
+        click.echo(f"llm-doctor: {exc}", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    except OSError as exc:  # the output file or capture directory cannot be written
+        click.echo(f"llm-doctor: {exc.filename or ''}: {exc.strerror}", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

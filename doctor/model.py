@@ -1,0 +1,99 @@
+"""The scan's data model: levels, probe outcomes, findings, the report."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from doctor.host import Host
+
+
+class Level(enum.IntEnum):
+    """How intrusive a scan may be, as DCGM's diagnostic levels are."""
+
+    QUICK = 1  # read-only: files, sysctls, process tables, short CPU sampling
+    STANDARD = 2  # adds bounded micro-kernels (seconds each)
+    FULL = 3  # adds long load or soak tests (opt-in)
+
+    @classmethod
+    def parse(cls, text: str) -> "Level":
+        return cls[text.upper()]
+
+
+class Severity(enum.IntEnum):
+    INFO = 0
+    WARNING = 1
+    CRITICAL = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOptions:
+    """What the user asked of this scan."""
+
+    level: Level = Level.STANDARD
+    model_dirs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSpec:
+    """One registry entry: a probe's name, level, what it reads, and its entry point."""
+
+    name: str  # dotted by area: host.limits, gpu.pcie, engine.kv_cache
+    level: Level
+    description: str
+    reads: str  # what it reads, for `llm-doctor probes`
+    timeout_s: float
+    run: Callable[[Host, ScanOptions], Any]  # returns a frozen record or raises Skip
+    exclusive: bool = False  # measures the machine: runs alone, after the read-only probes
+
+
+class Skip(Exception):
+    """A probe cannot apply to this host; the message is the reason shown to the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    name: str
+    status: str  # ok | skipped | error | timeout
+    duration_s: float
+    reason: str | None = None  # for skipped, error, timeout
+    record: Any = None  # the probe's frozen record when ok
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    cause: str
+    symptoms: tuple[str, ...]
+    severity: Severity
+    title: str
+    evidence: dict[str, Any]
+    remediation: str
+    playbook: str
+
+
+@dataclass(slots=True)
+class ScanReport:
+    host: dict[str, str]
+    level: Level
+    started_at: str
+    duration_s: float
+    probes: list[ProbeResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    rule_errors: list[str] = field(default_factory=list)
+
+    @property
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), default=None)
+
+    def exit_code(self) -> int:
+        """0 nothing at warning or above, 1 warning, 2 critical (monitoring-plugin style)."""
+        worst = self.worst
+        if worst is None or worst == Severity.INFO:
+            return 0
+        return 1 if worst == Severity.WARNING else 2

@@ -1,0 +1,81 @@
+"""Runs probes: each under its own timeout, none able to sink the scan.
+
+Read-only probes run side by side in threads; probes that measure the machine (micro-
+kernels, disk reads) run after them, one at a time, so they neither disturb the CPU
+sampling nor each other. A probe that overruns its timeout is reported as ``timeout`` and
+left behind on a daemon thread; its late result is ignored.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from typing import Callable, Iterable
+
+from doctor.host import Host, HostReadError, MeasurementError
+from doctor.model import ProbeResult, ProbeSpec, ScanOptions, Skip
+
+OnEvent = Callable[[str, ProbeSpec, ProbeResult | None], None]
+
+
+class _Call(threading.Thread):
+    def __init__(self, spec: ProbeSpec, host: Host, options: ScanOptions) -> None:
+        super().__init__(name=f"probe {spec.name}", daemon=True)
+        self.spec, self.host, self.options = spec, host, options
+        self.started_at = 0.0
+        self.result: ProbeResult | None = None
+
+    def run(self) -> None:
+        self.started_at = time.perf_counter()
+        status, reason, record = "ok", None, None
+        try:
+            record = self.spec.run(self.host, self.options)
+        except Skip as exc:
+            status, reason = "skipped", str(exc)
+        except HostReadError as exc:
+            status, reason = "error", str(exc)
+        except MeasurementError as exc:
+            status, reason = "error", str(exc)
+        except Exception as exc:  # the isolation boundary: a probe's bug must not sink the scan
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            status = "error"
+            reason = (f"internal error: {type(exc).__name__}: {exc} "
+                      f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno}); please report it")
+        self.result = ProbeResult(self.spec.name, status, time.perf_counter() - self.started_at,
+                                  reason, record)
+
+
+def _finish(call: _Call, deadline: float) -> ProbeResult:
+    call.join(max(deadline - time.perf_counter(), 0))
+    if call.result is not None:
+        return call.result
+    return ProbeResult(call.spec.name, "timeout", call.spec.timeout_s,
+                       f"no result within {call.spec.timeout_s:g} s")
+
+
+def run_probes(specs: Iterable[ProbeSpec], host: Host, options: ScanOptions,
+               on_event: OnEvent | None = None) -> list[ProbeResult]:
+    """Run the probes allowed at ``options.level``; results in registry order."""
+    notify = on_event or (lambda *_: None)
+    chosen = [s for s in specs if s.level <= options.level]
+    results: dict[str, ProbeResult] = {}
+
+    parallel = [s for s in chosen if not s.exclusive]
+    calls = []
+    for spec in parallel:
+        call = _Call(spec, host, options)
+        notify("start", spec, None)
+        call.start()
+        calls.append((call, time.perf_counter() + spec.timeout_s))
+    for call, deadline in calls:
+        results[call.spec.name] = _finish(call, deadline)
+        notify("done", call.spec, results[call.spec.name])
+
+    for spec in (s for s in chosen if s.exclusive):
+        call = _Call(spec, host, options)
+        notify("start", spec, None)
+        call.start()
+        results[spec.name] = _finish(call, time.perf_counter() + spec.timeout_s)
+        notify("done", spec, results[spec.name])
+    return [results[s.name] for s in chosen]

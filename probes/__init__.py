@@ -1,0 +1,1 @@
+"""Probes: each reads the host through the seam and returns one frozen record."""

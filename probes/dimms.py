@@ -1,0 +1,89 @@
+"""The DRAM ceiling: DIMM speed and channel count from ``dmidecode -t memory``.
+
+dmidecode needs root (it reads the SMBIOS tables); without it, or in a VM that reports no
+speed, the ceiling is None with the reason. Ceiling in decimal GB/s =
+channels × configured MT/s × 8 bytes (a 64-bit channel; a DDR5 DIMM's two 32-bit
+subchannels add up to the same 8 bytes). Manual equivalent: ``sudo dmidecode -t memory``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from doctor.host import Host, HostReadError
+
+
+@dataclass(frozen=True, slots=True)
+class DimmCeiling:
+    dimms_populated: int | None
+    channels: int | None  # distinct channels among populated DIMMs (one per DIMM if unknown)
+    rated_mts: int | None  # slowest populated DIMM's rated speed ("Speed:")
+    configured_mts: int | None  # slowest configured speed ("Configured Memory Speed:")
+    ceiling_gbps: float | None
+    reason: str | None  # why the ceiling is None
+
+
+def _mts(value: str) -> int | None:
+    m = re.match(r"(\d+)\s*(MT/s|MHz)", value)
+    return int(m.group(1)) if m else None
+
+
+def parse_dmidecode(text: str) -> list[dict[str, str]]:
+    """The populated "Memory Device" blocks of ``dmidecode -t memory`` as dicts."""
+    devices, current = [], None
+    for line in text.splitlines():
+        if line.strip() == "Memory Device":
+            current = {}
+            devices.append(current)
+        elif current is not None and ":" in line and line.startswith("\t"):
+            key, _, value = line.strip().partition(":")
+            current[key.strip()] = value.strip()
+        elif not line.strip():
+            current = None
+    return [d for d in devices if d.get("Size", "No Module").split()[0].isdigit()]
+
+
+def _channel_key(dev: dict[str, str]) -> str:
+    """Which memory channel a DIMM sits in, from its locators; one per DIMM if unknown.
+
+    Vendors spell it "P0_Node0_Channel0_Dimm1", "ChannelA-DIMM0", "P1-DIMMA1", "CPU1_DIMM_B2":
+    the channel is the Channel field or the letter before the slot number, per socket.
+    """
+    text = f'{dev.get("Bank Locator", "")} {dev.get("Locator", "")}'
+    socket = re.search(r"\b(?:P|CPU|Node|NODE)\s*(\d+)", text)
+    prefix = socket.group(1) if socket else ""
+    channel = re.search(r"Channel\s*([A-Z0-9]+)", text, re.I) or re.search(
+        r"DIMM_?([A-Z])\d", text)
+    if channel:
+        return f"{prefix}/{channel.group(1).upper()}"
+    return text  # no channel named: count the DIMM as its own channel
+
+
+def read_ceiling(host: Host) -> DimmCeiling:
+    try:
+        out = host.run(["dmidecode", "-t", "memory"], timeout_s=5.0)
+    except HostReadError as exc:
+        return DimmCeiling(None, None, None, None, None, f"dmidecode: {exc.reason}")
+    if out.rc != 0:
+        reason = "dmidecode needs root" if "ermission" in out.stderr else out.stderr.strip()[:120]
+        return DimmCeiling(None, None, None, None, None, reason or f"dmidecode exit {out.rc}")
+    devices = parse_dmidecode(out.stdout)
+    rated = [m for d in devices if (m := _mts(d.get("Speed", "")))]
+    configured = [
+        m for d in devices
+        if (m := _mts(d.get("Configured Memory Speed", d.get("Configured Clock Speed", ""))))
+    ]
+    if not devices or not configured:
+        return DimmCeiling(len(devices) or None, None, min(rated, default=None), None, None,
+                           "the firmware reports no DIMM speed (a VM, or SMBIOS incomplete)")
+    channels = len({_channel_key(d) for d in devices})
+    speed = min(configured)
+    return DimmCeiling(
+        dimms_populated=len(devices),
+        channels=channels,
+        rated_mts=min(rated, default=None),
+        configured_mts=speed,
+        ceiling_gbps=round(channels * speed * 8 / 1000, 1),
+        reason=None,
+    )

@@ -1,0 +1,125 @@
+"""host.cpu: CPU model, topology, instruction sets, frequency policy and load.
+
+Reads ``/proc/cpuinfo``, ``/proc/loadavg``, ``/sys/devices/system/node/node*``,
+``/sys/devices/system/cpu/cpu*/cpufreq/{scaling_governor,energy_performance_preference,
+scaling_cur_freq,cpuinfo_max_freq}`` (kHz there, MHz here). No root needed. Manual
+equivalent: ``lscpu``, ``cpupower frequency-info``, ``cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor``.
+A VM or container without cpufreq has no governor: that is None, not "performance".
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from doctor.host import Host, HostReadError
+from doctor.model import ScanOptions
+
+# Instruction sets that decide CPU inference speed (002 §2: AVX-512 or AMX for CPU serving).
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+@dataclass(frozen=True, slots=True)
+class CpuFreq:
+    cpu: int
+    governor: str | None  # cpufreq/scaling_governor
+    energy_preference: str | None  # cpufreq/energy_performance_preference (intel_pstate, amd-pstate)
+    cur_mhz: int | None  # cpufreq/scaling_cur_freq
+    max_mhz: int | None  # cpufreq/cpuinfo_max_freq
+
+
+@dataclass(frozen=True, slots=True)
+class CpuRecord:
+    model: str
+    logical_cpus: int
+    physical_cores: int | None  # None when cpuinfo lacks core ids (some VMs, arm64)
+    sockets: int | None
+    numa_nodes: int
+    isa: tuple[str, ...]  # the ISA_FLAGS present
+    governor_counts: dict[str, int]  # governor -> CPUs; empty when cpufreq is absent
+    energy_preference_counts: dict[str, int]
+    cpufreq_available: bool
+    cur_mhz_avg: int | None
+    max_mhz: int | None
+    load_1m: float
+    load_5m: float
+    cpus: tuple[CpuFreq, ...]
+
+
+def parse_cpuinfo(text: str) -> tuple[str, int | None, int | None, set[str]]:
+    """model name, physical cores, sockets, and the flags of the first CPU."""
+    model, flags = "unknown", set()
+    cores, sockets = set(), set()
+    physical = None
+    for line in text.splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key in ("model name", "Model", "cpu model") and model == "unknown":
+            model = value
+        elif key in ("flags", "Features") and not flags:
+            flags = set(value.split())
+        elif key == "physical id":
+            physical = value
+            sockets.add(value)
+        elif key == "core id":
+            cores.add((physical, value))
+    return model, len(cores) or None, len(sockets) or None, flags
+
+
+def _khz_to_mhz(host: Host, path: str) -> int | None:
+    try:
+        return int(host.read_text(path).split()[0]) // 1000
+    except (HostReadError, ValueError, IndexError):
+        return None
+
+
+def _word(host: Host, path: str) -> str | None:
+    try:
+        return host.read_text(path).strip() or None
+    except HostReadError:
+        return None
+
+
+def _cpu_freq(host: Host, cpu: int) -> CpuFreq:
+    base = f"/sys/devices/system/cpu/cpu{cpu}/cpufreq"
+    return CpuFreq(
+        cpu=cpu,
+        governor=_word(host, f"{base}/scaling_governor"),
+        energy_preference=_word(host, f"{base}/energy_performance_preference"),
+        cur_mhz=_khz_to_mhz(host, f"{base}/scaling_cur_freq"),
+        max_mhz=_khz_to_mhz(host, f"{base}/cpuinfo_max_freq"),
+    )
+
+
+def probe(host: Host, options: ScanOptions) -> CpuRecord:
+    model, physical_cores, sockets, flags = parse_cpuinfo(host.read_text("/proc/cpuinfo"))
+    cpu_ids = sorted(
+        int(name[3:]) for name in host.list_dirs("/sys/devices/system/cpu")
+        if re.fullmatch(r"cpu\d+", name)
+    )
+    try:
+        nodes = [n for n in host.list_dirs("/sys/devices/system/node") if re.fullmatch(r"node\d+", n)]
+    except HostReadError:  # kernels built without NUMA
+        nodes = []
+    freqs = tuple(_cpu_freq(host, cpu) for cpu in cpu_ids)
+    cur = [f.cur_mhz for f in freqs if f.cur_mhz]
+    maxes = [f.max_mhz for f in freqs if f.max_mhz]
+    load = host.read_text("/proc/loadavg").split()
+    return CpuRecord(
+        model=model,
+        logical_cpus=len(cpu_ids),
+        physical_cores=physical_cores,
+        sockets=sockets,
+        numa_nodes=max(len(nodes), 1),
+        isa=tuple(f for f in ISA_FLAGS if f in flags),
+        governor_counts=dict(Counter(f.governor for f in freqs if f.governor)),
+        energy_preference_counts=dict(
+            Counter(f.energy_preference for f in freqs if f.energy_preference)
+        ),
+        cpufreq_available=any(f.governor for f in freqs),
+        cur_mhz_avg=sum(cur) // len(cur) if cur else None,
+        max_mhz=max(maxes) if maxes else None,
+        load_1m=float(load[0]),
+        load_5m=float(load[1]),
+        cpus=freqs,
+    )

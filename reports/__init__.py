@@ -1,0 +1,1 @@
+"""Renderers: terminal (rich), JSON (versioned schema), Markdown (jinja2)."""

@@ -1,0 +1,68 @@
+"""The terminal report (rich): verdict, findings by severity, then the probes."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from doctor.model import ScanReport, Severity
+from playbooks import path_of
+from reports.summaries import summary
+
+STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "cyan"}
+STATUS_STYLE = {"ok": "green", "skipped": "dim", "error": "red", "timeout": "red"}
+
+
+def verdict(report: ScanReport) -> Text:
+    counts = {s: sum(1 for f in report.findings if f.severity == s) for s in Severity}
+    worst = report.worst
+    if worst is None or worst == Severity.INFO:
+        head = Text("OK", style="bold green")
+        tail = "nothing at warning or above"
+    else:
+        head = Text(worst.label.upper(), style=STYLE[worst])
+        tail = f"{counts[Severity.CRITICAL]} critical, {counts[Severity.WARNING]} warning"
+    if counts[Severity.INFO]:
+        tail += f", {counts[Severity.INFO]} info"
+    failed = sum(1 for p in report.probes if p.status in ("error", "timeout"))
+    if failed:
+        tail += f"; {failed} probe(s) failed"
+    host = report.host.get("hostname", "?")
+    source = "recorded " + report.host.get("captured_at", "") if report.host.get("kind") == "recorded" else "live"
+    return Text.assemble(head, f" — {tail} — {host} ({source}), level {report.level.name.lower()}, "
+                         f"{report.duration_s:.1f} s")
+
+
+def _findings(report: ScanReport) -> list:
+    blocks = []
+    for f in report.findings:
+        title = Text.assemble((f"[{f.severity.label}] ", STYLE[f.severity]), (f.title, "bold"))
+        meta = Text(f"  {f.rule} · cause {f.cause} · rows {', '.join(f.symptoms)}", style="dim")
+        evidence = Text("  evidence: " + ", ".join(f"{k}={v}" for k, v in f.evidence.items()))
+        todo = Text.assemble(("  do: ", "bold"), f.remediation)
+        cause = f.playbook.removeprefix("playbooks/").removesuffix(".md")
+        book = Text(f"  playbook: llm-doctor playbook {cause}  ({path_of(cause)})", style="dim")
+        blocks += [title, meta, evidence, todo, book, Text("")]
+    return blocks
+
+
+def _probes(report: ScanReport) -> Table:
+    table = Table(title="Probes", title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("probe")
+    table.add_column("status")
+    table.add_column("time", justify="right")
+    table.add_column("what it saw", overflow="fold")
+    for p in report.probes:
+        table.add_row(p.name, Text(p.status, style=STATUS_STYLE[p.status]),
+                      f"{p.duration_s:.2f}s", summary(p))
+    return table
+
+
+def render(report: ScanReport, console: Console) -> None:
+    parts = [verdict(report), Text("")]
+    parts += _findings(report)
+    for message in report.rule_errors:
+        parts.append(Text(f"rule error: {message}", style="red"))
+    parts.append(_probes(report))
+    console.print(Group(*parts))
