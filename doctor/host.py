@@ -330,8 +330,11 @@ class RecordingHost:
             raise
         local = self._local(path)
         with self._lock:
-            local.parent.mkdir(parents=True, exist_ok=True)
-            local.write_text(_redacted(path, text))
+            # The first read wins: the recording is one snapshot of the host, taken as the
+            # scan started; a later re-read (meminfo, say) must not replace it.
+            if not local.is_file():
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_text(_redacted(path, text))
         return text
 
     def list_dirs(self, path: str) -> list[str]:
