@@ -155,8 +155,9 @@ def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, r
     """Scan this host (or a recorded one) and report findings with remediations."""
     rules, config = _rules_and_config(config_path, rule_files)
     host: Host = RecordedHost(replay) if replay else LiveHost()
-    if replay and not model_dirs:  # the capture's --model-dir, unless the user names others
-        model_dirs = tuple(host.manifest["host"].get("model_dirs", []))
+    if replay:  # the capture's --model-dir and level, unless the user names others
+        model_dirs = model_dirs or tuple(host.manifest["host"].get("model_dirs", []))
+        level = level or host.manifest["host"].get("level")
     options = _options(config, level, model_dirs)
     report = _run_scan(host, options, rules, config, not no_progress)
     _emit(report, fmt, output)
