@@ -18,8 +18,20 @@ def namespace(results: list[ProbeResult]) -> dict[str, dict[str, Any]]:
     for result in results:
         if result.status == "ok" and result.record is not None:
             root, _, rest = result.name.partition(".")
-            roots.setdefault(root, {})[rest] = dataclasses.asdict(result.record)
+            record = result.record
+            if dataclasses.is_dataclass(record):
+                record = dataclasses.asdict(record)
+            roots.setdefault(root, {})[rest] = record  # table tests pass plain dicts
     return roots
+
+
+def _text(value: Any) -> Any:
+    """A value as a title shows it: {"powersave": 128} → "powersave×128"."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}×{v}" for k, v in value.items()) or "none"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) or "none"
+    return value
 
 
 def _evaluator(roots: dict, params: dict, item: Any) -> EvalWithCompoundTypes:
@@ -46,7 +58,7 @@ def _matches(rule: Rule, roots: dict, params: dict, severity: Severity) -> list[
             cause=rule.cause,
             symptoms=rule.symptoms,
             severity=level,
-            title=rule.title.format_map({**params, **evidence}),
+            title=rule.title.format_map({k: _text(v) for k, v in {**params, **evidence}.items()}),
             evidence=evidence,
             remediation=rule.remediation,
             playbook=f"playbooks/{rule.playbook}.md",

@@ -1,0 +1,1 @@
+"""Measurement micro-kernels: short timed loops (memory bandwidth, disk reads) that probes run."""

@@ -1,0 +1,334 @@
+"""STREAM-style memory bandwidth: best-of-N copy and triad rates in decimal GB/s (1e9 bytes/s).
+
+Kernels, on float64 arrays of ``array_bytes`` bytes each (the caller sizes them well over the
+last-level cache, or the figure is cache bandwidth, not DRAM):
+
+- copy  ``c = a``          counted as 16 bytes per element (read a, write c)
+- triad ``a = b + s * c``  counted as 24 bytes per element (read b and c, write a)
+
+Bytes are counted as McCalpin's STREAM counts them: the extra read of a write-allocate is not
+counted, so, like STREAM, this is the bandwidth a program sees, not the bus traffic. The page
+first-touch and one untimed pass are done first; then ``repeats`` timed passes of each kernel,
+and the best (fastest) one is reported, as STREAM does. A sample of the results is checked
+against the same recurrence replayed on scalars (STREAM's ``checkSTREAMresults``).
+
+Backends: ``torch`` (fused single-pass ATen ops, multi-threaded; also runs on ``cuda``) and
+``numpy`` (for hosts without torch: the arrays are split into ``threads`` contiguous chunks run
+in Python threads, since numpy's elementwise loops are single-threaded but release the GIL).
+
+No root needed. Manual equivalent: ``gcc -O3 -fopenmp stream.c && OMP_NUM_THREADS=<cores>
+./a.out`` (McCalpin's STREAM), or ``benchmarks/stream.c`` in this repository.
+CLI: ``python -m probes.kernels.stream --array-bytes N --threads T`` prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+BACKENDS = ("auto", "torch", "numpy")
+SCALAR = 3.0  # STREAM's scalar
+ELEMENT_BYTES = 8  # float64
+COPY_BYTES_PER_ELEMENT = 2 * ELEMENT_BYTES
+TRIAD_BYTES_PER_ELEMENT = 3 * ELEMENT_BYTES
+# With SCALAR = 3 the values grow as 3**k; float64 overflows near k = 646, and the check
+# below needs finite values. STREAM's default is 10.
+MAX_REPEATS = 100
+# STREAM's tolerance for double (epsilon = 1e-13 in checkSTREAMresults).
+RELATIVE_TOLERANCE = 1e-13
+SAMPLE_POINTS = 1024
+
+
+class BackendUnavailableError(RuntimeError):
+    """The requested backend or device cannot run here (torch not installed, no CUDA)."""
+
+
+def measure(
+    *,
+    array_bytes: int,
+    threads: int,
+    repeats: int = 5,
+    backend: str = "auto",
+    device: str = "cpu",
+) -> dict:
+    """Run copy and triad; return a JSON-serialisable dict of the best rates.
+
+    Keys: backend, device, threads, dtype, array_bytes (per array, as allocated: elements * 8),
+    elements, repeats, copy_gbps, triad_gbps, copy_best_s, triad_best_s, triad_passes (memory
+    passes the backend's triad really makes: 3 for torch as STREAM counts, 5 for numpy, whose
+    triad then understates), valid, duration_s (wall time of allocation, first touch, warm-up,
+    timed passes and check). Three arrays are allocated: 3 * array_bytes of memory.
+
+    Raises ValueError for bad arguments, BackendUnavailableError when the backend or device
+    cannot run, MemoryError when the arrays cannot be allocated. duration_s does not include
+    importing torch.
+    """
+    elements = _validate(array_bytes, threads, repeats, backend, device)
+    if backend == "auto":
+        # Only torch reaches a GPU: with no torch, device cuda fails below saying so.
+        backend = "torch" if device != "cpu" or _torch_importable() else "numpy"
+    if backend == "numpy" and device != "cpu":
+        raise ValueError(f"backend 'numpy' runs on the cpu only, not on device {device!r}")
+    if backend == "torch":
+        torch = _import_torch()
+        # The clock starts after the import (about a second on first use): it times the
+        # measurement, not the interpreter loading a library.
+        started = time.perf_counter()
+        run = _run_torch(torch, elements, threads, repeats, device)
+    else:
+        started = time.perf_counter()
+        run = _run_numpy(elements, threads, repeats)
+    copy_best_s, triad_best_s, valid, triad_passes = run
+    return {
+        "backend": backend,
+        "device": device,
+        # On a GPU the host thread count does not apply: absent, not zero.
+        "threads": None if device.startswith("cuda") else threads,
+        "dtype": "float64",
+        "array_bytes": elements * ELEMENT_BYTES,
+        "elements": elements,
+        "repeats": repeats,
+        "copy_gbps": COPY_BYTES_PER_ELEMENT * elements / copy_best_s / 1e9,
+        "triad_gbps": TRIAD_BYTES_PER_ELEMENT * elements / triad_best_s / 1e9,
+        "copy_best_s": copy_best_s,
+        "triad_best_s": triad_best_s,
+        "triad_passes": triad_passes,
+        "valid": valid,
+        "duration_s": time.perf_counter() - started,
+    }
+
+
+def _validate(array_bytes: int, threads: int, repeats: int, backend: str, device: str) -> int:
+    """Check the arguments; return the element count per array."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if array_bytes < ELEMENT_BYTES:
+        raise ValueError(f"array_bytes must be at least {ELEMENT_BYTES}, not {array_bytes}")
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, not {threads}")
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise ValueError(f"repeats must be between 1 and {MAX_REPEATS}, not {repeats}")
+    if not (device == "cpu" or re.fullmatch(r"cuda(:\d+)?", device)):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', not {device!r}")
+    return array_bytes // ELEMENT_BYTES
+
+
+def _torch_importable() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _expected(iterations: int) -> tuple[float, float]:
+    """Values of a and c after ``iterations`` (copy, triad) pairs from a=1, b=2, c=0."""
+    a, b, c = 1.0, 2.0, 0.0
+    for _ in range(iterations):
+        c = a
+        a = b + SCALAR * c
+    return a, c
+
+
+def _close(values: list[float], expected: float) -> bool:
+    return all(abs(value - expected) <= RELATIVE_TOLERANCE * abs(expected) for value in values)
+
+
+def _sample_indices(elements: int, threads: int) -> list[int]:
+    """Evenly spaced indices plus both ends of every thread's chunk (where split bugs show)."""
+    step = max(elements // SAMPLE_POINTS, 1)
+    indices = set(range(0, elements, step))
+    for start, stop in _chunk_bounds(elements, threads):
+        if stop > start:
+            indices.update((start, stop - 1))
+    return sorted(indices)
+
+
+def _chunk_bounds(elements: int, threads: int) -> list[tuple[int, int]]:
+    """``threads`` contiguous [start, stop) ranges covering the array, as np.array_split does."""
+    size, extra = divmod(elements, threads)
+    bounds, start = [], 0
+    for index in range(threads):
+        stop = start + size + (1 if index < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def _best_times(
+    copy: Callable[[], None], triad: Callable[[], None], repeats: int, sync: Callable[[], None]
+) -> tuple[float, float]:
+    """One untimed (copy, triad) pass, then ``repeats`` timed ones; the fastest of each."""
+    copy()
+    triad()
+    sync()
+    copy_best_s = triad_best_s = float("inf")
+    for _ in range(repeats):
+        # perf_counter is monotonic and sub-microsecond; a pass here takes milliseconds.
+        sync()
+        start = time.perf_counter()
+        copy()
+        sync()
+        middle = time.perf_counter()
+        triad()
+        sync()
+        end = time.perf_counter()
+        copy_best_s = min(copy_best_s, middle - start)
+        triad_best_s = min(triad_best_s, end - middle)
+    return copy_best_s, triad_best_s
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError as error:
+        raise BackendUnavailableError(
+            "backend 'torch' needs PyTorch: install it (pip install torch) or use backend 'numpy'"
+        ) from error
+    return torch
+
+
+def _run_torch(
+    torch, elements: int, threads: int, repeats: int, device: str
+) -> tuple[float, float, bool, int]:
+    on_cuda = device.startswith("cuda")
+    if on_cuda and not torch.cuda.is_available():
+        raise BackendUnavailableError(
+            f"device {device!r} is not available: torch.cuda.is_available() is False "
+            "(a CPU build of torch, or no NVIDIA driver)"
+        )
+    sync = (lambda: torch.cuda.synchronize(device)) if on_cuda else (lambda: None)
+    previous_threads = torch.get_num_threads()
+    if not on_cuda:
+        torch.set_num_threads(threads)
+    try:
+        a, b, c = _allocate_torch(torch, elements, device)
+        # fill_ runs on the same intra-op thread pool and static split as the kernels, so this
+        # is STREAM's parallel first touch: pages land near the thread that uses them.
+        a.fill_(1.0)
+        b.fill_(2.0)
+        c.fill_(0.0)
+        # Single-pass fused ATen kernels: copy_ is one vectorised read+write; add with alpha
+        # computes b + alpha * c in one loop (no temporary for SCALAR * c).
+        copy_best_s, triad_best_s = _best_times(
+            lambda: c.copy_(a), lambda: torch.add(b, c, alpha=SCALAR, out=a), repeats, sync
+        )
+        sync()
+        index = torch.tensor(_sample_indices(elements, threads), device=device)
+        a_values = a.index_select(0, index).tolist()
+        c_values = c.index_select(0, index).tolist()
+        del a, b, c
+    finally:
+        torch.set_num_threads(previous_threads)
+    a_expected, c_expected = _expected(repeats + 1)
+    valid = _close(a_values, a_expected) and _close(c_values, c_expected)
+    return copy_best_s, triad_best_s, valid, 3
+
+
+def _allocate_torch(torch, elements: int, device: str):
+    """Three uninitialised float64 arrays; a failed allocation becomes MemoryError."""
+    try:
+        return tuple(torch.empty(elements, dtype=torch.float64, device=device) for _ in range(3))
+    except RuntimeError as error:
+        # torch reports a failed CPU allocation as a plain RuntimeError ("DefaultCPUAllocator:
+        # can't allocate memory") and a CUDA one as torch.OutOfMemoryError; both end up here.
+        cuda_oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+        if isinstance(error, cuda_oom) or "allocate memory" in str(error):
+            raise _out_of_memory(elements) from error
+        raise
+
+
+def _out_of_memory(elements: int) -> MemoryError:
+    gib = 3 * elements * ELEMENT_BYTES / 2**30
+    return MemoryError(
+        f"cannot allocate 3 arrays ({gib:.2f} GiB in all): use a smaller array_bytes"
+    )
+
+
+def _run_numpy(elements: int, threads: int, repeats: int) -> tuple[float, float, bool, int]:
+    import numpy as np
+
+    try:
+        # np.empty maps fresh pages without touching them; the fills below touch them.
+        a, b, c = (np.empty(elements, dtype=np.float64) for _ in range(3))
+    except MemoryError as error:
+        raise _out_of_memory(elements) from error
+    chunks = [
+        (a[start:stop], b[start:stop], c[start:stop])
+        for start, stop in _chunk_bounds(elements, threads)
+    ]
+
+    def fill(a_part, b_part, c_part):
+        a_part.fill(1.0)
+        b_part.fill(2.0)
+        c_part.fill(0.0)
+
+    def copy(a_part, b_part, c_part):
+        np.copyto(c_part, a_part)
+
+    def triad(a_part, b_part, c_part):
+        # Two ufunc passes (numpy has no fused multiply-add): a = s*c, then a = a + b.
+        # That moves 5 arrays' worth of bytes where STREAM counts 3, so this triad understates.
+        np.multiply(c_part, SCALAR, out=a_part)
+        np.add(a_part, b_part, out=a_part)
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+
+        def parallel(kernel):
+            # .result() re-raises a worker's exception here instead of losing it.
+            for future in [pool.submit(kernel, *chunk) for chunk in chunks]:
+                future.result()
+
+        parallel(fill)  # first touch by the thread that will use each chunk, as in STREAM
+        copy_best_s, triad_best_s = _best_times(
+            lambda: parallel(copy), lambda: parallel(triad), repeats, lambda: None
+        )
+    index = np.array(_sample_indices(elements, threads))
+    a_expected, c_expected = _expected(repeats + 1)
+    valid = _close(a[index].tolist(), a_expected) and _close(c[index].tolist(), c_expected)
+    return copy_best_s, triad_best_s, valid, 5
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line and exits 1 (argparse's default is 2)."""
+
+    def error(self, message: str):
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _OneLineParser(
+        prog="python -m probes.kernels.stream",
+        description="STREAM-style copy and triad bandwidth (decimal GB/s), printed as JSON.",
+    )
+    parser.add_argument("--array-bytes", type=int, required=True, help="bytes per array (3 arrays)")
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--backend", choices=BACKENDS, default="auto")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    try:
+        result = measure(
+            array_bytes=args.array_bytes,
+            threads=args.threads,
+            repeats=args.repeats,
+            backend=args.backend,
+            device=args.device,
+        )
+    except (ValueError, MemoryError, RuntimeError) as error:
+        # Expected failures (bad value, no torch, no CUDA, out of memory): one line, no
+        # traceback. RuntimeError also covers torch's own device errors.
+        one_line = " ".join(str(error).split())  # torch's CUDA errors span several lines
+        print(f"{parser.prog}: error: {one_line}", file=sys.stderr)
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

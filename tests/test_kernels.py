@@ -1,0 +1,229 @@
+"""Behaviour of the measurement kernels on small inputs: stream (memory) and disk_read."""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from probes.kernels import disk_read, stream
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SMALL_ARRAY_BYTES = 8 * 2**20
+MIB = 2**20
+
+
+def _run_module(module: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+# --- stream -------------------------------------------------------------------------------
+
+
+def _check_rates(result: dict) -> None:
+    for key in ("copy_gbps", "triad_gbps", "copy_best_s", "triad_best_s", "duration_s"):
+        assert math.isfinite(result[key]) and result[key] > 0, key
+    assert result["valid"] is True
+    # STREAM's byte accounting: copy moves 2 arrays, triad 3, per element, in decimal GB.
+    elements = result["elements"]
+    assert result["array_bytes"] == elements * 8
+    assert elements * 16 / result["copy_best_s"] == pytest.approx(result["copy_gbps"] * 1e9)
+    assert elements * 24 / result["triad_best_s"] == pytest.approx(result["triad_gbps"] * 1e9)
+    json.dumps(result)  # a plain, serialisable dict
+
+
+def test_stream_numpy_backend_gives_valid_positive_rates():
+    result = stream.measure(
+        array_bytes=SMALL_ARRAY_BYTES, threads=2, repeats=2, backend="numpy"
+    )
+    _check_rates(result)
+    assert result["backend"] == "numpy"
+    assert result["threads"] == 2
+    assert result["dtype"] == "float64"
+    assert result["triad_passes"] == 5  # numpy's triad is two ufunc passes: it understates
+
+
+def test_stream_torch_backend_gives_valid_positive_rates():
+    torch = pytest.importorskip("torch")
+    threads_before = torch.get_num_threads()
+    result = stream.measure(
+        array_bytes=SMALL_ARRAY_BYTES, threads=1, repeats=2, backend="torch"
+    )
+    _check_rates(result)
+    assert result["backend"] == "torch"
+    assert result["triad_passes"] == 3
+    assert torch.get_num_threads() == threads_before  # the probe leaves torch as it found it
+
+
+def test_stream_numpy_with_more_threads_than_elements_still_checks_out():
+    result = stream.measure(array_bytes=3 * 8, threads=4, repeats=1, backend="numpy")
+    assert result["elements"] == 3
+    assert result["valid"] is True
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"backend": "fortran"},
+        {"threads": 0},
+        {"repeats": 0},
+        {"array_bytes": 4},
+        {"device": "tpu"},
+        {"backend": "numpy", "device": "cuda"},
+    ],
+)
+def test_stream_rejects_bad_arguments(arguments):
+    call = {"array_bytes": SMALL_ARRAY_BYTES, "threads": 1, "repeats": 1, "backend": "numpy"}
+    call.update(arguments)
+    with pytest.raises(ValueError):
+        stream.measure(**call)
+
+
+def test_stream_cli_prints_one_json_object():
+    done = _run_module(
+        "probes.kernels.stream",
+        "--array-bytes", str(SMALL_ARRAY_BYTES), "--threads", "2", "--repeats", "2",
+        "--backend", "numpy",
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["valid"] is True
+    assert result["copy_gbps"] > 0
+
+
+def test_stream_cli_bad_backend_exits_1_with_one_line():
+    done = _run_module(
+        "probes.kernels.stream", "--array-bytes", "1024", "--threads", "1", "--backend", "fortran"
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "fortran" in done.stderr
+
+
+def test_stream_cli_bad_value_exits_1_without_traceback():
+    done = _run_module("probes.kernels.stream", "--array-bytes", "1024", "--threads", "0")
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "threads" in done.stderr
+
+
+# --- disk_read ----------------------------------------------------------------------------
+
+
+def _write_file(path: Path, size_bytes: int) -> str:
+    path.write_bytes(os.urandom(size_bytes))
+    return str(path)
+
+
+def test_disk_read_stops_at_max_bytes_on_a_bigger_file(tmp_path):
+    path = _write_file(tmp_path / "weights.bin", 4 * MIB)
+    result = disk_read.measure(
+        paths=[path], max_bytes=1 * MIB, max_seconds=30, block_bytes=256 * 1024
+    )
+    assert result["stopped_by"] == "max_bytes"
+    assert 0 < result["bytes_read"] <= 1 * MIB
+    assert result["method"] in ("o_direct", "fadvise_dontneed")
+    assert result["files_read"] == [path]
+    assert result["read_mbps"] > 0
+    json.dumps(result)
+
+
+def test_disk_read_unaligned_max_bytes_never_overshoots(tmp_path):
+    path = _write_file(tmp_path / "weights.bin", 2 * MIB)
+    result = disk_read.measure(paths=[path], max_bytes=MIB + 1000, max_seconds=30)
+    assert result["stopped_by"] == "max_bytes"
+    assert result["bytes_read"] <= MIB + 1000
+
+
+def test_disk_read_reads_every_file_to_the_end_under_the_limits(tmp_path):
+    first = _write_file(tmp_path / "a.bin", 2 * MIB)
+    second = _write_file(tmp_path / "b.bin", 3 * MIB + 100)  # unaligned tail
+    result = disk_read.measure(paths=[first, second], max_bytes=64 * MIB, max_seconds=30)
+    assert result["stopped_by"] == "end_of_files"
+    assert result["files_read"] == [first, second]
+    # O_DIRECT stops at the last page boundary; buffered reads take the tail too.
+    assert 5 * MIB <= result["bytes_read"] <= 5 * MIB + 100
+    assert result["method"] in ("o_direct", "fadvise_dontneed")
+
+
+def test_disk_read_falls_back_when_o_direct_is_refused(tmp_path, monkeypatch):
+    if not hasattr(os, "O_DIRECT"):
+        pytest.skip("no O_DIRECT on this platform")
+    path = _write_file(tmp_path / "weights.bin", 2 * MIB + 100)
+    real_open = os.open
+
+    def open_like_tmpfs(name, flags, *args):
+        # What tmpfs (before Linux 6.6) and some FUSE filesystems answer to O_DIRECT.
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), name)
+        return real_open(name, flags, *args)
+
+    monkeypatch.setattr(disk_read.os, "open", open_like_tmpfs)
+    result = disk_read.measure(paths=[path], max_bytes=64 * MIB, max_seconds=30)
+    assert result["method"] == "fadvise_dontneed"
+    assert result["bytes_read"] == 2 * MIB + 100  # buffered reads include the tail
+    assert result["stopped_by"] == "end_of_files"
+
+
+def test_disk_read_falls_back_when_o_direct_reads_are_refused(tmp_path, monkeypatch):
+    if not hasattr(os, "O_DIRECT"):
+        pytest.skip("no O_DIRECT on this platform")
+    import fcntl
+
+    path = _write_file(tmp_path / "weights.bin", 2 * MIB + 100)
+    real_preadv = os.preadv
+
+    def preadv_like_fuse(fd, buffers, offset):
+        # Some FUSE filesystems accept O_DIRECT at open and refuse the read itself.
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        return real_preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(disk_read.os, "preadv", preadv_like_fuse)
+    result = disk_read.measure(paths=[path], max_bytes=64 * MIB, max_seconds=30)
+    assert result["method"] == "fadvise_dontneed"
+    assert result["bytes_read"] == 2 * MIB + 100
+
+
+def test_disk_read_missing_path_raises_naming_it(tmp_path):
+    present = _write_file(tmp_path / "a.bin", MIB)
+    missing = str(tmp_path / "not-there.bin")
+    with pytest.raises(FileNotFoundError) as raised:
+        disk_read.measure(paths=[present, missing], max_bytes=64 * MIB, max_seconds=30)
+    assert missing in str(raised.value)
+
+
+def test_disk_read_directory_raises_naming_it(tmp_path):
+    with pytest.raises(IsADirectoryError) as raised:
+        disk_read.measure(paths=[str(tmp_path)], max_bytes=MIB, max_seconds=30)
+    assert str(tmp_path) in str(raised.value)
+
+
+def test_disk_read_cli_prints_json_and_reports_errors_in_one_line(tmp_path):
+    path = _write_file(tmp_path / "weights.bin", MIB)
+    done = _run_module(
+        "probes.kernels.disk_read", "--max-bytes", str(MIB), "--max-seconds", "30", path
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["bytes_read"] <= MIB
+
+    missing = str(tmp_path / "not-there.bin")
+    done = _run_module(
+        "probes.kernels.disk_read", "--max-bytes", str(MIB), "--max-seconds", "30", missing
+    )
+    assert done.returncode == 1
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert missing in done.stderr
