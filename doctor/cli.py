@@ -234,6 +234,8 @@ def rules_check(files) -> None:
     """Validate rule files: fields, cause ids, symptom rows, expressions and field names."""
     for name in files:
         loaded = load_file(Path(name), by_name())
+        if not loaded:
+            raise RuleError(f"{name}: holds no [[rule]] tables (format: 'llm-doctor rules --help')")
         click.echo(f"{name}: {len(loaded)} rule(s) ok: {', '.join(r.id for r in loaded)}")
 
 

@@ -59,7 +59,7 @@ def all_cases():
             yield pytest.param(path.stem, case, id=f"{path.stem}: {case['name']}")
 
 
-@pytest.mark.parametrize("rule_id,case", all_cases())
+@pytest.mark.parametrize("rule_id,case", list(all_cases()))
 def test_rule_case(rule_id, case):
     rule = RULES[rule_id]
     findings, errors = evaluate([rule], results_for(case["records"]))
