@@ -193,17 +193,12 @@ def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, 
 
 @cli.command()
 def probes() -> None:
-    """List the probes: name, level, timeout, what each reads."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("probe", "level", "timeout", "what it measures", "what it reads"):
-        table.add_column(column, overflow="fold")
+    """List the probes: name, level, timeout, what each measures and reads."""
     for spec in PROBES:
-        table.add_row(spec.name, spec.level.name.lower(), f"{spec.timeout_s:g}s",
-                      spec.description, spec.reads)
-    Console().print(table)
+        click.echo(f"{click.style(spec.name, bold=True)}  (level {spec.level.name.lower()}, "
+                   f"timeout {spec.timeout_s:g} s)")
+        click.echo(f"    {spec.description}")
+        click.echo(f"    reads: {spec.reads}")
 
 
 @cli.group(invoke_without_command=True)
@@ -213,19 +208,15 @@ def rules(ctx, config_path) -> None:
     """List the rules (id, severity, cause, symptom rows); 'rules check FILE' validates one."""
     if ctx.invoked_subcommand:
         return
-    from rich.console import Console
-    from rich.table import Table
-
     loaded, config = _rules_and_config(config_path, ())
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("rule", "severity", "cause", "symptom rows", "parameters"):
-        table.add_column(column, overflow="fold")
     for rule in loaded:
         params = {**rule.params, **{k: v for k, v in config.rules.get(rule.id, {}).items()
                                     if k in rule.params}}
-        table.add_row(rule.id, rule.severity.label, rule.cause, ", ".join(rule.symptoms),
-                      ", ".join(f"{k}={v}" for k, v in params.items()))
-    Console().print(table)
+        click.echo(f"{click.style(rule.id, bold=True)}  [{rule.severity.label}]  cause {rule.cause}"
+                   f"  ({rule.source.rsplit('/', 1)[-1]})")
+        click.echo(f"    rows: {', '.join(rule.symptoms)}")
+        if params:
+            click.echo(f"    params: {', '.join(f'{k}={v}' for k, v in params.items())}")
 
 
 @rules.command("check")

@@ -49,7 +49,7 @@ def _findings(report: ScanReport) -> list:
 
 def _probes(report: ScanReport) -> Table:
     table = Table(title="Probes", title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("probe")
+    table.add_column("probe", no_wrap=True)
     table.add_column("status")
     table.add_column("time", justify="right")
     table.add_column("what it saw", overflow="fold")

@@ -1,0 +1,149 @@
+"""The CLI as a user runs it: live scans of this machine, planted faults, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import jsonschema
+import pytest
+
+from tests.conftest import FIXTURE_HOSTS, REPO
+
+SCHEMA = json.loads((REPO / "docs" / "report-schema.json").read_text())
+
+
+def scan_json(cli, *args, **kw):
+    result = cli("scan", "--format", "json", "--no-progress", *args, **kw)
+    assert result.returncode in (0, 1, 2), result.stderr
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert report["exit_code"] == result.returncode
+    return report
+
+
+def test_quick_scan_of_this_host_follows_the_schema(cli):
+    report = scan_json(cli, "--level", "quick")
+    names = {p["name"]: p for p in report["probes"]}
+    assert {"host.limits", "host.sysctl", "host.cpu", "host.cpu_load", "host.memory"} <= set(names)
+    assert "host.memory_bandwidth" not in names  # a micro-kernel: level standard
+    assert names["host.memory"]["status"] == "ok"
+    assert names["host.memory"]["data"]["total_mib"] > 0
+    assert names["host.storage"]["status"] == "skipped"
+    assert "no --model-dir" in names["host.storage"]["reason"]
+
+
+def test_shell_with_ulimit_n_512_is_found(cli):
+    report = scan_json(cli, "--level", "quick", shell_prefix="ulimit -n 512")
+    (finding,) = [f for f in report["findings"] if f["rule"] == "fd-limit-low"]
+    assert finding["cause"] == "fd-limit-low"
+    assert finding["symptoms"] == ["crash-under-concurrency", "queueing-under-load"]
+    assert finding["severity"] == "warning"
+    assert finding["evidence"]["nofile_soft"] == 512
+    assert finding["evidence"]["role"] == "shell"
+    assert finding["playbook"] == "playbooks/fd-limit-low.md"
+    assert report["exit_code"] >= 1
+
+
+def test_a_process_spinning_on_a_core_is_found(cli):
+    spin = subprocess.Popen([sys.executable, "-c",
+                             "import time\nt = time.time()\nwhile time.time() - t < 30: pass"])
+    try:
+        time.sleep(0.3)
+        report = scan_json(cli, "--level", "quick")
+    finally:
+        spin.kill()
+        spin.wait()
+    mine = [f for f in report["findings"]
+            if f["rule"] == "cpu-contention" and f["evidence"]["process"].endswith(f"pid {spin.pid}")]
+    assert mine, report["findings"]
+    assert mine[0]["cause"] == "cpu-contention"
+    assert mine[0]["symptoms"] == ["slowdown"]
+    assert mine[0]["evidence"]["cpu_cores"] >= 0.5
+
+
+def test_capture_then_replay_gives_the_live_findings(cli, tmp_path):
+    weights = tmp_path / "model"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"\1" * (8 * 1024 * 1024))
+    cap = tmp_path / "cap"
+    live = cli("capture", str(cap), "--model-dir", str(weights), "--format", "json",
+               "--no-progress", timeout=300)
+    assert live.returncode in (0, 1, 2), live.stderr
+    live_report = json.loads(live.stdout)
+    assert "recorded host written to" in live.stderr
+    replay = scan_json(cli, "--replay", str(cap))
+    assert replay["host"]["kind"] == "recorded"
+    assert replay["level"] == "standard"
+    assert replay["findings"] == live_report["findings"]
+    assert [(p["name"], p["status"], p["data"]) for p in replay["probes"]] == \
+           [(p["name"], p["status"], p["data"]) for p in live_report["probes"]]
+    bandwidth = next(p for p in replay["probes"] if p["name"] == "host.memory_bandwidth")
+    assert bandwidth["status"] == "ok" and bandwidth["data"]["triad_gbps"] > 0
+    storage = next(p for p in replay["probes"] if p["name"] == "host.storage")
+    assert storage["data"]["paths"][0]["read_mbps"] > 0
+
+
+def test_capture_refuses_a_non_empty_directory(cli, tmp_path):
+    (tmp_path / "x").write_text("keep me")
+    result = cli("capture", str(tmp_path), "--level", "quick")
+    assert result.returncode == 3
+    assert "not empty" in result.stderr and (tmp_path / "x").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("args,message", [
+    (("scan", "--levl", "quick"), "No such option '--levl'"),
+    (("scan", "--replay", "/nonexistent"), "/nonexistent/host.toml: not found"),
+    (("scan", "--config", "/nonexistent.toml"), "config file not found"),
+    (("playbook", "no-such-cause"), "no playbook for 'no-such-cause'"),
+])
+def test_the_scan_that_cannot_run_exits_3_with_a_clear_line(cli, args, message):
+    result = cli(*args)
+    assert result.returncode == 3
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_output_file_is_written_and_stdout_stays_empty(cli, tmp_path):
+    out = tmp_path / "report.md"
+    result = cli("scan", "--level", "quick", "--format", "markdown", "--output", str(out),
+                 "--no-progress")
+    assert result.returncode in (0, 1, 2)
+    assert result.stdout == ""
+    text = out.read_text()
+    assert text.startswith("# llm-doctor report")
+    assert "| `host.limits` | ok |" in text
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]  # no temporary left behind
+
+
+def test_terminal_report_has_verdict_findings_and_probes(cli):
+    result = cli("scan", "--level", "quick", "--no-progress", shell_prefix="ulimit -n 512")
+    assert result.returncode == 1
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("WARNING")
+    assert "open-files limit 512 is below 16384" in result.stdout
+    assert "do: Raise the open-files limit" in result.stdout
+    assert "host.cpu_load" in result.stdout
+
+
+def test_probes_and_rules_list_the_registries(cli):
+    from doctor.registry import PROBES
+    from doctor.rules import builtin_files, load_rules
+    from doctor.registry import by_name
+
+    probes = cli("probes")
+    assert probes.returncode == 0
+    for spec in PROBES:
+        assert spec.name in probes.stdout
+    rules = cli("rules")
+    assert rules.returncode == 0
+    for rule in load_rules(builtin_files(), by_name()):
+        assert rule.id in rules.stdout
+
+
+def test_playbook_command_shows_the_playbook(cli):
+    result = cli("playbook", "fd-limit-low")
+    assert result.returncode == 0
+    assert "Confirm" in result.stdout and "Verify" in result.stdout
