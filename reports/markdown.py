@@ -23,6 +23,7 @@ def render(report: ScanReport) -> str:
         keep_trailing_newline=True,
     )
     env.filters["mdcell"] = _cell
+    env.filters["mdcode"] = lambda text: f"`{text}`"
     data = to_dict(report)
     for probe, result in zip(data["probes"], report.probes):
         probe["summary"] = summary(result)

@@ -1,0 +1,76 @@
+"""A probe that fails, hangs or skips never sinks the scan; each gets its status and time."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from doctor.host import HostReadError, LiveHost
+from doctor.model import Level, ProbeSpec, ScanOptions, Skip
+from doctor.runner import run_probes
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    x: int
+
+
+def ok(host, options):
+    return Value(1)
+
+
+def skip(host, options):
+    raise Skip("no GPU on this host")
+
+
+def unreadable(host, options):
+    return host.read_text("/nonexistent/proc/file")
+
+
+def buggy(host, options):
+    return {}["missing"]
+
+
+def hang(host, options):
+    time.sleep(30)
+
+
+def spec(name, fn, level=Level.QUICK, timeout_s=5.0, exclusive=False):
+    return ProbeSpec(name, level, "test probe", "nothing", timeout_s, fn, exclusive)
+
+
+def test_every_outcome_is_recorded_and_the_scan_goes_on():
+    specs = (
+        spec("t.hang", hang, timeout_s=0.3),
+        spec("t.ok", ok),
+        spec("t.skip", skip),
+        spec("t.unreadable", unreadable),
+        spec("t.buggy", buggy),
+        spec("t.exclusive", ok, exclusive=True),
+        spec("t.standard", ok, level=Level.STANDARD),
+    )
+    events = []
+    t0 = time.perf_counter()
+    results = run_probes(specs, LiveHost(), ScanOptions(level=Level.QUICK),
+                         lambda event, s, r: events.append((event, s.name)))
+    assert time.perf_counter() - t0 < 5  # the hung probe did not hold the scan
+    by = {r.name: r for r in results}
+    assert list(by) == ["t.hang", "t.ok", "t.skip", "t.unreadable", "t.buggy", "t.exclusive"]
+    assert by["t.hang"].status == "timeout" and "0.3 s" in by["t.hang"].reason
+    assert by["t.ok"].status == "ok" and by["t.ok"].record == Value(1)
+    assert (by["t.skip"].status, by["t.skip"].reason) == ("skipped", "no GPU on this host")
+    assert by["t.unreadable"].status == "error"
+    assert by["t.unreadable"].reason == "/nonexistent/proc/file: not-found"
+    assert by["t.buggy"].status == "error"
+    assert "internal error: KeyError" in by["t.buggy"].reason
+    assert "test_runner.py" in by["t.buggy"].reason
+    assert all(r.duration_s >= 0 for r in results)
+    assert ("start", "t.exclusive") in events and ("done", "t.exclusive") in events
+
+
+def test_levels_choose_probes():
+    specs = (spec("a.quick", ok), spec("a.standard", ok, Level.STANDARD), spec("a.full", ok, Level.FULL))
+    names = lambda level: [r.name for r in run_probes(specs, LiveHost(), ScanOptions(level=level))]
+    assert names(Level.QUICK) == ["a.quick"]
+    assert names(Level.STANDARD) == ["a.quick", "a.standard"]
+    assert names(Level.FULL) == ["a.quick", "a.standard", "a.full"]
