@@ -57,9 +57,9 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="host.storage",
         level=Level.QUICK,
-        description="Model weights' filesystem, block device, rotational or not, free space; read throughput at level standard",
+        description="Model weights' filesystem, block device, rotational or not, free space; read throughput (standard: 1 GiB sample, full: up to 16 GiB)",
         reads="/proc/self/mountinfo, /sys/dev/block/, /sys/block/*/queue/rotational, statvfs, the weight files (O_DIRECT)",
-        timeout_s=60.0,
+        timeout_s=90.0,
         run=host_storage.probe,
         exclusive=True,
     ),

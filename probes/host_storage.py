@@ -21,8 +21,8 @@ from probes.processes import engine_processes, model_path_of
 
 WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth", ".ggml", ".onnx", ".engine")
 NETWORK_FS = ("nfs", "nfs4", "lustre", "cifs", "smb3", "9p", "ceph", "glusterfs", "beegfs", "gpfs")
-READ_MAX_BYTES = 1024 * 1024 * 1024
-READ_MAX_S = 3.0
+# The read test's bounds: level standard reads a sample, level full the weights (to 16 GiB).
+READ_BOUNDS = {Level.STANDARD: (1024**3, 3.0), Level.FULL: (16 * 1024**3, 30.0)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +94,12 @@ def _weights(host: Host, path: str, is_dir: bool) -> dict[str, int]:
     }
 
 
-def _read(host: Host, path: str, weights: dict[str, int]) -> dict:
+def _read(host: Host, path: str, weights: dict[str, int], level: Level) -> dict:
+    max_bytes, max_s = READ_BOUNDS[level]
+
     def run() -> dict:
         try:
-            return disk_read.measure(paths=list(weights), max_bytes=READ_MAX_BYTES,
-                                     max_seconds=READ_MAX_S)
+            return disk_read.measure(paths=list(weights), max_bytes=max_bytes, max_seconds=max_s)
         except OSError as exc:
             raise MeasurementError(f"reading {exc.filename or path}: {exc.strerror}") from None
 
@@ -126,7 +127,7 @@ def _storage(host: Host, options: ScanOptions, mountinfo: str, path: str, source
         reason = "no weight files (*.safetensors, *.gguf, *.bin, ...) found"
     else:
         try:
-            read = _read(host, path, weights)
+            read = _read(host, path, weights, options.level)
         except MeasurementError as exc:
             reason = str(exc)
     return ModelStorage(
@@ -140,7 +141,7 @@ def _storage(host: Host, options: ScanOptions, mountinfo: str, path: str, source
         fs_free_bytes=info.fs_free_bytes,
         weight_files=len(weights),
         weights_bytes=sum(weights.values()),
-        read_mbps=read.get("read_mbps"),
+        read_mbps=round(read["read_mbps"], 1) if read else None,
         read_bytes=read.get("bytes_read"),
         read_method=read.get("method"),
         read_reason=reason,
