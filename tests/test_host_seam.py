@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -56,6 +57,9 @@ def test_secrets_in_command_lines_are_masked(tmp_path):
                              "--api-key", "sk-secret"])
     try:
         path = f"/proc/{proc.pid}/cmdline"
+        deadline = time.monotonic() + 10
+        while "sk-secret" not in open(path).read() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the child has exec'd
         rec = RecordingHost(LiveHost(), tmp_path / "cap")
         assert "sk-secret" in rec.read_text(path)  # the live read is untouched
         rec.save({})
