@@ -1,8 +1,9 @@
 """host.sysctl: kernel settings that bound connections, memory policy and huge pages.
 
-Reads ``/proc/sys/...`` and ``/sys/kernel/mm/transparent_hugepage/*`` (world-readable).
+Reads ``/proc/sys/...``, ``/sys/kernel/mm/transparent_hugepage/*`` and the TcpExt listen
+counters of ``/proc/net/netstat`` (world-readable).
 Manual equivalent: ``sysctl fs.file-max net.core.somaxconn vm.swappiness`` and
-``cat /sys/kernel/mm/transparent_hugepage/enabled``. A setting the kernel lacks is None.
+``cat /sys/kernel/mm/transparent_hugepage/enabled``, ``nstat -az TcpExtListenOverflows``. A setting the kernel lacks is None.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ class SysctlRecord:
     vm_overcommit_memory: int | None  # 0 heuristic, 1 always, 2 never
     thp_enabled: str | None  # the [bracketed] choice: always, madvise, never
     thp_defrag: str | None
+    # /proc/net/netstat TcpExt, counted since boot: connections dropped at a full accept queue
+    listen_overflows: int | None
+    listen_drops: int | None
 
 
 def _int(host: Host, path: str, field: int = 0) -> int | None:
@@ -48,7 +52,19 @@ def _choice(host: Host, path: str) -> str | None:
     return text.strip() or None
 
 
+def tcp_ext(text: str) -> dict[str, int]:
+    """``/proc/net/netstat``: the TcpExt header line and value line, zipped."""
+    rows = [line.split()[1:] for line in text.splitlines() if line.startswith("TcpExt:")]
+    if len(rows) < 2:
+        return {}
+    return {k: int(v) for k, v in zip(rows[0], rows[1])}
+
+
 def probe(host: Host, options: ScanOptions) -> SysctlRecord:
+    try:
+        netstat = tcp_ext(host.read_text("/proc/net/netstat"))
+    except HostReadError:
+        netstat = {}
     return SysctlRecord(
         fs_file_max=_int(host, "/proc/sys/fs/file-max"),
         fs_nr_open=_int(host, "/proc/sys/fs/nr_open"),
@@ -62,4 +78,6 @@ def probe(host: Host, options: ScanOptions) -> SysctlRecord:
         vm_overcommit_memory=_int(host, "/proc/sys/vm/overcommit_memory"),
         thp_enabled=_choice(host, "/sys/kernel/mm/transparent_hugepage/enabled"),
         thp_defrag=_choice(host, "/sys/kernel/mm/transparent_hugepage/defrag"),
+        listen_overflows=netstat.get("ListenOverflows"),
+        listen_drops=netstat.get("ListenDrops"),
     )
