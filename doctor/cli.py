@@ -14,7 +14,8 @@ import click
 
 from doctor import __version__
 from doctor.config import ConfigError, check_against_rules, find_config, load_config
-from doctor.host import Host, LiveHost, RecordedHost, RecordedHostError, RecordingHost
+from doctor.host import Host, LiveHost
+from doctor.recorded import RecordedHost, RecordedHostError, RecordingHost
 from doctor.model import Level, ScanOptions, ScanReport
 from doctor.registry import PROBES, by_name
 from doctor.rules import RuleError, builtin_files, load_file, load_rules

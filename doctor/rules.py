@@ -33,6 +33,7 @@ import ast
 import difflib
 import re
 import string
+import types
 import typing
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
@@ -102,7 +103,7 @@ def _suggest(word: str, choices) -> str:
 def _unwrap(tp: Any) -> Any:
     """Optional[X] → X."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
         return args[0] if len(args) == 1 else Any
     return tp
 

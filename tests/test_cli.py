@@ -10,7 +10,7 @@ import time
 import jsonschema
 import pytest
 
-from tests.conftest import FIXTURE_HOSTS, REPO
+from tests.conftest import REPO
 
 SCHEMA = json.loads((REPO / "docs" / "report-schema.json").read_text())
 
