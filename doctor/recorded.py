@@ -283,16 +283,27 @@ class RecordingHost:
         }
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "host.toml").write_text(tomli_w.dumps(manifest))
+        # git keeps no empty directory, and an empty one still lists (a CPU without cpufreq)
+        for folder, subdirs, files in os.walk(self.fs):
+            if not subdirs and not files:
+                (Path(folder) / ".keep").touch()
         (self.root / "measurements.json").write_text(
             json.dumps(self.measurements, indent=2, sort_keys=True) + "\n"
         )
 
 
 def _redacted(path: str, text: str) -> str:
-    """What a recording keeps of a read: command lines lose their secrets (API keys)."""
-    if path.startswith("/proc/") and path.endswith("/cmdline"):
-        from probes.processes import redact
+    """What a recording keeps of a read.
 
+    Command lines: an engine's in full with secrets masked (API keys, tokens); any other
+    process's as its program alone, since its arguments are none of our business and may
+    carry credentials we cannot recognise.
+    """
+    if path.startswith("/proc/") and path.endswith("/cmdline"):
+        from probes.processes import engine_of, redact
+
+        if engine_of(text.replace("\0", " ")) is None:
+            return text.split("\0", 1)[0] + ("\0" if text else "")
         return redact(text)
     return text
 

@@ -17,7 +17,7 @@ from doctor.host import Host, HostReadError
 @dataclass(frozen=True, slots=True)
 class DimmCeiling:
     dimms_populated: int | None
-    channels: int | None  # distinct channels among populated DIMMs (one per DIMM if unknown)
+    channels: int | None  # distinct channels among populated DIMMs; None if locators don't say
     rated_mts: int | None  # slowest populated DIMM's rated speed ("Speed:")
     configured_mts: int | None  # slowest configured speed ("Configured Memory Speed:")
     ceiling_gbps: float | None
@@ -44,20 +44,19 @@ def parse_dmidecode(text: str) -> list[dict[str, str]]:
     return [d for d in devices if d.get("Size", "No Module").split()[0].isdigit()]
 
 
-def _channel_key(dev: dict[str, str]) -> str:
-    """Which memory channel a DIMM sits in, from its locators; one per DIMM if unknown.
+def _channel_key(dev: dict[str, str]) -> str | None:
+    """Which memory channel a DIMM sits in, from its locators; None when they do not say.
 
     Vendors spell it "P0_Node0_Channel0_Dimm1", "ChannelA-DIMM0", "P1-DIMMA1", "CPU1_DIMM_B2":
     the channel is the Channel field or the letter before the slot number, per socket.
+    Dell's "A1".."A12" and HPE's "PROC 1 DIMM 1" name slots, not channels.
     """
     text = f'{dev.get("Bank Locator", "")} {dev.get("Locator", "")}'
     socket = re.search(r"\b(?:P|CPU|Node|NODE)\s*(\d+)", text)
     prefix = socket.group(1) if socket else ""
     channel = re.search(r"Channel\s*([A-Z0-9]+)", text, re.I) or re.search(
         r"DIMM_?([A-Z])\d", text)
-    if channel:
-        return f"{prefix}/{channel.group(1).upper()}"
-    return text  # no channel named: count the DIMM as its own channel
+    return f"{prefix}/{channel.group(1).upper()}" if channel else None
 
 
 def read_ceiling(host: Host) -> DimmCeiling:
@@ -77,8 +76,14 @@ def read_ceiling(host: Host) -> DimmCeiling:
     if not devices or not configured:
         return DimmCeiling(len(devices) or None, None, min(rated, default=None), None, None,
                            "the firmware reports no DIMM speed (a VM, or SMBIOS incomplete)")
-    channels = len({_channel_key(d) for d in devices})
+    keys = {_channel_key(d) for d in devices}
     speed = min(configured)
+    if None in keys:
+        # Counting each DIMM as a channel would double the ceiling at two DIMMs per
+        # channel and raise a false alarm: no ceiling is better than a guessed one.
+        return DimmCeiling(len(devices), None, min(rated, default=None), speed, None,
+                           "the DIMM locators name no memory channel")
+    channels = len(keys)
     return DimmCeiling(
         dimms_populated=len(devices),
         channels=channels,

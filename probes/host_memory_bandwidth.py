@@ -1,7 +1,7 @@
 """host.memory_bandwidth: STREAM-style copy and triad on the CPU, against the DIMMs' ceiling.
 
 Runs ``probes.kernels.stream`` in a child process (torch on the CPU, numpy when torch is
-absent), threads = logical CPUs, each array 4× the last-level cache and at least 256 MiB,
+absent), threads = physical cores (logical CPUs where cpuinfo has no core ids), each array 4× the last-level cache and at least 256 MiB,
 best of 5 after a warm-up; decimal GB/s counted as STREAM counts them. The child keeps
 torch out of the scan's own memory and can be killed on timeout. The ceiling comes from
 ``dmidecode -t memory`` (root). Manual equivalent: STREAM (``stream_c.exe``) and
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from doctor.host import Host, HostReadError, MeasurementError
 from doctor.model import ScanOptions
 from probes.dimms import read_ceiling
+from probes.host_cpu import parse_cpuinfo
 from probes.host_memory import parse_meminfo
 
 MIN_ARRAY_BYTES = 256 * 1024 * 1024
@@ -88,7 +89,10 @@ def _run_kernel(array_bytes: int, threads: int) -> dict:
 
 
 def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
-    threads = sum(1 for c in host.list_dirs("/sys/devices/system/cpu") if re.fullmatch(r"cpu\d+", c))
+    # STREAM runs one thread per core: SMT siblings share the core's load/store units.
+    _, physical_cores, _, _ = parse_cpuinfo(host.read_text("/proc/cpuinfo"))
+    threads = physical_cores or sum(
+        1 for c in host.list_dirs("/sys/devices/system/cpu") if re.fullmatch(r"cpu\d+", c))
     available = parse_meminfo(host.read_text("/proc/meminfo")).get("MemAvailable", 0) * 1024
     array_bytes = max(4 * llc_total_bytes(host), MIN_ARRAY_BYTES)
     if available and 3 * array_bytes > available // 2:

@@ -65,21 +65,26 @@ def mount_of(mountinfo: str, path: str) -> tuple[str | None, str | None]:
 
 
 def block_device_of(host: Host, device: str) -> tuple[str | None, bool | None]:
-    """``8:1`` → (``sda``, rotational); (None, None) for virtual devices (major 0)."""
+    """``8:1`` → (``sda``, rotational); (None, None) for virtual devices (major 0).
+
+    ``/sys/dev/block/MAJ:MIN`` links to ``…/block/sda/sda1`` for a partition, or to
+    ``…/nvme0n1/nvme0n1p1`` (no ``block`` component) or ``…/block/dm-0``. Only whole disks
+    have ``/sys/block/<disk>/queue``: try the last component, then its parent.
+    """
     if device.startswith("0:"):
         return None, None
     try:
         target = host.read_link(f"/sys/dev/block/{device}")
     except HostReadError:
         return None, None
-    parts = target.split("/")
-    # …/block/sda/sda1 for a partition, …/block/nvme0n1 for a whole disk, …/block/dm-0
-    disk = parts[parts.index("block") + 1] if "block" in parts else parts[-1]
-    try:
-        rotational = host.read_text(f"/sys/block/{disk}/queue/rotational").strip() == "1"
-    except HostReadError:
-        rotational = None
-    return disk, rotational
+    parts = [p for p in target.split("/") if p and p != ".."]
+    for disk in reversed(parts[-2:]):
+        try:
+            flag = host.read_text(f"/sys/block/{disk}/queue/rotational").strip()
+        except HostReadError:
+            continue
+        return disk, flag == "1"
+    return parts[-1] if parts else None, None
 
 
 def _weights(host: Host, path: str, is_dir: bool) -> dict[str, int]:

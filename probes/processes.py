@@ -15,16 +15,21 @@ from doctor.host import Host, HostReadError
 # Patterns on the whole command line (NUL turned into spaces). Order matters: the first
 # match names the engine. Sources: each engine's documented launch commands.
 ENGINE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("vllm", re.compile(r"(^|[\s/])vllm(\s+serve\b|\.entrypoints\.)")),
-    ("sglang", re.compile(r"\bsglang\.launch_server\b|(^|[\s/])sglang\s+serve\b")),
+    # vLLM v1 and SGLang retitle their worker processes (setproctitle): VLLM::EngineCore,
+    # VLLM::Worker_TP0, sglang::scheduler_TP0.
+    ("vllm", re.compile(r"(^|[\s/])vllm(\s+serve\b|\.entrypoints\.)|^VLLM::")),
+    ("sglang", re.compile(r"\bsglang\.launch_server\b|(^|[\s/])sglang\s+serve\b|^sglang::")),
     ("tgi", re.compile(r"(^|/)text-generation-(launcher|router|server)\b")),
     ("llama.cpp", re.compile(r"(^|/)llama-server(\s|$)|\bllama_cpp\.server\b")),
     ("ollama", re.compile(r"(^|/)ollama\s+(serve|runner)\b")),
     ("tensorrt-llm", re.compile(r"(^|/)trtllm-serve\b|(^|/)tritonserver\b")),
 )
 
-# Flags whose value is a secret: shown and recorded as "***".
-SECRET_FLAG = re.compile(r"(--(?:api-key|token|hf-token|password|secret)[=\s\0])[^\s\0]+", re.I)
+# Values that are secrets, shown and recorded as "***": flags (--api-key sk-…, --token=…)
+# and NAME=value words whose name says token, secret, password or key.
+SECRET_FLAG = re.compile(
+    r"(--[\w-]*(?:api-key|token|password|secret)[=\s\0]|\b[\w]*(?:TOKEN|SECRET|PASSWORD|API_KEY)[\w]*=)"
+    r"[^\s\0]+", re.I)
 
 # The flag each engine takes its weights from (a local path or a hub id).
 MODEL_FLAGS = ("--model", "--model-path", "--model-id", "-m")

@@ -52,22 +52,31 @@ def test_first_read_wins(tmp_path):
     assert RecordedHost(tmp_path / "cap").read_text(str(src)) == "one"
 
 
-def test_secrets_in_command_lines_are_masked(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
-                             "--api-key", "sk-secret"])
+def _recorded_cmdline(tmp_path, *args: str) -> str:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", *args])
     try:
         path = f"/proc/{proc.pid}/cmdline"
         deadline = time.monotonic() + 10
-        while "sk-secret" not in open(path).read() and time.monotonic() < deadline:
+        while args[-1] not in open(path).read() and time.monotonic() < deadline:
             time.sleep(0.05)  # until the child has exec'd
         rec = RecordingHost(LiveHost(), tmp_path / "cap")
-        assert "sk-secret" in rec.read_text(path)  # the live read is untouched
+        assert args[-1] in rec.read_text(path)  # the live read is untouched
         rec.save({})
     finally:
         proc.kill()
         proc.wait()
-    stored = RecordedHost(tmp_path / "cap").read_text(path)
-    assert "sk-secret" not in stored and "--api-key\0***" in stored
+    return RecordedHost(tmp_path / "cap").read_text(path)
+
+
+def test_an_engine_command_line_is_kept_with_secrets_masked(tmp_path):
+    stored = _recorded_cmdline(tmp_path, "vllm", "serve", "/m", "--api-key", "sk-secret")
+    assert "sk-secret" not in stored
+    assert stored.endswith("vllm\0serve\0/m\0--api-key\0***\0")
+
+
+def test_other_command_lines_are_cut_to_the_program(tmp_path):
+    stored = _recorded_cmdline(tmp_path, "--db", "postgres://user:hunter2@db")
+    assert stored == sys.executable + "\0"
 
 
 def test_planted_errors_and_links(tmp_path):
