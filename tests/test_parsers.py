@@ -90,3 +90,38 @@ def test_no_ceiling_when_locators_name_no_channel(tmp_path):
     ceiling = read_ceiling(RecordedHost(tmp_path))
     assert ceiling.ceiling_gbps is None and ceiling.configured_mts == 2133
     assert "name no memory channel" in ceiling.reason
+
+
+def test_mount_of_takes_the_longest_mount_point():
+    info = ("22 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+            "40 22 8:17 / /data rw,relatime - ext4 /dev/sdb1 rw\n"
+            "41 22 0:50 / /data2 rw - nfs4 srv:/x rw\n")
+    assert mount_of(info, "/data/models/x") == ("ext4", "/data")
+    assert mount_of(info, "/data2/m") == ("nfs4", "/data2")
+    assert mount_of(info, "/database") == ("ext4", "/")
+
+
+def test_engine_detection_and_model_path():
+    cases = {
+        "/usr/bin/python3 -m vllm.entrypoints.openai.api_server --model /models/x": ("vllm", "/models/x"),
+        "/usr/local/bin/vllm serve /models/q --port 8000": ("vllm", "/models/q"),
+        "python -m sglang.launch_server --model-path /m --tp 2": ("sglang", "/m"),
+        "/usr/local/bin/text-generation-launcher --model-id /data/m": ("tgi", "/data/m"),
+        "/opt/llama.cpp/llama-server -m /m/a.gguf --metrics": ("llama.cpp", "/m/a.gguf"),
+        "/usr/bin/ollama serve": ("ollama", None),
+        "vim vllm-notes.txt": (None, None),
+        "python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3-8B": ("vllm", None),
+    }
+    for cmdline, (engine, model) in cases.items():
+        assert (engine_of(cmdline), model_path_of(cmdline)) == (engine, model), cmdline
+
+
+def test_redact():
+    assert redact("llama-server --api-key=abc -m x") == "llama-server --api-key=*** -m x"
+    assert redact("vllm serve m --api-key sk-1 --port 1") == "vllm serve m --api-key *** --port 1"
+    assert redact("x HF_TOKEN=hf_abc --hf-token=t --max-tokens 5") == "x HF_TOKEN=*** --hf-token=*** --max-tokens 5"
+
+
+def test_engine_process_titles():
+    assert engine_of("VLLM::EngineCore") == "vllm"
+    assert engine_of("sglang::scheduler_TP0") == "sglang"
