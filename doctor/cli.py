@@ -107,7 +107,8 @@ def _emit(report: ScanReport, fmt: str, output: str | None) -> None:
 _COMMON = [
     click.option("--level", type=LEVELS, default=None,
                  help="quick: read-only (about a second). standard (default): adds bounded "
-                      "micro-kernels (memory bandwidth, disk read). full: adds long load tests."),
+                      "micro-kernels (memory bandwidth, a 1 GiB read of the weights; seconds). "
+                      "full: longer measurements (reads up to 16 GiB of the weights)."),
     click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
                  help="Where the model weights live (repeatable). Engines' own --model paths "
                       "are found from their command lines."),
@@ -153,7 +154,16 @@ def cli() -> None:
 @click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
               "instead of this one (docs/recorded-host.md).")
 def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, replay) -> None:
-    """Scan this host (or a recorded one) and report findings with remediations."""
+    """Scan this host (or a recorded one) and report findings with remediations.
+
+    Each finding names its cause id, the troubleshooting-table rows it explains, the
+    evidence measured, the first step to take and a playbook. Run it as the user that
+    runs the engine: with no engine running, this shell's limits are what it would get.
+
+    \b
+    Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
+                3 the scan could not run (the message says which file and line).
+    """
     rules, config = _rules_and_config(config_path, rule_files)
     host: Host = RecordedHost(replay) if replay else LiveHost()
     if replay:  # the capture's --model-dir and level, unless the user names others
@@ -174,8 +184,9 @@ def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, 
     """Record everything the probes read on this host into DIR, and scan it.
 
     DIR can be sent to someone else, edited by hand to plant a fault, and scanned with
-    'llm-doctor scan --replay DIR'. Command lines are recorded with API keys and tokens
-    masked; the rest of /proc and /sys that the probes read is kept as it is.
+    'llm-doctor scan --replay DIR' (format: docs/recorded-host.md). Engines' command
+    lines are kept with API keys and tokens masked, other processes' are cut to their
+    program name; the rest of /proc and /sys that the probes read is kept as it is.
     """
     root = Path(directory)
     if root.exists() and any(root.iterdir()) and not force:
