@@ -63,9 +63,12 @@ def read_ceiling(host: Host) -> DimmCeiling:
     try:
         out = host.run(["dmidecode", "-t", "memory"], timeout_s=5.0)
     except HostReadError as exc:
-        return DimmCeiling(None, None, None, None, None, f"dmidecode: {exc.reason}")
+        reason = {"not-found": "dmidecode is not installed (apt-get install dmidecode; run as root)",
+                  "no-permission": "dmidecode needs root (sudo)"}.get(exc.reason, f"dmidecode: {exc}")
+        return DimmCeiling(None, None, None, None, None, reason)
     if out.rc != 0:
-        reason = "dmidecode needs root" if "ermission" in out.stderr else out.stderr.strip()[:120]
+        denied = "ermission" in out.stderr or "/dev/mem" in out.stderr
+        reason = "dmidecode needs root (sudo)" if denied else out.stderr.strip()[:120]
         return DimmCeiling(None, None, None, None, None, reason or f"dmidecode exit {out.rc}")
     devices = parse_dmidecode(out.stdout)
     rated = [m for d in devices if (m := _mts(d.get("Speed", "")))]

@@ -156,7 +156,8 @@ def _storage(host: Host, options: ScanOptions, mountinfo: str, path: str, source
 def probe(host: Host, options: ScanOptions) -> StorageRecord:
     paths = _model_paths(host, options)
     if not paths:
-        raise Skip("no --model-dir given and no engine process with a local model path")
+        raise Skip("no --model-dir given and no engine process with a local model path: "
+                   "pass --model-dir DIR to judge the disk the weights are on")
     mountinfo = host.read_text("/proc/self/mountinfo")
     rows = []
     for path, source in paths:
