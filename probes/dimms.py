@@ -1,9 +1,11 @@
-"""The DRAM ceiling: DIMM speed and channel count from ``dmidecode -t memory``.
+"""The DRAM ceiling: DIMM speed from ``dmidecode -t memory``, channels from its locators or EDAC.
 
 dmidecode needs root (it reads the SMBIOS tables); without it, or in a VM that reports no
-speed, the ceiling is None with the reason. Ceiling in decimal GB/s =
+speed, the ceiling is None with the reason. Where the DIMM locators name no channel (Dell
+"A1", HPE "PROC 1 DIMM 1"), the channels come from the EDAC driver's
+``/sys/devices/system/edac/mc/mc*/dimm*/dimm_location`` ("channel 1 slot 0"), world-readable. Ceiling in decimal GB/s =
 channels × configured MT/s × 8 bytes (a 64-bit channel; a DDR5 DIMM's two 32-bit
-subchannels add up to the same 8 bytes). Manual equivalent: ``sudo dmidecode -t memory``.
+subchannels add up to the same 8 bytes). Manual equivalent: ``sudo dmidecode -t memory``, ``grep . /sys/devices/system/edac/mc/mc*/dimm*/dimm_location``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,29 @@ def _channel_key(dev: dict[str, str]) -> str | None:
     return f"{prefix}/{channel.group(1).upper()}" if channel else None
 
 
+def edac_channels(host: Host) -> int | None:
+    """Distinct (memory controller, channel) pairs holding a DIMM, from EDAC; None if absent."""
+    base = "/sys/devices/system/edac/mc"
+    try:
+        controllers = [m for m in host.list_dirs(base) if re.fullmatch(r"mc\d+", m)]
+    except HostReadError:
+        return None
+    pairs = set()
+    for mc in controllers:
+        for dimm in host.list_dirs(f"{base}/{mc}"):
+            if not re.fullmatch(r"(dimm|rank)\d+", dimm):
+                continue
+            try:
+                location = host.read_text(f"{base}/{mc}/{dimm}/dimm_location")
+                size = host.read_text(f"{base}/{mc}/{dimm}/size").strip()
+            except HostReadError:
+                continue
+            channel = re.search(r"channel\s+(\d+)", location)
+            if channel and size not in ("", "0"):
+                pairs.add((mc, channel.group(1)))
+    return len(pairs) or None
+
+
 def read_ceiling(host: Host) -> DimmCeiling:
     try:
         out = host.run(["dmidecode", "-t", "memory"], timeout_s=5.0)
@@ -81,12 +106,12 @@ def read_ceiling(host: Host) -> DimmCeiling:
                            "the firmware reports no DIMM speed (a VM, or SMBIOS incomplete)")
     keys = {_channel_key(d) for d in devices}
     speed = min(configured)
-    if None in keys:
+    channels = len(keys) if None not in keys else edac_channels(host)
+    if channels is None:
         # Counting each DIMM as a channel would double the ceiling at two DIMMs per
         # channel and raise a false alarm: no ceiling is better than a guessed one.
         return DimmCeiling(len(devices), None, min(rated, default=None), speed, None,
-                           "the DIMM locators name no memory channel")
-    channels = len(keys)
+                           "the DIMM locators name no memory channel, and EDAC is not loaded")
     return DimmCeiling(
         dimms_populated=len(devices),
         channels=channels,

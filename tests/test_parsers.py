@@ -91,6 +91,15 @@ def test_no_ceiling_when_locators_name_no_channel(tmp_path):
     assert ceiling.ceiling_gbps is None and ceiling.configured_mts == 2133
     assert "name no memory channel" in ceiling.reason
 
+    # The same Dell server with its EDAC driver loaded: two DIMMs, one per channel.
+    for i, (mc, channel) in enumerate([("mc0", 0), ("mc0", 1)]):
+        folder = tmp_path / "fs/sys/devices/system/edac/mc" / mc / f"dimm{i}"
+        folder.mkdir(parents=True)
+        (folder / "dimm_location").write_text(f"channel {channel} slot 0 \n")
+        (folder / "size").write_text("32768\n")
+    ceiling = read_ceiling(RecordedHost(tmp_path))
+    assert (ceiling.channels, ceiling.ceiling_gbps, ceiling.reason) == (2, round(2 * 2133 * 8 / 1000, 1), None)
+
 
 def test_mount_of_takes_the_longest_mount_point():
     info = ("22 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
