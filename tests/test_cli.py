@@ -147,3 +147,41 @@ def test_playbook_command_shows_the_playbook(cli):
     result = cli("playbook", "fd-limit-low")
     assert result.returncode == 0
     assert "Confirm" in result.stdout and "Verify" in result.stdout
+
+
+def test_config_is_found_in_the_working_directory_then_the_user_directory(tmp_path):
+    from doctor.config import find_config
+
+    import os
+
+    here = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        os.environ["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+        assert find_config(None) is None
+        user = tmp_path / "xdg" / "llm-doctor" / "config.toml"
+        user.parent.mkdir(parents=True)
+        user.write_text("[scan]\nlevel = 'quick'\n")
+        assert find_config(None) == user
+        (tmp_path / "llm-doctor.toml").write_text("")
+        assert str(find_config(None)) == "llm-doctor.toml"
+    finally:
+        os.chdir(here)
+        os.environ.pop("XDG_CONFIG_HOME")
+
+
+def test_config_scan_defaults_apply(cli, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("[scan]\nlevel = 'quick'\n")
+    report = scan_json(cli, "--config", str(config))
+    assert report["level"] == "quick"
+    config.write_text("[scan]\nlevel = 'fast'\n")
+    result = cli("scan", "--config", str(config))
+    assert result.returncode == 3 and "scan.level = 'fast'; use quick, standard or full" in result.stderr
+
+
+def test_unwritable_output_is_a_clear_error(cli, tmp_path):
+    result = cli("scan", "--level", "quick", "--output", str(tmp_path / "missing-dir" / "r.json"))
+    assert result.returncode == 3
+    assert "missing-dir" in result.stderr and "No such file or directory" in result.stderr
+    assert "Traceback" not in result.stderr
