@@ -98,7 +98,10 @@ def _emit(report: ScanReport, fmt: str, output: str | None) -> None:
         render(report, console)
         text = console.export_text()
     if output:
-        write_atomic(output, text)
+        try:
+            write_atomic(output, text)
+        except OSError as exc:
+            raise ScanCannotRun(f"{output}: cannot write the report: {exc.strerror}") from None
         click.echo(f"report written to {output}", err=True)
     else:
         click.echo(text, nl=False)
