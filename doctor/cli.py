@@ -7,6 +7,7 @@ host).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -61,6 +62,15 @@ def _progress(console):
         status.update(f"running {', '.join(running) or '…'}")
 
     return status, on_event
+
+
+def _check_output(output: str | None) -> None:
+    """Fail before a scan of several seconds, not after it, when the report cannot be written."""
+    if output:
+        folder = Path(output).parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise ScanCannotRun(f"{output}: cannot write the report: "
+                                f"{folder} is not a writable directory")
 
 
 def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bool) -> ScanReport:
@@ -167,6 +177,7 @@ def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, r
     Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
                 3 the scan could not run (the message says which file and line).
     """
+    _check_output(output)
     rules, config = _rules_and_config(config_path, rule_files)
     host: Host = RecordedHost(replay) if replay else LiveHost()
     if replay:  # the capture's --model-dir and level, unless the user names others
@@ -194,6 +205,7 @@ def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, 
     root = Path(directory)
     if root.exists() and any(root.iterdir()) and not force:
         raise ScanCannotRun(f"{root} is not empty; choose a new directory or pass --force")
+    _check_output(output)
     rules, config = _rules_and_config(config_path, rule_files)
     options = _options(config, level, model_dirs)
     recording = RecordingHost(LiveHost(), root)

@@ -183,5 +183,5 @@ def test_config_scan_defaults_apply(cli, tmp_path):
 def test_unwritable_output_is_a_clear_error(cli, tmp_path):
     result = cli("scan", "--level", "quick", "--output", str(tmp_path / "missing-dir" / "r.json"))
     assert result.returncode == 3
-    assert "missing-dir" in result.stderr and "No such file or directory" in result.stderr
+    assert "missing-dir" in result.stderr and "is not a writable directory" in result.stderr
     assert "Traceback" not in result.stderr
