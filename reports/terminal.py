@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -37,13 +38,16 @@ def verdict(report: ScanReport) -> Text:
 def _findings(report: ScanReport) -> list:
     blocks = []
     for f in report.findings:
-        title = Text.assemble((f"[{f.severity.label}] ", STYLE[f.severity]), (f.title, "bold"))
-        meta = Text(f"  {f.rule} · cause {f.cause} · rows {', '.join(f.symptoms)}", style="dim")
-        evidence = Text("  evidence: " + ", ".join(f"{k}={v}" for k, v in f.evidence.items()))
-        todo = Text.assemble(("  do: ", "bold"), f.remediation)
         cause = f.playbook.removeprefix("playbooks/").removesuffix(".md")
-        book = Text(f"  playbook: llm-doctor playbook {cause}  ({path_of(cause)})", style="dim")
-        blocks += [title, meta, evidence, todo, book, Text("")]
+        details = [
+            Text(f"{f.rule} · cause {f.cause} · rows {', '.join(f.symptoms)}", style="dim"),
+            Text("evidence: " + ", ".join(f"{k}={v}" for k, v in f.evidence.items())),
+            Text.assemble(("do: ", "bold"), f.remediation),
+            Text(f"playbook: llm-doctor playbook {cause}  ({path_of(cause)})", style="dim"),
+        ]
+        blocks.append(Text.assemble((f"[{f.severity.label}] ", STYLE[f.severity]), (f.title, "bold")))
+        blocks += [Padding(line, (0, 0, 0, 2)) for line in details]  # wrapped lines stay indented
+        blocks.append(Text(""))
     return blocks
 
 
