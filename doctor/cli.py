@@ -219,13 +219,21 @@ def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, 
 
 
 @cli.command()
-def probes() -> None:
+@click.option("--fields", is_flag=True,
+              help="Also list each probe's record fields, the names a rule's expressions use "
+                   "(host.limits.processes[].nofile_soft is item.nofile_soft under each).")
+def probes(fields) -> None:
     """List the probes: name, level, timeout, what each measures and reads."""
+    from doctor.schema import record_fields
+
     for spec in PROBES:
         click.echo(f"{click.style(spec.name, bold=True)}  (level {spec.level.name.lower()}, "
                    f"timeout {spec.timeout_s:g} s)")
         click.echo(f"    {spec.description}")
         click.echo(f"    reads: {spec.reads}")
+        if fields:
+            for name, type_name in record_fields(spec):
+                click.echo(f"      {spec.name}.{name}: {type_name}")
 
 
 @cli.group(invoke_without_command=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor._toml import tomllib
-from doctor.rules import Rule, RuleError, _suggest
+from doctor.rules import Rule, RuleError, suggest
 
 SCAN_KEYS = {"level": str, "model_dirs": list, "rule_files": list}
 RULE_KEYS = ("enabled", "severity")
@@ -81,12 +81,12 @@ def load_config(path: Path | None) -> Config:
     for key in data:
         if key not in ("scan", "rules"):
             raise ConfigError(f"{path}:{_line(text, key)}: unknown table [{key}]"
-                              f"{_suggest(key, ['scan', 'rules'])}; expected [scan] or [rules.<id>]")
+                              f"{suggest(key, ['scan', 'rules'])}; expected [scan] or [rules.<id>]")
     scan = data.get("scan", {})
     for key, value in scan.items():
         if key not in SCAN_KEYS:
             raise ConfigError(f"{path}:{_line(text, 'scan', key)}: unknown key scan.{key}"
-                              f"{_suggest(key, SCAN_KEYS)}")
+                              f"{suggest(key, SCAN_KEYS)}")
         if not isinstance(value, SCAN_KEYS[key]):
             raise ConfigError(f"{path}:{_line(text, 'scan', key)}: scan.{key} must be a "
                               f"{SCAN_KEYS[key].__name__}")
@@ -102,7 +102,7 @@ def check_against_rules(config: Config, rules: list[Rule]) -> None:
     for rid, override in config.rules.items():
         where = f"{config.path}:{_line(text, f'rules.{rid}')}"
         if rid not in by_id:
-            raise ConfigError(f"{where}: [rules.{rid}]: no such rule{_suggest(rid, by_id)}; "
+            raise ConfigError(f"{where}: [rules.{rid}]: no such rule{suggest(rid, by_id)}; "
                               "'llm-doctor rules' lists them")
         if not isinstance(override, dict):
             raise ConfigError(f"{where}: rules.{rid} must be a table")
@@ -117,7 +117,7 @@ def check_against_rules(config: Config, rules: list[Rule]) -> None:
                     raise ConfigError(f"{at}: must be true or false")
             elif key not in rule.params:
                 raise ConfigError(f"{at}: rule '{rid}' has no parameter '{key}'"
-                                  f"{_suggest(key, [*rule.params, *RULE_KEYS])}; its parameters: "
+                                  f"{suggest(key, [*rule.params, *RULE_KEYS])}; its parameters: "
                                   f"{', '.join(rule.params) or 'none'}")
             else:
                 default = rule.params[key]

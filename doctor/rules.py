@@ -95,12 +95,12 @@ def _line_of(text: str, index: int, key: str | None = None) -> int:
     return start + 1
 
 
-def _suggest(word: str, choices) -> str:
+def suggest(word: str, choices) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _unwrap(tp: Any) -> Any:
+def optional_inner(tp: Any) -> Any:
     """Optional[X] → X."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
@@ -108,9 +108,9 @@ def _unwrap(tp: Any) -> Any:
     return tp
 
 
-def _element(tp: Any) -> Any:
+def element_type(tp: Any) -> Any:
     """tuple[X, ...] / list[X] → X; anything else → Any."""
-    tp = _unwrap(tp)
+    tp = optional_inner(tp)
     if typing.get_origin(tp) in (tuple, list) and typing.get_args(tp):
         return typing.get_args(tp)[0]
     return Any
@@ -136,17 +136,17 @@ class _Schema:
         probe = f"{root}.{chain[1]}"
         if probe not in self.records:
             names = [n.split(".", 1)[1] for n in self.records if n.startswith(root + ".")]
-            return None, f"no probe '{probe}'{_suggest(chain[1], names)}"
+            return None, f"no probe '{probe}'{suggest(chain[1], names)}"
         return self.walk(self.records[probe], chain[2:], probe)
 
     def walk(self, tp: Any, attrs: list[str], where: str) -> tuple[Any, str | None]:
         for attr in attrs:
-            tp = _unwrap(tp)
+            tp = optional_inner(tp)
             if not is_dataclass(tp):
                 return Any, None  # dicts and free-form values: keys are data, not schema
             names = {f.name for f in fields(tp)}
             if attr not in names:
-                return None, f"'{where}' has no field '{attr}'{_suggest(attr, names)}"
+                return None, f"'{where}' has no field '{attr}'{suggest(attr, names)}"
             tp = typing.get_type_hints(tp)[attr]
             where = f"{where}.{attr}"
         return tp, None
@@ -179,7 +179,7 @@ def _check_names(tree: ast.expr, schema: _Schema, params: dict, item_type: Any) 
             continue
         if root == "params":
             if len(chain) > 1 and chain[1] not in params:
-                return f"no parameter '{chain[1]}'{_suggest(chain[1], params)} in [rule.params]"
+                return f"no parameter '{chain[1]}'{suggest(chain[1], params)} in [rule.params]"
         elif root == "item":
             if item_type is None:
                 return "'item' is only defined in a rule with 'each'"
@@ -192,7 +192,7 @@ def _check_names(tree: ast.expr, schema: _Schema, params: dict, item_type: Any) 
                 return err
         else:
             known = sorted(schema.roots() | {"params", "item", *FUNCTIONS})
-            return f"unknown name '{root}'{_suggest(root, known)}"
+            return f"unknown name '{root}'{suggest(root, known)}"
     return None
 
 
@@ -230,17 +230,17 @@ def _rule(raw: dict, index: int, text: str, path: Path, schema: _Schema,
 
     for key in raw:
         if key not in REQUIRED + OPTIONAL:
-            raise RuleError(f"{at(key)}: unknown field '{key}'{_suggest(key, REQUIRED + OPTIONAL)}")
+            raise RuleError(f"{at(key)}: unknown field '{key}'{suggest(key, REQUIRED + OPTIONAL)}")
     for key in REQUIRED:
         if key not in raw:
             raise RuleError(f"{at()}: missing field '{key}'")
     if raw["cause"] not in CAUSES:
         raise RuleError(f"{at('cause')}: unknown cause id '{raw['cause']}'"
-                        f"{_suggest(raw['cause'], CAUSES)}; cause ids are listed in domain.md")
+                        f"{suggest(raw['cause'], CAUSES)}; cause ids are listed in domain.md")
     for symptom in raw["symptoms"]:
         if symptom not in SYMPTOMS:
             raise RuleError(f"{at('symptoms')}: unknown symptom row '{symptom}'"
-                            f"{_suggest(symptom, SYMPTOMS)}")
+                            f"{suggest(symptom, SYMPTOMS)}")
     try:
         severity = Severity[str(raw["severity"]).upper()]
     except KeyError:
@@ -249,7 +249,7 @@ def _rule(raw: dict, index: int, text: str, path: Path, schema: _Schema,
     probe_names = raw["probes"] if isinstance(raw["probes"], list) else [raw["probes"]]
     for name in probe_names:
         if name not in probes:
-            raise RuleError(f"{at('probes')}: no probe '{name}'{_suggest(name, probes)}; "
+            raise RuleError(f"{at('probes')}: no probe '{name}'{suggest(name, probes)}; "
                             "'llm-doctor probes' lists them")
     if raw.get("for") is not None and not DURATION.match(str(raw["for"])):
         raise RuleError(f"{at('for')}: 'for' must be a duration like 30s, 5m or 1h")
@@ -260,7 +260,7 @@ def _rule(raw: dict, index: int, text: str, path: Path, schema: _Schema,
     if raw.get("each"):
         compiled["each"] = _compile(raw["each"], "each", schema, params, None, at("each"))
         chain = _chain(compiled["each"])
-        item_type = _element(schema.resolve(chain)[0]) if chain and chain[0] in schema.roots() else Any
+        item_type = element_type(schema.resolve(chain)[0]) if chain and chain[0] in schema.roots() else Any
     compiled["when"] = _compile(raw["when"], "when", schema, params, item_type, at("when"))
     if raw.get("critical_when"):
         compiled["critical_when"] = _compile(raw["critical_when"], "critical_when", schema,
@@ -271,7 +271,7 @@ def _rule(raw: dict, index: int, text: str, path: Path, schema: _Schema,
     for _, field_name, _, _ in string.Formatter().parse(raw["title"]):
         if field_name and field_name not in evidence and field_name not in params:
             raise RuleError(f"{at('title')}: title uses {{{field_name}}}, which is neither "
-                            f"an evidence label nor a parameter{_suggest(field_name, [*evidence, *params])}")
+                            f"an evidence label nor a parameter{suggest(field_name, [*evidence, *params])}")
     return Rule(
         id=rid, cause=raw["cause"], symptoms=tuple(raw["symptoms"]), severity=severity,
         probes=tuple(probe_names), when=raw["when"], title=raw["title"],

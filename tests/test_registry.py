@@ -42,3 +42,10 @@ def test_quick_probes_do_not_import_torch():
             "print('torch' in sys.modules, 'numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_probes_fields_lists_what_rules_can_name(cli):
+    result = cli("probes", "--fields")
+    assert result.returncode == 0
+    assert "host.limits.processes[].nofile_soft: int | None" in result.stdout
+    assert "host.memory_bandwidth.triad_gbps: float" in result.stdout

@@ -17,7 +17,7 @@ from doctor._toml import tomllib
 from doctor.evaluate import evaluate
 from doctor.model import ProbeResult
 from doctor.registry import by_name
-from doctor.rules import _element, _unwrap, builtin_files, load_rules
+from doctor.rules import element_type, optional_inner, builtin_files, load_rules
 
 CASES = Path(__file__).parent / "rule_cases"
 RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
@@ -25,14 +25,14 @@ RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
 
 def complete(tp, data):
     """Fill the fields a case leaves out with None, through nested records."""
-    tp = _unwrap(tp)
+    tp = optional_inner(tp)
     if dataclasses.is_dataclass(tp) and isinstance(data, dict):
         hints = typing.get_type_hints(tp)
         unknown = set(data) - set(hints)
         assert not unknown, f"{tp.__name__} has no field(s) {unknown}: fix the case"
         return {name: complete(hints[name], data.get(name)) for name in hints}
     if isinstance(data, list):
-        return [complete(_element(tp), item) for item in data]
+        return [complete(element_type(tp), item) for item in data]
     return data
 
 
