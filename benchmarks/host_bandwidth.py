@@ -162,7 +162,7 @@ def run_probe() -> dict:
 
 def print_table(results: dict[str, dict]) -> None:
     reference = results.get("C (gcc -O3 OpenMP)")
-    header = f"{'backend':<20} {'copy GB/s':>10} {'triad GB/s':>11} {'copy/C':>7} {'triad/C':>8}"
+    header = f"{'backend':<28} {'copy GB/s':>10} {'triad GB/s':>11} {'copy/C':>7} {'triad/C':>8}"
     print(header + f" {'duration s':>11} {'valid':>6}  note")
     for name, result in results.items():
         ratios = ["-", "-"]
@@ -174,7 +174,7 @@ def print_table(results: dict[str, dict]) -> None:
         if result.get("triad_passes", 3) != 3:
             note = f"triad makes {result['triad_passes']} passes, counted as 3: understates"
         print(
-            f"{name:<20} {result['copy_gbps']:>10.1f} {result['triad_gbps']:>11.1f} "
+            f"{name:<28} {result['copy_gbps']:>10.1f} {result['triad_gbps']:>11.1f} "
             f"{ratios[0]:>7} {ratios[1]:>8} {result['duration_s']:>11.2f} "
             f"{str(result['valid']):>6}  {note}"
         )
