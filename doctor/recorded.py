@@ -162,18 +162,18 @@ class RecordingHost:
     def _local(self, path: str) -> Path:
         return self.fs / path.lstrip("/")
 
-    def _record_error(self, exc: HostReadError) -> None:
-        # not-found needs no entry: an absent file replays as not found.
-        if exc.reason != "not-found":
-            with self._lock:
-                self.errors[exc.path] = exc.reason
+    def _live(self, read: Callable[..., Any], *args: Any) -> Any:
+        """Read the live host; a failure other than not-found is recorded, then raised."""
+        try:
+            return read(*args)
+        except HostReadError as exc:
+            if exc.reason != "not-found":  # an absent file replays as not found by itself
+                with self._lock:
+                    self.errors[exc.path] = exc.reason
+            raise
 
     def read_text(self, path: str) -> str:
-        try:
-            text = self.live.read_text(path)
-        except HostReadError as exc:
-            self._record_error(exc)
-            raise
+        text = self._live(self.live.read_text, path)
         local = self._local(path)
         with self._lock:
             # The first read wins: the recording is one snapshot of the host, taken as the
@@ -184,11 +184,7 @@ class RecordingHost:
         return text
 
     def list_dirs(self, path: str) -> list[str]:
-        try:
-            names = self.live.list_dirs(path)
-        except HostReadError as exc:
-            self._record_error(exc)
-            raise
+        names = self._live(self.live.list_dirs, path)
         local = self._local(path)
         with self._lock:
             for name in names:
@@ -197,21 +193,13 @@ class RecordingHost:
         return names
 
     def list_files(self, path: str) -> dict[str, int]:
-        try:
-            files = self.live.list_files(path)
-        except HostReadError as exc:
-            self._record_error(exc)
-            raise
+        files = self._live(self.live.list_files, path)
         with self._lock:
             self.files[path] = dict(files)
         return files
 
     def read_link(self, path: str) -> str:
-        try:
-            target = self.live.read_link(path)
-        except HostReadError as exc:
-            self._record_error(exc)
-            raise
+        target = self._live(self.live.read_link, path)
         local = self._local(path)
         with self._lock:
             local.parent.mkdir(parents=True, exist_ok=True)
@@ -220,11 +208,7 @@ class RecordingHost:
         return target
 
     def stat(self, path: str) -> PathInfo:
-        try:
-            info = self.live.stat(path)
-        except HostReadError as exc:
-            self._record_error(exc)
-            raise
+        info = self._live(self.live.stat, path)
         with self._lock:
             self.paths[path] = {
                 "device": info.device,
@@ -235,11 +219,7 @@ class RecordingHost:
         return info
 
     def run(self, argv: Sequence[str], timeout_s: float = 5.0) -> CommandOutput:
-        try:
-            out = self.live.run(argv, timeout_s)
-        except HostReadError as exc:
-            self._record_error(exc)
-            raise
+        out = self._live(self.live.run, argv, timeout_s)
         with self._lock:
             n = len(self.commands)
             stdout_file = f"commands/{n:02d}-{_slug(argv)}.out"
