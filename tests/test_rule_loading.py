@@ -147,3 +147,12 @@ def test_config_threshold_changes_what_fires(tmp_path, cli):
     result = cli("scan", "--level", "quick", "--format", "json", "--config", str(disabled),
                  "--no-progress")
     assert "fd-limit-low" not in [f["rule"] for f in json.loads(result.stdout)["findings"]]
+
+
+def test_the_example_in_docs_rules_md_loads(tmp_path):
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "rules.md").read_text()
+    example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    (rule,) = load(tmp_path, example)
+    assert rule.id == "engine-fd-limit-below-site-standard"
