@@ -32,6 +32,7 @@ class ProcessCpu:
     cpu_cores: float  # CPU time / wall time over the window; 1.0 = one core
     engine: str | None
     related: bool  # llm-doctor, its children or its ancestors
+    kernel_thread: bool  # no command line: kswapd, kworker... (memory pressure, not a hog)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,7 @@ def probe(host: Host, options: ScanOptions) -> CpuLoadRecord:
     data = host.measure("host.cpu_load", sample)
     top = tuple(
         ProcessCpu(r["pid"], r["comm"], r["cmdline"], r["cpu_cores"],
-                   engine_of(r["cmdline"]), r["related"])
+                   engine_of(r["cmdline"]), r["related"], kernel_thread=not r["cmdline"])
         for r in data["top"]
     )
     return CpuLoadRecord(
