@@ -142,6 +142,9 @@ class _Schema:
     def walk(self, tp: Any, attrs: list[str], where: str) -> tuple[Any, str | None]:
         for attr in attrs:
             tp = optional_inner(tp)
+            if typing.get_origin(tp) in (tuple, list):
+                return None, (f"'{where}' is a list: take its items with each = \"{where}\" "
+                              f"(then item.{attr}) or any(x.{attr} ... for x in {where})")
             if not is_dataclass(tp):
                 return Any, None  # dicts and free-form values: keys are data, not schema
             names = {f.name for f in fields(tp)}

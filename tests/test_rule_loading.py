@@ -64,6 +64,8 @@ def test_a_good_user_rule_loads(tmp_path):
     (("{process} has {n}", "{process} has {count}"), "title uses {count}, which is neither an evidence label nor a parameter"),
     (("item.nofile_soft < params.min", "item.nofile_soft < < params.min"), "'when' is not a valid expression at column"),
     (("item.nofile_soft < params.min", "__import__('os')"), "unknown name '__import__'"),
+    (("item.nofile_soft < params.min", "host.limits.processes.nofile_soft < 5"),
+     "'host.limits.processes' is a list: take its items with each"),
 ])
 def test_a_broken_rule_names_file_rule_and_position(tmp_path, edit, message):
     old, new = edit
