@@ -59,9 +59,16 @@ class RecordedHost:
         if reason:
             raise HostReadError(path, reason, "recorded")
 
+    def _inside(self, path: str, local: Path) -> Path:
+        """``local``, if it lies inside the recorded host: a recording from someone else must
+        not make us read (and report) this machine's files through a symlink or ``..``."""
+        if not local.resolve().is_relative_to(self.root.resolve()):
+            raise HostReadError(path, "failed", f"{local} points outside the recorded host")
+        return local
+
     def read_text(self, path: str) -> str:
         self._planted_error(path)
-        local = self._local(path)
+        local = self._inside(path, self._local(path))
         if not local.is_file():
             raise HostReadError(path, "not-found")
         return local.read_bytes().decode("utf-8", "replace")
@@ -106,7 +113,12 @@ class RecordedHost:
             raise HostReadError(name, "not-found", "not recorded")
         stdout = ""
         if cmd.get("stdout_file"):
-            stdout = (self.root / cmd["stdout_file"]).read_text()
+            local = self._inside(name, self.root / cmd["stdout_file"])
+            try:
+                stdout = local.read_text()
+            except OSError as exc:
+                raise HostReadError(name, "failed", f"{local}, named in host.toml, cannot be "
+                                    f"read: {exc.strerror}") from None
         return CommandOutput(tuple(argv), int(cmd.get("rc", 0)), stdout, cmd.get("stderr", ""))
 
     def measure(self, name: str, fn: Callable[[], dict]) -> dict:

@@ -135,3 +135,19 @@ def test_live_errors_are_classified():
     with pytest.raises(HostReadError) as err:
         host.run(["sleep", "5"], timeout_s=0.2)
     assert err.value.reason == "timeout"
+
+
+def test_a_recorded_host_cannot_read_outside_itself(tmp_path):
+    root = tmp_path / "host"
+    (root / "fs" / "proc").mkdir(parents=True)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not leak")
+    os.symlink(secret, root / "fs/proc/meminfo")
+    (root / "host.toml").write_text(
+        '[host]\nformat = 1\n[[commands]]\nargv = ["dmidecode"]\nrc = 0\n'
+        f'stdout_file = "../secret.txt"\n')
+    host = RecordedHost(root)
+    with pytest.raises(HostReadError, match="points outside the recorded host"):
+        host.read_text("/proc/meminfo")
+    with pytest.raises(HostReadError, match="points outside the recorded host"):
+        host.run(["dmidecode"])
