@@ -185,3 +185,32 @@ def test_unwritable_output_is_a_clear_error(cli, tmp_path):
     assert result.returncode == 3
     assert "missing-dir" in result.stderr and "is not a writable directory" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_running_engine_is_judged_by_its_own_limits_and_model_path(cli, tmp_path):
+    """A process that presents itself as llama-server (argv[0]) with 1024 open files."""
+    model = tmp_path / "gemma.gguf"
+    model.write_bytes(b"\0" * (4 * 1024 * 1024))
+    engine = subprocess.Popen(
+        ["bash", "-c", f"ulimit -n 1024; exec -a llama-server {sys.executable} "
+                       f"-c 'import time; time.sleep(30)' -m {model} --port 8080"])
+    try:
+        deadline = time.monotonic() + 10
+        while "llama-server" not in open(f"/proc/{engine.pid}/cmdline").read():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        report = scan_json(cli, "--level", "quick")
+    finally:
+        engine.kill()
+        engine.wait()
+    limits = next(p for p in report["probes"] if p["name"] == "host.limits")["data"]
+    assert limits["engine_count"] >= 1
+    fd = [f for f in report["findings"] if f["rule"] == "fd-limit-low"
+          and f["evidence"]["process"].endswith(f"pid {engine.pid}")]
+    assert fd and fd[0]["severity"] == "critical" and fd[0]["evidence"]["role"] == "engine"
+    assert fd[0]["evidence"]["nofile_soft"] == 1024
+    storage = next(p for p in report["probes"] if p["name"] == "host.storage")
+    assert storage["status"] == "ok"
+    (path,) = [p for p in storage["data"]["paths"] if p["path"] == str(model)]
+    assert path["source"] == f"llama.cpp pid {engine.pid}"
+    assert path["weight_files"] == 1 and path["weights_bytes"] == 4 * 1024 * 1024
