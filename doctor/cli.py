@@ -73,6 +73,12 @@ def _check_output(output: str | None) -> None:
                                 f"{folder} is not a writable directory")
 
 
+def _check_model_dirs(options: ScanOptions) -> None:
+    for path in options.model_dirs:
+        if not os.path.exists(path):
+            raise ScanCannotRun(f"--model-dir {path}: no such file or directory")
+
+
 def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bool) -> ScanReport:
     from rich.console import Console
 
@@ -184,6 +190,8 @@ def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, r
         model_dirs = model_dirs or tuple(host.manifest["host"].get("model_dirs", []))
         level = level or host.manifest["host"].get("level")
     options = _options(config, level, model_dirs)
+    if not replay:
+        _check_model_dirs(options)
     report = _run_scan(host, options, rules, config, not no_progress)
     _emit(report, fmt, output)
     sys.exit(report.exit_code())
@@ -208,6 +216,7 @@ def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, 
     _check_output(output)
     rules, config = _rules_and_config(config_path, rule_files)
     options = _options(config, level, model_dirs)
+    _check_model_dirs(options)
     recording = RecordingHost(LiveHost(), root)
     report = _run_scan(recording, options, rules, config, not no_progress)
     recording.save({"level": options.level.name.lower(), "llm_doctor_version": __version__,

@@ -98,6 +98,7 @@ def test_capture_refuses_a_non_empty_directory(cli, tmp_path):
     (("scan", "--replay", "/nonexistent"), "/nonexistent/host.toml: not found"),
     (("scan", "--config", "/nonexistent.toml"), "config file not found"),
     (("playbook", "no-such-cause"), "no playbook for 'no-such-cause'"),
+    (("scan", "--model-dir", "/no/such/models"), "--model-dir /no/such/models: no such file or directory"),
 ])
 def test_the_scan_that_cannot_run_exits_3_with_a_clear_line(cli, args, message):
     result = cli(*args)
