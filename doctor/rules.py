@@ -239,11 +239,12 @@ def _rule(raw: dict, index: int, text: str, path: Path, schema: _Schema,
             raise RuleError(f"{at()}: missing field '{key}'")
     if raw["cause"] not in CAUSES:
         raise RuleError(f"{at('cause')}: unknown cause id '{raw['cause']}'"
-                        f"{suggest(raw['cause'], CAUSES)}; cause ids are listed in domain.md")
+                        f"{suggest(raw['cause'], CAUSES)}; the cause ids are the playbooks' names "
+                        "(playbooks/README.md)")
     for symptom in raw["symptoms"]:
         if symptom not in SYMPTOMS:
             raise RuleError(f"{at('symptoms')}: unknown symptom row '{symptom}'"
-                            f"{suggest(symptom, SYMPTOMS)}")
+                            f"{suggest(symptom, SYMPTOMS)}; rows: {', '.join(SYMPTOMS)}")
     try:
         severity = Severity[str(raw["severity"]).upper()]
     except KeyError:

@@ -23,7 +23,6 @@ CLI: ``python -m probes.kernels.disk_read --max-bytes N --max-seconds S PATH [PA
 
 from __future__ import annotations
 
-import argparse
 import errno
 import fcntl
 import json
@@ -32,6 +31,8 @@ import os
 import stat
 import sys
 import time
+
+from probes.kernels._cli import OneLineParser
 
 PAGE_BYTES = mmap.PAGESIZE
 O_DIRECT = "o_direct"
@@ -166,15 +167,8 @@ def _read_file(
                 return offset, spent, "max_seconds", method
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line and exits 1 (argparse's default is 2)."""
-
-    def error(self, message: str):
-        self.exit(1, f"{self.prog}: error: {message}\n")
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="python -m probes.kernels.disk_read",
         description="Sequential read throughput (decimal MB/s) past the page cache, as JSON.",
     )

@@ -23,13 +23,14 @@ CLI: ``python -m probes.kernels.stream --array-bytes N --threads T`` prints one 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
+
+from probes.kernels._cli import OneLineParser
 
 BACKENDS = ("auto", "torch", "numpy")
 SCALAR = 3.0  # STREAM's scalar
@@ -294,15 +295,8 @@ def _run_numpy(elements: int, threads: int, repeats: int) -> tuple[float, float,
     return copy_best_s, triad_best_s, valid, 5
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line and exits 1 (argparse's default is 2)."""
-
-    def error(self, message: str):
-        self.exit(1, f"{self.prog}: error: {message}\n")
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="python -m probes.kernels.stream",
         description="STREAM-style copy and triad bandwidth (decimal GB/s), printed as JSON.",
     )
