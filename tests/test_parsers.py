@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from probes.dimms import parse_dmidecode, _channel_key
+from probes.dimms import _channel_key, parse_dmidecode
 from probes.host_cpu import parse_cpuinfo, parse_khz, parse_loadavg
 from probes.host_limits import parse_limits
 from probes.host_memory import parse_meminfo
+from probes.host_storage import mount_of
 from probes.host_sysctl import parse_choice, parse_int, tcp_ext
 from probes.kernel_text import MalformedError
-from probes.host_storage import mount_of
 from probes.processes import engine_of, model_path_of, redact
 
 LIMITS = """Limit                     Soft Limit           Hard Limit           Units     
@@ -41,8 +41,8 @@ MALFORMED = [  # (parser call, the whole message)
      "/proc/self/limits: 'Max open files' soft limit is above its hard limit"),
     (lambda: parse_limits(LIMITS.replace("Max open files", "Max open filez")),
      "/proc/self/limits: no 'Max open files' row"),
-    (lambda: parse_limits(""), "/proc/self/limits: no 'Max open files', 'Max processes', "
-                               "'Max locked memory' row"),
+    (lambda: parse_limits(""),
+     "/proc/self/limits: no 'Max open files', 'Max processes', 'Max locked memory' row"),
     (lambda: parse_int("/proc/sys/net/core/somaxconn", "garbage\n"),
      "/proc/sys/net/core/somaxconn: expected an integer, got 'garbage'"),
     (lambda: parse_int("/proc/sys/net/core/somaxconn", "\n"),
