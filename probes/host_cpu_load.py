@@ -180,3 +180,10 @@ def probe(host: Host, options: ScanOptions) -> CpuLoadRecord:
         busy_cores=float(_field("", data, "busy_cores", "number")),
         top=tuple(top[:TOP_N]),  # a recording may hold more; the record promises TOP_N
     )
+
+
+def summary(record: CpuLoadRecord) -> str:
+    """One line for people: how busy the CPUs were and the three heaviest other processes."""
+    others = [p for p in record.top if not p.related][:3]
+    top = ", ".join(f"{p.comm}({p.pid}) {p.cpu_cores:.2f}" for p in others) or "nothing busy"
+    return f"{record.busy_cores:.2f} of {record.logical_cpus} cores busy; top: {top}"

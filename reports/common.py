@@ -1,0 +1,54 @@
+"""What every renderer shares: each probe's one-line summary, and host text made safe to show.
+
+A report shows text that came from the host (hostname, command lines, comm, paths, evidence,
+error messages). None of it may steer the reader's terminal, and a record of an unexpected
+shape (a hand-written recording) must not stop the report: the line says it could not be
+read instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from doctor.model import ProbeResult, ProbeSpec
+from doctor.redact import safe_display
+
+
+def show(value: Any) -> str:
+    """``value`` as text a terminal or Markdown viewer prints rather than obeys."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits
+        text = f"(unprintable {type(value).__name__}: {exc})"
+    return safe_display(text)
+
+
+def _summary_fn(spec: ProbeSpec) -> Callable[[Any], str] | None:
+    fn = getattr(spec, "summary", None)
+    if fn is None:  # a registry from before ProbeSpec.summary: the probe module's own
+        fn = getattr(sys.modules.get(getattr(spec.run, "__module__", "")), "summary", None)
+    return fn
+
+
+def probe_summary(result: ProbeResult, specs: dict[str, ProbeSpec] | None = None) -> str:
+    """The probe's one line for people (its module's ``summary``), or why there is none.
+
+    Never raises: a record the summary cannot read shows as "(unreadable: ...)".
+    """
+    if result.status != "ok":
+        return show(result.reason or "")
+    if specs is None:
+        from doctor.registry import by_name
+
+        specs = by_name()
+    spec = specs.get(result.name)
+    fn = _summary_fn(spec) if spec is not None else None
+    if fn is None:
+        return ""
+    try:
+        return show(fn(result.record))
+    # The isolation boundary of a report: a summary reads a record that may have come from
+    # a hand-written recording; whatever it trips on, the rest of the report still prints.
+    except Exception as exc:
+        return show(f"(unreadable: {type(exc).__name__}: {exc})")
