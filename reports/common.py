@@ -9,7 +9,8 @@ read instead.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from doctor.model import ProbeResult, ProbeSpec
 from doctor.redact import safe_display
@@ -50,5 +51,5 @@ def probe_summary(result: ProbeResult, specs: dict[str, ProbeSpec] | None = None
         return show(fn(result.record))
     # The isolation boundary of a report: a summary reads a record that may have come from
     # a hand-written recording; whatever it trips on, the rest of the report still prints.
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         return show(f"(unreadable: {type(exc).__name__}: {exc})")
