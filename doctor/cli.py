@@ -139,7 +139,11 @@ _COMMON = [
     click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown"]),
                  default="terminal", show_default=True, help="How to print the report."),
     click.option("--output", "-o", metavar="FILE",
-                 help="Write the report to FILE (atomically) instead of standard output."),
+                 help="Write the report to FILE instead of standard output: a new file, or a "
+                      "regular file replaced whole (atomically). '-' and /dev/stdout write to "
+                      "standard output; a terminal, /dev/null or a FIFO with a reader is "
+                      "written through. A directory, a symbolic link or any other device is "
+                      "refused (exit 3) and left as it was."),
     click.option("--no-progress", is_flag=True, help="No spinner on stderr."),
 ]
 

@@ -34,10 +34,10 @@ def _report(record=None, evidence=None, **finding) -> ScanReport:
         window_s=0.5, logical_cpus=2, busy_cores=float("nan"),
         top=(ProcessCpu(7, f"comm{ESC}[31m", f"llama-server --x {HOSTILE}", float("inf"),
                         "llama.cpp", False, False),))
-    fields = dict(rule="cpu-contention", cause="cpu-contention", symptoms=("slowdown",),
-                  severity=Severity.WARNING, title=f"title {HOSTILE}",
-                  evidence=evidence if evidence is not None else {"process": HOSTILE},
-                  remediation="Run `kill`.", playbook="playbooks/cpu-contention.md")
+    fields = {"rule": "cpu-contention", "cause": "cpu-contention", "symptoms": ("slowdown",),
+              "severity": Severity.WARNING, "title": f"title {HOSTILE}",
+              "evidence": evidence if evidence is not None else {"process": HOSTILE},
+              "remediation": "Run `kill`.", "playbook": "playbooks/cpu-contention.md"}
     fields.update(finding)
     return ScanReport(
         host={"kind": "recorded", "hostname": f"host{ESC}]0;pwned{ESC}\\", "captured_at": "now"},
@@ -127,7 +127,7 @@ def test_a_record_of_the_wrong_type_shows_as_unreadable_never_crashes():
     bad = CpuLoadRecord(window_s=0.5, logical_cpus=2, busy_cores="x", top=5)  # type: ignore[arg-type]
     report = _report(record=bad)
     line = probe_summary(report.probes[0])
-    assert line.startswith("(unreadable: ValueError:") or line.startswith("(unreadable: TypeError:")
+    assert line.startswith(("(unreadable: ValueError:", "(unreadable: TypeError:"))
     assert "(unreadable:" in _terminal(report)
     assert "(unreadable:" in markdown.render(report)
     _json(report)
@@ -145,10 +145,10 @@ def test_every_probe_has_a_summary_in_its_own_module():
 
 
 def test_the_summary_of_a_recorded_host_reads_its_figures():
+    from doctor.model import ScanOptions
     from doctor.recorded import RecordedHost
     from doctor.registry import PROBES
     from doctor.runner import run_probes
-    from doctor.model import ScanOptions
 
     host = RecordedHost(FIXTURE_HOSTS / "healthy-epyc-9654-vllm")
     results = run_probes(PROBES, host, ScanOptions(level=Level.QUICK))

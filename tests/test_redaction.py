@@ -11,12 +11,19 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.redact import program_only, redact_cmdline, redact_text, safe_display, secret_name
+from doctor.redact import (
+    program_only,
+    redact_cmdline,
+    redact_text,
+    safe_display,
+    secret_name,
+)
 from probes.host_cpu_load import kept_cmdline
 
 MASKED = [
@@ -161,7 +168,7 @@ def _secret_env() -> dict[str, str]:
 
 def _wait_for(pid: int, text: str) -> None:
     deadline = time.monotonic() + 10
-    while text not in open(f"/proc/{pid}/cmdline").read():
+    while text not in Path(f"/proc/{pid}/cmdline").read_text():
         assert time.monotonic() < deadline, f"pid {pid} never showed {text!r}"
         time.sleep(0.05)
 
