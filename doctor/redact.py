@@ -9,6 +9,7 @@ passes host text through here, so there is one place to fix a leak:
   (``postgres://app:***@db/x``). A masked value reads ``***``.
 * ``program_only`` cuts a command line to its program name: other people's processes'
   arguments are none of our business and may carry credentials nobody can recognise.
+* ``redact_environ`` keeps an environment's variable names and masks every value.
 * ``redact_text`` is the same masking for free text (evidence, HTTP bodies).
 * ``safe_display`` shows control characters escaped, so that a recorded hostname or
   command line cannot retitle or clear the terminal of whoever reads the report.
@@ -20,7 +21,6 @@ replaces backtracked quadratically, and 30,000 ``--token`` arguments took minute
 
 from __future__ import annotations
 
-import os
 import re
 
 MASK = "***"
@@ -188,10 +188,18 @@ def redact_text(text: str) -> str:
 
 
 def program_only(cmdline: str) -> str:
-    """A non-engine process's command line as its program name: ``/usr/bin/python3 -c …``
-    → ``python3``. The name itself is masked too (a process can retitle itself)."""
-    first = _SEPARATORS.split(cmdline.strip(" \t\n\x00"), maxsplit=1)[0]
-    return redact_cmdline(os.path.basename(first) or first)
+    """A non-engine process's command line as its program alone: ``/usr/bin/python3 -c …``
+    → ``/usr/bin/python3``. NUL-separated input (``/proc/<pid>/cmdline``) keeps its final
+    NUL. The program word is masked too: a process can retitle itself with anything."""
+    first = _SEPARATORS.split(cmdline.lstrip(" \t\n\x00"), maxsplit=1)[0]
+    return redact_cmdline(first) + ("\0" if "\0" in cmdline else "")
+
+
+def redact_environ(text: str) -> str:
+    """``/proc/<pid>/environ`` as a recording may keep it: the names, every value ``***``.
+    Which variables a process has can explain it; their values are nobody's business."""
+    names = (item.partition("=")[0] for item in text.split("\0") if item)
+    return "".join(f"{name}={MASK}\0" for name in names)
 
 
 # What a terminal may obey rather than print: C0 and C1 controls (ESC starts every escape

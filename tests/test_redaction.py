@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.redact import (
+    redact_environ,
     program_only,
     redact_cmdline,
     redact_text,
@@ -79,14 +80,20 @@ def test_secret_names():
 
 
 def test_program_only_keeps_the_program_name():
-    assert program_only("/usr/bin/python3\0-c\0x --dsn postgres://a:PW@h") == "python3"
+    assert program_only("/usr/bin/python3\0-c\0x --dsn postgres://a:PW@h\0") == "/usr/bin/python3\0"
     assert program_only("python -c x") == "python"
     assert program_only("") == ""
     assert program_only("HF_TOKEN=abc") == "HF_TOKEN=***"  # a process may retitle itself
+    assert program_only("postgres: app secret-db 10.0.0.1(5432) idle\0\0") == "postgres:\0"
+
+
+def test_an_environment_keeps_names_only():
+    assert redact_environ("HF_TOKEN=hf_x\0PATH=/bin\0EMPTY=\0") == "HF_TOKEN=***\0PATH=***\0EMPTY=***\0"
+    assert redact_environ("") == ""
 
 
 def test_cpu_load_keeps_engines_masked_and_others_as_their_program():
-    assert kept_cmdline("python -c x --dsn postgres://a:PW@h/x") == "python"
+    assert kept_cmdline("/usr/bin/python3 -c x --dsn postgres://a:PW@h/x") == "/usr/bin/python3"
     assert kept_cmdline("llama-server --api-key K -m /m") == "llama-server --api-key *** -m /m"
 
 
