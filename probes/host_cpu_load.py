@@ -23,8 +23,8 @@ from typing import Any
 
 from doctor.host import Host, MeasurementError
 from doctor.model import ScanOptions
+from doctor.engines import engine_of
 from doctor.redact import program_only, redact_cmdline
-from probes.processes import engine_of
 
 SAMPLE_S = 0.5
 TOP_N = 10
@@ -86,9 +86,10 @@ def sample(window_s: float = SAMPLE_S) -> dict:
     related = _related_pids()
     rows = []
     for pid, proc in procs.items():
-        if before[pid] is None or after[pid] is None:
+        start, end = before[pid], after[pid]
+        if start is None or end is None:
             continue
-        cores = (after[pid] - before[pid]) / elapsed
+        cores = (end - start) / elapsed
         if cores < 0.01:
             continue
         cmdline = kept_cmdline(" ".join(proc.info.get("cmdline") or []))

@@ -8,8 +8,6 @@ read instead.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from typing import Any
 
 from doctor.model import ProbeResult, ProbeSpec
@@ -25,13 +23,6 @@ def show(value: Any) -> str:
     return safe_display(text)
 
 
-def _summary_fn(spec: ProbeSpec) -> Callable[[Any], str] | None:
-    fn = getattr(spec, "summary", None)
-    if fn is None:  # a registry from before ProbeSpec.summary: the probe module's own
-        fn = getattr(sys.modules.get(getattr(spec.run, "__module__", "")), "summary", None)
-    return fn
-
-
 def probe_summary(result: ProbeResult, specs: dict[str, ProbeSpec] | None = None) -> str:
     """The probe's one line for people (its module's ``summary``), or why there is none.
 
@@ -44,7 +35,7 @@ def probe_summary(result: ProbeResult, specs: dict[str, ProbeSpec] | None = None
 
         specs = by_name()
     spec = specs.get(result.name)
-    fn = _summary_fn(spec) if spec is not None else None
+    fn = spec.summary if spec is not None else None
     if fn is None:
         return ""
     try:

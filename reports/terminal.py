@@ -6,7 +6,7 @@ Every string goes in as a ``Text`` (never as rich markup, which a command line h
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -41,12 +41,14 @@ def verdict(report: ScanReport) -> Text:
                          f"{report.duration_s:.1f} s")
 
 
-def _findings(report: ScanReport) -> list:
-    blocks = []
+def _findings(report: ScanReport) -> list[RenderableType]:
+    blocks: list[RenderableType] = []
     for f in report.findings:
         cause = show(f.cause)
-        rows = ", ".join(show(s) for s in f.symptoms)
-        evidence = ", ".join(f"{show(k)}={show(v)}" for k, v in f.evidence.items())
+        symptoms = f.symptoms if isinstance(f.symptoms, (list, tuple)) else [f.symptoms]
+        rows = ", ".join(show(s) for s in symptoms)
+        pairs = f.evidence.items() if isinstance(f.evidence, dict) else [("value", f.evidence)]
+        evidence = ", ".join(f"{show(k)}={show(v)}" for k, v in pairs)
         details = [
             Text(f"{show(f.rule)} · cause {cause} · rows {rows}", style="dim"),
             Text("evidence: " + evidence),
@@ -74,7 +76,7 @@ def _probes(report: ScanReport) -> Table:
 
 
 def render(report: ScanReport, console: Console) -> None:
-    parts = [verdict(report), Text("")]
+    parts: list[RenderableType] = [verdict(report), Text("")]
     parts += _findings(report)
     for message in report.rule_errors:
         parts.append(Text(f"rule error: {show(message)}", style="red"))

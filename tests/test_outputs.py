@@ -139,8 +139,8 @@ def test_every_probe_has_a_summary_in_its_own_module():
     from doctor.registry import PROBES
 
     for spec in PROBES:
-        fn = getattr(spec, "summary", None) or sys.modules[spec.run.__module__].summary
-        assert fn.__module__ == spec.run.__module__, spec.name
+        assert spec.summary is not None, spec.name
+        assert spec.summary.__module__ == spec.run.__module__ == sys.modules[spec.run.__module__].__name__
     assert not (REPO / "reports" / "summaries.py").exists()
 
 
