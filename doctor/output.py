@@ -101,10 +101,8 @@ def check_target(path: str | Path) -> None:
         info = os.lstat(name)
     except FileNotFoundError:
         folder = Path(name).parent if str(Path(name).parent) else Path(".")
-        if not folder.is_dir():
-            raise _refuse(name, f"{folder} is not a directory", errno.ENOENT) from None
-        if not os.access(folder, os.W_OK):
-            raise _refuse(name, f"{folder} is not writable", errno.EACCES) from None
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise _refuse(name, f"{folder} is not a writable directory", errno.EACCES) from None
         return
     mode = info.st_mode
     if stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):

@@ -11,16 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.model import ProbeResult, ProbeSpec
-from doctor.redact import safe_display
+from doctor.redact import redact_text, safe_display
 
 
 def show(value: Any) -> str:
-    """``value`` as text a terminal or Markdown viewer prints rather than obeys."""
+    """``value`` as text a terminal or Markdown viewer prints rather than obeys, with any
+    secret that slipped into a record masked (the probes mask first; this is the backstop)."""
     try:
         text = value if isinstance(value, str) else str(value)
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits
         text = f"(unprintable {type(value).__name__}: {exc})"
-    return safe_display(text)
+    return safe_display(redact_text(text))
 
 
 def probe_summary(result: ProbeResult, specs: dict[str, ProbeSpec] | None = None) -> str:

@@ -8,7 +8,8 @@ recording written by hand can put NaN, infinities, huge integers or odd types in
 probe's data or a rule's evidence. Such a value is replaced (NaN and infinities by null,
 anything else JSON cannot hold by text), and ``replaced_values`` says where and why, as a
 JSON Pointer (RFC 6901) into the report. ``json.dumps(allow_nan=False)`` then fails loudly
-if a value ever slips past.
+if a value ever slips past. Every string also passes through ``doctor.redact.redact_text``:
+probes keep secrets out of their records, and this is the second lock on the door.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from doctor import __version__
 from doctor.model import Finding, ProbeResult, ScanReport
+from doctor.redact import redact_text
 
 SCHEMA_VERSION = 1
 MAX_DEPTH = 64  # deeper than any record; a hand-made recording may nest thousands deep
@@ -37,7 +39,9 @@ class _Sanitizer:
         self.replaced.append({"pointer": pointer, "reason": reason})
 
     def value(self, value: Any, path: tuple[str, ...]) -> Any:
-        if value is None or isinstance(value, (bool, str)):
+        if isinstance(value, str):
+            return redact_text(value)
+        if value is None or isinstance(value, bool):
             return value
         if isinstance(value, int):
             return self._integer(value, path)
@@ -73,7 +77,7 @@ class _Sanitizer:
     def mapping(self, value: dict, path: tuple[str, ...]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, item in value.items():
-            name = key if isinstance(key, str) else self.text(key)
+            name = redact_text(key if isinstance(key, str) else self.text(key))
             if name in out:  # {1: ..., "1": ...}: JSON objects hold one of each name
                 self.note((*path, name), "a second key of this name; dropped")
                 continue

@@ -87,6 +87,13 @@ def test_values_json_cannot_hold_become_text():
     assert "nested deeper than 64 levels" in reasons and "a second key" in reasons
 
 
+def test_a_secret_that_slipped_into_a_record_is_masked_in_every_format():
+    report = _report(evidence={"cmd": "x --api-key sk-SLIPPED HF_TOKEN=hf_SLIPPED"})
+    for text in (json_report.render(report), markdown.render(report), _terminal(report)):
+        assert "SLIPPED" not in text
+        assert "--api-key ***" in text or "--api-key \\*\\*\\*" in text
+
+
 def test_a_record_that_is_not_an_object_is_wrapped():
     data = _json(_report(record=[1, 2]))
     assert data["probes"][0]["data"] == {"value": [1, 2]}
