@@ -122,6 +122,7 @@ def _finding(f: Finding) -> dict[str, Any]:
         "evidence": f.evidence if isinstance(f.evidence, dict) else {"value": f.evidence},
         "remediation": _str(f.remediation),
         "playbook": _str(f.playbook),
+        "key": _str(f.key),
     }
 
 
