@@ -13,18 +13,7 @@ from __future__ import annotations
 import math
 import re
 
-try:
-    from doctor.host import MalformedError
-except ImportError:  # until the Seam commit (doctor/host.py) lands: the same contract, here
-    from doctor.host import HostReadError
-
-    class MalformedError(HostReadError):  # type: ignore[no-redef]
-        """A file was read but its content is wrong: "PATH: expected 5 fields, got 0"."""
-
-        def __init__(self, path: str, problem: str) -> None:
-            super().__init__(path, "failed", problem)
-            self.problem = problem
-            Exception.__init__(self, f"{path}: {problem}")
+from doctor.host import MalformedError
 
 # The kernel prints unsigned longs and rlim_t; 2**63 - 1 (LONG_MAX) is the largest any of
 # the files read here prints as a number (fs.file-max's default on 64-bit kernels).
