@@ -13,12 +13,13 @@ from probes.host_sysctl import parse_choice, parse_int, tcp_ext
 from probes.kernel_text import MalformedError
 from probes.processes import engine_of, model_path_of, redact
 
-LIMITS = """Limit                     Soft Limit           Hard Limit           Units     
-Max cpu time              unlimited            unlimited            seconds   
-Max processes             96364                96364                processes 
-Max open files            512                  20000                files     
-Max locked memory         8388608              unlimited            bytes     
-"""
+LIMITS = "".join("%-25s %-20s %-20s %-10s\n" % row for row in (  # proc_pid_limits()'s columns
+    ("Limit", "Soft Limit", "Hard Limit", "Units"),
+    ("Max cpu time", "unlimited", "unlimited", "seconds"),
+    ("Max processes", "96364", "96364", "processes"),
+    ("Max open files", "512", "20000", "files"),
+    ("Max locked memory", "8388608", "unlimited", "bytes"),
+))
 
 
 def test_parse_limits():
