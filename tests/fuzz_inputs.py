@@ -181,10 +181,10 @@ def copy_host(src: Path, dst: Path) -> None:
 
 def _replace(path: Path, data: bytes | None = None) -> None:
     """Remove ``path`` (file, link or tree) and, given data, write a new file there."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
+    elif os.path.lexists(path):  # a file, a link (even a dangling one), a FIFO
+        path.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
     if data is not None:
         path.write_bytes(data)
@@ -261,11 +261,14 @@ def _mutate_fs(root: Path, rng: random.Random, out: Outside) -> str:
 
 def _mutate_manifest(root: Path, rng: random.Random, out: Outside) -> str:
     path = root / "host.toml"
-    if rng.random() < 0.5:
-        data, how = mutate_bytes(path.read_bytes(), rng, "toml")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (ValueError, OSError, RecursionError):  # broken by an earlier mutation
+        doc = None
+    if doc is None or rng.random() < 0.5:
+        data, how = mutate_bytes(path.read_bytes() if path.is_file() else b"", rng, "toml")
         _replace(path, data)
         return f"host.toml:{how}"
-    doc = tomllib.loads(path.read_text())
     if rng.random() < 0.25 and doc.get("commands"):
         cmd = rng.choice(doc["commands"])
         cmd["stdout_file"] = rng.choice((str(out.root / "sentinel.txt"),
@@ -294,10 +297,14 @@ def _mutate_measurements(root: Path, rng: random.Random, out: Outside) -> str:
         path.symlink_to(out.root / "sentinel.json")
         return "measurements.json:link-out"
     if op < 0.5:
-        data, how = mutate_bytes(path.read_bytes(), rng, "json")
+        data, how = mutate_bytes(path.read_bytes() if path.is_file() else b"", rng, "json")
         _replace(path, data)
         return f"measurements.json:{how}"
-    doc, how = mutate_tree(json.loads(path.read_text()), rng)
+    try:
+        doc, how = mutate_tree(json.loads(path.read_text()), rng)
+    except (ValueError, OSError, RecursionError):  # broken by an earlier mutation
+        _replace(path, b"{")
+        return "measurements.json:truncate"
     try:
         text = json.dumps(doc, default=str)
     except (ValueError, RecursionError):

@@ -1,0 +1,65 @@
+"""Fuzz: mutated recorded hosts, rule files and config files never crash, hang, read outside
+the recorded host, or show a planted secret (tests/fuzz_inputs.py makes and checks them).
+
+A fixed seed and a time budget per kind keep this bounded (under 25 s a kind); the campaign
+of 10,000 inputs is benchmarks/fuzz.py. Each run goes through ``doctor.cli.main`` in a fork
+of this process, and every 20th through a new interpreter, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import fuzz_inputs as fuzz
+
+SEED = 20261129
+BUDGET_S = 15.0  # per kind; no input starts after it is spent
+BOUND_S = 8.0  # per run: a recorded host is read in well under a second
+MAX_INPUTS = 150
+
+# Known failures in others' files, by (mutation prefix, problem). Each names its cause.
+KNOWN: dict[tuple[str, str], str] = {
+    ("fs:dir:", "internal-error"): "doctor/recorded_store.py reads a directory recorded where "
+                                   "a file goes and raises IsADirectoryError inside the probe",
+}
+
+
+def _campaign(kind: str, base: Path) -> tuple[int, list[str]]:
+    rng = random.Random(f"{SEED}-{kind}")
+    out = fuzz.make_outside(base, rng)
+    fuzz.warm_up()
+    failures, n, started = [], 0, time.perf_counter()
+    while n < MAX_INPUTS and time.perf_counter() - started < BUDGET_S:
+        runner = fuzz.run_subprocess if n % 20 == 19 else fuzz.run_forked
+        for tried in fuzz.try_one(kind, base, rng, out, n, BOUND_S, runner):
+            for problem in tried.verdict.problems:
+                if not any(tried.mutation.startswith(m) and problem == p for m, p in KNOWN):
+                    failures.append(f"{tried.mutation}: {problem} (exit {tried.run.rc}) "
+                                    f"{tried.run.uncaught or tried.run.stderr[-200:]}")
+        n += 1
+    print(f"{kind}: {n} inputs in {time.perf_counter() - started:.1f} s")
+    return n, failures
+
+
+def test_mutated_recorded_hosts(tmp_path):
+    n, failures = _campaign("host", tmp_path)
+    assert n >= 5, f"only {n} inputs in {BUDGET_S} s"  # the machine is shared: no speed test
+    assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])
+
+
+@pytest.mark.xfail(reason="issue 5 §2: rule files still raise tracebacks and hang on FIFOs "
+                          "and 3,000-rule files until the rules work lands", strict=False)
+def test_mutated_rule_files(tmp_path):
+    n, failures = _campaign("rules", tmp_path)
+    assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])
+
+
+@pytest.mark.xfail(reason="issue 5 §2: config files of the wrong types still raise tracebacks "
+                          "until the rules/config work lands", strict=False)
+def test_mutated_config_files(tmp_path):
+    n, failures = _campaign("config", tmp_path)
+    assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])
