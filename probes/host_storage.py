@@ -4,7 +4,9 @@ For each model path (``--model-dir``, and the local ``--model``/``-m`` path of e
 process): the filesystem and mount (``/proc/self/mountinfo``), the backing block device and
 whether it is rotational (``/sys/dev/block/MAJ:MIN`` → ``/sys/block/<disk>/queue/rotational``),
 free space (statvfs), the weight files' size, and, at level standard, a bounded sequential
-read of the weights that bypasses the page cache (O_DIRECT; decimal MB/s). No root needed
+read of the weights that bypasses the page cache (O_DIRECT; decimal MB/s). The read stops at
+a byte bound or a time bound (READ_BOUNDS); which one stopped it is recorded, since a read
+stopped by time on a slow disk is a full measurement however few bytes it got. No root needed
 for reading world-readable weights. Manual equivalent: ``findmnt -T DIR``, ``lsblk -o
 NAME,ROTA,MODEL``, ``dd if=FILE of=/dev/null bs=8M count=128 iflag=direct``.
 """
@@ -41,6 +43,10 @@ class ModelStorage:
     read_bytes: int | None
     read_method: str | None  # o_direct, or fadvise_dontneed where O_DIRECT is refused
     read_reason: str | None  # why read_mbps is None
+    read_seconds: float | None = None  # time spent in reads
+    # What ended the read: "max_seconds" (the time bound: a slow disk), "max_bytes", or
+    # "end_of_files" (the weights were smaller than the bound).
+    read_stopped_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +156,8 @@ def _storage(host: Host, options: ScanOptions, mountinfo: str, path: str, source
         read_bytes=read.get("bytes_read"),
         read_method=read.get("method"),
         read_reason=reason,
+        read_seconds=round(read["seconds"], 2) if read else None,
+        read_stopped_by=read.get("stopped_by"),
     )
 
 
