@@ -338,7 +338,6 @@ def _run_torch(torch, elements: int, threads: int, passes: Passes, device: str) 
         index = torch.tensor(_sample_indices(elements, threads), device=device)
         a_values = a.index_select(0, index).tolist()
         c_values = c.index_select(0, index).tolist()
-        del a, b, c
     finally:
         torch.set_num_threads(previous_threads)
     a_expected, c_expected = _expected(run.ran)
