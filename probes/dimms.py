@@ -79,9 +79,17 @@ def _channel_key(dev: dict[str, str]) -> str | None:
     text = f'{dev.get("Bank Locator", "")} {dev.get("Locator", "")}'
     socket = re.search(r"\b(?:P|CPU|Node|NODE)\s*(\d+)", text)
     prefix = socket.group(1) if socket else ""
-    channel = re.search(r"Channel\s*([A-Z0-9]+)", text, re.I) or re.search(
-        r"DIMM_?([A-Z])\d", text)
-    return f"{prefix}/{channel.group(1).upper()}" if channel else None
+    channel = re.search(r"Channel\s*([A-Z0-9]+)", text, re.I)
+    if channel:
+        return f"{prefix}/channel {channel.group(1).upper()}"
+    letter = re.search(r"DIMM_?([A-Z])\d", text)
+    return f"{prefix}/slot letter {letter.group(1)}" if letter else None
+
+
+def _scheme(key: str) -> tuple[bool, str]:
+    """How a key was read: (a socket was named, "channel" or "slot letter")."""
+    prefix, _, rest = key.partition("/")
+    return prefix != "", rest.rsplit(" ", 1)[0]
 
 
 def edac_channels(host: Host) -> tuple[set[str], set[str]] | None:
@@ -118,14 +126,16 @@ def edac_channels(host: Host) -> tuple[set[str], set[str]] | None:
 def _channels(host: Host, slots: list[dict[str, str]]) -> tuple[set[str], dict[str, str]] | None:
     """(populated channel keys, {every channel key: its name}) from the locators, else EDAC.
 
-    An empty slot whose locator names no channel is left out: it cannot add a channel.
+    An empty slot adds a channel only when its locators name one the way the populated
+    DIMMs' do: a firmware that spells empty slots differently must not invent channels.
     """
     populated = {_channel_key(d) for d in slots if _populated(d)}
     if None not in populated:
+        schemes = {_scheme(key) for key in populated if key is not None}
         names: dict[str, str] = {}
         for dev in slots:
             key = _channel_key(dev)
-            if key is not None:
+            if key is not None and (key in populated or _scheme(key) in schemes):
                 names.setdefault(key, dev.get("Locator", key))
         return populated, names  # type: ignore[return-value]
     edac = edac_channels(host)
