@@ -95,8 +95,10 @@ def _size_bytes(text: str) -> int:
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
-def _run_kernel(array_bytes: int, threads: int) -> dict:
-    backend = "numpy" if threads <= NUMPY_MAX_THREADS else "auto"
+def _run_kernel(array_bytes: int, threads: int, backend: str | None = None) -> dict:
+    """The STREAM kernel's result dict, from a child process; ``backend`` None: the probe's."""
+    if backend is None:
+        backend = "numpy" if threads <= NUMPY_MAX_THREADS else "auto"
     argv = [sys.executable, "-m", "probes.kernels.stream", "--array-bytes", str(array_bytes),
             "--threads", str(threads), "--repeats", str(MAX_REPEATS), "--budget-s", str(BUDGET_S),
             "--backend", backend]
