@@ -146,7 +146,7 @@ def _storage(host: Host, options: ScanOptions, mountinfo: str, path: str, source
         source=source,
         fs_type=fs_type,
         mount_point=mount_point,
-        network_fs=bool(fs_type) and (fs_type in NETWORK_FS or fs_type.startswith("fuse")),
+        network_fs=fs_type is not None and (fs_type in NETWORK_FS or fs_type.startswith("fuse")),
         block_device=disk,
         rotational=rotational,
         fs_free_bytes=info.fs_free_bytes,

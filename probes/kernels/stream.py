@@ -40,16 +40,14 @@ from __future__ import annotations
 
 import json
 import mmap
-import os
 import re
-import resource
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Callable
+from dataclasses import replace
 
 from probes.kernels._cli import OneLineParser
+from probes.kernels._passes import Passes, Run, timed_passes
 
 BACKENDS = ("auto", "torch", "numpy")
 SCALAR = 3.0  # STREAM's scalar
@@ -62,7 +60,6 @@ MAX_REPEATS = 100
 # STREAM's tolerance for double (epsilon = 1e-13 in checkSTREAMresults).
 RELATIVE_TOLERANCE = 1e-13
 SAMPLE_POINTS = 1024
-MIN_REPEATS = 2  # best of one pass is no best: a single interruption would be the figure
 DEFAULT_BUDGET_S = 1.0  # for the timed passes, after the first touch
 HUGE_PAGE_BYTES = 2 * 1024 * 1024  # x86-64 and arm64 (4 KiB granule) PMD size
 # numpy triad block: 64 Ki float64 = 512 KiB of `a`, small enough to stay in any server's
@@ -198,79 +195,6 @@ def _chunk_bounds(elements: int, threads: int) -> list[tuple[int, int]]:
     return bounds
 
 
-@dataclass(frozen=True, slots=True)
-class Passes:
-    """How many timed passes to run: up to ``repeats``, stopping once ``budget_s`` is spent."""
-
-    repeats: int
-    budget_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    copy_best_s: float
-    triad_best_s: float
-    ran: int
-    timed_s: float
-    other_busy_cores: float | None
-    valid: bool = False
-    huge_pages: bool | None = None
-
-
-def _cpu_seconds() -> tuple[float | None, float]:
-    """(busy CPU seconds of all CPUs from /proc/stat, this process's CPU seconds).
-
-    /proc/stat's first line sums every CPU in USER_HZ ticks: user nice system idle iowait irq
-    softirq steal (guest time is already inside user). Busy is all but idle and iowait; steal
-    counts, since a vCPU the hypervisor gave to another guest is contention too.
-    """
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    own = usage.ru_utime + usage.ru_stime
-    try:
-        with open("/proc/stat") as stat:
-            fields = stat.readline().split()
-        ticks = [int(value) for value in fields[1:9]]
-    except (OSError, ValueError):
-        return None, own
-    busy = sum(ticks) - ticks[3] - ticks[4]
-    return busy / os.sysconf("SC_CLK_TCK"), own
-
-
-def _timed_passes(
-    copy: Callable[[], None], triad: Callable[[], None], passes: Passes, sync: Callable[[], None]
-) -> Run:
-    """Timed (copy, triad) passes until ``passes`` says stop; the fastest of each kernel."""
-    copy_best_s = triad_best_s = float("inf")
-    minimum = min(MIN_REPEATS, passes.repeats)
-    sync()
-    busy_before, own_before = _cpu_seconds()
-    first = time.perf_counter()
-    ran = 0
-    while ran < passes.repeats:
-        # perf_counter is monotonic and sub-microsecond; a pass here takes milliseconds.
-        sync()
-        start = time.perf_counter()
-        copy()
-        sync()
-        middle = time.perf_counter()
-        triad()
-        sync()
-        end = time.perf_counter()
-        copy_best_s = min(copy_best_s, middle - start)
-        triad_best_s = min(triad_best_s, end - middle)
-        ran += 1
-        if ran >= minimum and end - first >= passes.budget_s:
-            break
-    timed_s = time.perf_counter() - first
-    busy_after, own_after = _cpu_seconds()
-    other = None
-    if busy_before is not None and busy_after is not None:
-        # Ticks are 10 ms: a short window can read a little under this process's own time.
-        other_s = (busy_after - busy_before) - (own_after - own_before)
-        other = round(max(other_s, 0.0) / timed_s, 2)
-    return Run(copy_best_s, triad_best_s, ran, timed_s, other)
-
-
 def _map_arrays(elements: int) -> tuple[list[mmap.mmap], bool]:
     """Three anonymous private mappings with room for a 2 MiB-aligned array each (the array's
     offset in its mapping is _aligned_offset of the mapping's address), and whether
@@ -331,7 +255,7 @@ def _run_torch(torch, elements: int, threads: int, passes: Passes, device: str) 
         c.fill_(0.0)
         # Single-pass fused ATen kernels: copy_ is one vectorised read+write; add with alpha
         # computes b + alpha * c in one loop (no temporary for SCALAR * c).
-        run = _timed_passes(
+        run = timed_passes(
             lambda: c.copy_(a), lambda: torch.add(b, c, alpha=SCALAR, out=a), passes, sync
         )
         sync()
@@ -422,7 +346,7 @@ def _run_numpy(elements: int, threads: int, passes: Passes) -> Run:
                 future.result()
 
         parallel(fill)  # first touch by the thread that will use each chunk, as in STREAM
-        run = _timed_passes(lambda: parallel(copy), lambda: parallel(triad), passes, lambda: None)
+        run = timed_passes(lambda: parallel(copy), lambda: parallel(triad), passes, lambda: None)
     index = np.array(_sample_indices(elements, threads))
     a_expected, c_expected = _expected(run.ran)
     valid = _close(a[index].tolist(), a_expected) and _close(c[index].tolist(), c_expected)
