@@ -150,3 +150,19 @@ def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
 
 def _ratio(measured_gbps: float, ceiling_gbps: float | None) -> float | None:
     return round(measured_gbps / ceiling_gbps, 3) if ceiling_gbps else None
+
+
+def summary(record: MemoryBandwidthRecord) -> str:
+    """One line for people: the rates, both ceilings, empty channels, and other work."""
+    if record.ceiling_gbps and record.triad_ratio is not None:
+        ceiling = f"{record.triad_ratio:.0%} of the DIMMs' {record.ceiling_gbps} GB/s"
+        if record.platform_ceiling_gbps and record.empty_channels:
+            ceiling += (f", {record.platform_ratio:.0%} of the platform's "
+                        f"{record.platform_ceiling_gbps} GB/s ({record.channels} of "
+                        f"{record.platform_channels} channels populated)")
+    else:
+        ceiling = f"no ceiling ({record.ceiling_reason})"
+    busy = ("" if record.other_busy_cores is None
+            else f"; {record.other_busy_cores} cores busy with other work meanwhile")
+    return (f"copy {record.copy_gbps} GB/s, triad {record.triad_gbps} GB/s ({record.backend}, "
+            f"{record.threads} threads, {record.kernel_s} s); {ceiling}{busy}")

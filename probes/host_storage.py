@@ -176,3 +176,19 @@ def probe(host: Host, options: ScanOptions) -> StorageRecord:
                 raise  # the user named it: a path we cannot read is an error, not a skip
             # an engine's path may live in its own mount namespace (a container): pass on
     return StorageRecord(paths=tuple(rows))
+
+
+def summary(record: StorageRecord) -> str:
+    """One line for people: each model path's disk and read rate, and what ended the read."""
+    parts = []
+    for p in record.paths:
+        if p.read_mbps is None:
+            speed = p.read_reason or "not read"
+        else:
+            stop = {"max_seconds": "stopped by time", "max_bytes": "stopped by size"}.get(
+                p.read_stopped_by or "", "to the end")
+            speed = f"{p.read_mbps:.1f} MB/s ({(p.read_bytes or 0) / 1e6:.0f} MB, {stop})"
+        rotational = {True: "rotational", False: "solid-state", None: "no block device"}
+        parts.append(f"{p.path}: {p.fs_type} on {p.block_device or '-'} "
+                     f"({rotational[p.rotational]}), {p.weights_bytes / 1e9:.1f} GB weights, {speed}")
+    return "; ".join(parts)

@@ -107,3 +107,14 @@ def test_live_read_stopped_by_its_time_bound_is_recorded_as_such(tmp_path, monke
     assert path.read_stopped_by == "max_seconds"
     assert path.read_bytes == 8 * 2**20  # one 8 MiB block, then the deadline had passed
     assert path.read_seconds is not None and path.read_seconds >= 0
+
+
+def test_summaries_say_what_the_gaps_add():
+    from probes import host_memory_bandwidth
+
+    channels = _probe(replay(FIXTURE_HOSTS / "epyc-9354-6of12-channels"), "host.memory_bandwidth")
+    line = host_memory_bandwidth.summary(channels.record)
+    assert "76% of the DIMMs' 230.4 GB/s, 38% of the platform's 460.8 GB/s" in line
+    assert "(6 of 12 channels populated)" in line
+    storage = _probe(replay(FIXTURE_HOSTS / "slow-cloud-volume-sc1-m6i-2xlarge"), "host.storage")
+    assert "12.6 MB/s (42 MB, stopped by time)" in host_storage.summary(storage.record)
