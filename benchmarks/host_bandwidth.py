@@ -156,6 +156,7 @@ def run_probe_kernel(array_bytes: int, threads: int, backend: str | None = None)
     """The probe's kernel as a scan runs it (child process, its backend and budget), timed whole."""
     started = time.perf_counter()
     result = host_memory_bandwidth._run_kernel(array_bytes, threads, backend)
+    result["kernel_s"] = result["duration_s"]  # allocation, first touch, passes, check
     result["duration_s"] = time.perf_counter() - started  # spawn, import, touch, passes, exit
     return result
 
@@ -166,6 +167,9 @@ def print_probe_cost(probe_runs: list[dict], c_runs: list[dict]) -> None:
           f" worst {max(walls):.2f} s; backend {probe_runs[0]['backend']}, "
           f"passes {[r['repeats'] for r in probe_runs]}, "
           f"huge pages {probe_runs[0].get('huge_pages')}")
+    print("where it went, per run: start (spawn, imports) / first touch / timed passes, s: "
+          + ", ".join(f"{r['duration_s'] - r['kernel_s']:.2f}/{r['kernel_s'] - r['timed_s']:.2f}/"
+                      f"{r['timed_s']:.2f}" for r in probe_runs))
     print("other work during the probe's passes (cores): "
           + ", ".join(f"{r.get('other_busy_cores')}" for r in probe_runs))
     if c_runs:
