@@ -42,7 +42,12 @@ def _rules_and_config(config_path: str | None, rule_files: tuple[str, ...]):
 def _options(config, level: str | None, model_dirs: tuple[str, ...]) -> ScanOptions:
     chosen = level or config.scan.get("level", "standard")
     if chosen not in ("quick", "standard", "full"):
-        raise ConfigError(f"{config.path}: scan.level = {chosen!r}; use quick, standard or full")
+        # --level is checked by click and the config's level when it loads: this one
+        # comes from a recorded host's manifest.
+        ctx = click.get_current_context(silent=True)
+        replay = ctx.params.get("replay") if ctx else None
+        where = f"{Path(replay) / 'host.toml'}: [host] level" if replay else "level"
+        raise ConfigError(f"{where} = {chosen!r:.60}; use quick, standard or full")
     dirs = tuple(model_dirs) or tuple(config.scan.get("model_dirs", []))
     return ScanOptions(level=Level.parse(chosen), model_dirs=dirs)
 

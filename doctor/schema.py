@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from doctor.model import ProbeSpec
 from doctor.rules import element_type, optional_inner
