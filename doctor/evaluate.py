@@ -20,7 +20,6 @@ from doctor.titles import render
 RULE_TIME_LIMIT_S = 2.0  # wall time for one rule over all its items; real rules take < 10 ms
 MAX_KEY_CHARS = 200
 MAX_ERROR_CHARS = 300
-_FINDING_HAS_KEY = "key" in {f.name for f in dataclasses.fields(Finding)}
 
 
 def plain(value: Any) -> Any:
@@ -82,10 +81,9 @@ def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
             level = Severity.CRITICAL
         evidence = {label: ev.run(rule.compiled[f"evidence.{label}"], expr)
                     for label, expr in rule.evidence.items()}
-        extra = {}
-        if _FINDING_HAS_KEY and rule.each:
+        key = ""
+        if rule.each:
             key = ev.run(rule.compiled["key"], rule.key) if rule.key else _default_key(item)
-            extra["key"] = str(key)[:MAX_KEY_CHARS]
         findings.append(Finding(
             rule=rule.id,
             cause=rule.cause,
@@ -95,7 +93,7 @@ def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
             evidence=evidence,
             remediation=rule.remediation,
             playbook=f"playbooks/{rule.playbook}.md",
-            **extra,
+            key=str(key)[:MAX_KEY_CHARS],
         ))
     return findings
 

@@ -89,7 +89,7 @@ class Schema:
             names = {f.name for f in fields(tp)}
             if attr not in names:
                 return None, f"'{where}' has no field '{attr}'{suggest(attr, names)}"
-            tp = _hints(tp)[attr]
+            tp = _hints(typing.cast(Any, tp))[attr]
             where = f"{where}.{attr}"
         return tp, None
 

@@ -28,7 +28,6 @@ from typing import Any
 
 from simpleeval import (
     DISALLOW_FUNCTIONS,
-    AttributeDoesNotExist,
     EvalWithCompoundTypes,
     FeatureNotAvailable,
     IterableTooLong,
@@ -45,6 +44,7 @@ _CHECK_CLOCK_EVERY = 64  # nodes between two looks at the clock
 _BUILDS = (ast.BinOp, ast.Call, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp,
            ast.GeneratorExp, ast.DictComp, ast.SetComp, ast.JoinedStr, ast.Subscript)
 _SCALARS = (int, float, bool, type(None), complex)
+_SCALAR_SET = set(_SCALARS)
 
 
 class LimitExceeded(Exception):
@@ -56,22 +56,27 @@ def size_of(value: Any, cap: int) -> int:
 
     Stops as soon as the count passes ``cap``, so its own cost is at most ``cap``.
     A list holding the same million-character string twice counts two million: that is
-    what ``str()`` of it, or comparing it, would cost.
+    what ``str()`` of it, or comparing it, would cost. A list of plain numbers is sized
+    at C speed (``map(type, …)``), not item by item.
     """
     total = 0
     stack = [value]
     while stack and total <= cap:
         item = stack.pop()
         if isinstance(item, (str, bytes)):
+            total += len(item) or 1
+            continue
+        if isinstance(item, dict):
             total += len(item) + 1
-        elif isinstance(item, dict):
-            total += len(item) + 1
-            stack.extend(item.values())
+            item = item.values()
         elif isinstance(item, (list, tuple, set, frozenset)):
             total += len(item) + 1
-            stack.extend(item)
         else:
             total += 1
+            continue
+        kinds = set(map(type, item))
+        if not kinds <= _SCALAR_SET:
+            stack.extend(item)
     return total
 
 
@@ -228,7 +233,8 @@ class Evaluator(EvalWithCompoundTypes):
         self.functions = dict(FUNCTIONS)  # the base class adds list, dict...: not ours
         self.time_limit_s = time_limit_s
         self.deadline = time.monotonic() + time_limit_s
-        self.work = 0
+        self.work = 0  # nodes plus sizes of values built, for MAX_WORK
+        self.evaluated = 0  # nodes, for looking at the clock
         self.iterations = 0
         self.nodes[ast.SetComp] = self._eval_comprehension
 
@@ -240,7 +246,8 @@ class Evaluator(EvalWithCompoundTypes):
 
     def _eval(self, node: ast.AST) -> Any:
         self.work += 1
-        if self.work % _CHECK_CLOCK_EVERY == 0:
+        self.evaluated += 1
+        if self.evaluated % _CHECK_CLOCK_EVERY == 0:
             self._check_bounds()
         try:
             handler = self.nodes[type(node)]
@@ -248,10 +255,11 @@ class Evaluator(EvalWithCompoundTypes):
             raise FeatureNotAvailable(f"{type(node).__name__} is not available in a rule "
                                       "expression") from None
         result = handler(node)
-        if type(result) not in _SCALARS:
+        if type(result) not in _SCALAR_SET:
             self._check_result(result)
             if isinstance(node, _BUILDS):
-                self.work += size_of(result, MAX_VALUE_SIZE)
+                self.work += size_of(result, MAX_WORK - self.work)
+                self._check_bounds()
         return result
 
     def _check_bounds(self) -> None:
@@ -283,7 +291,8 @@ class Evaluator(EvalWithCompoundTypes):
             guard = _GUARDS.get(node.attr) if isinstance(value, str) else None
             return _guarded(method, guard, value) if guard else method
         if isinstance(value, dict):
-            raise AttributeDoesNotExist(node.attr, self.expr)
+            raise AttributeError(f"'.{node.attr}': no such field in this record (it has "
+                                 f"{', '.join(map(str, list(value)[:12]))})")
         raise FeatureNotAvailable(f"'.{node.attr}' is not available on a "
                                   f"{type(value).__name__} value")
 

@@ -34,7 +34,7 @@ def read_text(path: Path, what: str, error: type[Exception]) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise error(f"{path}: cannot read the {what}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
@@ -43,10 +43,11 @@ def read_text(path: Path, what: str, error: type[Exception]) -> str:
         if info.st_size > MAX_FILE_BYTES:
             raise error(f"{path}: the {what} is {info.st_size} bytes; the limit is "
                         f"{MAX_FILE_BYTES} bytes (1 MiB): split it into several files")
-        try:
-            data = handle.read(MAX_FILE_BYTES + 1)
-        except OSError as exc:
-            raise error(f"{path}: cannot read the {what}: {exc.strerror}") from None
+        data = _read_at_most(fd, MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_FILE_BYTES:  # it grew while we looked
         raise error(f"{path}: the {what} is over {MAX_FILE_BYTES} bytes (1 MiB): split it")
     try:
@@ -56,6 +57,18 @@ def read_text(path: Path, what: str, error: type[Exception]) -> str:
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise error(f"{path}:{line}: byte 0x{data[exc.start]:02x} at column {column} is not "
                     "UTF-8; save the file as UTF-8") from None
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 16, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def parse(text: str, path: Path, error: type[Exception]) -> dict[str, Any]:
