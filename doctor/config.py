@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.rules import Rule, RuleError, suggest
-from doctor.tomlfile import LineIndex, read_toml
+from doctor.tomlfile import MAX_CONFIG_BYTES, LineIndex, read_toml
 
 LEVELS = ("quick", "standard", "full")
 SCAN_KEYS = ("level", "model_dirs", "rule_files")
@@ -116,7 +116,7 @@ def load_config(path: Path | None) -> Config:
     """The config at ``path`` (None: no config), every value's type checked."""
     if path is None:
         return Config()
-    text, data = read_toml(path, "config file", ConfigError)
+    text, data = read_toml(path, "config file", ConfigError, MAX_CONFIG_BYTES)
     config = Config(path=path, lines=LineIndex(text))
     for key in data:
         if key not in ("scan", "rules"):

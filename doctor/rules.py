@@ -54,7 +54,7 @@ from doctor.model import ProbeSpec, Severity
 from doctor.sandbox import FUNCTIONS
 from doctor.titles import Template, TemplateError
 from doctor.titles import parse as parse_title
-from doctor.tomlfile import LineIndex, read_toml
+from doctor.tomlfile import MAX_RULE_FILE_BYTES, LineIndex, read_toml
 from doctor.vocabulary import CAUSES, SYMPTOMS
 
 RULE_FORMAT = 1  # the rule-file format this llm-doctor reads (docs/rules.md, "Formats")
@@ -316,7 +316,7 @@ def _raw_rules(data: dict, path: Path, lines: LineIndex) -> list[dict]:
 
 def load_file(path: Path, probes: dict[str, ProbeSpec]) -> list[Rule]:
     """Load and validate one rule file; raises RuleError naming file, rule and line."""
-    text, data = read_toml(path, "rule file", RuleError)
+    text, data = read_toml(path, "rule file", RuleError, MAX_RULE_FILE_BYTES)
     lines = LineIndex(text)
     _check_format(data, path, lines)
     raws = _raw_rules(data, path, lines)

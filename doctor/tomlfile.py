@@ -18,14 +18,15 @@ from typing import Any
 
 from doctor._toml import tomllib
 
-MAX_FILE_BYTES = 1 << 20  # 1 MiB: the built-in rules are 15 KiB; a config is a few lines
+MAX_CONFIG_BYTES = 1 << 20  # 1 MiB; a config is a few lines
+MAX_RULE_FILE_BYTES = 4 << 20  # 4 MiB: up to 1,000 rules of 4 KiB (the built-in ones are 1.2 KiB)
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\- ]+?)\s*=""")
 
 
-def read_text(path: Path, what: str, error: type[Exception]) -> str:
-    """The text of ``path`` if it is a regular UTF-8 file of at most MAX_FILE_BYTES.
+def read_text(path: Path, what: str, error: type[Exception], max_bytes: int) -> str:
+    """The text of ``path`` if it is a regular UTF-8 file of at most ``max_bytes``.
 
     Opened non-blocking and checked with fstat before any read, so a FIFO or a device
     is refused at once rather than read forever.
@@ -40,16 +41,16 @@ def read_text(path: Path, what: str, error: type[Exception]) -> str:
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
             raise error(f"{path}: the {what} is {kind} (a FIFO, a device or a socket is "
                         "never read); name a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise error(f"{path}: the {what} is {info.st_size} bytes; the limit is "
-                        f"{MAX_FILE_BYTES} bytes (1 MiB): split it into several files")
-        data = _read_at_most(fd, MAX_FILE_BYTES + 1)
+        if info.st_size > max_bytes:
+            raise error(f"{path}: the {what} is {info.st_size:,} bytes; the limit is "
+                        f"{_mib(max_bytes)}: split it into several files")
+        data = _read_at_most(fd, max_bytes + 1)
     except OSError as exc:
         raise error(f"{path}: cannot read the {what}: {exc.strerror}") from None
     finally:
         os.close(fd)
-    if len(data) > MAX_FILE_BYTES:  # it grew while we looked
-        raise error(f"{path}: the {what} is over {MAX_FILE_BYTES} bytes (1 MiB): split it")
+    if len(data) > max_bytes:  # it grew while we looked
+        raise error(f"{path}: the {what} is over {_mib(max_bytes)}: split it")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -81,8 +82,13 @@ def parse(text: str, path: Path, error: type[Exception]) -> dict[str, Any]:
         raise error(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
 
 
-def read_toml(path: Path, what: str, error: type[Exception]) -> tuple[str, dict[str, Any]]:
-    text = read_text(path, what, error)
+def _mib(size: int) -> str:
+    return f"{size:,} bytes ({size >> 20} MiB)"
+
+
+def read_toml(path: Path, what: str, error: type[Exception],
+              max_bytes: int) -> tuple[str, dict[str, Any]]:
+    text = read_text(path, what, error, max_bytes)
     return text, parse(text, path, error)
 
 

@@ -167,11 +167,11 @@ def test_a_rule_file_that_is_not_a_small_regular_file_is_refused_before_reading(
     elif kind == "directory":
         path = tmp_path
     else:
-        path = write(tmp_path, "# " + "x" * (1 << 20) + "\n")
+        path = write(tmp_path, "# " + "x" * (4 << 20) + "\n")
     with pytest.raises(RuleError) as err:
         load_file(path, by_name())
     expected = {"fifo": "is not a regular file", "device": "is not a regular file",
-                "directory": "is a directory", "huge": "the limit is 1048576 bytes (1 MiB)"}[kind]
+                "directory": "is a directory", "huge": "the limit is 4,194,304 bytes (4 MiB)"}[kind]
     assert expected in str(err.value)
 
 
@@ -265,3 +265,33 @@ def test_key_needs_each_and_is_checked_like_any_expression(tmp_path):
     assert "rule 'my-fd-rule': 'key' names the item a finding is about: it needs 'each'" in got
     got = error_of(tmp_path, edited('for = "5m"', 'for = "5m"\nkey = "item.pdi"'))
     assert "rules.toml:10: rule 'my-fd-rule': 'key': 'item' has no field 'pdi' (did you mean 'pid'?)" in got
+
+
+# --- through the command line: exit 3, one line, no traceback -----------------------
+
+@pytest.mark.timeout(120)
+def test_rules_check_and_scan_rules_exit_3_with_file_and_line(tmp_path, cli):
+    bad = write(tmp_path, GOOD.encode().replace(b"raise it", b"raise \xff it"), "latin1.toml")
+    newer = write(tmp_path, "format = 2\n" + GOOD, "newer.toml")
+    title = write(tmp_path, GOOD.replace("{process} has {n}", "{process.__class__}"), "title.toml")
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    cases = [
+        (("rules", "check", str(bad)), "latin1.toml:11: byte 0xff at column 22 is not UTF-8"),
+        (("rules", "check", str(newer)), "newer.toml:1: this file is written in rule format 2"),
+        (("rules", "check", str(title)), "title.toml:10: rule 'my-fd-rule': {process.__class__}"),
+        (("rules", "check", str(fifo)), "fifo.toml: the rule file is not a regular file"),
+        (("scan", "--rules", "/dev/zero", "--no-progress"), "/dev/zero: the rule file is not a regular file"),
+    ]
+    for argv, message in cases:
+        result = cli(*argv, timeout=60)
+        assert result.returncode == 3, (argv, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.timeout(120)
+def test_rules_check_of_3000_rules_says_split_it_quickly(tmp_path, cli):
+    text = "".join(GOOD.replace("my-fd-rule", f"r{i}") for i in range(3000))
+    result = cli("rules", "check", str(write(tmp_path, text)), timeout=60)
+    assert result.returncode == 3
+    assert "3000 rules in one file; the limit is 1000: split it into several files" in result.stderr
