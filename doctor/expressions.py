@@ -105,15 +105,15 @@ def chain_of(node: ast.expr) -> list[str] | None:
     return None
 
 
-def _check_names(tree: ast.expr, schema: Schema, params: dict, item_type: Any) -> str | None:
-    """The first name or field in ``tree`` that cannot exist, as a message; else None."""
-    local = {n.id for n in ast.walk(tree)
-             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    for node in ast.walk(tree):
+def _check_names(nodes: list[ast.AST], schema: Schema, params: dict,
+                 item_type: Any) -> str | None:
+    """The first name or field among ``nodes`` that cannot exist, as a message; else None."""
+    local = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
+    for node in nodes:
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             return f"'.{node.attr}': names starting with _ are not available"
-    for node in ast.walk(tree):
+    for node in nodes:
         if id(node) in inner:
             continue  # the outermost attribute of a chain checks the whole chain
         chain = chain_of(node) if isinstance(node, (ast.Attribute, ast.Name)) else None
@@ -141,17 +141,19 @@ def _check_names(tree: ast.expr, schema: Schema, params: dict, item_type: Any) -
     return None
 
 
-def _depth(tree: ast.AST) -> int:
-    """How deeply ``tree`` nests, walked without recursion."""
+def _nodes(tree: ast.AST) -> tuple[list[ast.AST], int]:
+    """Every node of ``tree``, and how deeply it nests (up to MAX_DEPTH + 1); no recursion."""
+    nodes: list[ast.AST] = []
     deepest = 0
     stack = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
+        nodes.append(node)
         deepest = max(deepest, depth)
         if deepest > MAX_DEPTH:
             break
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return deepest
+    return nodes, deepest
 
 
 def _parse(flat: str, what: str) -> ast.expr:
@@ -177,14 +179,15 @@ def compile_expression(expr: Any, what: str, schema: Schema, params: dict,
                               f"{MAX_CHARS}: split it, or move constants to [rule.params]")
     flat = " ".join(line.strip() for line in expr.strip().splitlines())  # TOML """…""" spans lines
     tree = _parse(flat, what)
-    if _depth(tree) > MAX_DEPTH:
+    nodes, depth = _nodes(tree)
+    if depth > MAX_DEPTH:
         raise ExpressionError(f"'{what}' nests more than {MAX_DEPTH} levels deep; "
                               "write it flatter")
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ALLOWED_NODES):
             raise ExpressionError(f"'{what}': {type(node).__name__} is not available in a "
                                   f"rule expression (docs/rules.md lists what is)\n    {flat}")
-    err = _check_names(tree, schema, params, item_type)
+    err = _check_names(nodes, schema, params, item_type)
     if err:
         raise ExpressionError(f"'{what}': {err}\n    {flat}")
     return tree
