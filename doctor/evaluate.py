@@ -37,13 +37,23 @@ def plain(value: Any) -> Any:
     return value
 
 
-def namespace(results: list[ProbeResult]) -> dict[str, dict[str, Any]]:
-    """{"host": {"limits": {...record as dict...}}} from the probes that ran ok."""
+def namespace(results: list[ProbeResult],
+              problems: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """{"host": {"limits": {...record as dict...}}} from the probes that ran ok.
+
+    A record nested too deeply to convert (a recorded host's free-form values) is left
+    out, with a line in ``problems``; the rules that need it then report a rule error.
+    """
     roots: dict[str, dict[str, Any]] = {}
     for result in results:
         if result.status == "ok" and result.record is not None:
             root, _, rest = result.name.partition(".")
-            roots.setdefault(root, {})[rest] = plain(result.record)  # table tests pass dicts
+            try:
+                roots.setdefault(root, {})[rest] = plain(result.record)  # table tests pass dicts
+            except RecursionError:
+                if problems is not None:
+                    problems.append(f"probe '{result.name}': its record is nested too deeply "
+                                    "for rules to read")
     return roots
 
 
@@ -107,10 +117,10 @@ def evaluate(rules: list[Rule], results: list[ProbeResult], config: Config | Non
              time_limit_s: float = RULE_TIME_LIMIT_S) -> tuple[list[Finding], list[str]]:
     """Findings (worst first) and the rules that failed to evaluate, as messages."""
     config = config or Config()
-    ok = {r.name for r in results if r.status == "ok"}
-    roots = namespace(results)
     findings: list[Finding] = []
     errors: list[str] = []
+    roots = namespace(results, errors)
+    ok = {r.name for r in results if r.status == "ok"}
     for rule in rules:
         override = config.rules.get(rule.id, {})
         if not override.get("enabled", True) or not set(rule.probes) <= ok:

@@ -45,6 +45,7 @@ _BUILDS = (ast.BinOp, ast.Call, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.List
            ast.GeneratorExp, ast.DictComp, ast.SetComp, ast.JoinedStr, ast.Subscript)
 _SCALARS = (int, float, bool, type(None), complex)
 _SCALAR_SET = set(_SCALARS)
+_DATA = {str, list, tuple, dict, set, frozenset}  # never a module or a function
 
 
 class LimitExceeded(Exception):
@@ -255,8 +256,10 @@ class Evaluator(EvalWithCompoundTypes):
             raise FeatureNotAvailable(f"{type(node).__name__} is not available in a rule "
                                       "expression") from None
         result = handler(node)
-        if type(result) not in _SCALAR_SET:
-            self._check_result(result)
+        kind = type(result)
+        if kind not in _SCALAR_SET:
+            if kind not in _DATA:
+                self._check_result(result)
             if isinstance(node, _BUILDS):
                 self.work += size_of(result, MAX_WORK - self.work)
                 self._check_bounds()
