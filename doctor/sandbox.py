@@ -33,8 +33,8 @@ from simpleeval import (
     IterableTooLong,
 )
 
-MAX_VALUE_SIZE = 1_000_000  # characters or items (nested items counted) in one value
-MAX_WORK = 20_000_000  # per rule, over all its items: nodes + sizes of values built
+MAX_VALUE_SIZE = 4_000_000  # characters or items (nested ones counted) in one value built
+MAX_WORK = 50_000_000  # per rule, over all its items: nodes + sizes of values built
 MAX_ITERATIONS = 100_000  # per expression, over all its comprehensions
 MAX_INT_BITS = 4096  # integers an expression builds (10**1000 is 3,322 bits)
 MAX_ROUND_DIGITS = 100
@@ -52,18 +52,23 @@ class LimitExceeded(Exception):
     """An expression went past a size, work or time bound; the message says which."""
 
 
-def size_of(value: Any, cap: int) -> int:
+def size_of(value: Any, cap: int, tick: Callable[[], None] | None = None) -> int:
     """Characters and items in ``value``, nested ones counted each time they appear.
 
-    Stops as soon as the count passes ``cap``, so its own cost is at most ``cap``.
-    A list holding the same million-character string twice counts two million: that is
-    what ``str()`` of it, or comparing it, would cost. A list of plain numbers is sized
-    at C speed (``map(type, …)``), not item by item.
+    Stops as soon as the count passes ``cap``, so its own cost is at most ``cap``, and
+    calls ``tick`` (the evaluator's clock) every few thousand steps. A list holding the
+    same million-character string twice counts two million: that is what ``str()`` of
+    it, or comparing it, would cost. A list of plain numbers is sized at C speed
+    (``map(type, …)``), not item by item.
     """
     total = 0
+    steps = 0
     stack = [value]
     while stack and total <= cap:
         item = stack.pop()
+        steps += 1
+        if tick is not None and steps % 4096 == 0:
+            tick()
         if isinstance(item, (str, bytes)):
             total += len(item) or 1
             continue
@@ -261,7 +266,11 @@ class Evaluator(EvalWithCompoundTypes):
             if kind not in _DATA:
                 self._check_result(result)
             if isinstance(node, _BUILDS):
-                self.work += size_of(result, MAX_WORK - self.work)
+                size = size_of(result, MAX_VALUE_SIZE, self._check_bounds)
+                if size > MAX_VALUE_SIZE:
+                    raise LimitExceeded(f"a value it built would be over {MAX_VALUE_SIZE:,} "
+                                        "characters or items")
+                self.work += size
                 self._check_bounds()
         return result
 
