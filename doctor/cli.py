@@ -237,7 +237,8 @@ def rules_check(files) -> None:
         loaded = load_file(Path(name), by_name())
         if not loaded:
             raise RuleError(f"{name}: holds no [[rule]] tables (format: 'llm-doctor rules --help')")
-        click.echo(f"{name}: {len(loaded)} rule(s) ok: {', '.join(r.id for r in loaded)}")
+        more = f", … and {len(loaded) - 20} more" if len(loaded) > 20 else ""
+        click.echo(f"{name}: {len(loaded)} rule(s) ok: {', '.join(r.id for r in loaded[:20])}{more}")
 
 
 @cli.command()
