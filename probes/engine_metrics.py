@@ -1,0 +1,128 @@
+"""engine.metrics: each engine's /metrics page, scraped twice, in one vocabulary.
+
+Source: ``GET <engine>/metrics`` (Prometheus text) twice, SCRAPE_INTERVAL_S apart, each
+bounded to PAGE_TIMEOUT_S and PAGE_MAX_BYTES; parsed by prometheus-client's parser and
+normalised by probes.engine_normalise. Units: fractions 0-1, requests, tokens/s, seconds.
+No privilege needed. Manual equivalent: ``curl -s :8000/metrics; sleep 2; curl -s :8000/metrics``.
+
+A page that is garbage, truncated, too large, too slow or never answers is an error for
+that engine naming its URL; other engines are still read. When no engine could be read,
+the probe fails with those errors (or is skipped when a recorded host holds no pages).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from doctor.host import Host, HostReadError
+from doctor.model import Level, ScanOptions, Skip
+from doctor.promtext import Page, PageError, parse
+from probes.engine_discovery import Engine, credentials, discover
+from probes.engine_names import kind_of_page
+from probes.engine_normalise import EngineMetrics, normalise
+
+PAGE_TIMEOUT_S = 3.0
+PAGE_MAX_BYTES = 8 << 20  # real pages are 50-200 KB; 8 MiB leaves room for many LoRAs
+SCRAPE_INTERVAL_S = {Level.QUICK: 2.0, Level.STANDARD: 3.0, Level.FULL: 5.0}
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeError:
+    endpoint: str
+    reason: str  # "timeout", "failed", "not-found", "not-metrics"
+    message: str  # names the URL
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsRecord:
+    engines: tuple[EngineMetrics, ...]
+    errors: tuple[str, ...]  # engines whose page could not be read, each naming its URL
+
+
+def scrape_all(host: Host, options: ScanOptions) -> tuple[EngineMetrics | ScrapeError, ...]:
+    """Both scrapes of every engine, once per scan (memoized on the host)."""
+    return host.memo("engine.metrics", lambda: _scrape_all(host, options))
+
+
+def _reason(exc: HostReadError) -> str:
+    return getattr(exc.reason, "value", str(exc.reason))
+
+
+def _fetch(host: Host, url: str, headers: dict[str, str]) -> Page | ScrapeError:
+    try:
+        answer = host.http_get(url, timeout_s=PAGE_TIMEOUT_S, max_bytes=PAGE_MAX_BYTES,
+                               headers=headers or None)
+    except HostReadError as exc:
+        detail = f" ({exc.detail})" if exc.detail else ""
+        return ScrapeError(url, _reason(exc), f"{url}: {_reason(exc)}{detail}")
+    if answer.status != 200:
+        return ScrapeError(url, "failed", f"{url}: HTTP {answer.status}" +
+                           ("; the engine wants an API key: pass --endpoint http://:KEY@host:port"
+                            if answer.status in (401, 403) else ""))
+    try:
+        return parse(answer.body, url)
+    except PageError as exc:
+        return ScrapeError(url, "not-metrics", str(exc))
+
+
+def _targets(host: Host, options: ScanOptions) -> list[Engine]:
+    return [e for e in discover(host, options)
+            if e.base_url and e.kind not in ("ollama", "unknown")]
+
+
+def _scrape_all(host: Host, options: ScanOptions) -> tuple[EngineMetrics | ScrapeError, ...]:
+    engines = _targets(host, options)
+    auth = credentials(host, options)
+    first: dict[str, Page | ScrapeError] = {}
+    started = time.monotonic()
+    for e in engines:
+        first[e.base_url] = _fetch(host, f"{e.base_url}/metrics", auth.get(e.base_url, {}))
+    if any(isinstance(p, Page) for p in first.values()) and host.kind == "live":
+        time.sleep(max(SCRAPE_INTERVAL_S[options.level] - (time.monotonic() - started), 0))
+    interval = SCRAPE_INTERVAL_S[options.level] if host.kind != "live" else None
+    out: list[EngineMetrics | ScrapeError] = []
+    for e in engines:
+        url = f"{e.base_url}/metrics"
+        before = first[e.base_url]
+        if isinstance(before, ScrapeError):
+            out.append(before)
+            continue
+        after = _fetch(host, url, auth.get(e.base_url, {}))
+        if isinstance(after, ScrapeError):
+            out.append(after)
+            continue
+        kind = kind_of_page(after.names())
+        if kind is None:
+            out.append(ScrapeError(url, "not-metrics", f"{url}: a Prometheus page, but with no "
+                                   "vLLM, SGLang, TGI, llama.cpp or Triton metrics"))
+            continue
+        elapsed = interval or (time.monotonic() - started)
+        out.append(normalise(kind if e.kind in ("unknown", "triton") or e.kind == kind
+                             else e.kind, url, before, after, elapsed))
+    return tuple(out)
+
+
+def probe(host: Host, options: ScanOptions) -> MetricsRecord:
+    if not _targets(host, options):
+        raise Skip("no engine with a listening socket or --endpoint to scrape")
+    results = scrape_all(host, options)
+    good = tuple(r for r in results if isinstance(r, EngineMetrics))
+    errors = tuple(r for r in results if isinstance(r, ScrapeError))
+    if good:
+        return MetricsRecord(good, tuple(e.message for e in errors))
+    if host.kind != "live" and all(e.reason == "not-found" for e in errors):
+        raise Skip("the recorded host holds no /metrics page for its engines")
+    worst = next((e for e in errors if e.reason == "timeout"), errors[0])
+    reason = worst.reason if worst.reason in ("timeout", "not-found") else "failed"
+    raise HostReadError(worst.endpoint, reason, "; ".join(e.message for e in errors))
+
+
+def summary(record: MetricsRecord) -> str:
+    parts = []
+    for m in record.engines:
+        use = "n/a" if m.kv_cache_use is None else f"{m.kv_cache_use:.0%}"
+        ttft = "n/a" if m.ttft_p95_s is None else f"{m.ttft_p95_s * 1000:.0f} ms"
+        parts.append(f"{m.kind}: KV {use}, running {m.requests_running}, waiting "
+                     f"{m.requests_waiting}, TTFT p95 {ttft}")
+    return "; ".join(parts + [f"error: {e}" for e in record.errors])
