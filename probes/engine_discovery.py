@@ -26,8 +26,10 @@ from probes import engine_flags
 from probes.engine_names import kind_of_page
 from probes.processes import engine_processes
 
-PAGE_TIMEOUT_S = 2.0
+PAGE_TIMEOUT_S = 2.0  # JSON pages
 PAGE_MAX_BYTES = 1 << 20
+METRICS_TIMEOUT_S = 3.0  # /metrics: engine.metrics takes this read as its first scrape
+METRICS_MAX_BYTES = 8 << 20  # real pages are 50-200 KB; 8 MiB leaves room for many LoRAs
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +67,10 @@ def discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
     return host.memo("engine.discovery", lambda: _discover(host, options))
 
 
-def first_pages(host: Host) -> dict[str, tuple[Page, float]]:
-    """The /metrics pages discovery read, by base URL, with time.monotonic() of the read:
-    engine.metrics takes them as its first scrape, so an engine is asked for its page twice."""
+def first_pages(host: Host) -> dict[str, tuple[Page | HostReadError | PageError, float]]:
+    """The /metrics pages discovery read (or how reading failed), by base URL, with
+    time.monotonic() of the read: engine.metrics takes them as its first scrape, so an
+    engine is asked for its page twice and a dead endpoint is not asked again."""
     return host.memo("engine.discovery.pages", dict)
 
 
@@ -139,8 +142,9 @@ def _credentials(options: ScanOptions) -> dict[str, dict[str, str]]:
     return out
 
 
-def _get(host: Host, url: str, headers: dict[str, str]):
-    return host.http_get(url, timeout_s=PAGE_TIMEOUT_S, max_bytes=PAGE_MAX_BYTES,
+def _get(host: Host, url: str, headers: dict[str, str], metrics: bool = False):
+    return host.http_get(url, timeout_s=METRICS_TIMEOUT_S if metrics else PAGE_TIMEOUT_S,
+                         max_bytes=METRICS_MAX_BYTES if metrics else PAGE_MAX_BYTES,
                          headers=headers or None)
 
 
@@ -148,16 +152,17 @@ def _ask_engine(host: Host, engine: Engine, headers: dict[str, str]) -> Engine:
     """Recognise the engine from what it serves and read its live configuration."""
     base = engine.base_url or ""
     try:
-        metrics = _get(host, f"{base}/metrics", headers)
+        metrics = _get(host, f"{base}/metrics", headers, metrics=True)
     except HostReadError as exc:
-        return replace(engine, error=f"{base}/metrics: {exc.reason}" +
-                       (f" ({exc.detail})" if exc.detail else ""))
+        first_pages(host)[base] = (exc, time.monotonic())
+        return replace(engine, error=str(exc))
     kind, found = engine.kind, dict(engine_flags.as_dict(engine))
     sources = list(engine.config_from)
     if metrics.status == 200:
         try:
             page = parse(metrics.body, f"{base}/metrics")
         except PageError as exc:
+            first_pages(host)[base] = (exc, time.monotonic())
             return replace(engine, error=str(exc))
         kind = kind_of_page(page.names()) or kind
         first_pages(host)[base] = (page, time.monotonic())

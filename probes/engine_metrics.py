@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from doctor.host import Host, HostReadError
 from doctor.model import Level, ScanOptions, Skip
 from doctor.promtext import Page, PageError, parse
+from doctor.redact import safe_display
+from probes.engine_discovery import METRICS_MAX_BYTES as PAGE_MAX_BYTES
+from probes.engine_discovery import METRICS_TIMEOUT_S as PAGE_TIMEOUT_S
 from probes.engine_discovery import Engine, credentials, discover, first_pages
 from probes.engine_names import kind_of_page
 from probes.engine_normalise import EngineMetrics, normalise
-
-PAGE_TIMEOUT_S = 3.0
-PAGE_MAX_BYTES = 8 << 20  # real pages are 50-200 KB; 8 MiB leaves room for many LoRAs
 SCRAPE_INTERVAL_S = {Level.QUICK: 2.0, Level.STANDARD: 3.0, Level.FULL: 5.0}
 
 
@@ -31,7 +31,11 @@ SCRAPE_INTERVAL_S = {Level.QUICK: 2.0, Level.STANDARD: 3.0, Level.FULL: 5.0}
 class ScrapeError:
     endpoint: str
     reason: str  # "timeout", "failed", "not-found", "not-metrics"
-    message: str  # names the URL
+    detail: str  # what went wrong, without the URL
+
+    @property
+    def message(self) -> str:
+        return f"{self.endpoint}: {self.reason} ({self.detail})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,16 +58,21 @@ def _fetch(host: Host, url: str, headers: dict[str, str]) -> Page | ScrapeError:
         answer = host.http_get(url, timeout_s=PAGE_TIMEOUT_S, max_bytes=PAGE_MAX_BYTES,
                                headers=headers or None)
     except HostReadError as exc:
-        detail = f" ({exc.detail})" if exc.detail else ""
-        return ScrapeError(url, _reason(exc), f"{url}: {_reason(exc)}{detail}")
+        return _failed(url, exc)
     if answer.status != 200:
-        return ScrapeError(url, "failed", f"{url}: HTTP {answer.status}" +
+        return ScrapeError(url, "failed", f"HTTP {answer.status}" +
                            ("; the engine wants an API key: pass --endpoint http://:KEY@host:port"
                             if answer.status in (401, 403) else ""))
     try:
         return parse(answer.body, url)
     except PageError as exc:
-        return ScrapeError(url, "not-metrics", str(exc))
+        return _failed(url, exc)
+
+
+def _failed(url: str, exc: HostReadError | PageError) -> ScrapeError:
+    if isinstance(exc, PageError):
+        return ScrapeError(url, "not-metrics", safe_display(str(exc).split(": ", 1)[-1]))
+    return ScrapeError(url, _reason(exc), exc.detail or "no detail")
 
 
 def _targets(host: Host, options: ScanOptions) -> list[Engine]:
@@ -77,8 +86,12 @@ def _scrape_all(host: Host, options: ScanOptions) -> tuple[EngineMetrics | Scrap
     known = first_pages(host)
     first: dict[str, tuple[Page | ScrapeError, float]] = {}
     for e in engines:
-        first[e.base_url] = known.get(e.base_url) or (
-            _fetch(host, f"{e.base_url}/metrics", auth.get(e.base_url, {})), time.monotonic())
+        url = f"{e.base_url}/metrics"
+        if e.base_url in known:
+            page, at = known[e.base_url]
+            first[e.base_url] = (page if isinstance(page, Page) else _failed(url, page), at)
+        else:
+            first[e.base_url] = (_fetch(host, url, auth.get(e.base_url, {})), time.monotonic())
     wanted = SCRAPE_INTERVAL_S[options.level]
     if host.kind == "live" and any(isinstance(p, Page) for p, _ in first.values()):
         oldest = min(t for p, t in first.values() if isinstance(p, Page))
@@ -97,8 +110,8 @@ def _second(host: Host, e: Engine, first: tuple[Page | ScrapeError, float],
         return after
     kind = kind_of_page(after.names())
     if kind is None:
-        return ScrapeError(url, "not-metrics", f"{url}: a Prometheus page, but with no vLLM, "
-                           "SGLang, TGI, llama.cpp or Triton metrics")
+        return ScrapeError(url, "not-metrics", "a Prometheus page, but with no vLLM, SGLang, "
+                           "TGI, llama.cpp or Triton metrics")
     # a replay has no clock: its pages were taken the scan level's interval apart
     interval = time.monotonic() - at if host.kind == "live" else wanted
     if e.kind not in ("unknown", "triton"):
@@ -114,11 +127,12 @@ def probe(host: Host, options: ScanOptions) -> MetricsRecord:
     errors = tuple(r for r in results if isinstance(r, ScrapeError))
     if good:
         return MetricsRecord(good, tuple(e.message for e in errors))
-    if host.kind != "live" and all(e.reason == "not-found" for e in errors):
+    if host.kind != "live" and all("not recorded" in e.detail for e in errors):
         raise Skip("the recorded host holds no /metrics page for its engines")
     worst = next((e for e in errors if e.reason == "timeout"), errors[0])
     reason = worst.reason if worst.reason in ("timeout", "not-found") else "failed"
-    raise HostReadError(worst.endpoint, reason, "; ".join(e.message for e in errors))
+    others = [e.message for e in errors if e is not worst]
+    raise HostReadError(worst.endpoint, reason, "; ".join([worst.detail] + others))
 
 
 def summary(record: MetricsRecord) -> str:

@@ -16,9 +16,10 @@ from doctor.model import Level, ScanOptions
 from doctor.registry import PROBES, by_name
 from doctor.rules import builtin_files, load_rules
 from doctor.scan import scan
-from tests.engine_pages import engine_server  # noqa: F401  (a fixture)
+from tests import engine_pages
 from tests.engine_pages.server import API_KEY, SGLANG_KEY
 
+engine_server = engine_pages.engine_server  # a fixture
 RULES = load_rules(builtin_files(), by_name())
 ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 

@@ -16,7 +16,9 @@ import pytest
 
 from doctor.gguf import GGUFError, read_header
 from doctor.plan import ModelFileError, make_plan, parse_size, read_shape
-from tests.engine_pages import gemma_gguf  # noqa: F401  (a fixture)
+from tests import engine_pages
+
+gemma_gguf = engine_pages.gemma_gguf  # a fixture
 
 MODELS = Path(__file__).parent / "engine_pages" / "models"
 LLAMA7 = MODELS / "llama-2-7b-hf"
