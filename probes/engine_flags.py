@@ -35,7 +35,7 @@ FLAGS: dict[str, dict[str, tuple[str, ...]]] = {
              "triton": ("--metrics-port",)},
 }
 SWITCHES = {"enforce_eager": ("--enforce-eager", "--disable-cuda-graph")}
-MODEL_FLAGS = ("--served-model-name", "--model", "--model-path", "--model-id", "-m")
+PATH_FLAGS = ("--model", "--model-path", "--model-id")  # "-m" is llama.cpp's (python's -m is not)
 DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "tgi": 3000, "llama.cpp": 8080,
                  "ollama": 11434, "tensorrt-llm": 8002, "triton": 8002}
 FLOATS = {"gpu_memory_utilization"}
@@ -54,8 +54,8 @@ def _args(cmdline: str) -> list[str]:
 
 def flag(args: list[str], *names: str) -> str | None:
     """The value of the first of ``names`` on the command line: ``--x 5`` or ``--x=5``."""
-    for i, arg in enumerate(args):
-        for name in names:
+    for name in names:
+        for i, arg in enumerate(args):
             if arg == name and i + 1 < len(args):
                 return args[i + 1]
             if arg.startswith(name + "="):
@@ -85,12 +85,12 @@ def _from_flags(kind: str, cmdline: str) -> dict[str, Any]:
             found[figure] = _typed(figure, flag(args, *names))
     found["enforce_eager"] = any(a in SWITCHES["enforce_eager"] for a in args) or None
     found["api_key_set"] = flag(args, "--api-key") is not None or "--api-key" in args
-    path = flag(args, "--model", "--model-path", "--model-id", "-m")
+    path = flag(args, *PATH_FLAGS, *(("-m",) if kind == "llama.cpp" else ()))
     if path is None and "serve" in args:  # `vllm serve /models/x`
         after = args[args.index("serve") + 1:]
         path = after[0] if after and not after[0].startswith("-") else None
     found["model_path"] = path if path and path.startswith("/") else None
-    found["model"] = flag(args, *MODEL_FLAGS) or path
+    found["model"] = flag(args, "--served-model-name") or path or flag(args, *PATH_FLAGS)
     return found
 
 
