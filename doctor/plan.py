@@ -107,7 +107,8 @@ def _from_config(path: str) -> ModelShape:
                              "Hugging Face config.json or a .gguf file") from None
     if not isinstance(raw, dict):
         raise ModelFileError(f"{path}: not a Hugging Face config.json (a JSON object)")
-    cfg = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    nested = raw.get("text_config")  # multimodal configs hold the decoder's shape here
+    cfg: dict = nested if isinstance(nested, dict) else raw
     try:
         layers = int(cfg["num_hidden_layers"])
         heads = int(cfg["num_attention_heads"])

@@ -10,7 +10,10 @@ is present is kept.
 from __future__ import annotations
 
 import shlex
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # engine_discovery imports this module: no cycle at run time
+    from probes.engine_discovery import Engine
 
 # figure → (flags per engine). A flag with no value (enforce_eager) is a switch.
 FLAGS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -98,20 +101,20 @@ def _base_url(kind: str, listen: tuple[str, ...], port: int | None) -> str | Non
     """The URL to reach a process at: its flagged port among its sockets, else the first."""
     sockets = []
     for item in listen:
-        address, _, p = item.rpartition(":")
-        if p.isdigit():
-            sockets.append((address, int(p)))
+        address, _, number = item.rpartition(":")
+        if number.isdigit():
+            sockets.append((address, int(number)))
     chosen = next((s for s in sockets if s[1] == port), sockets[0] if sockets else None)
     if chosen is None:
         if listen:
             return None
         chosen = ("127.0.0.1", port or DEFAULT_PORTS.get(kind, 0))  # sockets unreadable
-    address, p = chosen
+    address, chosen_port = chosen
     address = {"0.0.0.0": "127.0.0.1", "[::]": "[::1]", "*": "127.0.0.1"}.get(address, address)
-    return f"http://{address}:{p}" if p else None
+    return f"http://{address}:{chosen_port}" if chosen_port else None
 
 
-def from_process(proc) -> "Engine":  # noqa: F821 (Engine imported lazily: no import cycle)
+def from_process(proc) -> Engine:
     from probes.engine_discovery import Engine
 
     kind = proc.engine or "unknown"
@@ -124,7 +127,7 @@ def from_process(proc) -> "Engine":  # noqa: F821 (Engine imported lazily: no im
                   api_key_set=bool(found.get("api_key_set")))
 
 
-def blank(base_url: str) -> "Engine":  # noqa: F821
+def blank(base_url: str) -> Engine:
     from probes.engine_discovery import Engine
 
     return Engine(pid=None, kind="unknown", base_url=base_url, listen=(), source="endpoint",
@@ -132,7 +135,7 @@ def blank(base_url: str) -> "Engine":  # noqa: F821
                   **{f: None for f in CONFIG_FIELDS if f != "api_key_set"})
 
 
-def as_dict(engine) -> dict[str, Any]:
+def as_dict(engine: Engine) -> dict[str, Any]:
     return {f: getattr(engine, f) for f in CONFIG_FIELDS}
 
 

@@ -86,17 +86,18 @@ def _scrape_all(host: Host, options: ScanOptions) -> tuple[EngineMetrics | Scrap
     known = first_pages(host)
     first: dict[str, tuple[Page | ScrapeError, float]] = {}
     for e in engines:
-        url = f"{e.base_url}/metrics"
-        if e.base_url in known:
-            page, at = known[e.base_url]
-            first[e.base_url] = (page if isinstance(page, Page) else _failed(url, page), at)
+        base = e.base_url or ""
+        url = f"{base}/metrics"
+        if base in known:
+            page, at = known[base]
+            first[base] = (page if isinstance(page, Page) else _failed(url, page), at)
         else:
-            first[e.base_url] = (_fetch(host, url, auth.get(e.base_url, {})), time.monotonic())
+            first[base] = (_fetch(host, url, auth.get(base, {})), time.monotonic())
     wanted = SCRAPE_INTERVAL_S[options.level]
     if host.kind == "live" and any(isinstance(p, Page) for p, _ in first.values()):
         oldest = min(t for p, t in first.values() if isinstance(p, Page))
         time.sleep(min(max(wanted - (time.monotonic() - oldest), 0), wanted))
-    return tuple(_second(host, e, first[e.base_url], auth, wanted) for e in engines)
+    return tuple(_second(host, e, first[e.base_url or ""], auth, wanted) for e in engines)
 
 
 def _second(host: Host, e: Engine, first: tuple[Page | ScrapeError, float],
@@ -105,7 +106,7 @@ def _second(host: Host, e: Engine, first: tuple[Page | ScrapeError, float],
     before, at = first
     if isinstance(before, ScrapeError):
         return before
-    after = _fetch(host, url, auth.get(e.base_url, {}))
+    after = _fetch(host, url, auth.get(e.base_url or "", {}))
     if isinstance(after, ScrapeError):
         return after
     kind = kind_of_page(after.names())
