@@ -105,6 +105,11 @@ def _from_config(path: str) -> ModelShape:
     except json.JSONDecodeError as exc:
         raise ModelFileError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg}); pass a "
                              "Hugging Face config.json or a .gguf file") from None
+    return shape_from_config(raw, path)
+
+
+def shape_from_config(raw: object, path: str) -> ModelShape:
+    """A decoder's shape from a parsed Hugging Face config.json (``path`` for messages)."""
     if not isinstance(raw, dict):
         raise ModelFileError(f"{path}: not a Hugging Face config.json (a JSON object)")
     nested = raw.get("text_config")  # multimodal configs hold the decoder's shape here
@@ -118,13 +123,24 @@ def _from_config(path: str) -> ModelShape:
                              "num_hidden_layers, num_attention_heads, hidden_size)") from None
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     head_dim = int(cfg.get("head_dim") or hidden // heads)
-    dtype = TORCH_DTYPES.get(str(raw.get("torch_dtype", cfg.get("torch_dtype", ""))))
     return ModelShape(
         name=str(raw.get("_name_or_path") or os.path.basename(os.path.dirname(path)) or path),
         source=path, layers=layers, attention_heads=heads, kv_heads=kv_heads,
         head_dim=head_dim, params=_params_of(cfg, layers, heads, kv_heads, head_dim, hidden),
-        native_dtype=dtype, file_weights_bytes=None,
+        native_dtype=_native_dtype(raw, cfg), file_weights_bytes=None,
         max_context=cfg.get("max_position_embeddings"))
+
+
+def _native_dtype(raw: dict, cfg: dict) -> str | None:
+    """The weights' dtype: a quantization_config's bits (AWQ/GPTQ 4, 8; fp8), else torch_dtype."""
+    quant = raw.get("quantization_config")
+    if isinstance(quant, dict):
+        if str(quant.get("quant_method", "")).lower() == "fp8":
+            return "fp8"
+        bits = {4: "int4", 8: "int8"}.get(quant.get("bits") or quant.get("w_bit"))
+        if bits:
+            return bits
+    return TORCH_DTYPES.get(str(raw.get("torch_dtype") or cfg.get("torch_dtype") or ""))
 
 
 def _params_of(cfg: dict, layers: int, heads: int, kv_heads: int, head_dim: int,

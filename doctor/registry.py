@@ -111,3 +111,17 @@ PROBES += (
         summary=engine_kv.summary,
     ),
 )
+
+from probes import engine_capacity  # noqa: E402
+
+PROBES += (
+    ProbeSpec(
+        name="engine.capacity",
+        level=Level.QUICK,
+        description="Each engine's model at its configured context against its GPUs' memory (the plan command's arithmetic)",
+        reads="<model_path>/config.json, NVML nvmlDeviceGetMemoryInfo(0), engine.discovery",
+        timeout_s=25.0,
+        run=engine_capacity.probe,
+        summary=engine_capacity.summary,
+    ),
+)
