@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from doctor.host import Host, HostReadError
+from doctor.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions, Skip
 from doctor.promtext import Page, PageError, parse
 from doctor.redact import safe_display
@@ -113,11 +113,22 @@ def _second(host: Host, e: Engine, first: tuple[Page | ScrapeError, float],
     if kind is None:
         return ScrapeError(url, "not-metrics", "a Prometheus page, but with no vLLM, SGLang, "
                            "TGI, llama.cpp or Triton metrics")
-    # a replay has no clock: its pages were taken the scan level's interval apart
-    interval = time.monotonic() - at if host.kind == "live" else wanted
+    interval = _interval(host, url, at, wanted)
     if e.kind not in ("unknown", "triton"):
         kind = e.kind if e.kind != "tensorrt-llm" or kind == "tensorrt-llm" else kind
     return normalise(kind, url, before, after, interval)
+
+
+def _interval(host: Host, url: str, at: float, wanted: float) -> float:
+    """Seconds between the scrapes, recorded with a capture so its replay gives the same
+    rates; a recording made without it replays at the level's nominal interval."""
+    try:
+        measured = host.measure(f"engine.metrics interval {url}",
+                                lambda: {"interval_s": round(time.monotonic() - at, 3)})
+    except MeasurementError:
+        return wanted
+    value = measured.get("interval_s") if isinstance(measured, dict) else None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else wanted
 
 
 def probe(host: Host, options: ScanOptions) -> MetricsRecord:

@@ -7,6 +7,7 @@ scrapes as they do on a running engine.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -154,3 +155,14 @@ def test_without_the_key_the_error_says_how_to_pass_it(engine_server):
     metrics = status(report)["engine.metrics"]
     assert metrics.status == "error" and "HTTP 401" in metrics.reason
     assert "--endpoint http://:KEY@host:port" in metrics.reason
+
+
+def test_cli_endpoint_flag_reports_the_engine(engine_server, cli):
+    result = cli("scan", "--level", "quick", "--format", "json", "--no-progress",
+                 "--endpoint", f"{engine_server.url}/vllm-v1-kv-pressure")
+    assert result.returncode == 2, result.stderr
+    report = json.loads(result.stdout)
+    probes = {p["name"]: p for p in report["probes"]}
+    assert probes["engine.metrics"]["status"] == "ok"
+    rules = {f["rule"] for f in report["findings"]}
+    assert {"kv-cache-pressure", "engine-preemption"} <= rules
