@@ -89,19 +89,19 @@ def probe(host: Host, options: ScanOptions) -> CapacityRecord:
         raise Skip("no engine with a local model path (its config.json gives the model's shape)")
     try:
         gpu_total = _gpu_total_bytes(host)
-    except HostReadError as exc:
-        raise Skip(f"no GPU memory figure from NVML ({exc})") from None
+    except HostReadError as exc:  # the engine is here, the card's size is absent: say so
+        return CapacityRecord((), tuple(f"{_label(e)}: no GPU memory figure from NVML ({exc})"
+                                        for e in engines))
     sized, left_out = [], []
     for engine in engines:
         try:
             sized.append(size(engine, _shape(host, engine), gpu_total))
         except (HostReadError, ModelFileError) as exc:
             left_out.append(f"{_label(engine)}: {exc}")
-    if not sized:
-        raise Skip("; ".join(left_out))
     return CapacityRecord(tuple(sized), tuple(left_out))
 
 
 def summary(record: CapacityRecord) -> str:
-    return "; ".join(f"{c.model}: needs {c.need_gb} GB of {c.budget_gb} GB "
-                     f"({'fits' if c.fits else 'does not fit'})" for c in record.engines)
+    return "; ".join([f"{c.model}: needs {c.need_gb} GB of {c.budget_gb} GB "
+                      f"({'fits' if c.fits else 'does not fit'})" for c in record.engines]
+                     + [f"not sized: {why}" for why in record.not_sized])

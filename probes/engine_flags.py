@@ -17,9 +17,9 @@ if TYPE_CHECKING:  # engine_discovery imports this module: no cycle at run time
 
 # figure → (flags per engine). A flag with no value (enforce_eager) is a switch.
 FLAGS: dict[str, dict[str, tuple[str, ...]]] = {
+    # TGI's --cuda-memory-fraction (default 1.0) keeps its own margin: not the same knob.
     "gpu_memory_utilization": {"vllm": ("--gpu-memory-utilization",),
-                               "sglang": ("--mem-fraction-static",),
-                               "tgi": ("--cuda-memory-fraction",)},
+                               "sglang": ("--mem-fraction-static",)},
     "max_num_seqs": {"vllm": ("--max-num-seqs",), "sglang": ("--max-running-requests",),
                      "tgi": ("--max-concurrent-requests",), "llama.cpp": ("-np", "--parallel")},
     "max_num_batched_tokens": {"vllm": ("--max-num-batched-tokens",),

@@ -15,6 +15,10 @@ from doctor.promtext import Page, bucket_delta, observed, quantile
 from probes import engine_names as N
 
 QUANTILES = (0.5, 0.95, 0.99)
+# vllm:cache_config_info labels worth a report (the rest are allocator internals).
+CACHE_CONFIG_KEPT = ("block_size", "cache_dtype", "gpu_memory_utilization", "enable_prefix_caching",
+                     "num_gpu_blocks", "num_cpu_blocks", "kv_cache_size_tokens",
+                     "kv_cache_max_concurrency", "sliding_window")
 LENGTH_POINTS = tuple((i + 0.5) / 40 for i in range(40))  # the request-length mix, 40 points
 
 
@@ -139,7 +143,8 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
         request_tokens_p99=lengths[-1] if lengths else None,
         request_tokens_mix=lengths,
         iteration_tokens_p95=quantile(0.95, iteration) if iteration else None,
-        cache_config=second.first_labels("vllm:cache_config_info") or {},
+        cache_config={k: v for k, v in (second.first_labels("vllm:cache_config_info") or {}).items()
+                      if k in CACHE_CONFIG_KEPT},
         absent=tuple(r.absent))
 
 

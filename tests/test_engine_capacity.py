@@ -52,7 +52,9 @@ def test_13b_over_two_gpus_fits(tmp_path):
     assert [f for f in findings if f.rule == "model-does-not-fit"] == []
 
 
-def test_no_gpu_figure_is_a_skip_with_the_reason(tmp_path):
-    probes, _ = run(recorded(tmp_path, "llama-2-7b-hf", "", None))
-    assert probes["engine.capacity"].status == "skipped"
-    assert "NVML" in probes["engine.capacity"].reason
+def test_no_gpu_figure_is_said_not_guessed(tmp_path):
+    probes, findings = run(recorded(tmp_path, "llama-2-7b-hf", "", None))
+    record = probes["engine.capacity"].record
+    assert record.engines == () and findings == []
+    assert "no GPU memory figure from NVML" in record.not_sized[0]
+    assert record.not_sized[0].startswith("vllm at http://127.0.0.1:8000 pid 4242")

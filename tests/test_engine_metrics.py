@@ -25,6 +25,13 @@ RULES = load_rules(builtin_files(), by_name())
 ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 
 
+@pytest.fixture(autouse=True)
+def no_local_engines(monkeypatch):
+    """Only the --endpoint engines: an engine that happens to run on this machine (another
+    test's llama-server) must not answer for the impostor."""
+    monkeypatch.setattr("probes.engine_discovery.engine_processes", lambda host: ())
+
+
 def scan_endpoints(*urls: str, probes=ENGINE_PROBES):
     options = ScanOptions(level=Level.QUICK, endpoints=tuple(urls))
     return scan(LiveHost(), options, probes, RULES)
