@@ -84,3 +84,51 @@ PROBES: tuple[ProbeSpec, ...] = (
 
 def by_name() -> dict[str, ProbeSpec]:
     return {spec.name: spec for spec in PROBES}
+
+
+# Serving engines (issue 7): discovery, /metrics, KV cache. Appended; see probes/engine_*.py.
+from probes import engine_discovery, engine_kv, engine_metrics  # noqa: E402
+
+PROBES += (
+    ProbeSpec(
+        name="engine.discovery",
+        level=Level.QUICK,
+        description="Serving engines from the process table and --endpoint URLs, with their configuration",
+        reads="/proc/<pid>/cmdline, /proc/net/tcp{,6}; GET /metrics, /v1/models, /server_info, /info, /props, /api/ps",
+        timeout_s=20.0,
+        run=engine_discovery.probe,
+        summary=engine_discovery.summary,
+    ),
+    ProbeSpec(
+        name="engine.metrics",
+        level=Level.QUICK,
+        description="Each engine's /metrics scraped twice: KV use, queue, preemptions, token rates, TTFT/ITL/e2e p50-p99",
+        reads="GET <engine>/metrics twice, 2-5 s apart (bounded: 3 s, 8 MiB a page)",
+        timeout_s=30.0,
+        run=engine_metrics.probe,
+        summary=engine_metrics.summary,
+    ),
+    ProbeSpec(
+        name="engine.kv_cache",
+        level=Level.QUICK,
+        description="KV-cache pressure, preemption rate, block-size waste for the request-length mix, recommended block size",
+        reads="engine.metrics and engine.discovery (no extra reads)",
+        timeout_s=35.0,
+        run=engine_kv.probe,
+        summary=engine_kv.summary,
+    ),
+)
+
+from probes import engine_capacity  # noqa: E402
+
+PROBES += (
+    ProbeSpec(
+        name="engine.capacity",
+        level=Level.QUICK,
+        description="Each engine's model at its configured context against its GPUs' memory (the plan command's arithmetic)",
+        reads="<model_path>/config.json, NVML nvmlDeviceGetMemoryInfo(0), engine.discovery",
+        timeout_s=25.0,
+        run=engine_capacity.probe,
+        summary=engine_capacity.summary,
+    ),
+)
