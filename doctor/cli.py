@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from doctor import __version__
+from doctor import __version__, cli_load
 from doctor.config import ConfigError, check_against_rules, find_config, load_config
 from doctor.host import Host, LiveHost
 from doctor.recorded import RecordedHost, RecordedHostError, RecordingHost
@@ -287,6 +287,10 @@ def playbook(cause) -> None:
     if cause not in CAUSES or not path_of(cause).is_file():
         raise ScanCannotRun(f"no playbook for '{cause}'; cause ids: {', '.join(CAUSES)}")
     Console().print(Markdown(path_of(cause).read_text()))
+
+
+cli.add_command(cli_load.warmup)
+cli.add_command(cli_load.load)
 
 
 def main() -> None:

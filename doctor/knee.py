@@ -13,11 +13,12 @@ import hashlib
 import json
 import os
 import statistics
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from doctor.loadgen import RequestResult
+from doctor.loadgen import Endpoint, RequestResult, Workload, run_requests
 
 # A level within 10% of the best throughput counts as "as good": run-to-run noise of a
 # sweep on a shared machine is about 5%, so a smaller margin would chase noise.
@@ -124,11 +125,6 @@ def find_knee(levels: Sequence[LevelStats]) -> Knee:
         f"latency grows from {_latency(knee):g} to {_latency(past):g} ms")
 
 
-def rising(levels: Sequence[LevelStats]) -> bool:
-    """Whether a sweep should go on: the knee is not yet confirmed by a later level."""
-    return find_knee(levels).status != "found"
-
-
 def state_dir() -> Path:
     """Where measured knees are kept: $XDG_STATE_HOME/llm-doctor, else ~/.local/state/llm-doctor."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -156,3 +152,46 @@ def save_sweep(document: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(str(path), json.dumps(document, indent=2) + "\n")
     return path
+
+
+def concurrency_levels(max_concurrency: int) -> list[int]:
+    """1, 2, 4, ... and the bound itself when it is not a power of two."""
+    levels, c = [], 1
+    while c < max_concurrency:
+        levels.append(c)
+        c *= 2
+    return levels + [max_concurrency]
+
+
+def sweep(endpoint: Endpoint, workload: Workload, max_concurrency: int, max_requests: int,
+          max_seconds: float, on_level: Callable[[str, int, LevelStats | None], None] | None = None,
+          ) -> list[LevelStats]:
+    """Run levels 1, 2, 4, ... until the knee is confirmed or a bound is reached.
+
+    Bounds: ``max_requests`` in all and ``max_seconds`` of wall time (each level gets an
+    equal share of what is left; requests in flight finish within their timeout). Two
+    uncounted requests first, so the first level does not measure a cold engine.
+    """
+    started = time.monotonic()
+    run_requests(endpoint, workload, 1, 2, min(30.0, max_seconds / 6))
+    levels: list[LevelStats] = []
+    plan = concurrency_levels(max_concurrency)
+    used = 2
+    for index, concurrency in enumerate(plan):
+        left_s = max_seconds - (time.monotonic() - started)
+        left_requests = max_requests - used
+        if left_s < 1.0 or left_requests < concurrency:
+            break
+        share_s = left_s / (len(plan) - index)
+        count = min(max(4 * concurrency, 8), left_requests)
+        if on_level:
+            on_level("start", concurrency, None)
+        timed = replace(workload, timeout_s=min(workload.timeout_s, max(left_s - share_s, share_s)))
+        results = run_requests(endpoint, timed, concurrency, count, share_s, seed=concurrency)
+        used += len(results)
+        levels.append(level_stats(concurrency, results))
+        if on_level:
+            on_level("done", concurrency, levels[-1])
+        if find_knee(levels).status == "found" or levels[-1].error_rate >= 0.5:
+            break
+    return levels

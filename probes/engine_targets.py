@@ -1,0 +1,86 @@
+"""The engine endpoints the active engine probes talk to (warm-up, output, load state, exposure).
+
+Source: engine discovery (probes/engine_discovery.py: engine processes from the process
+table and their listening sockets, plus every ``--endpoint URL``), memoized per scan by the
+host. Where discovery is not available, engine processes' listening sockets from the process
+table (``/proc/net/tcp{,6}`` matched to the process's socket inodes) and ``--endpoint``.
+Manual equivalent: ``ss -ltnp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.host import Host
+from doctor.model import ScanOptions
+
+LOOPBACK_PREFIXES = ("127.", "[::1]", "::1", "localhost")
+WILDCARDS = ("0.0.0.0", "[::]", "::", "*")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    base_url: str  # always a loopback URL when the engine listens on this host
+    pid: int | None
+    kind: str | None  # vllm, sglang, tgi, llama.cpp, ollama, ...
+    model: str | None
+    api_key_set: bool | None
+    listen: tuple[str, ...]  # the process's listening sockets; () for a named endpoint
+
+    @property
+    def serves_completions(self) -> bool:
+        """Triton and Ollama's native API do not speak /v1/completions streaming."""
+        return self.kind not in ("triton", "tensorrt-llm")
+
+
+def loopback_url(address: str) -> str:
+    """``0.0.0.0:8000`` or ``[::]:8000`` as ``http://127.0.0.1:8000`` (traffic stays on loopback)."""
+    host, _, port = address.rpartition(":")
+    if host in WILDCARDS or host.startswith(LOOPBACK_PREFIXES):
+        return f"http://127.0.0.1:{port}" if not host.startswith(("[::1]", "::1")) \
+            else f"http://[::1]:{port}"
+    return f"http://{host}:{port}"
+
+
+def is_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0] if ":" in address else address
+    return host.startswith(LOOPBACK_PREFIXES)
+
+
+def _from_discovery(host: Host, options: ScanOptions) -> tuple[Target, ...] | None:
+    try:
+        from probes.engine_discovery import discover
+    except ImportError:
+        return None
+    return tuple(Target(e.base_url, e.pid, e.kind, e.model, e.api_key_set,
+                        tuple(getattr(e, "listen", ()) or ()))
+                 for e in discover(host, options) if e.base_url)
+
+
+def _from_processes(host: Host, options: ScanOptions) -> tuple[Target, ...]:
+    from probes import processes
+
+    table = getattr(processes, "process_table", None) or processes.list_processes
+    out = []
+    for process in table(host):
+        listen = tuple(getattr(process, "listen", ()) or ())
+        if not process.engine or not listen:
+            continue
+        api_key = "--api-key" in process.cmdline
+        out.append(Target(loopback_url(listen[0]), process.pid, process.engine, None, api_key,
+                          listen))
+    named = {t.base_url for t in out}
+    for url in getattr(options, "endpoints", ()) or ():
+        if url.rstrip("/") not in named:
+            out.append(Target(url.rstrip("/"), None, None, None, None, ()))
+    return tuple(out)
+
+
+def targets(host: Host, options: ScanOptions) -> tuple[Target, ...]:
+    """Every engine endpoint, once per scan."""
+    def find() -> tuple[Target, ...]:
+        found = _from_discovery(host, options)
+        return found if found is not None else _from_processes(host, options)
+
+    memo = getattr(host, "memo", None)
+    return memo("engine_targets", find) if memo else find()
