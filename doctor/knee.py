@@ -26,6 +26,10 @@ THROUGHPUT_TOLERANCE = 0.10
 # Latency must grow by a fifth past the knee for it to be a knee rather than a plateau
 # reached because the engine ran out of work to batch.
 LATENCY_GROWTH = 0.20
+# Each level is time-boxed rather than counted: on a CPU engine a request takes seconds, on a
+# GPU milliseconds; 15 s gives tens of samples per level on both and a sweep of 1..64 fits
+# in about two minutes.
+LEVEL_SECONDS = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +172,9 @@ def sweep(endpoint: Endpoint, workload: Workload, max_concurrency: int, max_requ
           ) -> list[LevelStats]:
     """Run levels 1, 2, 4, ... until the knee is confirmed or a bound is reached.
 
-    Bounds: ``max_requests`` in all and ``max_seconds`` of wall time (each level gets an
-    equal share of what is left; requests in flight finish within their timeout). Two
+    Bounds: ``max_requests`` in all and ``max_seconds`` of wall time. Each level sends
+    requests back to back for ``LEVEL_SECONDS`` (or an equal share of the time left, when
+    less); requests in flight then finish within their timeout. Two
     uncounted requests first, so the first level does not measure a cold engine.
     """
     started = time.monotonic()
@@ -182,8 +187,8 @@ def sweep(endpoint: Endpoint, workload: Workload, max_concurrency: int, max_requ
         left_requests = max_requests - used
         if left_s < 1.0 or left_requests < concurrency:
             break
-        share_s = left_s / (len(plan) - index)
-        count = min(max(4 * concurrency, 8), left_requests)
+        share_s = min(left_s / (len(plan) - index), LEVEL_SECONDS)
+        count = left_requests
         if on_level:
             on_level("start", concurrency, None)
         timed = replace(workload, timeout_s=min(workload.timeout_s, max(left_s - share_s, share_s)))

@@ -201,6 +201,7 @@ class Connection:
         self.timeout_s = timeout_s
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.reused = False  # the last exchange went over a connection opened before it
 
     async def close(self) -> None:
         if self.writer is not None:
@@ -213,7 +214,16 @@ class Connection:
         stream = _Stream(sent_at)
         status = 0
         try:
-            status = await asyncio.wait_for(self._exchange(body, stream), self.timeout_s)
+            try:
+                status = await asyncio.wait_for(self._exchange(body, stream), self.timeout_s)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                if not self.reused or status or stream.stamps:
+                    raise
+                # The server closed the kept-alive connection between requests (llama-server
+                # does after each stream, without saying so): reconnect and send once more.
+                await self.close()
+                sent_at = stream.sent_at = time.perf_counter()
+                status = await asyncio.wait_for(self._exchange(body, stream), self.timeout_s)
         except asyncio.TimeoutError:
             stream.error = f"no complete answer within {self.timeout_s:g} s"
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
@@ -223,6 +233,7 @@ class Connection:
         return _result(stream, status, sent_at - t0, time.perf_counter() - sent_at)
 
     async def _exchange(self, body: bytes, stream: _Stream) -> int:
+        self.reused = self.writer is not None
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
