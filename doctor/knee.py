@@ -135,15 +135,20 @@ def state_dir() -> Path:
     return Path(base) / "llm-doctor"
 
 
+def normal_url(base_url: str) -> str:
+    """One spelling per endpoint: no trailing slash, localhost as 127.0.0.1."""
+    return base_url.rstrip("/").replace("://localhost:", "://127.0.0.1:")
+
+
 def knee_path(base_url: str) -> Path:
     """The saved sweep of one endpoint: knee-<first 12 hex of sha256(base URL)>.json."""
-    digest = hashlib.sha256(base_url.rstrip("/").encode()).hexdigest()[:12]
+    digest = hashlib.sha256(normal_url(base_url).encode()).hexdigest()[:12]
     return state_dir() / f"knee-{digest}.json"
 
 
 def sweep_json(base_url: str, settings: dict[str, Any], levels: Sequence[LevelStats],
                knee: Knee, measured_at: str) -> dict[str, Any]:
-    return {"schema": "llm-doctor/load/1", "endpoint": base_url.rstrip("/"),
+    return {"schema": "llm-doctor/load/1", "endpoint": normal_url(base_url),
             "measured_at": measured_at, "settings": settings,
             "levels": [asdict(lv) for lv in levels], "knee": asdict(knee)}
 

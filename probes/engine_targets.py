@@ -9,7 +9,7 @@ Manual equivalent: ``ss -ltnp``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from doctor.host import Host
 from doctor.model import ScanOptions
@@ -26,6 +26,7 @@ class Target:
     model: str | None
     api_key_set: bool | None
     listen: tuple[str, ...]  # the process's listening sockets; () for a named endpoint
+    api_key: str | None = field(default=None, repr=False)  # from --endpoint http://:KEY@...; never shown
 
     @property
     def serves_completions(self) -> bool:
@@ -49,28 +50,29 @@ def is_loopback(address: str) -> bool:
 
 def _from_discovery(host: Host, options: ScanOptions) -> tuple[Target, ...] | None:
     try:
-        from probes.engine_discovery import discover
+        from probes.engine_discovery import credentials, discover
     except ImportError:
         return None
-    return tuple(Target(e.base_url, e.pid, e.kind, e.model, e.api_key_set,
-                        tuple(getattr(e, "listen", ()) or ()))
+    keys = {url: headers.get("Authorization", "").removeprefix("Bearer ") or None
+            for url, headers in credentials(host, options).items()}
+    return tuple(Target(e.base_url, e.pid, e.kind, e.model, e.api_key_set, tuple(e.listen),
+                        keys.get(e.base_url))
                  for e in discover(host, options) if e.base_url)
 
 
 def _from_processes(host: Host, options: ScanOptions) -> tuple[Target, ...]:
     from probes import processes
 
-    table = getattr(processes, "process_table", None) or processes.list_processes
     out = []
-    for process in table(host):
-        listen = tuple(getattr(process, "listen", ()) or ())
-        if not process.engine or not listen:
+    for process in processes.engine_processes(host):
+        listen = process.listen
+        if not listen:
             continue
         api_key = "--api-key" in process.cmdline
         out.append(Target(loopback_url(listen[0]), process.pid, process.engine, None, api_key,
                           listen))
     named = {t.base_url for t in out}
-    for url in getattr(options, "endpoints", ()) or ():
+    for url in options.endpoints:
         if url.rstrip("/") not in named:
             out.append(Target(url.rstrip("/"), None, None, None, None, ()))
     return tuple(out)
@@ -82,5 +84,4 @@ def targets(host: Host, options: ScanOptions) -> tuple[Target, ...]:
         found = _from_discovery(host, options)
         return found if found is not None else _from_processes(host, options)
 
-    memo = getattr(host, "memo", None)
-    return memo("engine_targets", find) if memo else find()
+    return host.memo("engine.targets", find)
