@@ -179,7 +179,8 @@ def sweep(endpoint: Endpoint, workload: Workload, max_concurrency: int, max_requ
 
     Bounds: ``max_requests`` in all and ``max_seconds`` of wall time. Each level sends
     requests back to back for ``LEVEL_SECONDS`` (or an equal share of the time left, when
-    less); requests in flight then finish within their timeout. Two
+    less) and at most an equal share of the requests left; requests in flight then finish
+    within their timeout. Two
     uncounted requests first, so the first level does not measure a cold engine.
     """
     started = time.monotonic()
@@ -193,7 +194,7 @@ def sweep(endpoint: Endpoint, workload: Workload, max_concurrency: int, max_requ
         if left_s < 1.0 or left_requests < concurrency:
             break
         share_s = min(left_s / (len(plan) - index), LEVEL_SECONDS)
-        count = left_requests
+        count = max(left_requests // (len(plan) - index), concurrency)
         if on_level:
             on_level("start", concurrency, None)
         timed = replace(workload, timeout_s=min(workload.timeout_s, max(left_s - share_s, share_s)))

@@ -205,8 +205,12 @@ class Connection:
 
     async def close(self) -> None:
         if self.writer is not None:
-            self.writer.close()
-            self.reader = self.writer = None
+            writer, self.reader, self.writer = self.writer, None, None
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except OSError:  # reset by the server: closed either way
+                pass
 
     async def send(self, body: bytes, t0: float) -> RequestResult:
         """Send one request and read its stream to the end; never raises for the server."""

@@ -16,7 +16,6 @@ import asyncio
 import json
 import sys
 import threading
-import time
 from dataclasses import dataclass
 
 
@@ -32,6 +31,7 @@ class Behaviour:
     api_key: str | None = None
     text: str = " word"  # each event's text; a list cycles through several
     model: str = "stub-model"
+    close_after: bool = False  # close the connection after each answer without saying so
 
 
 class StreamServer:
@@ -73,9 +73,22 @@ class StreamServer:
         return self
 
     def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(5)
+        """Close the listener, cancel the connections, stop and close the loop."""
+        if self._loop is None:
+            return
+
+        async def shutdown() -> None:
+            self._server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+        self._loop = None
 
     async def _client(self, reader, writer) -> None:
         try:
@@ -87,6 +100,8 @@ class StreamServer:
                            (line.partition(":") for line in lines[1:] if line)}
                 body = await reader.readexactly(int(headers.get("content-length", 0)))
                 await self._answer(method, path, headers, body, writer)
+                if self.behaviour.close_after:
+                    break
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             pass
         finally:
@@ -170,5 +185,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    time.sleep(0)
     main()
