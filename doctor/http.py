@@ -9,6 +9,7 @@ time, and the body by ``max_bytes``. Manual equivalent: ``curl -sS -m 5 URL``.
 
 from __future__ import annotations
 
+import base64
 import socket
 import time
 import urllib.error
@@ -37,7 +38,12 @@ def get(url: str, timeout_s: float = 5.0, max_bytes: int = 8 << 20,
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise HostReadError(shown, Reason.FAILED, "not an http(s) URL")
-    request = urllib.request.Request(url, headers={"User-Agent": "llm-doctor", **(headers or {})})
+    sent = {"User-Agent": "llm-doctor", **(headers or {})}
+    if parts.username is not None:  # http://user:pw@host/ → a Basic header, never the URL
+        pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        sent.setdefault("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
+        url = shown
+    request = urllib.request.Request(url, headers=sent)
     started = time.monotonic()
     deadline = started + timeout_s
     try:
