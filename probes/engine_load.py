@@ -138,6 +138,18 @@ def replica_groups(engines: list[EngineLoad]) -> tuple[ReplicaGroup, ...]:
     return tuple(groups)
 
 
+def served_model(host: Host, target: Target) -> str | None:
+    """The target's model: from discovery, else the first id of its /v1/models."""
+    if target.model:
+        return target.model
+    try:
+        page = host.http_get(f"{target.base_url}/v1/models", TIMEOUT_S, 1 << 20, _headers(target))
+        data = json.loads(page.body)["data"] if page.status == 200 else None
+        return str(data[0]["id"]) if data else None
+    except (HostReadError, ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
 def probe(host: Host, options: ScanOptions) -> LoadRecord:
     """Live concurrency of every engine endpoint, against its saved knee."""
     found = targets(host, options)
@@ -147,7 +159,8 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
     for target in found:
         running, waiting, source, error = live_load(host, target)
         knee, status, measured_at, path = saved_knee(host, target.base_url)
-        engines.append(EngineLoad(target.base_url, target.kind, target.model, running, waiting,
+        engines.append(EngineLoad(target.base_url, target.kind, served_model(host, target),
+                                  running, waiting,
                                   source, knee, status, measured_at, path, error))
     return LoadRecord(tuple(engines), replica_groups(engines))
 
