@@ -77,7 +77,7 @@ def _endpoint_options(fn):
 def warmup(endpoint, api, model, api_key, fmt, output, max_rounds, max_seconds) -> None:
     """Warm an engine up: varied-length requests until TTFT settles, then a summary.
 
-    Each round sends five requests (32 to 512 prompt tokens, one at a time); it stops once
+    Each round sends five requests (16 to 256 prompt tokens, one at a time); it stops once
     a round's median TTFT is within 15% of the round before, or at the bounds. Run it after
     an engine starts and before it takes traffic.
     """

@@ -3,7 +3,7 @@
 Source: timed streamed requests to the engine's OpenAI-compatible ``/v1/completions``
 (client-side clock, milliseconds), and the engine process's uptime from
 ``/proc/<pid>/stat`` (starttime) and ``/proc/uptime``. Active and bounded: at most
-``MAX_ROUNDS`` rounds of five requests of varied prompt length (32 to 512 tokens, 16 output
+``MAX_ROUNDS`` rounds of five requests of varied prompt length (16 to 256 tokens, 16 output
 tokens each), sent one at a time, within ``BUDGET_S``. No privilege needed. Manual
 equivalent: time ``curl -N .../v1/completions -d '{"prompt": ..., "stream": true}'`` a few
 times and compare the first answer with the later ones.
@@ -24,7 +24,8 @@ from doctor.host import Host
 from doctor.loadgen import Endpoint, LoadError, RequestResult, Workload, run_requests
 from doctor.model import ScanOptions, Skip
 
-LENGTHS = (32, 256, 64, 512, 128)  # prompt tokens: varied, as the articles' remedy asks
+LENGTHS = (16, 128, 32, 256, 64)  # prompt tokens: varied, as the articles' remedy asks;
+# short enough that three rounds fit the budget on a CPU engine (llama.cpp, 2 cores)
 OUTPUT_TOKENS = 16
 MAX_ROUNDS = 3  # the probe's bound; `llm-doctor warmup` goes on until TTFT settles
 BUDGET_S = 40.0
@@ -63,12 +64,18 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _round(endpoint: Endpoint, index: int, timeout_s: float) -> list[RequestResult]:
-    out = []
+def _round(endpoint: Endpoint, index: int, deadline: float,
+           before: list[RequestResult]) -> list[RequestResult]:
+    """One request of each length, one at a time; none started that would likely not finish
+    by ``deadline`` (less time left than twice the longest request so far)."""
+    out: list[RequestResult] = []
     for position, length in enumerate(LENGTHS):
-        workload = Workload(prompt_tokens=length, output_tokens=OUTPUT_TOKENS,
-                            timeout_s=timeout_s)
-        out += run_requests(endpoint, workload, 1, 1, timeout_s,
+        left = deadline - time.monotonic()
+        longest = max((r.e2e_s for r in before + out if r.ok), default=0.0)
+        if left <= max(0.5, 2 * longest):
+            break
+        workload = Workload(prompt_tokens=length, output_tokens=OUTPUT_TOKENS, timeout_s=left)
+        out += run_requests(endpoint, workload, 1, 1, left,
                             seed=int(time.time() * 1000) % 10**9 + index * 10 + position)
     return out
 
@@ -87,13 +94,13 @@ def measure(endpoint: Endpoint, max_rounds: int, budget_s: float,
             ) -> list[list[RequestResult]]:
     """Rounds of varied-length requests; stops at ``max_rounds``, the budget, or (when
     ``until_settled``) once a round is within 15% of the one before (at least two rounds)."""
-    started = time.monotonic()
+    deadline = time.monotonic() + budget_s
     rounds: list[list[RequestResult]] = []
-    while len(rounds) < max_rounds:
-        left = budget_s - (time.monotonic() - started)
-        if left <= 1.0 and rounds:
+    while len(rounds) < max_rounds and deadline - time.monotonic() > 1.0:
+        done = _round(endpoint, len(rounds), deadline, [r for rnd in rounds for r in rnd])
+        if not done:
             break
-        rounds.append(_round(endpoint, len(rounds), max(left / len(LENGTHS), 1.0)))
+        rounds.append(done)
         if on_round:
             on_round(len(rounds), rounds[-1])
         if all(not r.ok for r in rounds[-1]):

@@ -17,7 +17,7 @@ from doctor.registry import by_name
 from doctor.rules import builtin_files, load_rules
 from probes import engine_exposure, engine_load, engine_output
 from probes.engine_targets import Target
-from tests.stream_server import Behaviour, StreamServer
+from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
 
 RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
 
@@ -26,6 +26,11 @@ def _findings(rule_id, probe_name, record):
     found, errors = evaluate([RULES[rule_id]], [ProbeResult(probe_name, "ok", 0.1, None, record)])
     assert errors == []
     return found
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch):
+    only_named_endpoints(monkeypatch)
 
 
 @pytest.fixture

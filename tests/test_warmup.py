@@ -13,7 +13,7 @@ from doctor.model import ProbeResult, ScanOptions, Skip
 from doctor.registry import by_name
 from doctor.rules import builtin_files, load_rules
 from probes import engine_warmup
-from tests.stream_server import Behaviour, StreamServer
+from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
 
 RULE = [r for r in load_rules(builtin_files(), by_name()) if r.id == "engine-not-warmed-up"]
 
@@ -21,6 +21,11 @@ RULE = [r for r in load_rules(builtin_files(), by_name()) if r.id == "engine-not
 def _served(behaviour):
     server = StreamServer(behaviour).start()
     return server
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch):
+    only_named_endpoints(monkeypatch)
 
 
 @pytest.fixture
