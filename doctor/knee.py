@@ -112,9 +112,9 @@ def find_knee(levels: Sequence[LevelStats]) -> Knee:
                     "no level completed enough requests without errors")
     best = max(lv.output_tokens_per_s for lv in usable)
     knee = next(lv for lv in usable if lv.output_tokens_per_s >= (1 - THROUGHPUT_TOLERANCE) * best)
-    beyond = [lv for lv in usable if lv.concurrency > knee.concurrency]
-    grew = [lv for lv in beyond if _latency(knee) and _latency(lv)
-            and _latency(lv) >= (1 + LATENCY_GROWTH) * _latency(knee)]
+    base = _latency(knee)
+    grew = [lv for lv in usable if lv.concurrency > knee.concurrency and base is not None
+            and (_latency(lv) or 0.0) >= (1 + LATENCY_GROWTH) * base]
     if not grew:
         last = usable[-1]
         return Knee("not-reached", last.concurrency, last.output_tokens_per_s, last.concurrency,
@@ -126,7 +126,7 @@ def find_knee(levels: Sequence[LevelStats]) -> Knee:
         "found", knee.concurrency, knee.output_tokens_per_s, knee.concurrency, knee.concurrency,
         f"at concurrency {knee.concurrency} throughput is {knee.output_tokens_per_s:g} tokens/s "
         f"(best {best:g}); at {past.concurrency} it is {past.output_tokens_per_s:g} while p95 "
-        f"latency grows from {_latency(knee):g} to {_latency(past):g} ms")
+        f"latency grows from {base:g} to {_latency(past):g} ms")
 
 
 def state_dir() -> Path:

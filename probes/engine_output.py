@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from functools import partial
 
 from doctor.host import Host
-from doctor.loadgen import Endpoint, LoadError, RequestResult, Workload, request_body
+from doctor.loadgen import Endpoint, LoadError, RequestResult, request_body
 from doctor.model import ScanOptions, Skip
 
 PROMPTS = (
@@ -104,6 +105,10 @@ def sample_endpoint(base_url: str, budget_s: float = BUDGET_S) -> OutputEndpoint
                           max(judged, default=None))
 
 
+def _sampled(base_url: str) -> dict:
+    return asdict(sample_endpoint(base_url))
+
+
 def probe(host: Host, options: ScanOptions) -> OutputRecord:
     """Sample every engine endpoint's output and measure its repetition."""
     from probes.engine_targets import targets
@@ -115,7 +120,7 @@ def probe(host: Host, options: ScanOptions) -> OutputRecord:
     for target in found:
         try:
             data = host.measure(f"engine.output {target.base_url}",
-                                lambda url=target.base_url: asdict(sample_endpoint(url)))
+                                partial(_sampled, target.base_url))
         except LoadError as exc:
             raise Skip(str(exc)) from None
         samples = tuple(OutputSample(**s) for s in data.pop("samples"))

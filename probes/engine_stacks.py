@@ -20,6 +20,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from doctor.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
@@ -146,7 +147,7 @@ def probe(host: Host, options: ScanOptions) -> StacksRecord:
                    "router and Ollama are not Python")
     out = []
     for pid, kind in found:
-        data = host.measure(f"engine.stacks {pid}", lambda pid=pid: sample(host, pid))
+        data = host.measure(f"engine.stacks {pid}", partial(sample, host, pid))
         out.append(StackProcess(pid=pid, kind=kind, dumps=data.get("dumps", 0),
                                 samples=data.get("samples", 0),
                                 logging_share=data.get("logging_share"),

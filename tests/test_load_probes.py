@@ -66,8 +66,8 @@ def _wait_running(server, n):
 def test_live_concurrency_past_a_saved_knee(servers, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     server = servers(token_s=0.1)
-    levels = [knee.LevelStats(c, 10, 0, 0.0, 1.0, 1.0, t, None, *(knee.percentiles([l]),) * 3,
-                              None) for c, t, l in ((1, 10, 0.1), (2, 19, 0.1), (4, 20, 0.3))]
+    levels = [knee.LevelStats(c, 10, 0, 0.0, 1.0, 1.0, t, None, *(knee.percentiles([lat]),) * 3,
+                              None) for c, t, lat in ((1, 10, 0.1), (2, 19, 0.1), (4, 20, 0.3))]
     found = knee.find_knee(levels)
     assert found.concurrency == 2
     knee.save_sweep(knee.sweep_json(server.base_url.replace("127.0.0.1", "localhost"), {},
