@@ -2,9 +2,10 @@
 
 Source: a few streamed completions from the engine's ``/v1/completions`` with ordinary
 prompts and the engine's own default sampling (no temperature sent), 96 tokens each, one at
-a time: at most ``SAMPLES`` requests within ``BUDGET_S``. Unit: the share of word 4-grams
-that repeat an earlier 4-gram in the same answer (0 = none, 1 = one loop). No privilege
-needed. Manual equivalent: ask the endpoint a plain question with curl and read the answer.
+a time: at most ``SAMPLES`` requests within ``BUDGET_S`` shared by all endpoints. Unit: the
+share of word 4-grams that repeat an earlier 4-gram in the same answer (0 = none, 1 = one
+loop). No privilege needed. Manual equivalent: ask the endpoint a plain question with curl
+and read the answer.
 
 Why word 4-grams: a healthy answer repeats a few phrases (well under 20% of its 4-grams);
 an engine with a broken sampler, a wrong chat template, a KV-cache corruption or a
@@ -105,8 +106,8 @@ def sample_endpoint(base_url: str, budget_s: float = BUDGET_S) -> OutputEndpoint
                           max(judged, default=None))
 
 
-def _sampled(base_url: str) -> dict:
-    return asdict(sample_endpoint(base_url))
+def _sampled(base_url: str, budget_s: float) -> dict:
+    return asdict(sample_endpoint(base_url, budget_s))
 
 
 def probe(host: Host, options: ScanOptions) -> OutputRecord:
@@ -120,7 +121,7 @@ def probe(host: Host, options: ScanOptions) -> OutputRecord:
     for target in found:
         try:
             data = host.measure(f"engine.output {target.base_url}",
-                                partial(_sampled, target.base_url))
+                                partial(_sampled, target.base_url, BUDGET_S / len(found)))
         except LoadError as exc:
             raise Skip(str(exc)) from None
         samples = tuple(OutputSample(**s) for s in data.pop("samples"))

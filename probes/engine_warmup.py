@@ -4,9 +4,9 @@ Source: timed streamed requests to the engine's OpenAI-compatible ``/v1/completi
 (client-side clock, milliseconds), and the engine process's uptime from
 ``/proc/<pid>/stat`` (starttime) and ``/proc/uptime``. Active and bounded: at most
 ``MAX_ROUNDS`` rounds of five requests of varied prompt length (16 to 256 tokens, 16 output
-tokens each), sent one at a time, within ``BUDGET_S``. No privilege needed. Manual
-equivalent: time ``curl -N .../v1/completions -d '{"prompt": ..., "stream": true}'`` a few
-times and compare the first answer with the later ones.
+tokens each), sent one at a time, within ``BUDGET_S`` shared by all endpoints. No
+privilege needed. Manual equivalent: time ``curl -N .../v1/completions -d '{"prompt": ...,
+"stream": true}'`` a few times and compare the first answer with the later ones.
 
 Every prompt starts with its own words, so a prefix cache cannot make the later rounds look
 warm; what gets faster is what warm-up fixes (kernels compiled or autotuned, memory pools
@@ -148,11 +148,12 @@ def uptime_of(host: Host, pid: int | None) -> float | None:
     return round(system_uptime - start_ticks / 100.0, 1)  # USER_HZ is 100 on Linux
 
 
-def _measure_one(host: Host, base_url: str, pid: int | None) -> WarmupEndpoint:
+def _measure_one(host: Host, base_url: str, pid: int | None,
+                 budget_s: float = BUDGET_S) -> WarmupEndpoint:
     def run() -> dict:
         from dataclasses import asdict
 
-        rounds = measure(Endpoint(base_url), MAX_ROUNDS, BUDGET_S)
+        rounds = measure(Endpoint(base_url), MAX_ROUNDS, budget_s)
         return asdict(summarise(base_url, pid, None, rounds))
 
     data = host.measure(f"engine.warmup {base_url}", run)
@@ -170,7 +171,8 @@ def probe(host: Host, options: ScanOptions) -> WarmupRecord:
     out = []
     for target in found:
         try:
-            out.append(_measure_one(host, target.base_url, target.pid))
+            # one budget for all engines, so the probe stays within its timeout
+            out.append(_measure_one(host, target.base_url, target.pid, BUDGET_S / len(found)))
         except LoadError as exc:
             raise Skip(str(exc)) from None
     return WarmupRecord(tuple(out))
