@@ -40,7 +40,7 @@ def test_found_from_its_process_and_socket(llama_server):  # noqa: F811
 def test_live_running_requests_from_its_metrics(llama_server):  # noqa: F811
     options = ScanOptions(endpoints=(llama_server.base_url,))
     busy = threading.Thread(target=run_requests, daemon=True, args=(
-        Endpoint(llama_server.base_url), Workload(16, 48, timeout_s=60), 2, 2, 60))
+        Endpoint(llama_server.base_url), Workload(16, 24, timeout_s=60), 2, 2, 60))
     busy.start()
     import time
 
@@ -69,9 +69,10 @@ def test_output_is_sampled(llama_server):  # noqa: F811
 
 
 def test_bounded_sweep_and_its_knee(llama_server):  # noqa: F811
-    """Concurrency 1, 2, 4 with 48-token prompts; the prompt length the server counted."""
+    """Concurrency 1 and 2 with 48-token prompts (the full sweep's figures are in the
+    closing note: benchmarks are not timed tests); the prompt length the server counted."""
     levels = knee.sweep(Endpoint(llama_server.base_url), Workload(48, 8, timeout_s=60),
-                        max_concurrency=SLOTS, max_requests=400, max_seconds=60)
+                        max_concurrency=2, max_requests=100, max_seconds=40)
     assert levels and levels[0].concurrency == 1
     assert all(lv.errors == 0 for lv in levels), [lv.first_error for lv in levels]
     assert all(lv.ttft.p50_ms and lv.itl.p95_ms and lv.e2e.p99_ms for lv in levels)
