@@ -5,6 +5,7 @@ bounded load sweep with its knee."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -30,35 +31,36 @@ def test_warmup_of_a_cold_server(llama_server):  # noqa: F811  (first: the serve
     assert endpoint.pid == llama_server.pid and 0 <= endpoint.uptime_s < 600
 
 
-def test_found_from_its_process_and_socket(llama_server):  # noqa: F811
-    found = [t for t in targets(LiveHost(), ScanOptions()) if t.pid == llama_server.pid]
+@pytest.fixture(scope="module")
+def found(llama_server):  # noqa: F811
+    """This server as discovery finds it (once: other engines on a shared machine may be
+    slow to answer discovery's questions)."""
+    return [t for t in targets(LiveHost(), ScanOptions()) if t.pid == llama_server.pid]
+
+
+def test_found_from_its_process_and_socket(llama_server, found):  # noqa: F811
     assert len(found) == 1
     assert found[0].kind == "llama.cpp" and found[0].base_url == llama_server.base_url
     assert found[0].listen == (f"127.0.0.1:{llama_server.port}",)
 
 
-def test_live_running_requests_from_its_metrics(llama_server):  # noqa: F811
-    options = ScanOptions(endpoints=(llama_server.base_url,))
+def test_live_running_requests_from_its_metrics(llama_server, found):  # noqa: F811
     busy = threading.Thread(target=run_requests, daemon=True, args=(
         Endpoint(llama_server.base_url), Workload(16, 24, timeout_s=60), 2, 2, 60))
     busy.start()
-    import time
-
     deadline, seen = time.monotonic() + 30, 0
     while time.monotonic() < deadline and not seen:
-        host = LiveHost()  # a fresh memo per look, as each scan has
-        (engine,) = [e for e in engine_load.probe(host, options).engines
-                     if e.base_url == llama_server.base_url]
-        assert engine.source == "/metrics", engine.error
-        seen = engine.running
+        running, _, source, error = engine_load.live_load(LiveHost(), found[0])
+        assert source == "/metrics", error
+        seen = running or 0
         time.sleep(0.2)
     busy.join(90)
     assert 1 <= seen <= SLOTS
 
 
-def test_loopback_server_is_not_exposed(llama_server):  # noqa: F811
-    record = engine_exposure.probe(LiveHost(), ScanOptions())
-    (listener,) = [x for x in record.listeners if x.pid == llama_server.pid]
+def test_loopback_server_is_not_exposed(llama_server, found):  # noqa: F811
+    (address,) = found[0].listen
+    listener = engine_exposure.judge(LiveHost(), found[0], address)
     assert listener.non_loopback is False and listener.status == 200
 
 
