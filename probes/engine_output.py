@@ -21,6 +21,7 @@ from functools import partial
 from doctor.host import Host
 from doctor.loadgen import Endpoint, LoadError, RequestResult, request_body
 from doctor.model import ScanOptions, Skip
+from probes.engine_targets import active_targets
 
 PROMPTS = (
     "Write a short paragraph explaining how a refrigerator keeps food cold.",
@@ -97,31 +98,26 @@ def _sample(endpoint: Endpoint, prompt: str, timeout_s: float) -> OutputSample:
                         result.text[:160], result.error)
 
 
-def sample_endpoint(base_url: str, budget_s: float = BUDGET_S) -> OutputEndpoint:
-    endpoint = Endpoint(base_url)
+def sample_endpoint(endpoint: Endpoint, budget_s: float = BUDGET_S) -> OutputEndpoint:
     samples = [_sample(endpoint, prompt, budget_s / SAMPLES) for prompt in PROMPTS]
     judged = [s.repeated_ngram_share for s in samples if s.repeated_ngram_share is not None]
-    return OutputEndpoint(base_url, tuple(samples), len(judged),
+    return OutputEndpoint(endpoint.base_url, tuple(samples), len(judged),
                           sum(share > REPETITIVE_SHARE for share in judged),
                           max(judged, default=None))
 
 
-def _sampled(base_url: str, budget_s: float) -> dict:
-    return asdict(sample_endpoint(base_url, budget_s))
+def _sampled(endpoint: Endpoint, budget_s: float) -> dict:
+    return asdict(sample_endpoint(endpoint, budget_s))
 
 
 def probe(host: Host, options: ScanOptions) -> OutputRecord:
     """Sample every engine endpoint's output and measure its repetition."""
-    from probes.engine_targets import targets
-
-    found = [t for t in targets(host, options) if t.serves_completions]
-    if not found:
-        raise Skip("no engine endpoint: none found running, none named with --endpoint")
+    found = active_targets(host, options)
     out = []
     for target in found:
         try:
             data = host.measure(f"engine.output {target.base_url}",
-                                partial(_sampled, target.base_url, BUDGET_S / len(found)))
+                                partial(_sampled, target.endpoint(), BUDGET_S / len(found)))
         except LoadError as exc:
             raise Skip(str(exc)) from None
         samples = tuple(OutputSample(**s) for s in data.pop("samples"))

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 from doctor.host import Host
 from doctor.model import ScanOptions
+
+if TYPE_CHECKING:
+    from doctor.loadgen import Endpoint
 
 LOOPBACK_PREFIXES = ("127.", "[::1]", "::1", "localhost")
 WILDCARDS = ("0.0.0.0", "[::]", "::", "*")
@@ -27,6 +32,11 @@ class Target:
     api_key_set: bool | None
     listen: tuple[str, ...]  # the process's listening sockets; () for a named endpoint
     api_key: str | None = field(default=None, repr=False)  # from --endpoint http://:KEY@...; never shown
+
+    def endpoint(self) -> "Endpoint":
+        from doctor.loadgen import Endpoint
+
+        return Endpoint(self.base_url, model=self.model, api_key=self.api_key)
 
     @property
     def serves_completions(self) -> bool:
@@ -85,3 +95,21 @@ def targets(host: Host, options: ScanOptions) -> tuple[Target, ...]:
         return found if found is not None else _from_processes(host, options)
 
     return host.memo("engine.targets", find)
+
+
+def active_targets(host: Host, options: ScanOptions) -> list[Target]:
+    """The endpoints an active probe may send completions to; Skip says why there are none.
+
+    An engine that asks for an API key is left out unless the key was given
+    (``--endpoint http://:KEY@HOST:PORT``): its answers would be 401s, not measurements.
+    """
+    from doctor.model import Skip
+
+    found = [t for t in targets(host, options) if t.serves_completions]
+    if not found:
+        raise Skip("no engine endpoint: none found running, none named with --endpoint")
+    usable = [t for t in found if t.api_key or not t.api_key_set]
+    if not usable:
+        raise Skip(f"{found[0].base_url} asks for an API key: give it as --endpoint "
+                   "http://:KEY@HOST:PORT to measure it")
+    return usable

@@ -23,6 +23,7 @@ from typing import Callable
 from doctor.host import Host
 from doctor.loadgen import Endpoint, LoadError, RequestResult, Workload, run_requests
 from doctor.model import ScanOptions, Skip
+from probes.engine_targets import Target, active_targets
 
 LENGTHS = (16, 128, 32, 256, 64)  # prompt tokens: varied, as the articles' remedy asks;
 # short enough that three rounds fit the budget on a CPU engine (llama.cpp, 2 cores)
@@ -148,31 +149,26 @@ def uptime_of(host: Host, pid: int | None) -> float | None:
     return round(system_uptime - start_ticks / 100.0, 1)  # USER_HZ is 100 on Linux
 
 
-def _measure_one(host: Host, base_url: str, pid: int | None,
-                 budget_s: float = BUDGET_S) -> WarmupEndpoint:
+def _measure_one(host: Host, target: Target, budget_s: float = BUDGET_S) -> WarmupEndpoint:
     def run() -> dict:
         from dataclasses import asdict
 
-        rounds = measure(Endpoint(base_url), MAX_ROUNDS, budget_s)
-        return asdict(summarise(base_url, pid, None, rounds))
+        rounds = measure(target.endpoint(), MAX_ROUNDS, budget_s)
+        return asdict(summarise(target.base_url, target.pid, None, rounds))
 
-    data = host.measure(f"engine.warmup {base_url}", run)
-    data["uptime_s"] = uptime_of(host, pid)
+    data = host.measure(f"engine.warmup {target.base_url}", run)
+    data["uptime_s"] = uptime_of(host, target.pid)
     return WarmupEndpoint(**data)
 
 
 def probe(host: Host, options: ScanOptions) -> WarmupRecord:
     """First against steady-state latency for every engine endpoint found or named."""
-    from probes.engine_targets import targets
-
-    found = [t for t in targets(host, options) if t.serves_completions]
-    if not found:
-        raise Skip("no engine endpoint: none found running, none named with --endpoint")
+    found = active_targets(host, options)
     out = []
     for target in found:
         try:
             # one budget for all engines, so the probe stays within its timeout
-            out.append(_measure_one(host, target.base_url, target.pid, BUDGET_S / len(found)))
+            out.append(_measure_one(host, target, BUDGET_S / len(found)))
         except LoadError as exc:
             raise Skip(str(exc)) from None
     return WarmupRecord(tuple(out))

@@ -14,7 +14,7 @@ from doctor.host import LiveHost
 from doctor.loadgen import Endpoint, Workload, run_requests
 from doctor.model import ScanOptions
 from probes import engine_exposure, engine_load, engine_output, engine_warmup
-from probes.engine_targets import targets
+from probes.engine_targets import Target, targets
 from tests.llama_server import SLOTS, llama_server  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.timeout(300)
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.timeout(300)
 def test_warmup_of_a_cold_server(llama_server):  # noqa: F811  (first: the server is cold)
     # Only this server: other llama-servers on a shared machine are not ours to send to.
     # A larger budget than a scan's: on a shared 2-core machine a request can take seconds.
-    endpoint = engine_warmup._measure_one(LiveHost(), llama_server.base_url, llama_server.pid,
-                                          budget_s=120)
+    target = Target(llama_server.base_url, llama_server.pid, "llama.cpp", None, False, ())
+    endpoint = engine_warmup._measure_one(LiveHost(), target, budget_s=120)
     assert endpoint.errors == 0, endpoint.first_error
     assert endpoint.rounds >= 2 and endpoint.first_ttft_ms > 0 and endpoint.steady_ttft_ms > 0
     assert endpoint.first_itl_ms > 0 and endpoint.steady_itl_ms > 0
@@ -65,7 +65,7 @@ def test_loopback_server_is_not_exposed(llama_server, found):  # noqa: F811
 
 
 def test_output_is_sampled(llama_server):  # noqa: F811
-    found = engine_output.sample_endpoint(llama_server.base_url, budget_s=180)
+    found = engine_output.sample_endpoint(Endpoint(llama_server.base_url), budget_s=180)
     assert [s.error for s in found.samples] == [None] * 3
     assert found.judged >= 2 and all(s.words > 10 for s in found.samples)
 

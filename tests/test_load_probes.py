@@ -185,3 +185,21 @@ def test_repeated_ngram_share():
     assert engine_output.repeated_ngram_share("one two") is None
     assert engine_output.repeated_ngram_share("a b c d e f g h i j") == 0.0
     assert engine_output.repeated_ngram_share("go " * 40) > 0.9
+
+
+def test_an_engine_asking_for_a_key_is_not_sent_completions(servers, monkeypatch):
+    """The active probes skip it with the way to give the key, instead of measuring 401s."""
+    from doctor.model import Skip
+    from probes import engine_targets, engine_warmup
+
+    server = servers(api_key="sk-x")
+    keyed = Target(server.base_url, None, "vllm", None, True, ())
+    monkeypatch.setattr(engine_targets, "targets", lambda host, options: (keyed,))
+    with pytest.raises(Skip, match="http://:KEY@HOST:PORT"):
+        engine_warmup.probe(LiveHost(), ScanOptions())
+    with pytest.raises(Skip, match="asks for an API key"):
+        engine_output.probe(LiveHost(), ScanOptions())
+    given = Target(server.base_url, None, "vllm", None, True, (), api_key="sk-x")
+    monkeypatch.setattr(engine_targets, "targets", lambda host, options: (given,))
+    (endpoint,) = engine_warmup.probe(LiveHost(), ScanOptions()).endpoints
+    assert endpoint.errors == 0
