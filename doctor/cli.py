@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from doctor import __version__
+from doctor import __version__, cli_load
 from doctor.app import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
                         scan_options)
 from doctor.cli_engine import plan
@@ -262,6 +262,8 @@ def playbook(cause) -> None:
 
 
 cli.add_command(plan)
+cli.add_command(cli_load.warmup)
+cli.add_command(cli_load.load)
 
 
 def main() -> None:
