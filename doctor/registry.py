@@ -77,3 +77,65 @@ PROBES: tuple[ProbeSpec, ...] = (
 
 def by_name() -> dict[str, ProbeSpec]:
     return {spec.name: spec for spec in PROBES}
+
+# GPU probes (issue 6). Appended to the tuple above so the host probes keep their order.
+from probes import (
+    gpu_errors,
+    gpu_inventory,
+    gpu_memory,
+    gpu_pcie,
+    gpu_thermal_power,
+    gpu_topology,
+)
+
+PROBES = PROBES + (
+    ProbeSpec(
+        name="gpu.inventory",
+        level=Level.QUICK,
+        description="NVIDIA GPUs: model, UUID, bus id, driver and CUDA versions, memory, persistence mode, MIG",
+        reads="NVML: nvmlSystemGetDriverVersion, nvmlDeviceGetName/UUID/PciInfo/MemoryInfo/PersistenceMode/MigMode",
+        timeout_s=15.0,
+        run=gpu_inventory.probe,
+    ),
+    ProbeSpec(
+        name="gpu.pcie",
+        level=Level.QUICK,
+        description="Each GPU's PCIe generation and width, as trained and as capable, read during a host-to-device copy (standard)",
+        reads="NVML: nvmlDeviceGetCurr/MaxPcieLinkGeneration/Width, GetPcieReplayCounter; a 1 s copy per GPU (child process)",
+        timeout_s=90.0,
+        run=gpu_pcie.probe,
+        exclusive=True,
+    ),
+    ProbeSpec(
+        name="gpu.topology",
+        level=Level.QUICK,
+        description="GPU pairs: common PCIe ancestor (PIX/PXB/PHB/NODE/SYS), NVLink, P2P, NUMA node and CPU affinity",
+        reads="NVML: nvmlDeviceGetTopologyCommonAncestor, GetP2PStatus, GetNvLinkState, GetNumaNodeId, GetCpuAffinity; engines' --tensor-parallel-size",
+        timeout_s=20.0,
+        run=gpu_topology.probe,
+    ),
+    ProbeSpec(
+        name="gpu.thermal_power",
+        level=Level.QUICK,
+        description="Temperatures against slowdown/shutdown thresholds, clock-event reasons, clocks and power against limits (full: under load)",
+        reads="NVML: nvmlDeviceGetTemperature/Threshold, GetCurrentClocksEventReasons, GetClockInfo, GetPowerUsage, GetEnforcedPowerLimit",
+        timeout_s=15.0,
+        run=gpu_thermal_power.probe,
+    ),
+    ProbeSpec(
+        name="gpu.memory",
+        level=Level.QUICK,
+        description="GPU memory used and total, and the processes holding it, engine or not",
+        reads="NVML: nvmlDeviceGetMemoryInfo, GetComputeRunningProcesses; /proc/<pid>/comm, cmdline",
+        timeout_s=15.0,
+        run=gpu_memory.probe,
+    ),
+    ProbeSpec(
+        name="gpu.errors",
+        level=Level.QUICK,
+        description="ECC errors, remapped rows or retired pages (pending, failed), XID events from the kernel log",
+        reads="NVML: nvmlDeviceGetEccMode, GetTotalEccErrors, GetRemappedRows, GetRetiredPagesPendingStatus; dmesg or /var/log/kern.log",
+        timeout_s=15.0,
+        run=gpu_errors.probe,
+    ),
+)
