@@ -26,7 +26,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from doctor.host import HostReadError
 
@@ -75,7 +75,7 @@ class _State:
     lock = threading.Lock()
     initialised = False
     init_error: HostReadError | None = None
-    handles: dict[int, Any] = {}
+    handles: ClassVar[dict[int, Any]] = {}
     pynvml: Any = None
 
 
@@ -98,11 +98,12 @@ def _init() -> Any:
             return _State.pynvml
         try:
             pynvml = _import()
-            pynvml.nvmlInit()
         except HostReadError as exc:
             _State.init_error = exc
             raise
-        except Exception as exc:  # pynvml raises NVMLError, or OSError from ctypes loading
+        try:
+            pynvml.nvmlInit()
+        except (pynvml.NVMLError, OSError) as exc:  # OSError: ctypes failed to load the .so
             code = getattr(exc, "value", None)
             reason = _ERROR_REASONS.get(code, "library-missing") if code is not None else "library-missing"
             advice = _INIT_ADVICE.get(code, f"NVML could not start: {exc}")
