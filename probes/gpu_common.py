@@ -25,13 +25,14 @@ def reason_of(exc: HostReadError) -> str:
 
 def gpu_count(host: Host) -> int:
     """How many GPUs NVML sees (``nvmlDeviceGetCount``); Skip when there is no driver or GPU."""
-    if not hasattr(host, "nvml"):  # a host from before the NVML seam (format-1 recordings)
-        raise Skip(NO_DRIVER)
     try:
         count = host.nvml("nvmlDeviceGetCount")
     except HostReadError as exc:
         if reason_of(exc) == "library-missing":
-            raise Skip(exc.detail if exc.detail and exc.detail != "recorded" else NO_DRIVER) from None
+            # live: doctor/nvml.py's advice (driver absent, kernel module not loaded, …);
+            # a recording without nvml.json was taken where the driver was absent
+            live = host.kind == "live" and exc.detail
+            raise Skip(exc.detail if live else NO_DRIVER) from None
         raise
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise HostReadError("nvml nvmlDeviceGetCount()", "failed",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from doctor.host import Host
 from doctor.model import ScanOptions
 from probes.gpu_common import Reader, gpu_count, mib
-from probes.processes import list_processes
+from probes.processes import process_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ def _processes(r: Reader, index: int, table: dict, own: int) -> list[GpuProcess]
 
 def probe(host: Host, options: ScanOptions) -> GpuMemoryRecord:
     count = gpu_count(host)
-    table = {p.pid: p for p in list_processes(host)}
+    table = {p.pid: p for p in process_table(host)}
     own = os.getpid() if host.kind == "live" else -1
     gpus, processes = [], []
     for i in range(count):

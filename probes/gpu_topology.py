@@ -16,13 +16,12 @@ down the one uplink) or the pair crosses the inter-socket link (SYS).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from doctor.host import Host, HostReadError
 from doctor.model import ScanOptions
 from probes.gpu_common import Reader, gpu_count
-from probes.processes import engine_processes
+from probes.processes import engine_processes, flag_value
 
 # nvmlGpuTopologyLevel_t -> nvidia-smi topo -m's names.
 LEVELS = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -120,11 +119,8 @@ def _pair(host: Host, a: int, b: int, must_talk: bool) -> GpuPair:
 
 
 def tensor_parallel(cmdline: str) -> int | None:
-    for flag in TP_FLAGS:
-        m = re.search(rf"(?:^|\s){re.escape(flag)}(?:=|\s+)(\d+)\b", cmdline)
-        if m:
-            return int(m.group(1))
-    return None
+    value = flag_value(cmdline, *TP_FLAGS)
+    return int(value) if value and value.isdigit() else None
 
 
 def talk_group(host: Host, count: int) -> tuple[tuple[int, ...], str]:
@@ -136,7 +132,7 @@ def talk_group(host: Host, count: int) -> tuple[tuple[int, ...], str]:
             best, source = tp, f"engine {proc.engine} pid {proc.pid} tensor parallel {tp}"
     if best:
         return tuple(range(min(best, count))), source
-    if any(True for _ in engine_processes(host)):
+    if engine_processes(host):
         return (), "engines run without tensor parallelism: no pair must talk"
     return tuple(range(count)), "no engine found: all pairs"
 

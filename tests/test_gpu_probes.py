@@ -16,7 +16,7 @@ from probes import (
 )
 from probes.gpu_common import NO_DRIVER
 from tests.fixtures.gpu_machines import gpu, nvml_entries
-from tests.gpu_host import GpuHost, process_files
+from tests.gpu_host import gpu_host, process_files
 
 QUICK = ScanOptions(level=Level.QUICK)
 STANDARD = ScanOptions(level=Level.STANDARD)
@@ -26,18 +26,18 @@ PROBES = (gpu_inventory, gpu_pcie, gpu_topology, gpu_thermal_power, gpu_memory, 
 @pytest.mark.parametrize("module", PROBES, ids=lambda m: m.__name__)
 def test_no_driver_skips_with_what_is_missing(module):
     with pytest.raises(Skip) as caught:
-        module.probe(GpuHost(None), STANDARD)
+        module.probe(gpu_host(None), STANDARD)
     assert str(caught.value) == NO_DRIVER
 
 
 @pytest.mark.parametrize("module", PROBES, ids=lambda m: m.__name__)
 def test_zero_gpus_skips(module):
     with pytest.raises(Skip, match="sees no NVIDIA GPU"):
-        module.probe(GpuHost([{"call": "nvmlDeviceGetCount", "args": [], "value": 0}]), QUICK)
+        module.probe(gpu_host([{"call": "nvmlDeviceGetCount", "args": [], "value": 0}]), QUICK)
 
 
 def test_inventory_reads_model_memory_persistence_and_mig():
-    host = GpuHost(nvml_entries({"gpus": [gpu("h100-sxm"), gpu("h100-sxm", persistence=0)]}))
+    host = gpu_host(nvml_entries({"gpus": [gpu("h100-sxm"), gpu("h100-sxm", persistence=0)]}))
     record = gpu_inventory.probe(host, QUICK)
     assert record.gpu_count == 2 and record.driver_version == "550.54.15"
     assert record.cuda_driver_version == "12.4"
@@ -50,14 +50,14 @@ def test_inventory_reads_model_memory_persistence_and_mig():
 
 
 def test_inventory_consumer_card_has_no_mig_and_says_why():
-    record = gpu_inventory.probe(GpuHost(nvml_entries({"gpus": [gpu("rtx4090")]})), QUICK)
+    record = gpu_inventory.probe(gpu_host(nvml_entries({"gpus": [gpu("rtx4090")]})), QUICK)
     assert record.gpus[0].mig_enabled is None
     assert record.gpus[0].missing["mig_enabled"] == "not-supported"
 
 
 def test_pcie_idle_gen1_is_not_degraded_and_width_short_is():
     machine = {"gpus": [gpu("a100-pcie-80gb"), gpu("a100-pcie-80gb", gen=1, width=8)]}
-    host = GpuHost(nvml_entries(machine), measurements={
+    host = gpu_host(nvml_entries(machine), measurements={
         "gpu.pcie.load.0": {"gen_max_seen": 4, "width_min_seen": 16, "samples": 9},
         "gpu.pcie.load.1": {"gen_max_seen": 3, "width_min_seen": 8, "samples": 9}})
     good, bad = gpu_pcie.probe(host, STANDARD).gpus
@@ -69,14 +69,14 @@ def test_pcie_idle_gen1_is_not_degraded_and_width_short_is():
 
 
 def test_pcie_at_quick_leaves_generation_unjudged():
-    record = gpu_pcie.probe(GpuHost(nvml_entries({"gpus": [gpu("l40s")]})), QUICK)
+    record = gpu_pcie.probe(gpu_host(nvml_entries({"gpus": [gpu("l40s")]})), QUICK)
     link = record.gpus[0]
     assert not link.under_load and not link.gen_low_under_load and not link.width_short
     assert "at rest" in record.load_reason
 
 
 def test_pcie_gen4_card_in_gen3_slot_is_slot_limited():
-    host = GpuHost(nvml_entries({"gpus": [gpu("rtx4090", gen_max=3)]}))
+    host = gpu_host(nvml_entries({"gpus": [gpu("rtx4090", gen_max=3)]}))
     assert gpu_pcie.probe(host, QUICK).gpus[0].slot_limited
 
 
@@ -90,7 +90,7 @@ def test_topology_l40s_two_sockets_from_real_matrix():
         (0, 1): "NODE", (2, 3): "NODE", (0, 2): "SYS", (0, 3): "SYS", (1, 2): "SYS", (1, 3): "SYS"}
     machine = {"gpus": [gpu("l40s", numa=i // 2, cpus="0-95,192-287" if i < 2 else "96-191,288-383")
                         for i in range(4)], "topo": topo}
-    record = gpu_topology.probe(GpuHost(nvml_entries(machine)), QUICK)
+    record = gpu_topology.probe(gpu_host(nvml_entries(machine)), QUICK)
     assert record.talk_group == (0, 1, 2, 3) and "no engine" in record.talk_group_source
     levels = {(p.a, p.b): p.level for p in record.pairs}
     assert levels[(0, 1)] == "NODE" and levels[(0, 2)] == "SYS"
@@ -104,7 +104,7 @@ def test_topology_nvswitch_and_engine_tp_group():
     machine = {"gpus": [gpu("h100-sxm") for _ in range(4)]}
     cmdline = "python3 -m vllm.entrypoints.openai.api_server --model /m --tensor-parallel-size 2"
     files = process_files({900: ("python3", cmdline)})
-    record = gpu_topology.probe(GpuHost(nvml_entries(machine), files=files), QUICK)
+    record = gpu_topology.probe(gpu_host(nvml_entries(machine), files=files), QUICK)
     assert record.talk_group == (0, 1)
     assert all(p.nvlink for p in record.pairs) and record.gpus[0].nvlinks_up == 18
     assert [(p.a, p.b) for p in record.pairs if p.must_talk] == [(0, 1)]
@@ -113,25 +113,25 @@ def test_topology_nvswitch_and_engine_tp_group():
 def test_topology_consumer_pix_without_p2p_shares_the_root_port():
     machine = {"gpus": [gpu("rtx4090"), gpu("rtx4090")], "topo": {(0, 1): "PIX"},
                "p2p": {(0, 1): "GNS"}}
-    pair = gpu_topology.probe(GpuHost(nvml_entries(machine)), QUICK).pairs[0]
+    pair = gpu_topology.probe(gpu_host(nvml_entries(machine)), QUICK).pairs[0]
     assert pair.p2p_read == "gpu-not-supported" and pair.shared_root_port
 
 
 def test_thermal_hw_slowdown_at_88c_is_thermal_not_power():
-    host = GpuHost(nvml_entries({"gpus": [gpu("h100-pcie", temp=88, reasons=0x48, sm=1095)]}))
+    host = gpu_host(nvml_entries({"gpus": [gpu("h100-pcie", temp=88, reasons=0x48, sm=1095)]}))
     g = gpu_thermal_power.probe(host, QUICK).gpus[0]
     assert g.thermal_slowdown and not g.power_brake and not g.power_capped_by_limit
     assert g.reasons == ("hw_slowdown", "hw_thermal_slowdown") and g.margin_c == -1
 
 
 def test_power_brake_is_power_not_thermal():
-    host = GpuHost(nvml_entries({"gpus": [gpu("h100-sxm", reasons=0x88)]}))
+    host = gpu_host(nvml_entries({"gpus": [gpu("h100-sxm", reasons=0x88)]}))
     g = gpu_thermal_power.probe(host, QUICK).gpus[0]
     assert g.power_brake and not g.thermal_slowdown
 
 
 def test_power_limit_below_default():
-    host = GpuHost(nvml_entries({"gpus": [gpu("a100-pcie-80gb", limit=200_000, reasons=0x4)]}))
+    host = gpu_host(nvml_entries({"gpus": [gpu("a100-pcie-80gb", limit=200_000, reasons=0x4)]}))
     g = gpu_thermal_power.probe(host, QUICK).gpus[0]
     assert g.limit_below_default and g.power_capped_by_limit
     assert g.power_limit_w == 200.0 and g.power_default_limit_w == 300.0
@@ -143,7 +143,7 @@ def test_memory_marks_processes_that_are_not_the_engine():
                                        (77, 2 * 1024 ** 3)])]}
     files = process_files({900: ("python3", "vllm serve /models/llama"),
                            4242: ("python3", "python3 -m ipykernel_launcher -f k.json")})
-    record = gpu_memory.probe(GpuHost(nvml_entries(machine), files=files), QUICK)
+    record = gpu_memory.probe(gpu_host(nvml_entries(machine), files=files), QUICK)
     by_pid = {p.pid: p for p in record.processes}
     assert by_pid[900].engine == "vllm" and by_pid[4242].engine is None
     assert by_pid[77].name == "not visible"
@@ -161,7 +161,7 @@ XID_LOG = ("[  812.345678] NVRM: Xid (PCI:0000:28:00): 64, pid=2210, name=python
 def test_errors_row_remap_failure_and_xid_79_from_dmesg():
     remap = {"corrected": 0, "uncorrected": 3, "pending": 0, "failure": 1}
     machine = {"gpus": [gpu("a100-sxm-80gb"), gpu("a100-sxm-80gb", remapped=remap)]}
-    host = GpuHost(nvml_entries(machine),
+    host = gpu_host(nvml_entries(machine),
                    commands={("dmesg",): CommandOutput(("dmesg",), 0, XID_LOG, "")})
     record = gpu_errors.probe(host, QUICK)
     ok, bad = record.gpus
@@ -174,15 +174,15 @@ def test_errors_row_remap_failure_and_xid_79_from_dmesg():
 def test_errors_falls_back_to_kern_log_and_says_when_neither_reads():
     machine = {"gpus": [gpu("a100-sxm-80gb")]}
     refused = CommandOutput(("dmesg",), 1, "", "dmesg: read kernel buffer failed: Operation not permitted")
-    host = GpuHost(nvml_entries(machine), commands={("dmesg",): refused},
+    host = gpu_host(nvml_entries(machine), commands={("dmesg",): refused},
                    files={"/var/log/kern.log": XID_LOG.replace("28:00", "18:00")})
     record = gpu_errors.probe(host, QUICK)
     assert record.xid_source == "/var/log/kern.log" and record.gpus[0].hardware_xids == (64, 79)
-    record = gpu_errors.probe(GpuHost(nvml_entries(machine), commands={("dmesg",): refused}), QUICK)
+    record = gpu_errors.probe(gpu_host(nvml_entries(machine), commands={("dmesg",): refused}), QUICK)
     assert "run as root" in record.xid_source and record.gpus[0].xids == ()
 
 
 def test_consumer_card_without_ecc_has_none_not_zero():
-    g = gpu_errors.probe(GpuHost(nvml_entries({"gpus": [gpu("rtx4090")]})), QUICK).gpus[0]
+    g = gpu_errors.probe(gpu_host(nvml_entries({"gpus": [gpu("rtx4090")]})), QUICK).gpus[0]
     assert g.ecc_enabled is None and g.ecc_uncorrected_volatile is None
     assert g.missing["ecc_enabled"] == "not-supported"
