@@ -78,8 +78,9 @@ PROBES: tuple[ProbeSpec, ...] = (
 def by_name() -> dict[str, ProbeSpec]:
     return {spec.name: spec for spec in PROBES}
 
+
 # GPU probes (issue 6). Appended to the tuple above so the host probes keep their order.
-from probes import (
+from probes import (  # noqa: E402
     gpu_errors,
     gpu_inventory,
     gpu_memory,
@@ -96,6 +97,7 @@ PROBES = PROBES + (
         reads="NVML: nvmlSystemGetDriverVersion, nvmlDeviceGetName/UUID/PciInfo/MemoryInfo/PersistenceMode/MigMode",
         timeout_s=15.0,
         run=gpu_inventory.probe,
+        summary=gpu_inventory.summary,
     ),
     ProbeSpec(
         name="gpu.pcie",
@@ -104,6 +106,7 @@ PROBES = PROBES + (
         reads="NVML: nvmlDeviceGetCurr/MaxPcieLinkGeneration/Width, GetPcieReplayCounter; a 1 s copy per GPU (child process)",
         timeout_s=90.0,
         run=gpu_pcie.probe,
+        summary=gpu_pcie.summary,
         exclusive=True,
     ),
     ProbeSpec(
@@ -113,6 +116,7 @@ PROBES = PROBES + (
         reads="NVML: nvmlDeviceGetTopologyCommonAncestor, GetP2PStatus, GetNvLinkState, GetNumaNodeId, GetCpuAffinity; engines' --tensor-parallel-size",
         timeout_s=20.0,
         run=gpu_topology.probe,
+        summary=gpu_topology.summary,
     ),
     ProbeSpec(
         name="gpu.thermal_power",
@@ -121,6 +125,7 @@ PROBES = PROBES + (
         reads="NVML: nvmlDeviceGetTemperature/Threshold, GetCurrentClocksEventReasons, GetClockInfo, GetPowerUsage, GetEnforcedPowerLimit",
         timeout_s=15.0,
         run=gpu_thermal_power.probe,
+        summary=gpu_thermal_power.summary,
     ),
     ProbeSpec(
         name="gpu.memory",
@@ -129,6 +134,7 @@ PROBES = PROBES + (
         reads="NVML: nvmlDeviceGetMemoryInfo, GetComputeRunningProcesses; /proc/<pid>/comm, cmdline",
         timeout_s=15.0,
         run=gpu_memory.probe,
+        summary=gpu_memory.summary,
     ),
     ProbeSpec(
         name="gpu.errors",
@@ -137,5 +143,6 @@ PROBES = PROBES + (
         reads="NVML: nvmlDeviceGetEccMode, GetTotalEccErrors, GetRemappedRows, GetRetiredPagesPendingStatus; dmesg or /var/log/kern.log",
         timeout_s=15.0,
         run=gpu_errors.probe,
+        summary=gpu_errors.summary,
     ),
 )
