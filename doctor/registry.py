@@ -146,3 +146,28 @@ PROBES = PROBES + (
         summary=gpu_errors.summary,
     ),
 )
+
+from probes import gpu_bandwidth, gpu_kv_alloc  # noqa: E402
+
+PROBES = PROBES + (
+    ProbeSpec(
+        name="gpu.kv_alloc",
+        level=Level.QUICK,
+        description="KV-cache waste of each engine's allocation (block size, per-slot reservations) on a request-length mix; standard: the GPU allocator's overhead",
+        reads="engines' --block-size / --page-size / -c -np; standard: a torch allocator replay on GPU 0 (child process)",
+        timeout_s=90.0,
+        run=gpu_kv_alloc.probe,
+        summary=gpu_kv_alloc.summary,
+        exclusive=True,
+    ),
+    ProbeSpec(
+        name="gpu.bandwidth",
+        level=Level.STANDARD,
+        description="Device-memory, host<->device (pinned, pageable) and peer-to-peer copy bandwidth, each against its ceiling; first-use cost",
+        reads="NVML max memory clock, bus width, PCIe max generation/width, CPU affinity; torch copy kernels in child processes",
+        timeout_s=300.0,
+        run=gpu_bandwidth.probe,
+        summary=gpu_bandwidth.summary,
+        exclusive=True,
+    ),
+)

@@ -186,3 +186,62 @@ def test_consumer_card_without_ecc_has_none_not_zero():
     g = gpu_errors.probe(gpu_host(nvml_entries({"gpus": [gpu("rtx4090")]})), QUICK).gpus[0]
     assert g.ecc_enabled is None and g.ecc_uncorrected_volatile is None
     assert g.missing["ecc_enabled"] == "not-supported"
+
+
+def _bandwidth_measure(d2d: float, h2d: float, gen: int, width: int) -> dict:
+    def fig(gbps):
+        return {"gbps": gbps, "median_s": 0.01, "repeats": 10, "bytes": 1}
+    return {"device": "cuda:0", "bytes": 268435456, "d2d": fig(d2d), "h2d_pinned": fig(h2d),
+            "link_during_h2d": {"gen": gen, "width": width}, "d2h_pinned": fig(h2d * 1.05),
+            "h2d_pageable": fig(h2d / 2), "d2h_pageable": fig(h2d / 2)}
+
+
+def test_bandwidth_ratios_against_ceilings():
+    from probes import gpu_bandwidth
+
+    machine = {"gpus": [gpu("h100-sxm", cpus="0-55,112-167")]}
+    host = gpu_host(nvml_entries(machine), measurements={
+        "gpu.bandwidth.0": _bandwidth_measure(2850.0, 53.1, 5, 16),
+        "gpu.first_use": {"first_s": 2.4, "warm_s": 0.00004}})
+    record = gpu_bandwidth.probe(host, STANDARD)
+    g = record.gpus[0]
+    assert g.d2d_ceiling_gbps == 3352.3 and g.d2d_ratio == 0.85
+    assert g.link_ceiling_trained_gbps == g.link_ceiling_capable_gbps == 63.01
+    assert g.h2d_ratio_trained == 0.843 and g.cpus == "0-55,112-167"
+    assert record.first_use_s == 2.4 and record.errors == {}
+    assert "2850/3352.3 GB/s" in gpu_bandwidth.summary(record)
+
+
+def test_bandwidth_failed_measurement_is_kept_as_its_reason():
+    from probes import gpu_bandwidth
+
+    host = gpu_host(nvml_entries({"gpus": [gpu("l40s")]}),
+                    measurements={"gpu.bandwidth.0": {"error": "torch sees no CUDA device"}})
+    record = gpu_bandwidth.probe(host, STANDARD)
+    assert record.gpus[0].d2d_gbps is None and record.gpus[0].d2d_ceiling_gbps == 864.1
+    assert "gpu.bandwidth.0" in record.errors and "gpu.first_use" in record.errors
+
+
+def test_b200_bus_width_is_corrected():
+    from probes.gpu_bandwidth import memory_ceiling_gbps
+
+    gbps, source = memory_ceiling_gbps("NVIDIA B200", 3996, 8192)
+    assert gbps == pytest.approx(7672.3) and "corrected" in source
+
+
+def test_kv_alloc_models_each_engine_setting():
+    from probes import gpu_kv_alloc
+
+    files = process_files({
+        900: ("python3", "vllm serve /models/llama --block-size 8"),
+        901: ("llama-server", "/usr/local/bin/llama-server -m /m.gguf -c 32768 -np 4"),
+    })
+    record = gpu_kv_alloc.probe(gpu_host(nvml_entries({"gpus": [gpu("a100-pcie-80gb")]}),
+                                         files=files), QUICK)
+    by_pid = {e.pid: e for e in record.engines}
+    assert by_pid[900].scheme == "paged" and by_pid[900].block_tokens == 8
+    assert by_pid[900].waste_fraction < 0.05
+    assert by_pid[901].scheme == "contiguous" and by_pid[901].reserve_tokens == 8192
+    assert by_pid[901].waste_fraction > 0.8
+    assert [s.block_tokens for s in record.scenarios] == [8, 16, 32]
+    assert "level quick" in record.allocator_reason
