@@ -245,3 +245,16 @@ def test_kv_alloc_models_each_engine_setting():
     assert by_pid[901].waste_fraction > 0.8
     assert [s.block_tokens for s in record.scenarios] == [8, 16, 32]
     assert "level quick" in record.allocator_reason
+
+
+def test_thermal_level_full_takes_the_load_worst_moment():
+    load = {"seconds": 30.0, "size": 8192, "gpus": [
+        {"samples": 60, "temp_c_max": 86, "sm_clock_mhz_min": 1350, "power_w_max": 699.5,
+         "reasons_mask_any": 0x4, "tflops": 610.2}]}
+    host = gpu_host(nvml_entries({"gpus": [gpu("h100-sxm")]}),
+                    measurements={"gpu.thermal_power.load": load})
+    g = gpu_thermal_power.probe(host, ScanOptions(level=Level.FULL)).gpus[0]
+    assert g.under_load and g.temp_c == 86 and g.sm_clock_mhz == 1350 and g.power_w == 699.5
+    assert g.power_capped_by_limit and not g.idle and g.margin_c == 3
+    at_rest = gpu_thermal_power.probe(host, STANDARD)
+    assert not at_rest.gpus[0].under_load and "level full" in at_rest.load_reason
