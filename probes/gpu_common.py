@@ -29,10 +29,10 @@ def gpu_count(host: Host) -> int:
         count = host.nvml("nvmlDeviceGetCount")
     except HostReadError as exc:
         if reason_of(exc) == "library-missing":
-            # live: doctor/nvml.py's advice (driver absent, kernel module not loaded, …);
-            # a recording without nvml.json was taken where the driver was absent
-            live = host.kind == "live" and exc.detail
-            raise Skip(exc.detail if live else NO_DRIVER) from None
+            # doctor/nvml.py's advice (driver absent, kernel module not loaded, …), or the
+            # replay's "not loaded in this recording"; NO_DRIVER when neither says more
+            detail = exc.detail if exc.detail and exc.detail != "recorded" else NO_DRIVER
+            raise Skip(detail) from None
         raise
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise HostReadError("nvml nvmlDeviceGetCount()", "failed",
