@@ -189,3 +189,54 @@ def _reset_for_tests(pynvml: Any = None) -> None:
         _State.init_error = None
         _State.handles = {}
         _State.pynvml = pynvml
+
+
+NVML_ERROR_TIMEOUT = 10
+XID_POLL_MS = 50
+
+
+def watch_xids(seconds: float) -> list[dict]:
+    """XID critical-error events raised while watching for ``seconds`` (at most 30).
+
+    Registers ``nvmlEventTypeXidCriticalError`` on every GPU that supports it, one event set
+    per GPU so each event's device is known, and polls the sets with ``nvmlEventSetWait_v2``
+    (50 ms each) until the window ends. Returns ``[{"gpu": index, "xid": code}]``. Raises
+    ``HostReadError`` as ``query`` does; ``not-supported`` when no GPU can report events
+    (some virtualised and MIG setups). Manual equivalent: ``dcgmi health`` or watching
+    ``dmesg -w | grep Xid``.
+    """
+    import time
+
+    pynvml = _init()
+    count = query("nvmlDeviceGetCount")
+    sets: dict[int, Any] = {}
+    path = "nvml xid events"
+    try:
+        for index in range(count):
+            event_set = pynvml.nvmlEventSetCreate()
+            try:
+                pynvml.nvmlDeviceRegisterEvents(_handle(pynvml, index),
+                                                pynvml.nvmlEventTypeXidCriticalError, event_set)
+            except pynvml.NVMLError:
+                pynvml.nvmlEventSetFree(event_set)
+                continue
+            sets[index] = event_set
+        if not sets:
+            raise HostReadError(path, "not-supported", "no GPU reports XID events")
+        events: list[dict] = []
+        deadline = time.monotonic() + min(max(seconds, 0.0), 30.0)
+        while time.monotonic() < deadline:
+            for index, event_set in sets.items():
+                try:
+                    data = pynvml.nvmlEventSetWait_v2(event_set, XID_POLL_MS)
+                except pynvml.NVMLError as exc:
+                    if exc.value == NVML_ERROR_TIMEOUT:
+                        continue
+                    raise HostReadError(path, _ERROR_REASONS.get(exc.value, "failed"), str(exc)) from None
+                events.append({"gpu": index, "xid": int(data.eventData)})
+        return events
+    except pynvml.NVMLError as exc:
+        raise HostReadError(path, _ERROR_REASONS.get(exc.value, "failed"), str(exc)) from None
+    finally:
+        for event_set in sets.values():
+            pynvml.nvmlEventSetFree(event_set)

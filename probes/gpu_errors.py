@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.host import Host, HostReadError
-from doctor.model import ScanOptions
+from doctor.host import Host, HostReadError, MeasurementError
+from doctor.model import Level, ScanOptions
 from probes.gpu_common import Reader, gpu_count, reason_of
 from probes.gpu_xid import XidEvent, parse_kernel_log, same_bus
 
 ERR_CORRECTED, ERR_UNCORRECTED = 0, 1  # nvmlMemoryErrorType_t
 VOLATILE, AGGREGATE = 0, 1  # nvmlEccCounterType_t
 KERN_LOG = "/var/log/kern.log"
+XID_WATCH_S = 2.0  # level standard: how long to listen for XID events from NVML
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,8 @@ class GpuErrorsRecord:
     gpus: tuple[GpuErrors, ...]
     xid_source: str  # "dmesg", "/var/log/kern.log", or why neither could be read
     xids_unmatched: tuple[XidEvent, ...]  # logged for a bus no GPU has now (fell off the bus)
+    xid_watch_s: float | None  # level standard: seconds NVML's XID events were watched
+    xid_watch_reason: str | None  # why they were not (level quick, not supported, …)
 
 
 def read_kernel_log(host: Host) -> tuple[list[XidEvent], str]:
@@ -96,13 +99,46 @@ def read_gpu(host: Host, index: int, events: list[XidEvent]) -> GpuErrors:
     )
 
 
+def watch_events(host: Host, options: ScanOptions,
+                 buses: list[str | None]) -> tuple[list[XidEvent], str | None]:
+    """XID events NVML raises during a short window (level standard), as kernel-log events."""
+    if options.level < Level.STANDARD:
+        return [], "level quick reads the kernel log only"
+
+    def watch() -> dict:
+        from doctor.nvml import watch_xids
+
+        return {"seconds": XID_WATCH_S, "events": watch_xids(XID_WATCH_S)}
+    try:
+        data = host.measure("gpu.errors.xid_watch", watch)
+    except (HostReadError, MeasurementError) as exc:
+        return [], str(exc)
+    found = data.get("events") if isinstance(data, dict) else None
+    if not isinstance(found, list):
+        return [], "the XID watch holds no event list"
+    events = []
+    for e in found:
+        gpu, code = (e.get("gpu"), e.get("xid")) if isinstance(e, dict) else (None, None)
+        if isinstance(gpu, int) and isinstance(code, int) and 0 <= gpu < len(buses):
+            bus = (buses[gpu] or "").lower()
+            line = f"NVRM: Xid (PCI:{bus[4:].rsplit('.', 1)[0]}): {code}, from NVML during the scan"
+            events.extend(parse_kernel_log(line))
+    return events, None
+
+
 def probe(host: Host, options: ScanOptions) -> GpuErrorsRecord:
     count = gpu_count(host)
     events, source = read_kernel_log(host)
+    pci = [Reader(host).mapping("bus", "nvmlDeviceGetPciInfo", i) or {} for i in range(count)]
+    buses = [p.get("busId") if isinstance(p.get("busId"), str) else None for p in pci]
+    watched, watch_reason = watch_events(host, options, buses)
+    events = events + watched
     gpus = tuple(read_gpu(host, i, events) for i in range(count))
     matched = {id(e) for g in gpus for e in g.xids}
     return GpuErrorsRecord(gpus=gpus, xid_source=source,
-                           xids_unmatched=tuple(e for e in events if id(e) not in matched))
+                           xids_unmatched=tuple(e for e in events if id(e) not in matched),
+                           xid_watch_s=None if watch_reason else XID_WATCH_S,
+                           xid_watch_reason=watch_reason)
 
 
 def summary(record: GpuErrorsRecord) -> str:

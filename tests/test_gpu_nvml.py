@@ -154,3 +154,31 @@ def test_live_without_driver_is_library_missing():
         pytest.skip("this machine has an NVIDIA driver")
     finally:
         nvml._reset_for_tests(None)
+
+
+def test_watch_xids_collects_events_per_device_and_frees_the_sets(use):
+    freed, waits = [], []
+
+    def wait(event_set, timeout_ms):
+        waits.append(event_set)
+        if event_set == "set1" and len(waits) == 2:
+            return types.SimpleNamespace(eventData=79)
+        raise NVMLError(10)  # NVML_ERROR_TIMEOUT
+
+    sets = iter(["set0", "set1"])
+    use(nvmlDeviceGetCount=lambda: 2, nvmlEventSetCreate=lambda: next(sets),
+        nvmlDeviceRegisterEvents=lambda h, kind, s: None, nvmlEventTypeXidCriticalError=8,
+        nvmlEventSetWait_v2=wait, nvmlEventSetFree=freed.append)
+    assert nvml.watch_xids(0.2) == [{"gpu": 1, "xid": 79}]
+    assert sorted(freed) == ["set0", "set1"]
+
+
+def test_watch_xids_not_supported_anywhere(use):
+    freed = []
+    use(nvmlDeviceGetCount=lambda: 1, nvmlEventSetCreate=lambda: "s",
+        nvmlDeviceRegisterEvents=raiser(3), nvmlEventTypeXidCriticalError=8,
+        nvmlEventSetFree=freed.append)
+    with pytest.raises(HostReadError) as caught:
+        nvml.watch_xids(0.1)
+    assert str(getattr(caught.value.reason, "value", caught.value.reason)) == "not-supported"
+    assert freed == ["s"]

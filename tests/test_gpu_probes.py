@@ -257,3 +257,15 @@ def test_thermal_level_full_takes_the_load_worst_moment():
     assert g.power_capped_by_limit and not g.idle and g.margin_c == 3
     at_rest = gpu_thermal_power.probe(host, STANDARD)
     assert not at_rest.gpus[0].under_load and "level full" in at_rest.load_reason
+
+
+def test_errors_at_standard_add_xid_events_nvml_raised_during_the_scan():
+    machine = {"gpus": [gpu("a100-sxm-80gb"), gpu("a100-sxm-80gb")]}
+    host = gpu_host(nvml_entries(machine), measurements={
+        "gpu.errors.xid_watch": {"seconds": 2.0, "events": [{"gpu": 1, "xid": 79}, {"gpu": 9, "xid": 1}]}})
+    record = gpu_errors.probe(host, STANDARD)
+    assert record.xid_watch_s == 2.0 and record.xid_watch_reason is None
+    assert record.gpus[1].hardware_xids == (79,) and record.gpus[0].xids == ()
+    assert "from NVML" in record.gpus[1].xids[0].line
+    quick = gpu_errors.probe(host, QUICK)
+    assert quick.xid_watch_s is None and "level quick" in quick.xid_watch_reason

@@ -72,6 +72,7 @@ MEASUREMENTS = {"gpu.pcie.load.0": {"gen_max_seen": 4, "width_min_seen": 16},
                 "gpu.bandwidth.0": {"d2d": {"gbps": 1500.0}, "h2d_pinned": {"gbps": 25.0}},
                 "gpu.bandwidth.p2p": {"pairs": [{"a": 0, "b": 1, "gbps": 20.0}]},
                 "gpu.first_use": {"first_s": 1.0, "warm_s": 0.0001},
+                "gpu.errors.xid_watch": {"seconds": 2.0, "events": [{"gpu": 0, "xid": 79}]},
                 "gpu.kv_alloc.allocator": {"16": {"allocator_overhead_fraction": 0.02}}}
 
 
