@@ -104,8 +104,9 @@ def _init() -> Any:
         try:
             pynvml.nvmlInit()
         except (pynvml.NVMLError, OSError) as exc:  # OSError: ctypes failed to load the .so
-            code = getattr(exc, "value", None)
-            reason = _ERROR_REASONS.get(code, "library-missing") if code is not None else "library-missing"
+            value = getattr(exc, "value", None)
+            code = value if isinstance(value, int) else -1
+            reason = _ERROR_REASONS.get(code, "library-missing")
             advice = _INIT_ADVICE.get(code, f"NVML could not start: {exc}")
             _State.init_error = HostReadError("nvml nvmlInit", reason, advice)
             raise _State.init_error from None

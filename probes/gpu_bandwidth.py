@@ -125,7 +125,8 @@ def read_gpu(host: Host, index: int, errors: dict[str, str]) -> GpuBandwidth:
     ceiling, source = memory_ceiling_gbps(
         name, r.integer("mem_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", index, 2),
         r.integer("bus_width", "nvmlDeviceGetMemoryBusWidth", index))
-    link = data.get("link_during_h2d") if isinstance(data.get("link_during_h2d"), dict) else {}
+    raw_link = data.get("link_during_h2d")
+    link = raw_link if isinstance(raw_link, dict) else {}
     gen = link.get("gen") if isinstance(link.get("gen"), int) else None
     width = link.get("width") if isinstance(link.get("width"), int) else None
     trained = link_ceiling_gbps(gen, width)

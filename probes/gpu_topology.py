@@ -71,11 +71,14 @@ def cpu_list(words: list) -> str | None:
             for bit in range(64) if word >> bit & 1]
     if not cpus:
         return None
-    ranges, start = [], cpus[0]
-    for prev, cur in zip(cpus, cpus[1:] + [None]):
-        if cur != prev + 1 if cur is not None else True:
-            ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = cur
+    ranges: list[str] = []
+    start = prev = cpus[0]
+    for cpu in cpus[1:] + [-1]:  # -1 closes the last range
+        if cpu == prev + 1:
+            prev = cpu
+            continue
+        ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
+        start = prev = cpu
     return ",".join(ranges)
 
 

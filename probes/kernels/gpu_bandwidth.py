@@ -32,12 +32,12 @@ GPU_BYTES = 256 << 20
 CPU_BYTES = 32 << 20
 
 
-def _timer(device: str) -> Callable[[Callable[[], None]], float]:
+def _timer(device: str) -> Callable[[Callable[[], object]], float]:
     """A function timing one call of ``op`` in seconds: CUDA events on a GPU, else perf_counter."""
     import torch
 
     if device.startswith("cuda"):
-        def timed(op: Callable[[], None]) -> float:
+        def timed(op: Callable[[], object]) -> float:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             op()
@@ -46,14 +46,14 @@ def _timer(device: str) -> Callable[[Callable[[], None]], float]:
             return start.elapsed_time(end) / 1000.0
         return timed
 
-    def timed_cpu(op: Callable[[], None]) -> float:
+    def timed_cpu(op: Callable[[], object]) -> float:
         t0 = time.perf_counter()
         op()
         return time.perf_counter() - t0
     return timed_cpu
 
 
-def median_gbps(op: Callable[[], None], nbytes_counted: int, device: str, warmup: int = 3,
+def median_gbps(op: Callable[[], object], nbytes_counted: int, device: str, warmup: int = 3,
                 repeats: int = 10, budget_s: float = 5.0) -> dict:
     """Warm up, then the median of up to ``repeats`` timed calls within ``budget_s``."""
     timed = _timer(device)
