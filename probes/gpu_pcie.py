@@ -2,8 +2,9 @@
 
 Source: NVML ``nvmlDeviceGetCurrPcieLinkGeneration/Width``, ``GetMaxPcieLinkGeneration``
 (the most this GPU and its slot together allow), ``GetGpuMaxPcieLinkGeneration`` (the
-GPU's own), ``GetMaxPcieLinkWidth``, ``GetPcieReplayCounter``. No root needed. Manual
-equivalent: ``nvidia-smi -q -d PCIE`` (or ``lspci -vv -s BUS | grep LnkSta``) during a copy.
+GPU's own), ``GetMaxPcieLinkWidth``, ``GetPcieReplayCounter``; the slot's own capability from sysfs: the upstream port
+(the parent of ``/sys/bus/pci/devices/<bdf>``) ``max_link_speed`` and ``max_link_width``. No
+root needed. Manual equivalent: ``nvidia-smi -q -d PCIE`` (or ``lspci -vv -s BUS | grep LnkSta``) during a copy.
 
 Why under load: NVIDIA GPUs lower their link *speed* at idle to save power (Gen1, 2.5 GT/s,
 on a Gen4 card is normal at idle) but keep their *width*. So a short width is degraded at
@@ -20,13 +21,15 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from doctor.host import Host, MeasurementError
+from doctor.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions
-from probes.gpu_common import Reader, gpu_count
+from probes.gpu_common import Reader, gpu_count, reason_of
 
 # Per lane per direction, GB/s (decimal), after line coding: Gen1/2 8b/10b, Gen3-5
 # 128b/130b, Gen6 PAM4 FLIT 236/256 (PCI-SIG; ../shared/reference/gpu-facts.md).
 LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.375}
+# sysfs max_link_speed ("16.0 GT/s PCIe"; "16 GT/s" before kernel 5.1) -> generation
+GT_PER_S = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 LOAD_SECONDS = 1.0
 LOAD_TIMEOUT_S = 60.0
 
@@ -45,16 +48,18 @@ class GpuLink:
     width_current: int | None  # nvmlDeviceGetCurrPcieLinkWidth, at rest
     gen_max: int | None  # nvmlDeviceGetMaxPcieLinkGeneration: GPU and slot together
     gen_gpu_max: int | None  # nvmlDeviceGetGpuMaxPcieLinkGeneration: the GPU alone
-    width_max: int | None  # nvmlDeviceGetMaxPcieLinkWidth
+    width_max: int | None  # nvmlDeviceGetMaxPcieLinkWidth (the GPU's)
+    slot_gen_max: int | None  # the upstream port's max_link_speed, as a generation
+    slot_width_max: int | None  # the upstream port's max_link_width: an x8 slot stays x8
     replay_count: int | None  # nvmlDeviceGetPcieReplayCounter (link-level retries)
     under_load: bool  # gen/width_loaded were read during a host-to-device copy
     gen_loaded: int | None  # highest generation seen during the copy
     width_loaded: int | None  # lowest width seen during the copy
-    slot_limited: bool  # the slot, not the GPU, caps the generation (gen_max < gen_gpu_max)
-    width_short: bool  # the link trained narrower than it can (at rest or under load)
+    slot_limited: bool  # the slot, not the GPU, caps the link (generation or width)
+    width_short: bool  # trained narrower than both the GPU and its slot allow
     gen_low_under_load: bool  # below gen_max while a transfer ran
     ceiling_trained_gbps: float | None  # one direction, at the generation/width seen in use
-    ceiling_capable_gbps: float | None  # one direction, at gen_max x width_max
+    ceiling_capable_gbps: float | None  # one direction, gen_max x the width GPU and slot allow
     missing: dict[str, str]
 
 
@@ -85,8 +90,36 @@ def _int_of(data: dict, key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def slot_of(host: Host, r: Reader, bus_id: str | None) -> tuple[int | None, int | None]:
+    """(generation, width) the GPU's upstream port (its slot) is capable of, from sysfs."""
+    if not bus_id:
+        return None, None
+    bdf = bus_id.lower()[-12:]  # NVML "00000000:18:00.0" -> sysfs "0000:18:00.0"
+    try:
+        parent = host.read_link(f"/sys/bus/pci/devices/{bdf}").rstrip("/").split("/")[-2]
+    except HostReadError as exc:
+        r.missing["slot_gen_max"] = reason_of(exc)
+        return None, None
+    if parent.startswith("pci"):  # on the root complex itself: no port of its own to read
+        return None, None
+    base = f"/sys/bus/pci/devices/{parent}"
+    try:
+        speed = host.read_text(f"{base}/max_link_speed").split()
+        width = host.read_text(f"{base}/max_link_width").strip()
+    except HostReadError as exc:
+        r.missing["slot_gen_max"] = reason_of(exc)
+        return None, None
+    try:
+        gen = GT_PER_S.get(float(speed[0])) if speed else None
+    except ValueError:
+        gen = None
+    return gen, int(width) if width.isdigit() else None
+
+
 def read_link(host: Host, index: int, load: dict | None) -> GpuLink:
     r = Reader(host)
+    pci = r.mapping("slot_gen_max", "nvmlDeviceGetPciInfo", index)
+    slot_gen, slot_width = slot_of(host, r, r.item("slot_gen_max", pci, "busId", str))
     gen = r.integer("gen_current", "nvmlDeviceGetCurrPcieLinkGeneration", index)
     width = r.integer("width_current", "nvmlDeviceGetCurrPcieLinkWidth", index)
     gen_max = r.integer("gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", index)
@@ -95,19 +128,23 @@ def read_link(host: Host, index: int, load: dict | None) -> GpuLink:
     gen_loaded = _int_of(load, "gen_max_seen") if load else None
     width_loaded = _int_of(load, "width_min_seen") if load else None
     widths = [w for w in (width, width_loaded) if w]
+    # the widest the link can train: the GPU's width, unless its slot is narrower
+    capable_width = min(slot_width, width_max) if slot_width and width_max else width_max
     in_use_gen = gen_loaded or gen
     in_use_width = width_loaded or width
     return GpuLink(
         index=index, gen_current=gen, width_current=width, gen_max=gen_max,
-        gen_gpu_max=gen_gpu_max, width_max=width_max,
+        gen_gpu_max=gen_gpu_max, width_max=width_max, slot_gen_max=slot_gen,
+        slot_width_max=slot_width,
         replay_count=r.integer("replay_count", "nvmlDeviceGetPcieReplayCounter", index),
         under_load=gen_loaded is not None,
         gen_loaded=gen_loaded, width_loaded=width_loaded,
-        slot_limited=bool(gen_max and gen_gpu_max and gen_max < gen_gpu_max),
-        width_short=bool(width_max and widths and min(widths) < width_max),
+        slot_limited=bool((gen_max and gen_gpu_max and gen_max < gen_gpu_max)
+                          or (slot_width and width_max and slot_width < width_max)),
+        width_short=bool(width_max and widths and min(widths) < capable_width),
         gen_low_under_load=bool(gen_loaded and gen_max and gen_loaded < gen_max),
         ceiling_trained_gbps=link_ceiling_gbps(in_use_gen, in_use_width),
-        ceiling_capable_gbps=link_ceiling_gbps(gen_max, width_max),
+        ceiling_capable_gbps=link_ceiling_gbps(gen_max, capable_width),
         missing=r.missing,
     )
 

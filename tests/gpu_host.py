@@ -14,7 +14,8 @@ from doctor.recorded import RecordedHost, RecordWriter
 
 def gpu_host(entries: list[dict] | None, files: dict[str, str] | None = None,
              commands: dict[tuple[str, ...], CommandOutput] | None = None,
-             measurements: dict[str, Any] | None = None) -> RecordedHost:
+             measurements: dict[str, Any] | None = None,
+             links: dict[str, str] | None = None) -> RecordedHost:
     """``entries`` as nvml.json holds them; None: a host without the driver (no nvml.json)."""
     tmp = tempfile.TemporaryDirectory(prefix="gpu-host-")
     root = tmp.name
@@ -25,6 +26,8 @@ def gpu_host(entries: list[dict] | None, files: dict[str, str] | None = None,
     w.dir("/proc", procs)
     for path, text in (files or {}).items():
         w.file(path, text)
+    for path, target in (links or {}).items():
+        w.link(path, target)
     for argv, out in (commands or {}).items():
         w.command(argv, out)
     for name, value in (measurements or {}).items():

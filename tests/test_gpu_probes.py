@@ -269,3 +269,31 @@ def test_errors_at_standard_add_xid_events_nvml_raised_during_the_scan():
     assert "from NVML" in record.gpus[1].xids[0].line
     quick = gpu_errors.probe(host, QUICK)
     assert quick.xid_watch_s is None and "level quick" in quick.xid_watch_reason
+
+
+def _slot(bus: str, port: str, speed: str, width: int) -> tuple[dict, dict]:
+    links = {f"/sys/bus/pci/devices/{bus}": f"../../../devices/pci0000:00/{port}/{bus}"}
+    files = {f"/sys/bus/pci/devices/{port}/max_link_speed": f"{speed}\n",
+             f"/sys/bus/pci/devices/{port}/max_link_width": f"{width}\n"}
+    return links, files
+
+
+def test_pcie_x8_slot_is_slot_limited_not_degraded():
+    links, files = _slot("0000:18:00.0", "0000:00:01.1", "16.0 GT/s PCIe", 8)
+    host = gpu_host(nvml_entries({"gpus": [gpu("rtx4090", width=8)]}), files=files, links=links)
+    link = gpu_pcie.probe(host, QUICK).gpus[0]
+    assert link.slot_gen_max == 4 and link.slot_width_max == 8
+    assert link.slot_limited and not link.width_short
+    assert link.ceiling_capable_gbps == 15.75
+
+
+def test_pcie_x16_slot_trained_x8_is_short():
+    links, files = _slot("0000:18:00.0", "0000:00:01.1", "16 GT/s", 16)
+    host = gpu_host(nvml_entries({"gpus": [gpu("rtx4090", width=8)]}), files=files, links=links)
+    link = gpu_pcie.probe(host, QUICK).gpus[0]
+    assert link.slot_width_max == 16 and link.width_short and not link.slot_limited
+
+
+def test_pcie_without_sysfs_says_why_the_slot_is_unknown():
+    link = gpu_pcie.probe(gpu_host(nvml_entries({"gpus": [gpu("l40s")]})), QUICK).gpus[0]
+    assert link.slot_width_max is None and link.missing["slot_gen_max"] == "not-found"
