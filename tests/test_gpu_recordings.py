@@ -162,3 +162,20 @@ def test_records_are_frozen_values():
             assert dataclasses.is_dataclass(p.record)
             with pytest.raises(dataclasses.FrozenInstanceError):
                 setattr(p.record, dataclasses.fields(p.record)[0].name, None)
+
+
+@pytest.mark.parametrize("name", GPU_HOSTS)
+def test_json_report_of_a_gpu_host_follows_the_schema(name):
+    import json
+
+    import jsonschema
+
+    from reports.json_report import render
+    from tests.conftest import REPO
+
+    source = RecordedHost(FIXTURE_HOSTS / name)
+    level = Level.parse(source.manifest["host"].get("level", "standard"))
+    report = json.loads(render(scan(source, ScanOptions(level=level), PROBES, RULES)))
+    jsonschema.validate(report, json.loads((REPO / "docs" / "report-schema.json").read_text()))
+    gpu = {p["name"]: p for p in report["probes"] if p["name"].startswith("gpu.")}
+    assert gpu["gpu.inventory"]["status"] == "ok"
