@@ -141,7 +141,7 @@ def read_link(host: Host, index: int, load: dict | None) -> GpuLink:
         gen_loaded=gen_loaded, width_loaded=width_loaded,
         slot_limited=bool((gen_max and gen_gpu_max and gen_max < gen_gpu_max)
                           or (slot_width and width_max and slot_width < width_max)),
-        width_short=bool(width_max and widths and min(widths) < capable_width),
+        width_short=bool(capable_width and widths and min(widths) < capable_width),
         gen_low_under_load=bool(gen_loaded and gen_max and gen_loaded < gen_max),
         ceiling_trained_gbps=link_ceiling_gbps(in_use_gen, in_use_width),
         ceiling_capable_gbps=link_ceiling_gbps(gen_max, capable_width),
