@@ -2,7 +2,8 @@
 
 Each kernel warms up, then times ``repeats`` copies one by one and reports the median, in
 decimal GB/s (1e9 B/s). Timing: CUDA events on a GPU (the copy's own time on the device),
-``time.perf_counter`` on the CPU (where the same code runs in the tests). Every loop stops at
+``time.perf_counter`` on the CPU (where the same code runs in the tests) and for peer copies
+(which span two devices' streams; timed to both devices' synchronisation). Every loop stops at
 ``budget_s`` whatever the repeat count. How the figures count bytes:
 
 * ``device_copy``: a device-to-device ``copy_`` reads and writes ``nbytes`` each: counted
@@ -90,11 +91,18 @@ def host_copy(device: str, nbytes: int, to_device: bool, pinned: bool, **kw) -> 
 
 
 def peer_copy(a: str, b: str, nbytes: int, **kw) -> dict:
+    """Timed with perf_counter around the copy and both devices' synchronisation: events
+    belong to one device's stream, and a peer copy involves two."""
     import torch
 
     src = torch.ones(nbytes, dtype=torch.uint8, device=a)
     dst = torch.empty(nbytes, dtype=torch.uint8, device=b)
-    return median_gbps(lambda: dst.copy_(src), nbytes, a, **kw)
+
+    def op() -> None:
+        dst.copy_(src)
+        torch.cuda.synchronize(a)
+        torch.cuda.synchronize(b)
+    return median_gbps(op, nbytes, "cpu", **kw)
 
 
 def bind_cpus(cpus: str | None) -> None:
@@ -108,28 +116,41 @@ def bind_cpus(cpus: str | None) -> None:
     os.sched_setaffinity(0, chosen & os.sched_getaffinity(0) or os.sched_getaffinity(0))
 
 
-def link_now(index: int) -> dict:
-    """The link's generation and width right after a copy (NVML); {} where there is none."""
+def link_during_copy(index: int, nbytes: int) -> dict:
+    """The link's generation and width read while pinned host-to-device copies run (NVML):
+    an idle link trains down within milliseconds, so it is read between queued copies."""
+    import torch
+
     from doctor.host import HostReadError
     from doctor.nvml import query
 
+    host = torch.ones(nbytes, dtype=torch.uint8).pin_memory()
+    dev = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{index}")
+    for _ in range(4):
+        dev.copy_(host, non_blocking=True)
     try:
         return {"gen": query("nvmlDeviceGetCurrPcieLinkGeneration", index),
                 "width": query("nvmlDeviceGetCurrPcieLinkWidth", index)}
     except HostReadError:
         return {}
+    finally:
+        torch.cuda.synchronize(index)
 
 
 def measure_device(index: int | None, budget_s: float) -> dict:
     """Every single-device kernel for GPU ``index`` (None: the CPU, for tests)."""
+    import torch
+
     device = "cpu" if index is None else f"cuda:{index}"
     nbytes = CPU_BYTES if index is None else GPU_BYTES
+    if index is not None:
+        torch.cuda.set_device(index)  # events record on the current device's stream
     kw = {"budget_s": budget_s}
     out = {"device": device, "bytes": nbytes,
            "d2d": device_copy(device, nbytes, **kw),
            "h2d_pinned": host_copy(device, nbytes, True, True, **kw)}
     if index is not None:
-        out["link_during_h2d"] = link_now(index)
+        out["link_during_h2d"] = link_during_copy(index, nbytes)
     out["d2h_pinned"] = host_copy(device, nbytes, False, True, **kw)
     out["h2d_pageable"] = host_copy(device, nbytes, True, False, **kw)
     out["d2h_pageable"] = host_copy(device, nbytes, False, False, **kw)

@@ -70,7 +70,8 @@ def run_load(devices: list[str], seconds: float, size: int) -> dict:
                 samples[i].append(_sample(i))
             next_sample = now + SAMPLE_EVERY_S
         if devices[0].startswith("cuda"):
-            torch.cuda.synchronize()
+            for d in devices:  # every device: an unsynchronised one would queue unbounded work
+                torch.cuda.synchronize(d)
     elapsed = time.perf_counter() - start
     return {"seconds": round(elapsed, 2), "size": size,
             "gpus": [{**_fold(s), "tflops": round(f / elapsed / 1e12, 1)}
