@@ -129,10 +129,11 @@ PROBES = PROBES + (
         name="gpu.thermal_power",
         level=Level.QUICK,
         description="Temperatures against slowdown/shutdown thresholds, clock-event reasons, clocks and power against limits (full: under load)",
-        reads="NVML: nvmlDeviceGetTemperature/Threshold, GetCurrentClocksEventReasons, GetClockInfo, GetPowerUsage, GetEnforcedPowerLimit",
-        timeout_s=15.0,
+        reads="NVML: nvmlDeviceGetTemperature/Threshold, GetCurrentClocksEventReasons, GetClockInfo, GetPowerUsage, GetEnforcedPowerLimit; full: a 30 s matmul load (child process)",
+        timeout_s=150.0,  # level full: 30 s of load, the child's start and its CUDA context
         run=gpu_thermal_power.probe,
         summary=gpu_thermal_power.summary,
+        exclusive=True,  # its level-full load must not run beside the CPU sampling
     ),
     ProbeSpec(
         name="gpu.memory",

@@ -5,7 +5,7 @@ power and clock-event reasons meanwhile (throttling that only shows under load).
 a GPU, as gpu-burn does; 256^2 fp32 with ``--device cpu`` for tests) back to back on each
 device for ``--seconds`` (at most 120), reading NVML every 0.5 s, and prints one JSON object:
 per GPU the worst moment (``temp_c_max``, ``sm_clock_mhz_min``, ``power_w_max``), the OR of
-every reason mask seen (``reasons_mask_any``), the sample count and the TFLOP/s achieved.
+every reason mask seen without the idle bit (``reasons_mask_any``), the sample count and the TFLOP/s achieved.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _fold(samples: list[dict]) -> dict:
     temps, clocks, power, reasons = (values(k) for k in ("temp_c", "sm_clock_mhz", "power_mw", "reasons"))
     mask = 0
     for r in reasons:
-        mask |= r
+        mask |= r & ~0x1  # GpuIdle: set in samples before the load ramps; not true of the load
     return {"samples": len(samples), "temp_c_max": max(temps, default=None),
             "sm_clock_mhz_min": min(clocks, default=None),
             "power_w_max": round(max(power) / 1000, 1) if power else None,
