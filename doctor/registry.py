@@ -184,3 +184,97 @@ PROBES += (
         summary=engine_capacity.summary,
     ),
 )
+
+# GPU probes (issue 6). Appended to the tuple above so the host probes keep their order.
+from probes import (  # noqa: E402
+    gpu_errors,
+    gpu_inventory,
+    gpu_memory,
+    gpu_pcie,
+    gpu_thermal_power,
+    gpu_topology,
+)
+
+PROBES = PROBES + (
+    ProbeSpec(
+        name="gpu.inventory",
+        level=Level.QUICK,
+        description="NVIDIA GPUs: model, UUID, bus id, driver and CUDA versions, memory, persistence mode, MIG",
+        reads="NVML: nvmlSystemGetDriverVersion, nvmlDeviceGetName/UUID/PciInfo/MemoryInfo/PersistenceMode/MigMode",
+        timeout_s=15.0,
+        run=gpu_inventory.probe,
+        summary=gpu_inventory.summary,
+    ),
+    ProbeSpec(
+        name="gpu.pcie",
+        level=Level.QUICK,
+        description="Each GPU's PCIe generation and width, as trained and as capable, read during a host-to-device copy (standard)",
+        reads="NVML: nvmlDeviceGetCurr/MaxPcieLinkGeneration/Width, GetPcieReplayCounter; /sys/bus/pci/devices/<bdf> upstream port max_link_speed/width; a 1 s copy per GPU (child process)",
+        timeout_s=180.0,  # per GPU: a child's torch import and CUDA context (~5-10 s cold) and 1 s of copies
+        run=gpu_pcie.probe,
+        summary=gpu_pcie.summary,
+        exclusive=True,
+    ),
+    ProbeSpec(
+        name="gpu.topology",
+        level=Level.QUICK,
+        description="GPU pairs: common PCIe ancestor (PIX/PXB/PHB/NODE/SYS), NVLink, P2P, NUMA node and CPU affinity",
+        reads="NVML: nvmlDeviceGetTopologyCommonAncestor, GetP2PStatus, GetNvLinkState, GetNumaNodeId, GetCpuAffinity; engines' --tensor-parallel-size",
+        timeout_s=20.0,
+        run=gpu_topology.probe,
+        summary=gpu_topology.summary,
+    ),
+    ProbeSpec(
+        name="gpu.thermal_power",
+        level=Level.QUICK,
+        description="Temperatures against slowdown/shutdown thresholds, clock-event reasons, clocks and power against limits (full: under load)",
+        reads="NVML: nvmlDeviceGetTemperature/Threshold, GetCurrentClocksEventReasons, GetClockInfo, GetPowerUsage, GetEnforcedPowerLimit; full: a 30 s matmul load (child process)",
+        timeout_s=150.0,  # level full: 30 s of load, the child's start and its CUDA context
+        run=gpu_thermal_power.probe,
+        summary=gpu_thermal_power.summary,
+        exclusive=True,  # its level-full load must not run beside the CPU sampling
+    ),
+    ProbeSpec(
+        name="gpu.memory",
+        level=Level.QUICK,
+        description="GPU memory used and total, and the processes holding it, engine or not",
+        reads="NVML: nvmlDeviceGetMemoryInfo, GetComputeRunningProcesses; /proc/<pid>/comm, cmdline",
+        timeout_s=15.0,
+        run=gpu_memory.probe,
+        summary=gpu_memory.summary,
+    ),
+    ProbeSpec(
+        name="gpu.errors",
+        level=Level.QUICK,
+        description="ECC errors, remapped rows or retired pages (pending, failed), XID events from the kernel log",
+        reads="NVML: nvmlDeviceGetEccMode, GetTotalEccErrors, GetRemappedRows, GetRetiredPagesPendingStatus; dmesg or /var/log/kern.log; standard: NVML XID events for 2 s",
+        timeout_s=15.0,
+        run=gpu_errors.probe,
+        summary=gpu_errors.summary,
+    ),
+)
+
+from probes import gpu_bandwidth, gpu_kv_alloc  # noqa: E402
+
+PROBES = PROBES + (
+    ProbeSpec(
+        name="gpu.kv_alloc",
+        level=Level.QUICK,
+        description="KV-cache waste of each engine's allocation (block size, per-slot reservations) on a request-length mix; standard: the GPU allocator's overhead",
+        reads="engines' --block-size / --page-size / -c -np; standard: a torch allocator replay on GPU 0 (child process)",
+        timeout_s=90.0,
+        run=gpu_kv_alloc.probe,
+        summary=gpu_kv_alloc.summary,
+        exclusive=True,
+    ),
+    ProbeSpec(
+        name="gpu.bandwidth",
+        level=Level.STANDARD,
+        description="Device-memory, host<->device (pinned, pageable) and peer-to-peer copy bandwidth, each against its ceiling; first-use cost",
+        reads="NVML max memory clock, bus width, PCIe max generation/width, CPU affinity; torch copy kernels in child processes",
+        timeout_s=300.0,
+        run=gpu_bandwidth.probe,
+        summary=gpu_bandwidth.summary,
+        exclusive=True,
+    ),
+)
