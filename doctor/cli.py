@@ -102,6 +102,10 @@ def _emit(report: ScanReport, fmt: str, output: str | None) -> None:
         from reports.markdown import render
 
         text = render(report)
+    elif fmt == "html":
+        from reports.html import render
+
+        text = render(report)
     else:
         from rich.console import Console
 
@@ -136,7 +140,7 @@ _COMMON = [
                       "~/.config/llm-doctor/config.toml."),
     click.option("--rules", "rule_files", multiple=True, metavar="FILE",
                  help="An extra rule file to load beside the built-in checks (repeatable)."),
-    click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown"]),
+    click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown", "html"]),
                  default="terminal", show_default=True, help="How to print the report."),
     click.option("--output", "-o", metavar="FILE",
                  help="Write the report to FILE (atomically) instead of standard output."),
@@ -287,6 +291,13 @@ def playbook(cause) -> None:
     if cause not in CAUSES or not path_of(cause).is_file():
         raise ScanCannotRun(f"no playbook for '{cause}'; cause ids: {', '.join(CAUSES)}")
     Console().print(Markdown(path_of(cause).read_text()))
+
+
+from doctor.cli_daemon import daemon, report, rules_export  # noqa: E402 (the daemon's commands)
+
+cli.add_command(daemon)
+cli.add_command(report)
+rules.add_command(rules_export)
 
 
 def main() -> None:

@@ -1,0 +1,136 @@
+"""The HTML incident report: one self-contained file, no request leaves the page.
+
+No script, no external stylesheet, font or image; a Content-Security-Policy of
+``default-src 'none'`` makes sure of it even if a value slipped through. Every value is
+escaped by jinja2's autoescape, and every string from the host (evidence, command lines,
+records, reasons) is redacted first. Plots of the daemon's last hour are inline SVG.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from doctor.daemon.exporter import key_from_evidence
+from doctor.model import ScanReport
+from reports.json_report import to_dict
+from reports.svg import line_chart
+
+try:
+    from doctor.redact import redact_text
+except ImportError:  # until doctor/redact.py lands: the same masking, minimal
+    _SECRET = re.compile(
+        r"(?i)((?:--?[\w-]*(?:api[-_]?key|token|secret|password|passwd|credential)[\w-]*)(?:=|\s+)"
+        r"|\b[\w]*(?:API_?KEY|TOKEN|SECRET|PASSWORD)[\w]*=|Bearer\s+|://[^/\s:@]+:)([^\s@]+)")
+
+    def redact_text(text: str) -> str:
+        return _SECRET.sub(lambda m: m.group(1) + "***", text)
+
+# What the plots are for (issue: temperatures and clocks, KV-cache use, first-token latency,
+# bandwidth): metric names matching these are plotted beside those of the findings' evidence.
+_ALWAYS = re.compile(r"(_c$|temp|clock|mhz|kv_cache|first_token|ttft|_gbps$|busy_cores)")
+MAX_CHARTS = 12
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v) for v in value]
+    return value
+
+
+def _playbook(cause: str) -> list[tuple[str, Markup]]:
+    """The playbook's sections (## headings) rendered from Markdown, raw HTML and images off."""
+    from markdown_it import MarkdownIt
+
+    from playbooks import path_of
+
+    path = path_of(cause)
+    if not path.is_file():
+        return []
+    md = MarkdownIt("commonmark", {"html": False}).disable("image")
+    sections: list[tuple[str, Markup]] = []
+    for chunk in re.split(r"(?m)^## ", path.read_text())[1:]:
+        heading, _, body = chunk.partition("\n")
+        sections.append((heading.strip(), Markup(md.render(body))))  # noqa: S704 (escaped by markdown-it)
+    return sections
+
+
+def _matrix(value: Any) -> bool:
+    return (isinstance(value, list) and len(value) > 1 and all(isinstance(r, list) for r in value)
+            and all(not isinstance(c, (dict, list)) for r in value for c in r))
+
+
+def _charts(history: Any, findings: list[dict], now: float) -> list[Markup]:
+    if history is None:
+        return []
+    wanted = {str(k) for f in findings for k in f["evidence"]}
+    keys = {str(f.get("key") or "") for f in findings} - {""}
+    names = sorted(n for n in history.names()
+                   if _ALWAYS.search(n) or any(n.endswith("_" + w) for w in wanted))
+    charts = []
+    for name in names[:MAX_CHARTS]:
+        series = history.series(name)
+        # the finding's own item first (its pid, its GPU), then the others up to the palette
+        ranked = sorted(series.items(), key=lambda kv: not any(v in keys or any(v in k for k in keys)
+                                                               for _, v in kv[0]))
+        shown = {", ".join(f"{k}={v}" for k, v in labels) or "value": pts
+                 for labels, pts in ranked[:6]}
+        svg = line_chart(name, shown, now)
+        if svg:
+            charts.append(Markup(svg))  # noqa: S704 (reports/svg.py escapes every text)
+    return charts
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.tests["matrix"] = _matrix
+    env.tests["mapping"] = lambda v: isinstance(v, dict)
+    env.tests["sequence_of_mappings"] = lambda v: (isinstance(v, list) and bool(v)
+                                                   and all(isinstance(i, dict) for i in v))
+    return env
+
+
+def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
+                summaries: list[str] | None = None) -> str:
+    """The report from a JSON report's data (``reports.json_report.to_dict``)."""
+    data = _redacted(data)
+    now = time.time()
+    findings = data.get("findings", [])
+    for finding in findings:
+        finding["key"] = finding.get("key") or key_from_evidence(finding["evidence"])
+        finding["sections"] = _playbook(finding["cause"])
+    probes = data.get("probes", [])
+    for i, probe in enumerate(probes):
+        probe["summary"] = redact_text(summaries[i]) if summaries else (probe.get("reason") or "")
+    counts = {s: sum(1 for f in findings if f["severity"] == s) for s in ("critical", "warning", "info")}
+    alert_info = None
+    if alert is not None:
+        alert_info = {"rule": alert.rule, "key": redact_text(alert.key), "state": alert.state,
+                      "since": time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(alert.since)),
+                      "title": redact_text(alert.finding.title)}
+    template = _environment().get_template("report.html.j2")
+    return template.render(counts=counts, alert=alert_info,
+                           charts=_charts(history, findings, now),
+                           topology=[p for p in probes if p["name"].startswith("gpu.") and p["data"]],
+                           engines=[p for p in probes if p["name"].startswith("engine.") and p["data"]],
+                           **data)
+
+
+def render(report: ScanReport, history: Any = None, alert: Any = None) -> str:
+    """The report of a scan (``scan --format html``) or of the daemon's state."""
+    from reports.summaries import summary
+
+    return render_data(to_dict(report), history, alert, [summary(p) for p in report.probes])
+
+
+def render_incident(report: ScanReport, history: Any, alert: Any) -> str:
+    return render(report, history, alert)
