@@ -94,15 +94,20 @@ def _walk(value: Any, path: list[str], labels: Labels, out: list[Sample]) -> Non
     elif isinstance(value, (tuple, list)):
         for position, item in enumerate(value):
             if dataclasses.is_dataclass(item):
-                ident = _identity(item) or (("position", str(position)),)
-                _walk_item(item, path, (*labels, *ident), out)
+                _walk_item(item, position, path, labels, out)
 
 
-def _walk_item(item: Any, path: list[str], labels: Labels, out: list[Sample]) -> None:
-    names = {k for k, _ in labels}
+def _walk_item(item: Any, position: int, path: list[str], labels: Labels,
+               out: list[Sample]) -> None:
+    """One item of a tuple: its identifying fields become labels, the rest metrics."""
+    ident = _identity(item) or (("position", str(position)),)
+    taken = {k for k, _ in labels}
+    # an item inside an item (a GPU's processes) names its clashing labels after its field
+    renamed = tuple((f"{path[-1]}_{k}" if k in taken else k, v) for k, v in ident)
+    own = {k for k, _ in ident}
     for f in dataclasses.fields(item):
-        if f.name not in names:
-            _walk(getattr(item, f.name), [*path, f.name], labels, out)
+        if f.name not in own:
+            _walk(getattr(item, f.name), [*path, f.name], (*labels, *renamed), out)
 
 
 def finding_key(finding: Finding) -> str:
