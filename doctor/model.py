@@ -37,6 +37,7 @@ class ScanOptions:
 
     level: Level = Level.STANDARD
     model_dirs: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ()  # --endpoint URL: engines elsewhere or behind a proxy
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,7 @@ class ProbeSpec:
     timeout_s: float
     run: Callable[[Host, ScanOptions], Any]  # returns a frozen record or raises Skip
     exclusive: bool = False  # measures the machine: runs alone, after the read-only probes
+    summary: Callable[[Any], str] | None = None  # the record in one line for people
 
 
 class Skip(Exception):
@@ -75,6 +77,7 @@ class Finding:
     evidence: dict[str, Any]
     remediation: str
     playbook: str
+    key: str = ""  # the item's identity for a rule with `each` (pid, GPU UUID, path)
 
 
 @dataclass(slots=True)

@@ -16,6 +16,8 @@ from typing import Callable, Iterable
 from doctor.host import Host, HostReadError, MeasurementError
 from doctor.model import ProbeResult, ProbeSpec, ScanOptions, Skip
 
+_SHAPE_ERRORS = (TypeError, KeyError, ValueError, AttributeError, IndexError, OverflowError)
+
 OnEvent = Callable[[str, ProbeSpec, ProbeResult | None], None]
 
 
@@ -37,11 +39,20 @@ class _Call(threading.Thread):
             status, reason = "error", str(exc)
         except MeasurementError as exc:
             status, reason = "error", str(exc)
+        except RecursionError:
+            status, reason = "error", "the data read is nested too deeply to be real"
         except Exception as exc:  # the isolation boundary: a probe's bug must not sink the scan
             where = traceback.extract_tb(exc.__traceback__)[-1]
             status = "error"
-            reason = (f"internal error: {type(exc).__name__}: {exc} "
-                      f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno}); please report it")
+            at = f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
+            if self.host.kind == "recorded" and isinstance(exc, _SHAPE_ERRORS):
+                # A hand-edited or damaged recording: say so, rather than blame the probe.
+                reason = (f"the recording does not hold what this probe reads "
+                          f"({type(exc).__name__}: {str(exc)[:200]} at {at}); check the files "
+                          "against docs/recorded-host.md")
+            else:
+                reason = (f"internal error: {type(exc).__name__}: {str(exc)[:200]} "
+                          f"({at}); please report it")
         self.result = ProbeResult(self.spec.name, status, time.perf_counter() - self.started_at,
                                   reason, record)
 

@@ -16,6 +16,7 @@ def scan(host: Host, options: ScanOptions, probes: tuple[ProbeSpec, ...], rules:
          config: Config | None = None, on_event: OnEvent | None = None) -> ScanReport:
     started = time.time()
     t0 = time.perf_counter()
+    host.new_scan()
     results = run_probes(probes, host, options, on_event)
     findings, rule_errors = evaluate(rules, results, config)
     return ScanReport(
