@@ -13,7 +13,6 @@ costs one thread, not one per interval. Micro-kernels already run in child proce
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from doctor.host import Host

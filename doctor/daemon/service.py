@@ -175,9 +175,8 @@ class Daemon:
     def beat(self) -> None:
         """One interval: start due probes, wait for them (at most 80% of the interval),
         evaluate, move the alerts, publish."""
-        new_scan = getattr(self.host, "new_scan", None)
-        if new_scan and not self.scheduler.running():
-            new_scan()  # a fresh per-scan memo (process table) for this beat
+        if not self.scheduler.running():
+            self.host.new_scan()  # a fresh per-scan memo (process table) for this beat
         now = time.monotonic()
         cycle = self.scheduler.start_due(now, self.serving())
         kernels = self.scheduler.start_kernels(now, self.serving())

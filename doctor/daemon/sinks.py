@@ -46,7 +46,7 @@ def alert_payload(alert: Alert, instance: str, now: float, expires_s: float,
                    "evidence": json.dumps(f.evidence, default=str, sort_keys=True)[:2000]}
     if report_url:
         annotations["report"] = report_url
-    ends = alert.resolved_at if alert.state == "resolved" else now + expires_s
+    ends = alert.resolved_at if alert.resolved_at is not None else now + expires_s
     return {"labels": labels, "annotations": annotations,
             "startsAt": rfc3339(alert.fired_at or alert.since), "endsAt": rfc3339(ends),
             "generatorURL": f"llm-doctor://{instance}/rules/{alert.rule}"}
