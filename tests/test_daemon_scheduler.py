@@ -35,11 +35,12 @@ def _spec(name: str, hang: bool = False, exclusive: bool = False, timeout_s: flo
                      _counting(name, hang, busy_s), exclusive=exclusive)
 
 
-def _beat(scheduler: Scheduler, now: float, serving: bool = False):
+def _beat(scheduler: Scheduler, now: float, serving: bool = False, wait_s: float = 0.3):
+    """As Daemon.beat: cheap probes, wait, collect, then the kernels."""
     cycle = scheduler.start_due(now, serving)
-    kernels = scheduler.start_kernels(now, serving)
-    time.sleep(0.3)
-    return cycle, kernels, scheduler.collect(now + 0.3)
+    time.sleep(wait_s)
+    done = scheduler.collect(now + wait_s)
+    return cycle, scheduler.start_kernels(now + wait_s, serving), done
 
 
 def test_a_hung_probe_is_reported_still_running_and_not_started_again():
@@ -74,11 +75,16 @@ def test_micro_kernels_run_alone_and_not_while_serving():
     assert "serving" in kernels.results[0].reason and "t.kernel" not in CALLS
     scheduler.request_kernels()  # SIGUSR1
     scheduler.kernels_while_serving = True
-    cycle, kernels, done = _beat(scheduler, 1.0, serving=True)
-    # the cheap probe was running when the kernel fell due: the kernel waits for the next beat
+    cycle, kernels, done = _beat(scheduler, 1.0, serving=True, wait_s=0.05)
+    # the beat's cheap probe still runs: the kernel waits for it
     assert cycle.started == ["t.cheap"] and kernels.started == []
-    cycle, kernels, done = _beat(scheduler, 2.0, serving=True)
-    assert kernels.started == ["t.kernel"] and CALLS["t.kernel"] == 1
+    time.sleep(0.2)
+    assert scheduler.start_kernels(1.3, True).started == ["t.kernel"]
+    # while the kernel runs, the cheap probes of the next beat wait their turn
+    assert scheduler.start_due(2.0, True).started == []
+    time.sleep(0.3)
+    assert "t.kernel" in [r.name for r in scheduler.collect(2.3)] and CALLS["t.kernel"] == 1
+    assert scheduler.start_due(2.4, True).started == ["t.cheap"]
 
 
 def test_history_is_bounded_in_points_and_series():

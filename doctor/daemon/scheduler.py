@@ -81,7 +81,7 @@ class Scheduler:
         cycle = Cycle()
         due = [s for s in self.slots.values() if s.spec.exclusive
                and (self.kernels_requested or (self.kernel_interval_s > 0 and s.next_due <= now))]
-        if not due or any(self._busy(s) for s in self.slots.values()):
+        if not due:
             return cycle
         if serving and not self.kernels_while_serving:
             for slot in due:
@@ -91,6 +91,8 @@ class Scheduler:
                     "an engine is serving: micro-kernels wait (daemon.kernels_while_serving)"))
             self.kernels_requested = False
             return cycle
+        if any(self._busy(s) for s in self.slots.values()):
+            return cycle  # the beat's cheap probes first: the daemon calls this after them
         self.kernels_requested = False
         self._start_or_report(due[0], now, self.kernel_interval_s, cycle)  # one at a time
         return cycle

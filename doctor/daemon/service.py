@@ -179,8 +179,7 @@ class Daemon:
             self.host.new_scan()  # a fresh per-scan memo (process table) for this beat
         now = time.monotonic()
         cycle = self.scheduler.start_due(now, self.serving())
-        kernels = self.scheduler.start_kernels(now, self.serving())
-        self._store(cycle.results + kernels.results)
+        self._store(cycle.results)
         waiting = set(cycle.started)
         deadline = now + 0.8 * self.loaded.settings.interval_s
         while waiting and time.monotonic() < deadline and not self.stop_event.is_set():
@@ -189,6 +188,9 @@ class Daemon:
             self._store(done)
             waiting -= {r.name for r in done}
         self._store(self.scheduler.collect(time.monotonic()))
+        # micro-kernels start once the beat's cheap probes are done, and hold the next beats'
+        # cheap probes back until they finish (their results arrive in a later beat)
+        self._store(self.scheduler.start_kernels(time.monotonic(), self.serving()).results)
         self.evaluate()
 
     def _store(self, results: list[ProbeResult]) -> None:
