@@ -14,37 +14,17 @@ from pathlib import Path
 import click
 
 from doctor import __version__
-from doctor.config import ConfigError, check_against_rules, find_config, load_config
+from doctor.app import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
+                        scan_options)
+from doctor.config import ConfigError
 from doctor.host import Host, LiveHost
-from doctor.recorded import RecordedHost, RecordedHostError, RecordingHost
-from doctor.model import Level, ScanOptions, ScanReport
+from doctor.model import ScanOptions, ScanReport
+from doctor.recorded import RecordedHostError, RecordingHost
 from doctor.registry import PROBES, by_name
-from doctor.rules import RuleError, builtin_files, load_file, load_rules
+from doctor.rules import RuleError, load_file
 
 EXIT_UNKNOWN = 3
 LEVELS = click.Choice(["quick", "standard", "full"])
-
-
-class ScanCannotRun(Exception):
-    """The scan could not start; the message says why and what to do."""
-
-
-def _rules_and_config(config_path: str | None, rule_files: tuple[str, ...]):
-    config = load_config(find_config(config_path))
-    files = builtin_files()
-    files += [Path(f) for f in config.scan.get("rule_files", [])]
-    files += [Path(f) for f in rule_files]
-    rules = load_rules(files, by_name())
-    check_against_rules(config, rules)
-    return rules, config
-
-
-def _options(config, level: str | None, model_dirs: tuple[str, ...]) -> ScanOptions:
-    chosen = level or config.scan.get("level", "standard")
-    if chosen not in ("quick", "standard", "full"):
-        raise ConfigError(f"{config.path}: scan.level = {chosen!r}; use quick, standard or full")
-    dirs = tuple(model_dirs) or tuple(config.scan.get("model_dirs", []))
-    return ScanOptions(level=Level.parse(chosen), model_dirs=dirs)
 
 
 def _progress(console):
@@ -73,12 +53,6 @@ def _check_output(output: str | None) -> None:
                                 f"{folder} is not a writable directory")
 
 
-def _check_model_dirs(options: ScanOptions) -> None:
-    for path in options.model_dirs:
-        if not os.path.exists(path):
-            raise ScanCannotRun(f"--model-dir {path}: no such file or directory")
-
-
 def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bool) -> ScanReport:
     from rich.console import Console
 
@@ -94,29 +68,14 @@ def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bo
 def _emit(report: ScanReport, fmt: str, output: str | None) -> None:
     from doctor.output import write_atomic
 
-    if fmt == "json":
-        from reports.json_report import render
-
-        text = render(report)
-    elif fmt == "markdown":
-        from reports.markdown import render
-
-        text = render(report)
-    elif fmt == "html":
-        from reports.html import render
-
-        text = render(report)
-    else:
+    if fmt == "terminal" and output is None:
         from rich.console import Console
 
-        from reports.terminal import render
+        from reports.terminal import render as to_terminal
 
-        if output is None:
-            render(report, Console())
-            return
-        console = Console(record=True, width=120, file=open("/dev/null", "w"))
-        render(report, console)
-        text = console.export_text()
+        to_terminal(report, Console())
+        return
+    text = render(report, fmt)
     if output:
         try:
             write_atomic(output, text)
@@ -140,7 +99,7 @@ _COMMON = [
                       "~/.config/llm-doctor/config.toml."),
     click.option("--rules", "rule_files", multiple=True, metavar="FILE",
                  help="An extra rule file to load beside the built-in checks (repeatable)."),
-    click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown", "html"]),
+    click.option("--format", "fmt", type=click.Choice(list(FORMATS)),
                  default="terminal", show_default=True, help="How to print the report."),
     click.option("--output", "-o", metavar="FILE",
                  help="Write the report to FILE (atomically) instead of standard output."),
@@ -188,14 +147,11 @@ def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, r
                 3 the scan could not run (the message says which file and line).
     """
     _check_output(output)
-    rules, config = _rules_and_config(config_path, rule_files)
-    host: Host = RecordedHost(replay) if replay else LiveHost()
-    if replay:  # the capture's --model-dir and level, unless the user names others
-        model_dirs = model_dirs or tuple(host.manifest["host"].get("model_dirs", []))
-        level = level or host.manifest["host"].get("level")
-    options = _options(config, level, model_dirs)
+    rules, config = load_setup(config_path, rule_files)
+    host: Host = open_host(replay)  # a recording's --model-dir and level, unless named here
+    options = scan_options(config, level, model_dirs, host=host)
     if not replay:
-        _check_model_dirs(options)
+        check_model_dirs(options)
     report = _run_scan(host, options, rules, config, not no_progress)
     _emit(report, fmt, output)
     sys.exit(report.exit_code())
@@ -218,9 +174,9 @@ def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, 
     if root.exists() and any(root.iterdir()) and not force:
         raise ScanCannotRun(f"{root} is not empty; choose a new directory or pass --force")
     _check_output(output)
-    rules, config = _rules_and_config(config_path, rule_files)
-    options = _options(config, level, model_dirs)
-    _check_model_dirs(options)
+    rules, config = load_setup(config_path, rule_files)
+    options = scan_options(config, level, model_dirs)
+    check_model_dirs(options)
     recording = RecordingHost(LiveHost(), root)
     report = _run_scan(recording, options, rules, config, not no_progress)
     recording.save({"level": options.level.name.lower(), "llm_doctor_version": __version__,
@@ -256,7 +212,7 @@ def rules(ctx, config_path) -> None:
     """List the rules (id, severity, cause, symptom rows); 'rules check FILE' validates one."""
     if ctx.invoked_subcommand:
         return
-    loaded, config = _rules_and_config(config_path, ())
+    loaded, config = load_setup(config_path, ())
     for rule in loaded:
         params = {**rule.params, **{k: v for k, v in config.rules.get(rule.id, {}).items()
                                     if k in rule.params}}

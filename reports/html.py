@@ -17,18 +17,9 @@ from markupsafe import Markup
 
 from doctor.daemon.exporter import key_from_evidence
 from doctor.model import ScanReport
+from doctor.redact import redact_text
 from reports.json_report import to_dict
 from reports.svg import line_chart
-
-try:
-    from doctor.redact import redact_text
-except ImportError:  # until doctor/redact.py lands: the same masking, minimal
-    _SECRET = re.compile(
-        r"(?i)((?:--?[\w-]*(?:api[-_]?key|token|secret|password|passwd|credential)[\w-]*)(?:=|\s+)"
-        r"|\b[\w]*(?:API_?KEY|TOKEN|SECRET|PASSWORD)[\w]*=|Bearer\s+|://[^/\s:@]+:)([^\s@]+)")
-
-    def redact_text(text: str) -> str:
-        return _SECRET.sub(lambda m: m.group(1) + "***", text)
 
 # What the plots are for (issue: temperatures and clocks, KV-cache use, first-token latency,
 # bandwidth): metric names matching these are plotted beside those of the findings' evidence.
