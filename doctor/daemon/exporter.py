@@ -140,11 +140,16 @@ class DoctorCollector(Collector):
     def __init__(self, descriptions: dict[str, str]) -> None:
         self.descriptions = descriptions
         self.snapshot = Snapshot()
+        self._families: list[Any] = []
         self._lock = threading.Lock()
 
     def publish(self, snapshot: Snapshot) -> None:
+        """Replace what scrapes see; the families are built here, once per evaluation, so
+        that a scrape only writes them out."""
+        families = [*self._records(snapshot), *self._probes(snapshot), *self._findings(snapshot),
+                    *self._heartbeat(snapshot)]
         with self._lock:
-            self.snapshot = snapshot
+            self.snapshot, self._families = snapshot, families
 
     def samples(self) -> list[Sample]:
         """The records' samples, for the history."""
@@ -158,11 +163,12 @@ class DoctorCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         with self._lock:
-            snap = self.snapshot
-        yield from self._records(snap)
-        yield from self._probes(snap)
-        yield from self._findings(snap)
-        yield from self._heartbeat(snap)
+            families = self._families
+        yield from families
+        now = GaugeMetricFamily(f"{PREFIX}_scrape_timestamp_seconds",
+                                "Unix time at which this scrape was answered")
+        now.add_metric([], time.time())
+        yield now
 
     def _records(self, snap: Snapshot) -> Iterator[Any]:
         families: dict[str, GaugeMetricFamily] = {}
@@ -230,7 +236,3 @@ class DoctorCollector(Collector):
         info = GaugeMetricFamily(f"{PREFIX}_build_info", "llm-doctor's version", labels=["version"])
         info.add_metric([__version__], 1.0)
         yield info
-        now = GaugeMetricFamily(f"{PREFIX}_scrape_timestamp_seconds",
-                                "Unix time at which this scrape was answered")
-        now.add_metric([], time.time())
-        yield now
