@@ -116,7 +116,7 @@ def rules_export(fmt, config_path, rule_files, output) -> None:
     from doctor.output import write_atomic
 
     loaded = load(config_path, rule_files, {})
-    text = export(loaded.rules, loaded.settings.for_s)
+    text = export(loaded.rules, loaded.settings.for_s, loaded.config.rules)
     if output:
         write_atomic(output, text)
         click.echo(f"rules written to {output}", err=True)

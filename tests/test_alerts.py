@@ -109,3 +109,19 @@ def test_dispatcher_posts_to_alertmanager_and_webhook_and_survives_a_dead_one():
     assert ("/api/v2/alerts", [{"labels": {"rule": "x"}}]) in _Receiver.bodies
     assert ("/hook", {"status": "firing", "alerts": [{"labels": {"rule": "x"}}]}) in _Receiver.bodies
     assert dispatcher.failures == 1
+
+
+def test_severity_label_stays_as_fired_when_the_finding_escalates():
+    from doctor.model import Severity
+
+    tracker = AlertTracker({}, resolve_after=1)
+    alert = tracker.observe([finding()], RULES, 0.0).fired[0]
+    tracker.observe([finding(severity=Severity.CRITICAL)], RULES, 15.0)
+    assert alert_payload(alert, "h", 15.0, 60.0)["labels"]["severity"] == "warning"
+
+
+def test_alerts_of_a_rule_removed_by_a_reload_resolve():
+    tracker = AlertTracker({}, resolve_after=5)
+    tracker.observe([finding()], RULES, 0.0)
+    assert [a.rule for a in tracker.forget({"fd-limit-low"}, 10.0)] == ["cpu-contention"]
+    assert tracker.active() == []

@@ -48,3 +48,13 @@ def test_for_override_from_the_daemon_table(cli, tmp_path):
 def test_export_needs_a_format(cli):
     result = cli("rules", "export")
     assert result.returncode == 3 and "--prometheus" in result.stderr
+
+
+def test_disabled_rules_are_left_out_and_severity_overrides_kept(cli, tmp_path):
+    config = tmp_path / "llm-doctor.toml"
+    config.write_text('[rules.cpu-contention]\nenabled = false\n'
+                      '[rules.fd-limit-low]\nseverity = "critical"\n')
+    text = _export(cli, tmp_path, "--config", str(config)).read_text()
+    assert "LlmDoctorCpuContention" not in text
+    block = text.split("alert: LlmDoctorFdLimitLow", 1)[1].split("- alert:", 1)[0]
+    assert 'severity: "critical"' in block

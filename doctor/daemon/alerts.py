@@ -49,6 +49,7 @@ class Alert:
     last_seen: float = 0.0
     clear_count: int = 0
     last_sent: float = 0.0
+    severity: str = ""  # fixed when it fires: Alertmanager tells alerts apart by their labels
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -84,6 +85,7 @@ class AlertTracker:
             alert.finding, alert.last_seen, alert.clear_count = finding, now, 0
             if alert.state == "pending" and now - alert.since >= self.for_s.get(alert.rule, 0.0):
                 alert.state, alert.fired_at = "firing", now
+                alert.severity = finding.severity.label
                 out.fired.append(alert)
         for ident, alert in list(self.alerts.items()):
             if ident in seen or alert.rule not in evaluated_rules:
@@ -96,6 +98,17 @@ class AlertTracker:
                 alert.state, alert.resolved_at = "resolved", now
                 out.resolved.append(alert)
         return out
+
+    def forget(self, rules: set[str], now: float) -> list[Alert]:
+        """After a reload: alerts of rules no longer loaded (or disabled) resolve now."""
+        gone = []
+        for ident, alert in list(self.alerts.items()):
+            if alert.rule not in rules:
+                del self.alerts[ident]
+                if alert.state == "firing":
+                    alert.state, alert.resolved_at = "resolved", now
+                    gone.append(alert)
+        return gone
 
     def active(self) -> list[Alert]:
         return list(self.alerts.values())

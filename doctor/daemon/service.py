@@ -143,6 +143,13 @@ class Daemon:
                                    loaded.settings.kernel_interval_s,
                                    loaded.settings.kernels_while_serving)
         self.dispatcher.sinks = self._sinks()
+        enabled = {r.id for r in loaded.rules
+                   if loaded.config.rules.get(r.id, {}).get("enabled", True)}
+        wall = time.time()
+        gone = self.tracker.forget(enabled, wall)
+        expires = 4 * max(loaded.settings.resend_s, loaded.settings.interval_s)
+        self.dispatcher.submit([sinks.alert_payload(a, self.instance, wall, expires)
+                                for a in gone], "resolved")
         log.info("configuration reloaded: %d rules, interval %gs", len(loaded.rules),
                  loaded.settings.interval_s)
 

@@ -38,7 +38,7 @@ def alert_payload(alert: Alert, instance: str, now: float, expires_s: float,
     """One alert in Alertmanager's v2 shape (postableAlert)."""
     f = alert.finding
     labels = {"alertname": alert.rule, "rule": alert.rule, "cause": f.cause,
-              "severity": f.severity.label, "instance": instance, "job": "llm-doctor"}
+              "severity": alert.severity or f.severity.label, "instance": instance, "job": "llm-doctor"}
     if alert.key:
         labels["key"] = alert.key
     annotations = {"summary": f.title, "description": f.remediation,
