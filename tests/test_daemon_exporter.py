@@ -81,6 +81,8 @@ def test_nested_records_become_labelled_gauges_with_units_in_names():
     (("host.cpu_load", "window_s"), "llm_doctor_host_cpu_load_window_seconds"),
     (("host.limits", "engine_count"), "llm_doctor_host_limits_engine_number"),
     (("engine.vllm", "requests_total"), "llm_doctor_engine_vllm_requests_overall"),
+    (("engine.metrics", "tokens_per_s"), "llm_doctor_engine_metrics_tokens_per_second"),
+    (("gpu.topology", "b"), "llm_doctor_gpu_topology_b"),  # a pair's end, not bytes
 ])
 def test_metric_names_pass_promtool_lint_rules(parts, name):
     assert metric_name(*parts) == name

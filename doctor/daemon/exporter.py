@@ -29,13 +29,14 @@ from doctor import __version__
 from doctor.model import Finding, ProbeResult
 
 PREFIX = "llm_doctor"
-IDENTIFYING = ("pid", "comm", "engine", "uuid", "index", "bdf", "path", "mount", "name", "device",
-               "model", "url")
+IDENTIFYING = ("pid", "comm", "engine", "uuid", "index", "gpu", "a", "b", "bdf", "path", "mount",
+               "name", "device", "model", "url")  # a, b: the two ends of a pair (GPU topology)
 # promtool's lint rejects abbreviated units (s, ms, b, kb, mb, gb, m, h, d) as name parts and
 # non-base units (milliseconds, kilobytes): such a field becomes its base unit, value scaled.
+# Only a field's last word after an underscore is a unit ("window_s", not a pair's end "b");
+# m, h and d are left alone: minutes or metres, hours, days cannot be told apart.
 _BASE = {"s": ("seconds", 1.0), "sec": ("seconds", 1.0), "ms": ("seconds", 1e-3),
-         "us": ("seconds", 1e-6), "ns": ("seconds", 1e-9), "m": ("seconds", 60.0),
-         "h": ("seconds", 3600.0), "d": ("seconds", 86400.0), "b": ("bytes", 1.0),
+         "us": ("seconds", 1e-6), "ns": ("seconds", 1e-9), "b": ("bytes", 1.0),
          "kb": ("bytes", 1e3), "mb": ("bytes", 1e6), "gb": ("bytes", 1e9), "tb": ("bytes", 1e12)}
 _RESERVED_SUFFIX = {"total": "overall", "count": "number", "sum": "summed", "bucket": "bucket_id"}
 
@@ -45,8 +46,11 @@ Sample = tuple[str, Labels, float]
 
 def metric_name(*parts: str) -> str:
     """``host.cpu_load``, ``window_s`` → ``llm_doctor_host_cpu_load_window_seconds``."""
-    words = re.sub(r"[^a-zA-Z0-9_]", "_", "_".join((PREFIX, *parts))).lower().split("_")
-    words = [_BASE[w][0] if w in _BASE else w for w in words if w]
+    words = [w for w in re.sub(r"[^a-zA-Z0-9_]", "_", "_".join((PREFIX, *parts))).lower().split("_")
+             if w]
+    if "_" in parts[-1] and words[-1] in _BASE:
+        unit = _BASE[words[-1]][0]
+        words[-1] = unit[:-1] if words[-2] == "per" else unit  # tokens_per_s: _per_second
     if words[-1] in _RESERVED_SUFFIX:
         words[-1] = _RESERVED_SUFFIX[words[-1]]
     return "_".join(words)
@@ -54,6 +58,8 @@ def metric_name(*parts: str) -> str:
 
 def unit_scale(field_name: str) -> float:
     """The factor from a field's unit to the base unit of its metric (``latency_ms`` → 1e-3)."""
+    if "_" not in field_name:
+        return 1.0
     return _BASE.get(field_name.rsplit("_", 1)[-1].lower(), ("", 1.0))[1]
 
 
