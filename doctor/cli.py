@@ -7,7 +7,6 @@ host).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -47,10 +46,12 @@ def _progress(console):
 def _check_output(output: str | None) -> None:
     """Fail before a scan of several seconds, not after it, when the report cannot be written."""
     if output:
-        folder = Path(output).parent
-        if not folder.is_dir() or not os.access(folder, os.W_OK):
-            raise ScanCannotRun(f"{output}: cannot write the report: "
-                                f"{folder} is not a writable directory")
+        from doctor.output import check_target
+
+        try:
+            check_target(output)
+        except OSError as exc:
+            raise ScanCannotRun(f"{output}: cannot write the report: {exc.strerror}") from None
 
 
 def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bool) -> ScanReport:
@@ -81,7 +82,8 @@ def _emit(report: ScanReport, fmt: str, output: str | None) -> None:
             write_atomic(output, text)
         except OSError as exc:
             raise ScanCannotRun(f"{output}: cannot write the report: {exc.strerror}") from None
-        click.echo(f"report written to {output}", err=True)
+        if output not in ("-", "/dev/stdout", "/dev/stderr"):
+            click.echo(f"report written to {output}", err=True)
     else:
         click.echo(text, nl=False)
 
@@ -102,7 +104,11 @@ _COMMON = [
     click.option("--format", "fmt", type=click.Choice(list(FORMATS)),
                  default="terminal", show_default=True, help="How to print the report."),
     click.option("--output", "-o", metavar="FILE",
-                 help="Write the report to FILE (atomically) instead of standard output."),
+                 help="Write the report to FILE instead of standard output: a new file, or a "
+                      "regular file replaced whole (atomically). '-' and /dev/stdout write to "
+                      "standard output; a terminal, /dev/null or a FIFO with a reader is "
+                      "written through. A directory, a symbolic link or any other device is "
+                      "refused (exit 3) and left as it was."),
     click.option("--no-progress", is_flag=True, help="No spinner on stderr."),
 ]
 
@@ -269,7 +275,9 @@ def main() -> None:
         exc.show()
         sys.exit(EXIT_UNKNOWN)
     except (RuleError, ConfigError, RecordedHostError, ScanCannotRun) as exc:
-        click.echo(f"llm-doctor: {exc}", err=True)
+        from doctor.redact import safe_display
+
+        click.echo(f"llm-doctor: {safe_display(str(exc))}", err=True)
         sys.exit(EXIT_UNKNOWN)
     except OSError as exc:  # the output file or capture directory cannot be written
         click.echo(f"llm-doctor: {exc.filename or ''}: {exc.strerror}", err=True)

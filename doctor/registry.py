@@ -21,6 +21,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         reads="/proc/self/limits, /proc/<pid>/limits, /proc/<pid>/cmdline",
         timeout_s=10.0,
         run=host_limits.probe,
+        summary=host_limits.summary,
     ),
     ProbeSpec(
         name="host.sysctl",
@@ -29,6 +30,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         reads="/proc/sys/{fs,net,vm}/..., /sys/kernel/mm/transparent_hugepage/",
         timeout_s=5.0,
         run=host_sysctl.probe,
+        summary=host_sysctl.summary,
     ),
     ProbeSpec(
         name="host.cpu",
@@ -37,6 +39,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         reads="/proc/cpuinfo, /proc/loadavg, /sys/devices/system/{cpu,node}/",
         timeout_s=10.0,
         run=host_cpu.probe,
+        summary=host_cpu.summary,
     ),
     ProbeSpec(
         name="host.cpu_load",
@@ -45,6 +48,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         reads="/proc/stat, /proc/<pid>/stat (sampled twice)",
         timeout_s=10.0,
         run=host_cpu_load.probe,
+        summary=host_cpu_load.summary,
     ),
     ProbeSpec(
         name="host.memory",
@@ -53,6 +57,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         reads="/proc/meminfo",
         timeout_s=5.0,
         run=host_memory.probe,
+        summary=host_memory.summary,
     ),
     ProbeSpec(
         name="host.storage",
@@ -61,6 +66,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         reads="/proc/self/mountinfo, /sys/dev/block/, /sys/block/*/queue/rotational, statvfs, the weight files (O_DIRECT)",
         timeout_s=90.0,
         run=host_storage.probe,
+        summary=host_storage.summary,
         exclusive=True,
     ),
     ProbeSpec(
@@ -70,6 +76,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         reads="/sys/devices/system/cpu/*/cache/, /proc/meminfo, dmidecode -t memory; runs a micro-kernel",
         timeout_s=180.0,
         run=host_memory_bandwidth.probe,
+        summary=host_memory_bandwidth.summary,
         exclusive=True,
     ),
 )

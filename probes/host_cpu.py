@@ -123,3 +123,12 @@ def probe(host: Host, options: ScanOptions) -> CpuRecord:
         load_5m=float(load[1]),
         cpus=freqs,
     )
+
+
+def summary(record: CpuRecord) -> str:
+    """One line for people: model, CPUs, sockets, NUMA nodes, ISA, governors, load."""
+    governors = ", ".join(f"{g}×{n}" for g, n in record.governor_counts.items()) or "no cpufreq"
+    isa = " ".join(record.isa) or "no AVX2"
+    return (f"{record.model}: {record.logical_cpus} CPUs, {record.sockets or '?'} socket(s), "
+            f"{record.numa_nodes} NUMA node(s); {isa}; governor {governors}; "
+            f"load {record.load_1m}")

@@ -76,3 +76,10 @@ def probe(host: Host, options: ScanOptions) -> LimitsRecord:
         rows.append(_limits(proc.pid, proc.comm, proc.engine,
                             host.read_text(f"/proc/{proc.pid}/limits")))
     return LimitsRecord(processes=tuple(rows), engine_count=len(engines))
+
+
+def summary(record: LimitsRecord) -> str:
+    """One line for people: the shell's limits and how many engines were found."""
+    me = record.processes[0]
+    return (f"open files {me.nofile_soft}/{me.nofile_hard}, processes {me.nproc_soft}; "
+            f"{record.engine_count} engine process(es)")

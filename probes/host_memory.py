@@ -42,3 +42,9 @@ def probe(host: Host, options: ScanOptions) -> MemoryRecord:
         swap_used_mib=max(swap_used_kb, 0) // 1024,
         huge_pages_total=kb.get("HugePages_Total", 0),
     )
+
+
+def summary(record: MemoryRecord) -> str:
+    """One line for people: memory and swap in MiB."""
+    return (f"{record.total_mib} MiB total, {record.available_mib} available; "
+            f"swap {record.swap_used_mib}/{record.swap_total_mib} MiB used")

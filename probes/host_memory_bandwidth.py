@@ -119,3 +119,11 @@ def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
         ceiling_reason=ceiling.reason,
         triad_ratio=ratio,
     )
+
+
+def summary(record: MemoryBandwidthRecord) -> str:
+    """One line for people: copy and triad against the DIMMs' ceiling."""
+    ceiling = (f"{record.triad_ratio:.0%} of {record.ceiling_gbps} GB/s ceiling"
+               if record.ceiling_gbps else f"no ceiling ({record.ceiling_reason})")
+    return (f"copy {record.copy_gbps} GB/s, triad {record.triad_gbps} GB/s ({record.backend}, "
+            f"{record.threads} threads, {record.kernel_s} s); {ceiling}")

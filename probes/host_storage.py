@@ -168,3 +168,14 @@ def probe(host: Host, options: ScanOptions) -> StorageRecord:
                 raise  # the user named it: a path we cannot read is an error, not a skip
             # an engine's path may live in its own mount namespace (a container): pass on
     return StorageRecord(paths=tuple(rows))
+
+
+def summary(record: StorageRecord) -> str:
+    """One line for people: per weights path, filesystem, device, size and read rate."""
+    parts = []
+    for p in record.paths:
+        speed = f"{p.read_mbps:.0f} MB/s" if p.read_mbps else (p.read_reason or "not read")
+        rot = {True: "rotational", False: "solid-state", None: "no block device"}[p.rotational]
+        parts.append(f"{p.path}: {p.fs_type} on {p.block_device or '-'} ({rot}), "
+                     f"{p.weights_bytes / 1e9:.1f} GB weights, {speed}")
+    return "; ".join(parts)

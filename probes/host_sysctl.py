@@ -81,3 +81,10 @@ def probe(host: Host, options: ScanOptions) -> SysctlRecord:
         listen_overflows=netstat.get("ListenOverflows"),
         listen_drops=netstat.get("ListenDrops"),
     )
+
+
+def summary(record: SysctlRecord) -> str:
+    """One line for people: the backlogs, swappiness and THP mode."""
+    return (f"somaxconn {record.net_core_somaxconn}, syn backlog "
+            f"{record.net_ipv4_tcp_max_syn_backlog}, swappiness {record.vm_swappiness}, "
+            f"THP {record.thp_enabled}")

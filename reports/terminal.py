@@ -1,15 +1,20 @@
-"""The terminal report (rich): verdict, findings by severity, then the probes."""
+"""The terminal report (rich): verdict, findings by severity, then the probes.
+
+Every string goes in as a ``Text`` (never as rich markup, which a command line holding
+``[/x]`` would break) and through ``show``, which escapes control characters.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from doctor.model import ScanReport, Severity
+from doctor.registry import by_name
 from playbooks import path_of
-from reports.summaries import summary
+from reports.common import probe_summary, show
 
 STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "cyan"}
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "error": "red", "timeout": "red"}
@@ -29,23 +34,29 @@ def verdict(report: ScanReport) -> Text:
     failed = sum(1 for p in report.probes if p.status in ("error", "timeout"))
     if failed:
         tail += f"; {failed} probe(s) failed"
-    host = report.host.get("hostname", "?")
-    source = "recorded " + report.host.get("captured_at", "") if report.host.get("kind") == "recorded" else "live"
+    host = show(report.host.get("hostname", "?"))
+    source = ("recorded " + show(report.host.get("captured_at", ""))
+              if report.host.get("kind") == "recorded" else "live")
     return Text.assemble(head, f" — {tail} — {host} ({source}), level {report.level.name.lower()}, "
                          f"{report.duration_s:.1f} s")
 
 
-def _findings(report: ScanReport) -> list:
-    blocks = []
+def _findings(report: ScanReport) -> list[RenderableType]:
+    blocks: list[RenderableType] = []
     for f in report.findings:
-        cause = f.playbook.removeprefix("playbooks/").removesuffix(".md")
+        cause = show(f.cause)
+        symptoms = f.symptoms if isinstance(f.symptoms, (list, tuple)) else [f.symptoms]
+        rows = ", ".join(show(s) for s in symptoms)
+        pairs = f.evidence.items() if isinstance(f.evidence, dict) else [("value", f.evidence)]
+        evidence = ", ".join(f"{show(k)}={show(v)}" for k, v in pairs)
         details = [
-            Text(f"{f.rule} · cause {f.cause} · rows {', '.join(f.symptoms)}", style="dim"),
-            Text("evidence: " + ", ".join(f"{k}={v}" for k, v in f.evidence.items())),
-            Text.assemble(("do: ", "bold"), f.remediation),
-            Text(f"playbook: llm-doctor playbook {cause}  ({path_of(cause)})", style="dim"),
+            Text(f"{show(f.rule)} · cause {cause} · rows {rows}", style="dim"),
+            Text("evidence: " + evidence),
+            Text.assemble(("do: ", "bold"), show(f.remediation)),
+            Text(f"playbook: llm-doctor playbook {cause}  ({show(path_of(f.cause))})", style="dim"),
         ]
-        blocks.append(Text.assemble((f"[{f.severity.label}] ", STYLE[f.severity]), (f.title, "bold")))
+        blocks.append(Text.assemble((f"[{f.severity.label}] ", STYLE[f.severity]),
+                                    (show(f.title), "bold")))
         blocks += [Padding(line, (0, 0, 0, 2)) for line in details]  # wrapped lines stay indented
         blocks.append(Text(""))
     return blocks
@@ -57,16 +68,17 @@ def _probes(report: ScanReport) -> Table:
     table.add_column("status")
     table.add_column("time", justify="right")
     table.add_column("what it saw", overflow="fold")
+    specs = by_name()
     for p in report.probes:
-        table.add_row(p.name, Text(p.status, style=STATUS_STYLE[p.status]),
-                      f"{p.duration_s:.2f}s", summary(p))
+        table.add_row(Text(show(p.name)), Text(p.status, style=STATUS_STYLE.get(p.status, "")),
+                      f"{p.duration_s:.2f}s", Text(probe_summary(p, specs)))
     return table
 
 
 def render(report: ScanReport, console: Console) -> None:
-    parts = [verdict(report), Text("")]
+    parts: list[RenderableType] = [verdict(report), Text("")]
     parts += _findings(report)
     for message in report.rule_errors:
-        parts.append(Text(f"rule error: {message}", style="red"))
+        parts.append(Text(f"rule error: {show(message)}", style="red"))
     parts.append(_probes(report))
     console.print(Group(*parts))

@@ -1,0 +1,243 @@
+"""Secrets stay out of every output: masking rules, its properties, and live processes.
+
+The live test plants secrets in the command line and the environment of a process that
+presents itself as llama-server (an engine) and of a plain Python process (not an engine),
+then greps every output format and every file of a capture for them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from doctor.redact import (
+    redact_environ,
+    program_only,
+    redact_cmdline,
+    redact_text,
+    safe_display,
+    secret_name,
+)
+from probes.host_cpu_load import kept_cmdline
+
+MASKED = [
+    # (command line, what it must become): each spelling the issue names, both forms
+    ("llama-server --api-key=abc -m x", "llama-server --api-key=*** -m x"),
+    ("vllm serve m --api-key sk-1 --port 1", "vllm serve m --api-key *** --port 1"),
+    ("x --api_key K --apikey K --key K -k K", "x --api_key *** --apikey *** --key *** -k ***"),
+    ("x --api_key=K --apikey=K --key=K -k=K", "x --api_key=*** --apikey=*** --key=*** -k=***"),
+    ("x --token T --hf-token=T --password P --secret S", "x --token *** --hf-token=*** --password *** --secret ***"),
+    ("x --db-passwd P --aws-credentials C --client-secret S --openai-api-key K",
+     "x --db-passwd *** --aws-credentials *** --client-secret *** --openai-api-key ***"),
+    ("x --authToken T", "x --authToken ***"),
+    ("x HF_TOKEN=hf_abc OPENAI_API_KEY=sk AWS_SECRET_ACCESS_KEY=a KEY=k DB_PASSWORD=p",
+     "x HF_TOKEN=*** OPENAI_API_KEY=*** AWS_SECRET_ACCESS_KEY=*** KEY=*** DB_PASSWORD=***"),
+    ("curl -H Authorization: Bearer eyJhbGc http://h", "curl -H Authorization: Bearer *** http://h"),
+    ("curl -H Authorization:Basic dXNlcg== http://h", "curl -H Authorization:Basic *** http://h"),
+    ("x Bearer eyJhbGc y", "x Bearer *** y"),
+    ("x -H X-Api-Key: k1 -H x-auth-token:k2", "x -H X-Api-Key: *** -H x-auth-token:***"),
+    ("x --dsn postgres://app:PW@db/x", "x --dsn postgres://app:***@db/x"),
+    ("x --dsn=redis://:PW@db:6379/0 amqp://u:p:w@h", "x --dsn=redis://:***@db:6379/0 amqp://u:***@h"),
+    ("docker run -e HF_TOKEN=t --env=OPENAI_API_KEY=k img", "docker run -e HF_TOKEN=*** --env=OPENAI_API_KEY=*** img"),
+    ('sh -c HF_TOKEN="a b c" x', "sh -c HF_TOKEN=*** *** *** x"),
+    ("x\0--api-key\0sk-1\0--port\0008000\0", "x\0--api-key\0***\0--port\0008000\0"),
+    ("vllm serve m --hf-token --port 8000", "vllm serve m --hf-token --port 8000"),  # bare flag
+]
+
+KEPT = [  # what must stay readable: engines' tuning flags and ordinary words
+    "vllm serve m --max-num-batched-tokens 8192 --max-tokens 5 --tokenizer t",
+    "x TOKENIZERS_PARALLELISM=false --ssl-keyfile /k.pem --port 8080",
+    "x http://host:8080/path https://example.com/a:b@c",
+    "python -m sglang.launch_server --model-path /m --tp 2",
+]
+
+
+@pytest.mark.parametrize("cmdline,expected", MASKED)
+def test_secret_values_are_masked(cmdline, expected):
+    assert redact_cmdline(cmdline) == expected
+    assert redact_text(cmdline) == expected
+
+
+@pytest.mark.parametrize("cmdline", KEPT)
+def test_ordinary_arguments_stay(cmdline):
+    assert redact_cmdline(cmdline) == cmdline
+
+
+def test_secret_names():
+    for name in ("api-key", "api_key", "apikey", "APIKEY", "hf-token", "HF_TOKEN", "key",
+                 "secret", "passwd", "credentials", "Authorization", "x-api-key"):
+        assert secret_name(name), name
+    for name in ("max-tokens", "tokenizer", "TOKENIZERS_PARALLELISM", "ssl-keyfile", "port",
+                 "model", "author", "PATH", "PWD"):
+        assert not secret_name(name), name
+
+
+def test_program_only_keeps_the_program_name():
+    assert program_only("/usr/bin/python3\0-c\0x --dsn postgres://a:PW@h\0") == "/usr/bin/python3\0"
+    assert program_only("python -c x") == "python"
+    assert program_only("") == ""
+    assert program_only("HF_TOKEN=abc") == "HF_TOKEN=***"  # a process may retitle itself
+    assert program_only("postgres: app secret-db 10.0.0.1(5432) idle\0\0") == "postgres:\0"
+
+
+def test_an_environment_keeps_names_only():
+    assert redact_environ("HF_TOKEN=hf_x\0PATH=/bin\0EMPTY=\0") == "HF_TOKEN=***\0PATH=***\0EMPTY=***\0"
+    assert redact_environ("") == ""
+
+
+def test_cpu_load_keeps_engines_masked_and_others_as_their_program():
+    assert kept_cmdline("/usr/bin/python3 -c x --dsn postgres://a:PW@h/x") == "/usr/bin/python3"
+    assert kept_cmdline("llama-server --api-key K -m /m") == "llama-server --api-key *** -m /m"
+
+
+def test_safe_display_escapes_control_characters():
+    assert safe_display("host\x1b]0;owned\x07\x1b[2J") == "host\\x1b]0;owned\\x07\\x1b[2J"
+    assert safe_display("a\nb\rc\td\x9b\u202e\ud800") == "a\\nb\\rc\\td\\x9b\\u202e\\ud800"
+    assert safe_display("ordinary text: é, 中文, ×") == "ordinary text: é, 中文, ×"
+
+
+@pytest.mark.timeout(60)  # a guard against a quadratic return, not a speed target
+def test_masking_is_linear_on_huge_command_lines():
+    """30,000 --token arguments took about 5 minutes with the old regular expression
+    (benchmarks/redaction.py prints the figures)."""
+    line = "vllm serve m " + "--token x " * 30_000
+    assert redact_cmdline(line).count("***") == 30_000
+    assert redact_cmdline("--token=" + "a" * 1_000_000) == "--token=***"
+    assert redact_cmdline("x://" * 300_000).endswith("x://")
+
+
+# Values a generated command line plants: distinctive enough never to occur by chance
+SECRET = st.text(alphabet="ABCDEFGHJKMNPQRSTUVWXYZ0123456789_+.~", min_size=6, max_size=30)
+BENIGN = st.lists(st.text(alphabet="abcdefghijklmnopqrstuvwxyz-/=.:", min_size=1, max_size=12),
+                  max_size=6)
+FORMS = st.sampled_from([
+    "--api-key {}", "--api-key={}", "--api_key {}", "--apikey={}", "--key {}", "-k {}",
+    "--token {}", "--hf-token={}", "--password {}", "--secret={}", "--my-secret-thing {}",
+    "HF_TOKEN={}", "OPENAI_API_KEY={}", "AWS_SECRET_ACCESS_KEY={}", "Authorization: Bearer {}",
+    "Bearer {}", "postgres://app:{}@db/x", "--dsn=mysql://root:{}@h:3306/x", "X-Api-Key: {}",
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(before=BENIGN, after=BENIGN, form=FORMS, secret=SECRET, nul=st.booleans())
+def test_a_planted_secret_never_survives(before, after, form, secret, nul):
+    sep = "\0" if nul else " "
+    line = sep.join([*before, *form.format(secret).split(" "), *after])
+    masked = redact_cmdline(line)
+    assert secret not in masked
+    assert redact_cmdline(masked) == masked
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=200))
+def test_masking_is_idempotent_on_any_text(text):
+    once = redact_cmdline(text)
+    assert redact_cmdline(once) == once
+
+
+# --- live processes, every output format, the capture directory -------------------------
+
+PLANTED = {
+    "api_key": "sk-PLANTED-api-key-4a7f",
+    "hf_token": "hf_PLANTEDhfToken9c1",
+    "env_hf": "hf_PLANTEDenvToken2b8",
+    "env_openai": "sk-PLANTED-env-openai-5d3",
+    "arg_hf": "hf_PLANTEDargToken6e2",
+    "arg_openai": "sk-PLANTED-arg-openai-1f9",
+    "db_password": "PLANTEDdbPassw0rd",
+    "bearer": "eyPLANTEDbearer7a2",
+    "api_key2": "PLANTED-underscore-key-3c4",
+    "env_dsn_password": "PLANTEDenvDsnPw8",
+}
+SPIN = "import time\nt = time.time()\nwhile time.time() - t < 90: pass"
+
+
+def _secret_args() -> list[str]:
+    p = PLANTED
+    return ["--api-key", p["api_key"], "--hf-token", p["hf_token"], "--api_key", p["api_key2"],
+            "--dsn", f"postgres://app:{p['db_password']}@db/x", f"HF_TOKEN={p['arg_hf']}",
+            f"OPENAI_API_KEY={p['arg_openai']}", "-H", f"Authorization: Bearer {p['bearer']}"]
+
+
+def _secret_env() -> dict[str, str]:
+    import os
+
+    return {**os.environ, "HF_TOKEN": PLANTED["env_hf"], "OPENAI_API_KEY": PLANTED["env_openai"],
+            "DATABASE_URL": f"postgres://app:{PLANTED['env_dsn_password']}@db/x"}
+
+
+def _wait_for(pid: int, text: str) -> None:
+    deadline = time.monotonic() + 10
+    while text not in Path(f"/proc/{pid}/cmdline").read_text():
+        assert time.monotonic() < deadline, f"pid {pid} never showed {text!r}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def planted_processes(tmp_path):
+    """An engine (argv[0] llama-server) and a plain Python process, both busy on a core so
+    that the CPU sampling keeps them, both with secrets in argv and environment."""
+    import shlex
+
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"\0" * 1024)
+    engine_argv = ["-c", SPIN, "-m", str(model), *_secret_args()]
+    engine = subprocess.Popen(
+        ["bash", "-c", f"exec -a llama-server {sys.executable} {shlex.join(engine_argv)}"],
+        env=_secret_env())
+    other = subprocess.Popen([sys.executable, "-c", SPIN, *_secret_args()], env=_secret_env())
+    try:
+        _wait_for(engine.pid, "llama-server")
+        _wait_for(other.pid, PLANTED["api_key"])
+        yield engine.pid, other.pid
+    finally:
+        for proc in (engine, other):
+            proc.kill()
+            proc.wait()
+
+
+def _leaks(text: str) -> list[str]:
+    return [name for name, value in PLANTED.items() if value in text]
+
+
+def test_no_planted_secret_reaches_any_output_or_the_capture(cli, tmp_path, planted_processes):
+    engine_pid, other_pid = planted_processes
+    cap = tmp_path / "cap"
+    outputs = {}
+    captured = cli("capture", str(cap), "--level", "quick", "--format", "json", "--no-progress")
+    assert captured.returncode in (0, 1, 2), captured.stderr
+    outputs["capture"] = captured.stdout + captured.stderr
+    for source in ((), ("--replay", str(cap))):
+        for fmt in ("terminal", "json", "markdown"):
+            result = cli("scan", "--level", "quick", "--format", fmt, "--no-progress", *source)
+            assert result.returncode in (0, 1, 2), result.stderr
+            outputs[f"scan {fmt} {' '.join(source)}"] = result.stdout + result.stderr
+        written = tmp_path / f"report{len(source)}.md"
+        result = cli("scan", "--level", "quick", "--format", "markdown", "-o", str(written),
+                     "--no-progress", *source)
+        outputs[f"-o {written.name}"] = written.read_text()
+    for path in cap.rglob("*"):
+        if path.is_file():
+            outputs[str(path)] = path.read_bytes().decode("utf-8", "replace")
+
+    leaks = {where: _leaks(text) for where, text in outputs.items() if _leaks(text)}
+    assert not leaks, leaks
+
+    # ...and the test saw what it planted: the engine kept whole with its secrets masked,
+    # the other process cut to its program name, in the report and in the capture
+    report = json.loads(outputs["capture"][:outputs["capture"].rindex("}") + 1])
+    top = next(p for p in report["probes"] if p["name"] == "host.cpu_load")["data"]["top"]
+    rows = {row["pid"]: row for row in top}
+    assert engine_pid in rows and other_pid in rows, top
+    assert rows[engine_pid]["cmdline"].startswith("llama-server -c")
+    assert "--api-key *** --hf-token *** --api_key ***" in rows[engine_pid]["cmdline"]
+    assert rows[other_pid]["cmdline"] == program_only(sys.executable)
+    engine_cmdline = (cap / "fs" / "proc" / str(engine_pid) / "cmdline").read_text()
+    assert "--api-key\0***" in engine_cmdline
