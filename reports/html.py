@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from doctor.daemon.exporter import key_from_evidence
 from doctor.model import ScanReport
-from doctor.redact import redact_text
+from reports.common import probe_summary, show
 from reports.json_report import to_dict
 from reports.svg import line_chart
 
@@ -29,7 +29,7 @@ MAX_CHARTS = 12
 
 def _redacted(value: Any) -> Any:
     if isinstance(value, str):
-        return redact_text(value)
+        return show(value)
     if isinstance(value, dict):
         return {k: _redacted(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -57,6 +57,26 @@ def _playbook(cause: str) -> list[tuple[str, Markup]]:
 def _matrix(value: Any) -> bool:
     return (isinstance(value, list) and len(value) > 1 and all(isinstance(r, list) for r in value)
             and all(not isinstance(c, (dict, list)) for r in value for c in r))
+
+
+def _pair_matrices(probes: list[dict]) -> list[tuple[str, list[list[str]]]]:
+    """GPU pairs (items with ``a``, ``b`` and a ``level``) as the matrix ``nvidia-smi topo -m``
+    prints: NV where NVLink joins them, else the PCIe path (PIX, PXB, PHB, NODE, SYS)."""
+    out = []
+    for probe in probes:
+        for field, items in (probe["data"] or {}).items():
+            if not (isinstance(items, list) and items and all(
+                    isinstance(i, dict) and {"a", "b", "level"} <= i.keys() for i in items)):
+                continue
+            gpus = sorted({i["a"] for i in items} | {i["b"] for i in items})
+            cell = {(i["a"], i["b"]): "NV" if i.get("nvlink") else str(i["level"] or "?")
+                    for i in items}
+            rows = [["", *[f"GPU{g}" for g in gpus]]]
+            for a in gpus:
+                rows.append([f"GPU{a}", *["X" if a == b else cell.get((a, b)) or cell.get((b, a), "")
+                                          for b in gpus]])
+            out.append((f"{probe['name']}.{field}", rows))
+    return out
 
 
 def _charts(history: Any, findings: list[dict], now: float) -> list[Markup]:
@@ -101,26 +121,25 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
         finding["sections"] = _playbook(finding["cause"])
     probes = data.get("probes", [])
     for i, probe in enumerate(probes):
-        probe["summary"] = redact_text(summaries[i]) if summaries else (probe.get("reason") or "")
+        probe["summary"] = show(summaries[i]) if summaries else (probe.get("reason") or "")
     counts = {s: sum(1 for f in findings if f["severity"] == s) for s in ("critical", "warning", "info")}
     alert_info = None
     if alert is not None:
-        alert_info = {"rule": alert.rule, "key": redact_text(alert.key), "state": alert.state,
+        alert_info = {"rule": alert.rule, "key": show(alert.key), "state": alert.state,
                       "since": time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(alert.since)),
-                      "title": redact_text(alert.finding.title)}
+                      "title": show(alert.finding.title)}
     template = _environment().get_template("report.html.j2")
     return template.render(counts=counts, alert=alert_info,
                            charts=_charts(history, findings, now),
                            topology=[p for p in probes if p["name"].startswith("gpu.") and p["data"]],
+                           pair_matrices=_pair_matrices([p for p in probes if p["data"]]),
                            engines=[p for p in probes if p["name"].startswith("engine.") and p["data"]],
                            **data)
 
 
 def render(report: ScanReport, history: Any = None, alert: Any = None) -> str:
     """The report of a scan (``scan --format html``) or of the daemon's state."""
-    from reports.summaries import summary
-
-    return render_data(to_dict(report), history, alert, [summary(p) for p in report.probes])
+    return render_data(to_dict(report), history, alert, [probe_summary(p) for p in report.probes])
 
 
 def render_incident(report: ScanReport, history: Any, alert: Any) -> str:
