@@ -79,13 +79,26 @@ def _pair_matrices(probes: list[dict]) -> list[tuple[str, list[list[str]]]]:
     return out
 
 
-def _charts(history: Any, findings: list[dict], now: float) -> list[Markup]:
+def _ceiling(history: Any, name: str) -> float | None:
+    """For a bandwidth (``*_gbps``), the latest ceiling its probe reports beside it."""
+    if not name.endswith("_gbps") or "ceiling" in name:
+        return None
+    probe = "_".join(name.split("_")[:4])  # llm_doctor_<area>_<probe>
+    for other in sorted(history.names()):
+        if other.startswith(probe) and "ceiling" in other and other.endswith("_gbps"):
+            points = next(iter(history.series(other).values()), [])
+            if points:
+                return points[-1][1]
+    return None
+
+
+def _charts(history: Any, findings: list[dict]) -> list[Markup]:
     if history is None:
         return []
     wanted = {str(k) for f in findings for k in f["evidence"]}
     keys = {str(f.get("key") or "") for f in findings} - {""}
-    names = sorted(n for n in history.names()
-                   if _ALWAYS.search(n) or any(n.endswith("_" + w) for w in wanted))
+    names = sorted(n for n in history.names() if "ceiling" not in n  # drawn as a line instead
+                   and (_ALWAYS.search(n) or any(n.endswith("_" + w) for w in wanted)))
     charts = []
     for name in names[:MAX_CHARTS]:
         series = history.series(name)
@@ -94,7 +107,7 @@ def _charts(history: Any, findings: list[dict], now: float) -> list[Markup]:
                                                                for _, v in kv[0]))
         shown = {", ".join(f"{k}={v}" for k, v in labels) or "value": pts
                  for labels, pts in ranked[:6]}
-        svg = line_chart(name, shown, now)
+        svg = line_chart(name, shown, _ceiling(history, name))
         if svg:
             charts.append(Markup(svg))  # noqa: S704 (reports/svg.py escapes every text)
     return charts
@@ -114,7 +127,6 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
                 summaries: list[str] | None = None) -> str:
     """The report from a JSON report's data (``reports.json_report.to_dict``)."""
     data = _redacted(data)
-    now = time.time()
     findings = data.get("findings", [])
     for finding in findings:
         finding["key"] = finding.get("key") or key_from_evidence(finding["evidence"])
@@ -130,7 +142,7 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
                       "title": show(alert.finding.title)}
     template = _environment().get_template("report.html.j2")
     return template.render(counts=counts, alert=alert_info,
-                           charts=_charts(history, findings, now),
+                           charts=_charts(history, findings),
                            topology=[p for p in probes if p["name"].startswith("gpu.") and p["data"]],
                            pair_matrices=_pair_matrices([p for p in probes if p["data"]]),
                            engines=[p for p in probes if p["name"].startswith("engine.") and p["data"]],

@@ -6,6 +6,7 @@ result safe for the template.
 
 from __future__ import annotations
 
+import time
 from html import escape
 
 WIDTH, HEIGHT = 640, 180
@@ -25,13 +26,13 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
-def line_chart(title: str, series: dict[str, Points], now: float,
-               ceiling: float | None = None) -> str:
-    """One chart: each series a polyline over the last window, x in minutes before ``now``."""
+def line_chart(title: str, series: dict[str, Points], ceiling: float | None = None) -> str:
+    """One chart: each series a polyline, x from the first point to the last (unix times)."""
     points = [p for pts in series.values() for p in pts]
     if not points:
         return ""
     t0 = min(t for t, _ in points)
+    now = max(t for t, _ in points)
     span_t = max(now - t0, 1.0)
     values = [v for _, v in points] + ([ceiling] if ceiling is not None else [])
     low, high = min(values + [0.0]), max(values)
@@ -55,8 +56,9 @@ def line_chart(title: str, series: dict[str, Points], now: float,
                      f'text-anchor="end">{escape(_fmt(value))}</text>')
     minutes = span_t / 60
     parts.append(f'<text x="{LEFT}" y="{HEIGHT - 8}" class="ax">-{minutes:.0f} min</text>')
+    last = time.strftime("%H:%M:%SZ", time.gmtime(now))
     parts.append(f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 8}" class="ax" '
-                 'text-anchor="end">now</text>')
+                 f'text-anchor="end">{last}</text>')
     if ceiling is not None:
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(ceiling):.1f}" '
                      f'y2="{y(ceiling):.1f}" class="ceiling"/>')

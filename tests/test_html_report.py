@@ -79,7 +79,7 @@ def test_scan_format_html(cli, tmp_path):
     assert out.read_text().startswith("<!DOCTYPE html>")
 
 
-def test_incident_report_plots_the_last_hour_of_the_findings_metrics():
+def _incident() -> str:
     from doctor.daemon.alerts import AlertTracker
     from doctor.daemon.history import History
     from reports.html import render_incident
@@ -89,12 +89,20 @@ def test_incident_report_plots_the_last_hour_of_the_findings_metrics():
         history.add(1000.0 + 60 * i, [
             ("llm_doctor_host_cpu_load_top_cpu_cores", (("pid", "4242"), ("comm", "stress")), 0.9),
             ("llm_doctor_host_cpu_load_busy_cores", (), 1.0 + i / 100),
-            ("llm_doctor_host_memory_available_mib", (), 5000.0)])
+            ("llm_doctor_host_memory_available_mib", (), 5000.0),
+            ("llm_doctor_host_memory_bandwidth_triad_gbps", (), 40.0 + i % 3),
+            ("llm_doctor_host_memory_bandwidth_ceiling_gbps", (), 204.8)])
     report = _report(1)
     alert = AlertTracker({}).observe(report.findings, {"cpu-contention"}, 4600.0).fired[0]
-    html = render_incident(report, history, alert)
-    assert html.count('<svg xmlns="http://www.w3.org/2000/svg"') == 2  # cpu_cores, busy_cores
+    return render_incident(report, history, alert)
+
+
+def test_incident_report_plots_the_last_hour_of_the_findings_metrics():
+    html = _incident()
+    # the finding's cpu_cores and busy_cores, and bandwidth against its ceiling
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg"') == 3
     assert "pid=4242, comm=stress" in html and "available_mib" not in html
+    assert 'class="ceiling"' in html
     assert "Alert firing" in html
 
 
@@ -108,12 +116,13 @@ def _chromium() -> str:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("n_findings", [0, 20])
+@pytest.mark.parametrize("n_findings", [0, 20, "incident"])
 def test_opens_in_headless_chromium_without_errors_or_requests(tmp_path, n_findings):
     sync_api = pytest.importorskip("playwright.sync_api") if os.environ.get("CI") != "true" \
         else __import__("playwright.sync_api", fromlist=["sync_playwright"])
     page_file = tmp_path / "report.html"
-    page_file.write_text(render(_report(n_findings)))
+    page_file.write_text(_incident() if n_findings == "incident" else render(_report(n_findings)))
+    n_findings = 1 if n_findings == "incident" else n_findings
     url = page_file.as_uri()
     requests, console_errors = [], []
     with sync_api.sync_playwright() as pw:
