@@ -60,10 +60,13 @@ def export(rules: list[Rule], for_overrides: dict[str, float] | None = None,
         override = config_rules.get(rule.id, {})
         if not override.get("enabled", True):
             continue
-        expr = f'max by ({BY}) (llm_doctor_finding{{rule="{rule.id}"}}) > 0'
+        # as in the daemon, info findings are for dashboards: only warnings and worse alert
+        expr = (f'max by ({BY}) (llm_doctor_finding{{rule="{rule.id}", '
+                f'severity=~"warning|critical"}}) > 0')
+        severity = override.get("severity", rule.severity.label)
         lines += _rule_yaml(
             alert_name(rule.id), expr, overrides.get(rule.id, rule_for_s(rule)),
-            override.get("severity", rule.severity.label),
+            "warning" if severity == "info" else severity,  # an info rule alerts when escalated
             f"{{{{ $labels.instance }}}}: {rule.id} {{{{ $labels.key }}}}",
             rule.remediation,
             {"cause": rule.cause, "playbook": f"playbooks/{rule.playbook}.md"})

@@ -66,6 +66,10 @@ class Scheduler:
     def running(self) -> list[str]:
         return [n for n, s in self.slots.items() if s.call is not None and s.call.is_alive()]
 
+    def busy(self) -> list[str]:
+        """Running and not yet given up on (a hung probe is running but not busy)."""
+        return [n for n, s in self.slots.items() if self._busy(s)]
+
     def start_due(self, now: float, serving: bool) -> Cycle:
         """Start the cheap probes that are due; the exclusive ones when nothing else runs."""
         cycle = Cycle()

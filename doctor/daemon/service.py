@@ -28,7 +28,7 @@ from doctor.daemon.server import serve
 from doctor.daemon.settings import Settings, load_settings, with_flags
 from doctor.evaluate import evaluate
 from doctor.host import Host, LiveHost
-from doctor.model import Level, ProbeResult, ScanOptions, ScanReport
+from doctor.model import Level, ProbeResult, ScanOptions, ScanReport, Severity
 from doctor.registry import PROBES, by_name
 from doctor.rules import Rule, builtin_files, load_rules
 
@@ -165,7 +165,12 @@ class Daemon:
                 started = time.monotonic()
                 if self.reload_requested:
                     self.reload()
-                self.beat()
+                try:
+                    self.beat()
+                # The daemon's isolation boundary: a bug in one beat (a rule, a record of a
+                # shape nobody expected) is logged with its traceback and the next beat runs.
+                except Exception:  # noqa: BLE001
+                    log.exception("this beat failed; the daemon carries on")
                 self.stop_event.wait(max(0.0, started + self.loaded.settings.interval_s
                                          - time.monotonic()))
         finally:
@@ -182,7 +187,7 @@ class Daemon:
     def beat(self) -> None:
         """One interval: start due probes, wait for them (at most 80% of the interval),
         evaluate, move the alerts, publish."""
-        if not self.scheduler.running():
+        if not self.scheduler.busy():
             self.host.new_scan()  # a fresh per-scan memo (process table) for this beat
         now = time.monotonic()
         cycle = self.scheduler.start_due(now, self.serving())
@@ -217,7 +222,9 @@ class Daemon:
         ok = {r.name for r in results if r.status == "ok"}
         evaluated = {r.id for r in self.loaded.rules if set(r.probes) <= ok}
         wall = time.time()
-        moved = self.tracker.observe(findings, evaluated, wall)
+        # info findings are for the metrics and reports; only warnings and worse page people
+        alerting = [f for f in findings if f.severity >= Severity.WARNING]
+        moved = self.tracker.observe(alerting, evaluated, wall)
         self.evaluations += 1
         self.collector.publish(Snapshot(
             results=dict(self.latest), findings=findings,

@@ -13,6 +13,7 @@ never holds up the probes, and a failed POST is logged with its URL, not retried
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import queue
@@ -128,7 +129,8 @@ class Dispatcher:
                 try:
                     sink.send(alerts, status)
                     self.sent += 1
-                except (OSError, ValueError) as exc:  # URLError, timeouts, HTTP errors
+                except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, timeouts,
+                    # HTTP errors (URLError and HTTPError are OSErrors), malformed answers
                     self.failures += 1
                     log.error("cannot send %d alert(s) to %s: %s", len(alerts),
                               getattr(sink, "url", type(sink).__name__), exc)
