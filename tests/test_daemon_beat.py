@@ -62,3 +62,9 @@ def test_reload_applies_a_new_for_window(tmp_path):
     finally:
         daemon.dispatcher.close()
     assert [a.state for a in daemon.tracker.active() if a.rule == "cpu-powersave-governor"] == ["firing"]
+
+
+def test_model_dirs_from_the_command_line_reach_the_probes(tmp_path):
+    loaded = load(None, (), {"model_dirs": (str(tmp_path),), "level": "quick"})
+    assert loaded.options.model_dirs == (str(tmp_path),)
+    assert loaded.settings.level == "quick"

@@ -70,6 +70,8 @@ def _config(path: Path | None) -> Config:
 def load(config_path: str | None, rule_files: tuple[str, ...], flags: dict[str, Any]) -> Loaded:
     """Settings, config and rules; raises ConfigError or RuleError naming the file."""
     path = find_config(config_path)
+    flags = dict(flags)
+    model_dirs = tuple(flags.pop("model_dirs", ()) or ())
     settings = with_flags(load_settings(path), **flags)
     config = _config(path)
     files = builtin_files() + [Path(f) for f in config.scan.get("rule_files", [])]
@@ -79,7 +81,7 @@ def load(config_path: str | None, rule_files: tuple[str, ...], flags: dict[str, 
     unknown = set(settings.for_s) - {r.id for r in rules}
     if unknown:
         raise ConfigError(f"{path}: [daemon.for] names no rule: {', '.join(sorted(unknown))}")
-    dirs = tuple(flags.get("model_dirs") or config.scan.get("model_dirs", []))
+    dirs = model_dirs or tuple(config.scan.get("model_dirs", []))
     options = ScanOptions(level=Level.parse(settings.level), model_dirs=dirs)
     return Loaded(settings, config, rules, options)
 
