@@ -12,8 +12,6 @@ import random
 import time
 from pathlib import Path
 
-import pytest
-
 from tests import fuzz_inputs as fuzz
 
 SEED = 20261129
@@ -51,15 +49,11 @@ def test_mutated_recorded_hosts(tmp_path):
     assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])
 
 
-@pytest.mark.xfail(reason="issue 5 §2: rule files still raise tracebacks and hang on FIFOs "
-                          "and 3,000-rule files until the rules work lands", strict=False)
 def test_mutated_rule_files(tmp_path):
     n, failures = _campaign("rules", tmp_path)
     assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])
 
 
-@pytest.mark.xfail(reason="issue 5 §2: config files of the wrong types still raise tracebacks "
-                          "until the rules/config work lands", strict=False)
 def test_mutated_config_files(tmp_path):
     n, failures = _campaign("config", tmp_path)
     assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])
