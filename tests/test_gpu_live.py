@@ -68,3 +68,16 @@ def test_benchmark_script_without_a_gpu_says_so_and_exits_0():
                             capture_output=True, text=True, timeout=120)
     assert replay.returncode == 0, replay.stderr
     assert "GPU0 device copy (r+w)" in replay.stdout and "1935.4 GB/s" in replay.stdout
+
+
+@pytest.mark.skipif(_has_driver(), reason="this machine has an NVIDIA driver")
+def test_capture_of_this_host_replays_the_same_skips(tmp_path):
+    from doctor.recorded import RecordingHost
+
+    options = ScanOptions(level=Level.QUICK)
+    capture = RecordingHost(LiveHost(), tmp_path / "cap")
+    live = run_probes(GPU_PROBES, capture, options)
+    capture.save({"level": "quick"})
+    replayed = run_probes(GPU_PROBES, RecordedHost(tmp_path / "cap"), options)
+    assert [(r.name, r.status, r.reason) for r in replayed] == \
+        [(r.name, r.status, r.reason) for r in live]
