@@ -56,8 +56,9 @@ def parse_cpuinfo(text: str, path: str = "/proc/cpuinfo"
     A cpuinfo with no ``processor`` entry is not one (every architecture's show_cpuinfo()
     prints it): MalformedError.
     """
-    model, flags = "unknown", set()
-    cores, sockets = set(), set()
+    model, flags = "unknown", set[str]()
+    cores: set[tuple[str | None, str]] = set()
+    sockets: set[str] = set()
     physical = None
     processors = 0
     for line in text.splitlines():
