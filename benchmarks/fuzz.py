@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests import fuzz_inputs as fuzz  # noqa: E402
+from tests import fuzz_runs as fuzz  # noqa: E402
 
 PROBLEMS = ("traceback", "hang", "read-outside", "found-outside", "found-secret", "found-token",
             "found-environment", "internal-error", "invalid-json")

@@ -11,23 +11,19 @@ Three kinds of input, each derived from a real one by a named mutation:
   or memory.
 * ``config``: a config file made wrong.
 
-Used by tests/test_fuzz.py (a bounded sample, in the suite) and benchmarks/fuzz.py (the
-campaign of 10,000 inputs). Outside the copied directory lie files holding a unique marker:
+Run and checked by tests/fuzz_runs.py, for tests/test_fuzz.py (a bounded sample, in the
+suite) and benchmarks/fuzz.py (the campaign of 10,000 inputs). Outside the copied directory lie files holding a unique marker:
 a scan that reads outside the recorded host shows the marker (a malformed-file message
 quotes what it read), and the check fails.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import io
 import json
 import os
 import random
 import shutil
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +36,6 @@ from doctor._toml import tomllib
 REPO = Path(__file__).resolve().parent.parent
 HOSTS = REPO / "tests" / "fixtures" / "hosts"
 RULES = REPO / "checks" / "host.toml"
-EXIT_CODES = {0, 1, 2, 3}
 ENGINE_PID = 77001  # the planted engine process
 
 
@@ -453,211 +448,3 @@ def make_config(base: Path, rng: random.Random, n: int, out: Outside) -> tuple[P
     except (TypeError, ValueError, RecursionError):
         path.write_text(CONFIG + "\n[scan\n")
     return path, f"config:{how}"
-
-
-# --------------------------------------------------------------------------- running and checking
-
-
-@dataclass
-class Run:
-    rc: int | None  # None: did not finish in time
-    stdout: str
-    stderr: str
-    seconds: float
-    uncaught: str = ""  # an exception that escaped main(), as its traceback's last line
-
-
-def unblock_fifos(root: Path) -> None:
-    """Open every FIFO under ``root`` for writing, then close it: a reader blocked on one
-    sees end-of-file, so a hung scan can finish and its threads go."""
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder) / name
-            try:
-                if path.is_fifo() and not path.is_symlink():
-                    os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-            except OSError:
-                pass
-
-
-def warm_up() -> None:
-    """Import what a scan imports, so that each forked run starts warm."""
-    import doctor.cli
-    import doctor.scan  # noqa: F401
-    import reports.json_report
-    import reports.markdown
-    import reports.terminal  # noqa: F401
-
-
-def run_forked(argv: list[str], bound_s: float, fifo_root: Path) -> Run:
-    """``llm-doctor ARGV`` through doctor.cli.main in a fork of this process.
-
-    A fork starts in a millisecond with every module already imported, like a call in
-    process, yet a run that hangs (a FIFO, a loop without end) can be killed at ``bound_s``
-    and leaves nothing behind: no blocked thread, no redirected sys.stdout.
-    """
-    files = fifo_root / ".run-out", fifo_root / ".run-err", fifo_root / ".run-exc"
-    t0 = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 70
-        try:
-            out = os.open(files[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            err = os.open(files[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.dup2(out, 1)
-            os.dup2(err, 2)
-            sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), encoding="utf-8",
-                                          line_buffering=False)
-            sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), encoding="utf-8")
-            sys.argv = ["llm-doctor", *argv]
-            from doctor import cli
-
-            try:
-                cli.main()
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            except BaseException as exc:  # the finding: an exception escaped the CLI  # noqa: BLE001
-                files[2].write_text(f"{type(exc).__name__}: {str(exc)[:300]}")
-                code = 70
-        finally:
-            with contextlib.suppress(BaseException):
-                sys.stdout.flush()
-                sys.stderr.flush()
-            os._exit(code if 0 <= code < 256 else 71)
-    rc = _wait(pid, bound_s)
-    seconds = time.perf_counter() - t0
-    read = [f.read_text(errors="replace") if f.exists() else "" for f in files]
-    for f in files:
-        f.unlink(missing_ok=True)
-    return Run(rc, read[0], read[1], seconds, read[2])
-
-
-def _wait(pid: int, bound_s: float) -> int | None:
-    """The child's exit status, or None after killing it at ``bound_s``."""
-    deadline = time.perf_counter() + bound_s
-    delay = 0.001
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.perf_counter() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            return None
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
-
-
-def run_subprocess(argv: list[str], bound_s: float, fifo_root: Path) -> Run:
-    import subprocess
-
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "doctor.cli", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    try:
-        out, err = proc.communicate(timeout=bound_s)
-        rc: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        rc = None
-    return Run(rc, out, err, time.perf_counter() - t0)
-
-
-def _strict_json(text: str) -> Any:
-    def refuse(name: str) -> Any:
-        raise ValueError(f"{name} is not JSON")
-    return json.loads(text, parse_constant=refuse)
-
-
-@dataclass
-class Verdict:
-    problems: list[str] = field(default_factory=list)  # "traceback", "hang", "outside", ...
-
-    def add(self, problem: str) -> None:
-        if problem not in self.problems:
-            self.problems.append(problem)
-
-
-def check(run: Run, out: Outside, json_expected: bool, needles: tuple[str, ...],
-          touched: list[str] = ()) -> Verdict:  # type: ignore[assignment]
-    """What must hold of any run: the problems found, by name (empty when all is well)."""
-    v = Verdict()
-    if touched:
-        v.add("read-outside")
-    if run.rc is None:
-        v.add("hang")
-        return v
-    if run.rc not in EXIT_CODES:
-        v.add(f"exit-{run.rc}")
-    if run.uncaught or "Traceback" in run.stderr:
-        v.add("traceback")
-    if "internal error" in run.stdout:
-        v.add("internal-error")
-    text = run.stdout + run.stderr
-    for name in needles:
-        if out.needles[name] in text:
-            v.add(f"found-{name}")
-    if json_expected and run.rc in (0, 1, 2):
-        try:
-            _strict_json(run.stdout)
-        except ValueError:
-            v.add("invalid-json")
-    return v
-
-
-# --------------------------------------------------------------------------- one input, end to end
-
-SCAN_HOSTS = ("this-vm-epyc-2cpu", "model-on-hdd-xeon-e5", "swap-in-use-epyc-7543")
-HOST_NEEDLES = ("outside", "secret", "token", "environment")
-FILE_NEEDLES = ("environment",)
-
-
-@dataclass
-class Tried:
-    kind: str
-    mutation: str
-    argv: list[str]
-    run: Run
-    verdict: Verdict
-
-
-def _scan_argv(replay: Path, level: str, *extra: str) -> list[str]:
-    return ["scan", "--replay", str(replay), "--level", level, "--format", "json",
-            "--no-progress", *extra]
-
-
-def try_one(kind: str, base: Path, rng: random.Random, out: Outside, n: int,
-            bound_s: float, runner: Callable[[list[str], float, Path], Run] = run_forked,
-            evaluate_share: float = 0.3) -> list[Tried]:
-    """Make one input of ``kind``, run llm-doctor on it, check the run; cleans up after."""
-    work = base / f"in-{n}"
-    work.mkdir()
-    tried = []
-    try:
-        if kind == "host":
-            source = HOSTS / rng.choice(SCAN_HOSTS)
-            root, what = make_host(work, source, rng, out)
-            argv = _scan_argv(root, rng.choice(("quick", "standard")))
-            out.reset()
-            run = runner(argv, bound_s, work)
-            tried.append(Tried(kind, what, argv, run,
-                               check(run, out, True, HOST_NEEDLES, out.touched())))
-        else:
-            path, what = (make_rules(work, rng, n) if kind == "rules"
-                          else make_config(work, rng, n, out))
-            argv = ["rules", "check", str(path)] if kind == "rules" else ["rules", "--config", str(path)]
-            run = runner(argv, bound_s, work)
-            tried.append(Tried(kind, what, argv, run, check(run, out, False, FILE_NEEDLES)))
-            if run.rc == 0 and rng.random() < evaluate_share:  # loaded: now evaluate it
-                flag = "--rules" if kind == "rules" else "--config"
-                argv = _scan_argv(HOSTS / SCAN_HOSTS[0], "quick", flag, str(path))
-                run = runner(argv, bound_s, work)
-                tried.append(Tried(kind, what + " (scanned)", argv, run,
-                                   check(run, out, True, FILE_NEEDLES)))
-    finally:
-        unblock_fifos(work)
-        shutil.rmtree(work, ignore_errors=True)
-    return tried

@@ -1,5 +1,5 @@
 """Fuzz: mutated recorded hosts, rule files and config files never crash, hang, read outside
-the recorded host, or show a planted secret (tests/fuzz_inputs.py makes and checks them).
+the recorded host, or show a planted secret (tests/fuzz_inputs.py makes them, tests/fuzz_runs.py checks the runs).
 
 A fixed seed and a time budget per kind keep this bounded (under 25 s a kind); the campaign
 of 10,000 inputs is benchmarks/fuzz.py. Each run goes through ``doctor.cli.main`` in a fork
@@ -12,7 +12,7 @@ import random
 import time
 from pathlib import Path
 
-from tests import fuzz_inputs as fuzz
+from tests import fuzz_runs as fuzz
 
 SEED = 20261129
 BUDGET_S = 15.0  # per kind; no input starts after it is spent
