@@ -92,6 +92,10 @@ def main() -> None:
             shutil.rmtree(target)
         shutil.copytree(HEALTHY, target, symlinks=True)
         write_pages(target, name)
+        # the capture timed its two scrapes 3 s apart (engine.metrics records the interval)
+        measurements = json.loads((target / "measurements.json").read_text())
+        measurements[f"engine.metrics interval {BASE}/metrics"] = {"interval_s": 3.0}
+        (target / "measurements.json").write_text(json.dumps(measurements, indent=2, sort_keys=True) + "\n")
         (target / "expected.toml").write_text(EXPECTED[name])
         (target / "README.md").write_text(README.format(name=name, story=STORIES[name]))
         print(f"{target}: written")
