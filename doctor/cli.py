@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from doctor import __version__
+from doctor import __version__, cli_load
 from doctor.app import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
                         scan_options)
 from doctor.cli_engine import plan
@@ -242,7 +242,8 @@ def rules_check(files) -> None:
         loaded = load_file(Path(name), by_name())
         if not loaded:
             raise RuleError(f"{name}: holds no [[rule]] tables (format: 'llm-doctor rules --help')")
-        click.echo(f"{name}: {len(loaded)} rule(s) ok: {', '.join(r.id for r in loaded)}")
+        more = f", … and {len(loaded) - 20} more" if len(loaded) > 20 else ""
+        click.echo(f"{name}: {len(loaded)} rule(s) ok: {', '.join(r.id for r in loaded[:20])}{more}")
 
 
 @cli.command()
@@ -261,6 +262,8 @@ def playbook(cause) -> None:
 
 
 cli.add_command(plan)
+cli.add_command(cli_load.warmup)
+cli.add_command(cli_load.load)
 
 
 def main() -> None:
