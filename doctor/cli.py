@@ -264,6 +264,11 @@ def playbook(cause) -> None:
 cli.add_command(plan)
 cli.add_command(cli_load.warmup)
 cli.add_command(cli_load.load)
+from doctor.cli_daemon import daemon, report, rules_export  # noqa: E402 (the daemon's commands)
+
+cli.add_command(daemon)
+cli.add_command(report)
+rules.add_command(rules_export)
 
 
 def main() -> None:

@@ -141,13 +141,14 @@ class _Fields:
                                   "(at most 80, starting with a letter or digit)")
         return value
 
-    def strings(self, key: str, single_ok: bool = False) -> tuple[str, ...]:
+    def strings(self, key: str, single_ok: bool = False, empty_ok: bool = False) -> tuple[str, ...]:
         value = self.raw[key]
         if single_ok and isinstance(value, str):
             value = [value]
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise self.error(key, f"'{key}' must be a non-empty array of strings "
-                                  f"(e.g. {key} = [\"...\"]), not {_kind(value)}")
+        if (not isinstance(value, list) or (not value and not empty_ok)
+                or not all(isinstance(v, str) for v in value)):
+            raise self.error(key, f"'{key}' must be a{'' if empty_ok else ' non-empty'} array of "
+                                  f"strings (e.g. {key} = [\"...\"]), not {_kind(value)}")
         return tuple(value)
 
     def table(self, key: str) -> dict[str, Any]:
@@ -182,7 +183,8 @@ def _checked(f: _Fields, probes: dict[str, ProbeSpec]) -> dict[str, Any]:
     if out["cause"] not in CAUSES:
         raise f.error("cause", f"unknown cause id '{out['cause']}'{suggest(out['cause'], CAUSES)}; "
                                "the cause ids are the playbooks' names (playbooks/README.md)")
-    out["symptoms"] = f.strings("symptoms")
+    # A security finding explains no troubleshooting row: endpoint-unauthenticated (domain.md).
+    out["symptoms"] = f.strings("symptoms", empty_ok=True)
     for symptom in out["symptoms"]:
         if symptom not in SYMPTOMS:
             raise f.error("symptoms", f"unknown symptom row '{symptom}'{suggest(symptom, SYMPTOMS)}; "
