@@ -137,7 +137,7 @@ def _native_dtype(raw: dict, cfg: dict) -> str | None:
     if isinstance(quant, dict):
         if str(quant.get("quant_method", "")).lower() == "fp8":
             return "fp8"
-        bits = {4: "int4", 8: "int8"}.get(quant.get("bits") or quant.get("w_bit"))
+        bits = {4: "int4", 8: "int8"}.get(int(quant.get("bits") or quant.get("w_bit") or 0))
         if bits:
             return bits
     return TORCH_DTYPES.get(str(raw.get("torch_dtype") or cfg.get("torch_dtype") or ""))

@@ -90,7 +90,8 @@ def probe(host: Host, options: ScanOptions) -> CapacityRecord:
     try:
         gpu_total = _gpu_total_bytes(host)
     except HostReadError as exc:  # the engine is here, the card's size is absent: say so
-        return CapacityRecord((), tuple(f"{_label(e)}: no GPU memory figure from NVML ({exc})"
+        reason = getattr(exc.reason, "value", exc.reason)  # the detail differs live and replayed
+        return CapacityRecord((), tuple(f"{_label(e)}: no GPU memory figure from NVML ({reason})"
                                         for e in engines))
     sized, left_out = [], []
     for engine in engines:

@@ -86,7 +86,9 @@ def _discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
         engine = engine_flags.from_process(proc)
         if engine.base_url is None:
             unbound.append(engine)
-        elif engine.base_url not in engines:
+        elif engine.base_url not in engines or _richer(engine, engines[engine.base_url]):
+            # a worker (VLLM::EngineCore, sglang::scheduler) guessed at the server's port
+            # yields to the process that holds the socket and carries the flags
             engines[engine.base_url] = engine
     auth = credentials(host, options)
     for url in options_endpoints(options):
@@ -99,6 +101,12 @@ def _discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
             engines[base] = engine_flags.blank(base)
     found = [_ask_engine(host, e, auth.get(e.base_url or "", {})) for e in engines.values()]
     return tuple(found + unbound)
+
+
+def _richer(new: Engine, old: Engine) -> bool:
+    def score(e: Engine) -> tuple[bool, int]:
+        return bool(e.listen), sum(v is not None for v in engine_flags.as_dict(e).values())
+    return score(new) > score(old)
 
 
 def options_endpoints(options: ScanOptions) -> tuple[str, ...]:

@@ -98,7 +98,9 @@ def _from_flags(kind: str, cmdline: str) -> dict[str, Any]:
 
 
 def _base_url(kind: str, listen: tuple[str, ...], port: int | None) -> str | None:
-    """The URL to reach a process at: its flagged port among its sockets, else the first."""
+    """The URL to reach a process at: its flagged (else the engine's default) port among its
+    sockets, else its first socket; with no socket read, the flagged or default port."""
+    port = port or DEFAULT_PORTS.get(kind)
     sockets = []
     for item in listen:
         address, _, number = item.rpartition(":")

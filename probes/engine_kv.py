@@ -19,6 +19,7 @@ from doctor.host import Host
 from doctor.model import ScanOptions, Skip
 from probes.engine_discovery import Engine, discover
 from probes.engine_metrics import EngineMetrics, scrape_all
+from probes.kernels.kv_alloc import simulate
 
 BLOCK_SIZES = (8, 16, 32, 64, 128)  # vLLM --block-size choices on CUDA (8-32) and others
 DEFAULT_BLOCK = 16  # 000 §4.2: block_size 16, 32 for long context
@@ -56,30 +57,16 @@ class KVRecord:
     engines: tuple[EngineKV, ...]
 
 
-def simulate(lengths: Iterable[float], block_tokens: int, bytes_per_token: float) -> dict:
-    """Paged allocation of ``lengths`` (tokens per request) in blocks of ``block_tokens``.
-
-    Same signature as the GPU helper's probes/kernels/kv_alloc.simulate, which was not on
-    main when this was written; this is its CPU form (pure arithmetic).
-    """
-    used = allocated = blocks = 0.0
-    count = 0
-    for length in lengths:
-        n = math.ceil(max(length, 1) / block_tokens)
-        blocks += n
-        allocated += n * block_tokens
-        used += max(length, 1)
-        count += 1
-    wasted = allocated - used
-    return {"requests": count, "blocks": int(blocks), "used_tokens": used,
-            "allocated_tokens": allocated, "wasted_tokens": wasted,
-            "waste_fraction": wasted / allocated if allocated else 0.0,
-            "wasted_bytes": wasted * bytes_per_token}
+def waste_fraction(lengths: Iterable[float], block_tokens: int) -> float:
+    """Share of the allocated KV tokens a paged cache leaves empty for this mix
+    (probes/kernels/kv_alloc.simulate, the GPU helper's model, in tokens)."""
+    mix = [max(math.ceil(n), 1) for n in lengths]
+    return simulate(mix, block_tokens, 1)["waste_fraction"] if mix else 0.0
 
 
 def recommend_block(lengths: tuple[float, ...]) -> tuple[int, float]:
     """(block size, its waste fraction) for a request-length mix (000 §4.2)."""
-    waste = {b: simulate(lengths, b, 0.0)["waste_fraction"] for b in BLOCK_SIZES}
+    waste = {b: waste_fraction(lengths, b) for b in BLOCK_SIZES}
     median = sorted(lengths)[len(lengths) // 2]
     if median >= LONG_CONTEXT_TOKENS and waste[32] <= LONG_BLOCK_MAX_WASTE:
         return 32, waste[32]
@@ -99,7 +86,7 @@ def view(engine: Engine | None, m: EngineMetrics) -> EngineKV:
     lengths = m.request_tokens_mix[:-1]  # the last point is the p99, kept apart
     waste = recommended = waste_rec = None
     if lengths and block:
-        waste = round(simulate(lengths, block, 0.0)["waste_fraction"], 4)
+        waste = round(waste_fraction(lengths, block), 4)
         recommended, waste_rec = recommend_block(lengths)
         waste_rec = round(waste_rec, 4)
     return EngineKV(

@@ -95,8 +95,8 @@ def _scrape_all(host: Host, options: ScanOptions) -> tuple[EngineMetrics | Scrap
             first[base] = (_fetch(host, url, auth.get(base, {})), time.monotonic())
     wanted = SCRAPE_INTERVAL_S[options.level]
     if host.kind == "live" and any(isinstance(p, Page) for p, _ in first.values()):
-        oldest = min(t for p, t in first.values() if isinstance(p, Page))
-        time.sleep(min(max(wanted - (time.monotonic() - oldest), 0), wanted))
+        newest = max(t for p, t in first.values() if isinstance(p, Page))
+        time.sleep(min(max(wanted - (time.monotonic() - newest), 0), wanted))
     return tuple(_second(host, e, first[e.base_url or ""], auth, wanted) for e in engines)
 
 

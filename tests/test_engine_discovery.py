@@ -122,3 +122,18 @@ def test_a_running_llama_server_is_found_without_being_told(llama_server, gemma_
     assert metrics.kind == "llama.cpp" and metrics.requests_waiting == 0
     assert "ttft: llama.cpp exports no time-to-first-token histogram" in metrics.absent
     assert metrics.prompt_tokens_per_s == 0 and metrics.interval_s >= 2
+
+
+def test_a_worker_process_yields_to_the_server_that_holds_the_socket(monkeypatch):
+    from probes.processes import Process
+
+    table = (Process(100, "VLLM::EngineCore", "VLLM::EngineCore", "vllm", ()),
+             Process(90, "python3", "vllm serve /models/m --port 8000 --max-num-seqs 64", "vllm",
+                     ("0.0.0.0:8000",)),
+             Process(110, "VLLM::Worker_TP1", "VLLM::Worker_TP1", "vllm", ()))
+    monkeypatch.setattr("probes.engine_discovery.engine_processes", lambda host: table)
+    monkeypatch.setattr("probes.engine_discovery._ask_engine", lambda host, e, headers: e)
+    host = LiveHost()
+    host.new_scan()
+    (engine,) = discover(host, ScanOptions())
+    assert engine.pid == 90 and engine.max_num_seqs == 64 and engine.base_url == "http://127.0.0.1:8000"

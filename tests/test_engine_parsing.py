@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from doctor.promtext import PageError, bucket_delta, parse, quantile
-from probes.engine_kv import recommend_block, simulate
+from probes.engine_kv import recommend_block, waste_fraction
 from probes.engine_names import kind_of_page
 from probes.engine_normalise import normalise
 
@@ -71,8 +71,8 @@ def test_v0_names_are_read():
 
 
 def test_block_waste():
-    assert simulate([16, 32], 16, 2.0)["waste_fraction"] == 0
-    result = simulate([17], 16, 2.0)
-    assert result["wasted_tokens"] == 15 and result["wasted_bytes"] == 30
-    assert recommend_block(tuple([40.0] * 10)) == (16, pytest.approx(8 / 48))
+    assert waste_fraction([16.0, 32.0], 16) == 0
+    assert waste_fraction([17.0], 16) == pytest.approx(15 / 32, abs=1e-5)
+    assert waste_fraction([16.2], 16) == pytest.approx(15 / 32, abs=1e-5)  # 16.2 tokens take 17 slots
+    assert recommend_block(tuple([40.0] * 10)) == (16, pytest.approx(8 / 48, abs=1e-5))
     assert recommend_block(tuple([8000.0] * 10))[0] == 32

@@ -141,3 +141,11 @@ def test_plan_command_json_and_exit_codes(cli, gemma_gguf, tmp_path):
     assert "Traceback" not in result.stderr
     result = cli("plan", "--model", str(MISTRAL7), "--gpu-memory", "lots")
     assert result.returncode == 3 and "not a size" in result.stderr
+
+
+def test_a_quantized_config_sizes_its_quantized_weights(tmp_path):
+    config = json.loads((MISTRAL7 / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    plan = make_plan(read_shape(str(tmp_path)), 8 * GiB, context=2048)
+    assert plan.dtype == "int4" and plan.weights_bytes / 1e9 == pytest.approx(3.6, abs=0.05)

@@ -1,17 +1,17 @@
-"""Give the recorded vLLM hosts their engine's pages (http.json, format 2).
+"""Recorded vLLM hosts with their engine's pages (http.json, recorded-host format 2).
 
 The vLLM server of ``healthy-epyc-9654-vllm`` (pid 48213, ``--port 8000 --api-key ***``)
 is read by the engine probes as a capture reads it: ``GET /metrics`` (discovery; the
 first scrape), ``GET /v1/models`` (401: the engine wants its key, which a capture never
-holds), ``GET /metrics`` again (the second scrape). This writes those answers:
+holds), ``GET /metrics`` again (the second scrape, 3 s later). This writes copies of that
+host with those answers:
 
-* into ``healthy-epyc-9654-vllm`` itself: the calm pages (41 % of the KV cache, nobody
-  waiting, no new preemption);
-* ``vllm-v1-calm``: a copy of that host with the same calm pages, named for its engine;
-* ``vllm-v1-kv-pressure``: a copy whose engine is at 99 % of its KV cache with 12 requests
-  waiting and 15 preemptions between the scrapes.
+* ``vllm-v1-calm``: 41 % of the KV cache, nobody waiting, no new preemption;
+* ``vllm-v1-kv-pressure``: 99 % of the KV cache, 12 requests waiting and 15 preemptions
+  between the scrapes.
 
-Run after tests/fixtures/build_hosts.py (which rewrites the healthy host without pages):
+``page_answers(scenario)`` gives the same answers to a fixture builder (for the healthy
+host itself, say). Run after tests/fixtures/build_hosts.py:
     python tests/engine_pages/make_hosts.py
 """
 
@@ -20,6 +20,9 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+
+from doctor.host import HttpResponse
+from doctor.read_kinds import slug
 
 HERE = Path(__file__).resolve().parent
 HOSTS = HERE.parent / "fixtures" / "hosts"
@@ -66,32 +69,45 @@ STORIES = {
 }
 
 
+def page_answers(scenario: str) -> list[tuple[str, HttpResponse]]:
+    """(url, answer) in the order the engine probes ask, for RecordWriter.http."""
+    text = "text/plain; version=0.0.4"
+    return [
+        (f"{BASE}/metrics", HttpResponse(f"{BASE}/metrics", 200, text,
+                                         (HERE / scenario / "metrics.1.txt").read_text(), 0.004)),
+        (f"{BASE}/v1/models", HttpResponse(f"{BASE}/v1/models", 401, "application/json",
+                                           UNAUTHORIZED, 0.001)),
+        (f"{BASE}/metrics", HttpResponse(f"{BASE}/metrics", 200, text,
+                                         (HERE / scenario / "metrics.2.txt").read_text(), 0.004)),
+    ]
+
+
 def write_pages(host: Path, scenario: str) -> None:
+    """http.json and http/ as RecordWriter lays them out (docs/recorded-host.md)."""
     folder = host / "http"
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir()
     entries = []
-    answers = [("metrics", (HERE / scenario / "metrics.1.txt").read_text(), 200, "text/plain; version=0.0.4"),
-               ("v1_models", UNAUTHORIZED, 401, "application/json"),
-               ("metrics", (HERE / scenario / "metrics.2.txt").read_text(), 200, "text/plain; version=0.0.4")]
-    for i, (page, body, status, content_type) in enumerate(answers):
-        body_file = f"http/{i:02d}-127.0.0.1_8000_{page}.body"
-        (host / body_file).write_text(body)
-        path = "/metrics" if page == "metrics" else "/v1/models"
-        entries.append({"url": f"{BASE}{path}", "status": status, "content_type": content_type,
-                        "body_file": body_file, "elapsed_s": 0.004})
+    for i, (url, answer) in enumerate(page_answers(scenario)):
+        body_file = f"http/{i:02d}-{slug(url.split('//', 1)[-1])}.body"
+        (host / body_file).write_text(answer.body)
+        entries.append({"url": url, "status": answer.status, "content_type": answer.content_type,
+                        "body_file": body_file, "elapsed_s": answer.elapsed_s})
     (host / "http.json").write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
 
 
 def main() -> None:
-    write_pages(HEALTHY, "vllm-v1-calm")
     for name in ("vllm-v1-calm", "vllm-v1-kv-pressure"):
         target = HOSTS / name
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(HEALTHY, target, symlinks=True)
         write_pages(target, name)
+        # the capture timed its two scrapes 3 s apart (engine.metrics records the interval)
+        measurements = json.loads((target / "measurements.json").read_text())
+        measurements[f"engine.metrics interval {BASE}/metrics"] = {"interval_s": 3.0}
+        (target / "measurements.json").write_text(json.dumps(measurements, indent=2, sort_keys=True) + "\n")
         (target / "expected.toml").write_text(EXPECTED[name])
         (target / "README.md").write_text(README.format(name=name, story=STORIES[name]))
         print(f"{target}: written")
