@@ -174,3 +174,10 @@ def test_load_command_unreachable_endpoint_exits_3(cli, tmp_path):
 def test_load_command_rejects_a_bad_url(cli):
     result = cli("load", "--endpoint", "localhost:8000", "--no-save")
     assert result.returncode == 3 and "expected http://HOST:PORT" in result.stderr
+
+
+def test_slow_levels_run_long_enough_for_their_percentiles():
+    assert knee.level_seconds(0.1, 1, 170, False) == knee.LEVEL_SECONDS  # fast engine: 15 s
+    assert knee.level_seconds(3.0, 1, 170, False) == 36.0  # 12 requests of 3 s
+    assert knee.level_seconds(3.0, 1, 50, False) == 25.0  # never past half what is left
+    assert knee.level_seconds(3.0, 1, 20, True) == 20.0  # the last level may use it all
