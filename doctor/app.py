@@ -88,11 +88,18 @@ def _terminal(report: ScanReport) -> str:
     return console.export_text()
 
 
+def _html(report: ScanReport) -> str:
+    from reports.html import render
+
+    return render(report)
+
+
 # Output formats: one table. Each renders a whole report to text.
 FORMATS: dict[str, Callable[[ScanReport], str]] = {
     "terminal": _terminal,
     "json": _json,
     "markdown": _markdown,
+    "html": _html,
 }
 
 

@@ -1,0 +1,124 @@
+"""``llm-doctor daemon``, ``llm-doctor report`` and ``llm-doctor rules export``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from doctor.config import ConfigError
+
+_DURATION = click.STRING
+
+
+def _seconds(value: str | None, flag: str) -> float | None:
+    from doctor.daemon.alerts import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return float(value) if value.replace(".", "", 1).isdigit() else parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from None
+
+
+@click.command()
+@click.option("--listen", metavar="HOST:PORT", default=None,
+              help="Where to serve /metrics. Default 127.0.0.1:9411 (loopback only); "
+                   "[::1]:9411 for IPv6; port 0 picks a free port.")
+@click.option("--interval", metavar="DURATION", default=None,
+              help="How often the read-only probes run and the rules are evaluated "
+                   "(default 15s; '1s', '30s', '2m').")
+@click.option("--kernel-interval", metavar="DURATION", default=None,
+              help="How often the micro-kernels run (default 6h; 0 = only on SIGUSR1).")
+@click.option("--level", type=click.Choice(["quick", "standard", "full"]), default=None,
+              help="quick never runs micro-kernels. Default standard.")
+@click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
+              help="Where the model weights live (repeatable).")
+@click.option("--config", "config_path", metavar="FILE",
+              help="Config file with a [daemon] table (docs/daemon.md). SIGHUP re-reads it.")
+@click.option("--rules", "rule_files", multiple=True, metavar="FILE",
+              help="An extra rule file (repeatable).")
+@click.option("--report-dir", metavar="DIR", default=None,
+              help="Write an HTML incident report here when an alert fires.")
+@click.option("--alertmanager", multiple=True, metavar="URL",
+              help="Send alerts to this Alertmanager (v2 API; repeatable).")
+@click.option("--webhook", multiple=True, metavar="URL",
+              help="POST alerts as JSON to this URL (repeatable).")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)
+def daemon(listen, interval, kernel_interval, level, model_dirs, config_path, rule_files,
+           report_dir, alertmanager, webhook, log_level) -> None:
+    """Run the probes on a schedule, export metrics, send alerts, write incident reports.
+
+    \b
+    llm-doctor daemon                                  serve 127.0.0.1:9411/metrics
+    llm-doctor daemon --alertmanager http://127.0.0.1:9093 --report-dir /var/lib/llm-doctor
+    kill -HUP <pid>     re-read the config and rules
+    kill -USR1 <pid>    run the micro-kernels now
+    kill -TERM <pid>    stop
+    """
+    from doctor.daemon.service import Daemon, load
+
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    flags = {"listen": listen, "interval_s": _seconds(interval, "--interval"),
+             "kernel_interval_s": _seconds(kernel_interval, "--kernel-interval"),
+             "level": level, "report_dir": report_dir, "alertmanager": tuple(alertmanager),
+             "webhook": tuple(webhook)}
+    if flags["interval_s"] is not None and flags["interval_s"] < 1:
+        raise click.BadParameter("must be at least 1s", param_hint="--interval")
+
+    def reload():
+        return load(config_path, rule_files, {**flags, "model_dirs": model_dirs})
+
+    service = Daemon(reload(), reload)
+    service.install_signals()
+    sys.exit(service.run())
+
+
+@click.command()
+@click.argument("snapshot", metavar="SNAPSHOT.json")
+@click.option("--output", "-o", metavar="FILE", required=True, help="The HTML file to write.")
+def report(snapshot, output) -> None:
+    """Render a saved JSON scan ('scan --format json -o FILE') as a self-contained HTML report."""
+    from doctor.output import write_atomic
+    from reports.html import render_data
+
+    try:
+        data = json.loads(Path(snapshot).read_text())
+    except OSError as exc:
+        raise ConfigError(f"{snapshot}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{snapshot}:{exc.lineno}: not JSON ({exc.msg}); expected the output "
+                          "of 'llm-doctor scan --format json'") from None
+    if not isinstance(data, dict) or data.get("schema_version") != 1:
+        raise ConfigError(f"{snapshot}: not an llm-doctor JSON report (schema_version 1); "
+                          "write one with 'llm-doctor scan --format json -o FILE'")
+    write_atomic(output, render_data(data))
+    click.echo(f"report written to {output}", err=True)
+
+
+@click.command("export")
+@click.option("--prometheus", "fmt", flag_value="prometheus", required=True,
+              help="Prometheus alerting rules over llm-doctor's metrics (YAML).")
+@click.option("--config", "config_path", metavar="FILE",
+              help="Take 'for' overrides from this config's [daemon.for].")
+@click.option("--rules", "rule_files", multiple=True, metavar="FILE")
+@click.option("--output", "-o", metavar="FILE", help="Write to FILE instead of standard output.")
+def rules_export(fmt, config_path, rule_files, output) -> None:
+    """Write Prometheus alerting rules, one per llm-doctor rule (check: promtool check rules)."""
+    from doctor.daemon.promrules import export
+    from doctor.daemon.service import load
+    from doctor.output import write_atomic
+
+    loaded = load(config_path, rule_files, {})
+    text = export(loaded.rules, loaded.settings.for_s, loaded.config.rules)
+    if output:
+        write_atomic(output, text)
+        click.echo(f"rules written to {output}", err=True)
+    else:
+        click.echo(text, nl=False)

@@ -1,0 +1,2 @@
+"""The long-running side of llm-doctor: probes on schedules, a Prometheus exporter, alerts
+with a lifecycle, and HTML incident reports (docs/daemon.md)."""

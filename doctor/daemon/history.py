@@ -1,0 +1,65 @@
+"""Bounded in-memory history of the exported measurements, for the incident reports' plots.
+
+One ring per series (metric name + labels), holding (unix time, value) pairs for the last
+``window_s`` at no finer than ``window_s / max_points`` (a faster beat replaces the newest
+point instead of adding one: 360 points per series whatever the interval). Memory stays bounded over days: points older than the window are dropped,
+a series not updated for a whole window is forgotten (an engine that restarted under a new
+pid), and at most ``max_series`` series are kept (the oldest-updated go first).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+Labels = tuple[tuple[str, str], ...]
+SeriesKey = tuple[str, Labels]
+
+
+class History:
+    def __init__(self, window_s: float = 3600.0, max_series: int = 4000,
+                 max_points: int = 360) -> None:
+        self.window_s = window_s
+        self.step_s = window_s / max_points
+        self.max_series = max_series
+        self._series: dict[SeriesKey, deque[tuple[float, float]]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, now: float, samples: list[tuple[str, Labels, float]]) -> None:
+        """Append one point per sample at ``now`` (unix seconds), then prune."""
+        with self._lock:
+            for name, labels, value in samples:
+                ring = self._series.get((name, labels))
+                if ring is None:
+                    ring = self._series[(name, labels)] = deque()
+                if len(ring) > 1 and now - ring[-2][0] < self.step_s:
+                    ring[-1] = (now, value)
+                else:
+                    ring.append((now, value))
+            self._prune(now)
+
+    def _prune(self, now: float) -> None:
+        horizon = now - self.window_s
+        for key in list(self._series):
+            ring = self._series[key]
+            while ring and ring[0][0] < horizon:
+                ring.popleft()
+            if not ring:
+                del self._series[key]
+        if len(self._series) > self.max_series:
+            by_age = sorted(self._series, key=lambda k: self._series[k][-1][0])
+            for key in by_age[: len(self._series) - self.max_series]:
+                del self._series[key]
+
+    def series(self, name: str) -> dict[Labels, list[tuple[float, float]]]:
+        """Every series of metric ``name``: labels → points, oldest first."""
+        with self._lock:
+            return {labels: list(ring) for (n, labels), ring in self._series.items() if n == name}
+
+    def names(self) -> set[str]:
+        with self._lock:
+            return {name for name, _ in self._series}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._series)

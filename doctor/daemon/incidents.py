@@ -1,0 +1,40 @@
+"""Incident reports written when an alert fires: self-contained HTML, atomic, bounded.
+
+File names sort by time: ``incident-20260101T120000Z-cpu-contention-<key hash>.html``.
+Only the newest ``keep`` reports stay; older ones are deleted after each write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from pathlib import Path
+
+from doctor.output import write_atomic
+
+log = logging.getLogger("llm-doctor.reports")
+
+
+def report_name(rule: str, key: str, now: float) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    return f"incident-{stamp}-{rule}-{digest}.html"
+
+
+def write_report(folder: str, name: str, html: str, keep: int) -> Path | None:
+    """Write ``html`` to ``folder/name`` atomically, then prune; None (logged) on failure."""
+    root = Path(folder)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        write_atomic(root / name, html)
+    except OSError as exc:
+        log.error("cannot write incident report %s: %s", root / name, exc.strerror or exc)
+        return None
+    reports = sorted(root.glob("incident-*.html"))
+    for old in reports[: max(0, len(reports) - keep)]:
+        try:
+            old.unlink()
+        except OSError as exc:
+            log.error("cannot remove old report %s: %s", old, exc.strerror)
+    return root / name

@@ -1,0 +1,136 @@
+"""Runs probes on schedules suited to their cost, without ever stacking a hung probe.
+
+Cheap read-only probes run every ``interval_s``; probes marked ``exclusive`` (micro-kernels,
+disk reads) run every ``kernel_interval_s`` (0: only on demand, SIGUSR1), alone, and not
+while an engine is serving unless the settings allow it. Each probe runs on its own thread
+through ``doctor.runner``'s call object, so its exceptions map exactly as in a scan.
+
+A probe still running when it falls due again is not started again: the scheduler reports
+it as ``timeout`` with the reason "still running ... not started again", so a hung read
+costs one thread, not one per interval. Micro-kernels already run in child processes
+(probes/kernels/) that their own timeouts kill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from doctor.host import Host
+from doctor.model import ProbeResult, ProbeSpec, ScanOptions
+from doctor.runner import _Call  # the runner's one isolation boundary, reused as is
+
+
+@dataclass(slots=True)
+class _Slot:
+    spec: ProbeSpec
+    next_due: float = 0.0
+    call: _Call | None = None
+    started: float = 0.0
+    timeout_reported: bool = False
+
+
+@dataclass(slots=True)
+class Cycle:
+    """What one cycle started and finished: results in registry order."""
+
+    started: list[str] = field(default_factory=list)
+    results: list[ProbeResult] = field(default_factory=list)
+
+
+class Scheduler:
+    """Starts due probes and collects their results; never blocks on a probe."""
+
+    def __init__(self, specs: tuple[ProbeSpec, ...], host: Host, options: ScanOptions,
+                 interval_s: float, kernel_interval_s: float,
+                 kernels_while_serving: bool = False) -> None:
+        chosen = [s for s in specs if s.level <= options.level]
+        self.slots = {s.name: _Slot(s) for s in chosen}
+        self.host, self.options = host, options
+        self.interval_s, self.kernel_interval_s = interval_s, kernel_interval_s
+        self.kernels_while_serving = kernels_while_serving
+        self.kernels_requested = True  # exclusive probes run once at start
+
+    def reconfigure(self, specs: tuple[ProbeSpec, ...], options: ScanOptions, interval_s: float,
+                    kernel_interval_s: float, kernels_while_serving: bool) -> None:
+        """After a reload: keep the slots (and any hung call) of probes still chosen."""
+        chosen = [s for s in specs if s.level <= options.level]
+        self.slots = {s.name: self.slots.get(s.name) or _Slot(s) for s in chosen}
+        self.options = options
+        self.interval_s, self.kernel_interval_s = interval_s, kernel_interval_s
+        self.kernels_while_serving = kernels_while_serving
+
+    def request_kernels(self) -> None:
+        """Run the exclusive probes at the next opportunity (SIGUSR1)."""
+        self.kernels_requested = True
+
+    def running(self) -> list[str]:
+        return [n for n, s in self.slots.items() if s.call is not None and s.call.is_alive()]
+
+    def busy(self) -> list[str]:
+        """Running and not yet given up on (a hung probe is running but not busy)."""
+        return [n for n, s in self.slots.items() if self._busy(s)]
+
+    def start_due(self, now: float, serving: bool) -> Cycle:
+        """Start the cheap probes that are due; the exclusive ones when nothing else runs."""
+        cycle = Cycle()
+        if any(s.spec.exclusive and self._busy(s) for s in self.slots.values()):
+            return cycle  # a micro-kernel owns the machine: the cheap probes wait their turn
+        for slot in self.slots.values():
+            if not slot.spec.exclusive and slot.next_due <= now:
+                self._start_or_report(slot, now, self.interval_s, cycle)
+        return cycle
+
+    def start_kernels(self, now: float, serving: bool) -> Cycle:
+        """Start exclusive probes when due (or requested) and no other probe is busy."""
+        cycle = Cycle()
+        due = [s for s in self.slots.values() if s.spec.exclusive
+               and (self.kernels_requested or (self.kernel_interval_s > 0 and s.next_due <= now))]
+        if not due:
+            return cycle
+        if serving and not self.kernels_while_serving:
+            for slot in due:
+                slot.next_due = now + (self.kernel_interval_s or self.interval_s)
+                cycle.results.append(ProbeResult(
+                    slot.spec.name, "skipped", 0.0,
+                    "an engine is serving: micro-kernels wait (daemon.kernels_while_serving)"))
+            self.kernels_requested = False
+            return cycle
+        if any(self._busy(s) for s in self.slots.values()):
+            return cycle  # the beat's cheap probes first: the daemon calls this after them
+        self.kernels_requested = False
+        self._start_or_report(due[0], now, self.kernel_interval_s, cycle)  # one at a time
+        return cycle
+
+    def collect(self, now: float) -> list[ProbeResult]:
+        """Results of calls that finished, and a timeout for each that overran (once)."""
+        out = []
+        for slot in self.slots.values():
+            call = slot.call
+            if call is None:
+                continue
+            if call.result is not None:
+                if not slot.timeout_reported:
+                    out.append(call.result)  # a late result after a timeout is ignored
+                slot.call = None
+            elif not slot.timeout_reported and now - slot.started > slot.spec.timeout_s:
+                slot.timeout_reported = True
+                out.append(ProbeResult(slot.spec.name, "timeout", slot.spec.timeout_s,
+                                       f"no result within {slot.spec.timeout_s:g} s"))
+        return out
+
+    def _busy(self, slot: _Slot) -> bool:
+        """Running and not yet given up on: a hung probe does not hold the others back."""
+        return slot.call is not None and slot.call.is_alive() and not slot.timeout_reported
+
+    def _start_or_report(self, slot: _Slot, now: float, every: float, cycle: Cycle) -> None:
+        slot.next_due = now + every
+        if slot.call is not None and slot.call.is_alive():
+            if slot.timeout_reported:  # hung: say so on every beat, start nothing
+                cycle.results.append(ProbeResult(
+                    slot.spec.name, "timeout", now - slot.started,
+                    f"still running since {now - slot.started:.0f} s ago; not started again"))
+            return
+        slot.call = _Call(slot.spec, self.host, self.options)
+        slot.started, slot.timeout_reported = now, False
+        slot.call.start()
+        cycle.started.append(slot.spec.name)

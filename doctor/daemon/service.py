@@ -1,0 +1,278 @@
+"""The daemon's main loop, its signals and its reload.
+
+SIGHUP re-reads the config file and the rules (a bad file is logged and the old ones kept),
+SIGTERM and SIGINT stop it cleanly (the HTTP server closes, queued alerts are delivered),
+SIGUSR1 runs the micro-kernels at the next beat. One loop thread does everything but serve
+/metrics and send alerts; probes run on their own threads (doctor/daemon/scheduler.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from doctor.config import Config, ConfigError, check_against_rules, find_config
+from doctor.daemon import incidents, sinks
+from doctor.daemon.alerts import Alert, AlertTracker, rule_for_s
+from doctor.daemon.exporter import DoctorCollector, Snapshot
+from doctor.daemon.history import History
+from doctor.daemon.scheduler import Scheduler
+from doctor.daemon.server import serve
+from doctor.daemon.settings import Settings, load_settings, with_flags
+from doctor.evaluate import evaluate
+from doctor.host import Host, LiveHost
+from doctor.model import Level, ProbeResult, ScanOptions, ScanReport, Severity
+from doctor.registry import PROBES, by_name
+from doctor.rules import Rule, builtin_files, load_rules
+
+log = logging.getLogger("llm-doctor")
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """Everything a reload replaces at once."""
+
+    settings: Settings
+    config: Config
+    rules: list[Rule]
+    options: ScanOptions
+
+
+def _config(path: Path | None) -> Config:
+    """[scan] and [rules] of the file, read here because doctor/config.py does not yet
+    accept a [daemon] table beside them (its load_config rejects unknown tables)."""
+    from doctor.config import SCAN_KEYS, load_config
+    from doctor._toml import tomllib
+
+    if path is None:
+        return Config()
+    data = tomllib.loads(path.read_text())
+    if "daemon" not in data:
+        return load_config(path)
+    for key in data:
+        if key not in ("scan", "rules", "daemon"):
+            raise ConfigError(f"{path}: unknown table [{key}]; expected [scan], [rules.<id>] "
+                              "or [daemon]")
+    scan = data.get("scan", {})
+    for key, value in scan.items():
+        if key not in SCAN_KEYS or not isinstance(value, SCAN_KEYS[key]):
+            raise ConfigError(f"{path}: scan.{key} is not a known key of its type")
+    return Config(path=path, scan=scan, rules=data.get("rules", {}))
+
+
+def load(config_path: str | None, rule_files: tuple[str, ...], flags: dict[str, Any]) -> Loaded:
+    """Settings, config and rules; raises ConfigError or RuleError naming the file."""
+    path = find_config(config_path)
+    flags = dict(flags)
+    model_dirs = tuple(flags.pop("model_dirs", ()) or ())
+    settings = with_flags(load_settings(path), **flags)
+    config = _config(path)
+    files = builtin_files() + [Path(f) for f in config.scan.get("rule_files", [])]
+    files += [Path(f) for f in rule_files]
+    rules = load_rules(files, by_name())
+    check_against_rules(config, rules)
+    unknown = set(settings.for_s) - {r.id for r in rules}
+    if unknown:
+        raise ConfigError(f"{path}: [daemon.for] names no rule: {', '.join(sorted(unknown))}")
+    dirs = model_dirs or tuple(config.scan.get("model_dirs", []))
+    options = ScanOptions(level=Level.parse(settings.level), model_dirs=dirs)
+    return Loaded(settings, config, rules, options)
+
+
+class Daemon:
+    def __init__(self, loaded: Loaded, reload: Any, host: Host | None = None) -> None:
+        self.loaded, self._reload = loaded, reload
+        self.host = host or LiveHost()
+        self.stop_event = threading.Event()
+        self.reload_requested = False
+        self.latest: dict[str, ProbeResult] = {}
+        self.history = History(loaded.settings.history_s)
+        self.collector = DoctorCollector({s.name: s.description for s in PROBES})
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.collector)
+        self.tracker = AlertTracker(self._for_s(), loaded.settings.resolve_after)
+        self.scheduler = self._scheduler()
+        self.dispatcher = sinks.Dispatcher(self._sinks())
+        self.evaluations = 0
+        self.instance = self.host.describe().get("hostname", "localhost")
+
+    def _for_s(self) -> dict[str, float]:
+        base = {r.id: rule_for_s(r) for r in self.loaded.rules}
+        return {**base, **self.loaded.settings.for_s}
+
+    def _scheduler(self) -> Scheduler:
+        s = self.loaded.settings
+        return Scheduler(PROBES, self.host, self.loaded.options, s.interval_s,
+                         s.kernel_interval_s, s.kernels_while_serving)
+
+    def _sinks(self) -> list[Any]:
+        s = self.loaded.settings
+        return ([sinks.LogSink()] + [sinks.AlertmanagerSink(u) for u in s.alertmanager]
+                + [sinks.WebhookSink(u) for u in s.webhook])
+
+    # signals ------------------------------------------------------------------------------
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, lambda *_: self.stop_event.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop_event.set())
+        signal.signal(signal.SIGHUP, lambda *_: self._request_reload())
+        signal.signal(signal.SIGUSR1, lambda *_: self.scheduler.request_kernels())
+
+    def _request_reload(self) -> None:
+        self.reload_requested = True
+
+    def reload(self) -> None:
+        """Re-read config and rules; keep the running ones when the new ones are wrong."""
+        self.reload_requested = False
+        try:
+            loaded = self._reload()
+        except Exception as exc:  # ConfigError, RuleError, OSError: the message names the file
+            log.error("reload failed, keeping the previous configuration: %s", exc)
+            return
+        if loaded.settings.listen != self.loaded.settings.listen:
+            log.warning("listen address changes need a restart; still on %s",
+                        self.loaded.settings.listen)
+        self.loaded = loaded
+        self.tracker.for_s = self._for_s()
+        self.tracker.resolve_after = loaded.settings.resolve_after
+        self.scheduler.reconfigure(PROBES, loaded.options, loaded.settings.interval_s,
+                                   loaded.settings.kernel_interval_s,
+                                   loaded.settings.kernels_while_serving)
+        self.dispatcher.sinks = self._sinks()
+        enabled = {r.id for r in loaded.rules
+                   if loaded.config.rules.get(r.id, {}).get("enabled", True)}
+        wall = time.time()
+        gone = self.tracker.forget(enabled, wall)
+        expires = 4 * max(loaded.settings.resend_s, loaded.settings.interval_s)
+        self.dispatcher.submit([sinks.alert_payload(a, self.instance, wall, expires)
+                                for a in gone], "resolved")
+        log.info("configuration reloaded: %d rules, interval %gs", len(loaded.rules),
+                 loaded.settings.interval_s)
+
+    # the loop -----------------------------------------------------------------------------
+    def run(self) -> int:
+        server, _ = serve(self.registry, self.loaded.settings)
+        host, port = server.server_address[:2]
+        scheme = "https" if self.loaded.settings.tls_cert_file else "http"
+        shown = f"[{host}]" if ":" in host else host
+        log.info("serving metrics on %s://%s:%d/metrics", scheme, shown, port)
+        try:
+            while not self.stop_event.is_set():
+                started = time.monotonic()
+                if self.reload_requested:
+                    self.reload()
+                try:
+                    self.beat()
+                # The daemon's isolation boundary: a bug in one beat (a rule, a record of a
+                # shape nobody expected) is logged with its traceback and the next beat runs.
+                except Exception:  # noqa: BLE001
+                    log.exception("this beat failed; the daemon carries on")
+                self.stop_event.wait(max(0.0, started + self.loaded.settings.interval_s
+                                         - time.monotonic()))
+        finally:
+            server.shutdown()
+            server.server_close()
+            self.dispatcher.close()
+            log.info("stopped")
+        return 0
+
+    def serving(self) -> bool:
+        return any(getattr(r.record, "engine_count", 0) for r in self.latest.values()
+                   if r.status == "ok")
+
+    def beat(self) -> None:
+        """One interval: start due probes, wait for them (at most 80% of the interval),
+        evaluate, move the alerts, publish."""
+        if not self.scheduler.busy():
+            self.host.new_scan()  # a fresh per-scan memo (process table) for this beat
+        now = time.monotonic()
+        cycle = self.scheduler.start_due(now, self.serving())
+        self._store(cycle.results)
+        waiting = set(cycle.started)
+        deadline = now + 0.8 * self.loaded.settings.interval_s
+        while waiting and time.monotonic() < deadline and not self.stop_event.is_set():
+            self.stop_event.wait(0.02)
+            done = self.scheduler.collect(time.monotonic())
+            self._store(done)
+            waiting -= {r.name for r in done}
+        self._store(self.scheduler.collect(time.monotonic()))
+        # micro-kernels start once the beat's cheap probes are done, and hold the next beats'
+        # cheap probes back until they finish (their results arrive in a later beat)
+        self._store(self.scheduler.start_kernels(time.monotonic(), self.serving()).results)
+        self.evaluate()
+
+    def _store(self, results: list[ProbeResult]) -> None:
+        for result in results:
+            self.latest[result.name] = result
+
+    def results(self) -> list[ProbeResult]:
+        order = [s.name for s in PROBES]
+        return sorted(self.latest.values(), key=lambda r: order.index(r.name)
+                      if r.name in order else len(order))
+
+    def evaluate(self) -> None:
+        results = self.results()
+        findings, errors = evaluate(self.loaded.rules, results, self.loaded.config)
+        for message in errors:
+            log.error("rule error: %s", message)
+        ok = {r.name for r in results if r.status == "ok"}
+        evaluated = {r.id for r in self.loaded.rules if set(r.probes) <= ok}
+        wall = time.time()
+        # info findings are for the metrics and reports; only warnings and worse page people
+        alerting = [f for f in findings if f.severity >= Severity.WARNING]
+        moved = self.tracker.observe(alerting, evaluated, wall)
+        self.evaluations += 1
+        self.collector.publish(Snapshot(
+            results=dict(self.latest), findings=findings,
+            alerts=[(a.rule, a.key, a.finding.cause, a.finding.severity.label, a.state)
+                    for a in self.tracker.active()],
+            evaluated_at=wall, evaluations=self.evaluations))
+        self.history.add(wall, self.collector.samples() + self._own_samples())
+        self._notify(moved.fired, moved.resolved, findings, wall)
+
+    def _own_samples(self) -> list[tuple[str, tuple[tuple[str, str], ...], float]]:
+        return [("llm_doctor_probe_duration_seconds", (("probe", r.name),), r.duration_s)
+                for r in self.latest.values()]
+
+    def _notify(self, fired: list[Alert], resolved: list[Alert], findings, wall: float) -> None:
+        s = self.loaded.settings
+        expires = 4 * max(s.resend_s, s.interval_s)
+        for alert in fired:
+            report = self._incident_report(alert, findings, wall) if s.report_dir else ""
+            alert.last_sent = wall
+            self.dispatcher.submit([sinks.alert_payload(alert, self.instance, wall, expires,
+                                                        report)], "firing")
+        due = [a for a in self.tracker.firing()
+               if a not in fired and wall - a.last_sent >= s.resend_s]
+        for alert in due:
+            alert.last_sent = wall
+        # re-sends go to Alertmanager only: the log and webhooks hear of an alert once
+        resend = [sinks.alert_payload(a, self.instance, wall, expires) for a in due]
+        if resend:
+            self.dispatcher.submit_to(resend, "firing", sinks.AlertmanagerSink)
+        payloads = [sinks.alert_payload(a, self.instance, wall, expires) for a in resolved]
+        self.dispatcher.submit(payloads, "resolved")
+
+    def _incident_report(self, alert: Alert, findings, wall: float) -> str:
+        from reports.html import render_incident
+
+        report = ScanReport(host=self.host.describe(), level=self.loaded.options.level,
+                            started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall)),
+                            duration_s=0.0, probes=self.results(), findings=list(findings))
+        try:
+            html = render_incident(report, self.history, alert)
+        except Exception as exc:  # a report must never stop the alert it belongs to
+            log.error("cannot render the incident report for %s: %s", alert.rule, exc)
+            return ""
+        name = incidents.report_name(alert.rule, alert.key, wall)
+        path = incidents.write_report(self.loaded.settings.report_dir, name, html,
+                                      self.loaded.settings.report_keep)
+        if path:
+            log.info("incident report written to %s", path)
+        return str(path or "")

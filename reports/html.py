@@ -1,0 +1,158 @@
+"""The HTML incident report: one self-contained file, no request leaves the page.
+
+No script, no external stylesheet, font or image; a Content-Security-Policy of
+``default-src 'none'`` makes sure of it even if a value slipped through. Every value is
+escaped by jinja2's autoescape, and every string from the host (evidence, command lines,
+records, reasons) is redacted first. Plots of the daemon's last hour are inline SVG.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from doctor.daemon.exporter import key_from_evidence
+from doctor.model import ScanReport
+from reports.common import probe_summary, show
+from reports.json_report import to_dict
+from reports.svg import line_chart
+
+# What the plots are for (issue: temperatures and clocks, KV-cache use, first-token latency,
+# bandwidth): metric names matching these are plotted beside those of the findings' evidence.
+_ALWAYS = re.compile(r"(_c$|temp|clock|mhz|kv_cache|first_token|ttft|_gbps$|busy_cores)")
+MAX_CHARTS = 12
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return show(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v) for v in value]
+    return value
+
+
+def _playbook(cause: str) -> list[tuple[str, Markup]]:
+    """The playbook's sections (## headings) rendered from Markdown, raw HTML and images off."""
+    from markdown_it import MarkdownIt
+
+    from playbooks import path_of
+
+    path = path_of(cause)
+    if not path.is_file():
+        return []
+    md = MarkdownIt("commonmark", {"html": False}).disable("image")
+    sections: list[tuple[str, Markup]] = []
+    for chunk in re.split(r"(?m)^## ", path.read_text())[1:]:
+        heading, _, body = chunk.partition("\n")
+        sections.append((heading.strip(), Markup(md.render(body))))  # noqa: S704 (escaped by markdown-it)
+    return sections
+
+
+def _matrix(value: Any) -> bool:
+    return (isinstance(value, list) and len(value) > 1 and all(isinstance(r, list) for r in value)
+            and all(not isinstance(c, (dict, list)) for r in value for c in r))
+
+
+def _pair_matrices(probes: list[dict]) -> list[tuple[str, list[list[str]]]]:
+    """GPU pairs (items with ``a``, ``b`` and a ``level``) as the matrix ``nvidia-smi topo -m``
+    prints: NV where NVLink joins them, else the PCIe path (PIX, PXB, PHB, NODE, SYS)."""
+    out = []
+    for probe in probes:
+        for field, items in (probe["data"] or {}).items():
+            if not (isinstance(items, list) and items and all(
+                    isinstance(i, dict) and {"a", "b", "level"} <= i.keys() for i in items)):
+                continue
+            gpus = sorted({i["a"] for i in items} | {i["b"] for i in items})
+            cell = {(i["a"], i["b"]): "NV" if i.get("nvlink") else str(i["level"] or "?")
+                    for i in items}
+            rows = [["", *[f"GPU{g}" for g in gpus]]]
+            for a in gpus:
+                rows.append([f"GPU{a}", *["X" if a == b else cell.get((a, b)) or cell.get((b, a), "")
+                                          for b in gpus]])
+            out.append((f"{probe['name']}.{field}", rows))
+    return out
+
+
+def _ceiling(history: Any, name: str) -> float | None:
+    """For a bandwidth (``*_gbps``), the latest ceiling its probe reports beside it."""
+    if not name.endswith("_gbps") or "ceiling" in name:
+        return None
+    probe = "_".join(name.split("_")[:4])  # llm_doctor_<area>_<probe>
+    for other in sorted(history.names()):
+        if other.startswith(probe) and "ceiling" in other and other.endswith("_gbps"):
+            points = next(iter(history.series(other).values()), [])
+            if points:
+                return points[-1][1]
+    return None
+
+
+def _charts(history: Any, findings: list[dict]) -> list[Markup]:
+    if history is None:
+        return []
+    wanted = {str(k) for f in findings for k in f["evidence"]}
+    keys = {str(f.get("key") or "") for f in findings} - {""}
+    names = sorted(n for n in history.names() if "ceiling" not in n  # drawn as a line instead
+                   and (_ALWAYS.search(n) or any(n.endswith("_" + w) for w in wanted)))
+    charts = []
+    for name in names[:MAX_CHARTS]:
+        series = history.series(name)
+        # the finding's own item first (its pid, its GPU), then the others up to the palette
+        ranked = sorted(series.items(), key=lambda kv: not any(v in keys or any(v in k for k in keys)
+                                                               for _, v in kv[0]))
+        shown = {", ".join(f"{k}={v}" for k, v in labels) or "value": pts
+                 for labels, pts in ranked[:6]}
+        svg = line_chart(name, shown, _ceiling(history, name))
+        if svg:
+            charts.append(Markup(svg))  # noqa: S704 (reports/svg.py escapes every text)
+    return charts
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.tests["matrix"] = _matrix
+    env.tests["mapping"] = lambda v: isinstance(v, dict)
+    env.tests["sequence_of_mappings"] = lambda v: (isinstance(v, list) and bool(v)
+                                                   and all(isinstance(i, dict) for i in v))
+    return env
+
+
+def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
+                summaries: list[str] | None = None) -> str:
+    """The report from a JSON report's data (``reports.json_report.to_dict``)."""
+    data = _redacted(data)
+    findings = data.get("findings", [])
+    for finding in findings:
+        finding["key"] = finding.get("key") or key_from_evidence(finding["evidence"])
+        finding["sections"] = _playbook(finding["cause"])
+    probes = data.get("probes", [])
+    for i, probe in enumerate(probes):
+        probe["summary"] = show(summaries[i]) if summaries else (probe.get("reason") or "")
+    counts = {s: sum(1 for f in findings if f["severity"] == s) for s in ("critical", "warning", "info")}
+    alert_info = None
+    if alert is not None:
+        alert_info = {"rule": alert.rule, "key": show(alert.key), "state": alert.state,
+                      "since": time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(alert.since)),
+                      "title": show(alert.finding.title)}
+    template = _environment().get_template("report.html.j2")
+    return template.render(counts=counts, alert=alert_info,
+                           charts=_charts(history, findings),
+                           topology=[p for p in probes if p["name"].startswith("gpu.") and p["data"]],
+                           pair_matrices=_pair_matrices([p for p in probes if p["data"]]),
+                           engines=[p for p in probes if p["name"].startswith("engine.") and p["data"]],
+                           **data)
+
+
+def render(report: ScanReport, history: Any = None, alert: Any = None) -> str:
+    """The report of a scan (``scan --format html``) or of the daemon's state."""
+    return render_data(to_dict(report), history, alert, [probe_summary(p) for p in report.probes])
+
+
+def render_incident(report: ScanReport, history: Any, alert: Any) -> str:
+    return render(report, history, alert)

@@ -1,0 +1,127 @@
+"""Real Prometheus, Alertmanager and llm-doctor daemon processes on loopback, for the tests
+and the benchmarks: ephemeral ports, temporary directories, every wait bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.conftest import REPO
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what: str, check, timeout_s: float, every_s: float = 0.25):
+    """Poll ``check()`` until it returns something truthy; AssertionError naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except OSError as exc:  # not up yet
+            last_error = exc
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}"
+                         + (f" (last error: {last_error})" if last_error else ""))
+
+
+def get(url: str, timeout_s: float = 5.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 (loopback)
+        return response.read().decode()
+
+
+class Proc:
+    """A child process with its output in files; stopped with SIGTERM, then SIGKILL."""
+
+    def __init__(self, name: str, argv: list[str], folder: Path, env: dict | None = None) -> None:
+        self.name = name
+        self.out = folder / f"{name}.log"
+        self._file = open(self.out, "w")
+        self.popen = subprocess.Popen(argv, stdout=self._file, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
+                                      cwd=folder)
+
+    def log(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def stop(self, timeout_s: float = 10.0) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+        self._file.close()
+        return self.popen.returncode
+
+
+def alertmanager(binary: str, folder: Path) -> tuple[Proc, str]:
+    port = free_port()
+    config = folder / "alertmanager.yml"
+    config.write_text("route:\n  receiver: 'null'\n  group_wait: 1s\nreceivers:\n  - name: 'null'\n")
+    proc = Proc("alertmanager", [binary, f"--config.file={config}",
+                                 f"--storage.path={folder / 'am-data'}",
+                                 f"--web.listen-address=127.0.0.1:{port}",
+                                 "--cluster.listen-address="], folder)
+    url = f"http://127.0.0.1:{port}"
+    wait_for("Alertmanager ready", lambda: get(url + "/-/ready") is not None, 30)
+    return proc, url
+
+
+def prometheus(binary: str, folder: Path, target: str) -> tuple[Proc, str]:
+    port = free_port()
+    config = folder / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                      "scrape_configs:\n  - job_name: llm-doctor\n"
+                      f"    static_configs:\n      - targets: ['{target}']\n")
+    proc = Proc("prometheus", [binary, f"--config.file={config}",
+                               f"--storage.tsdb.path={folder / 'prom-data'}",
+                               f"--web.listen-address=127.0.0.1:{port}"], folder)
+    url = f"http://127.0.0.1:{port}"
+    wait_for("Prometheus ready", lambda: get(url + "/-/ready") is not None, 30)
+    return proc, url
+
+
+def prometheus_query(url: str, query: str) -> list[dict]:
+    from urllib.parse import quote
+
+    body = json.loads(get(f"{url}/api/v1/query?query={quote(query)}"))
+    return body["data"]["result"]
+
+
+def daemon(folder: Path, config_text: str, *flags: str) -> tuple[Proc, str]:
+    """Start ``llm-doctor daemon`` on a free port; returns (process, host:port)."""
+    config = folder / "llm-doctor.toml"
+    config.write_text(config_text)
+    argv = [sys.executable, "-m", "doctor.cli", "daemon", "--listen", "127.0.0.1:0",
+            "--config", str(config), *flags]
+    proc = Proc("daemon", argv, folder, env={"PYTHONPATH": str(REPO)})
+
+    def address():
+        if proc.popen.poll() is not None:
+            raise AssertionError(f"the daemon exited: {proc.log()}")
+        match = re.search(r"serving metrics on http://([\d.]+:\d+)/metrics", proc.log())
+        return match.group(1) if match else None
+
+    return proc, wait_for("the daemon to listen", address, 60)
+
+
+def spinner(seconds: float) -> subprocess.Popen:
+    """A process spinning on one core for at most ``seconds``: the planted CPU hog."""
+    code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL)

@@ -1,0 +1,117 @@
+"""The daemon on this machine with a real Prometheus and a real Alertmanager (Debian's
+packages): a CPU hog planted on a core fires cpu-contention into Alertmanager, with an
+incident report, and the alert resolves once the hog is gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests import live_stack as stack
+from tests.daemon_helpers import need
+
+CONFIG = """
+[rules.cpu-contention]
+min_cpu_cores = 0.3          # the shared test machine may not give the hog a whole core
+[daemon]
+level = "quick"
+interval = "1s"
+resend_interval = "2s"
+resolve_after = 2
+[daemon.for]
+cpu-contention = "3s"
+"""
+
+
+def _am_alerts(amtool: str, url: str) -> list[dict]:
+    out = subprocess.run([amtool, "--alertmanager.url", url, "-o", "json", "alert", "query",
+                          "alertname=cpu-contention"], capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout or "[]")
+
+
+def _ours(alerts: list[dict], pid: int) -> list[dict]:
+    return [a for a in alerts if a["labels"].get("key", "").endswith(f"pid {pid}")]
+
+
+@pytest.mark.timeout(300)
+def test_cpu_hog_fires_into_alertmanager_then_resolves(tmp_path):
+    promtool = need("promtool", "prometheus")
+    amtool = need("amtool", "prometheus-alertmanager")
+    am_bin = need("prometheus-alertmanager", "prometheus-alertmanager")
+    prom_bin = need("prometheus", "prometheus")
+    reports = tmp_path / "reports"
+    procs = []
+    hog = None
+    try:
+        am, am_url = stack.alertmanager(am_bin, tmp_path)
+        procs.append(am)
+        daemon, address = stack.daemon(tmp_path, CONFIG, "--alertmanager", am_url,
+                                       "--report-dir", str(reports))
+        procs.append(daemon)
+        prom, prom_url = stack.prometheus(prom_bin, tmp_path, address)
+        procs.append(prom)
+
+        hog = stack.spinner(120)
+        fired = stack.wait_for("the hog's alert in Alertmanager (amtool alert query)",
+                               lambda: _ours(_am_alerts(amtool, am_url), hog.pid), 90, 1.0)
+        labels = fired[0]["labels"]
+        assert labels["cause"] == "cpu-contention" and labels["job"] == "llm-doctor"
+        assert fired[0]["status"]["state"] == "active"
+        report = stack.wait_for("an incident report", lambda: list(reports.glob("incident-*.html")), 10)
+        assert "cpu-contention" in report[0].read_text()
+
+        scraped = stack.wait_for("Prometheus to scrape the finding", lambda: stack.prometheus_query(
+            prom_url, f'llm_doctor_finding{{rule="cpu-contention",key=~".*pid {hog.pid}"}}'), 30)
+        assert scraped[0]["metric"]["symptoms"] == "slowdown"
+        assert stack.prometheus_query(prom_url, 'up{job="llm-doctor"}')[0]["value"][1] == "1"
+
+        page = stack.get(f"http://{address}/metrics")
+        lint = subprocess.run([promtool, "check", "metrics"], input=page, capture_output=True,
+                              text=True, timeout=30)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+
+        hog.kill()
+        hog.wait(10)
+        cleared = time.monotonic()
+        stack.wait_for("the alert to resolve in Alertmanager",
+                       lambda: not _ours(_am_alerts(amtool, am_url), hog.pid), 60, 0.5)
+        assert time.monotonic() - cleared < 30
+        assert "alert resolved: cpu-contention" in daemon.log()
+        assert daemon.log().count(f"alert firing: cpu-contention {labels['key']} ") == 1  # no storm
+    finally:
+        if hog and hog.poll() is None:
+            hog.kill()
+        for proc in reversed(procs):
+            proc.stop()
+
+
+@pytest.mark.timeout(120)
+def test_sighup_reloads_and_sigterm_stops_cleanly(tmp_path):
+    daemon, address = stack.daemon(tmp_path, '[daemon]\nlevel = "quick"\ninterval = "1s"\n')
+    try:
+        assert "llm_doctor_probe_success" in stack.get(f"http://{address}/metrics")
+        (tmp_path / "llm-doctor.toml").write_text('[daemon]\nlevel = "quick"\ninterval = "2s"\n')
+        os.kill(daemon.popen.pid, signal.SIGHUP)
+        stack.wait_for("the reload", lambda: "configuration reloaded" in daemon.log(), 20)
+        assert "interval 2s" in daemon.log()
+        (tmp_path / "llm-doctor.toml").write_text('[daemon]\ninterval = "soon"\n')
+        os.kill(daemon.popen.pid, signal.SIGHUP)
+        stack.wait_for("the failed reload", lambda: "reload failed" in daemon.log(), 20)
+        assert "llm_doctor_probe_success" in stack.get(f"http://{address}/metrics")
+        started = time.monotonic()
+        assert daemon.stop(timeout_s=15) == 0
+        assert time.monotonic() - started < 10 and "stopped" in daemon.log()
+    finally:
+        daemon.stop()
+
+
+def test_a_bad_listen_address_is_one_clear_line(cli):
+    result = cli("daemon", "--listen", "localhost")
+    assert result.returncode == 3
+    assert "HOST:PORT" in result.stderr and "Traceback" not in result.stderr

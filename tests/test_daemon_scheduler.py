@@ -1,0 +1,97 @@
+"""The scheduler: cheap probes on the beat, a hung probe never started twice, kernels alone."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from doctor.daemon.history import History
+from doctor.daemon.scheduler import Scheduler
+from doctor.model import Level, ProbeSpec, ScanOptions
+
+RELEASE = threading.Event()
+CALLS: dict[str, int] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    value_c: float
+
+
+def _counting(name: str, hang: bool = False, busy_s: float = 0.0):
+    def run(host, options) -> Reading:
+        CALLS[name] = CALLS.get(name, 0) + 1
+        time.sleep(busy_s)
+        if hang:
+            RELEASE.wait(30)  # bounded: the test releases it
+        return Reading(41.0)
+    return run
+
+
+def _spec(name: str, hang: bool = False, exclusive: bool = False, timeout_s: float = 0.2,
+          busy_s: float = 0.0):
+    return ProbeSpec(name, Level.QUICK, "test probe", "nothing", timeout_s,
+                     _counting(name, hang, busy_s), exclusive=exclusive)
+
+
+def _beat(scheduler: Scheduler, now: float, serving: bool = False, wait_s: float = 0.3):
+    """As Daemon.beat: cheap probes, wait, collect, then the kernels."""
+    cycle = scheduler.start_due(now, serving)
+    time.sleep(wait_s)
+    done = scheduler.collect(now + wait_s)
+    return cycle, scheduler.start_kernels(now + wait_s, serving), done
+
+
+def test_a_hung_probe_is_reported_still_running_and_not_started_again():
+    CALLS.clear()
+    RELEASE.clear()
+    specs = (_spec("t.ok"), _spec("t.hang", hang=True))
+    scheduler = Scheduler(specs, host=None, options=ScanOptions(level=Level.QUICK),
+                          interval_s=1.0, kernel_interval_s=0)
+    threads = threading.active_count()
+    outcomes = []
+    for i in range(5):
+        cycle, _, done = _beat(scheduler, float(i))
+        outcomes.append({r.name: (r.status, r.reason) for r in cycle.results + done})
+    try:
+        assert CALLS == {"t.ok": 5, "t.hang": 1}
+        assert outcomes[0]["t.hang"] == ("timeout", "no result within 0.2 s")
+        assert outcomes[3]["t.hang"][0] == "timeout"
+        assert "still running since" in outcomes[3]["t.hang"][1]
+        assert "not started again" in outcomes[3]["t.hang"][1]
+        assert all(o["t.ok"] == ("ok", None) for o in outcomes)
+        assert threading.active_count() <= threads + 1  # the one hung thread, not one per beat
+    finally:
+        RELEASE.set()
+
+
+def test_micro_kernels_run_alone_and_not_while_serving():
+    CALLS.clear()
+    specs = (_spec("t.cheap", busy_s=0.15), _spec("t.kernel", exclusive=True, timeout_s=5))
+    scheduler = Scheduler(specs, None, ScanOptions(level=Level.QUICK), 1.0, kernel_interval_s=0)
+    _, kernels, _ = _beat(scheduler, 0.0, serving=True)
+    assert [(r.name, r.status) for r in kernels.results] == [("t.kernel", "skipped")]
+    assert "serving" in kernels.results[0].reason and "t.kernel" not in CALLS
+    scheduler.request_kernels()  # SIGUSR1
+    scheduler.kernels_while_serving = True
+    cycle, kernels, done = _beat(scheduler, 1.0, serving=True, wait_s=0.05)
+    # the beat's cheap probe still runs: the kernel waits for it
+    assert cycle.started == ["t.cheap"] and kernels.started == []
+    time.sleep(0.2)
+    assert scheduler.start_kernels(1.3, True).started == ["t.kernel"]
+    # while the kernel runs, the cheap probes of the next beat wait their turn
+    assert scheduler.start_due(2.0, True).started == []
+    time.sleep(0.3)
+    assert "t.kernel" in [r.name for r in scheduler.collect(2.3)] and CALLS["t.kernel"] == 1
+    assert scheduler.start_due(2.4, True).started == ["t.cheap"]
+
+
+def test_history_is_bounded_in_points_and_series():
+    history = History(window_s=60, max_series=3, max_points=6)
+    for t in range(0, 600):  # ten minutes at one point a second
+        history.add(float(t), [("m", (("pid", str(t // 100)),), float(t))])
+    assert len(history) <= 3
+    points = history.series("m")[(("pid", "5"),)]
+    assert len(points) <= 8 and points[-1] == (599.0, 599.0)
+    assert all(t >= 599 - 60 for t, _ in points)
