@@ -197,3 +197,21 @@ def test_an_engine_asking_for_a_key_is_not_sent_completions(servers, monkeypatch
     monkeypatch.setattr(engine_targets, "targets", lambda host, options: (given,))
     (endpoint,) = engine_warmup.probe(LiveHost(), ScanOptions()).endpoints
     assert endpoint.errors == 0
+
+
+def test_capture_then_replay_gives_the_same_records(servers, tmp_path, monkeypatch):
+    """What a capture keeps of the active probes is what a replay returns, unchanged."""
+    from doctor.recorded import RecordingHost
+    from probes import engine_warmup
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    server = servers(prefill_s=0.005, cold_requests=1, cold_extra_s=0.3)
+    options = ScanOptions(endpoints=(server.base_url,))
+    probes = (engine_warmup.probe, engine_output.probe, engine_load.probe, engine_exposure.probe)
+    recording = RecordingHost(LiveHost(), tmp_path / "cap")
+    live = [probe(recording, options) for probe in probes]
+    recording.save({"level": "standard"})
+    server.stop()  # the replay must not need the engine
+    replay = [probe(RecordedHost(tmp_path / "cap"), options) for probe in probes]
+    assert replay == live
+    assert live[0].endpoints[0].first_ttft_ms >= 300
