@@ -21,8 +21,17 @@ API = click.Choice(["completions", "chat"])
 
 
 def _endpoint(url: str, api: str, model: str | None, api_key: str | None) -> Endpoint:
+    """The endpoint to load; a key written into the URL (http://:KEY@host:port, as the
+    scan's --endpoint takes it) is taken out of it, so it is never printed or saved."""
+    from urllib.parse import urlsplit, urlunsplit
+
     from doctor.loadgen import Connection
 
+    parts = urlsplit(url.rstrip("/"))
+    if parts.username or parts.password:
+        api_key = api_key or parts.password or parts.username
+        netloc = parts.netloc.rsplit("@", 1)[1]
+        url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
     endpoint = Endpoint(url.rstrip("/"), api, model, api_key)
     try:
         Connection(endpoint, 1.0)
@@ -51,7 +60,8 @@ def _fail_if_unreachable(errors: int, requests: int, first_error: str | None, ur
 
 _ENDPOINT_OPTIONS = [
     click.option("--endpoint", required=True, metavar="URL",
-                 help="The engine's base URL, e.g. http://127.0.0.1:8000"),
+                 help="The engine's base URL, e.g. http://127.0.0.1:8000 (a key as "
+                      "http://:KEY@127.0.0.1:8000)."),
     click.option("--api", type=API, default="completions", show_default=True,
                  help="Which OpenAI-compatible API to stream from."),
     click.option("--model", metavar="NAME", help="The model name to put in requests."),
@@ -136,11 +146,16 @@ def _table(document: dict) -> str:
 
 @click.command()
 @_endpoint_options
-@click.option("--prompt-tokens", default=512, show_default=True, type=click.IntRange(1, 131072))
-@click.option("--output-tokens", default=64, show_default=True, type=click.IntRange(1, 32768))
-@click.option("--max-concurrency", default=64, show_default=True, type=click.IntRange(1, 4096))
-@click.option("--max-requests", default=2000, show_default=True, type=click.IntRange(1, 10**6))
-@click.option("--max-seconds", default=180.0, show_default=True, type=click.FloatRange(5, 7200))
+@click.option("--prompt-tokens", default=512, show_default=True, type=click.IntRange(1, 131072),
+              help="Prompt length of every request (about one token per word).")
+@click.option("--output-tokens", default=64, show_default=True, type=click.IntRange(1, 32768),
+              help="Tokens generated per request (ignore_eos, so every request makes them).")
+@click.option("--max-concurrency", default=64, show_default=True, type=click.IntRange(1, 4096),
+              help="The highest level: 1, 2, 4, ... up to this.")
+@click.option("--max-requests", default=2000, show_default=True, type=click.IntRange(1, 10**6),
+              help="Requests in all, over every level.")
+@click.option("--max-seconds", default=180.0, show_default=True, type=click.FloatRange(5, 7200),
+              help="Wall time in all; requests in flight at the end finish or time out.")
 @click.option("--no-save", is_flag=True, help="Do not keep the result for the scan's rules.")
 def load(endpoint, api, model, api_key, fmt, output, prompt_tokens, output_tokens,
          max_concurrency, max_requests, max_seconds, no_save) -> None:

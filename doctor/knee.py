@@ -30,6 +30,9 @@ LATENCY_GROWTH = 0.20
 # GPU milliseconds; 15 s gives tens of samples per level on both and a sweep of 1..64 fits
 # in about two minutes.
 LEVEL_SECONDS = 15.0
+# ...but no fewer than this many requests per level when the time allows: on a CPU engine
+# (seconds per request) 15 s would give a handful, and a p95 of five samples is their max.
+MIN_LEVEL_REQUESTS = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,28 +175,42 @@ def concurrency_levels(max_concurrency: int) -> list[int]:
     return levels + [max_concurrency]
 
 
+def level_seconds(previous_e2e_s: float, previous_concurrency: int, left_s: float,
+                  last_level: bool) -> float:
+    """How long the next level runs: LEVEL_SECONDS, longer when ``MIN_LEVEL_REQUESTS``
+    would not finish in it, never more than half the time left (all of it for the last).
+
+    At concurrency c a saturated engine finishes a request every e2e(c)/c seconds, and
+    e2e(c) <= e2e(prev) * c/prev when it only queues, so MIN requests take at most
+    MIN * e2e(prev) / prev seconds.
+    """
+    wanted = MIN_LEVEL_REQUESTS * previous_e2e_s / previous_concurrency
+    return min(max(LEVEL_SECONDS, wanted), left_s if last_level else left_s / 2)
+
+
 def sweep(endpoint: Endpoint, workload: Workload, max_concurrency: int, max_requests: int,
           max_seconds: float, on_level: Callable[[str, int, LevelStats | None], None] | None = None,
           ) -> list[LevelStats]:
     """Run levels 1, 2, 4, ... until the knee is confirmed or a bound is reached.
 
     Bounds: ``max_requests`` in all and ``max_seconds`` of wall time. Each level sends
-    requests back to back for ``LEVEL_SECONDS`` (or an equal share of the time left, when
-    less) and at most an equal share of the requests left; requests in flight then finish
-    within their timeout. Two
-    uncounted requests first, so the first level does not measure a cold engine.
+    requests back to back for ``level_seconds()`` and at most an equal share of the requests
+    left; requests in flight then finish within their timeout. Two uncounted requests
+    first, so the first level does not measure a cold engine (and gives its first estimate
+    of a request's duration).
     """
     started = time.monotonic()
-    run_requests(endpoint, workload, 1, 2, min(30.0, max_seconds / 6))
+    warm = run_requests(endpoint, workload, 1, 2, min(30.0, max_seconds / 6))
+    e2e_s, e2e_concurrency = max((r.e2e_s for r in warm), default=1.0), 1
     levels: list[LevelStats] = []
     plan = concurrency_levels(max_concurrency)
-    used = 2
+    used = len(warm)
     for index, concurrency in enumerate(plan):
         left_s = max_seconds - (time.monotonic() - started)
         left_requests = max_requests - used
         if left_s < 1.0 or left_requests < concurrency:
             break
-        share_s = min(left_s / (len(plan) - index), LEVEL_SECONDS)
+        share_s = level_seconds(e2e_s, e2e_concurrency, left_s, index == len(plan) - 1)
         count = max(left_requests // (len(plan) - index), concurrency)
         if on_level:
             on_level("start", concurrency, None)
@@ -201,6 +218,8 @@ def sweep(endpoint: Endpoint, workload: Workload, max_concurrency: int, max_requ
         results = run_requests(endpoint, timed, concurrency, count, share_s, seed=concurrency)
         used += len(results)
         levels.append(level_stats(concurrency, results))
+        if levels[-1].e2e.p50_ms:
+            e2e_s, e2e_concurrency = levels[-1].e2e.p50_ms / 1000, concurrency
         if on_level:
             on_level("done", concurrency, levels[-1])
         if find_knee(levels).status == "found" or levels[-1].error_rate >= 0.5:

@@ -1,10 +1,9 @@
 """engine.load: each engine's live concurrency, its knee measured earlier, and replica skew.
 
-Sources: one GET of the engine's ``/metrics`` (running and waiting requests: vLLM
-``vllm:num_requests_running``/``_waiting``, SGLang ``sglang:num_running_reqs``/
-``num_queue_reqs``, TGI ``tgi_batch_current_size``/``tgi_queue_size``, llama.cpp
-``llamacpp:requests_processing``/``requests_deferred``), else llama.cpp's ``/slots``
-(slots with ``is_processing``); the sweep ``llm-doctor load`` saved for that endpoint
+Sources: running and waiting requests from engine.metrics' second scrape of ``/metrics``
+(normalised across engines: vLLM ``vllm:num_requests_running``/``_waiting``, SGLang,
+TGI, llama.cpp ``llamacpp:requests_processing``/``requests_deferred``), else llama.cpp's
+``/slots`` (slots with ``is_processing``); the sweep ``llm-doctor load`` saved for that endpoint
 (``~/.local/state/llm-doctor/knee-<hash>.json``, see doctor/knee.py). Unit: requests. No
 privilege needed. Manual equivalent: ``curl -s HOST:PORT/metrics | grep -E
 'running|waiting|processing|deferred'`` and ``cat ~/.local/state/llm-doctor/knee-*.json``.
@@ -21,10 +20,6 @@ from doctor.model import ScanOptions, Skip
 from probes.engine_targets import Target, targets
 
 TIMEOUT_S = 5.0
-RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size",
-           "llamacpp:requests_processing")
-WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size",
-           "llamacpp:requests_deferred")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,40 +55,34 @@ class LoadRecord:
     models: tuple[ReplicaGroup, ...]
 
 
-def gauge_sum(page: str, names: tuple[str, ...]) -> int | None:
-    """The sum over label sets of the first metric in ``names`` the page has."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    totals: dict[str, float] = {}
-    try:
-        for family in text_string_to_metric_families(page):
-            for sample in family.samples:
-                if sample.name in names:
-                    totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
-    except (ValueError, TypeError, IndexError):
-        return None
-    for name in names:
-        if name in totals:
-            return int(totals[name])
-    return None
-
-
 def _headers(target: Target) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
 
 
-def live_load(host: Host, target: Target) -> tuple[int | None, int | None, str | None, str | None]:
-    """(running, waiting, source, error) from /metrics, else /slots."""
+def _from_metrics(host: Host, options: ScanOptions, target: Target):
+    """The engine.metrics scrape of this endpoint (memoized per scan), or its error."""
+    from probes.engine_metrics import ScrapeError, scrape_all
+
+    for item in scrape_all(host, options):
+        url = item.endpoint
+        if url.rsplit("/metrics", 1)[0].rstrip("/") == target.base_url.rstrip("/"):
+            return item.message if isinstance(item, ScrapeError) else item
+    return f"{target.base_url}/metrics: not scraped"
+
+
+def live_load(host: Host, options: ScanOptions,
+              target: Target) -> tuple[int | None, int | None, str | None, str | None]:
+    """(running, waiting, source, error): engine.metrics' normalised gauges, else /slots."""
     errors = []
-    try:
-        page = host.http_get(f"{target.base_url}/metrics", TIMEOUT_S, 8 << 20, _headers(target))
-        if page.status == 200:
-            running = gauge_sum(page.body, RUNNING)
-            if running is not None:
-                return running, gauge_sum(page.body, WAITING), "/metrics", None
-        errors.append(f"{page.url}: HTTP {page.status}, no running-requests gauge")
-    except HostReadError as exc:
-        errors.append(str(exc))
+    scraped = _from_metrics(host, options, target)
+    if isinstance(scraped, str):
+        errors.append(scraped)
+    elif scraped.requests_running is not None:
+        waiting = scraped.requests_waiting
+        return (int(scraped.requests_running), None if waiting is None else int(waiting),
+                "/metrics", None)
+    else:
+        errors.append(f"{target.base_url}/metrics: no running-requests gauge")
     try:
         slots = host.http_get(f"{target.base_url}/slots", TIMEOUT_S, 8 << 20, _headers(target))
         data = json.loads(slots.body) if slots.status == 200 else None
@@ -157,7 +146,7 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
         raise Skip("no engine endpoint: none found running, none named with --endpoint")
     engines = []
     for target in found:
-        running, waiting, source, error = live_load(host, target)
+        running, waiting, source, error = live_load(host, options, target)
         knee, status, measured_at, path = saved_knee(host, target.base_url)
         engines.append(EngineLoad(target.base_url, target.kind, served_model(host, target),
                                   running, waiting,

@@ -120,8 +120,9 @@ def probe(host: Host, options: ScanOptions) -> OutputRecord:
                                 partial(_sampled, target.endpoint(), BUDGET_S / len(found)))
         except LoadError as exc:
             raise Skip(str(exc)) from None
-        samples = tuple(OutputSample(**s) for s in data.pop("samples"))
-        out.append(OutputEndpoint(samples=samples, **data))
+        # never change the measured dict: a capture saves that very object
+        samples = tuple(OutputSample(**s) for s in data["samples"])
+        out.append(OutputEndpoint(**{**data, "samples": samples}))
     return OutputRecord(tuple(out))
 
 

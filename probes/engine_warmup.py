@@ -153,12 +153,12 @@ def _measure_one(host: Host, target: Target, budget_s: float = BUDGET_S) -> Warm
     def run() -> dict:
         from dataclasses import asdict
 
+        uptime_s = uptime_of(host, target.pid)  # before: the measurement's own start
         rounds = measure(target.endpoint(), MAX_ROUNDS, budget_s)
-        return asdict(summarise(target.base_url, target.pid, None, rounds))
+        return asdict(summarise(target.base_url, target.pid, uptime_s, rounds))
 
-    data = host.measure(f"engine.warmup {target.base_url}", run)
-    data["uptime_s"] = uptime_of(host, target.pid)
-    return WarmupEndpoint(**data)
+    # The measurement as a whole is what a capture keeps and a replay returns.
+    return WarmupEndpoint(**host.measure(f"engine.warmup {target.base_url}", run))
 
 
 def probe(host: Host, options: ScanOptions) -> WarmupRecord:

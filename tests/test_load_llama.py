@@ -46,15 +46,16 @@ def test_found_from_its_process_and_socket(llama_server, found):  # noqa: F811
 
 def test_live_running_requests_from_its_metrics(llama_server, found):  # noqa: F811
     busy = threading.Thread(target=run_requests, daemon=True, args=(
-        Endpoint(llama_server.base_url), Workload(16, 24, timeout_s=60), 2, 2, 60))
+        Endpoint(llama_server.base_url), Workload(16, 96, timeout_s=90), 2, 2, 90))
     busy.start()
+    # 96 tokens each: longer than engine.metrics' two scrapes 3 s apart
     deadline, seen = time.monotonic() + 30, 0
     while time.monotonic() < deadline and not seen:
-        running, _, source, error = engine_load.live_load(LiveHost(), found[0])
+        running, _, source, error = engine_load.live_load(LiveHost(), ScanOptions(), found[0])
         assert source == "/metrics", error
         seen = running or 0
         time.sleep(0.2)
-    busy.join(90)
+    busy.join(120)
     assert 1 <= seen <= SLOTS
 
 

@@ -47,9 +47,10 @@ def servers():
 
 
 def _busy(server, concurrency, seconds=3.0):
-    """Keep ``concurrency`` slow requests in flight on ``server`` in the background."""
+    """Keep ``concurrency`` slow requests (8 s) in flight on ``server`` in the background:
+    longer than engine.metrics' two scrapes 3 s apart."""
     thread = threading.Thread(target=run_requests, daemon=True, args=(
-        Endpoint(server.base_url), Workload(8, 40, timeout_s=10), concurrency, concurrency,
+        Endpoint(server.base_url), Workload(8, 80, timeout_s=20), concurrency, concurrency,
         seconds))
     thread.start()
     return thread
@@ -109,13 +110,6 @@ def test_even_replicas_stay_silent(servers):
     a, b = servers(), servers()
     record = engine_load.probe(LiveHost(), ScanOptions(endpoints=(a.base_url, b.base_url)))
     assert len(record.models) == 1 and _findings("multi-gpu-load-skew", "engine.load", record) == []
-
-
-def test_metrics_page_without_a_gauge_is_said_not_invented():
-    assert engine_load.gauge_sum("garbage {{{", engine_load.RUNNING) is None
-    page = ('vllm:num_requests_running{model_name="a"} 3\n'
-            'vllm:num_requests_running{model_name="b"} 4\n')
-    assert engine_load.gauge_sum(page, engine_load.RUNNING) == 7
 
 
 def _target(server, address, api_key_set=False):
@@ -203,3 +197,21 @@ def test_an_engine_asking_for_a_key_is_not_sent_completions(servers, monkeypatch
     monkeypatch.setattr(engine_targets, "targets", lambda host, options: (given,))
     (endpoint,) = engine_warmup.probe(LiveHost(), ScanOptions()).endpoints
     assert endpoint.errors == 0
+
+
+def test_capture_then_replay_gives_the_same_records(servers, tmp_path, monkeypatch):
+    """What a capture keeps of the active probes is what a replay returns, unchanged."""
+    from doctor.recorded import RecordingHost
+    from probes import engine_warmup
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    server = servers(prefill_s=0.005, cold_requests=1, cold_extra_s=0.3)
+    options = ScanOptions(endpoints=(server.base_url,))
+    probes = (engine_warmup.probe, engine_output.probe, engine_load.probe, engine_exposure.probe)
+    recording = RecordingHost(LiveHost(), tmp_path / "cap")
+    live = [probe(recording, options) for probe in probes]
+    recording.save({"level": "standard"})
+    server.stop()  # the replay must not need the engine
+    replay = [probe(RecordedHost(tmp_path / "cap"), options) for probe in probes]
+    assert replay == live
+    assert live[0].endpoints[0].first_ttft_ms >= 300

@@ -174,3 +174,22 @@ def test_load_command_unreachable_endpoint_exits_3(cli, tmp_path):
 def test_load_command_rejects_a_bad_url(cli):
     result = cli("load", "--endpoint", "localhost:8000", "--no-save")
     assert result.returncode == 3 and "expected http://HOST:PORT" in result.stderr
+
+
+def test_slow_levels_run_long_enough_for_their_percentiles():
+    assert knee.level_seconds(0.1, 1, 170, False) == knee.LEVEL_SECONDS  # fast engine: 15 s
+    assert knee.level_seconds(3.0, 1, 170, False) == 36.0  # 12 requests of 3 s
+    assert knee.level_seconds(3.0, 1, 50, False) == 25.0  # never past half what is left
+    assert knee.level_seconds(3.0, 1, 20, True) == 20.0  # the last level may use it all
+
+
+@pytest.mark.parametrize("server", [Behaviour(api_key="sk-secret-123")], indirect=True)
+def test_load_command_takes_a_key_from_the_url_and_never_shows_it(server, cli, tmp_path):
+    url = server.base_url.replace("http://", "http://:sk-secret-123@")
+    result = cli("load", "--endpoint", url, "--prompt-tokens", "8", "--output-tokens", "2",
+                 "--max-concurrency", "1", "--max-seconds", "5", "--format", "json",
+                 env={"XDG_STATE_HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["levels"][0]["errors"] == 0
+    saved = next((tmp_path / "llm-doctor").glob("knee-*.json")).read_text()
+    assert "sk-secret-123" not in result.stdout + result.stderr + saved
