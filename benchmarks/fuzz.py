@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests import fuzz_runs as fuzz  # noqa: E402
 
 PROBLEMS = ("traceback", "hang", "read-outside", "found-outside", "found-secret", "found-token",
-            "found-environment", "internal-error", "invalid-json")
+            "found-environment", "internal-error", "invalid-json", "harness-error")
 SHARES = {"host": 0.5, "rules": 0.3, "config": 0.2}
 # A rule or config file is checked in milliseconds; one that takes seconds is already wrong.
 FILE_BOUND_S = 5.0
@@ -77,7 +77,13 @@ def campaign(total: int, seed: int, bound_s: float, kinds: list[str],
             kind = rng.choices(kinds, weights)[0]
             bound = bound_s if kind == "host" else min(bound_s, FILE_BOUND_S)
             runner = fuzz.run_subprocess if n % 50 == 49 else fuzz.run_forked
-            for tried in fuzz.try_one(kind, base, rng, out, n, bound, runner):
+            try:
+                tries = fuzz.try_one(kind, base, rng, out, n, bound, runner)
+            except Exception as exc:  # the harness's own failure: count it, go on  # noqa: BLE001
+                counts[kind]["harness-error"] += 1
+                examples[(kind, "harness-error")].append(f"{type(exc).__name__}: {str(exc)[:120]}")
+                continue
+            for tried in tries:
                 counts[kind]["runs"] += 1
                 counts[kind]["subprocess"] += runner is fuzz.run_subprocess
                 exits[kind]["hang" if tried.run.rc is None else str(tried.run.rc)] += 1

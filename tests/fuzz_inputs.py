@@ -222,12 +222,14 @@ def _mutate_fs(root: Path, rng: random.Random, out: Outside) -> str:
     op = rng.choice(("bytes", "bytes", "absurd", "fifo", "link-out", "link-out-relative",
                      "link-self", "dir", "dir-link-out"))
     if op == "bytes":
-        data, how = mutate_bytes(target.read_bytes() if target.is_file() else b"", rng, "text")
+        plain = target.is_file() and not target.is_symlink()
+        data, how = mutate_bytes(target.read_bytes() if plain else b"", rng, "text")
         _replace(target, data)
         return f"fs:{how}:{rel}"
     if op == "absurd":
         word = rng.choice(("-1", str(2**64), str(10**30), "nan", "inf", "1e999", "0x10"))
-        text = target.read_text(errors="replace") if target.is_file() else ""
+        plain = target.is_file() and not target.is_symlink()
+        text = target.read_text(errors="replace") if plain else ""
         _replace(target, "".join(word if c.isdigit() else c for c in text[:4096]).encode())
         return f"fs:absurd:{rel}"
     if op == "fifo":
@@ -257,11 +259,14 @@ def _mutate_fs(root: Path, rng: random.Random, out: Outside) -> str:
 def _mutate_manifest(root: Path, rng: random.Random, out: Outside) -> str:
     path = root / "host.toml"
     try:
+        if not path.is_file() or path.is_symlink():
+            raise ValueError("not a plain file")
         doc = tomllib.loads(path.read_text())
     except (ValueError, OSError, RecursionError):  # broken by an earlier mutation
         doc = None
     if doc is None or rng.random() < 0.5:
-        data, how = mutate_bytes(path.read_bytes() if path.is_file() else b"", rng, "toml")
+        plain = path.is_file() and not path.is_symlink()
+        data, how = mutate_bytes(path.read_bytes() if plain else b"", rng, "toml")
         _replace(path, data)
         return f"host.toml:{how}"
     if rng.random() < 0.25 and doc.get("commands"):
@@ -292,10 +297,13 @@ def _mutate_measurements(root: Path, rng: random.Random, out: Outside) -> str:
         path.symlink_to(out.root / "sentinel.json")
         return "measurements.json:link-out"
     if op < 0.5:
-        data, how = mutate_bytes(path.read_bytes() if path.is_file() else b"", rng, "json")
+        plain = path.is_file() and not path.is_symlink()
+        data, how = mutate_bytes(path.read_bytes() if plain else b"", rng, "json")
         _replace(path, data)
         return f"measurements.json:{how}"
     try:
+        if not path.is_file() or path.is_symlink():
+            raise ValueError("not a plain file")
         doc, how = mutate_tree(json.loads(path.read_text()), rng)
     except (ValueError, OSError, RecursionError):  # broken by an earlier mutation
         _replace(path, b"{")
@@ -314,8 +322,9 @@ def _mutate_command(root: Path, rng: random.Random, out: Outside) -> str:
         return _mutate_fs(root, rng, out)
     target = rng.choice(outs)
     op = rng.choice(("fifo", "link-out", "bytes", "link-self"))
-    if op == "bytes":
-        data, how = mutate_bytes(target.read_bytes(), rng, "text")
+    if op == "bytes":  # never read a FIFO or a link an earlier mutation left there
+        plain = target.is_file() and not target.is_symlink()
+        data, how = mutate_bytes(target.read_bytes() if plain else b"", rng, "text")
         _replace(target, data)
         return f"command:{how}"
     _replace(target)
