@@ -52,13 +52,14 @@ class Store:
             fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError as exc:  # a link to itself (ELOOP), to nothing, or unreadable
             raise HostReadError(what, Reason.FAILED, f"{local}: {exc.strerror}") from None
+        mode = os.fstat(fd).st_mode  # before fdopen, which refuses a directory itself
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            if stat.S_ISDIR(mode):
+                raise HostReadError(what, Reason.NOT_FOUND, f"{local} is a directory")
+            raise HostReadError(what, Reason.FAILED,
+                                f"{local} is a {_kind_of(mode)}, not a regular file")
         with os.fdopen(fd, "rb") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                if stat.S_ISDIR(mode):
-                    raise HostReadError(what, Reason.NOT_FOUND, f"{local} is a directory")
-                raise HostReadError(what, Reason.FAILED,
-                                    f"{local} is a {_kind_of(mode)}, not a regular file")
             data = f.read(limit + 1)
         if len(data) > limit:
             raise HostReadError(what, Reason.FAILED, f"{local} is larger than {limit >> 20} MiB")

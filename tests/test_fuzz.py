@@ -20,10 +20,7 @@ BOUND_S = 8.0  # per run: a recorded host is read in well under a second
 MAX_INPUTS = 150
 
 # Known failures in others' files, by (mutation prefix, problem). Each names its cause.
-KNOWN: dict[tuple[str, str], str] = {
-    ("fs:dir:", "internal-error"): "doctor/recorded_store.py reads a directory recorded where "
-                                   "a file goes and raises IsADirectoryError inside the probe",
-}
+KNOWN: dict[tuple[str, str], str] = {}  # (mutation prefix, problem) → why it is tolerated: none
 
 
 def _campaign(kind: str, base: Path) -> tuple[int, list[str]]:

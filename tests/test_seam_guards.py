@@ -59,6 +59,14 @@ def test_a_link_to_itself_is_a_read_error(tmp_path):
     assert err.value.reason == Reason.FAILED
 
 
+def test_a_directory_where_a_file_goes_reads_as_absent(tmp_path):
+    root = host_dir(tmp_path)
+    (root / "fs/proc/meminfo").mkdir()
+    with pytest.raises(HostReadError) as err:
+        RecordedHost(root).read_text("/proc/meminfo")
+    assert err.value.reason == Reason.NOT_FOUND and "is a directory" in str(err.value)
+
+
 def test_listings_do_not_follow_links_out(tmp_path):
     root = host_dir(tmp_path)
     (tmp_path / "outside" / "secret-dir").mkdir(parents=True)
