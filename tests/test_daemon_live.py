@@ -95,7 +95,8 @@ def test_cpu_hog_fires_into_alertmanager_then_resolves(tmp_path):
 def test_sighup_reloads_and_sigterm_stops_cleanly(tmp_path):
     daemon, address = stack.daemon(tmp_path, '[daemon]\nlevel = "quick"\ninterval = "1s"\n')
     try:
-        assert "llm_doctor_probe_success" in stack.get(f"http://{address}/metrics")
+        stack.wait_for("the first evaluation", lambda: "llm_doctor_probe_success" in stack.get(
+            f"http://{address}/metrics"), 30)
         (tmp_path / "llm-doctor.toml").write_text('[daemon]\nlevel = "quick"\ninterval = "2s"\n')
         os.kill(daemon.popen.pid, signal.SIGHUP)
         stack.wait_for("the reload", lambda: "configuration reloaded" in daemon.log(), 20)
