@@ -1,16 +1,27 @@
-"""Compare probes.kernels.stream with a C/OpenMP STREAM on this host (decimal GB/s).
+"""Compare the host.memory_bandwidth probe with a C/OpenMP STREAM on this host (decimal GB/s).
 
-Compiles benchmarks/stream.c with ``gcc -O3 -march=native -fopenmp`` in a temporary directory,
-runs it with OMP_NUM_THREADS = the CPUs this process may use, then runs the probe with the same
-thread count and array size on the torch and numpy backends, and prints copy and triad GB/s,
-each backend's ratio to C, and the probe's own run time (duration_s; for C, the process's).
+Compiles benchmarks/stream.c with ``gcc -O3 -march=native -fopenmp`` in a temporary directory
+and, in interleaved rounds (a noisy neighbour then hits both alike), runs at the same array
+size and thread count:
 
-Default array size per array: max(4 x total L3, 256 MiB); the L3 total is the sum of
-/sys/devices/system/cpu/cpu*/cache/index3/size over distinct shared_cpu_list (one per L3
-instance). Three arrays are allocated per run. Takes up to about a minute.
+- C STREAM, OMP_NUM_THREADS = threads, ``--repeats`` timed passes (STREAM's default 10);
+- the probe's kernel exactly as a scan starts it (``host_memory_bandwidth._run_kernel``: a
+  child process, its backend, huge pages, passes bounded by its time budget), timed whole
+  from spawn to exit: that is the probe's cost;
+- with ``--backends``, the kernel with each backend (torch, numpy) forced, in a child
+  process like the probe's (in this process, torch's idle OpenMP threads would spin on the
+  cores the numpy threads need), with the probe's passes and budget.
 
-Usage: python benchmarks/host_bandwidth.py [--array-mib N] [--threads T] [--repeats R]
-                                           [--rounds K]
+It prints copy and triad GB/s (best of the rounds), each one's ratio to C, the per-round
+triad ratio to C (a fair pairing when the host's load changes between rounds), the wall time
+of each run (C's includes its own first touch), and the cores other work kept busy during
+the probe's passes. Arrays are sized as the probe sizes them, max(4 x L3, 256 MiB) per array;
+``--llc-mib 480`` sizes them for a VM that reports its host's 480 MiB L3 (1920 MiB arrays);
+``--array-mib`` sets them directly. Three arrays are allocated per run.
+
+Usage: python benchmarks/host_bandwidth.py [--llc-mib M | --array-mib N] [--threads T]
+                                           [--repeats R] [--rounds K] [--backends]
+                                           [--c-binary PATH]
 This is a benchmark that prints figures, not a test.
 """
 
@@ -31,6 +42,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from doctor.host import MeasurementError  # noqa: E402
+from probes import host_memory_bandwidth  # noqa: E402
 from probes.kernels import stream  # noqa: E402
 
 STREAM_C = REPO_ROOT / "benchmarks" / "stream.c"
@@ -91,73 +104,77 @@ def best_of(runs: list[dict]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--array-mib", type=int, help="MiB per array (default: see above)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--array-mib", type=int, help="MiB per array (default: see above)")
+    size.add_argument("--llc-mib", type=int, help="size the arrays for this much L3, in MiB")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--repeats", type=int, default=10, help="timed passes per run")
-    parser.add_argument("--rounds", type=int, default=3, help="runs per backend, interleaved")
+    parser.add_argument("--repeats", type=int, default=10, help="C's timed passes per run")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each, interleaved")
+    parser.add_argument("--backends", action="store_true",
+                        help="also run the kernel with torch and with numpy, each in a child")
+    parser.add_argument("--c-binary", help="a prebuilt stream.c binary, where there is no gcc")
     args = parser.parse_args()
 
     l3_bytes = l3_total_bytes()
     if args.array_mib:
         array_bytes = args.array_mib * 2**20
     else:
-        array_bytes = max(4 * (l3_bytes or 0), MIN_ARRAY_BYTES)
+        llc = args.llc_mib * 2**20 if args.llc_mib else (l3_bytes or 0)
+        array_bytes = max(4 * llc, MIN_ARRAY_BYTES)
     elements = array_bytes // stream.ELEMENT_BYTES
     l3_text = f"{l3_bytes / 2**20:.0f} MiB" if l3_bytes else "unknown"
-    print(
-        f"threads {args.threads}, array {array_bytes / 2**20:.0f} MiB x 3, L3 {l3_text}, "
-        f"{args.repeats} timed passes, best of {args.rounds} rounds"
-    )
+    print(f"threads {args.threads}, array {array_bytes / 2**20:.0f} MiB x 3, this host's L3 "
+          f"{l3_text}, C {args.repeats} timed passes, {args.rounds} interleaved rounds")
 
-    backends = ["torch", "numpy"]
-    runs: dict[str, list[dict]] = {"C (gcc -O3 OpenMP)": []}
+    c_name, probe_name = "C (gcc -O3 OpenMP)", "probe host.memory_bandwidth"
+    runs: dict[str, list[dict]] = {c_name: [], probe_name: []}
+    backends = ["torch", "numpy"] if args.backends else []
     runs.update({backend: [] for backend in backends})
-    probe_runs: list[dict] = []
     notes = []
     with tempfile.TemporaryDirectory() as workdir:
-        binary, why_not = compile_stream(workdir)
+        binary, why_not = (args.c_binary, "") if args.c_binary else compile_stream(workdir)
         if binary is None:
             notes.append(why_not)
-        # Interleaved rounds, so that a noisy moment on the host hits every backend alike.
         for _ in range(args.rounds):
             if binary is not None:
-                runs["C (gcc -O3 OpenMP)"].append(
-                    run_c(binary, elements, args.threads, args.repeats)
-                )
-            probe_runs.append(run_probe())
+                runs[c_name].append(run_c(binary, elements, args.threads, args.repeats))
+            runs[probe_name].append(run_probe_kernel(array_bytes, args.threads))
             for backend in list(backends):
                 try:
-                    result = stream.measure(
-                        array_bytes=array_bytes,
-                        threads=args.threads,
-                        repeats=args.repeats,
-                        backend=backend,
-                    )
-                except stream.BackendUnavailableError as error:
+                    runs[backend].append(run_probe_kernel(array_bytes, args.threads, backend))
+                except MeasurementError as error:
                     notes.append(f"{backend}: {error}")
                     backends.remove(backend)
-                    continue
-                runs[backend].append(result)
-    runs["probe host.memory_bandwidth"] = probe_runs
     print_table({name: best_of(found) for name, found in runs.items() if found})
-    print("probe host.memory_bandwidth wall time (child process, torch import, allocation, "
-          f"warm-up, 5 passes, dmidecode): {min(r['duration_s'] for r in probe_runs):.2f} s best, "
-          f"{max(r['duration_s'] for r in probe_runs):.2f} s worst")
+    print_probe_cost(runs[probe_name], runs[c_name])
     for note in notes:
         print(note)
     return 0
 
 
-def run_probe() -> dict:
-    """The real probe, as a scan runs it (its own array size and 5 passes), timed whole."""
-    from doctor.host import LiveHost
-    from doctor.model import ScanOptions
-    from probes import host_memory_bandwidth
+def run_probe_kernel(array_bytes: int, threads: int, backend: str | None = None) -> dict:
+    """The probe's kernel as a scan runs it (child process, its backend and budget), timed whole."""
+    started = time.perf_counter()
+    result = host_memory_bandwidth._run_kernel(array_bytes, threads, backend)
+    result["kernel_s"] = result["duration_s"]  # allocation, first touch, passes, check
+    result["duration_s"] = time.perf_counter() - started  # spawn, import, touch, passes, exit
+    return result
 
-    t0 = time.perf_counter()
-    record = host_memory_bandwidth.probe(LiveHost(), ScanOptions())
-    return {"copy_gbps": record.copy_gbps, "triad_gbps": record.triad_gbps, "valid": True,
-            "duration_s": time.perf_counter() - t0, "triad_passes": 3 if record.backend == "torch" else 5}
+
+def print_probe_cost(probe_runs: list[dict], c_runs: list[dict]) -> None:
+    walls = [r["duration_s"] for r in probe_runs]
+    print(f"probe time (child process spawn to exit, as a scan pays it): best {min(walls):.2f} s,"
+          f" worst {max(walls):.2f} s; backend {probe_runs[0]['backend']}, "
+          f"passes {[r['repeats'] for r in probe_runs]}, "
+          f"huge pages {probe_runs[0].get('huge_pages')}")
+    print("where it went, per run: start (spawn, imports) / first touch / timed passes, s: "
+          + ", ".join(f"{r['duration_s'] - r['kernel_s']:.2f}/{r['kernel_s'] - r['timed_s']:.2f}/"
+                      f"{r['timed_s']:.2f}" for r in probe_runs))
+    print("other work during the probe's passes (cores): "
+          + ", ".join(f"{r.get('other_busy_cores')}" for r in probe_runs))
+    if c_runs:
+        pairs = [f"{p['triad_gbps'] / c['triad_gbps']:.2f}" for p, c in zip(probe_runs, c_runs)]
+        print(f"triad probe/C per round: {', '.join(pairs)}")
 
 
 def print_table(results: dict[str, dict]) -> None:

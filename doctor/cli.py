@@ -12,9 +12,10 @@ from pathlib import Path
 
 import click
 
-from doctor import __version__
+from doctor import __version__, cli_load
 from doctor.app import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
                         scan_options)
+from doctor.cli_engine import plan
 from doctor.config import ConfigError
 from doctor.host import Host, LiveHost
 from doctor.model import ScanOptions, ScanReport
@@ -96,6 +97,9 @@ _COMMON = [
     click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
                  help="Where the model weights live (repeatable). Engines' own --model paths "
                       "are found from their command lines."),
+    click.option("--endpoint", "endpoints", multiple=True, metavar="URL",
+                 help="A serving engine to read (repeatable), when it runs elsewhere or behind a "
+                      "proxy: http://host:8000; a key as http://:KEY@host:8000 is sent, never shown."),
     click.option("--config", "config_path", metavar="FILE",
                  help="Threshold overrides. Default: ./llm-doctor.toml, else "
                       "~/.config/llm-doctor/config.toml."),
@@ -141,7 +145,8 @@ def cli() -> None:
 @_common
 @click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
               "instead of this one (docs/recorded-host.md).")
-def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, replay) -> None:
+def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_progress,
+         replay) -> None:
     """Scan this host (or a recorded one) and report findings with remediations.
 
     Each finding names its cause id, the troubleshooting-table rows it explains, the
@@ -155,7 +160,7 @@ def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, r
     _check_output(output)
     rules, config = load_setup(config_path, rule_files)
     host: Host = open_host(replay)  # a recording's --model-dir and level, unless named here
-    options = scan_options(config, level, model_dirs, host=host)
+    options = scan_options(config, level, model_dirs, tuple(endpoints), host=host)
     if not replay:
         check_model_dirs(options)
     report = _run_scan(host, options, rules, config, not no_progress)
@@ -167,8 +172,8 @@ def scan(level, model_dirs, config_path, rule_files, fmt, output, no_progress, r
 @click.argument("directory", metavar="DIR")
 @_common
 @click.option("--force", is_flag=True, help="Write into DIR even if it is not empty.")
-def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, no_progress,
-            force) -> None:
+def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fmt, output,
+            no_progress, force) -> None:
     """Record everything the probes read on this host into DIR, and scan it.
 
     DIR can be sent to someone else, edited by hand to plant a fault, and scanned with
@@ -181,7 +186,7 @@ def capture(directory, level, model_dirs, config_path, rule_files, fmt, output, 
         raise ScanCannotRun(f"{root} is not empty; choose a new directory or pass --force")
     _check_output(output)
     rules, config = load_setup(config_path, rule_files)
-    options = scan_options(config, level, model_dirs)
+    options = scan_options(config, level, model_dirs, tuple(endpoints))
     check_model_dirs(options)
     recording = RecordingHost(LiveHost(), root)
     report = _run_scan(recording, options, rules, config, not no_progress)
@@ -237,7 +242,8 @@ def rules_check(files) -> None:
         loaded = load_file(Path(name), by_name())
         if not loaded:
             raise RuleError(f"{name}: holds no [[rule]] tables (format: 'llm-doctor rules --help')")
-        click.echo(f"{name}: {len(loaded)} rule(s) ok: {', '.join(r.id for r in loaded)}")
+        more = f", … and {len(loaded) - 20} more" if len(loaded) > 20 else ""
+        click.echo(f"{name}: {len(loaded)} rule(s) ok: {', '.join(r.id for r in loaded[:20])}{more}")
 
 
 @cli.command()
@@ -255,6 +261,9 @@ def playbook(cause) -> None:
     Console().print(Markdown(path_of(cause).read_text()))
 
 
+cli.add_command(plan)
+cli.add_command(cli_load.warmup)
+cli.add_command(cli_load.load)
 from doctor.cli_daemon import daemon, report, rules_export  # noqa: E402 (the daemon's commands)
 
 cli.add_command(daemon)

@@ -70,7 +70,8 @@ def get(url: str, timeout_s: float = 5.0, max_bytes: int = 8 << 20,
 
 
 def _read(resp, deadline: float, max_bytes: int, shown: str, timeout_s: float) -> bytes:
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     while True:
         if time.monotonic() > deadline:
             raise HostReadError(shown, Reason.TIMEOUT, f"body not complete in {timeout_s:g} s")

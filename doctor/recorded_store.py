@@ -190,6 +190,7 @@ def check_manifest(manifest: dict[str, Any], where: str) -> None:
     version = host.get("format")
     if isinstance(version, bool) or not isinstance(version, int):
         c.fail("[host] format", "an integer format version", version)
+        return
     if version not in READABLE_FORMATS:
         newer = version > max(READABLE_FORMATS)
         raise RecordedHostError(

@@ -1,6 +1,9 @@
 """Rules are data: ``checks/*.toml`` (and users' rule files), loaded and validated here.
 
-A rule file holds ``[[rule]]`` tables::
+A rule file holds ``[[rule]]`` tables, and may say which rule format it is written in
+(``format = 1``; absent means 1)::
+
+    format = 1
 
     [[rule]]
     id = "fd-limit-low"                 # unique rule id
@@ -9,6 +12,7 @@ A rule file holds ``[[rule]]`` tables::
     severity = "warning"                # info | warning | critical
     probes = ["host.limits"]            # evaluated only when these probes ran ok
     each = "host.limits.processes"      # optional: one finding per matching item (`item`)
+    key = "str(item.pid)"               # optional, with each: the item's identity
     when = "item.nofile_soft < params.min_nofile"      # the condition
     critical_when = "item.nofile_soft < params.critical_nofile"   # optional escalation
     for = "5m"                          # how long it must hold in the daemon
@@ -20,39 +24,64 @@ A rule file holds ``[[rule]]`` tables::
     [rule.evidence]                     # label = expression, shown with the finding
     nofile_soft = "item.nofile_soft"
 
-Expressions are Python-like and evaluated by simpleeval (no ``eval``): comparisons,
-``and/or/not``, ``x if c else y``, ``in``, attribute access, generator expressions and
-the functions in ``FUNCTIONS``. Every name in an expression is checked against the probe
-records' fields when the rule is loaded, so a typo is an error with its position, not a
-rule that silently never fires.
+Expressions are checked in doctor/expressions.py and evaluated, within bounds of size and
+time, by doctor/sandbox.py. Titles are filled by doctor/titles.py. Every error names the
+file, the line and the rule: ``FILE:LINE: rule 'ID': what is wrong; what to do``.
 """
 
 from __future__ import annotations
 
 import ast
-import difflib
+import datetime
+import math
 import re
-import string
-import types
-import typing
-from dataclasses import dataclass, fields, is_dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doctor._toml import tomllib
+from doctor import __version__
+from doctor.expressions import (
+    ExpressionError,
+    Schema,
+    chain_of,
+    compile_expression,
+    element_type,
+    optional_inner,
+    suggest,
+)
 from doctor.model import ProbeSpec, Severity
+from doctor.sandbox import FUNCTIONS
+from doctor.titles import Template, TemplateError
+from doctor.titles import parse as parse_title
+from doctor.tomlfile import MAX_RULE_FILE_BYTES, LineIndex, read_toml
 from doctor.vocabulary import CAUSES, SYMPTOMS
 
-FUNCTIONS: dict[str, Any] = {
-    "int": int, "float": float, "str": str, "len": len, "min": min, "max": max,
-    "sum": sum, "any": any, "all": all, "round": round, "abs": abs, "sorted": sorted,
-    "count": lambda mapping, keys: sum(mapping.get(k, 0) for k in keys),
-    "join": lambda items, sep=", ": sep.join(str(i) for i in items),
-}
+RULE_FORMAT = 1  # the rule-file format this llm-doctor reads (docs/rules.md, "Formats")
+MAX_RULES_PER_FILE = 1000
 REQUIRED = ("id", "cause", "symptoms", "severity", "probes", "when", "title", "remediation",
             "playbook")
-OPTIONAL = ("each", "critical_when", "for", "params", "evidence", "description")
-DURATION = re.compile(r"^\d+[smh]$")
+OPTIONAL = ("each", "key", "critical_when", "for", "params", "evidence", "description")
+DURATION = re.compile(r"^(\d{1,6})([smh])$")
+SECONDS = {"s": 1, "m": 60, "h": 3600}
+IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$")  # ids and playbook names
+# An item's identity when a rule with `each` gives no `key`: the first of these fields.
+DEFAULT_KEY_FIELDS = ("pid", "uuid", "name", "path")
+
+__all__ = [
+    "DEFAULT_KEY_FIELDS",
+    "FUNCTIONS",
+    "MAX_RULES_PER_FILE",
+    "RULE_FORMAT",
+    "Rule",
+    "RuleError",
+    "builtin_files",
+    "element_type",
+    "load_file",
+    "load_rules",
+    "optional_inner",
+    "suggest",
+]
 
 
 class RuleError(Exception):
@@ -76,231 +105,234 @@ class Rule:
     params: dict[str, Any]
     evidence: dict[str, str]
     source: str  # file:line of the rule, for error messages
-    compiled: dict[str, ast.expr]  # "when", "each", "critical_when", "evidence.<label>"
+    compiled: dict[str, ast.expr]  # "when", "each", "key", "critical_when", "evidence.<label>"
+    for_s: float | None = None  # `for` in seconds: how long the daemon waits before firing
+    key: str | None = None  # the `key` expression (with each); None: DEFAULT_KEY_FIELDS
+    template: Template = field(default_factory=lambda: Template(()))  # the parsed title
 
 
-def _line_of(text: str, index: int, key: str | None = None) -> int:
-    """1-based line of the ``index``-th ``[[rule]]`` header, or of ``key`` inside that rule."""
-    lines = text.splitlines()
-    headers = [i for i, line in enumerate(lines) if line.strip().startswith("[[rule]]")]
-    if index >= len(headers):
-        return 1
-    start = headers[index]
-    end = headers[index + 1] if index + 1 < len(headers) else len(lines)
-    if key:
-        pattern = re.compile(rf"^\s*(\"?){re.escape(key)}\1\s*=")
-        for i in range(start, end):
-            if pattern.match(lines[i]):
-                return i + 1
-    return start + 1
+def _kind(value: Any) -> str:
+    """A TOML value's type as a person writes it, for messages."""
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, (datetime.date, datetime.time)):
+        return f"date/time {value}"
+    names = {int: "number", float: "number", str: "string", list: "array", dict: "table"}
+    shown = repr(value) if not isinstance(value, (list, dict)) else ""
+    return f"{names.get(type(value), type(value).__name__)} {shown}".strip()[:80]
 
 
-def suggest(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+class _Fields:
+    """One raw [[rule]] table, read with type checks; errors say ``FILE:LINE: rule 'ID'``."""
+
+    def __init__(self, raw: dict, at: Callable[[str | None], str]) -> None:
+        self.raw = raw
+        self.at = at
+
+    def error(self, key: str | None, message: str) -> RuleError:
+        return RuleError(f"{self.at(key)}: {message}")
+
+    def text(self, key: str, pattern: re.Pattern | None = None) -> str:
+        value = self.raw[key]
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, f"'{key}' must be a non-empty string, not {_kind(value)}")
+        if pattern and not pattern.match(value):
+            raise self.error(key, f"'{key}' = {value[:80]!r}: use letters, digits and . _ : - "
+                                  "(at most 80, starting with a letter or digit)")
+        return value
+
+    def strings(self, key: str, single_ok: bool = False, empty_ok: bool = False) -> tuple[str, ...]:
+        value = self.raw[key]
+        if single_ok and isinstance(value, str):
+            value = [value]
+        if (not isinstance(value, list) or (not value and not empty_ok)
+                or not all(isinstance(v, str) for v in value)):
+            raise self.error(key, f"'{key}' must be a{'' if empty_ok else ' non-empty'} array of "
+                                  f"strings (e.g. {key} = [\"...\"]), not {_kind(value)}")
+        return tuple(value)
+
+    def table(self, key: str) -> dict[str, Any]:
+        value = self.raw.get(key, {})
+        if not isinstance(value, dict):
+            raise self.error(key, f"'{key}' must be a table ([rule.{key}]), not {_kind(value)}")
+        for name in value:
+            if not name.isidentifier():
+                raise self.error(name, f"'{key}.{name}': a {key} name must be a word of letters, "
+                                       "digits and _ (it is used as params.NAME or {NAME})")
+        return dict(value)
 
 
-def optional_inner(tp: Any) -> Any:
-    """Optional[X] → X."""
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        return args[0] if len(args) == 1 else Any
-    return tp
+def _param_ok(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_param_ok(v) and not isinstance(v, list) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (bool, int, str))
 
 
-def element_type(tp: Any) -> Any:
-    """tuple[X, ...] / list[X] → X; anything else → Any."""
-    tp = optional_inner(tp)
-    if typing.get_origin(tp) in (tuple, list) and typing.get_args(tp):
-        return typing.get_args(tp)[0]
-    return Any
-
-
-class _Schema:
-    """What names an expression may use: probe records' fields, params, item."""
-
-    def __init__(self, probes: dict[str, ProbeSpec]) -> None:
-        self.records: dict[str, Any] = {}
-        for name, spec in probes.items():
-            hints = typing.get_type_hints(spec.run)
-            self.records[name] = hints.get("return", Any)
-
-    def roots(self) -> set[str]:
-        return {name.split(".", 1)[0] for name in self.records}
-
-    def resolve(self, chain: list[str]) -> tuple[Any, str | None]:
-        """The type at ``host.limits.processes``…, or an error for the first bad link."""
-        root = chain[0]
-        if len(chain) == 1:
-            return dict, None
-        probe = f"{root}.{chain[1]}"
-        if probe not in self.records:
-            names = [n.split(".", 1)[1] for n in self.records if n.startswith(root + ".")]
-            return None, f"no probe '{probe}'{suggest(chain[1], names)}"
-        return self.walk(self.records[probe], chain[2:], probe)
-
-    def walk(self, tp: Any, attrs: list[str], where: str) -> tuple[Any, str | None]:
-        for attr in attrs:
-            tp = optional_inner(tp)
-            if typing.get_origin(tp) in (tuple, list):
-                return None, (f"'{where}' is a list: take its items with each = \"{where}\" "
-                              f"(then item.{attr}) or any(x.{attr} ... for x in {where})")
-            if not is_dataclass(tp):
-                return Any, None  # dicts and free-form values: keys are data, not schema
-            names = {f.name for f in fields(tp)}
-            if attr not in names:
-                return None, f"'{where}' has no field '{attr}'{suggest(attr, names)}"
-            tp = typing.get_type_hints(tp)[attr]
-            where = f"{where}.{attr}"
-        return tp, None
-
-
-def _chain(node: ast.expr) -> list[str] | None:
-    """``a.b.c`` → ["a", "b", "c"]; None when the chain does not start at a name."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return [node.id, *reversed(parts)]
-    return None
-
-
-def _check_names(tree: ast.expr, schema: _Schema, params: dict, item_type: Any) -> str | None:
-    """The first name or field in ``tree`` that cannot exist, as a message; else None."""
-    local = {n.id for n in ast.walk(tree)
-             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    for node in ast.walk(tree):
-        parent = getattr(node, "_parent", None)
-        if isinstance(parent, ast.Attribute) and parent.value is node:
-            continue  # the outermost attribute of a chain checks the whole chain
-        chain = _chain(node) if isinstance(node, (ast.Attribute, ast.Name)) else None
-        if not chain:
-            continue
-        root = chain[0]
-        if root in local or root in FUNCTIONS or root in ("True", "False", "None"):
-            continue
-        if root == "params":
-            if len(chain) > 1 and chain[1] not in params:
-                return f"no parameter '{chain[1]}'{suggest(chain[1], params)} in [rule.params]"
-        elif root == "item":
-            if item_type is None:
-                return "'item' is only defined in a rule with 'each'"
-            _, err = schema.walk(item_type, chain[1:], "item")
-            if err:
-                return err
-        elif root in schema.roots():
-            _, err = schema.resolve(chain)
-            if err:
-                return err
-        else:
-            known = sorted(schema.roots() | {"params", "item", *FUNCTIONS})
-            return f"unknown name '{root}'{suggest(root, known)}"
-    return None
-
-
-def _mark_parents(tree: ast.AST) -> None:
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            child._parent = node  # type: ignore[attr-defined]
-
-
-def _compile(expr: Any, what: str, schema: _Schema, params: dict, item_type: Any,
-             where: str) -> ast.expr:
-    if not isinstance(expr, str) or not expr.strip():
-        raise RuleError(f"{where}: '{what}' must be a non-empty expression string")
-    flat = " ".join(line.strip() for line in expr.strip().splitlines())  # TOML """…""" spans lines
-    try:
-        tree = ast.parse(flat, mode="eval").body
-    except SyntaxError as exc:
-        raise RuleError(
-            f"{where}: '{what}' is not a valid expression at column {exc.offset}: {exc.msg}\n"
-            f"    {flat}\n    {' ' * ((exc.offset or 1) - 1)}^"
-        ) from None
-    _mark_parents(tree)
-    err = _check_names(tree, schema, params, item_type)
-    if err:
-        raise RuleError(f"{where}: '{what}': {err}\n    {flat}")
-    return tree
-
-
-def _rule(raw: dict, index: int, text: str, path: Path, schema: _Schema,
-          probes: dict[str, ProbeSpec]) -> Rule:
-    rid = raw.get("id", f"#{index + 1}")
-
-    def at(key: str | None = None) -> str:
-        return f"{path}:{_line_of(text, index, key)}: rule '{rid}'"
-
+def _checked(f: _Fields, probes: dict[str, ProbeSpec]) -> dict[str, Any]:
+    """Every field but the expressions, type-checked and checked against the vocabulary."""
+    raw = f.raw
     for key in raw:
         if key not in REQUIRED + OPTIONAL:
-            raise RuleError(f"{at(key)}: unknown field '{key}'{suggest(key, REQUIRED + OPTIONAL)}")
+            raise f.error(key, f"unknown field '{key}'{suggest(key, REQUIRED + OPTIONAL)}")
     for key in REQUIRED:
         if key not in raw:
-            raise RuleError(f"{at()}: missing field '{key}'")
-    if raw["cause"] not in CAUSES:
-        raise RuleError(f"{at('cause')}: unknown cause id '{raw['cause']}'"
-                        f"{suggest(raw['cause'], CAUSES)}; the cause ids are the playbooks' names "
-                        "(playbooks/README.md)")
-    for symptom in raw["symptoms"]:
+            raise f.error(None, f"missing field '{key}'")
+    out: dict[str, Any] = {"id": f.text("id", IDENTIFIER), "cause": f.text("cause")}
+    if out["cause"] not in CAUSES:
+        raise f.error("cause", f"unknown cause id '{out['cause']}'{suggest(out['cause'], CAUSES)}; "
+                               "the cause ids are the playbooks' names (playbooks/README.md)")
+    # A security finding explains no troubleshooting row: endpoint-unauthenticated (domain.md).
+    out["symptoms"] = f.strings("symptoms", empty_ok=True)
+    for symptom in out["symptoms"]:
         if symptom not in SYMPTOMS:
-            raise RuleError(f"{at('symptoms')}: unknown symptom row '{symptom}'"
-                            f"{suggest(symptom, SYMPTOMS)}; rows: {', '.join(SYMPTOMS)}")
-    try:
-        severity = Severity[str(raw["severity"]).upper()]
-    except KeyError:
-        raise RuleError(f"{at('severity')}: severity '{raw['severity']}' is not one of "
-                        "info, warning, critical") from None
-    probe_names = raw["probes"] if isinstance(raw["probes"], list) else [raw["probes"]]
-    for name in probe_names:
+            raise f.error("symptoms", f"unknown symptom row '{symptom}'{suggest(symptom, SYMPTOMS)}; "
+                                      f"rows: {', '.join(SYMPTOMS)}")
+    severity = f.text("severity")
+    if severity.upper() not in Severity.__members__:
+        raise f.error("severity", f"severity '{severity}' is not one of info, warning, critical")
+    out["severity"] = Severity[severity.upper()]
+    out["probes"] = f.strings("probes", single_ok=True)
+    for name in out["probes"]:
         if name not in probes:
-            raise RuleError(f"{at('probes')}: no probe '{name}'{suggest(name, probes)}; "
-                            "'llm-doctor probes' lists them")
-    if raw.get("for") is not None and not DURATION.match(str(raw["for"])):
-        raise RuleError(f"{at('for')}: 'for' must be a duration like 30s, 5m or 1h")
-    params = dict(raw.get("params", {}))
-    evidence = dict(raw.get("evidence", {}))
-    compiled: dict[str, ast.expr] = {}
+            raise f.error("probes", f"no probe '{name}'{suggest(name, probes)}; "
+                                    "'llm-doctor probes' lists them")
+    out["for_s"] = None
+    if raw.get("for") is not None:
+        match = DURATION.match(raw["for"]) if isinstance(raw["for"], str) else None
+        if not match:
+            raise f.error("for", f"'for' must be a duration like \"30s\", \"5m\" or \"1h\", "
+                                 f"not {_kind(raw['for'])}")
+        out["for_s"] = float(int(match.group(1)) * SECONDS[match.group(2)])
+    for key in ("title", "remediation"):
+        out[key] = f.text(key)
+    out["playbook"] = f.text("playbook", IDENTIFIER)
+    if "description" in raw:
+        f.text("description")
+    out["params"] = f.table("params")
+    for name, value in out["params"].items():
+        if not _param_ok(value):
+            raise f.error(name, f"'params.{name}' must be a number, string, boolean or an "
+                                f"array of them, not {_kind(value)}")
+    out["evidence"] = f.table("evidence")
+    return out
+
+
+def _compile_all(f: _Fields, out: dict[str, Any], schema: Schema) -> dict[str, ast.expr]:
+    raw, params = f.raw, out["params"]
+
+    def compiled(key: str, what: str, item_type: Any, line_key: str | None = None) -> ast.expr:
+        try:
+            return compile_expression(raw_value(key), what, schema, params, item_type)
+        except ExpressionError as exc:
+            raise f.error(line_key or key, str(exc)) from None
+
+    def raw_value(key: str) -> Any:
+        if key.startswith("evidence."):
+            return out["evidence"][key.split(".", 1)[1]]
+        return raw[key]
+
+    trees: dict[str, ast.expr] = {}
     item_type = None
-    if raw.get("each"):
-        compiled["each"] = _compile(raw["each"], "each", schema, params, None, at("each"))
-        chain = _chain(compiled["each"])
-        item_type = element_type(schema.resolve(chain)[0]) if chain and chain[0] in schema.roots() else Any
-    compiled["when"] = _compile(raw["when"], "when", schema, params, item_type, at("when"))
-    if raw.get("critical_when"):
-        compiled["critical_when"] = _compile(raw["critical_when"], "critical_when", schema,
-                                             params, item_type, at("critical_when"))
-    for label, expr in evidence.items():
-        compiled[f"evidence.{label}"] = _compile(expr, f"evidence.{label}", schema, params,
-                                                 item_type, at(label))
-    for _, field_name, _, _ in string.Formatter().parse(raw["title"]):
-        if field_name and field_name not in evidence and field_name not in params:
-            raise RuleError(f"{at('title')}: title uses {{{field_name}}}, which is neither "
-                            f"an evidence label nor a parameter{suggest(field_name, [*evidence, *params])}")
+    if raw.get("each") is not None:
+        trees["each"] = compiled("each", "each", None)
+        chain = chain_of(trees["each"])
+        item_type = Any
+        if chain and chain[0] in schema.roots():
+            item_type = element_type(schema.resolve(chain)[0])
+    if raw.get("key") is not None:
+        if item_type is None:
+            raise f.error("key", "'key' names the item a finding is about: it needs 'each'")
+        trees["key"] = compiled("key", "key", item_type)
+    trees["when"] = compiled("when", "when", item_type)
+    if raw.get("critical_when") is not None:
+        trees["critical_when"] = compiled("critical_when", "critical_when", item_type)
+    for label in out["evidence"]:
+        trees[f"evidence.{label}"] = compiled(f"evidence.{label}", f"evidence.{label}",
+                                              item_type, label)
+    return trees
+
+
+def _rule(raw: Any, index: int, path: Path, lines: LineIndex, schema: Schema,
+          probes: dict[str, ProbeSpec]) -> Rule:
+    rid = raw.get("id") if isinstance(raw, dict) else None
+    rid = rid if isinstance(rid, str) and IDENTIFIER.match(rid) else f"#{index + 1}"
+
+    def at(key: str | None = None) -> str:
+        return f"{path}:{lines.entry('rule', index, key)}: rule '{rid}'"
+
+    f = _Fields(raw, at)
+    out = _checked(f, probes)
+    trees = _compile_all(f, out, schema)
+    try:
+        template = parse_title(out["title"], [*out["evidence"], *out["params"]])
+    except TemplateError as exc:
+        raise f.error("title", f"{exc}") from None
     return Rule(
-        id=rid, cause=raw["cause"], symptoms=tuple(raw["symptoms"]), severity=severity,
-        probes=tuple(probe_names), when=raw["when"], title=raw["title"],
-        remediation=raw["remediation"], playbook=raw["playbook"], each=raw.get("each"),
-        critical_when=raw.get("critical_when"), for_=raw.get("for"), params=params,
-        evidence=evidence, source=f"{path}:{_line_of(text, index)}", compiled=compiled,
+        id=out["id"], cause=out["cause"], symptoms=out["symptoms"], severity=out["severity"],
+        probes=out["probes"], when=raw["when"], title=out["title"],
+        remediation=out["remediation"], playbook=out["playbook"], each=raw.get("each"),
+        critical_when=raw.get("critical_when"), for_=raw.get("for"), params=out["params"],
+        evidence=out["evidence"], source=f"{path}:{lines.entry('rule', index)}",
+        compiled=trees, for_s=out["for_s"], key=raw.get("key"), template=template,
     )
+
+
+def _check_format(data: dict, path: Path, lines: LineIndex) -> None:
+    version = data.get("format", RULE_FORMAT)
+    where = f"{path}:{lines.table('', 'format')}"
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RuleError(f"{where}: 'format' must be a whole number (format = {RULE_FORMAT}), "
+                        f"not {_kind(version)}")
+    reads = f"llm-doctor {__version__} reads rule format {RULE_FORMAT}"
+    if version > RULE_FORMAT:
+        raise RuleError(f"{where}: this file is written in rule format {version}, newer than "
+                        f"{reads}; upgrade llm-doctor, or rewrite the file in format "
+                        f"{RULE_FORMAT} (docs/rules.md)")
+    if version < RULE_FORMAT:
+        raise RuleError(f"{where}: this file says rule format {version}, which does not exist "
+                        f"or is no longer read; {reads} (docs/rules.md)")
+
+
+def _raw_rules(data: dict, path: Path, lines: LineIndex) -> list[dict]:
+    extra = sorted(set(data) - {"rule", "format"})
+    if extra:
+        raise RuleError(f"{path}:{lines.table(extra[0])}: unknown top-level key or table "
+                        f"'{extra[0]}'{suggest(extra[0], ['rule', 'format'])}; a rule file "
+                        "holds format = 1 and [[rule]] tables")
+    raws = data.get("rule", [])
+    if not isinstance(raws, list):
+        raise RuleError(f"{path}:{lines.table('rule')}: 'rule' must be [[rule]] tables (an "
+                        f"array of tables), not {_kind(raws)}")
+    for index, raw in enumerate(raws):
+        if not isinstance(raw, dict):
+            raise RuleError(f"{path}:{lines.entry('rule', index)}: rule #{index + 1} must be "
+                            f"a [[rule]] table, not {_kind(raw)}")
+    if len(raws) > MAX_RULES_PER_FILE:
+        raise RuleError(f"{path}:{lines.entry('rule', MAX_RULES_PER_FILE)}: {len(raws)} rules "
+                        f"in one file; the limit is {MAX_RULES_PER_FILE}: split it into "
+                        "several files (--rules is repeatable)")
+    return raws
 
 
 def load_file(path: Path, probes: dict[str, ProbeSpec]) -> list[Rule]:
     """Load and validate one rule file; raises RuleError naming file, rule and line."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise RuleError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RuleError(f"{path}: not valid TOML: {exc}") from None
-    extra = set(data) - {"rule"}
-    if extra:
-        raise RuleError(f"{path}: unknown top-level table(s) {sorted(extra)}; a rule file "
-                        "holds [[rule]] tables only")
-    schema = _Schema(probes)
-    return [_rule(raw, i, text, path, schema, probes) for i, raw in enumerate(data.get("rule", []))]
+    text, data = read_toml(path, "rule file", RuleError, MAX_RULE_FILE_BYTES)
+    lines = LineIndex(text)
+    _check_format(data, path, lines)
+    raws = _raw_rules(data, path, lines)
+    schema = Schema(probes)
+    rules: list[Rule] = []
+    seen: dict[str, str] = {}
+    for index, raw in enumerate(raws):
+        rule = _rule(raw, index, path, lines, schema, probes)
+        if rule.id in seen:
+            raise RuleError(f"{rule.source}: rule id '{rule.id}' is already defined at "
+                            f"{seen[rule.id]}")
+        seen[rule.id] = rule.source
+        rules.append(rule)
+    return rules
 
 
 def builtin_files() -> list[Path]:

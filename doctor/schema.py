@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from doctor.model import ProbeSpec
-from doctor.rules import element_type, optional_inner
+from doctor.expressions import element_type, optional_inner
 
 
 def _type_name(tp: Any) -> str:
@@ -20,7 +21,7 @@ def _walk(tp: Any, prefix: str) -> Iterator[tuple[str, str]]:
         hint = typing.get_type_hints(tp)[field.name]
         inner = element_type(hint)
         if dataclasses.is_dataclass(inner):
-            yield f"{prefix}{field.name}", f"list of {inner.__name__}"
+            yield f"{prefix}{field.name}", f"list of {getattr(inner, '__name__', inner)}"
             yield from _walk(inner, f"{prefix}{field.name}[].")
         elif dataclasses.is_dataclass(optional_inner(hint)):
             yield from _walk(optional_inner(hint), f"{prefix}{field.name}.")

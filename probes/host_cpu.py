@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from doctor.host import Host, HostReadError
 from doctor.model import ScanOptions
+from probes import kernel_text
+from probes.kernel_text import MalformedError
 
 # Instruction sets that decide CPU inference speed (002 §2: AVX-512 or AMX for CPU serving).
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
@@ -47,15 +49,23 @@ class CpuRecord:
     cpus: tuple[CpuFreq, ...]
 
 
-def parse_cpuinfo(text: str) -> tuple[str, int | None, int | None, set[str]]:
-    """model name, physical cores, sockets, and the flags of the first CPU."""
+def parse_cpuinfo(text: str, path: str = "/proc/cpuinfo"
+                  ) -> tuple[str, int | None, int | None, set[str]]:
+    """model name, physical cores, sockets, and the flags of the first CPU.
+
+    A cpuinfo with no ``processor`` entry is not one (every architecture's show_cpuinfo()
+    prints it): MalformedError.
+    """
     model, flags = "unknown", set()
     cores, sockets = set(), set()
     physical = None
+    processors = 0
     for line in text.splitlines():
         key, _, value = (part.strip() for part in line.partition(":"))
-        if key in ("model name", "Model", "cpu model") and model == "unknown":
-            model = value
+        if key == "processor":
+            processors += 1
+        elif key in ("model name", "Model", "cpu model") and model == "unknown":
+            model = value or "unknown"
         elif key in ("flags", "Features") and not flags:
             flags = set(value.split())
         elif key == "physical id":
@@ -63,21 +73,36 @@ def parse_cpuinfo(text: str) -> tuple[str, int | None, int | None, set[str]]:
             sockets.add(value)
         elif key == "core id":
             cores.add((physical, value))
+    if not processors:
+        raise MalformedError(path, "no 'processor' entry: not a /proc/cpuinfo")
     return model, len(cores) or None, len(sockets) or None, flags
+
+
+def parse_loadavg(text: str, path: str = "/proc/loadavg") -> tuple[float, float]:
+    """``0.31 0.42 0.38 1/1691 412877`` → (0.31, 0.42): the 1- and 5-minute averages."""
+    parts = kernel_text.fields(path, text, 5)
+    return kernel_text.load(path, parts[0]), kernel_text.load(path, parts[1])
+
+
+def parse_khz(path: str, text: str) -> int:
+    """A cpufreq file in kHz (``3200000``) → MHz (3200)."""
+    return kernel_text.count(path, kernel_text.fields(path, text, 1)[0], "a frequency in kHz") // 1000
 
 
 def _khz_to_mhz(host: Host, path: str) -> int | None:
     try:
-        return int(host.read_text(path).split()[0]) // 1000
-    except (HostReadError, ValueError, IndexError):
+        text = host.read_text(path)
+    except HostReadError:
         return None
+    return parse_khz(path, text)
 
 
 def _word(host: Host, path: str) -> str | None:
     try:
-        return host.read_text(path).strip() or None
+        text = host.read_text(path)
     except HostReadError:
         return None
+    return kernel_text.word(path, text)
 
 
 def _cpu_freq(host: Host, cpu: int) -> CpuFreq:
@@ -104,7 +129,7 @@ def probe(host: Host, options: ScanOptions) -> CpuRecord:
     freqs = tuple(_cpu_freq(host, cpu) for cpu in cpu_ids)
     cur = [f.cur_mhz for f in freqs if f.cur_mhz]
     maxes = [f.max_mhz for f in freqs if f.max_mhz]
-    load = host.read_text("/proc/loadavg").split()
+    load_1m, load_5m = parse_loadavg(host.read_text("/proc/loadavg"))
     return CpuRecord(
         model=model,
         logical_cpus=len(cpu_ids),
@@ -119,8 +144,8 @@ def probe(host: Host, options: ScanOptions) -> CpuRecord:
         cpufreq_available=any(f.governor for f in freqs),
         cur_mhz_avg=sum(cur) // len(cur) if cur else None,
         max_mhz=max(maxes) if maxes else None,
-        load_1m=float(load[0]),
-        load_5m=float(load[1]),
+        load_1m=load_1m,
+        load_5m=load_5m,
         cpus=freqs,
     )
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from doctor.host import Host
 from doctor.model import ScanOptions
+from probes import kernel_text
+from probes.kernel_text import MalformedError
 from probes.processes import engine_processes
 
 # /proc/<pid>/limits row names for the limits we judge.
@@ -41,31 +43,55 @@ class LimitsRecord:
     engine_count: int
 
 
-def parse_limits(text: str) -> dict[str, int | None]:
-    """``/proc/<pid>/limits`` → {"nofile_soft": 1024, ...}; unlimited is None."""
+def parse_limits(text: str, path: str = "/proc/self/limits") -> dict[str, int | None]:
+    """``/proc/<pid>/limits`` → {"nofile_soft": 1024, ...}; unlimited is None.
+
+    Every row of ROWS must be there (fs/proc/base.c prints all sixteen), each with a soft
+    and a hard limit that are numbers or ``unlimited``, the soft no higher than the hard
+    (setrlimit refuses that); anything else is MalformedError naming the row.
+    """
     values: dict[str, int | None] = {}
     for line in text.splitlines()[1:]:
         for row, key in ROWS.items():
-            if line.startswith(row):
-                soft, hard = line[len(row):].split()[:2]
-                values[f"{key}_soft"] = None if soft == "unlimited" else int(soft)
-                values[f"{key}_hard"] = None if hard == "unlimited" else int(hard)
+            if line.startswith(row) and line[len(row):len(row) + 1].isspace():
+                soft, hard = (_limit(path, row, which, word) for which, word in
+                              zip(("soft", "hard"), _two(path, row, line[len(row):])))
+                if hard is not None and (soft is None or soft > hard):
+                    raise MalformedError(path, f"{row!r} soft limit is above its hard limit")
+                values[f"{key}_soft"], values[f"{key}_hard"] = soft, hard
+    missing = [row for row, key in ROWS.items() if f"{key}_soft" not in values]
+    if missing:
+        raise MalformedError(path, f"no {', '.join(repr(r) for r in missing)} row")
     return values
 
 
-def _limits(pid: int | None, comm: str, engine: str | None, text: str) -> ProcessLimits:
-    v = parse_limits(text)
+def _two(path: str, row: str, rest: str) -> list[str]:
+    words = rest.split()
+    if len(words) < 2:
+        raise MalformedError(path, f"{row!r}: expected a soft and a hard limit, got {len(words)} field(s)")
+    return words[:2]
+
+
+def _limit(path: str, row: str, which: str, word: str) -> int | None:
+    if word == "unlimited":
+        return None
+    return kernel_text.count(path, word, f"{row!r} {which} limit as a number")
+
+
+def _limits(pid: int | None, comm: str, engine: str | None, text: str,
+            path: str = "/proc/self/limits") -> ProcessLimits:
+    v = parse_limits(text, path)
     return ProcessLimits(
         pid=pid,
         comm=comm,
         engine=engine,
         role="engine" if engine else "shell",
-        nofile_soft=v.get("nofile_soft"),
-        nofile_hard=v.get("nofile_hard"),
-        nproc_soft=v.get("nproc_soft"),
-        nproc_hard=v.get("nproc_hard"),
-        memlock_soft_bytes=v.get("memlock_soft"),
-        memlock_hard_bytes=v.get("memlock_hard"),
+        nofile_soft=v["nofile_soft"],
+        nofile_hard=v["nofile_hard"],
+        nproc_soft=v["nproc_soft"],
+        nproc_hard=v["nproc_hard"],
+        memlock_soft_bytes=v["memlock_soft"],
+        memlock_hard_bytes=v["memlock_hard"],
     )
 
 
@@ -73,8 +99,8 @@ def probe(host: Host, options: ScanOptions) -> LimitsRecord:
     rows = [_limits(None, "llm-doctor", None, host.read_text("/proc/self/limits"))]
     engines = engine_processes(host)
     for proc in engines:
-        rows.append(_limits(proc.pid, proc.comm, proc.engine,
-                            host.read_text(f"/proc/{proc.pid}/limits")))
+        path = f"/proc/{proc.pid}/limits"
+        rows.append(_limits(proc.pid, proc.comm, proc.engine, host.read_text(path), path))
     return LimitsRecord(processes=tuple(rows), engine_count=len(engines))
 
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from doctor.host import Host
 from doctor.model import ScanOptions
+from probes import kernel_text
+from probes.kernel_text import MalformedError
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,23 +22,40 @@ class MemoryRecord:
     huge_pages_total: int
 
 
-def parse_meminfo(text: str) -> dict[str, int]:
-    """``MemTotal:  24683652 kB`` → {"MemTotal": 24683652} (kB, or a count)."""
+def parse_meminfo(text: str, path: str = "/proc/meminfo") -> dict[str, int]:
+    """``MemTotal:  24683652 kB`` → {"MemTotal": 24683652} (kB, or a count).
+
+    Every row is ``Key: number`` or ``Key: number kB`` (fs/proc/meminfo.c show_val_kb);
+    any other row is MalformedError naming its line.
+    """
     values = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, colon, rest = line.partition(":")
         parts = rest.split()
-        if parts:
-            values[key.strip()] = int(parts[0])
+        if not colon or not key.strip() or len(parts) not in (1, 2) or parts[1:] not in ([], ["kB"]):
+            raise MalformedError(path, f"line {n}: expected 'Key: number [kB]', got {line[:60]!r}")
+        values[key.strip()] = kernel_text.count(path, parts[0], f"a number for {key.strip()[:40]}")
     return values
+
+
+def required(path: str, values: dict[str, int], key: str) -> int:
+    """``values[key]``, or MalformedError saying the row is missing."""
+    if key not in values:
+        raise MalformedError(path, f"no {key} row")
+    return values[key]
 
 
 def probe(host: Host, options: ScanOptions) -> MemoryRecord:
     kb = parse_meminfo(host.read_text("/proc/meminfo"))
+    total_kb = required("/proc/meminfo", kb, "MemTotal")
+    if total_kb == 0:
+        raise MalformedError("/proc/meminfo", "MemTotal is 0 kB")
     swap_used_kb = kb.get("SwapTotal", 0) - kb.get("SwapFree", 0) - kb.get("SwapCached", 0)
     available = kb.get("MemAvailable")
     return MemoryRecord(
-        total_mib=kb["MemTotal"] // 1024,
+        total_mib=total_kb // 1024,
         available_mib=None if available is None else available // 1024,
         swap_total_mib=kb.get("SwapTotal", 0) // 1024,
         swap_used_mib=max(swap_used_kb, 0) // 1024,

@@ -1,11 +1,16 @@
-"""host.memory_bandwidth: STREAM-style copy and triad on the CPU, against the DIMMs' ceiling.
+"""host.memory_bandwidth: STREAM-style copy and triad on the CPU, against the DIMMs' ceilings.
 
-Runs ``probes.kernels.stream`` in a child process (torch on the CPU, numpy when torch is
-absent), threads = physical cores (logical CPUs where cpuinfo has no core ids), each array 4× the last-level cache and at least 256 MiB,
-best of 5 after a warm-up; decimal GB/s counted as STREAM counts them. The child keeps
-torch out of the scan's own memory and can be killed on timeout. The ceiling comes from
-``dmidecode -t memory`` (root). Manual equivalent: STREAM (``stream_c.exe``) and
-``sudo dmidecode -t memory | grep -i speed``.
+Runs ``probes.kernels.stream`` in a child process, threads = physical cores (logical CPUs
+where cpuinfo has no core ids), each array 4× the last-level cache and at least 256 MiB, as
+STREAM sizes them; decimal GB/s counted as STREAM counts them. The cost is bounded: huge
+pages for the first touch, and timed passes stop after BUDGET_S (best of 2 to 5). Up to
+NUMPY_MAX_THREADS threads the numpy backend runs (no torch import: ~1.4 s of CPU, more than
+the measurement on a small VM); above, torch where installed. The child keeps the arrays out
+of the scan's own memory and can be killed on timeout. The child also reports how many cores
+other work kept busy while it measured (``other_busy_cores``): the rules do not call a
+contended figure a slow host. The ceilings come from ``dmidecode -t memory`` (root): the
+installed DIMMs' and the platform's with every channel populated. Manual equivalent: STREAM
+(``stream_c.exe``) and ``sudo dmidecode -t memory | grep -iE 'speed|size|locator'``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ from probes.host_memory import parse_meminfo
 
 MIN_ARRAY_BYTES = 256 * 1024 * 1024
 KERNEL_TIMEOUT_S = 120.0
+MAX_REPEATS = 5
+BUDGET_S = 1.0  # for the timed passes; the first touch of 3 arrays comes before
+# numpy's triad takes the GIL twice per 512 KiB block: with many threads the GIL, not memory,
+# would set the pace. Up to 8 threads it stays far below (2 x ~2 us per ~100 us block).
+NUMPY_MAX_THREADS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,16 +43,25 @@ class MemoryBandwidthRecord:
     array_bytes: int
     copy_gbps: float
     triad_gbps: float
-    kernel_s: float  # the measurement's own wall time
+    kernel_s: float  # the measurement's own wall time (allocation, first touch, passes)
     dimms_populated: int | None
-    channels: int | None
+    channels: int | None  # populated memory channels
     dimm_rated_mts: int | None
     dimm_configured_mts: int | None
-    ceiling_gbps: float | None
+    ceiling_gbps: float | None  # the installed DIMMs' ceiling
     ceiling_reason: str | None  # why there is no ceiling
-    # triad_gbps / ceiling_gbps; with numpy, whose triad makes 5 passes where STREAM counts
-    # 3 (and so understates by ~25-40%), copy_gbps / ceiling_gbps instead.
+    # triad_gbps / ceiling_gbps; with a kernel whose triad makes 5 passes where STREAM counts
+    # 3 (numpy before its blocked triad; older recordings), copy_gbps / ceiling_gbps instead.
     triad_ratio: float | None
+    repeats: int | None = None  # timed passes that ran (the time budget may stop them early)
+    huge_pages: bool | None = None  # MADV_HUGEPAGE accepted for the arrays
+    # Cores other processes (and hypervisor steal) kept busy during the timed passes, from
+    # /proc/stat less the kernel's own CPU time; None in recordings from before it was read.
+    other_busy_cores: float | None = None
+    platform_channels: int | None = None  # all channels the DIMM slots belong to
+    empty_channels: tuple[str, ...] = ()  # a slot name per channel with no DIMM
+    platform_ceiling_gbps: float | None = None  # every channel populated, at the same speed
+    platform_ratio: float | None = None  # the same figure as triad_ratio, / platform ceiling
 
 
 def llc_total_bytes(host: Host) -> int:
@@ -76,9 +95,13 @@ def _size_bytes(text: str) -> int:
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
-def _run_kernel(array_bytes: int, threads: int) -> dict:
+def _run_kernel(array_bytes: int, threads: int, backend: str | None = None) -> dict:
+    """The STREAM kernel's result dict, from a child process; ``backend`` None: the probe's."""
+    if backend is None:
+        backend = "numpy" if threads <= NUMPY_MAX_THREADS else "auto"
     argv = [sys.executable, "-m", "probes.kernels.stream", "--array-bytes", str(array_bytes),
-            "--threads", str(threads), "--repeats", "5"]
+            "--threads", str(threads), "--repeats", str(MAX_REPEATS), "--budget-s", str(BUDGET_S),
+            "--backend", backend]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=KERNEL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -100,10 +123,7 @@ def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
     result = host.measure("host.memory_bandwidth.stream",
                           lambda: _run_kernel(array_bytes, threads))
     ceiling = read_ceiling(host)
-    ratio = None
-    if ceiling.ceiling_gbps:
-        best = result["triad_gbps"] if result.get("triad_passes", 3) == 3 else result["copy_gbps"]
-        ratio = round(best / ceiling.ceiling_gbps, 3)
+    best = result["triad_gbps"] if result.get("triad_passes", 3) == 3 else result["copy_gbps"]
     return MemoryBandwidthRecord(
         backend=result["backend"],
         threads=result["threads"],
@@ -117,13 +137,32 @@ def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
         dimm_configured_mts=ceiling.configured_mts,
         ceiling_gbps=ceiling.ceiling_gbps,
         ceiling_reason=ceiling.reason,
-        triad_ratio=ratio,
+        triad_ratio=_ratio(best, ceiling.ceiling_gbps),
+        repeats=result.get("repeats"),
+        huge_pages=result.get("huge_pages"),
+        other_busy_cores=result.get("other_busy_cores"),
+        platform_channels=ceiling.platform_channels,
+        empty_channels=ceiling.empty_channels,
+        platform_ceiling_gbps=ceiling.platform_ceiling_gbps,
+        platform_ratio=_ratio(best, ceiling.platform_ceiling_gbps),
     )
 
 
+def _ratio(measured_gbps: float, ceiling_gbps: float | None) -> float | None:
+    return round(measured_gbps / ceiling_gbps, 3) if ceiling_gbps else None
+
+
 def summary(record: MemoryBandwidthRecord) -> str:
-    """One line for people: copy and triad against the DIMMs' ceiling."""
-    ceiling = (f"{record.triad_ratio:.0%} of {record.ceiling_gbps} GB/s ceiling"
-               if record.ceiling_gbps else f"no ceiling ({record.ceiling_reason})")
+    """One line for people: the rates, both ceilings, empty channels, and other work."""
+    if record.ceiling_gbps and record.triad_ratio is not None:
+        ceiling = f"{record.triad_ratio:.0%} of the DIMMs' {record.ceiling_gbps} GB/s"
+        if record.platform_ceiling_gbps and record.empty_channels:
+            ceiling += (f", {record.platform_ratio:.0%} of the platform's "
+                        f"{record.platform_ceiling_gbps} GB/s ({record.channels} of "
+                        f"{record.platform_channels} channels populated)")
+    else:
+        ceiling = f"no ceiling ({record.ceiling_reason})"
+    busy = ("" if record.other_busy_cores is None
+            else f"; {record.other_busy_cores} cores busy with other work meanwhile")
     return (f"copy {record.copy_gbps} GB/s, triad {record.triad_gbps} GB/s ({record.backend}, "
-            f"{record.threads} threads, {record.kernel_s} s); {ceiling}")
+            f"{record.threads} threads, {record.kernel_s} s); {ceiling}{busy}")

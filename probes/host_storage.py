@@ -4,7 +4,9 @@ For each model path (``--model-dir``, and the local ``--model``/``-m`` path of e
 process): the filesystem and mount (``/proc/self/mountinfo``), the backing block device and
 whether it is rotational (``/sys/dev/block/MAJ:MIN`` → ``/sys/block/<disk>/queue/rotational``),
 free space (statvfs), the weight files' size, and, at level standard, a bounded sequential
-read of the weights that bypasses the page cache (O_DIRECT; decimal MB/s). No root needed
+read of the weights that bypasses the page cache (O_DIRECT; decimal MB/s). The read stops at
+a byte bound or a time bound (READ_BOUNDS); which one stopped it is recorded, since a read
+stopped by time on a slow disk is a full measurement however few bytes it got. No root needed
 for reading world-readable weights. Manual equivalent: ``findmnt -T DIR``, ``lsblk -o
 NAME,ROTA,MODEL``, ``dd if=FILE of=/dev/null bs=8M count=128 iflag=direct``.
 """
@@ -41,6 +43,10 @@ class ModelStorage:
     read_bytes: int | None
     read_method: str | None  # o_direct, or fadvise_dontneed where O_DIRECT is refused
     read_reason: str | None  # why read_mbps is None
+    read_seconds: float | None = None  # time spent in reads
+    # What ended the read: "max_seconds" (the time bound: a slow disk), "max_bytes", or
+    # "end_of_files" (the weights were smaller than the bound).
+    read_stopped_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +146,7 @@ def _storage(host: Host, options: ScanOptions, mountinfo: str, path: str, source
         source=source,
         fs_type=fs_type,
         mount_point=mount_point,
-        network_fs=bool(fs_type) and (fs_type in NETWORK_FS or fs_type.startswith("fuse")),
+        network_fs=fs_type is not None and (fs_type in NETWORK_FS or fs_type.startswith("fuse")),
         block_device=disk,
         rotational=rotational,
         fs_free_bytes=info.fs_free_bytes,
@@ -150,6 +156,8 @@ def _storage(host: Host, options: ScanOptions, mountinfo: str, path: str, source
         read_bytes=read.get("bytes_read"),
         read_method=read.get("method"),
         read_reason=reason,
+        read_seconds=round(read["seconds"], 2) if read else None,
+        read_stopped_by=read.get("stopped_by"),
     )
 
 
@@ -171,11 +179,16 @@ def probe(host: Host, options: ScanOptions) -> StorageRecord:
 
 
 def summary(record: StorageRecord) -> str:
-    """One line for people: per weights path, filesystem, device, size and read rate."""
+    """One line for people: each model path's disk and read rate, and what ended the read."""
     parts = []
     for p in record.paths:
-        speed = f"{p.read_mbps:.0f} MB/s" if p.read_mbps else (p.read_reason or "not read")
-        rot = {True: "rotational", False: "solid-state", None: "no block device"}[p.rotational]
-        parts.append(f"{p.path}: {p.fs_type} on {p.block_device or '-'} ({rot}), "
-                     f"{p.weights_bytes / 1e9:.1f} GB weights, {speed}")
+        if p.read_mbps is None:
+            speed = p.read_reason or "not read"
+        else:
+            stop = {"max_seconds": "stopped by time", "max_bytes": "stopped by size"}.get(
+                p.read_stopped_by or "", "to the end")
+            speed = f"{p.read_mbps:.1f} MB/s ({(p.read_bytes or 0) / 1e6:.0f} MB, {stop})"
+        rotational = {True: "rotational", False: "solid-state", None: "no block device"}
+        parts.append(f"{p.path}: {p.fs_type} on {p.block_device or '-'} "
+                     f"({rotational[p.rotational]}), {p.weights_bytes / 1e9:.1f} GB weights, {speed}")
     return "; ".join(parts)

@@ -3,7 +3,8 @@
 Reads ``/proc/sys/...``, ``/sys/kernel/mm/transparent_hugepage/*`` and the TcpExt listen
 counters of ``/proc/net/netstat`` (world-readable).
 Manual equivalent: ``sysctl fs.file-max net.core.somaxconn vm.swappiness`` and
-``cat /sys/kernel/mm/transparent_hugepage/enabled``, ``nstat -az TcpExtListenOverflows``. A setting the kernel lacks is None.
+``cat /sys/kernel/mm/transparent_hugepage/enabled``, ``nstat -az TcpExtListenOverflows``. A setting the kernel lacks is None; a file that holds
+something other than the kernel's format (a word where a number goes) is an error naming it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 
 from doctor.host import Host, HostReadError
 from doctor.model import ScanOptions
+from probes import kernel_text
+from probes.kernel_text import MalformedError
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,38 +36,55 @@ class SysctlRecord:
     listen_drops: int | None
 
 
-def _int(host: Host, path: str, field: int = 0) -> int | None:
-    try:
-        return int(host.read_text(path).split()[field])
-    except HostReadError:
-        return None
-
-
-def _choice(host: Host, path: str) -> str | None:
-    """``always [madvise] never`` → ``madvise``."""
+def _int(host: Host, path: str, field: int = 0, of: int = 1) -> int | None:
+    """The ``field``-th of ``of`` numbers in a sysctl file; None when the kernel lacks it."""
     try:
         text = host.read_text(path)
     except HostReadError:
         return None
-    for word in text.split():
-        if word.startswith("["):
-            return word.strip("[]")
-    return text.strip() or None
+    return parse_int(path, text, field, of)
 
 
-def tcp_ext(text: str) -> dict[str, int]:
+def parse_int(path: str, text: str, field: int = 0, of: int = 1) -> int:
+    """``4096 131072 6291456`` (of=3, field=2) → 6291456; anything else is MalformedError."""
+    return kernel_text.count(path, kernel_text.fields(path, text, of)[field])
+
+
+def _choice(host: Host, path: str) -> str | None:
+    """``always [madvise] never`` → ``madvise``; None when the kernel lacks the file."""
+    try:
+        text = host.read_text(path)
+    except HostReadError:
+        return None
+    return parse_choice(path, text)
+
+
+def parse_choice(path: str, text: str) -> str:
+    """The one [bracketed] word of a sysfs choice file, as the kernel marks the setting."""
+    chosen = [w for w in text.split() if w.startswith("[") and w.endswith("]")]
+    if len(chosen) != 1:
+        raise MalformedError(path, f"expected one [bracketed] choice, got {len(chosen)}")
+    return kernel_text.word(path, chosen[0][1:-1])
+
+
+def tcp_ext(text: str, path: str = "/proc/net/netstat") -> dict[str, int]:
     """``/proc/net/netstat``: the TcpExt header line and value line, zipped."""
     rows = [line.split()[1:] for line in text.splitlines() if line.startswith("TcpExt:")]
-    if len(rows) < 2:
-        return {}
-    return {k: int(v) for k, v in zip(rows[0], rows[1])}
+    if len(rows) != 2:
+        raise MalformedError(path, f"expected a TcpExt header and value line, got {len(rows)} line(s)")
+    names, values = rows
+    if len(names) != len(values):
+        raise MalformedError(path, f"TcpExt has {len(names)} names but {len(values)} values")
+    return {k: kernel_text.count(path, v, f"a TcpExt {k} count") for k, v in zip(names, values)}
 
 
 def probe(host: Host, options: ScanOptions) -> SysctlRecord:
     try:
-        netstat = tcp_ext(host.read_text("/proc/net/netstat"))
-    except HostReadError:
-        netstat = {}
+        netstat_text = host.read_text("/proc/net/netstat")
+    except HostReadError:  # a kernel without it (CONFIG_PROC_FS networking off, gVisor)
+        netstat: dict[str, int] = {}
+    else:
+        netstat = tcp_ext(netstat_text)
     return SysctlRecord(
         fs_file_max=_int(host, "/proc/sys/fs/file-max"),
         fs_nr_open=_int(host, "/proc/sys/fs/nr_open"),
@@ -72,8 +92,8 @@ def probe(host: Host, options: ScanOptions) -> SysctlRecord:
         net_ipv4_tcp_max_syn_backlog=_int(host, "/proc/sys/net/ipv4/tcp_max_syn_backlog"),
         net_core_rmem_max_bytes=_int(host, "/proc/sys/net/core/rmem_max"),
         net_core_wmem_max_bytes=_int(host, "/proc/sys/net/core/wmem_max"),
-        net_ipv4_tcp_rmem_max_bytes=_int(host, "/proc/sys/net/ipv4/tcp_rmem", 2),
-        net_ipv4_tcp_wmem_max_bytes=_int(host, "/proc/sys/net/ipv4/tcp_wmem", 2),
+        net_ipv4_tcp_rmem_max_bytes=_int(host, "/proc/sys/net/ipv4/tcp_rmem", 2, of=3),
+        net_ipv4_tcp_wmem_max_bytes=_int(host, "/proc/sys/net/ipv4/tcp_wmem", 2, of=3),
         vm_swappiness=_int(host, "/proc/sys/vm/swappiness"),
         vm_overcommit_memory=_int(host, "/proc/sys/vm/overcommit_memory"),
         thp_enabled=_choice(host, "/sys/kernel/mm/transparent_hugepage/enabled"),

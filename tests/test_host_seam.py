@@ -145,7 +145,7 @@ def test_a_recorded_host_cannot_read_outside_itself(tmp_path):
     os.symlink(secret, root / "fs/proc/meminfo")
     (root / "host.toml").write_text(
         '[host]\nformat = 1\n[[commands]]\nargv = ["dmidecode"]\nrc = 0\n'
-        f'stdout_file = "../secret.txt"\n')
+        'stdout_file = "../secret.txt"\n')
     host = RecordedHost(root)
     with pytest.raises(HostReadError, match="points outside the recorded host"):
         host.read_text("/proc/meminfo")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.kernels import disk_read, stream
+from probes.kernels import _passes, disk_read, stream
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SMALL_ARRAY_BYTES = 8 * 2**20
@@ -52,7 +52,43 @@ def test_stream_numpy_backend_gives_valid_positive_rates():
     assert result["backend"] == "numpy"
     assert result["threads"] == 2
     assert result["dtype"] == "float64"
-    assert result["triad_passes"] == 5  # numpy's triad is two ufunc passes: it understates
+    # Blocked: s*c into a cache-sized block of a, then + b while it is in cache: 3 passes.
+    assert result["triad_passes"] == 3
+    assert result["repeats"] == 2
+    assert isinstance(result["huge_pages"], bool)
+    assert result["other_busy_cores"] is None or result["other_busy_cores"] >= 0
+
+
+def test_stream_numpy_blocked_triad_is_right_across_block_and_chunk_edges():
+    # 3 chunks of an odd length that is not a multiple of the block: every edge is sampled.
+    elements = 3 * stream.NUMPY_BLOCK_ELEMENTS + 12345
+    result = stream.measure(array_bytes=elements * 8, threads=3, repeats=3, backend="numpy")
+    assert result["valid"] is True and result["repeats"] == 3
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_stream_time_budget_stops_the_passes_but_keeps_two(backend):
+    if backend == "torch":
+        pytest.importorskip("torch")
+    result = stream.measure(array_bytes=SMALL_ARRAY_BYTES, threads=1, repeats=100,
+                            backend=backend, budget_s=1e-6)
+    assert result["repeats"] == _passes.MIN_REPEATS
+    assert result["valid"] is True  # the check replays exactly the passes that ran
+    assert result["timed_s"] < result["duration_s"]
+
+
+def test_stream_counts_other_work_on_the_cpus_and_not_its_own():
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time() + 20\n"
+                             "while time.time() < t: pass"])
+    try:
+        loaded = stream.measure(array_bytes=SMALL_ARRAY_BYTES, threads=1, repeats=100,
+                                backend="numpy", budget_s=0.6)
+    finally:
+        spin.kill()
+        spin.wait()
+    # A process spinning on one core shows as about one core of other work (other users of
+    # a shared machine can only add to it); the measuring process itself is subtracted.
+    assert loaded["other_busy_cores"] >= 0.7
 
 
 def test_stream_torch_backend_gives_valid_positive_rates():
@@ -82,6 +118,7 @@ def test_stream_numpy_with_more_threads_than_elements_still_checks_out():
         {"array_bytes": 4},
         {"device": "tpu"},
         {"backend": "numpy", "device": "cuda"},
+        {"budget_s": 0},
     ],
 )
 def test_stream_rejects_bad_arguments(arguments):
@@ -196,6 +233,17 @@ def test_disk_read_falls_back_when_o_direct_reads_are_refused(tmp_path, monkeypa
     result = disk_read.measure(paths=[path], max_bytes=64 * MIB, max_seconds=30)
     assert result["method"] == "fadvise_dontneed"
     assert result["bytes_read"] == 2 * MIB + 100
+
+
+def test_disk_read_stopped_by_time_says_so(tmp_path):
+    path = _write_file(tmp_path / "weights.bin", 4 * MIB)
+    result = disk_read.measure(
+        paths=[path], max_bytes=64 * MIB, max_seconds=1e-9, block_bytes=256 * 1024
+    )
+    # The deadline is checked after each block: one block is read, then time is up.
+    assert result["stopped_by"] == "max_seconds"
+    assert result["bytes_read"] == 256 * 1024
+    assert result["seconds"] > 0 and result["read_mbps"] > 0
 
 
 def test_disk_read_missing_path_raises_naming_it(tmp_path):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from probes.dimms import parse_dmidecode, _channel_key
-from probes.host_cpu import parse_cpuinfo
+import pytest
+
+from probes.dimms import _channel_key, parse_dmidecode
+from probes.host_cpu import parse_cpuinfo, parse_khz, parse_loadavg
 from probes.host_limits import parse_limits
 from probes.host_memory import parse_meminfo
 from probes.host_storage import mount_of
+from probes.host_sysctl import parse_choice, parse_int, tcp_ext
+from probes.kernel_text import MalformedError
 from probes.processes import engine_of, model_path_of, redact
 
 LIMITS = """Limit                     Soft Limit           Hard Limit           Units     
@@ -21,6 +25,57 @@ def test_parse_limits():
     assert parse_limits(LIMITS) == {
         "nproc_soft": 96364, "nproc_hard": 96364, "nofile_soft": 512, "nofile_hard": 20000,
         "memlock_soft": 8388608, "memlock_hard": None}
+
+
+MALFORMED = [  # (parser call, the whole message)
+    (lambda: parse_loadavg(""), "/proc/loadavg: expected 5 fields, got 0"),
+    (lambda: parse_loadavg("nan 0.1 0.1 1/2 3\n"), "/proc/loadavg: expected a load average, got 'nan'"),
+    (lambda: parse_loadavg("1e999 0.1 0.1 1/2 3\n"), "/proc/loadavg: expected a load average, got '1e999'"),
+    (lambda: parse_limits(LIMITS.replace("512    ", "abc    "), "/proc/1234/limits"),
+     "/proc/1234/limits: expected 'Max open files' soft limit as a number, got 'abc'"),
+    (lambda: parse_limits(LIMITS.replace("512    ", "-5     "), "/proc/1234/limits"),
+     "/proc/1234/limits: expected 'Max open files' soft limit as a number, got '-5'"),
+    (lambda: parse_limits(LIMITS.replace("20000", str(2**64))),
+     "/proc/self/limits: 18446744073709551616 is past the largest value the kernel prints (2**63 - 1)"),
+    (lambda: parse_limits(LIMITS.replace("512 ", "50000 ")),
+     "/proc/self/limits: 'Max open files' soft limit is above its hard limit"),
+    (lambda: parse_limits(LIMITS.replace("Max open files", "Max open filez")),
+     "/proc/self/limits: no 'Max open files' row"),
+    (lambda: parse_limits(""),
+     "/proc/self/limits: no 'Max open files', 'Max processes', 'Max locked memory' row"),
+    (lambda: parse_int("/proc/sys/net/core/somaxconn", "garbage\n"),
+     "/proc/sys/net/core/somaxconn: expected an integer, got 'garbage'"),
+    (lambda: parse_int("/proc/sys/net/core/somaxconn", "\n"),
+     "/proc/sys/net/core/somaxconn: expected 1 fields, got 0"),
+    (lambda: parse_int("/proc/sys/net/ipv4/tcp_rmem", "4096 131072\n", 2, of=3),
+     "/proc/sys/net/ipv4/tcp_rmem: expected 3 fields, got 2"),
+    (lambda: parse_choice("/sys/kernel/mm/transparent_hugepage/enabled", "always madvise never\n"),
+     "/sys/kernel/mm/transparent_hugepage/enabled: expected one [bracketed] choice, got 0"),
+    (lambda: tcp_ext("TcpExt: A B\nTcpExt: 1 x\n"), "/proc/net/netstat: expected a TcpExt B count, got 'x'"),
+    (lambda: tcp_ext("IpExt: A\nIpExt: 1\n"),
+     "/proc/net/netstat: expected a TcpExt header and value line, got 0 line(s)"),
+    (lambda: parse_meminfo("MemTotal: lots kB\n"), "/proc/meminfo: expected a number for MemTotal, got 'lots'"),
+    (lambda: parse_meminfo("MemTotal: 1 kB\ngarbage\n"),
+     "/proc/meminfo: line 2: expected 'Key: number [kB]', got 'garbage'"),
+    (lambda: parse_cpuinfo("\n\n"), "/proc/cpuinfo: no 'processor' entry: not a /proc/cpuinfo"),
+    (lambda: parse_khz("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq", "<unknown>\n"),
+     "/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq: expected a frequency in kHz, got '<unknown>'"),
+]
+
+
+@pytest.mark.parametrize("call, message", MALFORMED, ids=[m for _, m in MALFORMED])
+def test_malformed_kernel_files_name_the_file_and_the_problem(call, message):
+    with pytest.raises(MalformedError) as err:
+        call()
+    assert str(err.value) == message
+
+
+def test_values_at_the_kernels_limits_are_values():
+    assert parse_int("/proc/sys/fs/file-max", "9223372036854775807\n") == 2**63 - 1
+    assert parse_loadavg("0.00 12.50 3.07 1/1691 412877\n") == (0.0, 12.5)
+    assert parse_choice("/x", "always [madvise] never\n") == "madvise"
+    assert tcp_ext("TcpExt: ListenOverflows ListenDrops\nTcpExt: 3 4\n") == {
+        "ListenOverflows": 3, "ListenDrops": 4}
 
 
 def test_parse_meminfo():
@@ -134,3 +189,31 @@ def test_redact():
 def test_engine_process_titles():
     assert engine_of("VLLM::EngineCore") == "vllm"
     assert engine_of("sglang::scheduler_TP0") == "sglang"
+
+
+PLANTED = [  # (file in the recorded host, its new content, probe, the probe's error message)
+    ("/proc/sys/net/core/somaxconn", "garbage\n", "host.sysctl",
+     "/proc/sys/net/core/somaxconn: expected an integer, got 'garbage'"),
+    ("/proc/loadavg", "", "host.cpu", "/proc/loadavg: expected 5 fields, got 0"),
+    ("/proc/self/limits", LIMITS.replace("Max open files ", "Max open fields"), "host.limits",
+     "/proc/self/limits: no 'Max open files' row"),
+    ("/proc/meminfo", "MemFree: 1 kB\n", "host.memory", "/proc/meminfo: no MemTotal row"),
+]
+
+
+@pytest.mark.parametrize("path, text, probe, message", PLANTED, ids=[p[0] for p in PLANTED])
+def test_a_malformed_file_is_its_probes_error(tmp_path, path, text, probe, message):
+    import shutil
+
+    from doctor.model import Level, ScanOptions
+    from doctor.recorded import RecordedHost
+    from doctor.registry import PROBES
+    from doctor.scan import scan
+    from tests.conftest import FIXTURE_HOSTS
+
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "xeon-gold-6338-2socket-powersave", root, symlinks=True)
+    (root / "fs" / path.lstrip("/")).write_text(text)
+    report = scan(RecordedHost(root), ScanOptions(level=Level.QUICK), PROBES, [])
+    result = next(p for p in report.probes if p.name == probe)
+    assert (result.status, result.reason) == ("error", message)

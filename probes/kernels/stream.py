@@ -7,14 +7,32 @@ last-level cache, or the figure is cache bandwidth, not DRAM):
 - triad ``a = b + s * c``  counted as 24 bytes per element (read b and c, write a)
 
 Bytes are counted as McCalpin's STREAM counts them: the extra read of a write-allocate is not
-counted, so, like STREAM, this is the bandwidth a program sees, not the bus traffic. The page
-first-touch and one untimed pass are done first; then ``repeats`` timed passes of each kernel,
-and the best (fastest) one is reported, as STREAM does. A sample of the results is checked
-against the same recurrence replayed on scalars (STREAM's ``checkSTREAMresults``).
+counted, so, like STREAM, this is the bandwidth a program sees, not the bus traffic.
+
+Cost is bounded, since a VM may report its host's whole L3 (480 MiB: arrays of 1.9 GiB):
+
+- On the CPU the arrays are anonymous private mappings aligned to 2 MiB and advised
+  ``MADV_HUGEPAGE``, so the first touch (a parallel fill, by the thread that later uses each
+  chunk, as STREAM does) faults in 2 MiB pages rather than 4 KiB ones where the kernel's
+  transparent huge pages allow it (``/sys/kernel/mm/transparent_hugepage/enabled``). On a
+  2-vCPU Firecracker VM that touched 768 MiB in 0.3-0.8 s with 4 KiB pages and in 0.05-0.16 s
+  with free huge pages; where free memory is fragmented, ``defrag`` ``madvise`` compacts it
+  first and the touch can take longer than with 4 KiB pages (1-2 s, seen here under load).
+- That fill is the warm-up; then timed (copy, triad) passes run until ``repeats`` are done or
+  ``budget_s`` has passed, whichever comes first, but at least ``MIN_REPEATS``; the best
+  (fastest) pass of each kernel is reported, as STREAM does.
+
+A sample of the results is checked against the same recurrence replayed on scalars (STREAM's
+``checkSTREAMresults``). While the timed passes run, the CPU time that other processes (and
+the hypervisor's steal) took is read from ``/proc/stat``, less this process's own
+(``getrusage``): ``other_busy_cores``. Memory bandwidth is shared, so a figure taken while
+other work kept the CPUs busy reads low and says so.
 
 Backends: ``torch`` (fused single-pass ATen ops, multi-threaded; also runs on ``cuda``) and
-``numpy`` (for hosts without torch: the arrays are split into ``threads`` contiguous chunks run
-in Python threads, since numpy's elementwise loops are single-threaded but release the GIL).
+``numpy`` (no torch import, which costs ~1.4 s of CPU, more than the measurement: the arrays are split into ``threads``
+contiguous chunks run in Python threads, since numpy's elementwise loops release the GIL; its
+triad runs block by block, ``s * c`` into a cache-sized block of ``a`` then ``+ b`` onto it
+while that block is still in cache, so it too moves the 3 arrays STREAM counts).
 
 No root needed. Manual equivalent: ``gcc -O3 -fopenmp stream.c && OMP_NUM_THREADS=<cores>
 ./a.out`` (McCalpin's STREAM), or ``benchmarks/stream.c`` in this repository.
@@ -24,13 +42,15 @@ CLI: ``python -m probes.kernels.stream --array-bytes N --threads T`` prints one 
 from __future__ import annotations
 
 import json
+import mmap
 import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from dataclasses import replace
 
 from probes.kernels._cli import OneLineParser
+from probes.kernels._passes import Passes, Run, timed_passes
 
 BACKENDS = ("auto", "torch", "numpy")
 SCALAR = 3.0  # STREAM's scalar
@@ -43,6 +63,12 @@ MAX_REPEATS = 100
 # STREAM's tolerance for double (epsilon = 1e-13 in checkSTREAMresults).
 RELATIVE_TOLERANCE = 1e-13
 SAMPLE_POINTS = 1024
+DEFAULT_BUDGET_S = 1.0  # for the timed passes, after the first touch
+HUGE_PAGE_BYTES = 2 * 1024 * 1024  # x86-64 and arm64 (4 KiB granule) PMD size
+# numpy triad block: 64 Ki float64 = 512 KiB of `a`, small enough to stay in any server's
+# L2 (or, failing that, L3) between its two ufunc calls, large enough that the calls'
+# overhead (~2 us) is under 2% of the block's time.
+NUMPY_BLOCK_ELEMENTS = 64 * 1024
 
 
 class BackendUnavailableError(RuntimeError):
@@ -56,20 +82,25 @@ def measure(
     repeats: int = 5,
     backend: str = "auto",
     device: str = "cpu",
+    budget_s: float = DEFAULT_BUDGET_S,
 ) -> dict:
     """Run copy and triad; return a JSON-serialisable dict of the best rates.
 
     Keys: backend, device, threads, dtype, array_bytes (per array, as allocated: elements * 8),
-    elements, repeats, copy_gbps, triad_gbps, copy_best_s, triad_best_s, triad_passes (memory
-    passes the backend's triad really makes: 3 for torch as STREAM counts, 5 for numpy, whose
-    triad then understates), valid, duration_s (wall time of allocation, first touch, warm-up,
-    timed passes and check). Three arrays are allocated: 3 * array_bytes of memory.
+    elements, repeats (timed passes that ran: at most ``repeats``, fewer when ``budget_s`` ran
+    out, never under MIN_REPEATS or ``repeats`` if smaller), copy_gbps, triad_gbps,
+    copy_best_s, triad_best_s, triad_passes (memory passes the backend's triad really makes:
+    3, as STREAM counts), valid, huge_pages (MADV_HUGEPAGE was accepted; None on a GPU),
+    timed_s (wall time of the timed passes), other_busy_cores (CPU time other processes and
+    steal took during the timed passes, in cores; None where /proc/stat is unreadable),
+    duration_s (wall time of allocation, first touch, timed passes and check). Three arrays
+    are allocated: 3 * array_bytes of memory.
 
     Raises ValueError for bad arguments, BackendUnavailableError when the backend or device
     cannot run, MemoryError when the arrays cannot be allocated. duration_s does not include
     importing torch.
     """
-    elements = _validate(array_bytes, threads, repeats, backend, device)
+    elements = _validate(array_bytes, threads, repeats, backend, device, budget_s)
     if backend == "auto":
         # Only torch reaches a GPU: with no torch, device cuda fails below saying so.
         backend = "torch" if device != "cpu" or _torch_importable() else "numpy"
@@ -80,11 +111,10 @@ def measure(
         # The clock starts after the import (about a second on first use): it times the
         # measurement, not the interpreter loading a library.
         started = time.perf_counter()
-        run = _run_torch(torch, elements, threads, repeats, device)
+        run = _run_torch(torch, elements, threads, Passes(repeats, budget_s), device)
     else:
         started = time.perf_counter()
-        run = _run_numpy(elements, threads, repeats)
-    copy_best_s, triad_best_s, valid, triad_passes = run
+        run = _run_numpy(elements, threads, Passes(repeats, budget_s))
     return {
         "backend": backend,
         "device": device,
@@ -93,18 +123,23 @@ def measure(
         "dtype": "float64",
         "array_bytes": elements * ELEMENT_BYTES,
         "elements": elements,
-        "repeats": repeats,
-        "copy_gbps": COPY_BYTES_PER_ELEMENT * elements / copy_best_s / 1e9,
-        "triad_gbps": TRIAD_BYTES_PER_ELEMENT * elements / triad_best_s / 1e9,
-        "copy_best_s": copy_best_s,
-        "triad_best_s": triad_best_s,
-        "triad_passes": triad_passes,
-        "valid": valid,
+        "repeats": run.ran,
+        "copy_gbps": COPY_BYTES_PER_ELEMENT * elements / run.copy_best_s / 1e9,
+        "triad_gbps": TRIAD_BYTES_PER_ELEMENT * elements / run.triad_best_s / 1e9,
+        "copy_best_s": run.copy_best_s,
+        "triad_best_s": run.triad_best_s,
+        "triad_passes": 3,
+        "valid": run.valid,
+        "huge_pages": run.huge_pages,
+        "timed_s": run.timed_s,
+        "other_busy_cores": run.other_busy_cores,
         "duration_s": time.perf_counter() - started,
     }
 
 
-def _validate(array_bytes: int, threads: int, repeats: int, backend: str, device: str) -> int:
+def _validate(
+    array_bytes: int, threads: int, repeats: int, backend: str, device: str, budget_s: float
+) -> int:
     """Check the arguments; return the element count per array."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -116,6 +151,8 @@ def _validate(array_bytes: int, threads: int, repeats: int, backend: str, device
         raise ValueError(f"repeats must be between 1 and {MAX_REPEATS}, not {repeats}")
     if not (device == "cpu" or re.fullmatch(r"cuda(:\d+)?", device)):
         raise ValueError(f"device must be 'cpu' or 'cuda[:N]', not {device!r}")
+    if not budget_s > 0:
+        raise ValueError(f"budget_s must be positive, not {budget_s}")
     return array_bytes // ELEMENT_BYTES
 
 
@@ -161,27 +198,34 @@ def _chunk_bounds(elements: int, threads: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _best_times(
-    copy: Callable[[], None], triad: Callable[[], None], repeats: int, sync: Callable[[], None]
-) -> tuple[float, float]:
-    """One untimed (copy, triad) pass, then ``repeats`` timed ones; the fastest of each."""
-    copy()
-    triad()
-    sync()
-    copy_best_s = triad_best_s = float("inf")
-    for _ in range(repeats):
-        # perf_counter is monotonic and sub-microsecond; a pass here takes milliseconds.
-        sync()
-        start = time.perf_counter()
-        copy()
-        sync()
-        middle = time.perf_counter()
-        triad()
-        sync()
-        end = time.perf_counter()
-        copy_best_s = min(copy_best_s, middle - start)
-        triad_best_s = min(triad_best_s, end - middle)
-    return copy_best_s, triad_best_s
+def _map_arrays(elements: int) -> tuple[list[mmap.mmap], bool]:
+    """Three anonymous private mappings with room for a 2 MiB-aligned array each (the array's
+    offset in its mapping is _aligned_offset of the mapping's address), and whether
+    MADV_HUGEPAGE was accepted.
+
+    Private, not mmap's default MAP_SHARED: a shared anonymous mapping is shmem, which
+    MADV_HUGEPAGE does not reach. It is refused (EINVAL) where THP is compiled out: 4 KiB pages.
+    Pages are not touched here: the caller's parallel fill places them.
+    """
+    size = elements * ELEMENT_BYTES + HUGE_PAGE_BYTES
+    try:
+        maps = [mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+                for _ in range(3)]
+    except OSError as error:  # ENOMEM where overcommit is strict
+        raise _out_of_memory(elements) from error
+    huge = hasattr(mmap, "MADV_HUGEPAGE")
+    for mapping in maps:
+        try:
+            if huge:
+                mapping.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            huge = False
+    return maps, huge
+
+
+def _aligned_offset(address: int) -> int:
+    """Bytes from ``address`` to the next 2 MiB boundary: a huge page covers the array's start."""
+    return -address % HUGE_PAGE_BYTES
 
 
 def _import_torch():
@@ -194,9 +238,7 @@ def _import_torch():
     return torch
 
 
-def _run_torch(
-    torch, elements: int, threads: int, repeats: int, device: str
-) -> tuple[float, float, bool, int]:
+def _run_torch(torch, elements: int, threads: int, passes: Passes, device: str) -> Run:
     on_cuda = device.startswith("cuda")
     if on_cuda and not torch.cuda.is_available():
         raise BackendUnavailableError(
@@ -208,7 +250,7 @@ def _run_torch(
     if not on_cuda:
         torch.set_num_threads(threads)
     try:
-        a, b, c = _allocate_torch(torch, elements, device)
+        (a, b, c), huge = _allocate_torch(torch, elements, device)
         # fill_ runs on the same intra-op thread pool and static split as the kernels, so this
         # is STREAM's parallel first touch: pages land near the thread that uses them.
         a.fill_(1.0)
@@ -216,28 +258,40 @@ def _run_torch(
         c.fill_(0.0)
         # Single-pass fused ATen kernels: copy_ is one vectorised read+write; add with alpha
         # computes b + alpha * c in one loop (no temporary for SCALAR * c).
-        copy_best_s, triad_best_s = _best_times(
-            lambda: c.copy_(a), lambda: torch.add(b, c, alpha=SCALAR, out=a), repeats, sync
+        run = timed_passes(
+            lambda: c.copy_(a), lambda: torch.add(b, c, alpha=SCALAR, out=a), passes, sync
         )
         sync()
         index = torch.tensor(_sample_indices(elements, threads), device=device)
         a_values = a.index_select(0, index).tolist()
         c_values = c.index_select(0, index).tolist()
-        del a, b, c
     finally:
         torch.set_num_threads(previous_threads)
-    a_expected, c_expected = _expected(repeats + 1)
+    a_expected, c_expected = _expected(run.ran)
     valid = _close(a_values, a_expected) and _close(c_values, c_expected)
-    return copy_best_s, triad_best_s, valid, 3
+    return replace(run, valid=valid, huge_pages=huge)
 
 
 def _allocate_torch(torch, elements: int, device: str):
-    """Three uninitialised float64 arrays; a failed allocation becomes MemoryError."""
+    """Three uninitialised float64 arrays and whether they sit in huge pages (None on a GPU).
+
+    On the CPU they are views of _map_arrays' mappings (torch.frombuffer shares the memory);
+    a failed allocation becomes MemoryError.
+    """
+    if device == "cpu":
+        maps, huge = _map_arrays(elements)
+        arrays = []
+        for mapping in maps:
+            base = torch.frombuffer(mapping, dtype=torch.uint8)
+            offset = _aligned_offset(base.data_ptr())
+            arrays.append(torch.frombuffer(mapping, dtype=torch.float64, count=elements,
+                                           offset=offset))
+        return tuple(arrays), huge
     try:
-        return tuple(torch.empty(elements, dtype=torch.float64, device=device) for _ in range(3))
+        return tuple(torch.empty(elements, dtype=torch.float64, device=device)
+                     for _ in range(3)), None
     except RuntimeError as error:
-        # torch reports a failed CPU allocation as a plain RuntimeError ("DefaultCPUAllocator:
-        # can't allocate memory") and a CUDA one as torch.OutOfMemoryError; both end up here.
+        # torch reports a failed CUDA allocation as torch.OutOfMemoryError (a RuntimeError).
         cuda_oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
         if isinstance(error, cuda_oom) or "allocate memory" in str(error):
             raise _out_of_memory(elements) from error
@@ -251,14 +305,20 @@ def _out_of_memory(elements: int) -> MemoryError:
     )
 
 
-def _run_numpy(elements: int, threads: int, repeats: int) -> tuple[float, float, bool, int]:
+def _numpy_arrays(np, elements: int):
+    maps, huge = _map_arrays(elements)
+    arrays = []
+    for mapping in maps:
+        base = np.frombuffer(mapping, dtype=np.uint8)
+        offset = _aligned_offset(base.ctypes.data)
+        arrays.append(np.frombuffer(mapping, dtype=np.float64, count=elements, offset=offset))
+    return arrays, huge
+
+
+def _run_numpy(elements: int, threads: int, passes: Passes) -> Run:
     import numpy as np
 
-    try:
-        # np.empty maps fresh pages without touching them; the fills below touch them.
-        a, b, c = (np.empty(elements, dtype=np.float64) for _ in range(3))
-    except MemoryError as error:
-        raise _out_of_memory(elements) from error
+    (a, b, c), huge = _numpy_arrays(np, elements)
     chunks = [
         (a[start:stop], b[start:stop], c[start:stop])
         for start, stop in _chunk_bounds(elements, threads)
@@ -273,10 +333,13 @@ def _run_numpy(elements: int, threads: int, repeats: int) -> tuple[float, float,
         np.copyto(c_part, a_part)
 
     def triad(a_part, b_part, c_part):
-        # Two ufunc passes (numpy has no fused multiply-add): a = s*c, then a = a + b.
-        # That moves 5 arrays' worth of bytes where STREAM counts 3, so this triad understates.
-        np.multiply(c_part, SCALAR, out=a_part)
-        np.add(a_part, b_part, out=a_part)
+        # numpy has no fused multiply-add ufunc: a = s*c, then a += b, one cache-sized block
+        # at a time, so the second call finds the block of `a` in cache and the memory
+        # traffic is STREAM's (read b and c, write a), not 5 whole-array passes.
+        for start in range(0, len(a_part), NUMPY_BLOCK_ELEMENTS):
+            block = slice(start, start + NUMPY_BLOCK_ELEMENTS)
+            np.multiply(c_part[block], SCALAR, out=a_part[block])
+            np.add(a_part[block], b_part[block], out=a_part[block])
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
 
@@ -286,13 +349,11 @@ def _run_numpy(elements: int, threads: int, repeats: int) -> tuple[float, float,
                 future.result()
 
         parallel(fill)  # first touch by the thread that will use each chunk, as in STREAM
-        copy_best_s, triad_best_s = _best_times(
-            lambda: parallel(copy), lambda: parallel(triad), repeats, lambda: None
-        )
+        run = timed_passes(lambda: parallel(copy), lambda: parallel(triad), passes, lambda: None)
     index = np.array(_sample_indices(elements, threads))
-    a_expected, c_expected = _expected(repeats + 1)
+    a_expected, c_expected = _expected(run.ran)
     valid = _close(a[index].tolist(), a_expected) and _close(c[index].tolist(), c_expected)
-    return copy_best_s, triad_best_s, valid, 5
+    return replace(run, valid=valid, huge_pages=huge)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--backend", choices=BACKENDS, default="auto")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                        help="stop the timed passes after this many seconds (at least 2 run)")
     args = parser.parse_args(argv)
     try:
         result = measure(
@@ -313,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             repeats=args.repeats,
             backend=args.backend,
             device=args.device,
+            budget_s=args.budget_s,
         )
     except (ValueError, MemoryError, RuntimeError) as error:
         # Expected failures (bad value, no torch, no CUDA, out of memory): one line, no

@@ -1,0 +1,160 @@
+"""Reading a user's TOML file (a rule file, the config) without trusting it.
+
+A file named on the command line or in the config may be anything: a FIFO that never
+ends, ``/dev/zero``, a 10 GB log, Latin-1 text, or TOML nested ten thousand levels deep.
+``read_toml`` refuses all of these with a message naming the file (and the line where
+there is one) before or while reading, and ``LineIndex`` finds the line of a table or a
+key in one pass, so that error messages for a file of thousands of rules stay linear.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doctor._toml import tomllib
+
+MAX_CONFIG_BYTES = 1 << 20  # 1 MiB; a config is a few lines
+MAX_RULE_FILE_BYTES = 4 << 20  # 4 MiB: up to 1,000 rules of 4 KiB (the built-in ones are 1.2 KiB)
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\- ]+?)\s*=""")
+
+
+def read_text(path: Path, what: str, error: type[Exception], max_bytes: int) -> str:
+    """The text of ``path`` if it is a regular UTF-8 file of at most ``max_bytes``.
+
+    Opened non-blocking and checked with fstat before any read, so a FIFO or a device
+    is refused at once rather than read forever.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise error(f"{path}: the {what} is {kind} (a FIFO, a device or a socket is "
+                        "never read); name a regular file")
+        if info.st_size > max_bytes:
+            raise error(f"{path}: the {what} is {info.st_size:,} bytes; the limit is "
+                        f"{_mib(max_bytes)}: split it into several files")
+        data = _read_at_most(fd, max_bytes + 1)
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # it grew while we looked
+        raise error(f"{path}: the {what} is over {_mib(max_bytes)}: split it")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise error(f"{path}:{line}: byte 0x{data[exc.start]:02x} at column {column} is not "
+                    "UTF-8; save the file as UTF-8") from None
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 16, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def parse(text: str, path: Path, error: type[Exception]) -> dict[str, Any]:
+    """TOML to a dict; bad syntax and absurd nesting become ``error`` naming the file."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of [[[...]]] or {a={b=...}}
+        raise error(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
+
+
+def _mib(size: int) -> str:
+    return f"{size:,} bytes ({size >> 20} MiB)"
+
+
+def read_toml(path: Path, what: str, error: type[Exception],
+              max_bytes: int) -> tuple[str, dict[str, Any]]:
+    text = read_text(path, what, error, max_bytes)
+    return text, parse(text, path, error)
+
+
+@dataclass(slots=True)
+class _Table:
+    line: int
+    keys: dict[str, int] = field(default_factory=dict)
+
+
+class LineIndex:
+    """Where tables and keys are in a TOML text, found in one pass over its lines.
+
+    ``table("rules.fd-limit-low", "min_nofile")`` is the line of that key in that table;
+    ``entry("rule", 3, "when")`` the line of ``when`` in the fourth ``[[rule]]``, its
+    sub-tables (``[rule.params]``) included. Line numbers are 1-based; a table or key
+    not found gives the table's line, else 1. A best effort for messages, not a parser:
+    it skips the inside of multi-line strings and ignores inline tables.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.tables: dict[str, _Table] = {"": _Table(1)}
+        self.arrays: dict[str, list[_Table]] = {}
+        current = self.tables[""]
+        in_string: str | None = None
+        for number, line in enumerate(text.splitlines(), 1):
+            if in_string:
+                if line.count(in_string) % 2 == 1:
+                    in_string = None
+                continue
+            current = self._line(line, number, current)
+            for quote in ('"""', "'''"):
+                if line.count(quote) % 2 == 1:
+                    in_string = quote
+                    break
+
+    def _line(self, line: str, number: int, current: _Table) -> _Table:
+        header = _HEADER.match(line)
+        if header:
+            name = _name(header.group(2))
+            if header.group(1) == "[[":
+                table = _Table(number)
+                self.arrays.setdefault(name, []).append(table)
+                return table
+            parent = name.split(".", 1)[0]
+            if parent in self.arrays and name != parent:  # [rule.params] belongs to the last [[rule]]
+                return self.arrays[parent][-1]
+            return self.tables.setdefault(name, _Table(number))
+        key = _KEY.match(line)
+        if key:
+            current.keys.setdefault(_name(key.group(1)), number)
+        return current
+
+    def table(self, name: str, key: str | None = None) -> int:
+        table = self.tables.get(name)
+        if table is None:
+            return 1
+        return table.keys.get(key, table.line) if key else table.line
+
+    def entry(self, array: str, index: int, key: str | None = None) -> int:
+        tables = self.arrays.get(array, [])
+        if index >= len(tables):
+            return 1
+        table = tables[index]
+        return table.keys.get(key, table.line) if key else table.line
+
+
+def _name(text: str) -> str:
+    """``rules."fd-limit-low"`` and ``rules . fd-limit-low`` both to ``rules.fd-limit-low``."""
+    return ".".join(part.strip().strip("\"'") for part in text.split("."))

@@ -1,0 +1,107 @@
+"""engine.capacity: does each engine's model, at its configured context, fit its GPUs?
+
+Sources: the engine's model directory (``<model_path>/config.json``, read through the host
+so a capture replays it), its configuration (probes.engine_discovery: max_model_len,
+gpu_memory_utilization, tensor_parallel_size, KV-cache dtype) and the GPU's memory (NVML
+``nvmlDeviceGetMemoryInfo`` of GPU 0, bytes). The arithmetic is ``llm-doctor plan``'s
+(doctor/plan.py, ../shared/domain.md §3) for one sequence at the full context: the least
+vLLM needs to start ("To serve at least one request with the model's max seq len …").
+No privilege needed. Manual equivalent:
+``llm-doctor plan --model <path> --gpu-memory <total> --context <max_model_len>``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from doctor.host import Host, HostReadError
+from doctor.model import ScanOptions, Skip
+from doctor.plan import ModelFileError, ModelShape, make_plan, shape_from_config
+from probes.engine_discovery import Engine, discover
+
+KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
+             "bf16": "bf16", "fp16": "fp16", "float16": "fp16", "bfloat16": "bf16",
+             "q8_0": "int8", "q4_0": "int4"}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineCapacity:
+    engine: str  # "vllm at http://127.0.0.1:8000 pid 4242"
+    model: str
+    params_b: float
+    dtype: str
+    weights_gb: float  # params × bytes per param
+    need_gb: float  # weights × 1.2 + the KV of one sequence at max_model_len
+    kv_gb_per_sequence: float
+    budget_gb: float  # GPU memory × gpu_memory_utilization × tensor-parallel GPUs
+    gpu_memory_gb: float  # one GPU's total
+    gpus: int
+    context: int
+    fits: bool
+    max_concurrency: int  # full-context sequences that fit beside the weights
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityRecord:
+    engines: tuple[EngineCapacity, ...]
+    not_sized: tuple[str, ...]  # engines left out, each with why
+
+
+def _shape(host: Host, engine: Engine) -> ModelShape:
+    path = f"{(engine.model_path or '').rstrip('/')}/config.json"
+    try:
+        raw = json.loads(host.read_text(path))
+    except ValueError as exc:
+        raise ModelFileError(f"{path}: not valid JSON ({exc})") from None
+    return shape_from_config(raw, path)
+
+
+def _gpu_total_bytes(host: Host) -> int:
+    info = host.nvml("nvmlDeviceGetMemoryInfo", 0)
+    total = info.get("total") if isinstance(info, dict) else None
+    if not isinstance(total, int) or total <= 0:
+        raise HostReadError("nvml nvmlDeviceGetMemoryInfo(0)", "failed",
+                            f"expected {{'total': bytes}}, got {info!r}")
+    return total
+
+
+def _label(e: Engine) -> str:
+    return f"{e.kind} at {e.base_url}" + (f" pid {e.pid}" if e.pid else "")
+
+
+def size(engine: Engine, shape: ModelShape, gpu_total: int) -> EngineCapacity:
+    gpus = engine.tensor_parallel_size or 1
+    plan = make_plan(shape, gpu_total * gpus, kv_dtype=KV_DTYPES.get(engine.kv_cache_dtype or "auto"),
+                     context=engine.max_model_len, concurrency=1,
+                     gpu_memory_utilization=engine.gpu_memory_utilization or 0.9)
+    return EngineCapacity(
+        engine=_label(engine), model=plan.model, params_b=plan.params_b, dtype=plan.dtype,
+        weights_gb=round(plan.weights_bytes / 1e9, 2), need_gb=round(plan.need_bytes / 1e9, 2),
+        kv_gb_per_sequence=round(plan.kv_cache_bytes / 1e9, 2),
+        budget_gb=round(plan.budget_bytes / 1e9, 2), gpu_memory_gb=round(gpu_total / 1e9, 2),
+        gpus=gpus, context=plan.context, fits=plan.fits, max_concurrency=plan.max_concurrency)
+
+
+def probe(host: Host, options: ScanOptions) -> CapacityRecord:
+    engines = [e for e in discover(host, options) if e.model_path]
+    if not engines:
+        raise Skip("no engine with a local model path (its config.json gives the model's shape)")
+    try:
+        gpu_total = _gpu_total_bytes(host)
+    except HostReadError as exc:  # the engine is here, the card's size is absent: say so
+        return CapacityRecord((), tuple(f"{_label(e)}: no GPU memory figure from NVML ({exc})"
+                                        for e in engines))
+    sized, left_out = [], []
+    for engine in engines:
+        try:
+            sized.append(size(engine, _shape(host, engine), gpu_total))
+        except (HostReadError, ModelFileError) as exc:
+            left_out.append(f"{_label(engine)}: {exc}")
+    return CapacityRecord(tuple(sized), tuple(left_out))
+
+
+def summary(record: CapacityRecord) -> str:
+    return "; ".join([f"{c.model}: needs {c.need_gb} GB of {c.budget_gb} GB "
+                      f"({'fits' if c.fits else 'does not fit'})" for c in record.engines]
+                     + [f"not sized: {why}" for why in record.not_sized])

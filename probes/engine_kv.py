@@ -1,0 +1,140 @@
+"""engine.kv_cache: KV-cache pressure, preemption and block-size waste of each engine.
+
+Sources: the engine's /metrics (two scrapes, via probes.engine_metrics), its configuration
+(probes.engine_discovery: flags, ``vllm:cache_config_info``, /v1/models, /server_info…).
+Fragmentation is the paged allocator's internal waste: a request of L tokens holds
+ceil(L / block) blocks, so the last block is partly empty; over the request-length mix
+the engine's own histograms record, that waste is a share of the allocated cache.
+Units: fractions 0-1, tokens, requests per second. No privilege needed.
+Manual equivalent: ``curl -s :8000/metrics | grep -E 'kv_cache_usage|waiting|preempt'``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+from doctor.host import Host
+from doctor.model import ScanOptions, Skip
+from probes.engine_discovery import Engine, discover
+from probes.engine_metrics import EngineMetrics, scrape_all
+
+BLOCK_SIZES = (8, 16, 32, 64, 128)  # vLLM --block-size choices on CUDA (8-32) and others
+DEFAULT_BLOCK = 16  # 000 §4.2: block_size 16, 32 for long context
+LONG_CONTEXT_TOKENS = 4096  # a median request this long counts as long context
+LONG_BLOCK_MAX_WASTE = 0.02  # move to 32 only when it wastes under 2 % of the cache
+
+
+@dataclass(frozen=True, slots=True)
+class EngineKV:
+    endpoint: str
+    kind: str
+    model: str | None
+    kv_cache_use: float | None  # 0-1
+    requests_running: float | None
+    requests_waiting: float | None
+    preemptions_total: float | None
+    preemptions_in_window: float | None
+    preemptions_per_s: float | None
+    interval_s: float
+    block_size: int | None  # tokens per KV block (vLLM --block-size, SGLang page size)
+    num_gpu_blocks: int | None
+    block_waste_fraction: float | None  # share of allocated KV tokens left empty by the mix
+    recommended_block_size: int | None
+    waste_at_recommended: float | None
+    request_tokens_p50: float | None
+    request_tokens_p99: float | None
+    max_model_len: int | None
+    max_num_batched_tokens: int | None
+    iteration_tokens_p95: float | None
+    max_num_seqs: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class KVRecord:
+    engines: tuple[EngineKV, ...]
+
+
+def simulate(lengths: Iterable[float], block_tokens: int, bytes_per_token: float) -> dict:
+    """Paged allocation of ``lengths`` (tokens per request) in blocks of ``block_tokens``.
+
+    Same signature as the GPU helper's probes/kernels/kv_alloc.simulate, which was not on
+    main when this was written; this is its CPU form (pure arithmetic).
+    """
+    used = allocated = blocks = 0.0
+    count = 0
+    for length in lengths:
+        n = math.ceil(max(length, 1) / block_tokens)
+        blocks += n
+        allocated += n * block_tokens
+        used += max(length, 1)
+        count += 1
+    wasted = allocated - used
+    return {"requests": count, "blocks": int(blocks), "used_tokens": used,
+            "allocated_tokens": allocated, "wasted_tokens": wasted,
+            "waste_fraction": wasted / allocated if allocated else 0.0,
+            "wasted_bytes": wasted * bytes_per_token}
+
+
+def recommend_block(lengths: tuple[float, ...]) -> tuple[int, float]:
+    """(block size, its waste fraction) for a request-length mix (000 §4.2)."""
+    waste = {b: simulate(lengths, b, 0.0)["waste_fraction"] for b in BLOCK_SIZES}
+    median = sorted(lengths)[len(lengths) // 2]
+    if median >= LONG_CONTEXT_TOKENS and waste[32] <= LONG_BLOCK_MAX_WASTE:
+        return 32, waste[32]
+    return DEFAULT_BLOCK, waste[DEFAULT_BLOCK]
+
+
+def _int(value) -> int | None:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def view(engine: Engine | None, m: EngineMetrics) -> EngineKV:
+    """One engine's KV figures from its metrics and configuration."""
+    block = _int(m.cache_config.get("block_size")) or (engine.block_size if engine else None)
+    lengths = m.request_tokens_mix[:-1]  # the last point is the p99, kept apart
+    waste = recommended = waste_rec = None
+    if lengths and block:
+        waste = round(simulate(lengths, block, 0.0)["waste_fraction"], 4)
+        recommended, waste_rec = recommend_block(lengths)
+        waste_rec = round(waste_rec, 4)
+    return EngineKV(
+        endpoint=m.endpoint, kind=m.kind, model=engine.model if engine else None,
+        kv_cache_use=m.kv_cache_use, requests_running=m.requests_running,
+        requests_waiting=m.requests_waiting, preemptions_total=m.preemptions_total,
+        preemptions_in_window=m.preemptions_in_window, preemptions_per_s=m.preemptions_per_s,
+        interval_s=m.interval_s, block_size=block,
+        num_gpu_blocks=_int(m.cache_config.get("num_gpu_blocks")),
+        block_waste_fraction=waste, recommended_block_size=recommended,
+        waste_at_recommended=waste_rec,
+        request_tokens_p50=lengths[len(lengths) // 2] if lengths else None,
+        request_tokens_p99=m.request_tokens_p99,
+        max_model_len=engine.max_model_len if engine else None,
+        max_num_batched_tokens=engine.max_num_batched_tokens if engine else None,
+        iteration_tokens_p95=m.iteration_tokens_p95,
+        max_num_seqs=engine.max_num_seqs if engine else None)
+
+
+def probe(host: Host, options: ScanOptions) -> KVRecord:
+    engines = {e.base_url: e for e in discover(host, options)}
+    scraped = [m for m in scrape_all(host, options) if isinstance(m, EngineMetrics)]
+    if not scraped:
+        raise Skip("no engine's /metrics page could be read (see engine.metrics)")
+    return KVRecord(tuple(view(engines.get(_base(m.endpoint)), m) for m in scraped))
+
+
+def _base(metrics_url: str) -> str:
+    return metrics_url.rsplit("/metrics", 1)[0]
+
+
+def summary(record: KVRecord) -> str:
+    parts = []
+    for e in record.engines:
+        use = "n/a" if e.kv_cache_use is None else f"{e.kv_cache_use:.0%}"
+        parts.append(f"{e.kind} KV {use}, waiting {e.requests_waiting}, "
+                     f"preemptions/s {e.preemptions_per_s}")
+    return "; ".join(parts)

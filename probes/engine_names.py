@@ -1,0 +1,97 @@
+"""Each engine's /metrics names for the figures llm-doctor reads (engine-facts.md).
+
+One table per engine: the normalised figure → the names that carry it, newest first (an
+engine renames metrics across versions). A figure an engine does not export has a reason
+instead of a name, so the report can say so rather than show a zero.
+Sources: vLLM 0.33 ``vllm/v1/metrics/loggers.py`` and 0.6 docs (V0), SGLang 0.5
+``production_metrics.md``, TGI ``router/src/server.rs``, llama.cpp ``tools/server``,
+TensorRT-LLM backend README.
+"""
+
+from __future__ import annotations
+
+# Gauges (fractions and counts of requests).
+KV_USE = {
+    "vllm": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "sglang": ("sglang:token_usage",),
+    "llama.cpp": ("llamacpp:kv_cache_usage_ratio",),  # removed upstream in 2025
+}
+RUNNING = {
+    "vllm": ("vllm:num_requests_running",),
+    "sglang": ("sglang:num_running_reqs",),
+    "tgi": ("tgi_batch_current_size",),
+    "llama.cpp": ("llamacpp:requests_processing",),
+}
+WAITING = {
+    "vllm": ("vllm:num_requests_waiting",),
+    "sglang": ("sglang:num_queue_reqs",),
+    "tgi": ("tgi_queue_size",),
+    "llama.cpp": ("llamacpp:requests_deferred",),
+    "triton": ("nv_inference_pending_request_count",),
+}
+# Counters: rates over the scrape interval.
+PREEMPTIONS = {
+    "vllm": ("vllm:num_preemptions_total",),
+    "sglang": ("sglang:num_retracted_requests_total",),
+}
+PROMPT_TOKENS = {
+    "vllm": ("vllm:prompt_tokens_total",),
+    "sglang": ("sglang:prompt_tokens_total",),
+    "tgi": ("tgi_request_input_length_sum",),
+    "llama.cpp": ("llamacpp:prompt_tokens_total",),
+}
+GENERATION_TOKENS = {
+    "vllm": ("vllm:generation_tokens_total",),
+    "sglang": ("sglang:generation_tokens_total",),
+    "tgi": ("tgi_request_generated_tokens_sum",),
+    "llama.cpp": ("llamacpp:tokens_predicted_total",),
+}
+# Histograms (base names, without _bucket).
+TTFT = {
+    "vllm": ("vllm:time_to_first_token_seconds",),
+    "sglang": ("sglang:time_to_first_token_seconds",),
+}
+INTER_TOKEN = {
+    "vllm": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    "sglang": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+    "tgi": ("tgi_request_mean_time_per_token_duration",),
+}
+E2E = {
+    "vllm": ("vllm:e2e_request_latency_seconds",),
+    "sglang": ("sglang:e2e_request_latency_seconds",),
+    "tgi": ("tgi_request_duration",),
+}
+PROMPT_LENGTH = {
+    "vllm": ("vllm:request_prompt_tokens",),
+    "tgi": ("tgi_request_input_length",),
+}
+GENERATION_LENGTH = {
+    "vllm": ("vllm:request_generation_tokens",),
+    "tgi": ("tgi_request_generated_tokens",),
+}
+ITERATION_TOKENS = {"vllm": ("vllm:iteration_tokens_total",)}
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI", "llama.cpp": "llama.cpp",
+                "triton": "Triton", "tensorrt-llm": "TensorRT-LLM", "ollama": "Ollama"}
+
+# Name prefixes that identify an engine from its page, checked in this order.
+PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("tgi_", "tgi"),
+            ("llamacpp:", "llama.cpp"), ("nv_trt_llm_", "tensorrt-llm"),
+            ("nv_inference_", "triton"))
+
+
+def family(kind: str) -> str:
+    """The name table an engine reads: TensorRT-LLM behind Triton exports Triton's page."""
+    return "triton" if kind == "tensorrt-llm" else kind
+
+
+def kind_of_page(names: set[str]) -> str | None:
+    """The engine a /metrics page comes from, by the prefixes of its sample names."""
+    for prefix, kind in PREFIXES:
+        if any(n.startswith(prefix) for n in names):
+            return kind
+    return None
+
+
+def absent_reason(kind: str, what: str) -> str:
+    return f"{ENGINE_NAMES.get(kind, kind)} exports no {what}"

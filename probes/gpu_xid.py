@@ -1,0 +1,90 @@
+"""NVIDIA XID codes: what each means and what to do, and the kernel-log lines that carry them.
+
+Source of meanings and actions: NVIDIA, "XID Errors" (GPU deployment and management
+documentation, https://docs.nvidia.com/deploy/xid-errors/index.html, the catalogue of
+r535-r570 drivers: "Xid Error Listing" and its "Resolution"/"Immediate action" columns).
+``hardware`` marks the codes that point at the card, its memory or its link rather than at
+the application (13, 31, 43 and 45 are usually an application bug or its exit).
+
+The driver logs ``NVRM: Xid (PCI:0000:18:00): 79, pid=…, GPU has fallen off the bus.`` to
+the kernel log.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Xid:
+    meaning: str
+    action: str
+    hardware: bool
+
+
+XIDS: dict[int, Xid] = {
+    13: Xid("Graphics engine exception (often an out-of-bounds access in a kernel)",
+            "Debug the application; if it repeats across applications, run the DCGM diagnostic", False),
+    31: Xid("GPU memory page fault (usually an application's illegal address)",
+            "Debug the application (compute-sanitizer); reset only if it repeats across jobs", False),
+    43: Xid("GPU stopped processing (the application hit a fault and was stopped)",
+            "Restart the application; none on the GPU", False),
+    45: Xid("Preemptive cleanup after an application was stopped or a previous error",
+            "None by itself: look at the XID logged before it", False),
+    48: Xid("Double-bit ECC error (uncorrectable memory error)",
+            "Reset the GPU (nvidia-smi -r); if it recurs, have the card serviced", True),
+    61: Xid("Internal micro-controller breakpoint/warning", "Reset the GPU; update the driver", True),
+    62: Xid("Internal micro-controller halt", "Reset the GPU; update the driver", True),
+    63: Xid("ECC page retirement or row-remapping event recorded",
+            "Reset the GPU when idle so the remap takes effect (nvidia-smi -r)", True),
+    64: Xid("ECC page retirement or row-remapping failure (no spare row, or recording failed)",
+            "Drain the node and have the card replaced (RMA)", True),
+    74: Xid("NVLink error", "Reset the GPU; if it persists, check the NVLink/NVSwitch hardware", True),
+    79: Xid("GPU has fallen off the bus", "Drain the node; check power, cooling and the PCIe "
+            "slot/riser, then reboot; replace the card if it recurs", True),
+    92: Xid("High single-bit ECC error rate", "Watch the ECC counters; service the card if it rises", True),
+    94: Xid("Contained ECC error (the affected application was stopped)",
+            "Restart the application; reset the GPU when convenient", True),
+    95: Xid("Uncontained ECC error", "Reset the GPU before running anything else on it", True),
+    109: Xid("Context switch timeout", "Restart the application; reset the GPU if it repeats", True),
+    119: Xid("GSP RPC timeout (the GPU's system processor did not answer)",
+             "Reset the GPU; update the driver", True),
+    120: Xid("GSP error", "Reset the GPU; update the driver", True),
+    140: Xid("Unrecovered ECC error", "Reset the GPU; service the card if it recurs", True),
+}
+
+XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\): (\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    bus: str  # "0000:18:00" as the driver logs it
+    code: int
+    meaning: str
+    action: str
+    hardware: bool
+    line: str  # the log line, cut at 200 characters
+
+
+def parse_kernel_log(text: str) -> list[XidEvent]:
+    events = []
+    for line in text.splitlines():
+        m = XID_LINE.search(line)
+        if not m:
+            continue
+        code = int(m.group(2))
+        xid = XIDS.get(code, Xid("Not in llm-doctor's table: see NVIDIA's XID catalogue",
+                                  "Look the code up in NVIDIA's XID catalogue", True))
+        events.append(XidEvent(m.group(1).lower(), code, xid.meaning, xid.action, xid.hardware,
+                               line.strip()[:200]))
+    return events
+
+
+def same_bus(nvml_bus_id: str | None, logged: str) -> bool:
+    """NVML's "00000000:18:00.0" against the log's "0000:18:00"."""
+    if not nvml_bus_id:
+        return False
+    domain, _, rest = nvml_bus_id.lower().partition(":")
+    ldomain, _, lrest = logged.partition(":")
+    return rest.split(".")[0] == lrest and int(domain or "0", 16) == int(ldomain or "0", 16)

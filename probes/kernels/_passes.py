@@ -1,0 +1,91 @@
+"""Timed passes of a memory kernel: best of up to N within a time budget, and how busy the
+CPUs were with other work meanwhile.
+
+Source: ``/proc/stat`` (all CPUs' busy ticks, world-readable) and ``getrusage`` (this
+process's CPU time); units: seconds, and cores (CPU-seconds per second). No root needed.
+Manual equivalent: ``vmstat 1`` (us+sy+st) beside ``ps -o pcpu -p <pid>`` while a STREAM
+run goes.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+MIN_REPEATS = 2  # best of one pass is no best: a single interruption would be the figure
+
+
+@dataclass(frozen=True, slots=True)
+class Passes:
+    """How many timed passes to run: up to ``repeats``, stopping once ``budget_s`` is spent."""
+
+    repeats: int
+    budget_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    copy_best_s: float
+    triad_best_s: float
+    ran: int
+    timed_s: float
+    other_busy_cores: float | None
+    valid: bool = False
+    huge_pages: bool | None = None
+
+
+def _cpu_seconds() -> tuple[float | None, float]:
+    """(busy CPU seconds of all CPUs from /proc/stat, this process's CPU seconds).
+
+    /proc/stat's first line sums every CPU in USER_HZ ticks: user nice system idle iowait irq
+    softirq steal (guest time is already inside user). Busy is all but idle and iowait; steal
+    counts, since a vCPU the hypervisor gave to another guest is contention too.
+    """
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    own = usage.ru_utime + usage.ru_stime
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+        ticks = [int(value) for value in fields[1:9]]
+    except (OSError, ValueError):
+        return None, own
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / os.sysconf("SC_CLK_TCK"), own
+
+
+def timed_passes(
+    copy: Callable[[], None], triad: Callable[[], None], passes: Passes, sync: Callable[[], None]
+) -> Run:
+    """Timed (copy, triad) passes until ``passes`` says stop; the fastest of each kernel."""
+    copy_best_s = triad_best_s = float("inf")
+    minimum = min(MIN_REPEATS, passes.repeats)
+    sync()
+    busy_before, own_before = _cpu_seconds()
+    first = time.perf_counter()
+    ran = 0
+    while ran < passes.repeats:
+        # perf_counter is monotonic and sub-microsecond; a pass here takes milliseconds.
+        sync()
+        start = time.perf_counter()
+        copy()
+        sync()
+        middle = time.perf_counter()
+        triad()
+        sync()
+        end = time.perf_counter()
+        copy_best_s = min(copy_best_s, middle - start)
+        triad_best_s = min(triad_best_s, end - middle)
+        ran += 1
+        if ran >= minimum and end - first >= passes.budget_s:
+            break
+    timed_s = time.perf_counter() - first
+    busy_after, own_after = _cpu_seconds()
+    other = None
+    if busy_before is not None and busy_after is not None:
+        # Ticks are 10 ms: a short window can read a little under this process's own time.
+        other_s = (busy_after - busy_before) - (own_after - own_before)
+        other = round(max(other_s, 0.0) / timed_s, 2)
+    return Run(copy_best_s, triad_best_s, ran, timed_s, other)

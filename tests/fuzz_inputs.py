@@ -1,0 +1,656 @@
+"""Generated bad inputs for llm-doctor, and the checks every run on them must pass.
+
+Three kinds of input, each derived from a real one by a named mutation:
+
+* ``host``: a copy of a recorded host (tests/fixtures/hosts/*) with host.toml,
+  measurements.json, a file under fs/ or a command's output made wrong: wrong types, deep
+  nesting, huge integers, non-UTF-8 bytes, missing keys, truncation, garbage, FIFOs, symbolic
+  links out of the directory or to themselves. Every copy also holds an engine process whose
+  command line carries ``--api-key FUZZSECRET…`` and whose environ carries ``FUZZ_TOKEN=…``.
+* ``rules``: checks/host.toml with a rule made wrong, or expressions built to exhaust time
+  or memory.
+* ``config``: a config file made wrong.
+
+Used by tests/test_fuzz.py (a bounded sample, in the suite) and benchmarks/fuzz.py (the
+campaign of 10,000 inputs). Outside the copied directory lie files holding a unique marker:
+a scan that reads outside the recorded host shows the marker (a malformed-file message
+quotes what it read), and the check fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import io
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from doctor._toml import tomllib
+
+REPO = Path(__file__).resolve().parent.parent
+HOSTS = REPO / "tests" / "fixtures" / "hosts"
+RULES = REPO / "checks" / "host.toml"
+EXIT_CODES = {0, 1, 2, 3}
+ENGINE_PID = 77001  # the planted engine process
+
+
+# --------------------------------------------------------------------------- what lies outside
+
+
+@dataclass
+class Outside:
+    """Files outside every input directory, holding markers no output may show."""
+
+    root: Path
+    marker: str  # in the files outside DIR
+    secret: str  # planted --api-key value
+    token: str  # planted FUZZ_TOKEN= value in an environ file
+    env_value: str  # a value of this process's environment
+    entries: list[Path] = field(default_factory=list)
+
+    def reset(self) -> None:
+        """Set every outside entry's access time to 1970; a read then moves it (the kernel
+        updates an atime older than the mtime even under ``relatime``)."""
+        if not self.entries:  # listing a directory moves its atime: list once, up front
+            self.entries = [self.root, *self.root.rglob("*")]
+        for path in self.entries:
+            os.utime(path, ns=(0, path.stat().st_mtime_ns))
+
+    def touched(self) -> list[str]:
+        """The outside entries read or listed since ``reset``."""
+        return [str(p.relative_to(self.root)) or "." for p in self.entries
+                if p.stat().st_atime_ns != 0]
+
+    @property
+    def needles(self) -> dict[str, str]:
+        return {"outside": self.marker, "secret": self.secret, "token": self.token,
+                "environment": self.env_value}
+
+
+def make_outside(base: Path, rng: random.Random) -> Outside:
+    tag = f"{rng.getrandbits(64):016x}"
+    out = Outside(base / "outside", f"FUZZSENTINEL{tag}", f"FUZZSECRET{tag}",
+                  f"fuzztoken{tag}", f"FUZZENV{tag}")
+    out.root.mkdir(parents=True, exist_ok=True)
+    (out.root / "sentinel.txt").write_text(f"{out.marker} 1 2 3 4\n")
+    top = [{"pid": 1, "comm": out.marker, "cmdline": out.marker, "cpu_cores": 1.0, "related": False}]
+    (out.root / "sentinel.json").write_text(json.dumps({"host.cpu_load": {
+        "window_s": 0.5, "logical_cpus": 2, "busy_cores": 1.0, "top": top}}))
+    cpufreq = out.root / "cpu" / "cpu0" / "cpufreq"
+    cpufreq.mkdir(parents=True, exist_ok=True)
+    (cpufreq / "scaling_governor").write_text(out.marker + "\n")
+    (out.root / "node" / f"node{tag}").mkdir(parents=True, exist_ok=True)
+    os.environ["FUZZ_ENV_VALUE"] = out.env_value
+    return out
+
+
+# --------------------------------------------------------------------------- value mutations
+
+
+def wrong_values(rng: random.Random) -> list[Any]:
+    """Values of every wrong type a TOML or JSON document can hold."""
+    return ["x", "", 5, -1, 0, 2**63, 2**64 - 1, -(2**63), 1.5e308, float("inf"), True,
+            [], {}, ["x"], [["x"]], [5], {"a": {"b": 1}},
+            datetime.datetime(1979, 5, 27, 7, 32), datetime.date(2026, 1, 1),
+            "\x1b]0;pwned\x07\x1b[2J", "{", "{0.__class__}", "x" * rng.choice((10**3, 10**5))]
+
+
+def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += _paths(v, prefix + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc[:20]):
+            out += _paths(v, prefix + (i,))
+    return out
+
+
+def _nest(value: Any, depth: int) -> Any:
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def mutate_tree(doc: Any, rng: random.Random) -> tuple[Any, str]:
+    """One key of a parsed document replaced by a wrong value, deleted, or nested deep."""
+    paths = [p for p in _paths(doc) if p]
+    if not paths:
+        return {"x": rng.choice(wrong_values(rng))}, "tree:replace-root"
+    path = rng.choice(paths)
+    parent = doc
+    for k in path[:-1]:
+        parent = parent[k]
+    key = path[-1]
+    op = rng.choice(("replace", "replace", "delete", "nest"))
+    if op == "delete":
+        del parent[key]
+    elif op == "nest":
+        parent[key] = _nest(parent[key], rng.choice((50, 300, 2000)))
+    else:
+        parent[key] = rng.choice(wrong_values(rng))
+    return doc, f"tree:{op}:{'.'.join(map(str, path))[:60]}"
+
+
+def mutate_bytes(data: bytes, rng: random.Random, kind: str) -> tuple[bytes, str]:
+    """Raw damage: truncation, non-UTF-8, garbage, deep nesting, emptiness, hugeness."""
+    op = rng.choice(("truncate", "non-utf8", "garbage", "deep", "empty", "huge", "dup"))
+    if op == "truncate":
+        return data[: rng.randrange(len(data) + 1)], op
+    if op == "non-utf8":
+        at = rng.randrange(len(data) + 1)
+        return data[:at] + b"\xff\xfe\xc3(" + data[at:], op
+    if op == "garbage":
+        at = rng.randrange(len(data) + 1)
+        return data[:at] + rng.randbytes(rng.randrange(1, 200)) + data[at:], op
+    if op == "deep":
+        n = rng.choice((200, 5000, 100000))
+        if kind == "json":
+            return b"[" * n + b"]" * n, op
+        return data + b"\ndeep = " + b"[" * n + b"]" * n + b"\n", op
+    if op == "empty":
+        return b"", op
+    if op == "huge":
+        return data * max(1, (8 << 20) // max(len(data), 1)), op
+    lines = data.split(b"\n")
+    return b"\n".join(lines + lines), op
+
+
+# --------------------------------------------------------------------------- recorded hosts
+
+
+def copy_host(src: Path, dst: Path) -> None:
+    """A copy whose fs/ files are hard links: every mutation below replaces, never edits."""
+    def link_or_copy(s: str, d: str) -> None:
+        if "/fs/" in s or "/commands/" in s:
+            os.link(s, d)
+        else:
+            shutil.copy2(s, d)
+    shutil.copytree(src, dst, symlinks=True, copy_function=link_or_copy)
+
+
+def _replace(path: Path, data: bytes | None = None) -> None:
+    """Remove ``path`` (file, link or tree) and, given data, write a new file there."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if data is not None:
+        path.write_bytes(data)
+
+
+# Files the probes read, preferred as targets over the thousands of /proc/<pid> files.
+PROBED = ("proc/cpuinfo", "proc/meminfo", "proc/loadavg", "proc/self/limits", "proc/net/netstat",
+          "proc/sys/fs/file-max", "proc/sys/net/core/somaxconn", "proc/sys/net/ipv4/tcp_rmem",
+          "proc/sys/vm/swappiness", "sys/kernel/mm/transparent_hugepage/enabled",
+          "proc/self/mountinfo", "proc/stat")
+
+
+def _fs_target(root: Path, rng: random.Random) -> Path:
+    fs = root / "fs"
+    wanted = [fs / p for p in PROBED if (fs / p).exists()]
+    if rng.random() < 0.6 and wanted:
+        return rng.choice(wanted)
+    files = [p for p in fs.rglob("*") if p.is_file() and not p.is_symlink()]
+    return rng.choice(files) if files else fs / "proc" / "cpuinfo"
+
+
+def plant_engine(root: Path, out: Outside) -> None:
+    """An engine process with a secret on its command line and a token in its environ."""
+    proc = root / "fs" / "proc" / str(ENGINE_PID)
+    proc.mkdir(parents=True, exist_ok=True)
+    argv = ["/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model",
+            "/models/m", "--api-key", out.secret, "--port", "8000"]
+    (proc / "cmdline").write_text("\0".join(argv) + "\0")
+    (proc / "comm").write_text("python3\n")
+    (proc / "environ").write_text(f"PATH=/usr/bin\0FUZZ_TOKEN={out.token}\0HOME=/root\0")
+    limits = root / "fs" / "proc" / "self" / "limits"
+    if limits.is_file():
+        shutil.copy(limits, proc / "limits")
+
+
+def _mutate_fs(root: Path, rng: random.Random, out: Outside) -> str:
+    target = _fs_target(root, rng)
+    rel = str(target.relative_to(root / "fs"))
+    depth = len(target.relative_to(root).parts) - 1
+    op = rng.choice(("bytes", "bytes", "absurd", "fifo", "link-out", "link-out-relative",
+                     "link-self", "dir", "dir-link-out"))
+    if op == "bytes":
+        data, how = mutate_bytes(target.read_bytes() if target.is_file() else b"", rng, "text")
+        _replace(target, data)
+        return f"fs:{how}:{rel}"
+    if op == "absurd":
+        word = rng.choice(("-1", str(2**64), str(10**30), "nan", "inf", "1e999", "0x10"))
+        text = target.read_text(errors="replace") if target.is_file() else ""
+        _replace(target, "".join(word if c.isdigit() else c for c in text[:4096]).encode())
+        return f"fs:absurd:{rel}"
+    if op == "fifo":
+        _replace(target)
+        os.mkfifo(target)
+    elif op == "link-out":
+        _replace(target)
+        target.symlink_to(out.root / "sentinel.txt")
+    elif op == "link-out-relative":
+        _replace(target)
+        target.symlink_to("../" * depth + "../outside/sentinel.txt")
+    elif op == "link-self":
+        _replace(target)
+        target.symlink_to(target.name)
+    elif op == "dir":
+        _replace(target)
+        target.mkdir()
+    else:
+        which = rng.choice(("sys/devices/system/cpu", "sys/devices/system/node", "proc/self"))
+        _replace(root / "fs" / which)
+        (root / "fs" / which).symlink_to(out.root / which.rsplit("/", 1)[-1]
+                                         if which != "proc/self" else out.root)
+        rel = which
+    return f"fs:{op}:{rel}"
+
+
+def _mutate_manifest(root: Path, rng: random.Random, out: Outside) -> str:
+    path = root / "host.toml"
+    if rng.random() < 0.5:
+        data, how = mutate_bytes(path.read_bytes(), rng, "toml")
+        _replace(path, data)
+        return f"host.toml:{how}"
+    doc = tomllib.loads(path.read_text())
+    if rng.random() < 0.25 and doc.get("commands"):
+        cmd = rng.choice(doc["commands"])
+        cmd["stdout_file"] = rng.choice((str(out.root / "sentinel.txt"),
+                                         "../outside/sentinel.txt", "commands/../../outside/sentinel.txt",
+                                         "/dev/zero", "fs", ""))
+        how = "stdout_file-out"
+    else:
+        doc, how = mutate_tree(doc, rng)
+    try:
+        text = tomli_w.dumps(doc)
+    except (TypeError, ValueError, RecursionError):
+        text = path.read_text() + "\nbroken = " + rng.choice(("[", "{", '"')) + "\n"
+    _replace(path, text.encode())
+    return f"host.toml:{how}"
+
+
+def _mutate_measurements(root: Path, rng: random.Random, out: Outside) -> str:
+    path = root / "measurements.json"
+    op = rng.random()
+    if op < 0.1:
+        _replace(path)
+        os.mkfifo(path)
+        return "measurements.json:fifo"
+    if op < 0.2:
+        _replace(path)
+        path.symlink_to(out.root / "sentinel.json")
+        return "measurements.json:link-out"
+    if op < 0.5:
+        data, how = mutate_bytes(path.read_bytes(), rng, "json")
+        _replace(path, data)
+        return f"measurements.json:{how}"
+    doc, how = mutate_tree(json.loads(path.read_text()), rng)
+    try:
+        text = json.dumps(doc, default=str)
+    except (ValueError, RecursionError):
+        text = "{"
+    _replace(path, text.encode())
+    return f"measurements.json:{how}"
+
+
+def _mutate_command(root: Path, rng: random.Random, out: Outside) -> str:
+    outs = sorted((root / "commands").glob("*")) if (root / "commands").is_dir() else []
+    if not outs:
+        return _mutate_fs(root, rng, out)
+    target = rng.choice(outs)
+    op = rng.choice(("fifo", "link-out", "bytes", "link-self"))
+    if op == "bytes":
+        data, how = mutate_bytes(target.read_bytes(), rng, "text")
+        _replace(target, data)
+        return f"command:{how}"
+    _replace(target)
+    if op == "fifo":
+        os.mkfifo(target)
+    elif op == "link-out":
+        target.symlink_to(out.root / "sentinel.txt")
+    else:
+        target.symlink_to(target.name)
+    return f"command:{op}"
+
+
+HOST_MUTATIONS: tuple[Callable[[Path, random.Random, Outside], str], ...] = (
+    _mutate_fs, _mutate_fs, _mutate_fs, _mutate_manifest, _mutate_manifest,
+    _mutate_measurements, _mutate_command,
+)
+
+
+def make_host(base: Path, source: Path, rng: random.Random, out: Outside) -> tuple[Path, str]:
+    """A mutated copy of ``source`` under ``base``; returns it and the mutation's name."""
+    root = base / f"{source.name}-{rng.getrandbits(32):08x}"
+    copy_host(source, root)
+    plant_engine(root, out)
+    what = [rng.choice(HOST_MUTATIONS)(root, rng, out) for _ in range(rng.choice((1, 1, 2)))]
+    return root, " + ".join(what)
+
+
+# --------------------------------------------------------------------------- rule and config files
+
+
+EXPRESSIONS = (  # evidence or conditions built to exhaust time or memory, or reach out
+    "'\\t'.expandtabs(10**9)", "'x' * 10**10", "[[1] * 1000] * 1000", "[0] * 10**9",
+    "(" * 300 + "1" + ")" * 300, "not " * 500 + "True", "1" + " + 1" * 5000,
+    "10 ** 10 ** 10", "str(10 ** 100000)", "[x for x in range(10**9)]",
+    "host.__class__.__init__.__globals__", "().__class__.__mro__[1].__subclasses__()",
+    "__import__('os').environ", "open('/etc/passwd').read()",
+)
+TITLES = ("{", "}", "{process", "{0}", "{process.__class__.__init__.__globals__}",
+          "{params.__class__}", "{nofile_soft:{nofile_soft}}", "{nofile_soft!r:>999999999}",
+          "{nofile_soft:>{width}}", "\x1b]0;pwned\x07")
+
+
+def make_rules(base: Path, rng: random.Random, n: int) -> tuple[Path, str]:
+    path = base / f"rules-{n}.toml"
+    # Ids of their own, so that a scan can load the file beside the built-in rules.
+    text = RULES.read_text().replace('\nid = "', '\nid = "fuzz-')
+    op = rng.choice(("tree", "tree", "bytes", "expr", "expr", "title", "many", "fifo"))
+    if op == "fifo":
+        os.mkfifo(path)
+        return path, "rules:fifo"
+    if op == "bytes":
+        data, how = mutate_bytes(text.encode(), rng, "toml")
+        path.write_bytes(data)
+        return path, f"rules:{how}"
+    if op == "many":
+        n_rules = rng.choice((300, 3000))
+        first = text.split("[[rule]]")[1]
+        body = "".join("[[rule]]" + first.replace('id = "fuzz-fd-limit-low"', f'id = "fuzz-{i}"', 1)
+                       for i in range(n_rules))
+        path.write_text(body)
+        return path, f"rules:many-{n_rules}"
+    doc = tomllib.loads(text)
+    rule = rng.choice(doc["rule"])
+    if op == "expr":
+        where = rng.choice(("when", "evidence"))
+        expr = rng.choice(EXPRESSIONS)
+        if where == "when":
+            rule["when"] = expr
+        else:
+            rule.setdefault("evidence", {})["fuzz"] = expr
+        how = f"expr:{where}:{expr[:30]}"
+    elif op == "title":
+        rule["title"] = rng.choice(TITLES)
+        how = f"title:{rule['title'][:30]!r}"
+    else:
+        doc, how = mutate_tree(doc, rng)
+    try:
+        path.write_text(tomli_w.dumps(doc))
+    except (TypeError, ValueError, RecursionError):
+        path.write_text(text + "\n[[rule]\n")
+    return path, f"rules:{how}"
+
+
+CONFIG = """\
+[scan]
+level = "quick"
+model_dirs = []
+rule_files = []
+
+[rules.fd-limit-low]
+min_nofile = 131072
+severity = "critical"
+enabled = true
+
+[rules.swap-active]
+enabled = false
+"""
+
+
+def make_config(base: Path, rng: random.Random, n: int, out: Outside) -> tuple[Path, str]:
+    path = base / f"config-{n}.toml"
+    op = rng.choice(("tree", "tree", "bytes", "known", "fifo"))
+    if op == "fifo":
+        os.mkfifo(path)
+        return path, "config:fifo"
+    if op == "bytes":
+        data, how = mutate_bytes(CONFIG.encode(), rng, "toml")
+        path.write_bytes(data)
+        return path, f"config:{how}"
+    doc = tomllib.loads(CONFIG)
+    if op == "known":
+        key, value = rng.choice((("scan", 5), ("rules", 5), ("scan.rule_files", [5]),
+                                 ("scan.model_dirs", [["x"]]), ("scan.level", "fast"),
+                                 ("scan.rule_files", [str(out.root / "sentinel.txt")]),
+                                 ("scan.rule_files", ["/dev/zero"]),
+                                 ("rules.fd-limit-low.min_nofile", "x"),
+                                 ("rules.fd-limit-low.severity", 5),
+                                 ("rules.no-such-rule.x", 1)))
+        parts = key.split(".")
+        parent = doc
+        for k in parts[:-1]:
+            parent = parent.setdefault(k, {}) if isinstance(parent, dict) else {}
+        if isinstance(parent, dict):
+            parent[parts[-1]] = value
+        how = f"known:{key}={value!r}"[:80]
+    else:
+        doc, how = mutate_tree(doc, rng)
+    try:
+        path.write_text(tomli_w.dumps(doc))
+    except (TypeError, ValueError, RecursionError):
+        path.write_text(CONFIG + "\n[scan\n")
+    return path, f"config:{how}"
+
+
+# --------------------------------------------------------------------------- running and checking
+
+
+@dataclass
+class Run:
+    rc: int | None  # None: did not finish in time
+    stdout: str
+    stderr: str
+    seconds: float
+    uncaught: str = ""  # an exception that escaped main(), as its traceback's last line
+
+
+def unblock_fifos(root: Path) -> None:
+    """Open every FIFO under ``root`` for writing, then close it: a reader blocked on one
+    sees end-of-file, so a hung scan can finish and its threads go."""
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            try:
+                if path.is_fifo() and not path.is_symlink():
+                    os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+
+def warm_up() -> None:
+    """Import what a scan imports, so that each forked run starts warm."""
+    import doctor.cli
+    import doctor.scan  # noqa: F401
+    import reports.json_report
+    import reports.markdown
+    import reports.terminal  # noqa: F401
+
+
+def run_forked(argv: list[str], bound_s: float, fifo_root: Path) -> Run:
+    """``llm-doctor ARGV`` through doctor.cli.main in a fork of this process.
+
+    A fork starts in a millisecond with every module already imported, like a call in
+    process, yet a run that hangs (a FIFO, a loop without end) can be killed at ``bound_s``
+    and leaves nothing behind: no blocked thread, no redirected sys.stdout.
+    """
+    files = fifo_root / ".run-out", fifo_root / ".run-err", fifo_root / ".run-exc"
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 70
+        try:
+            out = os.open(files[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            err = os.open(files[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(out, 1)
+            os.dup2(err, 2)
+            sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), encoding="utf-8",
+                                          line_buffering=False)
+            sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), encoding="utf-8")
+            sys.argv = ["llm-doctor", *argv]
+            from doctor import cli
+
+            try:
+                cli.main()
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except BaseException as exc:  # the finding: an exception escaped the CLI  # noqa: BLE001
+                files[2].write_text(f"{type(exc).__name__}: {str(exc)[:300]}")
+                code = 70
+        finally:
+            with contextlib.suppress(BaseException):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code if 0 <= code < 256 else 71)
+    rc = _wait(pid, bound_s)
+    seconds = time.perf_counter() - t0
+    read = [f.read_text(errors="replace") if f.exists() else "" for f in files]
+    for f in files:
+        f.unlink(missing_ok=True)
+    return Run(rc, read[0], read[1], seconds, read[2])
+
+
+def _wait(pid: int, bound_s: float) -> int | None:
+    """The child's exit status, or None after killing it at ``bound_s``."""
+    deadline = time.perf_counter() + bound_s
+    delay = 0.001
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.perf_counter() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+def run_subprocess(argv: list[str], bound_s: float, fifo_root: Path) -> Run:
+    import subprocess
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "doctor.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        out, err = proc.communicate(timeout=bound_s)
+        rc: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        rc = None
+    return Run(rc, out, err, time.perf_counter() - t0)
+
+
+def _strict_json(text: str) -> Any:
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+@dataclass
+class Verdict:
+    problems: list[str] = field(default_factory=list)  # "traceback", "hang", "outside", ...
+
+    def add(self, problem: str) -> None:
+        if problem not in self.problems:
+            self.problems.append(problem)
+
+
+def check(run: Run, out: Outside, json_expected: bool, needles: tuple[str, ...],
+          touched: list[str] = ()) -> Verdict:  # type: ignore[assignment]
+    """What must hold of any run: the problems found, by name (empty when all is well)."""
+    v = Verdict()
+    if touched:
+        v.add("read-outside")
+    if run.rc is None:
+        v.add("hang")
+        return v
+    if run.rc not in EXIT_CODES:
+        v.add(f"exit-{run.rc}")
+    if run.uncaught or "Traceback" in run.stderr:
+        v.add("traceback")
+    if "internal error" in run.stdout:
+        v.add("internal-error")
+    text = run.stdout + run.stderr
+    for name in needles:
+        if out.needles[name] in text:
+            v.add(f"found-{name}")
+    if json_expected and run.rc in (0, 1, 2):
+        try:
+            _strict_json(run.stdout)
+        except ValueError:
+            v.add("invalid-json")
+    return v
+
+
+# --------------------------------------------------------------------------- one input, end to end
+
+SCAN_HOSTS = ("this-vm-epyc-2cpu", "model-on-hdd-xeon-e5", "swap-in-use-epyc-7543")
+HOST_NEEDLES = ("outside", "secret", "token", "environment")
+FILE_NEEDLES = ("environment",)
+
+
+@dataclass
+class Tried:
+    kind: str
+    mutation: str
+    argv: list[str]
+    run: Run
+    verdict: Verdict
+
+
+def _scan_argv(replay: Path, level: str, *extra: str) -> list[str]:
+    return ["scan", "--replay", str(replay), "--level", level, "--format", "json",
+            "--no-progress", *extra]
+
+
+def try_one(kind: str, base: Path, rng: random.Random, out: Outside, n: int,
+            bound_s: float, runner: Callable[[list[str], float, Path], Run] = run_forked,
+            evaluate_share: float = 0.3) -> list[Tried]:
+    """Make one input of ``kind``, run llm-doctor on it, check the run; cleans up after."""
+    work = base / f"in-{n}"
+    work.mkdir()
+    tried = []
+    try:
+        if kind == "host":
+            source = HOSTS / rng.choice(SCAN_HOSTS)
+            root, what = make_host(work, source, rng, out)
+            argv = _scan_argv(root, rng.choice(("quick", "standard")))
+            out.reset()
+            run = runner(argv, bound_s, work)
+            tried.append(Tried(kind, what, argv, run,
+                               check(run, out, True, HOST_NEEDLES, out.touched())))
+        else:
+            path, what = (make_rules(work, rng, n) if kind == "rules"
+                          else make_config(work, rng, n, out))
+            argv = ["rules", "check", str(path)] if kind == "rules" else ["rules", "--config", str(path)]
+            run = runner(argv, bound_s, work)
+            tried.append(Tried(kind, what, argv, run, check(run, out, False, FILE_NEEDLES)))
+            if run.rc == 0 and rng.random() < evaluate_share:  # loaded: now evaluate it
+                flag = "--rules" if kind == "rules" else "--config"
+                argv = _scan_argv(HOSTS / SCAN_HOSTS[0], "quick", flag, str(path))
+                run = runner(argv, bound_s, work)
+                tried.append(Tried(kind, what + " (scanned)", argv, run,
+                                   check(run, out, True, FILE_NEEDLES)))
+    finally:
+        unblock_fifos(work)
+        shutil.rmtree(work, ignore_errors=True)
+    return tried

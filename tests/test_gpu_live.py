@@ -1,0 +1,53 @@
+"""On a host without the NVIDIA driver (this machine, CI), every gpu.* probe is skipped with
+the reason, and the scan's findings and exit code are what they are without the GPU probes."""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.host import LiveHost
+from doctor.model import Level, ScanOptions
+from doctor.recorded import RecordedHost
+from doctor.registry import PROBES
+from doctor.rules import builtin_files, load_rules
+from doctor.runner import run_probes
+from doctor.scan import scan
+from doctor.registry import by_name
+from tests.conftest import FIXTURE_HOSTS
+
+GPU_PROBES = tuple(p for p in PROBES if p.name.startswith("gpu."))
+HOST_PROBES = tuple(p for p in PROBES if not p.name.startswith("gpu."))
+
+
+def _has_driver() -> bool:
+    from doctor import nvml
+    from doctor.host import HostReadError
+
+    try:
+        nvml.query("nvmlDeviceGetCount")
+    except HostReadError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_has_driver(), reason="this machine has an NVIDIA driver")
+def test_live_gpu_probes_are_skipped_saying_what_is_missing():
+    results = run_probes(GPU_PROBES, LiveHost(), ScanOptions(level=Level.STANDARD))
+    assert len(results) == len(GPU_PROBES) >= 6
+    for result in results:
+        assert result.status == "skipped", (result.name, result.reason)
+        assert "NVIDIA driver not loaded" in result.reason
+        assert "install the driver" in result.reason
+
+
+def test_gpu_probes_change_nothing_on_a_host_without_gpus():
+    host_dir = FIXTURE_HOSTS / "healthy-epyc-9654-vllm"
+    rules = load_rules(builtin_files(), by_name())
+    options = ScanOptions(level=Level.QUICK)
+    with_gpu = scan(RecordedHost(host_dir), options, PROBES, rules)
+    without = scan(RecordedHost(host_dir), options, HOST_PROBES, rules)
+    assert [(f.rule, f.severity) for f in with_gpu.findings] == \
+        [(f.rule, f.severity) for f in without.findings]
+    assert with_gpu.exit_code() == without.exit_code()
+    gpu = [p for p in with_gpu.probes if p.name.startswith("gpu.")]
+    assert gpu and all(p.status == "skipped" for p in gpu)

@@ -1,0 +1,84 @@
+"""The real llama.cpp llama-server (tests/llama_server.py), started cold: found from its
+command line and socket, warm-up measured, its /metrics read, its output sampled, and a
+bounded load sweep with its knee."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from doctor import knee
+from doctor.host import LiveHost
+from doctor.loadgen import Endpoint, Workload, run_requests
+from doctor.model import ScanOptions
+from probes import engine_exposure, engine_load, engine_output, engine_warmup
+from probes.engine_targets import Target, targets
+from tests.llama_server import SLOTS, llama_server  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_warmup_of_a_cold_server(llama_server):  # noqa: F811  (first: the server is cold)
+    # Only this server: other llama-servers on a shared machine are not ours to send to.
+    # A larger budget than a scan's: on a shared 2-core machine a request can take seconds.
+    target = Target(llama_server.base_url, llama_server.pid, "llama.cpp", None, False, ())
+    endpoint = engine_warmup._measure_one(LiveHost(), target, budget_s=120)
+    assert endpoint.errors == 0, endpoint.first_error
+    assert endpoint.rounds >= 2 and endpoint.first_ttft_ms > 0 and endpoint.steady_ttft_ms > 0
+    assert endpoint.first_itl_ms > 0 and endpoint.steady_itl_ms > 0
+    assert endpoint.pid == llama_server.pid and 0 <= endpoint.uptime_s < 600
+
+
+@pytest.fixture(scope="module")
+def found(llama_server):  # noqa: F811
+    """This server as discovery finds it (once: other engines on a shared machine may be
+    slow to answer discovery's questions)."""
+    return [t for t in targets(LiveHost(), ScanOptions()) if t.pid == llama_server.pid]
+
+
+def test_found_from_its_process_and_socket(llama_server, found):  # noqa: F811
+    assert len(found) == 1
+    assert found[0].kind == "llama.cpp" and found[0].base_url == llama_server.base_url
+    assert found[0].listen == (f"127.0.0.1:{llama_server.port}",)
+
+
+def test_live_running_requests_from_its_metrics(llama_server, found):  # noqa: F811
+    busy = threading.Thread(target=run_requests, daemon=True, args=(
+        Endpoint(llama_server.base_url), Workload(16, 24, timeout_s=60), 2, 2, 60))
+    busy.start()
+    deadline, seen = time.monotonic() + 30, 0
+    while time.monotonic() < deadline and not seen:
+        running, _, source, error = engine_load.live_load(LiveHost(), found[0])
+        assert source == "/metrics", error
+        seen = running or 0
+        time.sleep(0.2)
+    busy.join(90)
+    assert 1 <= seen <= SLOTS
+
+
+def test_loopback_server_is_not_exposed(llama_server, found):  # noqa: F811
+    (address,) = found[0].listen
+    listener = engine_exposure.judge(LiveHost(), found[0], address)
+    assert listener.non_loopback is False and listener.status == 200
+
+
+def test_output_is_sampled(llama_server):  # noqa: F811
+    found = engine_output.sample_endpoint(Endpoint(llama_server.base_url), budget_s=180)
+    assert [s.error for s in found.samples] == [None] * 3
+    assert found.judged >= 2 and all(s.words > 10 for s in found.samples)
+
+
+def test_bounded_sweep_and_its_knee(llama_server):  # noqa: F811
+    """Concurrency 1 and 2 with 48-token prompts (the full sweep's figures are in the
+    closing note: benchmarks are not timed tests); the prompt length the server counted."""
+    levels = knee.sweep(Endpoint(llama_server.base_url), Workload(48, 8, timeout_s=60),
+                        max_concurrency=2, max_requests=100, max_seconds=40)
+    assert levels and levels[0].concurrency == 1
+    assert all(lv.errors == 0 for lv in levels), [lv.first_error for lv in levels]
+    assert all(lv.ttft.p50_ms and lv.itl.p95_ms and lv.e2e.p99_ms for lv in levels)
+    assert 30 <= levels[0].prompt_tokens_mean <= 70  # ~1 token per word for Gemma
+    found = knee.find_knee(levels)
+    assert found.status in ("found", "not-reached")
+    assert found.recommended_concurrency in [lv.concurrency for lv in levels]

@@ -1,0 +1,205 @@
+"""engine.load, engine.exposure and engine.output against local streaming servers and planted records."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from doctor import knee
+from doctor.evaluate import evaluate
+from doctor.host import HttpResponse, LiveHost
+from doctor.loadgen import Endpoint, Workload, run_requests
+from doctor.model import ProbeResult, ScanOptions
+from doctor.recorded import RecordedHost, RecordWriter
+from doctor.registry import by_name
+from doctor.rules import builtin_files, load_rules
+from probes import engine_exposure, engine_load, engine_output
+from probes.engine_targets import Target
+from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
+
+RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
+
+
+def _findings(rule_id, probe_name, record):
+    found, errors = evaluate([RULES[rule_id]], [ProbeResult(probe_name, "ok", 0.1, None, record)])
+    assert errors == []
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch):
+    only_named_endpoints(monkeypatch)
+
+
+@pytest.fixture
+def servers():
+    started = []
+
+    def start(**kw):
+        started.append(StreamServer(Behaviour(**kw)).start())
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _busy(server, concurrency, seconds=3.0):
+    """Keep ``concurrency`` slow requests in flight on ``server`` in the background."""
+    thread = threading.Thread(target=run_requests, daemon=True, args=(
+        Endpoint(server.base_url), Workload(8, 40, timeout_s=10), concurrency, concurrency,
+        seconds))
+    thread.start()
+    return thread
+
+
+def _wait_running(server, n):
+    import time
+
+    deadline = time.monotonic() + 5
+    while server.running < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_live_concurrency_past_a_saved_knee(servers, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    server = servers(token_s=0.1)
+    levels = [knee.LevelStats(c, 10, 0, 0.0, 1.0, 1.0, t, None, *(knee.percentiles([lat]),) * 3,
+                              None) for c, t, lat in ((1, 10, 0.1), (2, 19, 0.1), (4, 20, 0.3))]
+    found = knee.find_knee(levels)
+    assert found.concurrency == 2
+    knee.save_sweep(knee.sweep_json(server.base_url.replace("127.0.0.1", "localhost"), {},
+                                    levels, found, "2026-11-29T10:00:00Z"))
+    busy = _busy(server, 5)
+    _wait_running(server, 5)
+    record = engine_load.probe(LiveHost(), ScanOptions(endpoints=(server.base_url,)))
+    busy.join()
+    (engine,) = record.engines
+    assert (engine.running, engine.source, engine.knee_concurrency) == (5, "/metrics", 2)
+    assert engine.model == "stub-model"
+    (finding,) = _findings("past-throughput-knee", "engine.load", record)
+    assert finding.severity.label == "critical" and finding.evidence["offered"] == 5
+
+
+def test_no_saved_knee_stays_silent(servers, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    server = servers()
+    record = engine_load.probe(LiveHost(), ScanOptions(endpoints=(server.base_url,)))
+    assert record.engines[0].knee_status is None and record.engines[0].running == 0
+    assert record.engines[0].knee_file.startswith(str(tmp_path))
+    assert _findings("past-throughput-knee", "engine.load", record) == []
+
+
+def test_replicas_of_one_model_with_uneven_load(servers):
+    busy_one, idle_one = servers(token_s=0.1), servers(token_s=0.1)
+    busy = _busy(busy_one, 6)
+    _wait_running(busy_one, 6)
+    record = engine_load.probe(LiveHost(), ScanOptions(
+        endpoints=(busy_one.base_url, idle_one.base_url)))
+    busy.join()
+    (group,) = record.models
+    assert (group.replicas, group.running_max, group.running_min) == (2, 6, 0)
+    (finding,) = _findings("multi-gpu-load-skew", "engine.load", record)
+    assert finding.evidence["busiest"] == busy_one.base_url
+
+
+def test_even_replicas_stay_silent(servers):
+    a, b = servers(), servers()
+    record = engine_load.probe(LiveHost(), ScanOptions(endpoints=(a.base_url, b.base_url)))
+    assert len(record.models) == 1 and _findings("multi-gpu-load-skew", "engine.load", record) == []
+
+
+def test_metrics_page_without_a_gauge_is_said_not_invented():
+    assert engine_load.gauge_sum("garbage {{{", engine_load.RUNNING) is None
+    page = ('vllm:num_requests_running{model_name="a"} 3\n'
+            'vllm:num_requests_running{model_name="b"} 4\n')
+    assert engine_load.gauge_sum(page, engine_load.RUNNING) == 7
+
+
+def _target(server, address, api_key_set=False):
+    return Target(server.base_url, 1234, "vllm", None, api_key_set, (address,))
+
+
+def test_wildcard_listener_answering_without_a_key(servers):
+    """0.0.0.0:PORT is asked over loopback; the stub answers /v1/models without a key."""
+    server = servers()
+    exposure = engine_exposure.judge(LiveHost(), _target(server, f"0.0.0.0:{server.port}"),
+                                     f"0.0.0.0:{server.port}")
+    assert exposure.checked_url == f"http://127.0.0.1:{server.port}/v1/models"
+    assert exposure.non_loopback and exposure.answered_without_auth and exposure.status == 200
+    record = engine_exposure.ExposureRecord((exposure,), 1)
+    (finding,) = _findings("endpoint-unauthenticated", "engine.exposure", record)
+    assert finding.severity.label == "critical"
+
+
+def test_wildcard_listener_asking_for_a_key_stays_silent(servers):
+    server = servers(api_key="sk-x")
+    exposure = engine_exposure.judge(LiveHost(), _target(server, f"[::]:{server.port}", True),
+                                     f"0.0.0.0:{server.port}")
+    assert exposure.status == 401 and exposure.answered_without_auth is False
+    assert _findings("endpoint-unauthenticated", "engine.exposure",
+                     engine_exposure.ExposureRecord((exposure,), 1)) == []
+
+
+def test_loopback_only_engine_is_not_exposed(servers):
+    server = servers()
+    record = engine_exposure.probe(LiveHost(), ScanOptions(endpoints=(server.base_url,)))
+    assert record.non_loopback_count == 0 and record.listeners[0].answered_without_auth
+    assert _findings("endpoint-unauthenticated", "engine.exposure", record) == []
+
+
+def test_planted_non_loopback_address_from_a_recorded_host(tmp_path):
+    """A capture of a host whose engine listens on 10.0.0.5:8000 only (no traffic sent)."""
+    writer = RecordWriter(tmp_path)
+    writer.http("http://10.0.0.5:8000/v1/models",
+                HttpResponse("http://10.0.0.5:8000/v1/models", 200, "application/json",
+                             json.dumps({"data": [{"id": "llama"}]}), 0.01))
+    writer.save({"level": "quick"})
+    target = Target("http://10.0.0.5:8000", 77, "vllm", "llama", False, ("10.0.0.5:8000",))
+    exposure = engine_exposure.judge(RecordedHost(tmp_path), target, "10.0.0.5:8000")
+    assert exposure.non_loopback and exposure.answered_without_auth
+    assert _findings("endpoint-unauthenticated", "engine.exposure",
+                     engine_exposure.ExposureRecord((exposure,), 1))
+
+
+def test_output_that_loops_is_found(servers):
+    server = servers(tokens=96, text=[" I", " am", " here", "."], honour_max_tokens=False)
+    record = engine_output.probe(LiveHost(), ScanOptions(endpoints=(server.base_url,)))
+    (endpoint,) = record.endpoints
+    assert endpoint.judged == 3 and endpoint.worst_share > 0.9
+    (finding,) = _findings("output-repetition", "engine.output", record)
+    assert "I am here" in finding.evidence["excerpt"]
+
+
+def test_varied_output_stays_silent(servers):
+    words = [f" w{i}" for i in range(200)]
+    server = servers(tokens=96, text=words, honour_max_tokens=False)
+    record = engine_output.probe(LiveHost(), ScanOptions(endpoints=(server.base_url,)))
+    assert record.endpoints[0].worst_share == 0.0
+    assert _findings("output-repetition", "engine.output", record) == []
+
+
+def test_repeated_ngram_share():
+    assert engine_output.repeated_ngram_share("one two") is None
+    assert engine_output.repeated_ngram_share("a b c d e f g h i j") == 0.0
+    assert engine_output.repeated_ngram_share("go " * 40) > 0.9
+
+
+def test_an_engine_asking_for_a_key_is_not_sent_completions(servers, monkeypatch):
+    """The active probes skip it with the way to give the key, instead of measuring 401s."""
+    from doctor.model import Skip
+    from probes import engine_targets, engine_warmup
+
+    server = servers(api_key="sk-x")
+    keyed = Target(server.base_url, None, "vllm", None, True, ())
+    monkeypatch.setattr(engine_targets, "targets", lambda host, options: (keyed,))
+    with pytest.raises(Skip, match="http://:KEY@HOST:PORT"):
+        engine_warmup.probe(LiveHost(), ScanOptions())
+    with pytest.raises(Skip, match="asks for an API key"):
+        engine_output.probe(LiveHost(), ScanOptions())
+    given = Target(server.base_url, None, "vllm", None, True, (), api_key="sk-x")
+    monkeypatch.setattr(engine_targets, "targets", lambda host, options: (given,))
+    (endpoint,) = engine_warmup.probe(LiveHost(), ScanOptions()).endpoints
+    assert endpoint.errors == 0

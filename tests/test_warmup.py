@@ -1,0 +1,89 @@
+"""engine.warmup and `llm-doctor warmup`, against the local streaming server made cold."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from doctor.evaluate import evaluate
+from doctor.host import LiveHost
+from doctor.model import ProbeResult, ScanOptions, Skip
+from doctor.registry import by_name
+from doctor.rules import builtin_files, load_rules
+from probes import engine_warmup
+from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
+
+RULE = [r for r in load_rules(builtin_files(), by_name()) if r.id == "engine-not-warmed-up"]
+
+
+def _served(behaviour):
+    server = StreamServer(behaviour).start()
+    return server
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch):
+    only_named_endpoints(monkeypatch)
+
+
+@pytest.fixture
+def cold():
+    """An engine whose first two requests wait 0.6 s more for their first token."""
+    server = _served(Behaviour(prefill_s=0.01, token_s=0.002, cold_requests=2,
+                               cold_extra_s=0.6))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def warm():
+    server = _served(Behaviour(prefill_s=0.01, token_s=0.002))
+    yield server
+    server.stop()
+
+
+def _probe(server):
+    record = engine_warmup.probe(LiveHost(), ScanOptions(endpoints=(server.base_url,)))
+    return record, evaluate(RULE, [ProbeResult("engine.warmup", "ok", 1.0, None, record)])[0]
+
+
+def test_a_cold_engine_is_found_and_judged(cold):
+    record, findings = _probe(cold)
+    (endpoint,) = record.endpoints
+    assert endpoint.rounds == engine_warmup.MAX_ROUNDS and endpoint.errors == 0
+    assert endpoint.first_ttft_ms >= 600 and endpoint.steady_ttft_ms < 200
+    assert endpoint.ttft_ratio >= 3
+    assert endpoint.first_itl_ms is not None and endpoint.steady_itl_ms is not None
+    assert [f.rule for f in findings] == ["engine-not-warmed-up"]
+    assert findings[0].evidence["endpoint"] == cold.base_url
+
+
+def test_a_warm_engine_stays_silent(warm):
+    record, findings = _probe(warm)
+    assert record.endpoints[0].ttft_ratio < 3 and findings == []
+
+
+def test_no_endpoint_is_a_skip_with_its_reason():
+    with pytest.raises(Skip, match="--endpoint"):
+        engine_warmup.probe(LiveHost(), ScanOptions())
+
+
+def test_uptime_from_proc():
+    uptime = engine_warmup.uptime_of(LiveHost(), os.getpid())
+    assert uptime is not None and 0 <= uptime < 24 * 3600
+
+
+def test_warmup_command_stops_once_ttft_settles(cold, cli):
+    result = cli("warmup", "--endpoint", cold.base_url, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["settled"] and 2 <= summary["rounds"] < 8
+    assert summary["first_ttft_ms"] > summary["steady_ttft_ms"]
+    assert "round 1: median TTFT" in result.stderr
+
+
+def test_warmup_command_names_an_endpoint_that_does_not_answer(cli):
+    result = cli("warmup", "--endpoint", "http://127.0.0.1:9", "--max-seconds", "3")
+    assert result.returncode == 3 and "http://127.0.0.1:9: every request failed" in result.stderr
