@@ -194,14 +194,15 @@ def main() -> int:
     latencies = []
     unresolved = []
     for stopped_at, hog_pid in hog_stops:
-        times = [t for t in resolved.get(f"python3 pid {hog_pid}", []) + resolved.get(
-            f"python pid {hog_pid}", []) if t >= stopped_at]
+        times = [t for key in (str(hog_pid), f"python3 pid {hog_pid}", f"python pid {hog_pid}")
+                 for t in resolved.get(key, []) if t >= stopped_at]
         if times:
             latencies.append(min(times) - stopped_at)
         else:
             unresolved.append(hog_pid)
             events = [(round(at - stopped_at, 1), body["status"]) for at, body in State.hook
-                      if any(a["labels"].get("key", "").endswith(f"pid {hog_pid}")
+                      if any(a["labels"].get("key", "") in (str(hog_pid), f"python pid {hog_pid}",
+                                                             f"python3 pid {hog_pid}")
                              for a in body["alerts"])]
             print(f"  hog pid {hog_pid} stopped, not resolved; its webhook events (s after the "
                   f"stop): {events}")
@@ -217,7 +218,7 @@ def main() -> int:
           f"{statistics.median(scrape_ms):.1f} ms, p99 "
           f"{statistics.quantiles(scrape_ms, n=100)[98]:.1f} ms")
     ours = sum(1 for _, body in State.hook for a in body["alerts"] if body["status"] == "firing"
-               and any(a["labels"].get("key", "").endswith(f"pid {p}") for _, p in hog_stops))
+               and any(a["labels"].get("key", "").split(" ")[-1] == str(p) for _, p in hog_stops))
     print(f"  alerts: {fired} fired (webhook; {ours} for the planted hogs, the rest for other "
           f"processes busy on this shared machine), hog stops {len(hog_stops)}, resolved after the "
           f"hog stopped: {len(latencies)}, not resolved: {len(unresolved)}")
