@@ -3,7 +3,8 @@
 Runs ``probes.kernels.stream`` in a child process, threads = physical cores (logical CPUs
 where cpuinfo has no core ids), each array 4× the last-level cache and at least 256 MiB, as
 STREAM sizes them; decimal GB/s counted as STREAM counts them. The cost is bounded: huge
-pages for the first touch, and timed passes stop after BUDGET_S (best of 2 to 5). Up to
+pages for the first touch (where they come in faster: not in a VM whose balloon hands free
+memory back), and timed passes stop after BUDGET_S (best of 2 to 5). Up to
 NUMPY_MAX_THREADS threads the numpy backend runs (no torch import: ~1.4 s of CPU, more than
 the measurement on a small VM); above, torch where installed. The child keeps the arrays out
 of the scan's own memory and can be killed on timeout. The child also reports how many cores

@@ -77,6 +77,21 @@ def test_stream_time_budget_stops_the_passes_but_keeps_two(backend):
     assert result["timed_s"] < result["duration_s"]
 
 
+def test_huge_pages_are_not_asked_for_where_a_balloon_reports_free_pages(tmp_path):
+    def device(name, kind, features):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "device").write_text(kind + "\n")
+        (tmp_path / name / "features").write_text(features + "\n")
+
+    device("virtio2", "0x0001", "1100010110111011" + "0" * 48)  # a network device: bit 5 set
+    assert not stream._free_pages_reported(str(tmp_path))
+    device("virtio0", "0x0005", "0110000000000000" + "0" * 48)  # balloon, no reporting
+    assert not stream._free_pages_reported(str(tmp_path))
+    (tmp_path / "virtio0" / "features").write_text("0110010000000000" + "0" * 48 + "\n")
+    assert stream._free_pages_reported(str(tmp_path))  # VIRTIO_BALLOON_F_REPORTING
+    assert not stream._free_pages_reported(str(tmp_path / "absent"))
+
+
 def test_stream_counts_other_work_on_the_cpus_and_not_its_own():
     spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time() + 20\n"
                              "while time.time() < t: pass"])

@@ -86,7 +86,8 @@ def test_an_expression_that_builds_too_much_is_a_rule_error(tmp_path, evidence, 
     assert time.monotonic() - started < 20
     assert len(errors) == 1, errors
     assert errors[0].startswith("rule 'r0' (") and "rules.toml:1)" in errors[0]
-    assert message in errors[0]
+    # On a loaded machine the time limit may stop a heavy expression before its work bound.
+    assert message in errors[0] or "ran past its time limit" in errors[0]
     assert [f.rule for f in findings] == ["r1"]  # the other rule still ran
 
 

@@ -14,10 +14,9 @@ Cost is bounded, since a VM may report its host's whole L3 (480 MiB: arrays of 1
 - On the CPU the arrays are anonymous private mappings aligned to 2 MiB and advised
   ``MADV_HUGEPAGE``, so the first touch (a parallel fill, by the thread that later uses each
   chunk, as STREAM does) faults in 2 MiB pages rather than 4 KiB ones where the kernel's
-  transparent huge pages allow it (``/sys/kernel/mm/transparent_hugepage/enabled``). On a
-  2-vCPU Firecracker VM that touched 768 MiB in 0.3-0.8 s with 4 KiB pages and in 0.05-0.16 s
-  with free huge pages; where free memory is fragmented, ``defrag`` ``madvise`` compacts it
-  first and the touch can take longer than with 4 KiB pages (1-2 s, seen here under load).
+  transparent huge pages allow it (``/sys/kernel/mm/transparent_hugepage/enabled``), except
+  in a VM whose balloon reports free pages to the hypervisor, where huge pages come in slower
+  (see _map_arrays).
 - That fill is the warm-up; then timed (copy, triad) passes run until ``repeats`` are done or
   ``budget_s`` has passed, whichever comes first, but at least ``MIN_REPEATS``; the best
   (fastest) pass of each kernel is reported, as STREAM does.
@@ -43,6 +42,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 import sys
 import time
@@ -200,12 +200,14 @@ def _chunk_bounds(elements: int, threads: int) -> list[tuple[int, int]]:
 
 def _map_arrays(elements: int) -> tuple[list[mmap.mmap], bool]:
     """Three anonymous private mappings with room for a 2 MiB-aligned array each (the array's
-    offset in its mapping is _aligned_offset of the mapping's address), and whether
-    MADV_HUGEPAGE was accepted.
+    offset in its mapping is _aligned_offset of the mapping's address), and whether they were
+    advised MADV_HUGEPAGE.
 
     Private, not mmap's default MAP_SHARED: a shared anonymous mapping is shmem, which
-    MADV_HUGEPAGE does not reach. It is refused (EINVAL) where THP is compiled out: 4 KiB pages.
-    Pages are not touched here: the caller's parallel fill places them.
+    MADV_HUGEPAGE does not reach. Huge pages are not asked for where free memory goes back to
+    the hypervisor (_free_pages_reported): there the first touch of 3 GiB took 6.5-9.1 s with
+    huge pages against 2.7-3.7 s with 4 KiB pages (2-vCPU Firecracker VM, 8 s idle between
+    runs). Pages are not touched here: the caller's parallel fill places them.
     """
     size = elements * ELEMENT_BYTES + HUGE_PAGE_BYTES
     try:
@@ -213,14 +215,37 @@ def _map_arrays(elements: int) -> tuple[list[mmap.mmap], bool]:
                 for _ in range(3)]
     except OSError as error:  # ENOMEM where overcommit is strict
         raise _out_of_memory(elements) from error
-    huge = hasattr(mmap, "MADV_HUGEPAGE")
-    for mapping in maps:
+    if not hasattr(mmap, "MADV_HUGEPAGE") or _free_pages_reported():
+        return maps, False
+    try:
+        for mapping in maps:
+            mapping.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:  # EINVAL: THP compiled out
+        return maps, False
+    return maps, True
+
+
+def _free_pages_reported(base: str = "/sys/bus/virtio/devices") -> bool:
+    """Whether a virtio balloon reports free pages to the hypervisor, which then drops them.
+
+    /sys/bus/virtio/devices/*/device 0x0005 is the balloon; its ``features`` string holds one
+    character per feature bit, and bit 5 is VIRTIO_BALLOON_F_REPORTING (virtio 1.2, 5.5.3).
+    Free page reporting hands back free blocks of 2 MiB and more: a huge page is then faulted
+    in from the host 4 KiB at a time, slower than 4 KiB pages that come from what the guest
+    kept. World-readable; manual equivalent: ``grep . /sys/bus/virtio/devices/*/features``.
+    """
+    try:
+        devices = os.listdir(base)
+    except OSError:
+        return False
+    for device in devices:
         try:
-            if huge:
-                mapping.madvise(mmap.MADV_HUGEPAGE)
+            with open(f"{base}/{device}/device") as kind, open(f"{base}/{device}/features") as bits:
+                if kind.read().strip() == "0x0005" and bits.read()[5:6] == "1":
+                    return True
         except OSError:
-            huge = False
-    return maps, huge
+            continue
+    return False
 
 
 def _aligned_offset(address: int) -> int:
