@@ -147,8 +147,8 @@ class _Fields:
             value = [value]
         if (not isinstance(value, list) or (not value and not empty_ok)
                 or not all(isinstance(v, str) for v in value)):
-            raise self.error(key, f"'{key}' must be {'an' if empty_ok else 'a non-empty'} array of "
-                                  f"strings (e.g. {key} = [\"...\"]), not {_kind(value)}")
+            raise self.error(key, f"'{key}' must be {'an' if empty_ok else 'a non-empty'} array "
+                                  f"of strings (e.g. {key} = [\"...\"]), not {_kind(value)}")
         return tuple(value)
 
     def table(self, key: str) -> dict[str, Any]:

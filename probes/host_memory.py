@@ -20,6 +20,7 @@ class MemoryRecord:
     swap_total_mib: int
     swap_used_mib: int  # SwapTotal - SwapFree - SwapCached: pages really out on swap
     huge_pages_total: int
+    missing: dict[str, str]  # field → why it holds None (doctor/missing.py)
 
 
 def parse_meminfo(text: str, path: str = "/proc/meminfo") -> dict[str, int]:
@@ -60,6 +61,8 @@ def probe(host: Host, options: ScanOptions) -> MemoryRecord:
         swap_total_mib=kb.get("SwapTotal", 0) // 1024,
         swap_used_mib=max(swap_used_kb, 0) // 1024,
         huge_pages_total=kb.get("HugePages_Total", 0),
+        # MemAvailable came with Linux 3.14: older kernels do not report it
+        missing={} if available is not None else {"available_mib": "not-supported"},
     )
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.host import Host, HostReadError
+from doctor.host import Host
+from doctor.missing import Missing
 from doctor.model import ScanOptions
 from probes import kernel_text
 from probes.kernel_text import MalformedError
@@ -34,15 +35,13 @@ class SysctlRecord:
     # /proc/net/netstat TcpExt, counted since boot: connections dropped at a full accept queue
     listen_overflows: int | None
     listen_drops: int | None
+    missing: dict[str, str]  # field → why it holds None (doctor/missing.py): not-found, no-permission…
 
 
-def _int(host: Host, path: str, field: int = 0, of: int = 1) -> int | None:
-    """The ``field``-th of ``of`` numbers in a sysctl file; None when the kernel lacks it."""
-    try:
-        text = host.read_text(path)
-    except HostReadError:
-        return None
-    return parse_int(path, text, field, of)
+def _int(m: Missing, name: str, host: Host, path: str, field: int = 0, of: int = 1) -> int | None:
+    """The ``field``-th of ``of`` numbers in a sysctl file; None (and why) when unread."""
+    text = m.text(name, host, path)
+    return None if text is None else parse_int(path, text, field, of)
 
 
 def parse_int(path: str, text: str, field: int = 0, of: int = 1) -> int:
@@ -50,13 +49,10 @@ def parse_int(path: str, text: str, field: int = 0, of: int = 1) -> int:
     return kernel_text.count(path, kernel_text.fields(path, text, of)[field])
 
 
-def _choice(host: Host, path: str) -> str | None:
-    """``always [madvise] never`` → ``madvise``; None when the kernel lacks the file."""
-    try:
-        text = host.read_text(path)
-    except HostReadError:
-        return None
-    return parse_choice(path, text)
+def _choice(m: Missing, name: str, host: Host, path: str) -> str | None:
+    """``always [madvise] never`` → ``madvise``; None (and why) when unread."""
+    text = m.text(name, host, path)
+    return None if text is None else parse_choice(path, text)
 
 
 def parse_choice(path: str, text: str) -> str:
@@ -79,32 +75,44 @@ def tcp_ext(text: str, path: str = "/proc/net/netstat") -> dict[str, int]:
 
 
 def probe(host: Host, options: ScanOptions) -> SysctlRecord:
-    try:
-        netstat_text = host.read_text("/proc/net/netstat")
-    except HostReadError:  # a kernel without it (CONFIG_PROC_FS networking off, gVisor)
-        netstat: dict[str, int] = {}
-    else:
-        netstat = tcp_ext(netstat_text)
+    m = Missing()
+    netstat_text = m.text("listen_overflows", host, "/proc/net/netstat")
+    netstat: dict[str, int] = {} if netstat_text is None else tcp_ext(netstat_text)
+    if netstat_text is None:  # a kernel without it (networking off in /proc, gVisor)
+        m.absent("listen_drops", m.reasons["listen_overflows"])
+    elif "ListenOverflows" not in netstat:
+        m.absent("listen_overflows", "not-supported")
+        m.absent("listen_drops", "not-supported")
+    values = {name: _int(m, name, host, path, *where) for name, (path, *where) in INTS.items()}
     return SysctlRecord(
-        fs_file_max=_int(host, "/proc/sys/fs/file-max"),
-        fs_nr_open=_int(host, "/proc/sys/fs/nr_open"),
-        net_core_somaxconn=_int(host, "/proc/sys/net/core/somaxconn"),
-        net_ipv4_tcp_max_syn_backlog=_int(host, "/proc/sys/net/ipv4/tcp_max_syn_backlog"),
-        net_core_rmem_max_bytes=_int(host, "/proc/sys/net/core/rmem_max"),
-        net_core_wmem_max_bytes=_int(host, "/proc/sys/net/core/wmem_max"),
-        net_ipv4_tcp_rmem_max_bytes=_int(host, "/proc/sys/net/ipv4/tcp_rmem", 2, of=3),
-        net_ipv4_tcp_wmem_max_bytes=_int(host, "/proc/sys/net/ipv4/tcp_wmem", 2, of=3),
-        vm_swappiness=_int(host, "/proc/sys/vm/swappiness"),
-        vm_overcommit_memory=_int(host, "/proc/sys/vm/overcommit_memory"),
-        thp_enabled=_choice(host, "/sys/kernel/mm/transparent_hugepage/enabled"),
-        thp_defrag=_choice(host, "/sys/kernel/mm/transparent_hugepage/defrag"),
+        **values,
+        thp_enabled=_choice(m, "thp_enabled", host, "/sys/kernel/mm/transparent_hugepage/enabled"),
+        thp_defrag=_choice(m, "thp_defrag", host, "/sys/kernel/mm/transparent_hugepage/defrag"),
         listen_overflows=netstat.get("ListenOverflows"),
         listen_drops=netstat.get("ListenDrops"),
+        missing=m.reasons,
     )
+
+
+# Each integer field and its file (with the field's place among the file's numbers).
+INTS: dict[str, tuple] = {
+    "fs_file_max": ("/proc/sys/fs/file-max",),
+    "fs_nr_open": ("/proc/sys/fs/nr_open",),
+    "net_core_somaxconn": ("/proc/sys/net/core/somaxconn",),
+    "net_ipv4_tcp_max_syn_backlog": ("/proc/sys/net/ipv4/tcp_max_syn_backlog",),
+    "net_core_rmem_max_bytes": ("/proc/sys/net/core/rmem_max",),
+    "net_core_wmem_max_bytes": ("/proc/sys/net/core/wmem_max",),
+    "net_ipv4_tcp_rmem_max_bytes": ("/proc/sys/net/ipv4/tcp_rmem", 2, 3),
+    "net_ipv4_tcp_wmem_max_bytes": ("/proc/sys/net/ipv4/tcp_wmem", 2, 3),
+    "vm_swappiness": ("/proc/sys/vm/swappiness",),
+    "vm_overcommit_memory": ("/proc/sys/vm/overcommit_memory",),
+}
 
 
 def summary(record: SysctlRecord) -> str:
     """One line for people: the backlogs, swappiness and THP mode."""
     return (f"somaxconn {record.net_core_somaxconn}, syn backlog "
             f"{record.net_ipv4_tcp_max_syn_backlog}, swappiness {record.vm_swappiness}, "
-            f"THP {record.thp_enabled}")
+            f"THP {record.thp_enabled}"
+            + ("; unread: " + ", ".join(f"{k} ({v})" for k, v in record.missing.items())
+               if record.missing else ""))

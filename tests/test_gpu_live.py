@@ -51,3 +51,33 @@ def test_gpu_probes_change_nothing_on_a_host_without_gpus():
     assert with_gpu.exit_code() == without.exit_code()
     gpu = [p for p in with_gpu.probes if p.name.startswith("gpu.")]
     assert gpu and all(p.status == "skipped" for p in gpu)
+
+
+def test_benchmark_script_without_a_gpu_says_so_and_exits_0():
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    script = str(REPO / "benchmarks" / "gpu_probes.py")
+    if not _has_driver():
+        out = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.startswith("no NVIDIA GPU here")
+    replay = subprocess.run([sys.executable, script, "--replay",
+                             str(FIXTURE_HOSTS / "a100-pcie-gen3x8")],
+                            capture_output=True, text=True, timeout=120)
+    assert replay.returncode == 0, replay.stderr
+    assert "GPU0 device copy (r+w)" in replay.stdout and "1935.4 GB/s" in replay.stdout
+
+
+@pytest.mark.skipif(_has_driver(), reason="this machine has an NVIDIA driver")
+def test_capture_of_this_host_replays_the_same_skips(tmp_path):
+    from doctor.recorded import RecordingHost
+
+    options = ScanOptions(level=Level.QUICK)
+    capture = RecordingHost(LiveHost(), tmp_path / "cap")
+    live = run_probes(GPU_PROBES, capture, options)
+    capture.save({"level": "quick"})
+    replayed = run_probes(GPU_PROBES, RecordedHost(tmp_path / "cap"), options)
+    assert [(r.name, r.status, r.reason) for r in replayed] == \
+        [(r.name, r.status, r.reason) for r in live]

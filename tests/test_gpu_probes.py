@@ -297,3 +297,19 @@ def test_pcie_x16_slot_trained_x8_is_short():
 def test_pcie_without_sysfs_says_why_the_slot_is_unknown():
     link = gpu_pcie.probe(gpu_host(nvml_entries({"gpus": [gpu("l40s")]})), QUICK).gpus[0]
     assert link.slot_width_max is None and link.missing["slot_gen_max"] == "not-found"
+
+
+@pytest.mark.parametrize("name,mhz,bits,gbps", [
+    ("NVIDIA H100 80GB HBM3", 2619, 5120, 3352.3),   # gpu-facts: 3.35 TB/s
+    ("NVIDIA A100 80GB PCIe", 1512, 5120, 1935.4),   # 1.935 TB/s
+    ("NVIDIA GeForce RTX 4090", 10501, 384, 1008.1),  # 1008 GB/s
+])
+def test_memory_ceilings_match_the_datasheets(name, mhz, bits, gbps):
+    from probes.gpu_bandwidth import memory_ceiling_gbps
+
+    assert memory_ceiling_gbps(name, mhz, bits)[0] == gbps
+
+
+@pytest.mark.parametrize("gen,width,gbps", [(3, 16, 15.76), (4, 16, 31.5), (5, 16, 63.01), (1, 16, 4.0)])
+def test_pcie_ceilings_per_direction(gen, width, gbps):
+    assert gpu_pcie.link_ceiling_gbps(gen, width) == gbps

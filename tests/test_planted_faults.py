@@ -44,7 +44,9 @@ def edit(path, pattern, replacement):
 def test_the_healthy_host_raises_nothing(host):
     findings, report = raised(host)
     assert findings == []
-    assert all(p.status == "ok" for p in report.probes)
+    # The healthy host is a CPU-side capture without the NVIDIA driver: the GPU probes skip.
+    assert all(p.status == "ok" or (p.status == "skipped" and p.name.startswith("gpu."))
+               for p in report.probes), [(p.name, p.status, p.reason) for p in report.probes]
 
 
 def test_engine_started_with_1024_open_files(host):
@@ -129,7 +131,8 @@ def test_an_unreadable_file_is_an_error_and_the_scan_goes_on(host):
     status = {p.name: (p.status, p.reason) for p in report.probes}
     assert status["host.limits"] == ("error", "/proc/self/limits: no-permission (recorded)")
     assert findings == []
-    assert sum(p.status == "ok" for p in report.probes) == len(report.probes) - 1
+    others = [p for p in report.probes if p.name != "host.limits" and not p.name.startswith("gpu.")]
+    assert all(p.status == "ok" for p in others), [(p.name, p.status, p.reason) for p in others]
 
 
 def test_quick_level_skips_measurements(host):

@@ -82,8 +82,10 @@ def rules_of(tmp_path, *pairs: tuple[str, str]):
 def test_an_expression_that_builds_too_much_is_a_rule_error(tmp_path, evidence, message):
     rules = rules_of(tmp_path, ("item.cpu_cores > 0", evidence), ("item.cpu_cores > 0", "item.comm"))
     started = time.monotonic()
-    findings, errors = evaluate(rules, records())
-    assert time.monotonic() - started < 20
+    # A time limit far away, so that the bound under test is the one that stops it on a
+    # busy machine; the time limit has its own test below.
+    findings, errors = evaluate(rules, records(), time_limit_s=60)
+    assert time.monotonic() - started < 30
     assert len(errors) == 1, errors
     assert errors[0].startswith("rule 'r0' (") and "rules.toml:1)" in errors[0]
     # On a loaded machine the time limit may stop a heavy expression before its work bound.
