@@ -193,18 +193,21 @@ def main() -> int:
                 resolved.setdefault(key, []).append(at)
     latencies = []
     unresolved = []
+    quiet = 0  # hogs whose alert was not firing when they stopped (never fired, or cleared
+    # earlier because the loaded machine gave them less than min_cpu_cores)
     for stopped_at, hog_pid in hog_stops:
-        times = [t for t in resolved.get(f"python3 pid {hog_pid}", []) + resolved.get(
-            f"python pid {hog_pid}", []) if t >= stopped_at]
-        if times:
-            latencies.append(min(times) - stopped_at)
+        names = (str(hog_pid), f"python3 pid {hog_pid}", f"python pid {hog_pid}")
+        events = sorted((at, body["status"]) for at, body in State.hook for a in body["alerts"]
+                        if a["labels"].get("key", "") in names)
+        before = [status for at, status in events if at < stopped_at]
+        if not before or before[-1] != "firing":
+            quiet += 1
+            continue
+        after = [at for at, status in events if at >= stopped_at and status == "resolved"]
+        if after:
+            latencies.append(after[0] - stopped_at)
         else:
             unresolved.append(hog_pid)
-            events = [(round(at - stopped_at, 1), body["status"]) for at, body in State.hook
-                      if any(a["labels"].get("key", "").endswith(f"pid {hog_pid}")
-                             for a in body["alerts"])]
-            print(f"  hog pid {hog_pid} stopped, not resolved; its webhook events (s after the "
-                  f"stop): {events}")
     threads_seen = [t for _, _, t in samples]
     baseline = baseline or (samples[0][1], samples[0][2])
     print(f"soak: {args.minutes:g} min at a 1 s interval (hung probe, engine page flapping every "
@@ -217,10 +220,11 @@ def main() -> int:
           f"{statistics.median(scrape_ms):.1f} ms, p99 "
           f"{statistics.quantiles(scrape_ms, n=100)[98]:.1f} ms")
     ours = sum(1 for _, body in State.hook for a in body["alerts"] if body["status"] == "firing"
-               and any(a["labels"].get("key", "").endswith(f"pid {p}") for _, p in hog_stops))
+               and any(a["labels"].get("key", "").split(" ")[-1] == str(p) for _, p in hog_stops))
     print(f"  alerts: {fired} fired (webhook; {ours} for the planted hogs, the rest for other "
-          f"processes busy on this shared machine), hog stops {len(hog_stops)}, resolved after the "
-          f"hog stopped: {len(latencies)}, not resolved: {len(unresolved)}")
+          f"processes busy on this shared machine); hog stops {len(hog_stops)}: firing at the stop "
+          f"{len(latencies) + len(unresolved)}, of which resolved {len(latencies)}, not resolved "
+          f"{len(unresolved)}; not firing at the stop {quiet}")
     if latencies:
         print(f"  resolution latency: median {statistics.median(latencies):.1f} s, max "
               f"{max(latencies):.1f} s")

@@ -86,7 +86,7 @@ def _ceiling(history: Any, name: str) -> float | None:
     probe = "_".join(name.split("_")[:4])  # llm_doctor_<area>_<probe>
     for other in sorted(history.names()):
         if other.startswith(probe) and "ceiling" in other and other.endswith("_gbps"):
-            points = next(iter(history.series(other).values()), [])
+            points: list[tuple[float, float]] = next(iter(history.series(other).values()), [])
             if points:
                 return points[-1][1]
     return None

@@ -11,6 +11,7 @@ from doctor.daemon.scheduler import Scheduler
 from doctor.model import Level, ProbeSpec, ScanOptions
 
 RELEASE = threading.Event()
+KERNEL_GO = threading.Event()  # holds the test kernel running until the test has looked
 CALLS: dict[str, int] = {}
 
 
@@ -23,6 +24,8 @@ def _counting(name: str, hang: bool = False, busy_s: float = 0.0):
     def run(host, options) -> Reading:
         CALLS[name] = CALLS.get(name, 0) + 1
         time.sleep(busy_s)
+        if name == "t.kernel":
+            KERNEL_GO.wait(20)
         if hang:
             RELEASE.wait(30)  # bounded: the test releases it
         return Reading(41.0)
@@ -35,12 +38,24 @@ def _spec(name: str, hang: bool = False, exclusive: bool = False, timeout_s: flo
                      _counting(name, hang, busy_s), exclusive=exclusive)
 
 
-def _beat(scheduler: Scheduler, now: float, serving: bool = False, wait_s: float = 0.3):
-    """As Daemon.beat: cheap probes, wait, collect, then the kernels."""
+def _finished(scheduler: Scheduler, names, timeout_s: float = 20.0) -> None:
+    """Wait (bounded) until the calls of ``names`` have their results: no sleeps to tune."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        calls = [scheduler.slots[n].call for n in names]
+        if all(c is None or c.result is not None for c in calls):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{names} did not finish within {timeout_s} s")
+
+
+def _beat(scheduler: Scheduler, now: float, serving: bool = False, wait_for=None):
+    """As Daemon.beat: cheap probes, wait for them, collect (0.3 s later on the beat's
+    clock), then the kernels."""
     cycle = scheduler.start_due(now, serving)
-    time.sleep(wait_s)
-    done = scheduler.collect(now + wait_s)
-    return cycle, scheduler.start_kernels(now + wait_s, serving), done
+    _finished(scheduler, [n for n in cycle.started if n in (wait_for or cycle.started)])
+    done = scheduler.collect(now + 0.3)
+    return cycle, scheduler.start_kernels(now + 0.3, serving), done
 
 
 def test_a_hung_probe_is_reported_still_running_and_not_started_again():
@@ -52,7 +67,7 @@ def test_a_hung_probe_is_reported_still_running_and_not_started_again():
     threads = threading.active_count()
     outcomes = []
     for i in range(5):
-        cycle, _, done = _beat(scheduler, float(i))
+        cycle, _, done = _beat(scheduler, float(i), wait_for=["t.ok"])
         outcomes.append({r.name: (r.status, r.reason) for r in cycle.results + done})
     try:
         assert CALLS == {"t.ok": 5, "t.hang": 1}
@@ -75,15 +90,18 @@ def test_micro_kernels_run_alone_and_not_while_serving():
     assert "serving" in kernels.results[0].reason and "t.kernel" not in CALLS
     scheduler.request_kernels()  # SIGUSR1
     scheduler.kernels_while_serving = True
-    cycle, kernels, done = _beat(scheduler, 1.0, serving=True, wait_s=0.05)
-    # the beat's cheap probe still runs: the kernel waits for it
-    assert cycle.started == ["t.cheap"] and kernels.started == []
-    time.sleep(0.2)
+    cycle = scheduler.start_due(1.0, True)
+    # the beat's cheap probe still runs (it takes 0.15 s): the kernel waits for it
+    assert cycle.started == ["t.cheap"] and scheduler.start_kernels(1.0, True).started == []
+    _finished(scheduler, ["t.cheap"])
+    scheduler.collect(1.2)
     assert scheduler.start_kernels(1.3, True).started == ["t.kernel"]
     # while the kernel runs, the cheap probes of the next beat wait their turn
+    KERNEL_GO.clear()
     assert scheduler.start_due(2.0, True).started == []
-    time.sleep(0.3)
-    assert "t.kernel" in [r.name for r in scheduler.collect(2.3)] and CALLS["t.kernel"] == 1
+    KERNEL_GO.set()
+    _finished(scheduler, ["t.kernel"])
+    assert [r.name for r in scheduler.collect(2.3)] == ["t.kernel"] and CALLS["t.kernel"] == 1
     assert scheduler.start_due(2.4, True).started == ["t.cheap"]
 
 

@@ -97,6 +97,7 @@ class Daemon:
         self.collector = DoctorCollector({s.name: s.description for s in PROBES})
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
+        self.collector.publish(Snapshot())  # build info and a zero heartbeat before the first beat
         self.tracker = AlertTracker(self._for_s(), loaded.settings.resolve_after)
         self.scheduler = self._scheduler()
         self.dispatcher = sinks.Dispatcher(self._sinks())
