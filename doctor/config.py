@@ -119,9 +119,12 @@ def load_config(path: Path | None) -> Config:
     text, data = read_toml(path, "config file", ConfigError, MAX_CONFIG_BYTES)
     config = Config(path=path, lines=LineIndex(text))
     for key in data:
-        if key not in ("scan", "rules"):
+        if key not in ("scan", "rules", "daemon"):
             raise ConfigError(f"{config.where(key)}: unknown table [{key}]"
-                              f"{suggest(key, ['scan', 'rules'])}; expected [scan] or [rules.<id>]")
+                              f"{suggest(key, ['scan', 'rules', 'daemon'])}; expected [scan], "
+                              "[rules.<id>] or [daemon]")
+    if not isinstance(data.get("daemon", {}), dict):  # its keys: doctor/daemon/settings.py
+        raise ConfigError(f"{config.where('daemon')}: daemon must be a table ([daemon])")
     scan, rules = data.get("scan", {}), data.get("rules", {})
     _check_scan(config, scan)
     _check_overrides(config, rules)

@@ -21,7 +21,10 @@ _SHAPE_ERRORS = (TypeError, KeyError, ValueError, AttributeError, IndexError, Ov
 OnEvent = Callable[[str, ProbeSpec, ProbeResult | None], None]
 
 
-class _Call(threading.Thread):
+class ProbeCall(threading.Thread):
+    """One probe run on its own daemon thread: the isolation boundary the scan and the
+    daemon share; ``result`` is set when it ends, whatever happens inside."""
+
     def __init__(self, spec: ProbeSpec, host: Host, options: ScanOptions) -> None:
         super().__init__(name=f"probe {spec.name}", daemon=True)
         self.spec, self.host, self.options = spec, host, options
@@ -57,7 +60,7 @@ class _Call(threading.Thread):
                                   reason, record)
 
 
-def _finish(call: _Call, deadline: float) -> ProbeResult:
+def _finish(call: ProbeCall, deadline: float) -> ProbeResult:
     call.join(max(deadline - time.perf_counter(), 0))
     if call.result is not None:
         return call.result
@@ -75,7 +78,7 @@ def run_probes(specs: Iterable[ProbeSpec], host: Host, options: ScanOptions,
     parallel = [s for s in chosen if not s.exclusive]
     calls = []
     for spec in parallel:
-        call = _Call(spec, host, options)
+        call = ProbeCall(spec, host, options)
         notify("start", spec, None)
         call.start()
         calls.append((call, time.perf_counter() + spec.timeout_s))
@@ -84,7 +87,7 @@ def run_probes(specs: Iterable[ProbeSpec], host: Host, options: ScanOptions,
         notify("done", call.spec, results[call.spec.name])
 
     for spec in (s for s in chosen if s.exclusive):
-        call = _Call(spec, host, options)
+        call = ProbeCall(spec, host, options)
         notify("start", spec, None)
         call.start()
         results[spec.name] = _finish(call, time.perf_counter() + spec.timeout_s)

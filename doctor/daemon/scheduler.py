@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 
 from doctor.host import Host
 from doctor.model import ProbeResult, ProbeSpec, ScanOptions
-from doctor.runner import _Call  # the runner's one isolation boundary, reused as is
+from doctor.runner import ProbeCall  # the runner's isolation boundary, reused as is
 
 
 @dataclass(slots=True)
 class _Slot:
     spec: ProbeSpec
     next_due: float = 0.0
-    call: _Call | None = None
+    call: ProbeCall | None = None
     started: float = 0.0
     timeout_reported: bool = False
 
@@ -130,7 +130,7 @@ class Scheduler:
                     slot.spec.name, "timeout", now - slot.started,
                     f"still running since {now - slot.started:.0f} s ago; not started again"))
             return
-        slot.call = _Call(slot.spec, self.host, self.options)
+        slot.call = ProbeCall(slot.spec, self.host, self.options)
         slot.started, slot.timeout_reported = now, False
         slot.call.start()
         cycle.started.append(slot.spec.name)

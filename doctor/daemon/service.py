@@ -46,25 +46,11 @@ class Loaded:
 
 
 def _config(path: Path | None) -> Config:
-    """[scan] and [rules] of the file, read here because doctor/config.py does not yet
-    accept a [daemon] table beside them (its load_config rejects unknown tables)."""
-    from doctor.config import SCAN_KEYS, load_config
-    from doctor._toml import tomllib
+    """[scan] and [rules] of the file, checked as a scan checks them ([daemon] is
+    doctor/daemon/settings.py's)."""
+    from doctor.config import load_config
 
-    if path is None:
-        return Config()
-    data = tomllib.loads(path.read_text())
-    if "daemon" not in data:
-        return load_config(path)
-    for key in data:
-        if key not in ("scan", "rules", "daemon"):
-            raise ConfigError(f"{path}: unknown table [{key}]; expected [scan], [rules.<id>] "
-                              "or [daemon]")
-    scan = data.get("scan", {})
-    for key, value in scan.items():
-        if key not in SCAN_KEYS or not isinstance(value, SCAN_KEYS[key]):
-            raise ConfigError(f"{path}: scan.{key} is not a known key of its type")
-    return Config(path=path, scan=scan, rules=data.get("rules", {}))
+    return load_config(path)
 
 
 def load(config_path: str | None, rule_files: tuple[str, ...], flags: dict[str, Any]) -> Loaded:

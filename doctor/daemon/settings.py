@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from doctor._toml import tomllib
 from doctor.config import ConfigError
 from doctor.daemon.alerts import parse_duration
 from doctor.rules import suggest
@@ -104,12 +103,14 @@ def load_settings(path: Path | None) -> Settings:
     """The ``[daemon]`` table of ``path`` (defaults when absent)."""
     if path is None:
         return Settings()
-    try:
-        table = tomllib.loads(path.read_text()).get("daemon", {})
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    from doctor.config import MAX_CONFIG_BYTES
+    from doctor.tomlfile import read_toml
+
+    # The scan's own guarded read: a FIFO, a device, non-UTF-8 or a huge file is refused.
+    _, data = read_toml(path, "config file", ConfigError, MAX_CONFIG_BYTES)
+    table = data.get("daemon", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: daemon must be a table ([daemon])")
     keys = _keys()
     values: dict[str, Any] = {}
     for key, value in table.items():
