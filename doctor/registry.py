@@ -4,11 +4,23 @@ from __future__ import annotations
 
 from doctor.model import Level, ProbeSpec
 from probes import (
+    engine_capacity,
+    engine_discovery,
     engine_exposure,
+    engine_kv,
     engine_load,
+    engine_metrics,
     engine_output,
     engine_stacks,
     engine_warmup,
+    gpu_bandwidth,
+    gpu_errors,
+    gpu_inventory,
+    gpu_kv_alloc,
+    gpu_memory,
+    gpu_pcie,
+    gpu_thermal_power,
+    gpu_topology,
     host_cpu,
     host_cpu_load,
     host_limits,
@@ -18,6 +30,8 @@ from probes import (
     host_sysctl,
 )
 
+# Host probes first, then the serving engines (probes/engine_*.py), then the GPUs
+# (probes/gpu_*.py): a scan lists them in this order.
 PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="host.limits",
@@ -85,6 +99,42 @@ PROBES: tuple[ProbeSpec, ...] = (
         exclusive=True,
     ),
     ProbeSpec(
+        name="engine.discovery",
+        level=Level.QUICK,
+        description="Serving engines from the process table and --endpoint URLs, with their configuration",
+        reads="/proc/<pid>/cmdline, /proc/net/tcp{,6}; GET /metrics, /v1/models, /server_info, /info, /props, /api/ps",
+        timeout_s=20.0,
+        run=engine_discovery.probe,
+        summary=engine_discovery.summary,
+    ),
+    ProbeSpec(
+        name="engine.metrics",
+        level=Level.QUICK,
+        description="Each engine's /metrics scraped twice: KV use, queue, preemptions, token rates, TTFT/ITL/e2e p50-p99",
+        reads="GET <engine>/metrics twice, 2-5 s apart (bounded: 3 s, 8 MiB a page)",
+        timeout_s=30.0,
+        run=engine_metrics.probe,
+        summary=engine_metrics.summary,
+    ),
+    ProbeSpec(
+        name="engine.kv_cache",
+        level=Level.QUICK,
+        description="KV-cache pressure, preemption rate, block-size waste for the request-length mix, recommended block size",
+        reads="engine.metrics and engine.discovery (no extra reads)",
+        timeout_s=35.0,
+        run=engine_kv.probe,
+        summary=engine_kv.summary,
+    ),
+    ProbeSpec(
+        name="engine.capacity",
+        level=Level.QUICK,
+        description="Each engine's model at its configured context against its GPUs' memory (the plan command's arithmetic)",
+        reads="<model_path>/config.json, NVML nvmlDeviceGetMemoryInfo(0), engine.discovery",
+        timeout_s=25.0,
+        run=engine_capacity.probe,
+        summary=engine_capacity.summary,
+    ),
+    ProbeSpec(
         name="engine.load",
         level=Level.QUICK,
         description="Each engine's running and waiting requests now, its throughput knee measured earlier by 'llm-doctor load', and load across replicas of one model",
@@ -131,71 +181,6 @@ PROBES: tuple[ProbeSpec, ...] = (
         summary=engine_output.summary,
         exclusive=True,
     ),
-)
-
-
-def by_name() -> dict[str, ProbeSpec]:
-    return {spec.name: spec for spec in PROBES}
-
-
-# Serving engines (issue 7): discovery, /metrics, KV cache. Appended; see probes/engine_*.py.
-from probes import engine_discovery, engine_kv, engine_metrics  # noqa: E402
-
-PROBES += (
-    ProbeSpec(
-        name="engine.discovery",
-        level=Level.QUICK,
-        description="Serving engines from the process table and --endpoint URLs, with their configuration",
-        reads="/proc/<pid>/cmdline, /proc/net/tcp{,6}; GET /metrics, /v1/models, /server_info, /info, /props, /api/ps",
-        timeout_s=20.0,
-        run=engine_discovery.probe,
-        summary=engine_discovery.summary,
-    ),
-    ProbeSpec(
-        name="engine.metrics",
-        level=Level.QUICK,
-        description="Each engine's /metrics scraped twice: KV use, queue, preemptions, token rates, TTFT/ITL/e2e p50-p99",
-        reads="GET <engine>/metrics twice, 2-5 s apart (bounded: 3 s, 8 MiB a page)",
-        timeout_s=30.0,
-        run=engine_metrics.probe,
-        summary=engine_metrics.summary,
-    ),
-    ProbeSpec(
-        name="engine.kv_cache",
-        level=Level.QUICK,
-        description="KV-cache pressure, preemption rate, block-size waste for the request-length mix, recommended block size",
-        reads="engine.metrics and engine.discovery (no extra reads)",
-        timeout_s=35.0,
-        run=engine_kv.probe,
-        summary=engine_kv.summary,
-    ),
-)
-
-from probes import engine_capacity  # noqa: E402
-
-PROBES += (
-    ProbeSpec(
-        name="engine.capacity",
-        level=Level.QUICK,
-        description="Each engine's model at its configured context against its GPUs' memory (the plan command's arithmetic)",
-        reads="<model_path>/config.json, NVML nvmlDeviceGetMemoryInfo(0), engine.discovery",
-        timeout_s=25.0,
-        run=engine_capacity.probe,
-        summary=engine_capacity.summary,
-    ),
-)
-
-# GPU probes (issue 6). Appended to the tuple above so the host probes keep their order.
-from probes import (  # noqa: E402
-    gpu_errors,
-    gpu_inventory,
-    gpu_memory,
-    gpu_pcie,
-    gpu_thermal_power,
-    gpu_topology,
-)
-
-PROBES = PROBES + (
     ProbeSpec(
         name="gpu.inventory",
         level=Level.QUICK,
@@ -252,11 +237,6 @@ PROBES = PROBES + (
         run=gpu_errors.probe,
         summary=gpu_errors.summary,
     ),
-)
-
-from probes import gpu_bandwidth, gpu_kv_alloc  # noqa: E402
-
-PROBES = PROBES + (
     ProbeSpec(
         name="gpu.kv_alloc",
         level=Level.QUICK,
@@ -278,3 +258,7 @@ PROBES = PROBES + (
         exclusive=True,
     ),
 )
+
+
+def by_name() -> dict[str, ProbeSpec]:
+    return {spec.name: spec for spec in PROBES}
