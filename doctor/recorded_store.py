@@ -180,7 +180,7 @@ class _Checker:
         return value
 
     def reason(self, value: Any, key: str) -> None:
-        if value not in Reason.__members__.values() and value not in {r.value for r in Reason}:
+        if not isinstance(value, str) or value not in {r.value for r in Reason}:
             self.fail(key, "a read-failure reason (" + ", ".join(r.value for r in Reason) + ")", value)
 
 

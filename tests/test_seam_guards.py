@@ -96,6 +96,7 @@ def test_oversized_files_are_refused(tmp_path):
     ("[host]\nformat = 2\nmodel_dirs = [['x']]\n", "[host] model_dirs: expected a list of strings"),
     ("[host]\nformat = 2\nhostname = 5\n", "[host] hostname: expected a string"),
     ("[host]\nformat = 2\n[errors]\n'/proc/x' = 'gone'\n", "expected a read-failure reason (not-found, no-permission"),
+    ("[host]\nformat = 2\n[errors.'/proc/x']\na = 1\n", "expected a read-failure reason"),
     ("[host]\nformat = 2\n[paths.'/m']\ndevice = '8:1'\nfs_total_bytes = 1\n",
      "fs_free_bytes: expected an integer"),
     ("[host]\nformat = 2\n[paths.'/m']\ndevice = 8\nfs_total_bytes = 1\nfs_free_bytes = 1\n",
