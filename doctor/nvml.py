@@ -93,13 +93,16 @@ def _init() -> Any:
     """pynvml, initialised once; a failed initialisation is remembered and re-raised."""
     with _State.lock:
         if _State.init_error is not None:
-            raise _State.init_error
+            # A fresh exception each time: re-raising the stored one would grow its
+            # __traceback__ by a frame chain per call, a leak in the daemon (~4.5 KB a call).
+            err = _State.init_error
+            raise HostReadError(err.path, err.reason, err.detail) from None
         if _State.initialised:
             return _State.pynvml
         try:
             pynvml = _import()
         except HostReadError as exc:
-            _State.init_error = exc
+            _State.init_error = HostReadError(exc.path, exc.reason, exc.detail)
             raise
         try:
             pynvml.nvmlInit()
@@ -109,7 +112,7 @@ def _init() -> Any:
             reason = _ERROR_REASONS.get(code, "library-missing")
             advice = _INIT_ADVICE.get(code, f"NVML could not start: {exc}")
             _State.init_error = HostReadError("nvml nvmlInit", reason, advice)
-            raise _State.init_error from None
+            raise HostReadError("nvml nvmlInit", reason, advice) from None
         _State.pynvml, _State.initialised = pynvml, True
         return pynvml
 
