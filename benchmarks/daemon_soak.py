@@ -214,6 +214,10 @@ def main() -> int:
           f"{args.flap:g} s, CPU hog on/off every {args.hog:g} s); daemon exit code {code}")
     print(f"  RSS: {baseline[0]:.1f} MiB after {args.warmup:g} s warm-up -> {final_rss:.1f} MiB "
           f"at the end (growth {final_rss - baseline[0]:+.1f} MiB; max {max(s[1] for s in samples):.1f})")
+    marks = [s for s in samples if s[0] >= args.warmup]
+    step = max(1, len(marks) // 6)
+    print("  RSS over time: " + ", ".join(f"{t / 60:.0f} min {r:.1f}" for t, r, _ in
+                                         marks[::step] + marks[-1:]))
     print(f"  threads: {baseline[1]} after warm-up, min {min(threads_seen)}, max "
           f"{max(threads_seen)}, at the end {final_threads}")
     print(f"  scrapes: {len(scrape_ms)} ok, {failed} failed; p50 "

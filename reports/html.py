@@ -19,7 +19,7 @@ from doctor.daemon.exporter import key_from_evidence
 from doctor.model import ScanReport
 from reports.common import probe_summary, show
 from reports.json_report import to_dict
-from reports.svg import line_chart
+from reports.svg import MAX_SERIES, line_chart
 
 # What the plots are for (issue: temperatures and clocks, KV-cache use, first-token latency,
 # bandwidth): metric names matching these are plotted beside those of the findings' evidence.
@@ -106,8 +106,8 @@ def _charts(history: Any, findings: list[dict]) -> list[Markup]:
         ranked = sorted(series.items(), key=lambda kv: not any(v in keys or any(v in k for k in keys)
                                                                for _, v in kv[0]))
         shown = {", ".join(f"{k}={v}" for k, v in labels) or "value": pts
-                 for labels, pts in ranked[:6]}
-        svg = line_chart(name, shown, _ceiling(history, name))
+                 for labels, pts in ranked[:MAX_SERIES]}
+        svg = line_chart(name, shown, _ceiling(history, name), len(ranked) - len(shown))
         if svg:
             charts.append(Markup(svg))  # noqa: S704 (reports/svg.py escapes every text)
     return charts
