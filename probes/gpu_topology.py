@@ -7,9 +7,13 @@ lines (``--tensor-parallel-size``) from the process table. No root needed. Manua
 ``nvidia-smi topo -m`` and ``nvidia-smi topo -p2p rn``.
 
 Which pairs must talk: an engine running with tensor parallelism N exchanges activations
-between its N GPUs every layer; without CUDA_VISIBLE_DEVICES (which lives in the engine's
-environment, not readable without root) the group is taken as GPUs 0..N-1. When no engine is
-known, every pair counts. A pair is on a shared path when it has no NVLink and either both
+between its N GPUs every layer. Its GPUs are those on which NVML's process list
+(``nvmlDeviceGetComputeRunningProcesses``, no root needed) shows the engine or one of its
+descendants (vLLM's and SGLang's TP workers are child processes; ``/proc/<pid>/stat`` gives
+the parent). Where NVML lists none of them (an engine in another pid namespace, still
+loading) the group is taken as GPUs 0..N-1, and the source says so: CUDA_VISIBLE_DEVICES
+lives in the engine's environment, not readable without root. Two engines are two groups;
+only pairs inside one group must talk. When no engine is known, every pair counts. A pair is on a shared path when it has no NVLink and either both
 cards sit behind one CPU root port without working P2P (PIX/PXB: their traffic goes up and
 down the one uplink) or the pair crosses the inter-socket link (SYS).
 """
@@ -61,8 +65,10 @@ class GpuPair:
 class TopologyRecord:
     gpus: tuple[GpuPlacement, ...]
     pairs: tuple[GpuPair, ...]
-    talk_group: tuple[int, ...]  # the GPUs whose pairs must talk
-    talk_group_source: str  # "engine vllm pid 1234 --tensor-parallel-size 2" | "no engine: all pairs"
+    talk_group: tuple[int, ...]  # the GPUs in some engine's tensor-parallel group
+    # "engine vllm pid 1234 tensor parallel 4 on GPUs 4,5,6,7 (NVML's process list)"; one
+    # clause per engine, "; "-separated | "no engine found: all pairs"
+    talk_group_source: str
 
 
 def cpu_list(words: list) -> str | None:
@@ -126,27 +132,71 @@ def tensor_parallel(cmdline: str) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def talk_group(host: Host, count: int) -> tuple[tuple[int, ...], str]:
-    """The GPUs that exchange tensors: the largest engine TP group, else all of them."""
-    best, source = 0, ""
-    for proc in engine_processes(host):
-        tp = tensor_parallel(proc.cmdline)
-        if tp and tp > best:
-            best, source = tp, f"engine {proc.engine} pid {proc.pid} tensor parallel {tp}"
-    if best:
-        return tuple(range(min(best, count))), source
-    if engine_processes(host):
-        return (), "engines run without tensor parallelism: no pair must talk"
-    return tuple(range(count)), "no engine found: all pairs"
+def _parent(host: Host, pid: int) -> int | None:
+    """The parent pid from /proc/<pid>/stat (after the command name, which may hold ')')."""
+    try:
+        fields = host.read_text(f"/proc/{pid}/stat").rsplit(")", 1)[-1].split()
+    except HostReadError:
+        return None
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+
+
+def _lineage(host: Host, pid: int, depth: int = 8) -> set[int]:
+    """pid and its ancestors, nearest first, up to ``depth`` generations."""
+    seen = {pid}
+    for _ in range(depth):
+        parent = _parent(host, pid)
+        if parent is None or parent <= 1 or parent in seen:
+            break
+        seen.add(parent)
+        pid = parent
+    return seen
+
+
+def gpu_pids(host: Host, count: int) -> dict[int, set[int]]:
+    """GPU index -> the pids holding a compute context on it (NVML's process list)."""
+    out: dict[int, set[int]] = {}
+    for i in range(count):
+        found = Reader(host).sequence("processes", "nvmlDeviceGetComputeRunningProcesses", i)
+        out[i] = {e["pid"] for e in found or [] if isinstance(e, dict)
+                  and isinstance(e.get("pid"), int) and not isinstance(e.get("pid"), bool)}
+    return out
+
+
+def talk_groups(host: Host, count: int) -> tuple[tuple[tuple[int, ...], ...], str]:
+    """Each tensor-parallel engine's GPUs, and where they came from; with no engine, one
+    group of all GPUs."""
+    engines = engine_processes(host)
+    tp_engines = [(p, tp) for p in engines if (tp := tensor_parallel(p.cmdline)) and tp > 1]
+    if not tp_engines:
+        if engines:
+            return (), "engines run without tensor parallelism: no pair must talk"
+        return (tuple(range(count)),), "no engine found: all pairs"
+    holders = gpu_pids(host, count)
+    lineages = {pid: _lineage(host, pid) for pids in holders.values() for pid in pids}
+    groups, sources = [], []
+    for proc, tp in tp_engines:
+        placed = tuple(i for i, pids in holders.items()
+                       if any(proc.pid in lineages[pid] for pid in pids))
+        what = f"engine {proc.engine} pid {proc.pid} tensor parallel {tp}"
+        if len(placed) > 1:
+            groups.append(placed)
+            sources.append(f"{what} on GPUs {','.join(map(str, placed))} (NVML's process list)")
+        else:
+            groups.append(tuple(range(min(tp, count))))
+            sources.append(f"{what}: GPUs 0-{min(tp, count) - 1} assumed (NVML lists none of "
+                           "its processes)")
+    return tuple(groups), "; ".join(sources)
 
 
 def probe(host: Host, options: ScanOptions) -> TopologyRecord:
     count = gpu_count(host)
-    group, source = talk_group(host, count)
-    pairs = tuple(_pair(host, a, b, a in group and b in group)
+    groups, source = talk_groups(host, count)
+    pairs = tuple(_pair(host, a, b, any(a in g and b in g for g in groups))
                   for a in range(count) for b in range(a + 1, count))
     return TopologyRecord(gpus=tuple(_placement(host, i) for i in range(count)), pairs=pairs,
-                          talk_group=group, talk_group_source=source)
+                          talk_group=tuple(sorted({i for g in groups for i in g})),
+                          talk_group_source=source)
 
 
 def summary(record: TopologyRecord) -> str:

@@ -313,3 +313,35 @@ def test_memory_ceilings_match_the_datasheets(name, mhz, bits, gbps):
 @pytest.mark.parametrize("gen,width,gbps", [(3, 16, 15.76), (4, 16, 31.5), (5, 16, 63.01), (1, 16, 4.0)])
 def test_pcie_ceilings_per_direction(gen, width, gbps):
     assert gpu_pcie.link_ceiling_gbps(gen, width) == gbps
+
+
+def test_topology_groups_come_from_nvml_process_list_and_parent_pids():
+    """Two engines on one 8-GPU host: vLLM TP 4 whose workers (children of pid 900) hold
+    GPUs 4-7, SGLang TP 2 holding GPUs 0-1 itself. Only pairs inside a group must talk."""
+    workers = {4: 901, 5: 902, 6: 903, 7: 904}
+    machine = {"gpus": [gpu("h100-sxm", processes=[(workers[i], 70_000)] if i in workers else
+                            [(950, 70_000)] if i < 2 else []) for i in range(8)]}
+    files = process_files({
+        900: ("python3", "python3 -m vllm.entrypoints.openai.api_server --model /m -tp 4"),
+        950: ("python3", "python3 -m sglang.launch_server --model-path /m --tp-size 2"),
+        **{pid: ("python3", "python3 -c from multiprocessing.spawn import spawn_main")
+           for pid in workers.values()}})
+    for pid in workers.values():  # comm with a space and a parenthesis, as /proc/*/stat allows
+        files[f"/proc/{pid}/stat"] = f"{pid} (VllmWorker (rank)) S 900 900 1 0 -1\n"
+    record = gpu_topology.probe(gpu_host(nvml_entries(machine), files=files), QUICK)
+    talking = {(p.a, p.b) for p in record.pairs if p.must_talk}
+    assert talking == {(0, 1)} | {(a, b) for a in range(4, 8) for b in range(a + 1, 8)}
+    assert record.talk_group == (0, 1, 4, 5, 6, 7)
+    assert "pid 900 tensor parallel 4 on GPUs 4,5,6,7 (NVML's process list)" in \
+        record.talk_group_source
+    assert "pid 950 tensor parallel 2 on GPUs 0,1" in record.talk_group_source
+
+
+def test_topology_engine_not_in_nvml_list_assumes_the_first_gpus_and_says_so():
+    machine = {"gpus": [gpu("h100-sxm", processes=[(31337, 1000)]) for _ in range(4)]}
+    cmdline = "python3 -m vllm.entrypoints.openai.api_server --model /m --tensor-parallel-size 2"
+    files = process_files({900: ("python3", cmdline)})
+    files["/proc/31337/stat"] = "31337 (other) S 1 1 1 0 -1\n"
+    record = gpu_topology.probe(gpu_host(nvml_entries(machine), files=files), QUICK)
+    assert record.talk_group == (0, 1)
+    assert "GPUs 0-1 assumed (NVML lists none of its processes)" in record.talk_group_source
