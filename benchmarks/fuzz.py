@@ -25,6 +25,7 @@ import random
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -81,7 +82,10 @@ def campaign(total: int, seed: int, bound_s: float, kinds: list[str],
                 tries = fuzz.try_one(kind, base, rng, out, n, bound, runner)
             except Exception as exc:  # the harness's own failure: count it, go on  # noqa: BLE001
                 counts[kind]["harness-error"] += 1
-                examples[(kind, "harness-error")].append(f"{type(exc).__name__}: {str(exc)[:120]}")
+                frame = traceback.extract_tb(exc.__traceback__)[-1]  # where, to track it down
+                examples[(kind, "harness-error")].append(
+                    f"{type(exc).__name__}: {str(exc)[:120]} at {Path(frame.filename).name}:"
+                    f"{frame.lineno} (input {n}, seed {seed})")
                 continue
             for tried in tries:
                 counts[kind]["runs"] += 1
