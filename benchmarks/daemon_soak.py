@@ -218,6 +218,12 @@ def main() -> int:
     step = max(1, len(marks) // 6)
     print("  RSS over time: " + ", ".join(f"{t / 60:.0f} min {r:.1f}" for t, r, _ in
                                          marks[::step] + marks[-1:]))
+    # Threads swing within a beat (one per probe call while the beat's probes run, one per
+    # scrape being served); flat means each window's range is the same, not a constant.
+    windows = [marks[i:i + step] for i in range(0, len(marks), step)]
+    print("  threads per window (min-max): " + ", ".join(
+        f"{w[0][0] / 60:.0f}-{w[-1][0] / 60:.0f} min {min(t for *_, t in w)}-"
+        f"{max(t for *_, t in w)}" for w in windows if w))
     print(f"  threads: {baseline[1]} after warm-up, min {min(threads_seen)}, max "
           f"{max(threads_seen)}, at the end {final_threads}")
     print(f"  scrapes: {len(scrape_ms)} ok, {failed} failed; p50 "
