@@ -13,12 +13,44 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURE_HOSTS = REPO / "tests" / "fixtures" / "hosts"
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: float = 120, shell_prefix: str = ""):
-    """Run the installed CLI as a user would; returns CompletedProcess (text)."""
+def _private_pids_prefix() -> list[str] | None:
+    """``unshare`` argv that runs a command in its own PID namespace with its own /proc (so
+    it sees none of this host's processes), or None where namespaces are not allowed."""
+    for prefix in (["unshare", "--pid", "--fork", "--mount-proc", "--"],
+                   ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc",
+                    "--"]):
+        try:
+            if subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0:
+                return prefix
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    return None
+
+
+PRIVATE_PIDS = _private_pids_prefix()
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120, shell_prefix: str = "",
+            private_pids: bool = False):
+    """Run the installed CLI as a user would; returns CompletedProcess (text).
+
+    ``private_pids``: in a PID namespace of its own, where the scan's process table holds
+    only itself, for tests whose findings would change when an engine runs on this host (the
+    limits judged are then the engine's, not the shell's). Where namespaces are not allowed
+    the test is skipped when an engine runs here, and fails under CI, which allows them.
+    """
     argv = [sys.executable, "-m", "doctor.cli", *args]
     if shell_prefix:
         quoted = " ".join(f"'{a}'" for a in argv)
         argv = ["bash", "-c", f"{shell_prefix}; exec {quoted}"]
+    if private_pids:
+        if PRIVATE_PIDS is not None:
+            argv = [*PRIVATE_PIDS, *argv]
+        elif os.environ.get("CI") == "true":
+            pytest.fail("unshare cannot make a PID namespace here (util-linux, root or user "
+                        "namespaces); the test needs a process table without engines")
+        elif _engine_running():
+            pytest.skip("an engine runs on this host and no PID namespace can hide it")
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
 
@@ -26,3 +58,10 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120, shell_pre
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def _engine_running() -> bool:
+    from doctor.host import LiveHost
+    from probes.processes import engine_processes
+
+    return bool(engine_processes(LiveHost()))

@@ -40,7 +40,7 @@ def test_quick_scan_of_this_host_follows_the_schema(cli):
 
 
 def test_shell_with_ulimit_n_512_is_found(cli):
-    report = scan_json(cli, "--level", "quick", shell_prefix="ulimit -n 512")
+    report = scan_json(cli, "--level", "quick", shell_prefix="ulimit -n 512", private_pids=True)
     (finding,) = [f for f in report["findings"] if f["rule"] == "fd-limit-low"]
     assert finding["cause"] == "fd-limit-low"
     assert finding["symptoms"] == ["crash-under-concurrency", "queueing-under-load"]
@@ -124,7 +124,8 @@ def test_output_file_is_written_and_stdout_stays_empty(cli, tmp_path):
 
 
 def test_terminal_report_has_verdict_findings_and_probes(cli):
-    result = cli("scan", "--level", "quick", "--no-progress", shell_prefix="ulimit -n 512")
+    result = cli("scan", "--level", "quick", "--no-progress", shell_prefix="ulimit -n 512",
+                 private_pids=True)
     assert result.returncode == 1
     first = result.stdout.splitlines()[0]
     assert first.startswith("WARNING")
