@@ -1,7 +1,9 @@
 """engine.capacity: does each engine's model, at its configured context, fit its GPUs?
 
 Sources: the engine's model directory (``<model_path>/config.json``, read through the host
-so a capture replays it), its configuration (probes.engine_discovery: max_model_len,
+so a capture replays it) or, for llama.cpp, its ``.gguf`` file's header (layers, heads, the
+file's quantized size: read live, kept by a capture as the measurement
+``engine.capacity.gguf:<path>``), its configuration (probes.engine_discovery: max_model_len,
 gpu_memory_utilization, tensor_parallel_size, KV-cache dtype) and the GPU's memory (NVML
 ``nvmlDeviceGetMemoryInfo`` of GPU 0, bytes). The arithmetic is ``llm-doctor plan``'s
 (doctor/plan.py, ../shared/domain.md §3) for one sequence at the full context: the least
@@ -13,11 +15,11 @@ No privilege needed. Manual equivalent:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
-from doctor.host import Host, HostReadError
+from doctor.host import Host, HostReadError, MeasurementError
 from doctor.model import ScanOptions, Skip
-from doctor.plan import ModelFileError, ModelShape, make_plan, shape_from_config
+from doctor.plan import ModelFileError, ModelShape, make_plan, read_shape, shape_from_config
 from probes.engine_discovery import Engine, discover
 
 KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
@@ -48,8 +50,38 @@ class CapacityRecord:
     not_sized: tuple[str, ...]  # engines left out, each with why
 
 
-def _shape(host: Host, engine: Engine) -> ModelShape:
-    path = f"{(engine.model_path or '').rstrip('/')}/config.json"
+def _gguf_shape(path: str) -> dict:
+    """Live: the GGUF header's shape as plain values (a capture stores them as they are)."""
+    try:
+        return asdict(read_shape(path))
+    except ModelFileError as exc:
+        raise MeasurementError(str(exc)) from None
+
+
+def _shape_from(values: object, name: str) -> ModelShape:
+    """A recorded shape back into a ModelShape, each field checked: replays can be edited."""
+    types: dict[str, type | tuple[type, ...]] = {
+        "name": str, "source": str, "native_dtype": (str, type(None)),
+        "file_weights_bytes": (int, type(None)), "max_context": (int, type(None))}
+    if not isinstance(values, dict):
+        raise ModelFileError(f"{name}: expected the model's shape (an object), got "
+                             f"{type(values).__name__}")
+    for f in fields(ModelShape):
+        value = values.get(f.name)
+        want: type | tuple[type, ...] = types.get(f.name, int)
+        if isinstance(value, bool) or not isinstance(value, want):
+            raise ModelFileError(f"{name}: {f.name} = {value!r:.40} is not "
+                                 f"{'an integer' if want is int else 'of the right type'}")
+    return ModelShape(**{f.name: values[f.name] for f in fields(ModelShape)})
+
+
+def model_shape(host: Host, model_path: str) -> ModelShape:
+    """The shape of the model at ``model_path`` (a directory with config.json, or a .gguf)."""
+    model = model_path.rstrip("/")
+    if model.endswith(".gguf"):
+        name = f"engine.capacity.gguf:{model}"
+        return _shape_from(host.measure(name, lambda: _gguf_shape(model)), name)
+    path = f"{model}/config.json"
     try:
         raw = json.loads(host.read_text(path))
     except ValueError as exc:
@@ -86,7 +118,8 @@ def size(engine: Engine, shape: ModelShape, gpu_total: int) -> EngineCapacity:
 def probe(host: Host, options: ScanOptions) -> CapacityRecord:
     engines = [e for e in discover(host, options) if e.model_path]
     if not engines:
-        raise Skip("no engine with a local model path (its config.json gives the model's shape)")
+        raise Skip("no engine with a local model path (its config.json or .gguf file gives "
+                   "the model's shape)")
     try:
         gpu_total = _gpu_total_bytes(host)
     except HostReadError as exc:  # the engine is here, the card's size is absent: say so
@@ -96,8 +129,8 @@ def probe(host: Host, options: ScanOptions) -> CapacityRecord:
     sized, left_out = [], []
     for engine in engines:
         try:
-            sized.append(size(engine, _shape(host, engine), gpu_total))
-        except (HostReadError, ModelFileError) as exc:
+            sized.append(size(engine, model_shape(host, engine.model_path or ""), gpu_total))
+        except (HostReadError, ModelFileError, MeasurementError) as exc:
             left_out.append(f"{_label(engine)}: {exc}")
     return CapacityRecord(tuple(sized), tuple(left_out))
 
