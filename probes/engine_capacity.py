@@ -34,12 +34,13 @@ class EngineCapacity:
     params_b: float
     dtype: str
     weights_gb: float  # params × bytes per param
-    need_gb: float  # weights × 1.2 + the KV of one sequence at max_model_len
+    need_gb: float  # weights × 1.2 + the KV reserved at start (`sequences` at `context`)
     kv_gb_per_sequence: float
     budget_gb: float  # GPU memory × gpu_memory_utilization × tensor-parallel GPUs
     gpu_memory_gb: float  # one GPU's total
     gpus: int
     context: int
+    sequences: int  # whose KV is reserved at start: 1 (vLLM, SGLang), llama.cpp's slots
     fits: bool
     max_concurrency: int  # full-context sequences that fit beside the weights
 
@@ -102,17 +103,30 @@ def _label(e: Engine) -> str:
     return f"{e.kind} at {e.base_url}" + (f" pid {e.pid}" if e.pid else "")
 
 
+def _reserved(engine: Engine) -> tuple[int | None, int]:
+    """(context, sequences) whose KV cache the engine must hold to start.
+
+    vLLM and SGLang need one sequence at max_model_len. llama.cpp allocates its whole cache
+    (``-c``) at start, shared by its slots: from its flags max_model_len is that ``-c``; from
+    /props it is ``n_ctx`` per slot, so the cache is that times the slots.
+    """
+    if engine.kind == "llama.cpp" and "/props" in engine.config_from and engine.max_num_seqs:
+        return engine.max_model_len, engine.max_num_seqs
+    return engine.max_model_len, 1
+
+
 def size(engine: Engine, shape: ModelShape, gpu_total: int) -> EngineCapacity:
     gpus = engine.tensor_parallel_size or 1
+    context, sequences = _reserved(engine)
     plan = make_plan(shape, gpu_total * gpus, kv_dtype=KV_DTYPES.get(engine.kv_cache_dtype or "auto"),
-                     context=engine.max_model_len, concurrency=1,
+                     context=context, concurrency=sequences,
                      gpu_memory_utilization=engine.gpu_memory_utilization or 0.9)
     return EngineCapacity(
         engine=_label(engine), model=plan.model, params_b=plan.params_b, dtype=plan.dtype,
         weights_gb=round(plan.weights_bytes / 1e9, 2), need_gb=round(plan.need_bytes / 1e9, 2),
-        kv_gb_per_sequence=round(plan.kv_cache_bytes / 1e9, 2),
+        kv_gb_per_sequence=round(plan.kv_cache_bytes / sequences / 1e9, 2),
         budget_gb=round(plan.budget_bytes / 1e9, 2), gpu_memory_gb=round(gpu_total / 1e9, 2),
-        gpus=gpus, context=plan.context, fits=plan.fits, max_concurrency=plan.max_concurrency)
+        gpus=gpus, context=plan.context, sequences=sequences, fits=plan.fits, max_concurrency=plan.max_concurrency)
 
 
 def probe(host: Host, options: ScanOptions) -> CapacityRecord:

@@ -133,3 +133,33 @@ def test_capture_keeps_the_gguf_shape_so_the_replay_sizes_it(tmp_path):
     recording.save({"level": "quick"})
     assert model_shape(RecordedHost(tmp_path / "cap"), path) == live
     assert live.layers > 0 and live.file_weights_bytes > 100_000_000
+
+
+def test_llama_cpp_slots_from_props_reserve_every_slots_context(tmp_path):
+    """/props says 4 slots of n_ctx 8192: llama.cpp holds 4 × 8192 tokens of KV from start."""
+    import json
+
+    from doctor.host import HttpResponse
+
+    host_dir = tmp_path / "host"
+    w = RecordWriter(host_dir)
+    w.file("/proc/4242/cmdline", "/opt/llama/bin/llama-server\0-m\0/models/gemma.gguf\0")
+    w.file("/proc/4242/comm", "llama-server\n")
+    w.measurement("engine.capacity.gguf:/models/gemma.gguf", _gemma_shape())
+    props = {"total_slots": 4, "model_path": "/models/gemma.gguf",
+             "default_generation_settings": {"n_ctx": 8192}}
+    w.http("http://127.0.0.1:8080/metrics",  # llama-server without --metrics
+           HttpResponse("http://127.0.0.1:8080/metrics", 501, "application/json",
+                        '{"error": {"code": 501, "message": "metrics disabled"}}', 0.01))
+    w.http("http://127.0.0.1:8080/props",
+           HttpResponse("http://127.0.0.1:8080/props", 200, "application/json",
+                        json.dumps(props), 0.01))
+    w.nvml("nvmlDeviceGetMemoryInfo", [0], {"total": 24 * GiB, "used": 0, "free": 24 * GiB})
+    w.save({"level": "quick"}, hostname="test")
+    probes, _ = run(RecordedHost(host_dir))
+    (item,) = probes["engine.capacity"].record.engines
+    assert item.sequences == 4 and item.context == 8192
+    one = run(gguf_host(tmp_path / "one", _gemma_shape(), 24 * GiB, context=8192))[0]
+    (single,) = one["engine.capacity"].record.engines
+    assert single.sequences == 1 and item.kv_gb_per_sequence == single.kv_gb_per_sequence
+    assert item.need_gb > single.need_gb
