@@ -90,10 +90,18 @@ def read_shape(path: str) -> ModelShape:
         raise ModelFileError(f"{path}: holds neither config.json nor a .gguf file; pass the "
                              "model's directory, its config.json or its .gguf file")
     if not os.path.isfile(path):
+        if os.path.exists(path):  # a FIFO would block the open; a device is no model either
+            raise ModelFileError(f"{path}: not a regular file (a FIFO, device or socket); pass "
+                                 "the model's directory, its config.json or its .gguf file")
         raise ModelFileError(f"{path}: no such file or directory")
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    return _from_gguf(path) if magic == b"GGUF" else _from_config(path)
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    # a .gguf name is a GGUF file, so an empty or damaged one says so rather than "not JSON"
+    gguf = magic == b"GGUF" or path.endswith(".gguf")
+    return _from_gguf(path) if gguf else _from_config(path)
 
 
 def _from_config(path: str) -> ModelShape:

@@ -114,6 +114,20 @@ def test_corrupt_gguf_counts_are_refused(tmp_path):
         read_shape(str(bad))
 
 
+def test_a_fifo_is_refused_without_opening_it(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "model.gguf")  # opening it would block until a writer came
+    with pytest.raises(ModelFileError, match="model.gguf: not a regular file"):
+        read_shape(str(tmp_path / "model.gguf"))
+
+
+def test_an_empty_gguf_is_called_not_gguf_not_bad_json(tmp_path):
+    (tmp_path / "model.gguf").write_bytes(b"")
+    with pytest.raises(ModelFileError, match="model.gguf: not a GGUF file"):
+        read_shape(str(tmp_path / "model.gguf"))
+
+
 def test_garbage_json_names_the_line(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{\n  "num_hidden_layers": 32,\n  oops\n}')
