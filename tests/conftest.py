@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -13,21 +14,19 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURE_HOSTS = REPO / "tests" / "fixtures" / "hosts"
 
 
-def _private_pids_prefix() -> list[str] | None:
+@functools.cache  # asked once, by the first test that needs it, not at every collection
+def _private_pids_prefix() -> tuple[str, ...] | None:
     """``unshare`` argv that runs a command in its own PID namespace with its own /proc (so
     it sees none of this host's processes), or None where namespaces are not allowed."""
-    for prefix in (["unshare", "--pid", "--fork", "--mount-proc", "--"],
-                   ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc",
-                    "--"]):
+    for prefix in (("unshare", "--pid", "--fork", "--mount-proc", "--"),
+                   ("unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc",
+                    "--")):
         try:
             if subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0:
                 return prefix
         except (OSError, subprocess.TimeoutExpired):
             return None
     return None
-
-
-PRIVATE_PIDS = _private_pids_prefix()
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120, shell_prefix: str = "",
@@ -44,8 +43,9 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120, shell_pre
         quoted = " ".join(f"'{a}'" for a in argv)
         argv = ["bash", "-c", f"{shell_prefix}; exec {quoted}"]
     if private_pids:
-        if PRIVATE_PIDS is not None:
-            argv = [*PRIVATE_PIDS, *argv]
+        prefix = _private_pids_prefix()
+        if prefix is not None:
+            argv = [*prefix, *argv]
         elif os.environ.get("CI") == "true":
             pytest.fail("unshare cannot make a PID namespace here (util-linux, root or user "
                         "namespaces); the test needs a process table without engines")
