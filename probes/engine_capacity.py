@@ -126,7 +126,8 @@ def size(engine: Engine, shape: ModelShape, gpu_total: int) -> EngineCapacity:
         weights_gb=round(plan.weights_bytes / 1e9, 2), need_gb=round(plan.need_bytes / 1e9, 2),
         kv_gb_per_sequence=round(plan.kv_cache_bytes / sequences / 1e9, 2),
         budget_gb=round(plan.budget_bytes / 1e9, 2), gpu_memory_gb=round(gpu_total / 1e9, 2),
-        gpus=gpus, context=plan.context, sequences=sequences, fits=plan.fits, max_concurrency=plan.max_concurrency)
+        gpus=gpus, context=plan.context, sequences=sequences, fits=plan.fits,
+        max_concurrency=plan.max_concurrency)
 
 
 def probe(host: Host, options: ScanOptions) -> CapacityRecord:

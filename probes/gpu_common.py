@@ -92,6 +92,20 @@ class Reader:
         self.missing[field] = f"wrong type: {key} is {type(value).__name__}"
         return None
 
+    def compute_processes(self, index: int) -> list[dict]:
+        """GPU ``index``'s compute processes (``nvmlDeviceGetComputeRunningProcesses``): the
+        entries with an integer pid; one without is noted under ``processes`` and left out."""
+        out = []
+        found = self.sequence("processes", "nvmlDeviceGetComputeRunningProcesses", index)
+        for entry in found or []:
+            pid = entry.get("pid") if isinstance(entry, dict) else None
+            if isinstance(pid, int) and not isinstance(pid, bool):
+                out.append(entry)
+            else:
+                self.missing["processes"] = ("wrong type: a process entry without a pid: "
+                                             f"{entry!r:.60}")
+        return out
+
     def prefixed(self, prefix: str) -> dict[str, str]:
         """The reasons noted since, keys prefixed (``gpu0.temp_c``)."""
         return {f"{prefix}{k}": v for k, v in self.missing.items()}

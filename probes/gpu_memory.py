@@ -47,13 +47,9 @@ class GpuMemoryRecord:
 
 
 def _processes(r: Reader, index: int, table: dict, own: int) -> list[GpuProcess]:
-    found = r.sequence("processes", "nvmlDeviceGetComputeRunningProcesses", index) or []
     out = []
-    for entry in found:
-        pid = entry.get("pid") if isinstance(entry, dict) else None
-        if not isinstance(pid, int) or isinstance(pid, bool):
-            r.missing["processes"] = f"wrong type: a process entry without a pid: {entry!r:.60}"
-            continue
+    for entry in r.compute_processes(index):
+        pid = entry["pid"]
         used = entry.get("usedGpuMemory")
         proc = table.get(pid)
         out.append(GpuProcess(

@@ -13,9 +13,11 @@ descendants (vLLM's and SGLang's TP workers are child processes; ``/proc/<pid>/s
 the parent). Where NVML lists none of them (an engine in another pid namespace, still
 loading) the group is taken as GPUs 0..N-1, and the source says so: CUDA_VISIBLE_DEVICES
 lives in the engine's environment, not readable without root. Two engines are two groups;
-only pairs inside one group must talk. When no engine is known, every pair counts. A pair is on a shared path when it has no NVLink and either both
-cards sit behind one CPU root port without working P2P (PIX/PXB: their traffic goes up and
-down the one uplink) or the pair crosses the inter-socket link (SYS).
+only pairs inside one group must talk. When no engine is known, every pair counts.
+
+A pair is on a shared path when it has no NVLink and either both cards sit behind one CPU root
+port without working P2P (PIX/PXB: their traffic goes up and down the one uplink) or the pair
+crosses the inter-socket link (SYS).
 """
 
 from __future__ import annotations
@@ -157,9 +159,7 @@ def gpu_pids(host: Host, count: int) -> dict[int, set[int]]:
     """GPU index -> the pids holding a compute context on it (NVML's process list)."""
     out: dict[int, set[int]] = {}
     for i in range(count):
-        found = Reader(host).sequence("processes", "nvmlDeviceGetComputeRunningProcesses", i)
-        out[i] = {e["pid"] for e in found or [] if isinstance(e, dict)
-                  and isinstance(e.get("pid"), int) and not isinstance(e.get("pid"), bool)}
+        out[i] = {e["pid"] for e in Reader(host).compute_processes(i)}
     return out
 
 
