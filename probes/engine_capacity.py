@@ -65,14 +65,15 @@ def _shape_from(values: object, name: str) -> ModelShape:
         "name": str, "source": str, "native_dtype": (str, type(None)),
         "file_weights_bytes": (int, type(None)), "max_context": (int, type(None))}
     if not isinstance(values, dict):
-        raise ModelFileError(f"{name}: expected the model's shape (an object), got "
-                             f"{type(values).__name__}")
+        raise ModelFileError(f"measurements.json, {name}: expected the model's shape (an "
+                             f"object), got {type(values).__name__}; capture the host again")
     for f in fields(ModelShape):
         value = values.get(f.name)
         want: type | tuple[type, ...] = types.get(f.name, int)
         if isinstance(value, bool) or not isinstance(value, want):
-            raise ModelFileError(f"{name}: {f.name} = {value!r:.40} is not "
-                                 f"{'an integer' if want is int else 'of the right type'}")
+            raise ModelFileError(f"measurements.json, {name}: {f.name} = {value!r:.40} is not "
+                                 f"{'an integer' if want is int else 'of the right type'}; "
+                                 "capture the host again")
     return ModelShape(**{f.name: values[f.name] for f in fields(ModelShape)})
 
 
