@@ -269,8 +269,11 @@ def _mutate_manifest(root: Path, rng: random.Random, out: Outside) -> str:
         data, how = mutate_bytes(path.read_bytes() if plain else b"", rng, "toml")
         _replace(path, data)
         return f"host.toml:{how}"
-    if rng.random() < 0.25 and doc.get("commands"):
-        cmd = rng.choice(doc["commands"])
+    # an earlier mutation may have made "commands", or an entry of it, something else
+    tables = [c for c in doc.get("commands") or [] if isinstance(c, dict)] \
+        if isinstance(doc.get("commands"), list) else []
+    if rng.random() < 0.25 and tables:
+        cmd = rng.choice(tables)
         cmd["stdout_file"] = rng.choice((str(out.root / "sentinel.txt"),
                                          "../outside/sentinel.txt", "commands/../../outside/sentinel.txt",
                                          "/dev/zero", "fs", ""))
