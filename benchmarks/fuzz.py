@@ -14,7 +14,7 @@ tried, exit codes, tracebacks, hangs past the bound, reads outside the recorded 
 probes failing with an internal error, and invalid JSON reports.
 
 Usage: PYTHONPATH=. python benchmarks/fuzz.py [--inputs 10000] [--seed 1] [--bound 20]
-       [--kinds host,rules,config] [--examples 3]
+       [--kinds host,rules,config,...] [--examples 3]
 """
 
 from __future__ import annotations
@@ -34,9 +34,12 @@ from tests import fuzz_runs as fuzz  # noqa: E402
 
 PROBLEMS = ("traceback", "hang", "read-outside", "found-outside", "found-secret", "found-token",
             "found-environment", "internal-error", "invalid-json", "harness-error")
+# Each kind's share of the inputs (tests/fuzz_runs.py TRIERS makes and checks them), and
+# the seconds one run of it may take before it counts as a hang (default: --bound).
 SHARES = {"host": 0.5, "rules": 0.3, "config": 0.2}
 # A rule or config file is checked in milliseconds; one that takes seconds is already wrong.
 FILE_BOUND_S = 5.0
+BOUNDS = {"rules": FILE_BOUND_S, "config": FILE_BOUND_S}
 
 
 def _worker(job: tuple[int, int, float, list[str], float]) -> dict:
@@ -76,7 +79,7 @@ def campaign(total: int, seed: int, bound_s: float, kinds: list[str],
             if time.perf_counter() - started > max_s:
                 break
             kind = rng.choices(kinds, weights)[0]
-            bound = bound_s if kind == "host" else min(bound_s, FILE_BOUND_S)
+            bound = min(bound_s, BOUNDS.get(kind, bound_s))
             runner = fuzz.run_subprocess if n % 50 == 49 else fuzz.run_forked
             try:
                 tries = fuzz.try_one(kind, base, rng, out, n, bound, runner)
@@ -128,7 +131,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--bound", type=float, default=20.0,
                         help="seconds a run may take before it counts as a hang")
-    parser.add_argument("--kinds", default="host,rules,config")
+    parser.add_argument("--kinds", default=",".join(SHARES))
     parser.add_argument("--examples", type=int, default=3)
     parser.add_argument("--workers", type=int, default=1, help="campaigns run side by side")
     parser.add_argument("--max-seconds", type=float, default=float("inf"),

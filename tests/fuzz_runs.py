@@ -197,35 +197,52 @@ def _scan_argv(replay: Path, level: str, *extra: str) -> list[str]:
             "--no-progress", *extra]
 
 
+def _try_host(base: Path, work: Path, rng: random.Random, out: Outside, n: int, bound_s: float,
+              runner: Callable[[list[str], float, Path], Run], evaluate_share: float) -> list[Tried]:
+    source = HOSTS / rng.choice(SCAN_HOSTS)
+    root, what = make_host(work, source, rng, out)
+    argv = _scan_argv(root, rng.choice(("quick", "standard")))
+    out.reset()
+    run = runner(argv, bound_s, work)
+    return [Tried("host", what, argv, run, check(run, out, True, HOST_NEEDLES, out.touched()))]
+
+
+def _try_file(kind: str):
+    def tried(base: Path, work: Path, rng: random.Random, out: Outside, n: int, bound_s: float,
+              runner: Callable[[list[str], float, Path], Run], evaluate_share: float) -> list[Tried]:
+        path, what = (make_rules(work, rng, n) if kind == "rules"
+                      else make_config(work, rng, n, out))
+        argv = ["rules", "check", str(path)] if kind == "rules" else ["rules", "--config", str(path)]
+        run = runner(argv, bound_s, work)
+        found = [Tried(kind, what, argv, run, check(run, out, False, FILE_NEEDLES))]
+        if run.rc == 0 and rng.random() < evaluate_share:  # loaded: now evaluate it
+            flag = "--rules" if kind == "rules" else "--config"
+            argv = _scan_argv(HOSTS / SCAN_HOSTS[0], "quick", flag, str(path))
+            run = runner(argv, bound_s, work)
+            found.append(Tried(kind, what + " (scanned)", argv, run,
+                               check(run, out, True, FILE_NEEDLES)))
+        return found
+    return tried
+
+
+# One entry per kind of input: (base, work, rng, outside, n, bound_s, runner, evaluate_share)
+# → the runs tried. A kind whose inputs need more than a file (a hostile server) lives in a
+# module of its own (tests/fuzz_<kind>.py) and is named here.
+TRIERS: dict[str, Callable[..., list[Tried]]] = {
+    "host": _try_host,
+    "rules": _try_file("rules"),
+    "config": _try_file("config"),
+}
+
+
 def try_one(kind: str, base: Path, rng: random.Random, out: Outside, n: int,
             bound_s: float, runner: Callable[[list[str], float, Path], Run] = run_forked,
             evaluate_share: float = 0.3) -> list[Tried]:
     """Make one input of ``kind``, run llm-doctor on it, check the run; cleans up after."""
     work = base / f"in-{n}"
     work.mkdir()
-    tried = []
     try:
-        if kind == "host":
-            source = HOSTS / rng.choice(SCAN_HOSTS)
-            root, what = make_host(work, source, rng, out)
-            argv = _scan_argv(root, rng.choice(("quick", "standard")))
-            out.reset()
-            run = runner(argv, bound_s, work)
-            tried.append(Tried(kind, what, argv, run,
-                               check(run, out, True, HOST_NEEDLES, out.touched())))
-        else:
-            path, what = (make_rules(work, rng, n) if kind == "rules"
-                          else make_config(work, rng, n, out))
-            argv = ["rules", "check", str(path)] if kind == "rules" else ["rules", "--config", str(path)]
-            run = runner(argv, bound_s, work)
-            tried.append(Tried(kind, what, argv, run, check(run, out, False, FILE_NEEDLES)))
-            if run.rc == 0 and rng.random() < evaluate_share:  # loaded: now evaluate it
-                flag = "--rules" if kind == "rules" else "--config"
-                argv = _scan_argv(HOSTS / SCAN_HOSTS[0], "quick", flag, str(path))
-                run = runner(argv, bound_s, work)
-                tried.append(Tried(kind, what + " (scanned)", argv, run,
-                                   check(run, out, True, FILE_NEEDLES)))
+        return TRIERS[kind](base, work, rng, out, n, bound_s, runner, evaluate_share)
     finally:
         unblock_fifos(work)
         shutil.rmtree(work, ignore_errors=True)
-    return tried
