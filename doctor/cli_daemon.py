@@ -15,13 +15,13 @@ _DURATION = click.STRING
 
 
 def _seconds(value: str | None, flag: str) -> float | None:
-    from doctor.daemon.alerts import parse_duration
+    from doctor.durations import DurationError, parse
 
     if value is None:
         return None
     try:
-        return float(value) if value.replace(".", "", 1).isdigit() else parse_duration(value)
-    except ValueError as exc:
+        return parse(value)
+    except DurationError as exc:
         raise click.BadParameter(str(exc), param_hint=flag) from None
 
 

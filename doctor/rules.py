@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from doctor import __version__
+from doctor.durations import DurationError
+from doctor.durations import parse as parse_duration
 from doctor.expressions import (
     ExpressionError,
     Schema,
@@ -62,8 +64,6 @@ MAX_RULES_PER_FILE = 1000
 REQUIRED = ("id", "cause", "symptoms", "severity", "probes", "when", "title", "remediation",
             "playbook")
 OPTIONAL = ("each", "key", "critical_when", "for", "params", "evidence", "description")
-DURATION = re.compile(r"^(\d{1,6})([smh])$")
-SECONDS = {"s": 1, "m": 60, "h": 3600}
 IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$")  # ids and playbook names
 # An item's identity when a rule with `each` gives no `key`: the first of these fields.
 DEFAULT_KEY_FIELDS = ("pid", "uuid", "name", "path")
@@ -200,11 +200,13 @@ def _checked(f: _Fields, probes: dict[str, ProbeSpec]) -> dict[str, Any]:
                                     "'llm-doctor probes' lists them")
     out["for_s"] = None
     if raw.get("for") is not None:
-        match = DURATION.match(raw["for"]) if isinstance(raw["for"], str) else None
-        if not match:
+        if not isinstance(raw["for"], str):
             raise f.error("for", f"'for' must be a duration like \"30s\", \"5m\" or \"1h\", "
                                  f"not {_kind(raw['for'])}")
-        out["for_s"] = float(int(match.group(1)) * SECONDS[match.group(2)])
+        try:
+            out["for_s"] = parse_duration(raw["for"])
+        except DurationError as exc:
+            raise f.error("for", f"'for' must be a duration: {exc}") from None
     for key in ("title", "remediation"):
         out[key] = f.text(key)
     out["playbook"] = f.text("playbook", IDENTIFIER)

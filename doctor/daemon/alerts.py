@@ -11,24 +11,19 @@ its alerts as they are: missing data is not a recovery.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from doctor import durations
 from doctor.daemon.exporter import finding_key
 from doctor.model import Finding
 
-_DURATION = re.compile(r"^(\d+)([smh])$")
-_SECONDS = {"s": 1, "m": 60, "h": 3600}
 
-
-def parse_duration(text: str | None) -> float:
-    """"30s", "5m", "1h" → seconds; None → 0 (fires on the first evaluation)."""
-    if not text:
+def parse_duration(text: str | float | None) -> float:
+    """"30s", "5m", "1h" → seconds (doctor/durations.py's grammar, a ValueError naming the
+    text otherwise); None → 0 (fires on the first evaluation)."""
+    if text is None or text == "":
         return 0.0
-    match = _DURATION.match(str(text).strip())
-    if not match:
-        raise ValueError(f"'{text}' is not a duration like 30s, 5m or 1h")
-    return float(int(match.group(1)) * _SECONDS[match.group(2)])
+    return durations.parse(text)
 
 
 def rule_for_s(rule) -> float:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.config import ConfigError
-from doctor.daemon.alerts import parse_duration
+from doctor.durations import parse as parse_duration
 from doctor.rules import suggest
 
 DURATIONS = {"interval": "interval_s", "kernel_interval": "kernel_interval_s",
@@ -80,9 +80,7 @@ def _value(path: Path, key: str, attr: str, value: Any) -> Any:
     at = f"{path}: daemon.{key}"
     default = getattr(Settings(), attr)
     if key in DURATIONS:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        try:
+        try:  # a number of seconds or "30s" (doctor/durations.py: bounded, finite)
             return parse_duration(value)
         except ValueError as exc:
             raise ConfigError(f"{at}: {exc}") from None
