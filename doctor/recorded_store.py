@@ -16,8 +16,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from doctor._toml import tomllib
 from doctor.host import HostReadError, Reason
+from doctor.tomlfile import parse as parse_toml
 
 FS_FILE_LIMIT = 16 << 20  # a /proc or /sys file; cpuinfo of 512 CPUs is ~1 MiB
 DATA_FILE_LIMIT = 64 << 20  # host.toml, measurements.json, a recorded page
@@ -140,12 +140,7 @@ def load_manifest(store: Store) -> dict[str, Any]:
         raise RecordedHostError(
             f"{path}: not found. A recorded host is a directory written by "
             "'llm-doctor capture DIR' with a host.toml inside (docs/recorded-host.md).")
-    try:
-        manifest = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RecordedHostError(f"{path}: not valid TOML: {exc}") from None
-    except RecursionError:
-        raise RecordedHostError(f"{path}: nested too deeply to be a recording") from None
+    manifest = parse_toml(text, path, RecordedHostError)  # keys and nesting bounded first
     check_manifest(manifest, str(path))
     return manifest
 

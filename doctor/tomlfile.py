@@ -1,10 +1,14 @@
 """Reading a user's TOML file (a rule file, the config) without trusting it.
 
 A file named on the command line or in the config may be anything: a FIFO that never
-ends, ``/dev/zero``, a 10 GB log, Latin-1 text, or TOML nested ten thousand levels deep.
-``read_toml`` refuses all of these with a message naming the file (and the line where
-there is one) before or while reading, and ``LineIndex`` finds the line of a table or a
-key in one pass, so that error messages for a file of thousands of rules stay linear.
+ends, ``/dev/zero``, a 10 GB log, Latin-1 text, TOML nested ten thousand levels deep, or
+a dotted key of 40,000 parts (tomllib's work grows with the square of a key's parts: an
+80 KB file of one such key fills memory). ``read_toml`` refuses all of these with a message
+naming the file (and the line where there is one) before or while reading; ``parse``, the
+one place every TOML text goes through (rule files, the config and its ``[daemon]`` table,
+recorded hosts' host.toml), measures keys and nesting in one linear pass before tomllib
+sees the text. ``LineIndex`` finds the line of a table or a key in one pass, so that error
+messages for a file of thousands of rules stay linear.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from doctor._toml import tomllib
 
 MAX_CONFIG_BYTES = 1 << 20  # 1 MiB; a config is a few lines
 MAX_RULE_FILE_BYTES = 4 << 20  # 4 MiB: up to 1,000 rules of 4 KiB (the built-in ones are 1.2 KiB)
+
+MAX_KEY_PARTS = 8  # parts of one dotted key or [table.header]; llm-doctor's files use 1 to 3
+MAX_DEPTH = 16  # tables, inline tables and arrays inside one another, keys' parts counted
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\- ]+?)\s*=""")
@@ -73,13 +80,82 @@ def _read_at_most(fd: int, limit: int) -> bytes:
 
 
 def parse(text: str, path: Path, error: type[Exception]) -> dict[str, Any]:
-    """TOML to a dict; bad syntax and absurd nesting become ``error`` naming the file."""
+    """TOML to a dict; bad syntax, absurd keys and nesting become ``error`` naming the file."""
+    problem = check_shape(text)
+    if problem:
+        line, what = problem
+        raise error(f"{path}:{line}: {what}; llm-doctor's files need a few") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{path}: not valid TOML: {exc}") from None
     except RecursionError:  # tomllib recurses once per level of [[[...]]] or {a={b=...}}
         raise error(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
+    except ValueError as exc:  # int() of an integer of more than 4,300 digits
+        found = re.search(r"[0-9_]{4300}", text)
+        line = text.count("\n", 0, found.start()) + 1 if found else 1
+        raise error(f"{path}:{line}: not valid TOML: an integer of thousands of digits "
+                    f"({str(exc)[:60]}); TOML integers are 64-bit") from None
+
+
+# What the shape check must see as one token: strings (whatever they hold; an unterminated
+# one runs to the end of its line, or of the text, as tomllib would read it), comments, and
+# the punctuation that opens, closes and separates keys, tables and arrays.
+_TOKEN = re.compile(r"""
+    (?P<string> \"\"\"(?:[^"\\]|\\.|"(?!""))*"{3,5} | \"\"\"[\s\S]*
+              | '''(?:[^']|'(?!''))*'{3,5} | '''[\s\S]*
+              | "(?:[^"\\\n]|\\.)*" | "[^\n]* | '[^'\n]*'? )
+  | (?P<comment> \#[^\n]* )
+  | (?P<mark> [\[\]{}=,.\n] )
+""", re.VERBOSE | re.DOTALL)
+
+
+_TOO_DEEP = (f"arrays or tables nested too deeply: more than {MAX_DEPTH} levels (each part of "
+             "a dotted key counts as one)")
+
+
+def check_shape(text: str) -> tuple[int, str] | None:
+    """(line, what) for the first key of more than MAX_KEY_PARTS parts or the first value
+    nested more than MAX_DEPTH deep; None when there is none. One pass, no recursion: a
+    best effort that errs toward letting tomllib judge what is not valid TOML."""
+    line = 1
+    stack: list[tuple[str, int]] = []  # open arrays and inline tables: (bracket, depth)
+    table = 0  # depth of the current [table]
+    in_key, header, parts, value_depth = True, False, 1, 0
+    for token in _TOKEN.finditer(text):
+        mark = token.group("mark")
+        if mark is None:  # a string or a comment: part of a key, or of a value
+            line += token.group().count("\n")
+            continue
+        if mark == "\n":
+            line += 1
+            if not stack:
+                in_key, header, parts = True, False, 1
+        elif mark == "." and in_key:
+            parts += 1
+            if parts > MAX_KEY_PARTS:
+                return line, f"a dotted key or [table] name of more than {MAX_KEY_PARTS} parts"
+        elif mark == "=" and in_key:
+            value_depth = (stack[-1][1] if stack else table) + parts
+            if value_depth > MAX_DEPTH:
+                return line, _TOO_DEEP
+            in_key = False
+        elif mark == "[" and in_key and not stack:  # a [table] or [[array of tables]]
+            header = True
+        elif mark == "]" and header:
+            table, header, in_key = parts, False, False
+        elif mark in "[{" and not in_key:
+            depth = stack[-1][1] + 1 if stack and stack[-1][0] == "[" else value_depth
+            if depth > MAX_DEPTH:
+                return line, _TOO_DEEP
+            stack.append((mark, depth))
+            in_key, parts = mark == "{", 1
+        elif mark in "]}" and stack:
+            stack.pop()
+            in_key = False
+        elif mark == "," and stack:
+            in_key, parts = stack[-1][0] == "{", 1
+    return None
 
 
 def _mib(size: int) -> str:
