@@ -188,12 +188,12 @@ class NvmlKind(Kind):
         if r.nvml_calls is None:
             raise HostReadError(self.key(*args), Reason.LIBRARY_MISSING,
                                 "NVIDIA driver not loaded in this recording (no nvml.json)")
-        entry = r.nvml_calls.get((args[0], tuple(args[1:])))
-        if entry is None:
+        answer = r.nvml_calls.get((args[0], tuple(args[1:])))
+        if answer is None:
             raise HostReadError(self.key(*args), Reason.NOT_FOUND, "not recorded")
-        if "error" in entry:
-            raise HostReadError(self.key(*args), entry["error"], "recorded")
-        return entry.get("value")
+        if "error" in answer:  # recorded, or a count the recording cannot answer for
+            raise HostReadError(self.key(*args), answer["error"], answer["detail"])
+        return answer["value"]
 
 
 FILE, DIRS, FILES, LINKS, LINK, STAT, COMMAND, HTTP, NVML = (

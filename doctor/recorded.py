@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 from doctor import read_kinds as kinds
 from doctor.host import (CommandOutput, HostReadError, HttpResponse, LiveHost, MeasurementError,
                          Memo, PathInfo, Reason)
-from doctor.recorded_store import (RecordedHostError, Store, check_entries, load_json,
-                                   load_manifest)
+from doctor.recorded_store import (RecordedHostError, Store, check_entries, check_nvml,
+                                   load_json, load_manifest)
 
 FORMAT_VERSION = 2
 
@@ -55,10 +55,9 @@ class RecordedHost(Memo):
         self.http_seen: dict[str, int] = {}
         self.lock = threading.Lock()
         calls = load_json(self.store, "nvml.json", None)
-        self.nvml_calls: dict[tuple, dict] | None = None
+        self.nvml_calls: dict[tuple, dict] | None = None  # (call, args) → value or error
         if calls is not None:
-            entries = check_entries(calls, str(self.root / "nvml.json"), ("call", "args"))
-            self.nvml_calls = {(str(e["call"]), _args(e["args"])): e for e in entries}
+            self.nvml_calls = check_nvml(calls, str(self.root / "nvml.json"))
 
     def new_scan(self) -> None:
         super().new_scan()
@@ -118,11 +117,6 @@ class RecordedHost(Memo):
             "hostname": str(meta.get("hostname", "?")),
             "captured_at": str(meta.get("captured_at", "?")),
         }
-
-
-def _args(value: Any) -> tuple:
-    return tuple(tuple(v) if isinstance(v, list) else v for v in value) \
-        if isinstance(value, list) else (value,)
 
 
 class RecordWriter:

@@ -11,6 +11,7 @@ types before a probe sees them: a wrong value is an error naming the file and ke
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -24,6 +25,7 @@ DATA_FILE_LIMIT = 64 << 20  # host.toml, measurements.json, a recorded page
 READABLE_FORMATS = (1, 2)
 LEVELS = ("quick", "standard", "full")
 MAX_INT = 2**63
+MAX_GPUS = 64  # devices a recorded host may count: four times the largest NVSwitch servers
 
 
 class RecordedHostError(Exception):
@@ -118,19 +120,51 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number; write null for a value that is absent")
 
 
+class _Numbers:
+    """JSON numbers as a recording holds them: integers that fit in 64 bits (what NVML,
+    the kernel and a capture's measurements give) and finite floats. The text of the first
+    one refused is kept, to find its line."""
+
+    def __init__(self) -> None:
+        self.refused = ""
+
+    def integer(self, text: str) -> int:
+        # JSON writes no leading zero: past 20 digits is past 64 bits, and int() is not asked
+        value = int(text) if len(text.lstrip("-")) <= 20 else None
+        if value is None or not -MAX_INT <= value < 2 * MAX_INT:
+            self.refused = text
+            shown = text if len(text) <= 24 else f"{text[:12]}… ({len(text)} digits)"
+            raise ValueError(f"the integer {shown} does not fit in 64 bits; no recorded value "
+                             "is that large")
+        return value
+
+    def real(self, text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            self.refused = text
+            raise ValueError(f"{text[:24]} is beyond a float's range; write null for a value "
+                             "that is absent")
+        return value
+
+
 def load_json(store: Store, name: str, default: Any) -> Any:
-    """``name`` inside the directory as JSON (no NaN, no Infinity), or ``default``."""
+    """``name`` inside the directory as JSON (no NaN, no Infinity, no integer beyond 64
+    bits), or ``default``."""
     text = _read_data(store, name)
     if text is None:
         return default
+    numbers = _Numbers()
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_int=numbers.integer,
+                          parse_float=numbers.real)
     except json.JSONDecodeError as exc:
         raise RecordedHostError(f"{store.root / name}: not valid JSON: {exc}") from None
     except RecursionError:
         raise RecordedHostError(f"{store.root / name}: nested too deeply to be a recording") from None
-    except ValueError as exc:  # NaN, or an integer of thousands of digits
-        raise RecordedHostError(f"{store.root / name}: {exc}") from None
+    except ValueError as exc:  # NaN, 1e999, an integer past 64 bits or of thousands of digits
+        at = text.find(numbers.refused) if numbers.refused else -1
+        line = f":{text.count(chr(10), 0, at) + 1}" if at >= 0 else ""
+        raise RecordedHostError(f"{store.root / name}{line}: {exc}") from None
 
 
 def load_manifest(store: Store) -> dict[str, Any]:
@@ -232,6 +266,57 @@ def check_manifest(manifest: dict[str, Any], where: str) -> None:
         for key in ("stdout_file", "stderr"):
             if key in cmd:
                 c.text(cmd[key], f"{at} {key}")
+
+
+def check_nvml(entries: Any, where: str) -> dict[tuple, dict]:
+    """nvml.json's answers by (call, args), each ``{"value": …}`` or ``{"error": reason,
+    "detail": …}``. Every entry must name its call and give its arguments as the probes pass
+    them (integers, the device index first). The device count is answered only when the
+    recording holds answers for every device it counts: a count of 2**62 on a two-GPU
+    recording would have the probes ask for devices that are not there, forever."""
+    c = _Checker(where)
+    calls: dict[tuple, dict] = {}
+    for i, entry in enumerate(check_entries(entries, where, ("call", "args"))):
+        name, args = entry["call"], entry["args"]
+        if not isinstance(name, str) or not name:
+            c.fail(f"entry #{i + 1} call", "the name of an NVML call", name)
+        if not isinstance(args, list) or not all(_nvml_arg(a) for a in args):
+            c.fail(f"entry #{i + 1} ({name[:60]}) args",
+                   "a list of integers (the device index first)", args)
+        answer = ({"error": entry["error"], "detail": "recorded"} if "error" in entry
+                  else {"value": entry.get("value")})
+        calls[(name, tuple(args))] = {**answer, "entry": i + 1}
+    count = calls.get(("nvmlDeviceGetCount", ()))
+    if count is not None and "value" in count:
+        problem = _count_problem(count["value"], calls)
+        if problem:
+            calls[("nvmlDeviceGetCount", ())] = {
+                "error": Reason.FAILED.value, "entry": count["entry"],
+                "detail": f"{where} entry #{count['entry']}: {problem}"}
+    return calls
+
+
+def _nvml_arg(value: Any) -> bool:
+    return isinstance(value, str) or isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count_problem(count: Any, calls: dict[tuple, dict]) -> str | None:
+    """Why ``count`` cannot be answered from these calls, or None; its own type is the
+    probes' to judge (probes/gpu_common.py: 'expected a GPU count')."""
+    if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+        return None
+    held = {args[0] for name, args in calls if name.startswith("nvmlDevice") and args
+            and isinstance(args[0], int) and not isinstance(args[0], bool)}
+    missing = next((i for i in range(min(count, MAX_GPUS + 1)) if i not in held), None)
+    if missing is not None:
+        have = sorted(i for i in held if 0 <= i < count)
+        shown = ", ".join(map(str, have[:16])) + (" …" if len(have) > 16 else "")
+        return (f"nvmlDeviceGetCount is {count}, but the recording holds answers for "
+                f"{'devices ' + shown if have else 'no device'} (none for device {missing}); "
+                "set the count to the devices recorded, or capture the host again")
+    if count > MAX_GPUS:
+        return f"nvmlDeviceGetCount is {count}; a recorded host holds at most {MAX_GPUS} GPUs"
+    return None
 
 
 def check_entries(entries: Any, where: str, key_fields: tuple[str, ...]) -> list[dict]:
