@@ -12,9 +12,10 @@ import time
 
 import pytest
 
-from doctor.evaluate import evaluate
+from doctor.evaluate import RULE_TIME_LIMIT_S, evaluate
 from doctor.registry import by_name
 from doctor.rules import load_file
+from tests.conftest import FIXTURE_HOSTS
 from tests.test_rule_cases import RULES, results_for
 
 RULE = textwrap.dedent("""\
@@ -176,3 +177,98 @@ def test_a_record_nested_too_deeply_is_an_error_not_a_crash():
     findings, errors = evaluate(list(RULES.values()), results)
     assert "probe 'host.sysctl': its record is nested too deeply for rules to read" in errors
     assert any(e.startswith("rule 'network-backlog-small'") for e in errors)
+
+
+# --- work inside one call is bounded too ---------------------------------------------
+# The clock was looked at between nodes only, so one call that calls back per item (a key
+# function), or walks its input in Python, outlasted the limit: max('x' * 3999999,
+# key=join) ran 15 s against a 2 s limit. A call is now charged before it runs for what it
+# is given, looks at the clock first, and a function handed to it counts each of its calls.
+
+BIG = "x" * 3_999_999  # under the 4,000,000 a value may hold
+
+
+def big_records() -> list:
+    """One busy process whose command line is nearly as long as a value may be: a value the
+    expression did not build, so never charged as built."""
+    results = records(1)
+    results[0].record["top"][0]["cmdline"] = BIG
+    return results
+
+
+ONE_CALL = [
+    "max('x' * 3999999, key=join)",
+    "min('x' * 3999999, key=str)",
+    "max(item.cmdline, key=join)",
+    "sorted(item.cmdline, key=item.comm.count)",
+    "max(item.cmdline, key=len)",
+    "sorted(item.cmdline)",
+    "sorted('3141592653' * 399999)",
+    "join(item.cmdline, '')",
+    "count({'x': 1}, item.cmdline)",
+    "len([item.cmdline.count('x') for p in [0] * 99999])",
+    "len([item.cmdline.find('y') for p in [0] * 99999])",
+    "len([item.cmdline.replace('x', 'y', 10 ** 9) for p in [0] * 99999])",
+    "len([join([item.cmdline]) for p in [0] * 99999])",
+    "any([item.cmdline.endswith('y') for p in [0] * 99999])",
+    "all(item.cmdline.startswith(c) for c in item.cmdline)",
+    "len([max(item.cmdline) for p in [0] * 99999])",
+    "len([str(item.cmdline) for p in [0] * 99999])",
+    "len([item.cmdline.split('x') for p in [0] * 99999])",
+    "len([item.cmdline.upper() for p in [0] * 99999])",
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("evidence", ONE_CALL)
+def test_one_call_cannot_outlast_the_time_limit(tmp_path, evidence):
+    rules = rules_of(tmp_path, ("item.cpu_cores > 0", evidence), ("item.cpu_cores > 0", "item.comm"))
+    started = time.monotonic()
+    findings, errors = evaluate(rules, big_records())  # the real limit: RULE_TIME_LIMIT_S
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.5 * RULE_TIME_LIMIT_S + 0.5, (evidence, elapsed)  # 15 s before
+    assert [f.rule for f in findings] in (["r1"], ["r0", "r1"]), errors
+    if errors:
+        assert errors[0].startswith("rule 'r0' (") and ("time limit" in errors[0]
+                                                         or "units of work" in errors[0]
+                                                         or "would be over" in errors[0])
+
+
+@pytest.mark.timeout(120)
+def test_three_rules_built_to_exhaust_the_limit_take_three_limits(tmp_path):
+    rules = rules_of(tmp_path, ("item.cpu_cores > 0", "max('x' * 3999999, key=join)"),
+                     ("item.cpu_cores > 0", "min(item.cmdline, key=str)"),
+                     ("item.cpu_cores > 0", "max(item.cmdline, key=item.comm.count)"))
+    started = time.monotonic()
+    findings, errors = evaluate(rules, big_records())
+    elapsed = time.monotonic() - started
+    assert len(errors) == 3 and all("ran past its time limit of 2 s" in e for e in errors), errors
+    assert elapsed < 3 * RULE_TIME_LIMIT_S + 1.5, elapsed  # 38 s before
+
+
+@pytest.mark.timeout(180)
+def test_a_scan_with_three_such_rules_takes_about_three_limits(tmp_path, cli):
+    rules_of(tmp_path, ("item.cpu_cores > 0", "max('x' * 3999999, key=join)"),
+             ("item.cpu_cores > 0", "min('x' * 3999999, key=str)"),
+             ("item.cpu_cores > 0", "max('y' * 3999999, key=join)"))
+    host = str(FIXTURE_HOSTS / "contended-epyc-7543-batch-job")
+    started = time.monotonic()
+    plain = cli("scan", "--replay", host, "--level", "quick", "--no-progress")
+    plain_s = time.monotonic() - started
+    started = time.monotonic()
+    result = cli("scan", "--replay", host, "--level", "quick", "--no-progress",
+                 "--rules", str(tmp_path / "rules.toml"))
+    elapsed = time.monotonic() - started
+    assert result.returncode == plain.returncode and "Traceback" not in result.stderr
+    assert result.stdout.count("ran past its time limit of 2 s") == 3, result.stdout[-2000:]
+    assert elapsed < plain_s + 3 * RULE_TIME_LIMIT_S + 3, (elapsed, plain_s)
+
+
+def test_key_functions_still_work(tmp_path):
+    rules = rules_of(tmp_path, (
+        "item.cpu_cores > 0",
+        "join([max(['a', 'bbb', 'cc'], key=len), min([-3, 1, 2], key=abs), "
+        "join(sorted(['b10', 'a2', 'c1'], key=str)), str(sorted([3, 1, 2], reverse=True)), "
+        "max('abcb', key='bcb'.count), str(count({'a': 2, 'b': 3}, 'ab'))], ' ')"))
+    findings, errors = evaluate(rules, records(1))
+    assert errors == [] and findings[0].evidence["what"] == "bbb 1 a2, b10, c1 [3, 2, 1] b 5"
