@@ -3,13 +3,17 @@
 Three kinds of input, each derived from a real one by a named mutation:
 
 * ``host``: a copy of a recorded host (tests/fixtures/hosts/*) with host.toml,
-  measurements.json, a file under fs/ or a command's output made wrong: wrong types, deep
-  nesting, huge integers, non-UTF-8 bytes, missing keys, truncation, garbage, FIFOs, symbolic
-  links out of the directory or to themselves. Every copy also holds an engine process whose
-  command line carries ``--api-key FUZZSECRET…`` and whose environ carries ``FUZZ_TOKEN=…``.
-* ``rules``: checks/host.toml with a rule made wrong, or expressions built to exhaust time
-  or memory.
-* ``config``: a config file made wrong.
+  measurements.json, nvml.json (copied from a two-GPU host where the source has none), a
+  file under fs/ or a command's output made wrong: wrong types, deep nesting, huge integers,
+  non-UTF-8 bytes, missing keys, truncation, garbage, FIFOs, symbolic links out of the
+  directory or to themselves, dotted keys of thousands of parts, NVML entries of every wrong
+  shape and device counts far past the devices recorded. Every copy also holds an engine
+  process whose command line carries ``--api-key FUZZSECRET…`` and whose environ carries
+  ``FUZZ_TOKEN=…``.
+* ``rules``: checks/host.toml with a rule made wrong, expressions built to exhaust time
+  or memory (``key=`` functions called per item among them), dotted keys of many parts, or
+  durations of hundreds of digits.
+* ``config``: a config file made wrong, those keys and durations included.
 
 Run and checked by tests/fuzz_runs.py, for tests/test_fuzz.py (a bounded sample, in the
 suite) and benchmarks/fuzz.py (the campaign of 10,000 inputs). Outside the copied directory lie files holding a unique marker:
@@ -32,10 +36,12 @@ from typing import Any
 import tomli_w
 
 from doctor._toml import tomllib
+from doctor.tomlfile import check_shape
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTS = REPO / "tests" / "fixtures" / "hosts"
 RULES = REPO / "checks" / "host.toml"
+GPU_HOST = HOSTS / "rtx4090-2x-consumer"  # whose nvml.json a host without one is given
 ENGINE_PID = 77001  # the planted engine process
 
 
@@ -94,7 +100,7 @@ def make_outside(base: Path, rng: random.Random) -> Outside:
 
 def wrong_values(rng: random.Random) -> list[Any]:
     """Values of every wrong type a TOML or JSON document can hold."""
-    return ["x", "", 5, -1, 0, 2**63, 2**64 - 1, -(2**63), 1.5e308, float("inf"), True,
+    return ["x", "", 5, -1, 0, 2**63, 2**64 - 1, -(2**63), 10**400, 1.5e308, float("inf"), True,
             [], {}, ["x"], [["x"]], [5], {"a": {"b": 1}},
             datetime.datetime(1979, 5, 27, 7, 32), datetime.date(2026, 1, 1),
             "\x1b]0;pwned\x07\x1b[2J", "{", "{0.__class__}", "x" * rng.choice((10**3, 10**5))]
@@ -137,9 +143,25 @@ def mutate_tree(doc: Any, rng: random.Random) -> tuple[Any, str]:
     return doc, f"tree:{op}:{'.'.join(map(str, path))[:60]}"
 
 
+def dotted_key(rng: random.Random) -> bytes:
+    """A TOML key or table header of many parts: tomllib's work grows with their square."""
+    parts = rng.choice((9, 17, 40, 5000, 40000))
+    form = rng.choice(("key", "header", "array", "inline", "quoted"))
+    name = "a" + ".a" * (parts - 1)
+    return {"key": f"{name} = 1", "header": f"[{name}]", "array": f"[[{name}]]",
+            "inline": f"x = {{{name} = 1}}", "quoted": '"a".' * (parts - 1) + '"a" = 1'
+            }[form].encode()
+
+
 def mutate_bytes(data: bytes, rng: random.Random, kind: str) -> tuple[bytes, str]:
-    """Raw damage: truncation, non-UTF-8, garbage, deep nesting, emptiness, hugeness."""
-    op = rng.choice(("truncate", "non-utf8", "garbage", "deep", "empty", "huge", "dup"))
+    """Raw damage: truncation, non-UTF-8, garbage, deep nesting, emptiness, hugeness, and
+    for TOML dotted keys of many parts."""
+    op = rng.choice(("truncate", "non-utf8", "garbage", "deep", "empty", "huge", "dup", "dotted"))
+    if op == "dotted":
+        if kind != "toml":
+            return data + b"\n" + b"9" * rng.choice((21, 400, 5000)) + b"\n", "digits"
+        at = data.rfind(b"\n", 0, rng.randrange(len(data) + 1)) + 1
+        return data[:at] + dotted_key(rng) + b"\n" + data[at:], op
     if op == "truncate":
         return data[: rng.randrange(len(data) + 1)], op
     if op == "non-utf8":
@@ -261,7 +283,10 @@ def _mutate_manifest(root: Path, rng: random.Random, out: Outside) -> str:
     try:
         if not path.is_file() or path.is_symlink():
             raise ValueError("not a plain file")
-        doc = tomllib.loads(path.read_text())
+        text = path.read_text()
+        if check_shape(text):  # a key of thousands of parts: tomllib would take minutes
+            raise ValueError("not a shape tomllib reads quickly")
+        doc = tomllib.loads(text)
     except (ValueError, OSError, RecursionError):  # broken by an earlier mutation
         doc = None
     if doc is None or rng.random() < 0.5:
@@ -340,9 +365,79 @@ def _mutate_command(root: Path, rng: random.Random, out: Outside) -> str:
     return f"command:{op}"
 
 
+NVML_ARGS = ([[0]], {"a": 1}, 5, [[[0]], 1], None, [True], [0.5], [10**30], ["0"], [2**62], [-1])
+NVML_CALLS = (5, None, "", ["nvmlDeviceGetName"], {"x": 1}, "nvmlDeviceGetName", "x" * 10**5)
+DEVICE_COUNTS = (3, 8, 65, 1000, 2**62, 2**64 - 1, 2**64, 10**400, 0, -1, "8", 2.0, None, True)
+
+
+def _nvml_entries(path: Path) -> list | None:
+    """The entries an earlier mutation left, when they are still a JSON list."""
+    try:
+        if path.is_file() and not path.is_symlink():
+            entries = json.loads(path.read_text())
+            return entries if isinstance(entries, list) and entries else None
+    except (ValueError, OSError, RecursionError):
+        pass
+    return None
+
+
+def _mutate_nvml(root: Path, rng: random.Random, out: Outside) -> str:
+    """nvml.json with an entry of the wrong shape, a device count past what it holds, a
+    value no NVML gives, or the file itself damaged; a host without one gets two GPUs."""
+    path = root / "nvml.json"
+    if not os.path.lexists(path):
+        shutil.copy(GPU_HOST / "nvml.json", path)
+    entries = _nvml_entries(path)
+    op = rng.choice(("args", "call", "count", "count", "value", "tree", "bytes", "fifo", "link-out"))
+    if op == "fifo":
+        _replace(path)
+        os.mkfifo(path)
+        return "nvml.json:fifo"
+    if op == "link-out":
+        _replace(path)
+        path.symlink_to(out.root / "sentinel.json")
+        return "nvml.json:link-out"
+    if entries is None or op == "bytes":
+        plain = path.is_file() and not path.is_symlink()
+        data, how = mutate_bytes(path.read_bytes() if plain else b"[]", rng, "json")
+        _replace(path, data)
+        return f"nvml.json:{how}"
+    entry = rng.choice(entries)
+    if op == "count":
+        value = rng.choice(DEVICE_COUNTS)
+        for e in entries:
+            if isinstance(e, dict) and e.get("call") == "nvmlDeviceGetCount":
+                e.pop("error", None)
+                e["value"] = value
+        how = f"count={str(value)[:20]}"
+    elif op == "tree":
+        entries, how = mutate_tree(entries, rng)
+    elif not isinstance(entry, dict):
+        how = "entry-not-a-table"
+    elif op == "args":
+        entry["args"] = rng.choice(NVML_ARGS)
+        how = f"args={str(entry['args'])[:20]}"
+    elif op == "call":
+        entry["call"] = rng.choice(NVML_CALLS)
+        how = f"call={str(entry['call'])[:20]}"
+    else:
+        entry.pop("error", None)
+        entry["value"] = rng.choice((10**400, -(2**64), _nest(1, rng.choice((50, 900, 5000))),
+                                     {"total": 10**30, "used": 1}, *wrong_values(rng)))
+        how = "value"
+    try:
+        text = json.dumps(entries)
+    except (ValueError, RecursionError):
+        text = "[" * 5000
+    if rng.random() < 0.1:  # numbers json.dumps never writes
+        text = text.replace(": 2", ": " + rng.choice(("1e999", "-1e999", "2" + "0" * 5000)), 1)
+    _replace(path, text.encode())
+    return f"nvml.json:{op}:{how}"
+
+
 HOST_MUTATIONS: tuple[Callable[[Path, random.Random, Outside], str], ...] = (
     _mutate_fs, _mutate_fs, _mutate_fs, _mutate_manifest, _mutate_manifest,
-    _mutate_measurements, _mutate_command,
+    _mutate_measurements, _mutate_command, _mutate_nvml, _mutate_nvml,
 )
 
 
@@ -364,7 +459,17 @@ EXPRESSIONS = (  # evidence or conditions built to exhaust time or memory, or re
     "10 ** 10 ** 10", "str(10 ** 100000)", "[x for x in range(10**9)]",
     "host.__class__.__init__.__globals__", "().__class__.__mro__[1].__subclasses__()",
     "__import__('os').environ", "open('/etc/passwd').read()",
+    # one call that calls back per item, or walks its input, for longer than the limit
+    "max('x' * 3999999, key=join)", "min('x' * 3999999, key=str)",
+    "sorted('3141592653' * 399999)", "sorted('x' * 3999999, key=len)",
+    "max(item.cmdline * 30000, key=join)", "join('x' * 3999999, '')",
+    "len([('x' * 3999999).count('x') for i in [0] * 99999])",
+    "any([('x' * 3999999).replace('x', 'y', 10 ** 9) for i in [0] * 99999])",
+    "all(('x' * 3999999).startswith(c) for c in 'x' * 3999999)",
+    "count({'x': 1}, 'x' * 3999999)", "[len][0]('x')",
 )
+DURATIONS = ("9" * 400 + "s", "9" * 400, "999999h", "315360001s", "1e400", "nan", "-1s", "1.5s",
+             "0s", "90", "", " 5m ", "5 minutes", "x" * 10**5)
 TITLES = ("{", "}", "{process", "{0}", "{process.__class__.__init__.__globals__}",
           "{params.__class__}", "{nofile_soft:{nofile_soft}}", "{nofile_soft!r:>999999999}",
           "{nofile_soft:>{width}}", "\x1b]0;pwned\x07")
@@ -374,7 +479,8 @@ def make_rules(base: Path, rng: random.Random, n: int) -> tuple[Path, str]:
     path = base / f"rules-{n}.toml"
     # Ids of their own, so that a scan can load the file beside the built-in rules.
     text = RULES.read_text().replace('\nid = "', '\nid = "fuzz-')
-    op = rng.choice(("tree", "tree", "bytes", "expr", "expr", "title", "many", "fifo"))
+    op = rng.choice(("tree", "tree", "bytes", "expr", "expr", "title", "many", "fifo", "for",
+                     "dotted"))
     if op == "fifo":
         os.mkfifo(path)
         return path, "rules:fifo"
@@ -382,6 +488,11 @@ def make_rules(base: Path, rng: random.Random, n: int) -> tuple[Path, str]:
         data, how = mutate_bytes(text.encode(), rng, "toml")
         path.write_bytes(data)
         return path, f"rules:{how}"
+    if op == "dotted":
+        at = text.find("\n[[rule]]", rng.randrange(len(text))) + 1
+        data = text[:at] + dotted_key(rng).decode() + "\n" + text[at:]
+        path.write_text(data)
+        return path, "rules:dotted"
     if op == "many":
         n_rules = rng.choice((300, 3000))
         first = text.split("[[rule]]")[1]
@@ -402,6 +513,9 @@ def make_rules(base: Path, rng: random.Random, n: int) -> tuple[Path, str]:
     elif op == "title":
         rule["title"] = rng.choice(TITLES)
         how = f"title:{rule['title'][:30]!r}"
+    elif op == "for":
+        rule["for"] = rng.choice((*DURATIONS, 10**400, 30, 1.5))
+        how = f"for:{str(rule['for'])[:20]!r}"
     else:
         doc, how = mutate_tree(doc, rng)
     try:
@@ -445,7 +559,12 @@ def make_config(base: Path, rng: random.Random, n: int, out: Outside) -> tuple[P
                                  ("scan.rule_files", ["/dev/zero"]),
                                  ("rules.fd-limit-low.min_nofile", "x"),
                                  ("rules.fd-limit-low.severity", 5),
-                                 ("rules.no-such-rule.x", 1)))
+                                 ("rules.no-such-rule.x", 1),
+                                 ("daemon.interval", rng.choice(DURATIONS)),
+                                 ("daemon.kernel_interval", 10**400),
+                                 ("daemon.history", float("inf")),
+                                 ("daemon.for.cpu-contention", rng.choice(DURATIONS)),
+                                 ("scan.level", "9" * 5000)))
         parts = key.split(".")
         parent = doc
         for k in parts[:-1]:
