@@ -109,7 +109,8 @@ def test_truncated_gguf_names_the_file_and_offset(gemma_gguf, tmp_path):
 
 def test_corrupt_gguf_counts_are_refused(tmp_path):
     bad = tmp_path / "bad.gguf"
-    bad.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + struct.pack("<Q", 1 << 40))
+    bad.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + struct.pack("<Q", 1 << 40)
+                    + b"\0" * 64)  # room for the one tensor and key declared: the string is wrong
     with pytest.raises(ModelFileError, match="bad.gguf: a string of .* corrupt"):
         read_shape(str(bad))
 
