@@ -135,7 +135,7 @@ def test_garbage_json_names_the_line(tmp_path):
     with pytest.raises(ModelFileError, match=r"config.json: line 3: not valid JSON"):
         read_shape(str(bad))
     bad.write_text(json.dumps({"model_type": "llama"}))
-    with pytest.raises(ModelFileError, match="missing or bad 'num_hidden_layers'"):
+    with pytest.raises(ModelFileError, match="config.json: num_hidden_layers is missing"):
         read_shape(str(bad))
 
 
