@@ -111,6 +111,8 @@ def _show(value: Any) -> str:
     """A value for a message: short, one line, never the whole of a container."""
     if isinstance(value, _Huge):
         return f"a {value.digits:,}-digit number"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"a {len(str(abs(value)))}-digit number"
     if isinstance(value, dict):
         return "an object"
     if isinstance(value, tuple) and value[:1] == ("array",):
