@@ -284,10 +284,15 @@ def shape_from_config(raw: object, path: str) -> ModelShape:
     attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
     per_layer = attention + 3 * hidden * inter + 2 * hidden  # gated MLP, two RMS norms
     embeddings = vocab * hidden * (1 if cfg.flag("tie_word_embeddings") else 2)
+    params = layers * per_layer + embeddings + hidden
+    if params > LIMITS["params"][1]:  # each figure in range, together beyond any model
+        raise cfg.error("num_hidden_layers", f"= {layers} with hidden_size = {hidden} and "
+                                             f"intermediate_size = {inter} gives {params:.3g} "
+                                             "parameters, more than any model has")
     name = top.text("_name_or_path") or os.path.basename(os.path.dirname(path)) or path
     return ModelShape(
         name=_name(name), source=safe_display(path), layers=layers, attention_heads=heads,
-        kv_heads=kv_heads, head_dim=head_dim, params=layers * per_layer + embeddings + hidden,
+        kv_heads=kv_heads, head_dim=head_dim, params=params,
         native_dtype=_native_dtype(top, cfg), file_weights_bytes=None,
         max_context=cfg.integer("max_position_embeddings", "context"))
 

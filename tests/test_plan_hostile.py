@@ -175,3 +175,12 @@ def test_figures_given_on_the_command_line_are_bounded(cli, option, value, said)
     result = cli("plan", "--model", str(MISTRAL), *(x for kv in args.items() for x in kv))
     assert result.returncode == 3 and "Traceback" not in result.stderr
     assert said in result.stderr
+
+
+def test_figures_each_in_range_but_together_beyond_any_model_are_refused(tmp_path):
+    doc = json.loads(MISTRAL.read_text())
+    doc.update(num_hidden_layers=10_000, intermediate_size=10_000_000)  # 1.2 quadrillion
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelFileError, match="num_hidden_layers = 10000 with hidden_size = 4096 "
+                                             "and intermediate_size = 10000000 gives 1.23e"):
+        read_shape(str(tmp_path))
