@@ -15,7 +15,8 @@ Each input is derived from a real one by a named mutation:
   a link to itself or to nothing.
 
 Each runs as ``llm-doctor plan --model PATH --gpu-memory 24GiB --context 2048 --concurrency 4
-[--format json]``, PATH the file or its directory, and must hold what tests/fuzz_runs.check
+[--format json]`` (one in five without ``--context``: the file's maximum context is then
+used), PATH the file or its directory, and must hold what tests/fuzz_runs.check
 holds of any run, and more: exit 0 only beside "fits", 1 only beside "does NOT fit" (never
 2), and exit 3 with one line on stderr that names the input.
 
@@ -138,6 +139,7 @@ GGUF_VALUES: tuple[tuple[int, Any], ...] = (
     (STR, "x" * 100_000), (BOOL, True), (BOOL, False), (U64, 2**64 - 1), (U64, 2**40),
     (I64, -1), (I64, -(2**63)), (I32, -(2**31)), (U32, 0), (U32, 2**32 - 1), (U8, 0), (I8, -5),
     (U16, 65535), (I16, -1), (ARR, (U32, [1, 2, 3])), (ARR, (U32, [7] * 100)), (ARR, (STR, [])),
+    (U32, 10_000), (U64, 100_000), (U64, 1_000_000), (U64, 2**32), (U64, 2**32 + 1),  # the limits
 )
 
 
@@ -232,7 +234,8 @@ def wrong_json() -> tuple[str, ...]:
             "1" + "0" * 400, _DIGITS, "-" + _DIGITS, str(2**63), str(2**64), "1e308",
             '"\\u001b]0;pwned\\u0007"', '"\\ud800"', '"' + "x" * 100_000 + '"',
             "[" * 2000 + "]" * 2000, '{"a": ' * 300 + "1" + "}" * 300,
-            '{"quant_method": 5, "bits": "four"}', '{"bits": 1e999}', '{"w_bit": -4}')
+            '{"quant_method": 5, "bits": "four"}', '{"bits": 1e999}', '{"w_bit": -4}',
+            "10000", "100000", "1000000", "10000000", "4294967296", "4294967297")  # the limits
 
 
 _SLOT = "\u0000fuzz-slot\u0000"
@@ -319,7 +322,9 @@ def try_plan(base: Path, work: Path, rng: random.Random, out: Outside, n: int, b
         name, what = "model.gguf", "gguf:" + _place(model, "model.gguf", rng, out, _mutate_gguf)
     path = model if rng.random() < 0.6 else model / name
     fmt = rng.choice(("terminal", "json"))
-    argv = ["plan", "--model", str(path), *ARGV, *(["--format", "json"] if fmt == "json" else [])]
+    # one in five without --context: the model's own maximum is then multiplied in
+    given = ARGV if rng.random() < 0.8 else [a for a in ARGV if a not in ("--context", "2048")]
+    argv = ["plan", "--model", str(path), *given, *(["--format", "json"] if fmt == "json" else [])]
     run = runner(argv, bound_s, work)
     verdict = check(run, out, fmt == "json", NEEDLES)
     for problem in plan_problems(run, fmt, str(path)):
