@@ -89,56 +89,57 @@ def open_regular(path: str) -> tuple[BinaryIO, int]:
 
 
 class _Reader:
+    """Reads forward from byte ``at``, never past ``size``: each read or skip is checked first."""
+
     def __init__(self, f: BinaryIO, path: str, size: int) -> None:
         self.f, self.path, self.size = f, path, size
+        self.at = 0  # kept here, not asked of the file: a skipped vocabulary is 800,000 reads
         self.values = 0
 
-    def room(self, n: int, what: str) -> None:
-        """Refuse ``n`` bytes for ``what`` unless the file still holds them."""
-        at = self.f.tell()
-        if n > self.size - at:
-            raise GGUFError(f"{self.path}: truncated at byte {self.size} or corrupt ({what} at "
-                            f"byte {at} needs {n:,} bytes, {self.size - at:,} left); "
-                            "download it again")
+    def truncated(self, n: int, what: str) -> GGUFError:
+        return GGUFError(f"{self.path}: truncated at byte {self.size} or corrupt ({what} at "
+                         f"byte {self.at} needs {n:,} bytes, {self.size - self.at:,} left); "
+                         "download it again")
 
     def take(self, n: int, what: str = "a value") -> bytes:
-        self.room(n, what)
+        if n > self.size - self.at:
+            raise self.truncated(n, what)
         data = self.f.read(n)
         if len(data) != n:  # it shrank while read
-            raise GGUFError(f"{self.path}: truncated at byte {self.f.tell()} (wanted {n} more "
-                            "bytes); the file is incomplete, download it again")
+            raise self.truncated(n, what)
+        self.at += n
         return data
 
     def skip(self, n: int, what: str) -> None:
-        self.room(n, what)
+        if n > self.size - self.at:
+            raise self.truncated(n, what)
         self.f.seek(n, os.SEEK_CUR)
+        self.at += n
 
     def scalar(self, fmt: str) -> Any:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
 
-    def tick(self) -> None:
-        self.values += 1
+    def tick(self, n: int = 1) -> None:
+        self.values += n
         if self.values > MAX_VALUES:
             raise GGUFError(f"{self.path}: more than {MAX_VALUES:,} values before byte "
-                            f"{self.f.tell()}; no model's header holds so many, the file is "
-                            "corrupt")
+                            f"{self.at}; no model's header holds so many, the file is corrupt")
 
     def count(self, what: str, item_bytes: int) -> int:
         """A declared count of items of at least ``item_bytes`` each, checked against the file."""
-        at = self.f.tell()
+        at = self.at
         value = self.scalar("<Q")
-        left = self.size - at - 8
-        if value * item_bytes > left:
+        if value * item_bytes > self.size - self.at:
             raise GGUFError(f"{self.path}: truncated at byte {self.size} or corrupt (the {what} "
                             f"{value:,} at byte {at} needs at least {value * item_bytes:,} bytes, "
-                            f"{left:,} left); download it again")
+                            f"{self.size - self.at:,} left); download it again")
         return value
 
     def string_length(self) -> int:
         length = self.scalar("<Q")
         if length > MAX_STRING:
-            raise GGUFError(f"{self.path}: a string of {length} bytes at byte "
-                            f"{self.f.tell() - 8}; the file is corrupt")
+            raise GGUFError(f"{self.path}: a string of {length} bytes at byte {self.at - 8}; "
+                            "the file is corrupt")
         return length
 
     def string(self) -> str:
@@ -151,7 +152,7 @@ class _Reader:
             return struct.calcsize(SCALARS[kind])
         if kind in (STRING, ARRAY):
             return 8 if kind == STRING else 4 + 8
-        raise GGUFError(f"{self.path}: unknown value type {kind} at byte {self.f.tell() - 4}; "
+        raise GGUFError(f"{self.path}: unknown value type {kind} at byte {self.at - 4}; "
                         "the file is corrupt or newer than this reader")
 
     def value(self, kind: int, depth: int = 0) -> Any:
@@ -164,7 +165,7 @@ class _Reader:
             self.item_bytes(kind)  # raises: unknown
         if depth >= MAX_DEPTH:
             raise GGUFError(f"{self.path}: arrays nested more than {MAX_DEPTH} deep at byte "
-                            f"{self.f.tell()}; no model file nests them, the file is corrupt")
+                            f"{self.at}; no model file nests them, the file is corrupt")
         self.tick()
         inner = self.scalar("<I")
         length = self.count("array length", self.item_bytes(inner))
@@ -177,8 +178,8 @@ class _Reader:
         if inner in SCALARS:  # one seek, nothing allocated
             self.skip(self.item_bytes(inner) * length, f"an array of {length:,} values")
         elif inner == STRING:
+            self.tick(length)
             for _ in range(length):
-                self.tick()
                 self.skip(self.string_length(), "a string")
         else:
             for _ in range(length):
@@ -196,7 +197,7 @@ def read_header(path: str) -> GGUFHeader:
 
 
 def _read(r: _Reader, path: str, size: int) -> GGUFHeader:
-    if r.f.read(4) != MAGIC:
+    if size < 4 or r.take(4) != MAGIC:
         raise GGUFError(f"{path}: not a GGUF file (no 'GGUF' magic at byte 0)")
     version = r.scalar("<I")
     if version not in (2, 3):
@@ -212,8 +213,8 @@ def _read(r: _Reader, path: str, size: int) -> GGUFHeader:
         r.string()  # tensor name
         dims = r.scalar("<I")
         if dims > MAX_DIMS:
-            raise GGUFError(f"{path}: a tensor with {dims} dimensions at byte "
-                            f"{r.f.tell() - 4}; the file is corrupt")
+            raise GGUFError(f"{path}: a tensor with {dims} dimensions at byte {r.at - 4}; "
+                            "the file is corrupt")
         elements = 1
         for _ in range(dims):
             elements *= r.scalar("<Q")
@@ -222,6 +223,5 @@ def _read(r: _Reader, path: str, size: int) -> GGUFHeader:
         params += elements
         if params > MAX_PARAMS:
             raise GGUFError(f"{path}: the tensors declare more than {MAX_PARAMS:,} parameters "
-                            f"(at byte {r.f.tell()}); no model is that large, the file is "
-                            "corrupt")
+                            f"(at byte {r.at}); no model is that large, the file is corrupt")
     return GGUFHeader(path, version, metadata, tensors, params, size)
