@@ -8,8 +8,8 @@ import math
 
 import click
 
-from doctor.plan import (DTYPE_BYTES, LIMITS, MAX_CONCURRENCY, PlanError, make_plan, parse_size,
-                         read_shape, render)
+from doctor.model_shape import DTYPE_BYTES, LIMITS, ModelFileError, read_shape
+from doctor.plan import MAX_CONCURRENCY, PlanError, make_plan, parse_size, render
 from doctor.redact import safe_display
 
 DTYPES = click.Choice(sorted(DTYPE_BYTES))
@@ -74,10 +74,11 @@ def plan(model_path, gpu_memory, dtype, kv_dtype, context, concurrency,
         # strict JSON: a figure that is not finite is an error here, never "Infinity" printed
         text = (json.dumps(dataclasses.asdict(result), indent=2, allow_nan=False) + "\n"
                 if fmt == "json" else render(result))
-    except PlanError as exc:
+    except (ModelFileError, PlanError) as exc:
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:  # allow_nan: validation should have made this impossible
-        raise click.ClickException(f"{safe_display(model_path)}: the plan holds a figure that is not finite "
-                                   f"({exc}); please report it with the model file") from None
+        raise click.ClickException(f"{safe_display(model_path)}: the plan holds a figure that "
+                                   f"is not finite ({exc}); please report it with the model "
+                                   "file") from None
     click.echo(text, nl=False)
     raise SystemExit(0 if result.fits else 1)

@@ -10,7 +10,7 @@ The file may be anyone's: it is opened non-blocking and checked with fstat befor
 (a FIFO or a device is refused, never waited on), every length and count it declares is
 checked against the bytes left in the file before anything is read or allocated for it,
 arrays of arrays are bounded in depth, and the values read in all are bounded in number.
-What it holds is returned as found: doctor/plan.py checks each value it uses.
+What it holds is returned as found: doctor/model_shape.py checks each value it uses.
 
 Manual equivalent: ``python -m gguf.scripts.gguf_dump model.gguf`` (the ``gguf`` package).
 """

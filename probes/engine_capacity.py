@@ -18,8 +18,9 @@ from dataclasses import asdict, dataclass
 
 from doctor.host import Host, HostReadError, MeasurementError
 from doctor.model import ScanOptions, Skip
-from doctor.plan import (ModelFileError, ModelShape, PlanError, make_plan, parse_config,
-                         read_shape, shape_from_config, shape_from_values)
+from doctor.model_shape import (ModelFileError, ModelShape, parse_config, read_shape,
+                                shape_from_config, shape_from_values)
+from doctor.plan import PlanError, make_plan
 from probes.engine_discovery import Engine, discover
 
 KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
@@ -133,7 +134,7 @@ def probe(host: Host, options: ScanOptions) -> CapacityRecord:
     for engine in engines:
         try:
             sized.append(size(engine, model_shape(host, engine.model_path or ""), gpu_total))
-        except (HostReadError, PlanError, MeasurementError) as exc:  # named, engine by engine
+        except (HostReadError, ModelFileError, PlanError, MeasurementError) as exc:  # named, each
             left_out.append(f"{_label(engine)}: {exc}")
     return CapacityRecord(tuple(sized), tuple(left_out))
 

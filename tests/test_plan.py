@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from doctor.gguf import GGUFError, read_header
-from doctor.plan import ModelFileError, make_plan, parse_size, read_shape
+from doctor.model_shape import ModelFileError, read_shape
+from doctor.plan import make_plan, parse_size
 from tests import engine_pages
 
 gemma_gguf = engine_pages.gemma_gguf  # a fixture
