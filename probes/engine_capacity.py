@@ -14,17 +14,19 @@ No privilege needed. Manual equivalent:
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 from doctor.host import Host, HostReadError, MeasurementError
 from doctor.model import ScanOptions, Skip
-from doctor.plan import ModelFileError, ModelShape, make_plan, read_shape, shape_from_config
+from doctor.model_shape import (ModelFileError, ModelShape, parse_config, read_shape,
+                                shape_from_config, shape_from_values)
+from doctor.plan import PlanError, make_plan
 from probes.engine_discovery import Engine, discover
 
 KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
              "bf16": "bf16", "fp16": "fp16", "float16": "fp16", "bfloat16": "bf16",
              "q8_0": "int8", "q4_0": "int4"}
+MAX_GPUS = 1024  # tensor-parallel GPUs of one engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,20 +63,7 @@ def _gguf_shape(path: str) -> dict:
 
 def _shape_from(values: object, name: str) -> ModelShape:
     """A recorded shape back into a ModelShape, each field checked: replays can be edited."""
-    types: dict[str, type | tuple[type, ...]] = {
-        "name": str, "source": str, "native_dtype": (str, type(None)),
-        "file_weights_bytes": (int, type(None)), "max_context": (int, type(None))}
-    if not isinstance(values, dict):
-        raise ModelFileError(f"measurements.json, {name}: expected the model's shape (an "
-                             f"object), got {type(values).__name__}; capture the host again")
-    for f in fields(ModelShape):
-        value = values.get(f.name)
-        want: type | tuple[type, ...] = types.get(f.name, int)
-        if isinstance(value, bool) or not isinstance(value, want):
-            raise ModelFileError(f"measurements.json, {name}: {f.name} = {value!r:.40} is not "
-                                 f"{'an integer' if want is int else 'of the right type'}; "
-                                 "capture the host again")
-    return ModelShape(**{f.name: values[f.name] for f in fields(ModelShape)})
+    return shape_from_values(values, f"measurements.json, {name}", "capture the host again")
 
 
 def model_shape(host: Host, model_path: str) -> ModelShape:
@@ -84,11 +73,7 @@ def model_shape(host: Host, model_path: str) -> ModelShape:
         name = f"engine.capacity.gguf:{model}"
         return _shape_from(host.measure(name, lambda: _gguf_shape(model)), name)
     path = f"{model}/config.json"
-    try:
-        raw = json.loads(host.read_text(path))
-    except ValueError as exc:
-        raise ModelFileError(f"{path}: not valid JSON ({exc})") from None
-    return shape_from_config(raw, path)
+    return shape_from_config(parse_config(host.read_text(path), path), path)
 
 
 def _gpu_total_bytes(host: Host) -> int:
@@ -117,7 +102,10 @@ def _reserved(engine: Engine) -> tuple[int | None, int]:
 
 
 def size(engine: Engine, shape: ModelShape, gpu_total: int) -> EngineCapacity:
+    """PlanError when the engine's own figures are out of range (make_plan checks them)."""
     gpus = engine.tensor_parallel_size or 1
+    if not 1 <= gpus <= MAX_GPUS:
+        raise PlanError(f"tensor_parallel_size = {gpus!r:.40} is out of range (1 to {MAX_GPUS})")
     context, sequences = _reserved(engine)
     plan = make_plan(shape, gpu_total * gpus, kv_dtype=KV_DTYPES.get(engine.kv_cache_dtype or "auto"),
                      context=context, concurrency=sequences,
@@ -146,7 +134,7 @@ def probe(host: Host, options: ScanOptions) -> CapacityRecord:
     for engine in engines:
         try:
             sized.append(size(engine, model_shape(host, engine.model_path or ""), gpu_total))
-        except (HostReadError, ModelFileError, MeasurementError) as exc:
+        except (HostReadError, ModelFileError, PlanError, MeasurementError) as exc:  # named, each
             left_out.append(f"{_label(engine)}: {exc}")
     return CapacityRecord(tuple(sized), tuple(left_out))
 

@@ -232,6 +232,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "host": _try_host,
     "rules": _try_file("rules"),
     "config": _try_file("config"),
+    "plan": __import__("tests.fuzz_plan", fromlist=["try_plan"]).try_plan,
 }
 
 

@@ -18,12 +18,14 @@ PROBES_HERE = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.
 GiB = 1 << 30
 
 
-def recorded(tmp_path, model: str, flags: str, gpu_bytes: int | None) -> RecordedHost:
+def recorded(tmp_path, model: str, flags: str, gpu_bytes: int | None,
+             edit=lambda text: text) -> RecordedHost:
+    """A vLLM engine serving /models/MODEL (its real config.json, through ``edit``)."""
     w = RecordWriter(tmp_path / "host")
     w.file("/proc/4242/cmdline", f"/usr/bin/python3\0-m\0vllm.entrypoints.openai.api_server\0"
                                  f"--model\0/models/{model}\0" + "\0".join(flags.split()) + "\0")
     w.file("/proc/4242/comm", "python3\n")
-    w.file(f"/models/{model}/config.json", (MODELS / model / "config.json").read_text())
+    w.file(f"/models/{model}/config.json", edit((MODELS / model / "config.json").read_text()))
     if gpu_bytes:
         w.nvml("nvmlDeviceGetMemoryInfo", [0], {"total": gpu_bytes, "used": 0, "free": gpu_bytes})
     w.save({"level": "quick"}, hostname="test")
@@ -163,3 +165,109 @@ def test_llama_cpp_slots_from_props_reserve_every_slots_context(tmp_path):
     (single,) = one["engine.capacity"].record.engines
     assert single.sequences == 1 and item.kv_gb_per_sequence == single.kv_gb_per_sequence
     assert item.need_gb > single.need_gb
+
+
+# --------------------------------------------------------------------------- hostile models
+
+
+def _hostile_ggufs(tmp_path: Path) -> dict[str, Path]:
+    """GGUF files of the issue (tests/fuzz_plan.py writes them), each with what names it."""
+    import os
+    import struct
+
+    from tests.fuzz_plan import ARR, F32, LLAMA_TENSORS, STR, U32, U64, encode, gguf_bytes
+    from tests.fuzz_plan import llama_kvs, nested_array
+
+    def llama(edit) -> bytes:
+        kvs = llama_kvs()
+        edit(kvs)
+        return gguf_bytes(kvs, LLAMA_TENSORS)[0]
+
+    files = {
+        "llama.attention.head_count = 0 is out of range":
+            llama(lambda kvs: kvs.__setitem__(6, ("llama.attention.head_count", U32, 0))),
+        "llama.block_count = inf is not an integer":
+            llama(lambda kvs: kvs.__setitem__(4, ("llama.block_count", F32, float("inf")))),
+        "arrays nested more than 4 deep":
+            llama(lambda kvs: kvs.append(("x", ARR, nested_array(5000)))),
+        "the array length 268,435,456 at byte 41":
+            b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + encode(STR, "a")
+            + struct.pack("<IIQ", ARR, U64, 2**28),
+        "truncated at byte 300 or corrupt": llama(lambda kvs: None)[:300],
+    }
+    paths = {}
+    tmp_path.mkdir()
+    for n, (said, data) in enumerate(files.items()):
+        paths[said] = tmp_path / f"m{n}.gguf"
+        paths[said].write_bytes(data)
+    os.mkfifo(tmp_path / "fifo.gguf")
+    paths["not a regular file"] = tmp_path / "fifo.gguf"
+    return paths
+
+
+def test_a_hostile_gguf_is_a_named_error_live_captured_and_replayed(tmp_path):
+    """The live read (through a capture) raises the named error, the capture keeps it, and the
+    replayed probe leaves the engine out with it: never an internal error."""
+    from doctor.host import LiveHost, MeasurementError
+    from doctor.recorded import RecordingHost
+    from probes.engine_capacity import model_shape
+
+    for n, (said, path) in enumerate(_hostile_ggufs(tmp_path / "files").items()):
+        recording = RecordingHost(LiveHost(), tmp_path / f"cap{n}")
+        with pytest.raises(MeasurementError, match=f"{path}: .*{said}"):
+            model_shape(recording, str(path))
+        kept = recording.writer.measurements[f"engine.capacity.gguf:{path}"]
+        probes, findings = run(gguf_host(tmp_path / f"replay{n}", kept, 24 * GiB))
+        capacity = probes["engine.capacity"]
+        assert capacity.status == "ok", capacity.reason
+        (why,) = capacity.record.not_sized
+        assert why.startswith("llama.cpp at http://127.0.0.1:8080 pid 4242: ") and said in why
+        assert [f for f in findings if f.rule == "model-does-not-fit"] == []
+
+
+@pytest.mark.parametrize("field,value,said", [
+    ("layers", 0, "layers = 0 is out of range"),
+    ("kv_heads", 10**30, "kv_heads = a 31-digit number is out of range"),
+    ("head_dim", 1e308, "head_dim = 1e+308 is not an integer"),
+    ("max_context", "32768", "max_context = '32768' is not an integer"),
+    ("native_dtype", "fp64", "native_dtype = 'fp64' is not one of bf16, fp16"),
+    ("params", -1, "params = -1 is out of range"),
+    ("name", 5, "name = 5 is not a string"),
+])
+def test_a_recorded_shape_out_of_range_is_named(tmp_path, field, value, said):
+    shape = {**_gemma_shape(), field: value}
+    probes, _ = run(gguf_host(tmp_path, shape, 24 * GiB))
+    (why,) = probes["engine.capacity"].record.not_sized
+    assert "measurements.json, engine.capacity.gguf:/models/gemma.gguf: " + said in why
+
+
+@pytest.mark.parametrize("flags,said", [
+    ("--gpu-memory-utilization nan", "GPU memory utilization = nan is out of range"),
+    ("--gpu-memory-utilization -0.5", "GPU memory utilization = -0.5 is out of range"),
+    ("--max-model-len 1e300", "context (tokens) = a 301-digit number is out of range"),
+    ("--tensor-parallel-size -2", "tensor_parallel_size = -2 is out of range"),
+    ("--tensor-parallel-size 100000", "tensor_parallel_size = 100000 is out of range"),
+])
+def test_an_engines_figures_out_of_range_are_named(tmp_path, flags, said):
+    probes, _ = run(recorded(tmp_path, "llama-2-7b-hf", flags, 24 * GiB))
+    capacity = probes["engine.capacity"]
+    assert capacity.status == "ok", capacity.reason
+    (why,) = capacity.record.not_sized
+    assert why.startswith("vllm at http://127.0.0.1:8000 pid 4242: ") and said in why
+
+
+@pytest.mark.parametrize("edit,said", [
+    (lambda text: text.replace('"num_attention_heads": 32', '"num_attention_heads": 0'),
+     "config.json: num_attention_heads = 0 is out of range"),
+    (lambda text: text.replace('"hidden_size": 4096', '"hidden_size": ' + "9" * 5000),
+     "config.json: hidden_size = a 5,000-digit number is out of range"),
+    (lambda text: text.replace('"max_position_embeddings": 4096',
+                               '"max_position_embeddings": "4096"'),
+     "config.json: max_position_embeddings = '4096' is not an integer"),
+    (lambda text: "[" * 100_000 + "]" * 100_000, "config.json: not valid JSON for a config.json"),
+])
+def test_a_hostile_config_json_on_the_host_is_named(tmp_path, edit, said):
+    host = recorded(tmp_path, "llama-2-7b-hf", "", 24 * GiB, edit)
+    probes, _ = run(host)
+    (why,) = probes["engine.capacity"].record.not_sized
+    assert "/models/llama-2-7b-hf/" + said in why

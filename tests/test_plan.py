@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from doctor.gguf import GGUFError, read_header
-from doctor.plan import ModelFileError, make_plan, parse_size, read_shape
+from doctor.model_shape import ModelFileError, read_shape
+from doctor.plan import make_plan, parse_size
 from tests import engine_pages
 
 gemma_gguf = engine_pages.gemma_gguf  # a fixture
@@ -109,7 +110,8 @@ def test_truncated_gguf_names_the_file_and_offset(gemma_gguf, tmp_path):
 
 def test_corrupt_gguf_counts_are_refused(tmp_path):
     bad = tmp_path / "bad.gguf"
-    bad.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + struct.pack("<Q", 1 << 40))
+    bad.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + struct.pack("<Q", 1 << 40)
+                    + b"\0" * 64)  # room for the one tensor and key declared: the string is wrong
     with pytest.raises(ModelFileError, match="bad.gguf: a string of .* corrupt"):
         read_shape(str(bad))
 
@@ -134,7 +136,7 @@ def test_garbage_json_names_the_line(tmp_path):
     with pytest.raises(ModelFileError, match=r"config.json: line 3: not valid JSON"):
         read_shape(str(bad))
     bad.write_text(json.dumps({"model_type": "llama"}))
-    with pytest.raises(ModelFileError, match="missing or bad 'num_hidden_layers'"):
+    with pytest.raises(ModelFileError, match="config.json: num_hidden_layers is missing"):
         read_shape(str(bad))
 
 
