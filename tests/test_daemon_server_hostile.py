@@ -329,3 +329,25 @@ def test_sigterm_stops_the_daemon_at_any_point_of_its_start(tmp_path, after_s):
     assert time.monotonic() - started < 10
     assert code in (0, -15), proc.log()  # its handler once serving; the default action before
     assert "Traceback" not in proc.log()
+
+
+def test_pipelined_requests_over_tls_are_all_answered(tls):
+    """Over TLS, requests already decrypted are read without waiting for the socket: a long
+    first request leaves room for only part of the next TLS record, the rest waits decrypted
+    inside the TLS layer, and no socket event would ever announce it."""
+    _, address, context = tls
+    one = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 1970 + b"\r\n\r\n"  # 2,000 bytes
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with context.wrap_socket(raw) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nX-Long: " + b"l" * 15000)  # no end of headers yet
+            time.sleep(0.3)
+            sock.sendall(b"\r\n\r\n" + one * 6
+                         + b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            reply, deadline = b"", time.monotonic() + 10
+            while time.monotonic() < deadline:
+                chunk = sock.recv(1 << 16)
+                if not chunk:
+                    break
+                reply += chunk
+    assert re.findall(rb"HTTP/1\.[01] (\d{3}) ", reply) == [b"200"] * 8

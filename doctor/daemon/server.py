@@ -131,12 +131,19 @@ class MetricsServer:
                 timeout = self._expire(now)
                 for key, _ in self._selector.select(timeout):
                     now = time.monotonic()
-                    if key.fileobj is self.socket:
-                        self._accept(now)
-                    elif key.fileobj is self._wake_r:
-                        self._drain_wake(now)
-                    else:
-                        self._step(key.data, now)
+                    try:
+                        if key.fileobj is self.socket:
+                            self._accept(now)
+                        elif key.fileobj is self._wake_r:
+                            self._drain_wake(now)
+                        else:
+                            self._step(key.data, now)
+                    # The loop's isolation boundary: a bug met by one connection closes that
+                    # connection (one log line), never the loop every scrape needs.
+                    except Exception as exc:  # noqa: BLE001
+                        log.error("the metrics server dropped a connection: %s", _one_line(exc))
+                        if isinstance(key.data, _Conn):
+                            self._close(key.data)
         finally:
             for conn in list(self._conns):
                 self._close(conn)
@@ -327,7 +334,7 @@ class MetricsServer:
         self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
         if conn.buf:  # a pipelined request is already here
             conn.idle, conn.deadline = False, now + self.limits.header_s
-            self._dispatch(conn, now)
+        self._read(conn, now)  # TLS may hold more, decrypted already: no event would say so
 
     def _registered(self, conn: _Conn) -> bool:
         try:
@@ -374,18 +381,15 @@ class MetricsServer:
                 if hasattr(result, "close"):
                     result.close()
             status, headers = captured
+            return response(status, headers, b"" if request.method == "HEAD" else body,
+                            conn.keep_alive)
         # The server's isolation boundary: a bug behind one request must not reach the wire
         # (a traceback tells an attacker the code) nor stop the next scrape.
         except Exception as exc:  # noqa: BLE001
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            message = " ".join(str(exc).split())[:300]
-            log.error("%s from %s: %s: %s (%s:%d); answered 500", conn.head, conn.peer,
-                      type(exc).__name__, message, Path(where.filename).name, where.lineno)
-            status, headers = "500 Internal Server Error", [("Content-Type", "text/plain")]
-            body = b"the daemon could not answer this request; its log says why\n"
-        if request.method == "HEAD":
-            body = b""
-        return response(status, headers, body, conn.keep_alive)
+            log.error("%s from %s: %s; answered 500", conn.head, conn.peer, _one_line(exc))
+            return response("500 Internal Server Error", [("Content-Type", "text/plain")],
+                            b"the daemon could not answer this request; its log says why\n",
+                            conn.keep_alive)
 
     def _wake(self) -> None:
         try:
@@ -410,6 +414,13 @@ class MetricsServer:
         if now - self._warned.get(what, -60.0) >= 60.0:
             self._warned[what] = now
             log.warning("%s", message)
+
+
+def _one_line(exc: BaseException) -> str:
+    """``KeyError: 'x' (exposition.py:120)``: the exception and where, never its traceback."""
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" ({Path(where.filename).name}:{where.lineno})" if where else ""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}{at}"
 
 
 def _try_send(sock: socket.socket, data: bytes) -> None:
