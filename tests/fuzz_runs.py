@@ -232,6 +232,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "host": _try_host,
     "rules": _try_file("rules"),
     "config": _try_file("config"),
+    "daemon": lambda *a: __import__("tests.fuzz_daemon", fromlist=["_"]).try_daemon(*a),  # lazy: it imports this module
 }
 
 
