@@ -128,22 +128,24 @@ def _shown(value: Any) -> str:
     return f"{value!r:.80}"
 
 
-def _number(at: str, attr: str, value: Any) -> float | int:
+def _number(at: str, attr: str, value: Any, given: Any) -> float | int:
+    """``value`` if it is a number in ``attr``'s range; ``given`` is what the user wrote
+    (a duration's text), for the message."""
     whole = isinstance(getattr(Settings(), attr), int)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             whole and not isinstance(value, int)):
         kind = "a whole number" if whole else "a duration like \"30s\" or a number of seconds"
-        raise ConfigError(f"{at} = {_shown(value)}: must be {kind}")
+        raise ConfigError(f"{at} = {_shown(given)}: must be {kind}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{at} = {value}: must be a finite number")
+        raise ConfigError(f"{at} = {_shown(given)}: must be a finite number")
     if attr == "kernel_interval_s":
         if value != 0 and not KERNEL_MIN_S <= value <= 30 * DAY_S:
-            raise ConfigError(f"{at} = {_shown(value)}: must be 0s (only on SIGUSR1) or "
+            raise ConfigError(f"{at} = {_shown(given)}: must be 0s (only on SIGUSR1) or "
                               "between 1m and 720h")
     elif attr in BOUNDS:
         low, high, what = BOUNDS[attr]
         if not low <= value <= high:
-            raise ConfigError(f"{at} = {_shown(value)}: must be {what}")
+            raise ConfigError(f"{at} = {_shown(given)}: must be {what}")
     return value if whole else float(value)
 
 
@@ -171,10 +173,11 @@ def _url(at: str, value: Any) -> str:
     return text
 
 
-def _checked(at: str, attr: str, value: Any) -> Any:
-    """``value`` for ``attr`` if it is one; else ConfigError naming ``at`` (a key or a flag)."""
+def _checked(at: str, attr: str, value: Any, given: Any = None) -> Any:
+    """``value`` for ``attr`` if it is one; else ConfigError naming ``at`` (a key or a flag)
+    and showing ``given``, what was written (``value`` itself by default)."""
     if attr in BOUNDS or attr == "kernel_interval_s":
-        return _number(at, attr, value)
+        return _number(at, attr, value, value if given is None else given)
     if attr in ("alertmanager", "webhook"):
         if not isinstance(value, (list, tuple)) or len(value) > MAX_URLS:
             raise ConfigError(f"{at}: must be a list of at most {MAX_URLS} URLs, "
@@ -182,7 +185,7 @@ def _checked(at: str, attr: str, value: Any) -> Any:
         return tuple(_url(at, v) for v in value)
     if attr == "kernels_while_serving":
         if not isinstance(value, bool):
-            raise ConfigError(f"{at} = {_shown(value)}: must be true or false (no quotes)")
+            raise ConfigError(f"{at} = {_shown(value)}: must be true or false")
         return value
     if attr == "level":
         if value not in LEVELS:
@@ -215,6 +218,9 @@ def _value(at: str, key: str, attr: str, value: Any) -> Any:
     if key in DURATIONS:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return value  # seconds, checked for range by _checked
+        if not isinstance(value, str):  # [], {} or false would read as "no duration": 0 s
+            raise ConfigError(f"{at} = {_shown(value)}: must be a duration like \"30s\" or a "
+                              "number of seconds")
         try:
             return parse_duration(value)
         except ValueError as exc:
@@ -254,7 +260,7 @@ def load_settings(path: Path | None) -> Settings:
         if key not in keys:
             raise ConfigError(f"{where}: unknown key daemon.{key}"
                               f"{suggest(key, keys)}; docs/daemon.md lists them")
-        values[keys[key]] = _checked(at, keys[key], _value(at, key, keys[key], value))
+        values[keys[key]] = _checked(at, keys[key], _value(at, key, keys[key], value), value)
     settings = Settings(**values)
     _check_pairs(path, settings)
     return settings
