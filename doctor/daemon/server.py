@@ -11,8 +11,8 @@ threads are the same whatever its clients do, and its probes always have theirs.
 
 What a client gets (``Limits``; each is tested in tests/test_daemon_server_hostile.py):
 
-- at most ``max_connections`` open; a new one beyond closes the one idle the longest (a
-  request being answered is never cut), so idle and slow clients never starve a scrape;
+- at most ``max_connections`` open; a new one beyond closes the one idle the longest (one
+  whose answer is being made is never cut), so idle and slow clients never starve a scrape;
   503 when every connection is busy;
 - the request line and headers within ``header_s`` of the connection (a TLS handshake
   included) or of a request's first byte (slowloris), in at most ``request_bytes`` and
@@ -217,8 +217,10 @@ class MetricsServer:
             self._selector.register(sock, selectors.EVENT_READ, conn)
 
     def _evict(self) -> bool:
-        """Close the connection idle the longest (never one whose request is being answered)."""
-        waiting = [c for c in self._conns if c.state != _BUSY]
+        """Close the connection idle the longest: one waiting for a request if there is one,
+        else one whose client is slow to take its answer; never one being answered."""
+        waiting = ([c for c in self._conns if c.state in (_HANDSHAKE, _READ)]
+                   or [c for c in self._conns if c.state == _WRITE])
         if not waiting:
             return False
         self._warn("limit", f"{self.limits.max_connections} connections open: closing the "
