@@ -61,22 +61,26 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, config_path, ru
     kill -USR1 <pid>    run the micro-kernels now
     kill -TERM <pid>    stop
     """
+    import signal
+
     from doctor.daemon.service import Daemon, load
 
+    # Until the server is up (Daemon.run installs the daemon's handlers): SIGTERM and SIGINT
+    # stop it wherever its start is, and a reload or kernel request has nothing to act on yet.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     flags = {"listen": listen, "interval_s": _seconds(interval, "--interval"),
              "kernel_interval_s": _seconds(kernel_interval, "--kernel-interval"),
              "level": level, "report_dir": report_dir, "alertmanager": tuple(alertmanager),
-             "webhook": tuple(webhook)}
-    if flags["interval_s"] is not None and flags["interval_s"] < 1:
-        raise click.BadParameter("must be at least 1s", param_hint="--interval")
+             "webhook": tuple(webhook)}  # each checked as its key is (settings.with_flags)
 
     def reload():
         return load(config_path, rule_files, {**flags, "model_dirs": model_dirs})
 
     service = Daemon(reload(), reload)
-    service.install_signals()
     sys.exit(service.run())
 
 

@@ -26,3 +26,25 @@ def finding(rule: str = "cpu-contention", key: str = "stress pid 42",
     return Finding(rule=rule, cause="cpu-contention", symptoms=("slowdown",), severity=severity,
                    title=f"{key} is taking 1.0 cores", evidence={"process": key, **evidence},
                    remediation="Stop or move the process.", playbook="playbooks/cpu-contention.md")
+
+
+def self_signed(folder) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key (PEM files in ``folder``), made by openssl."""
+    import subprocess
+
+    openssl = need("openssl", "openssl")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    return str(cert), str(key)
+
+
+def client_tls(cert: str):
+    """A client context that trusts ``cert`` and nothing else (no host name check)."""
+    import ssl
+
+    context = ssl.create_default_context(cafile=cert)
+    context.check_hostname = False
+    return context

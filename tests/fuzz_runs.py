@@ -6,6 +6,7 @@ error, valid JSON, no read outside the recorded host, no planted secret in any o
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -225,6 +226,14 @@ def _try_file(kind: str):
     return tried
 
 
+def _kind(module: str, name: str) -> Callable[..., list[Tried]]:
+    """A kind whose inputs are made in tests/<module>.py, which imports this module (for
+    ``Tried``, ``check``): loaded when first tried."""
+    def tried(*args: Any) -> list[Tried]:
+        return getattr(importlib.import_module(f"tests.{module}"), name)(*args)
+    return tried
+
+
 # One entry per kind of input: (base, work, rng, outside, n, bound_s, runner, evaluate_share)
 # → the runs tried. A kind whose inputs need more than a file (a hostile server) lives in a
 # module of its own (tests/fuzz_<kind>.py) and is named here.
@@ -232,7 +241,8 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "host": _try_host,
     "rules": _try_file("rules"),
     "config": _try_file("config"),
-    "plan": __import__("tests.fuzz_plan", fromlist=["try_plan"]).try_plan,
+    "plan": _kind("fuzz_plan", "try_plan"),
+    "daemon": _kind("fuzz_daemon", "try_daemon"),
 }
 
 

@@ -104,21 +104,54 @@ def prometheus_query(url: str, query: str) -> list[dict]:
     return body["data"]["result"]
 
 
-def daemon(folder: Path, config_text: str, *flags: str) -> tuple[Proc, str]:
-    """Start ``llm-doctor daemon`` on a free port; returns (process, host:port)."""
-    config = folder / "llm-doctor.toml"
+def daemon(folder: Path, config_text: str, *flags: str, repo: Path = REPO,
+           name: str = "daemon") -> tuple[Proc, str]:
+    """Start ``llm-doctor daemon`` (of the checkout ``repo``) on a free port; returns
+    (process, host:port). A ``--listen`` in ``flags`` wins over the free port."""
+    config = folder / ("llm-doctor.toml" if name == "daemon" else f"{name}.toml")
     config.write_text(config_text)
     argv = [sys.executable, "-m", "doctor.cli", "daemon", "--listen", "127.0.0.1:0",
             "--config", str(config), *flags]
-    proc = Proc("daemon", argv, folder, env={"PYTHONPATH": str(REPO)})
+    proc = Proc(name, argv, folder, env={"PYTHONPATH": str(repo)})
 
     def address():
         if proc.popen.poll() is not None:
             raise AssertionError(f"the daemon exited: {proc.log()}")
-        match = re.search(r"serving metrics on http://([\d.]+:\d+)/metrics", proc.log())
+        match = re.search(r"serving metrics on https?://(\S+)/metrics", proc.log())
         return match.group(1) if match else None
 
     return proc, wait_for("the daemon to listen", address, 60)
+
+
+def status(pid: int) -> dict[str, int]:
+    """Threads, VmSize and VmRSS (KiB) of a process, from /proc/<pid>/status."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Threads", "VmSize", "VmRSS"):
+            found[key] = int(value.split()[0])
+    return found
+
+
+def raw_http(address: str, data: bytes, timeout_s: float = 5.0, tls=None) -> bytes:
+    """Send ``data`` as is to ``address`` (host:port) and read until the server closes or
+    ``timeout_s`` passes; ``tls``: an ssl.SSLContext to wrap the connection in."""
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + timeout_s
+    got = b""
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as sock:
+        conn = tls.wrap_socket(sock, server_hostname=host) if tls else sock
+        conn.sendall(data)
+        while time.monotonic() < deadline and len(got) < (4 << 20):
+            conn.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                chunk = conn.recv(1 << 16)
+            except (TimeoutError, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            got += chunk
+    return got
 
 
 def spinner(seconds: float) -> subprocess.Popen:

@@ -113,3 +113,40 @@ def test_history_is_bounded_in_points_and_series():
     points = history.series("m")[(("pid", "5"),)]
     assert len(points) <= 8 and points[-1] == (599.0, 599.0)
     assert all(t >= 599 - 60 for t, _ in points)
+
+
+_NO_THREADS = """
+import json, resource
+from pathlib import Path
+from tests.test_daemon_scheduler import _spec
+from doctor.daemon.scheduler import Scheduler
+from doctor.model import Level, ScanOptions
+
+scheduler = Scheduler((_spec("t.a"), _spec("t.b")), None, ScanOptions(level=Level.QUICK), 1.0, 0)
+size = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+            if line.startswith("VmSize:")) * 1024
+_, hard = resource.getrlimit(resource.RLIMIT_AS)
+resource.setrlimit(resource.RLIMIT_AS, (size + (2 << 20), hard))  # no room for an 8 MiB stack
+starved = scheduler.start_due(0.0, False)
+resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+again = scheduler.start_due(1.0, False)
+print(json.dumps({"results": [[r.name, r.status, r.reason] for r in starved.results],
+                  "started": starved.started, "again": again.started}))
+"""
+
+
+def test_a_probe_whose_thread_cannot_start_is_its_error_and_the_next_beat_tries_again():
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    out = subprocess.run([sys.executable, "-c", _NO_THREADS], capture_output=True, text=True,
+                         timeout=60, cwd=REPO, env={"PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert found["started"] == [] and [r[:2] for r in found["results"]] == [
+        ["t.a", "error"], ["t.b", "error"]]
+    assert "cannot start a thread for this probe" in found["results"][0][2]
+    assert found["again"] == ["t.a", "t.b"]

@@ -1,13 +1,18 @@
 """Incident reports written when an alert fires: self-contained HTML, atomic, bounded.
 
 File names sort by time: ``incident-20260101T120000Z-cpu-contention-<key hash>.html``.
-Only the newest ``keep`` reports stay; older ones are deleted after each write.
+Only the newest ``keep`` reports stay (at least one: the one just written); older ones are
+deleted after each write. ``unusable`` checks the folder when the daemon starts or reloads,
+so a folder that cannot take a report is refused then, not found out when an alert fires.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import stat
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +27,22 @@ def report_name(rule: str, key: str, now: float) -> str:
     return f"incident-{stamp}-{rule}-{digest}.html"
 
 
+def unusable(folder: str) -> str | None:
+    """Why ``folder`` cannot take reports (created if missing), or None when it can: it must
+    be a directory this process can write a file in (tried, as root passes access checks)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if not stat.S_ISDIR(os.stat(folder).st_mode):
+            return "is not a directory"
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".incident-check-"):
+            pass
+    except FileExistsError:
+        return "exists and is not a directory"
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        return f"cannot write a report there: {getattr(exc, 'strerror', None) or exc}"
+    return None
+
+
 def write_report(folder: str, name: str, html: str, keep: int) -> Path | None:
     """Write ``html`` to ``folder/name`` atomically, then prune; None (logged) on failure."""
     root = Path(folder)
@@ -32,7 +53,7 @@ def write_report(folder: str, name: str, html: str, keep: int) -> Path | None:
         log.error("cannot write incident report %s: %s", root / name, exc.strerror or exc)
         return None
     reports = sorted(root.glob("incident-*.html"))
-    for old in reports[: max(0, len(reports) - keep)]:
+    for old in reports[: max(0, len(reports) - max(1, keep))]:
         try:
             old.unlink()
         except OSError as exc:

@@ -7,7 +7,8 @@ through ``doctor.runner``'s call object, so its exceptions map exactly as in a s
 
 A probe still running when it falls due again is not started again: the scheduler reports
 it as ``timeout`` with the reason "still running ... not started again", so a hung read
-costs one thread, not one per interval. Micro-kernels already run in child processes
+costs one thread, not one per interval. A probe whose thread cannot start (the process at
+its thread or address-space limit) is an ``error`` of that probe; the beat goes on. Micro-kernels already run in child processes
 (probes/kernels/) that their own timeouts kill.
 """
 
@@ -132,5 +133,13 @@ class Scheduler:
             return
         slot.call = ProbeCall(slot.spec, self.host, self.options)
         slot.started, slot.timeout_reported = now, False
-        slot.call.start()
+        try:
+            slot.call.start()
+        except RuntimeError as exc:  # "can't start new thread": this probe, not the beat, fails
+            slot.call = None
+            cycle.results.append(ProbeResult(
+                slot.spec.name, "error", 0.0,
+                f"cannot start a thread for this probe ({exc}): the daemon is at its thread or "
+                "address-space limit (ulimit -u, ulimit -v); tried again at its next run"))
+            return
         cycle.started.append(slot.spec.name)

@@ -3,7 +3,10 @@
 SIGHUP re-reads the config file and the rules (a bad file is logged and the old ones kept),
 SIGTERM and SIGINT stop it cleanly (the HTTP server closes, queued alerts are delivered),
 SIGUSR1 runs the micro-kernels at the next beat. One loop thread does everything but serve
-/metrics and send alerts; probes run on their own threads (doctor/daemon/scheduler.py).
+/metrics and send alerts; probes run on their own threads (doctor/daemon/scheduler.py), and
+the server's threads are fixed at start (doctor/daemon/server.py), so no client can take the
+probes' threads. These handlers are installed once the server is up: until then SIGTERM has
+its default action and stops the daemon at any point of its start.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from doctor.registry import PROBES, by_name
 from doctor.rules import Rule, builtin_files, load_rules
 
 log = logging.getLogger("llm-doctor")
+# read once, when the server starts: a reload cannot change them
+_RESTART_KEYS = ("listen", "tls_cert_file", "tls_key_file", "basic_auth_user",
+                 "basic_auth_password_file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +128,15 @@ class Daemon:
         except Exception as exc:  # ConfigError, RuleError, OSError: the message names the file
             log.error("reload failed, keeping the previous configuration: %s", exc)
             return
-        if loaded.settings.listen != self.loaded.settings.listen:
-            log.warning("listen address changes need a restart; still on %s",
-                        self.loaded.settings.listen)
+        problem = self._unusable(loaded.settings)
+        if problem:
+            log.error("reload failed, keeping the previous configuration: %s", problem)
+            return
+        changed = [key for key in _RESTART_KEYS
+                   if getattr(loaded.settings, key) != getattr(self.loaded.settings, key)]
+        if changed:
+            log.warning("%s: changes need a restart; still serving on %s as before",
+                        ", ".join(f"daemon.{k}" for k in changed), self.loaded.settings.listen)
         self.loaded = loaded
         self.tracker.for_s = self._for_s()
         self.tracker.resolve_after = loaded.settings.resolve_after
@@ -142,9 +154,23 @@ class Daemon:
         log.info("configuration reloaded: %d rules, interval %gs", len(loaded.rules),
                  loaded.settings.interval_s)
 
+    @staticmethod
+    def _unusable(settings: Settings) -> str | None:
+        """Why the settings' report folder cannot be used, naming it; None when it can."""
+        if not settings.report_dir:
+            return None
+        why = incidents.unusable(settings.report_dir)
+        return why and (f"the incident report folder {settings.report_dir} (--report-dir or "
+                        f"daemon.report_dir) {why}")
+
     # the loop -----------------------------------------------------------------------------
     def run(self) -> int:
+        """Serve, then beat until SIGTERM; ConfigError when a file the settings name is wrong."""
+        problem = self._unusable(self.loaded.settings)
+        if problem:
+            raise ConfigError(problem)
         server, _ = serve(self.registry, self.loaded.settings)
+        self.install_signals()
         host, port = server.server_address[:2]
         scheme = "https" if self.loaded.settings.tls_cert_file else "http"
         shown = f"[{host}]" if ":" in host else host

@@ -2,7 +2,7 @@
 
     [daemon]
     listen = "127.0.0.1:9411"        # host:port; [::1]:9411; port 0 picks a free one
-    interval = "15s"                 # cheap read-only probes and engine pages
+    interval = "15s"                 # cheap read-only probes and engine pages (1s to 24h)
     kernel_interval = "6h"           # micro-kernels, disk reads; "0s": only on SIGUSR1
     kernels_while_serving = false    # run micro-kernels while an engine is serving
     level = "standard"               # quick: never run micro-kernels
@@ -21,22 +21,51 @@
     cpu-contention = "2m"
 
 The config loader (doctor/config.py) owns ``[scan]`` and ``[rules]``; this module reads
-``[daemon]`` from the same file.
+``[daemon]`` from the same file. Every value is checked before the daemon starts, a flag as
+its key: its type (a boolean is not a number, a string not a boolean), a number's finiteness
+and range, an address's host and port, a URL's scheme and host, a path's characters. A
+mistake is one ConfigError naming the file, the line and the key (or the flag): exit 3.
+The files the settings name are read by the server and the incident writer when they start
+(``read_setting_file``: the guarded reader, so a FIFO or /dev/zero is refused at once).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from doctor.config import ConfigError
 from doctor.durations import parse as parse_duration
 from doctor.rules import suggest
+from doctor.tomlfile import LineIndex, read_text
 
 DURATIONS = {"interval": "interval_s", "kernel_interval": "kernel_interval_s",
              "resend_interval": "resend_s", "history": "history_s"}
+FLAGS = {"listen": "--listen", "interval_s": "--interval", "kernel_interval_s": "--kernel-interval",
+         "level": "--level", "report_dir": "--report-dir", "alertmanager": "--alertmanager",
+         "webhook": "--webhook"}
+DAY_S = 86400.0
+# The range of each number, in its unit (seconds, reports, evaluations), and why.
+BOUNDS: dict[str, tuple[float, float, str]] = {
+    "interval_s": (1.0, DAY_S, "between 1s and 24h (each beat starts the probes' threads)"),
+    "resend_s": (1.0, DAY_S, "between 1s and 24h"),
+    "history_s": (60.0, 30 * DAY_S, "between 1m and 720h"),
+    "report_keep": (1, 100_000, "a whole number from 1 to 100000"),
+    "resolve_after": (1, 1000, "a whole number from 1 to 1000 (evaluations)"),
+}
+KERNEL_MIN_S = 60.0  # a micro-kernel loads the machine for seconds: not more than once a minute
+MAX_FOR_S = 30 * DAY_S
+MAX_URLS = 16
+MAX_TEXT = 4096  # a path or a URL
+LEVELS = ("quick", "standard", "full")
+_PORT = re.compile(r"[0-9]{1,5}")
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +90,119 @@ class Settings:
 
     def address(self) -> tuple[str, int]:
         """"127.0.0.1:9411" → ("127.0.0.1", 9411); "[::1]:0" → ("::1", 0)."""
-        match = re.match(r"^\[?([^\]]*)\]?:(\d+)$", self.listen)
-        if not match or not match.group(1):
-            raise ConfigError(f"listen address '{self.listen}' must be HOST:PORT, "
-                              "e.g. 127.0.0.1:9411 or [::1]:9411")
-        return match.group(1), int(match.group(2))
+        try:
+            return parse_listen(self.listen)
+        except ValueError as exc:
+            raise ConfigError(f"listen address {_shown(self.listen)}: {exc}") from None
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT as (host, port); ValueError saying what is wrong with it."""
+    if len(text) > 300 or not text.isprintable():
+        raise ValueError("holds a control character or is too long; "
+                         "write HOST:PORT, e.g. 127.0.0.1:9411")
+    host, colon, port = text.rpartition(":")
+    if not colon or not host:
+        raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:9411 or [::1]:9411")
+    if not _PORT.fullmatch(port) or int(port) > 65535:
+        raise ValueError(f"the port {port!r:.20} is not a number from 0 to 65535 "
+                         "(HOST:PORT, e.g. 127.0.0.1:9411)")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError(f"{host!r:.60} is not an IPv6 address like [::1]") from None
+        return host[1:-1], int(port)
+    if ":" in host:
+        raise ValueError("HOST:PORT with one colon; an IPv6 address goes in brackets, [::1]:9411")
+    if len(host) > 253 or not _HOST_NAME.fullmatch(host):
+        raise ValueError(f"{host!r:.60} is not an IPv4 address or a host name")
+    return host, int(port)
+
+
+def _shown(value: Any) -> str:
+    """A value for a message: short, escaped, a 400-digit number said as such (Python will
+    not even print one of over 4,300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return f"a {int(value.bit_length() * math.log10(2)) + 1}-digit number"
+    return f"{value!r:.80}"
+
+
+def _number(at: str, attr: str, value: Any, given: Any) -> float | int:
+    """``value`` if it is a number in ``attr``'s range; ``given`` is what the user wrote
+    (a duration's text), for the message."""
+    whole = isinstance(getattr(Settings(), attr), int)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            whole and not isinstance(value, int)):
+        kind = "a whole number" if whole else "a duration like \"30s\" or a number of seconds"
+        raise ConfigError(f"{at} = {_shown(given)}: must be {kind}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{at} = {_shown(given)}: must be a finite number")
+    if attr == "kernel_interval_s":
+        if value != 0 and not KERNEL_MIN_S <= value <= 30 * DAY_S:
+            raise ConfigError(f"{at} = {_shown(given)}: must be 0s (only on SIGUSR1) or "
+                              "between 1m and 720h")
+    elif attr in BOUNDS:
+        low, high, what = BOUNDS[attr]
+        if not low <= value <= high:
+            raise ConfigError(f"{at} = {_shown(given)}: must be {what}")
+    return value if whole else float(value)
+
+
+def _text(at: str, value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{at} = {_shown(value)}: must be a string ({what})")
+    if len(value) > MAX_TEXT or not value.isprintable():
+        raise ConfigError(f"{at} = {_shown(value)}: holds a control character or is over "
+                          f"{MAX_TEXT} characters; write {what}")
+    return value
+
+
+def _url(at: str, value: Any) -> str:
+    text = _text(at, value, "a URL like http://127.0.0.1:9093")
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 (ValueError when it is not a number from 0 to 65535)
+    except ValueError as exc:
+        raise ConfigError(f"{at} = {_shown(text)}: not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or " " in text:
+        raise ConfigError(f"{at} = {_shown(text)}: must be an http:// or https:// URL with a host")
+    if "@" in parts.netloc:
+        raise ConfigError(f"{at}: a user or password in the URL is never sent (and would be "
+                          "logged with a failed delivery); give the URL without it")
+    return text
+
+
+def _checked(at: str, attr: str, value: Any, given: Any = None) -> Any:
+    """``value`` for ``attr`` if it is one; else ConfigError naming ``at`` (a key or a flag)
+    and showing ``given``, what was written (``value`` itself by default)."""
+    if attr in BOUNDS or attr == "kernel_interval_s":
+        return _number(at, attr, value, value if given is None else given)
+    if attr in ("alertmanager", "webhook"):
+        if not isinstance(value, (list, tuple)) or len(value) > MAX_URLS:
+            raise ConfigError(f"{at}: must be a list of at most {MAX_URLS} URLs, "
+                              "e.g. [\"http://127.0.0.1:9093\"]")
+        return tuple(_url(at, v) for v in value)
+    if attr == "kernels_while_serving":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{at} = {_shown(value)}: must be true or false")
+        return value
+    if attr == "level":
+        if value not in LEVELS:
+            raise ConfigError(f"{at} = {_shown(value)}; use quick, standard or full")
+        return value
+    if attr == "listen":
+        try:
+            parse_listen(_text(at, value, "HOST:PORT"))
+        except ValueError as exc:
+            raise ConfigError(f"{at} = {_shown(value)}: {exc}") from None
+        return value
+    if attr == "basic_auth_user":
+        user = _text(at, value, "a user name")
+        if ":" in user:
+            raise ConfigError(f"{at}: a basic-auth user name cannot hold ':' (RFC 7617)")
+        return user
+    return _text(at, value, "a path")  # report_dir and the three files
 
 
 def _keys() -> dict[str, str]:
@@ -76,24 +213,15 @@ def _keys() -> dict[str, str]:
     return names
 
 
-def _value(path: Path, key: str, attr: str, value: Any) -> Any:
-    at = f"{path}: daemon.{key}"
-    default = getattr(Settings(), attr)
+def _value(at: str, key: str, attr: str, value: Any) -> Any:
+    """A value of the file as its attribute takes it: durations in seconds, a URL a list."""
     if key in DURATIONS:
         try:  # a number of seconds or "30s" (doctor/durations.py: bounded, finite)
             return parse_duration(value)
         except ValueError as exc:
             raise ConfigError(f"{at}: {exc}") from None
-    if isinstance(default, tuple):
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{at}: must be a list of URLs")
-        return tuple(value)
-    if isinstance(default, bool) and not isinstance(value, bool):
-        raise ConfigError(f"{at}: must be true or false")
-    if isinstance(default, (int, str)) and not isinstance(value, type(default)):
-        raise ConfigError(f"{at}: must be a {type(default).__name__} like {default!r}")
+    if isinstance(getattr(Settings(), attr), tuple) and isinstance(value, str):
+        return [value]
     return value
 
 
@@ -105,13 +233,16 @@ def load_settings(path: Path | None) -> Settings:
     from doctor.tomlfile import read_toml
 
     # The scan's own guarded read: a FIFO, a device, non-UTF-8 or a huge file is refused.
-    _, data = read_toml(path, "config file", ConfigError, MAX_CONFIG_BYTES)
+    text, data = read_toml(path, "config file", ConfigError, MAX_CONFIG_BYTES)
     table = data.get("daemon", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: daemon must be a table ([daemon])")
+    lines = LineIndex(text)
     keys = _keys()
     values: dict[str, Any] = {}
     for key, value in table.items():
+        where = f"{path}:{lines.table('daemon', key)}"
+        at = f"{where}: daemon.{key}"
         if key == "for":
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: [daemon.for] must be a table of rule = \"5m\"")
@@ -119,20 +250,50 @@ def load_settings(path: Path | None) -> Settings:
                 values["for_s"] = {rule: parse_duration(v) for rule, v in value.items()}
             except ValueError as exc:
                 raise ConfigError(f"{path}: [daemon.for]: {exc}") from None
+            _check_for(path, lines, values["for_s"])
             continue
         if key not in keys:
-            raise ConfigError(f"{path}: unknown key daemon.{key}{suggest(key, keys)}; "
-                              "docs/daemon.md lists them")
-        values[keys[key]] = _value(path, key, keys[key], value)
+            raise ConfigError(f"{where}: unknown key daemon.{key}"
+                              f"{suggest(key, keys)}; docs/daemon.md lists them")
+        values[keys[key]] = _checked(at, keys[key], _value(at, key, keys[key], value), value)
     settings = Settings(**values)
-    if settings.level not in ("quick", "standard", "full"):
-        raise ConfigError(f"{path}: daemon.level = {settings.level!r}; use quick, standard or full")
-    if settings.interval_s < 1:
-        raise ConfigError(f"{path}: daemon.interval must be at least 1s")
+    _check_pairs(path, settings)
     return settings
 
 
+def _check_for(path: Path, lines: LineIndex, for_s: dict[str, float]) -> None:
+    for rule, seconds in for_s.items():
+        if not 0 <= seconds <= MAX_FOR_S or len(rule) > 200 or not rule.isprintable():
+            raise ConfigError(f"{path}:{lines.table('daemon.for', rule)}: [daemon.for] "
+                              f"{_shown(rule)}: a rule id with a window from 0s to 720h")
+
+
+def _check_pairs(path: Path, settings: Settings) -> None:
+    if bool(settings.basic_auth_user) != bool(settings.basic_auth_password_file):
+        raise ConfigError(f"{path}: basic auth needs both daemon.basic_auth_user and "
+                          "daemon.basic_auth_password_file")
+    if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
+        raise ConfigError(f"{path}: TLS needs both daemon.tls_cert_file and daemon.tls_key_file")
+
+
 def with_flags(settings: Settings, **flags: Any) -> Settings:
-    """Command-line flags win over the file; None and () mean 'not given'."""
-    given = {k: v for k, v in flags.items() if v not in (None, ())}
+    """Command-line flags win over the file; None and () mean 'not given'. Each is checked
+    as its key is, and named as a flag."""
+    given = {k: _checked(FLAGS.get(k, k), k, v) for k, v in flags.items() if v not in (None, ())}
     return replace(settings, **given)
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def read_setting_file(key: str, path: str, what: str, max_bytes: int) -> str:
+    """The text of the file ``daemon.<key>`` names: a regular UTF-8 file of at most
+    ``max_bytes``, opened without blocking (doctor/tomlfile.read_text), else ConfigError
+    naming the key."""
+    if not path or "\0" in path:
+        raise ConfigError(f"daemon.{key} = {_shown(path)}: name the {what}")
+    try:
+        return read_text(Path(path), what, _Unreadable, max_bytes)
+    except _Unreadable as exc:
+        raise ConfigError(f"daemon.{key}: {exc}") from None
