@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from doctor.endpoints import EndpointError
+from doctor.endpoints import parse as parse_endpoint
 from doctor.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
 from doctor.promtext import Page, PageError, parse
@@ -92,7 +94,11 @@ def _discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
             engines[engine.base_url] = engine
     auth = credentials(host, options)
     for url in options_endpoints(options):
-        base = public_base(url)
+        try:
+            base = public_base(url)
+        except EndpointError as exc:  # the command line refuses these; other callers may not
+            unbound.append(replace(engine_flags.blank(None), error=str(exc)))
+            continue
         known = engines.get(base) or _same_port(engines, base)
         if known is not None:
             engines.pop(known.base_url or "")
@@ -126,27 +132,20 @@ def _same_port(engines: dict[str, Engine], base: str) -> Engine | None:
 
 
 def public_base(url: str) -> str:
-    """scheme://host:port of an endpoint, without credentials or a known page path."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    netloc = parts.hostname or ""
-    if ":" in netloc:
-        netloc = f"[{netloc}]"
-    if parts.port:
-        netloc += f":{parts.port}"
-    path = parts.path.rstrip("/")
-    for suffix in ("/metrics", "/v1/models", "/v1", "/props", "/info", "/server_info"):
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    return urlunsplit((parts.scheme or "http", netloc, path, "", ""))
+    """scheme://host:port of an endpoint, without credentials or a known page path
+    (doctor/endpoints.py); EndpointError when ``url`` is not an endpoint."""
+    return parse_endpoint(url).base_url
 
 
 def _credentials(options: ScanOptions) -> dict[str, dict[str, str]]:
     out = {}
     for url in options_endpoints(options):
-        parts = urlsplit(url if "://" in url else f"http://{url}")
-        if parts.password or parts.username:
-            out[public_base(url)] = {"Authorization": f"Bearer {parts.password or parts.username}"}
+        try:
+            named = parse_endpoint(url)
+        except EndpointError:
+            continue
+        if named.key:
+            out[named.base_url] = named.headers
     return out
 
 

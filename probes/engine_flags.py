@@ -129,7 +129,7 @@ def from_process(proc) -> Engine:
                   api_key_set=bool(found.get("api_key_set")))
 
 
-def blank(base_url: str) -> Engine:
+def blank(base_url: str | None) -> Engine:
     from probes.engine_discovery import Engine
 
     return Engine(pid=None, kind="unknown", base_url=base_url, listen=(), source="endpoint",
