@@ -14,7 +14,6 @@ An API key is reported as set or not, never its value. Manual equivalent:
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
@@ -24,6 +23,7 @@ from doctor.endpoints import parse as parse_endpoint
 from doctor.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
 from doctor.promtext import Page, PageError, parse
+from doctor.values import page_json
 from probes import engine_flags
 from probes.engine_names import kind_of_page
 from probes.processes import engine_processes
@@ -190,7 +190,7 @@ def _ask_engine(host: Host, engine: Engine, headers: dict[str, str]) -> Engine:
         if answer.status != 200:
             continue
         try:
-            data = json.loads(answer.body)
+            data = page_json(answer.body)
         except ValueError:
             continue
         figures = reader(data)
