@@ -34,6 +34,36 @@ _PORT = re.compile(r"[0-9]{1,5}")
 _PATH = re.compile(r"(/[A-Za-z0-9._~!$&'()*+,;=:@%-]*)*")
 
 
+MIN_HIDDEN_KEY = 8  # a shorter key would mask ordinary words of a page
+
+
+def hide_keys(text: str, keys: tuple[str, ...]) -> str:
+    """``text`` with every key in ``keys`` (8 characters or more, any case) as ``***``:
+    what an engine sends back (a page, an error, a status line) may echo the key it was
+    sent, and whatever llm-doctor shows or records of it must not carry it on."""
+    for key in keys:
+        if len(key) >= MIN_HIDDEN_KEY and key.lower() in text.lower():
+            text = re.sub(re.escape(key), "***", text, flags=re.IGNORECASE)
+    return text
+
+
+def header_keys(headers: dict[str, str]) -> tuple[str, ...]:
+    """The secrets in an Authorization header: a Bearer token, a Basic pair's password
+    and the pair as encoded."""
+    scheme, _, token = next((v for k, v in headers.items() if k.lower() == "authorization"),
+                            "").strip().partition(" ")
+    keys = [token.strip()] if token.strip() else []
+    if scheme.lower() == "basic" and keys:
+        import base64
+        import binascii
+
+        try:
+            keys.append(base64.b64decode(keys[0], validate=True).decode().partition(":")[2])
+        except (binascii.Error, UnicodeDecodeError):
+            pass
+    return tuple(k for k in keys if k)
+
+
 class EndpointError(ValueError):
     """An endpoint that cannot be used; the message names it (without its key) and says why."""
 

@@ -12,6 +12,10 @@ followed; it is a failed read that names the origin it pointed to. So a credenti
 as Basic) never leaves the origin it was given for, and a scan never reaches a host the
 user did not name.
 
+An answer that echoes the credential sent (a body, a Content-Type, an error's status line)
+comes back with it as ``***`` (doctor.endpoints.hide_keys): nothing shown or recorded of
+a page carries the key on.
+
 Whatever the server does, the answer is an ``HttpResponse`` (a non-2xx status is an
 answer) or a ``HostReadError`` naming the URL, with ``Reason.TIMEOUT`` or
 ``Reason.FAILED`` and a short detail: a status line that is not HTTP, ``HTTP/2``, more
@@ -34,6 +38,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
+from doctor.endpoints import header_keys, hide_keys
 from doctor.host import HostReadError, HttpResponse, Reason
 
 MAX_REDIRECTS = 5
@@ -101,15 +106,20 @@ def get(url: str, timeout_s: float = 5.0, max_bytes: int = 8 << 20,
     if parts.username is not None:  # http://user:pw@host/ → a Basic header, never the URL
         pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
         sent.setdefault("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
+    keys = header_keys(sent)
     started = time.monotonic()
     deadline = started + timeout_s
-    for _ in range(MAX_REDIRECTS + 1):
-        status, content_type, location, body = _exchange(target, sent, deadline, max_bytes,
-                                                         shown, timeout_s)
-        if status not in REDIRECTS or location is None:
-            return HttpResponse(shown, status, content_type, body.decode("utf-8", "replace"),
-                                round(time.monotonic() - started, 4))
-        target = _redirected(target, location, shown)
+    try:
+        for _ in range(MAX_REDIRECTS + 1):
+            status, content_type, location, body = _exchange(target, sent, deadline, max_bytes,
+                                                             shown, timeout_s)
+            if status not in REDIRECTS or location is None:
+                return HttpResponse(shown, status, hide_keys(content_type, keys),
+                                    hide_keys(body.decode("utf-8", "replace"), keys),
+                                    round(time.monotonic() - started, 4))
+            target = _redirected(target, location, shown)
+    except HostReadError as exc:  # a status line or a Location may echo the key
+        raise HostReadError(exc.path, exc.reason, hide_keys(exc.detail, keys)) from None
     raise HostReadError(shown, Reason.FAILED, f"more than {MAX_REDIRECTS} redirects")
 
 
@@ -146,7 +156,7 @@ def _exchange(target: _Target, headers: dict[str, str], deadline: float, max_byt
         except (socket.timeout, TimeoutError):
             raise HostReadError(shown, Reason.TIMEOUT, f"no answer in {timeout_s:g} s") from None
         except (OSError, http.client.HTTPException, ValueError, UnicodeError) as exc:
-            raise HostReadError(shown, Reason.FAILED, _why(exc)) from None
+            raise HostReadError(shown, Reason.FAILED, _why(exc, header_keys(headers))) from None
         if status in REDIRECTS and location is not None:
             return status, content_type, location, b""
         try:
@@ -239,15 +249,16 @@ class _Response(http.client.HTTPResponse):
         self.fp = io.BufferedReader(_DeadlineReader(sock, deadline, self.fp), READ_SIZE)
 
 
-def _why(exc: BaseException) -> str:
-    """What went wrong, in a few words, for a failed exchange."""
+def _why(exc: BaseException, keys: tuple[str, ...] = ()) -> str:
+    """What went wrong, in a few words, for a failed exchange (a quoted status line with
+    the key it may echo masked before it is cut short)."""
     if isinstance(exc, http.client.RemoteDisconnected):
         return "the server closed the connection without answering"
     if isinstance(exc, http.client.UnknownProtocol):
-        return (f"the server answered in {_quote(str(exc.args[0]) if exc.args else '')}, "
+        return (f"the server answered in {_quote(exc, keys)}, "
                 "not HTTP/1.x (llm-doctor speaks HTTP/1.1)")
     if isinstance(exc, http.client.BadStatusLine):
-        return f"status line is not HTTP: {_quote(str(exc.args[0]) if exc.args else '')}"
+        return f"status line is not HTTP: {_quote(exc, keys)}"
     if isinstance(exc, http.client.LineTooLong):  # its argument says which line
         what = str(exc).rpartition("reading ")[2] or "header line"
         return f"a line longer than {MAX_LINE_BYTES} bytes ({what})"
@@ -265,11 +276,12 @@ def _why(exc: BaseException) -> str:
         return "the URL or a header is not ASCII"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
-    return f"{type(exc).__name__}: {str(exc)[:120]}"
+    return f"{type(exc).__name__}: {hide_keys(str(exc), keys)[:120]}"
 
 
-def _quote(text: str) -> str:
-    return repr(text.strip()[:40])
+def _quote(exc: BaseException, keys: tuple[str, ...]) -> str:
+    line = str(exc.args[0]) if exc.args else ""
+    return repr(hide_keys(line, keys).strip()[:40])
 
 
 def _read(resp: http.client.HTTPResponse, deadline: float, max_bytes: int, shown: str,

@@ -19,9 +19,10 @@ import asyncio
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
+from doctor.endpoints import hide_keys
 from doctor.values import count, field
 
 # Common English words: each is one token in the tokenizers of Llama, Gemma, Qwen and GPT
@@ -250,7 +251,12 @@ class Connection:
             stream.error = f"{type(exc).__name__}: {exc}"[:200]
         if stream.error:
             await self.close()
-        return _result(stream, status, sent_at - t0, time.perf_counter() - sent_at)
+        result = _result(stream, status, sent_at - t0, time.perf_counter() - sent_at)
+        if self.endpoint.api_key:  # an engine that echoes the key: it goes no further
+            keys = (self.endpoint.api_key,)
+            result = replace(result, text=hide_keys(result.text, keys),
+                             error=result.error and hide_keys(result.error, keys))
+        return result
 
     async def _exchange(self, body: bytes, stream: _Stream) -> int:
         self.reused = self.writer is not None

@@ -6,7 +6,9 @@ Sources: the process table (``/proc/<pid>/cmdline`` and the listening sockets ma
 ``/info``, llama.cpp ``/props``, Ollama ``/api/ps``. Every request is bounded (2 s, 1 MiB)
 and an endpoint that does not answer is asked nothing more. No privilege is needed, but
 another user's sockets are only matched to its process when run as that user or root.
-An API key is reported as set or not, never its value. Manual equivalent:
+An API key is reported as set or not, never its value. A model path an engine reports is
+kept only for an engine on this host (a process here, or a loopback endpoint): other
+probes read files under it, and an engine elsewhere names paths on its own machine. Manual equivalent:
 ``ss -ltnp; curl -s :8000/v1/models; curl -s :8000/metrics | grep cache_config_info``.
 
 ``discover(host, options)`` is memoized per scan: other probes call it freely.
@@ -200,7 +202,15 @@ def _ask_engine(host: Host, engine: Engine, headers: dict[str, str]) -> Engine:
             sources.append(path)
             if engine.kind == "unknown" and kind != "unknown":
                 break
+    if engine.pid is None and not _on_this_host(base):
+        # an engine elsewhere names a path on its own machine: nothing here to read there
+        found["model_path"] = None
     return replace(engine, kind=kind, config_from=tuple(dict.fromkeys(sources)), **found)
+
+
+def _on_this_host(base_url: str) -> bool:
+    host = urlsplit(base_url).hostname or ""
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 def probe(host: Host, options: ScanOptions) -> DiscoveryRecord:

@@ -265,3 +265,27 @@ def test_the_json_helpers():
     assert values.text("x" * 2000) is None and values.text(5) is None
     with pytest.raises(ValueError, match="nested too deeply"):
         values.page_json("[" * 100000)
+
+
+def test_a_model_path_from_an_engine_elsewhere_is_not_taken_for_a_path_here(tmp_path):
+    """Other probes read <model_path>/config.json: an engine at another address names a
+    path on its own machine, and a hostile one would name any file of this one."""
+    from doctor.host import HttpResponse
+    from doctor.recorded import RecordedHost, RecordWriter
+    from probes.engine_discovery import discover
+
+    writer = RecordWriter(tmp_path / "h")
+    page = json.dumps({"data": [{"id": "m", "owned_by": "vllm", "root": "/etc",
+                                 "max_model_len": 4096}]})
+    for base in ("http://10.0.0.7:8000", "http://127.0.0.1:8000"):
+        writer.http(f"{base}/metrics", HttpResponse("x", 404, "", "", 0.0))
+        writer.http(f"{base}/v1/models", HttpResponse("x", 200, "application/json", page, 0.0))
+    writer.dir("/proc", [])
+    writer.save({"level": "quick"}, hostname="h", captured_at="2026-12-01T00:00:00Z")
+    host = RecordedHost(tmp_path / "h")
+    host.new_scan()
+    found = {e.base_url: e for e in discover(host, ScanOptions(
+        endpoints=("http://10.0.0.7:8000", "http://127.0.0.1:8000")))}
+    assert found["http://10.0.0.7:8000"].model_path is None
+    assert found["http://10.0.0.7:8000"].max_model_len == 4096  # the rest of the page is kept
+    assert found["http://127.0.0.1:8000"].model_path == "/etc"

@@ -141,3 +141,47 @@ def test_a_scan_of_a_hostile_endpoint_names_it_and_no_probe_fails_inside(monkeyp
     metrics = {p.name: p for p in report.probes}["engine.metrics"]
     assert metrics.status == "error"
     assert f"{server.origin}/metrics" in metrics.reason and HOSTILE[name][1] in metrics.reason
+
+
+ECHO_KEY = "sk-echo-test-0d15ea5e0d15"
+
+
+def _echo(request: Request) -> bytes:
+    """An engine that quotes the Authorization header it got, everywhere it can."""
+    got = request.headers.get("authorization", "")
+    if request.path == "/status-line":
+        return f"HTTP/1.1 2x0 {got}\r\n\r\n".encode()
+    if request.path == "/redirect":
+        return response(302, b"", f"Location: http://{got.split()[-1]}.invalid/")
+    return response(401, f'{{"error": "bad key {got}", "upper": "{got.upper()}"}}'.encode(),
+                    f"Content-Type: text/{got.split()[-1]}")
+
+
+@pytest.mark.parametrize("path", ["/page", "/status-line", "/redirect"])
+def test_an_answer_that_echoes_the_key_comes_back_without_it(path):
+    with RawServer(_echo) as server:
+        for url, headers, secret in [
+                (f"{server.origin}{path}", {"Authorization": f"Bearer {ECHO_KEY}"}, ECHO_KEY),
+                (f"http://admin:{ECHO_KEY}@127.0.0.1:{server.port}{path}", {}, ECHO_KEY)]:
+            try:
+                got = LiveHost().http_get(url, timeout_s=3, headers=headers)
+                shown = f"{got.body} {got.content_type}"
+            except HostReadError as exc:
+                shown = str(exc)
+            assert secret.lower() not in shown.lower(), shown
+            assert "***" in shown or path == "/redirect"
+
+
+def test_a_stream_that_echoes_the_key_is_measured_without_it():
+    from doctor.loadgen import Endpoint, Workload, run_requests
+
+    def answer(request: Request) -> bytes:
+        got = request.headers.get("authorization", "")
+        body = (f'data: {{"choices": [{{"text": "you sent {got}"}}]}}\n\n'
+                f'data: {{"error": "{got}"}}\n\n').encode()
+        return response(200, body, "Content-Type: text/event-stream")
+
+    with RawServer(answer) as server:
+        (result,) = run_requests(Endpoint(server.origin, api_key=ECHO_KEY),
+                                 Workload(16, 4, timeout_s=5), 1, 1, 10)
+    assert result.text == "you sent Bearer ***" and ECHO_KEY not in (result.error or "")
