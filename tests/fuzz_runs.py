@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests import fuzz_endpoint
 from tests.fuzz_inputs import HOSTS, REPO, Outside, make_config, make_host, make_outside, make_rules
 
 __all__ = ["make_outside", "run_forked", "run_subprocess", "try_one", "warm_up"]
@@ -232,6 +233,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "host": _try_host,
     "rules": _try_file("rules"),
     "config": _try_file("config"),
+    "endpoint": fuzz_endpoint.try_endpoint,
 }
 
 
