@@ -23,7 +23,8 @@ than 100 headers, a header line over 64 KiB, a body shorter than its Content-Len
 broken chunking, a body over ``max_bytes``. The whole exchange (connecting, TLS, the
 status line, headers, body, every redirect) is bounded by ``timeout_s``: each read of the
 socket waits only for what is left of it, so a server that drips its headers or its body
-a byte at a time is cut at the deadline.
+a byte at a time is cut at the deadline. (Name resolution is the system resolver's, with
+its own timeouts from /etc/resolv.conf; engines are usually named by address.)
 """
 
 from __future__ import annotations

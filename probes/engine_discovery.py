@@ -8,7 +8,8 @@ and an endpoint that does not answer is asked nothing more. No privilege is need
 another user's sockets are only matched to its process when run as that user or root.
 An API key is reported as set or not, never its value. A model path an engine reports is
 kept only for an engine on this host (a process here, or a loopback endpoint): other
-probes read files under it, and an engine elsewhere names paths on its own machine. Manual equivalent:
+probes read files under it, and an engine elsewhere names paths on its own machine.
+Manual equivalent:
 ``ss -ltnp; curl -s :8000/v1/models; curl -s :8000/metrics | grep cache_config_info``.
 
 ``discover(host, options)`` is memoized per scan: other probes call it freely.
