@@ -97,9 +97,10 @@ _COMMON = [
     click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
                  help="Where the model weights live (repeatable). Engines' own --model paths "
                       "are found from their command lines."),
-    click.option("--endpoint", "endpoints", multiple=True, metavar="URL",
+    click.option("--endpoint", "endpoints", multiple=True, metavar="URL", type=cli_load.ENDPOINT,
                  help="A serving engine to read (repeatable), when it runs elsewhere or behind a "
-                      "proxy: http://host:8000; a key as http://:KEY@host:8000 is sent, never shown."),
+                      "proxy: http://host:8000; a key as http://:KEY@host:8000 is sent, to that "
+                      "host and port only, and never shown."),
     click.option("--config", "config_path", metavar="FILE",
                  help="Threshold overrides. Default: ./llm-doctor.toml, else "
                       "~/.config/llm-doctor/config.toml."),

@@ -20,19 +20,41 @@ from doctor.loadgen import Endpoint, LoadError, Workload
 API = click.Choice(["completions", "chat"])
 
 
+class EndpointURL(click.ParamType):
+    """``--endpoint``, checked by doctor.endpoints: a bad one is a usage error (exit 3)
+    that names it without its key. The value is the endpoint in one spelling, its key
+    percent-encoded in it (``http://:KEY@host:port/prefix``)."""
+
+    name = "URL"
+
+    def convert(self, value, param, ctx):
+        from doctor.endpoints import EndpointError, parse
+
+        try:
+            return parse(value).url
+        except EndpointError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+ENDPOINT = EndpointURL()
+
+
+def _api_key(ctx, param, value: str | None) -> str | None:
+    """--api-key goes into a header: printable ASCII only (never shown when refused)."""
+    if value is not None and not all(" " < c < "\x7f" for c in value):
+        raise click.BadParameter("the key must be printable ASCII with no spaces or control "
+                                 "characters", ctx, param)
+    return value
+
+
 def _endpoint(url: str, api: str, model: str | None, api_key: str | None) -> Endpoint:
     """The endpoint to load; a key written into the URL (http://:KEY@host:port, as the
     scan's --endpoint takes it) is taken out of it, so it is never printed or saved."""
-    from urllib.parse import urlsplit, urlunsplit
-
+    from doctor.endpoints import parse
     from doctor.loadgen import Connection
 
-    parts = urlsplit(url.rstrip("/"))
-    if parts.username or parts.password:
-        api_key = api_key or parts.password or parts.username
-        netloc = parts.netloc.rsplit("@", 1)[1]
-        url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    endpoint = Endpoint(url.rstrip("/"), api, model, api_key)
+    named = parse(url)
+    endpoint = Endpoint(named.base_url, api, model, api_key or named.key)
     try:
         Connection(endpoint, 1.0)
     except LoadError as exc:
@@ -59,13 +81,13 @@ def _fail_if_unreachable(errors: int, requests: int, first_error: str | None, ur
 
 
 _ENDPOINT_OPTIONS = [
-    click.option("--endpoint", required=True, metavar="URL",
+    click.option("--endpoint", required=True, metavar="URL", type=ENDPOINT,
                  help="The engine's base URL, e.g. http://127.0.0.1:8000 (a key as "
                       "http://:KEY@127.0.0.1:8000)."),
     click.option("--api", type=API, default="completions", show_default=True,
                  help="Which OpenAI-compatible API to stream from."),
     click.option("--model", metavar="NAME", help="The model name to put in requests."),
-    click.option("--api-key", envvar="LLM_DOCTOR_API_KEY", metavar="KEY",
+    click.option("--api-key", envvar="LLM_DOCTOR_API_KEY", metavar="KEY", callback=_api_key,
                  help="Bearer token (or $LLM_DOCTOR_API_KEY); never printed or saved."),
     click.option("--format", "fmt", type=click.Choice(["terminal", "json"]), default="terminal",
                  show_default=True),
@@ -103,7 +125,7 @@ def warmup(endpoint, api, model, api_key, fmt, output, max_rounds, max_seconds) 
     rounds = engine_warmup.measure(target, max_rounds, max_seconds, until_settled=True,
                                    on_round=on_round)
     result = engine_warmup.summarise(target.base_url, None, None, rounds)
-    _fail_if_unreachable(result.errors, result.requests, result.first_error, endpoint)
+    _fail_if_unreachable(result.errors, result.requests, result.first_error, target.base_url)
     if fmt == "json":
         _write(json.dumps(asdict(result), indent=2) + "\n", output)
         return
@@ -178,9 +200,10 @@ def load(endpoint, api, model, api_key, fmt, output, prompt_tokens, output_token
     levels = knee_mod.sweep(target, workload, max_concurrency, max_requests, max_seconds,
                             _progress_callback(Console(stderr=True)))
     if not levels:
-        click.echo(f"llm-doctor: {endpoint}: no level ran within the bounds", err=True)
+        click.echo(f"llm-doctor: {target.base_url}: no level ran within the bounds", err=True)
         sys.exit(3)
-    _fail_if_unreachable(levels[0].errors, levels[0].requests, levels[0].first_error, endpoint)
+    _fail_if_unreachable(levels[0].errors, levels[0].requests, levels[0].first_error,
+                         target.base_url)
     found = knee_mod.find_knee(levels)
     settings = {"api": api, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
                 "max_concurrency": max_concurrency, "max_requests": max_requests,

@@ -19,8 +19,11 @@ import asyncio
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
+
+from doctor.endpoints import hide_keys
+from doctor.values import count, field
 
 # Common English words: each is one token in the tokenizers of Llama, Gemma, Qwen and GPT
 # (with its leading space), so n words make a prompt of about n tokens.
@@ -57,6 +60,9 @@ WORDS = ("the of and to in is it you that he was for on are with as his they be 
          "moon island foot system busy test record boat common gold possible plane stead dry "
          "wonder laugh thousand ago ran check game shape equate hot miss brought heat snow "
          "tire bring yes distant fill east paint language among").split()
+
+
+STREAM_LIMIT = 1 << 16  # the longest line (a head, a chunk size) read from an answer
 
 
 class LoadError(Exception):
@@ -132,15 +138,15 @@ def _request_head(endpoint: Endpoint, host: str, length: int) -> bytes:
 
 
 def _event_content(event: dict) -> str | None:
-    """The generated text in one streamed event (completions or chat), None if none."""
-    choices = event.get("choices") or ()
-    if not choices:
-        return None
-    choice = choices[0]
-    text = choice.get("text")
-    if text is None:
-        text = (choice.get("delta") or {}).get("content")
-    return text or None
+    """The generated text in one streamed event (completions or chat), None if none
+    (an event of another shape carries none: the stream is someone else's output)."""
+    text = field(event, "choices", 0, "text")
+    if not isinstance(text, str):
+        text = field(event, "choices", 0, "delta", "content")
+    return text if isinstance(text, str) and text else None
+
+
+MAX_ANSWER_BYTES = 16 << 20  # a 32k-token stream is under 10 MB of events
 
 
 class _Stream:
@@ -149,6 +155,8 @@ class _Stream:
     def __init__(self, sent_at: float) -> None:
         self.sent_at = sent_at
         self.buffer = b""
+        self.scanned = 0  # how far the buffer holds no event end: searched once only
+        self.received = 0
         self.stamps: list[float] = []
         self.parts: list[str] = []
         self.usage: dict = {}
@@ -156,12 +164,16 @@ class _Stream:
         self.error: str | None = None
 
     def feed(self, data: bytes, now: float) -> None:
+        self.received += len(data)
+        if self.received > MAX_ANSWER_BYTES:
+            raise ValueError(f"answer larger than {MAX_ANSWER_BYTES >> 20} MiB")
         self.buffer += data
         while True:
-            cut = self.buffer.find(b"\n\n")
+            cut = self.buffer.find(b"\n\n", self.scanned)
             if cut < 0:
+                self.scanned = max(len(self.buffer) - 1, 0)
                 return
-            block, self.buffer = self.buffer[:cut], self.buffer[cut + 2:]
+            block, self.buffer, self.scanned = self.buffer[:cut], self.buffer[cut + 2:], 0
             for line in block.split(b"\n"):
                 if line.startswith(b"data:"):
                     self._event(line[5:].strip(), now)
@@ -172,14 +184,17 @@ class _Stream:
             return
         try:
             event = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             self.error = f"unparseable event: {payload[:80]!r}"
             return
         if not isinstance(event, dict):
             return
         if "error" in event:
-            self.error = str(event["error"])[:200]
-        if event.get("usage"):
+            message = field(event, "error", "message")
+            message = message if isinstance(message, str) else event["error"]
+            self.error = (message if isinstance(message, str)
+                          else "the engine sent an error event")[:200]
+        if isinstance(event.get("usage"), dict):
             self.usage = event["usage"]
         text = _event_content(event)
         if text is not None:
@@ -230,16 +245,24 @@ class Connection:
                 status = await asyncio.wait_for(self._exchange(body, stream), self.timeout_s)
         except asyncio.TimeoutError:
             stream.error = f"no complete answer within {self.timeout_s:g} s"
+        except asyncio.LimitOverrunError:
+            stream.error = f"an answer line longer than {STREAM_LIMIT} bytes"
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
             stream.error = f"{type(exc).__name__}: {exc}"[:200]
         if stream.error:
             await self.close()
-        return _result(stream, status, sent_at - t0, time.perf_counter() - sent_at)
+        result = _result(stream, status, sent_at - t0, time.perf_counter() - sent_at)
+        if self.endpoint.api_key:  # an engine that echoes the key: it goes no further
+            keys = (self.endpoint.api_key,)
+            result = replace(result, text=hide_keys(result.text, keys),
+                             error=result.error and hide_keys(result.error, keys))
+        return result
 
     async def _exchange(self, body: bytes, stream: _Stream) -> int:
         self.reused = self.writer is not None
         if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port,
+                                                                     limit=STREAM_LIMIT)
         assert self.reader is not None
         self.writer.write(_request_head(self.endpoint, self.authority, len(body)) + body)
         status, headers = await _read_head(self.reader)
@@ -252,10 +275,10 @@ class Connection:
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
-    head = await reader.readuntil(b"\r\n\r\n")
+    head = await reader.readuntil(b"\r\n\r\n")  # at most STREAM_LIMIT bytes
     lines = head.decode("latin-1").split("\r\n")
     fields = lines[0].split(" ", 2)
-    if len(fields) < 2 or not fields[1].isdigit():
+    if len(fields) < 2 or not (fields[1].isascii() and fields[1].isdigit()) or len(fields[1]) != 3:
         raise ValueError(f"not an HTTP response: {lines[0][:80]!r}")
     headers = {}
     for line in lines[1:]:
@@ -269,6 +292,8 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str],
     if headers.get("transfer-encoding", "").lower() == "chunked":
         while True:
             size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            if not 0 <= size <= MAX_ANSWER_BYTES:
+                raise ValueError(f"a chunk of {size} bytes")
             if size == 0:
                 await reader.readuntil(b"\r\n")
                 return
@@ -294,15 +319,16 @@ def _result(stream: _Stream, status: int, started_s: float, e2e_s: float) -> Req
     stamps = stream.stamps
     ttft = stamps[0] - stream.sent_at if stamps else None
     gaps = tuple(b - a for a, b in zip(stamps, stamps[1:]))
-    usage_tokens = stream.usage.get("completion_tokens")
+    usage_tokens = count(stream.usage.get("completion_tokens"))
     error = stream.error
     if error is None and not stamps:
         error = "the stream carried no generated text"
     return RequestResult(
         ok=error is None, status=status, error=error, started_s=started_s, ttft_s=ttft,
         e2e_s=e2e_s,
-        output_tokens=usage_tokens if isinstance(usage_tokens, int) else len(stamps),
-        prompt_tokens=stream.usage.get("prompt_tokens"), itl_s=gaps, text="".join(stream.parts))
+        output_tokens=usage_tokens if usage_tokens is not None else len(stamps),
+        prompt_tokens=count(stream.usage.get("prompt_tokens")), itl_s=gaps,
+        text="".join(stream.parts))
 
 
 @dataclass(frozen=True, slots=True)

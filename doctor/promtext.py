@@ -7,6 +7,11 @@ none) the page carries. Histograms are read back as cumulative buckets and their
 quantiles computed as Prometheus' ``histogram_quantile`` does (linear interpolation
 inside the bucket that holds the rank).
 
+A page is someone else's output: a sample may be NaN, ±Inf, or absurd. NaN and ±Inf are
+kept as parsed but are no value to the accessors (``values``, ``total``, ``buckets``),
+nor is a negative bucket count; a number too large for a float (a 400-digit sample) makes
+the page not a Prometheus page, as it is to Prometheus itself.
+
 Manual equivalent: ``curl -s http://127.0.0.1:8000/metrics | grep -v '^#'``.
 """
 
@@ -37,11 +42,16 @@ class Page:
     def has(self, name: str) -> bool:
         return name in self.samples
 
+    def values(self, name: str, **match: str) -> list[float]:
+        """A sample's finite values over its series (NaN and ±Inf are no values)."""
+        return [v for labels, v in self.samples.get(name, ())
+                if math.isfinite(v) and _matches(labels, match)]
+
     def total(self, name: str, **match: str) -> float | None:
         """The sum of a sample over its series (engines, TP ranks); None when absent."""
-        values = [v for labels, v in self.samples.get(name, ()) if _matches(labels, match)]
-        values = [v for v in values if not math.isnan(v)]
-        return sum(values) if values else None
+        values = self.values(name, **match)
+        found = math.fsum(values) if values else None
+        return found if found is not None and math.isfinite(found) else None
 
     def first_labels(self, name: str) -> dict[str, str] | None:
         series = self.samples.get(name)
@@ -52,13 +62,16 @@ class Page:
         counts: dict[float, float] = {}
         for labels, value in self.samples.get(f"{name}_bucket", ()):
             le = dict(labels).get("le")
-            if le is None or math.isnan(value):
+            if le is None or not math.isfinite(value) or value < 0:
                 continue
             try:
                 bound = float(le)
             except ValueError:
                 continue
-            counts[bound] = counts.get(bound, 0.0) + value
+            if not math.isnan(bound):
+                counts[bound] = counts.get(bound, 0.0) + value
+        if not all(math.isfinite(c) for c in counts.values()):
+            return ()  # counts so large their sum overflowed: no histogram to read
         return tuple(sorted(counts.items()))
 
 
@@ -70,6 +83,9 @@ def parse(text: str, source: str) -> Page:
             for sample in family.samples:
                 labels = tuple(sorted(sample.labels.items()))
                 samples.setdefault(sample.name, []).append((labels, float(sample.value)))
+    except OverflowError:  # a sample or timestamp of hundreds of digits
+        raise PageError(f"{source}: not a Prometheus text page (a number too large for a "
+                        "float)") from None
     except (ValueError, TypeError, IndexError, KeyError) as exc:
         raise PageError(f"{source}: not a Prometheus text page ({_short(exc)})") from None
     return Page({name: tuple(series) for name, series in samples.items()})
@@ -122,7 +138,7 @@ def quantile(q: float, buckets: tuple[tuple[float, float], ...]) -> float | None
         running = max(running, count)
         fixed.append((le, running))
     total = fixed[-1][1]
-    if total <= 0:
+    if not 0 < total < math.inf:
         return None
     rank = q * total
     index = next(i for i, (_, count) in enumerate(fixed) if count >= rank)

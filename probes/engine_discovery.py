@@ -6,7 +6,10 @@ Sources: the process table (``/proc/<pid>/cmdline`` and the listening sockets ma
 ``/info``, llama.cpp ``/props``, Ollama ``/api/ps``. Every request is bounded (2 s, 1 MiB)
 and an endpoint that does not answer is asked nothing more. No privilege is needed, but
 another user's sockets are only matched to its process when run as that user or root.
-An API key is reported as set or not, never its value. Manual equivalent:
+An API key is reported as set or not, never its value. A model path an engine reports is
+kept only for an engine on this host (a process here, or a loopback endpoint): other
+probes read files under it, and an engine elsewhere names paths on its own machine.
+Manual equivalent:
 ``ss -ltnp; curl -s :8000/v1/models; curl -s :8000/metrics | grep cache_config_info``.
 
 ``discover(host, options)`` is memoized per scan: other probes call it freely.
@@ -14,14 +17,16 @@ An API key is reported as set or not, never its value. Manual equivalent:
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from doctor.endpoints import EndpointError
+from doctor.endpoints import parse as parse_endpoint
 from doctor.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
 from doctor.promtext import Page, PageError, parse
+from doctor.values import page_json
 from probes import engine_flags
 from probes.engine_names import kind_of_page
 from probes.processes import engine_processes
@@ -92,7 +97,11 @@ def _discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
             engines[engine.base_url] = engine
     auth = credentials(host, options)
     for url in options_endpoints(options):
-        base = public_base(url)
+        try:
+            base = public_base(url)
+        except EndpointError as exc:  # the command line refuses these; other callers may not
+            unbound.append(replace(engine_flags.blank(None), error=str(exc)))
+            continue
         known = engines.get(base) or _same_port(engines, base)
         if known is not None:
             engines.pop(known.base_url or "")
@@ -126,27 +135,20 @@ def _same_port(engines: dict[str, Engine], base: str) -> Engine | None:
 
 
 def public_base(url: str) -> str:
-    """scheme://host:port of an endpoint, without credentials or a known page path."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    netloc = parts.hostname or ""
-    if ":" in netloc:
-        netloc = f"[{netloc}]"
-    if parts.port:
-        netloc += f":{parts.port}"
-    path = parts.path.rstrip("/")
-    for suffix in ("/metrics", "/v1/models", "/v1", "/props", "/info", "/server_info"):
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    return urlunsplit((parts.scheme or "http", netloc, path, "", ""))
+    """scheme://host:port of an endpoint, without credentials or a known page path
+    (doctor/endpoints.py); EndpointError when ``url`` is not an endpoint."""
+    return parse_endpoint(url).base_url
 
 
 def _credentials(options: ScanOptions) -> dict[str, dict[str, str]]:
     out = {}
     for url in options_endpoints(options):
-        parts = urlsplit(url if "://" in url else f"http://{url}")
-        if parts.password or parts.username:
-            out[public_base(url)] = {"Authorization": f"Bearer {parts.password or parts.username}"}
+        try:
+            named = parse_endpoint(url)
+        except EndpointError:
+            continue
+        if named.key:
+            out[named.base_url] = named.headers
     return out
 
 
@@ -191,7 +193,7 @@ def _ask_engine(host: Host, engine: Engine, headers: dict[str, str]) -> Engine:
         if answer.status != 200:
             continue
         try:
-            data = json.loads(answer.body)
+            data = page_json(answer.body)
         except ValueError:
             continue
         figures = reader(data)
@@ -201,7 +203,15 @@ def _ask_engine(host: Host, engine: Engine, headers: dict[str, str]) -> Engine:
             sources.append(path)
             if engine.kind == "unknown" and kind != "unknown":
                 break
+    if engine.pid is None and not _on_this_host(base):
+        # an engine elsewhere names a path on its own machine: nothing here to read there
+        found["model_path"] = None
     return replace(engine, kind=kind, config_from=tuple(dict.fromkeys(sources)), **found)
+
+
+def _on_this_host(base_url: str) -> bool:
+    host = urlsplit(base_url).hostname or ""
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 def probe(host: Host, options: ScanOptions) -> DiscoveryRecord:

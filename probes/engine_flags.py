@@ -12,6 +12,8 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any, Callable
 
+from doctor.values import count, field, first, fraction, text
+
 if TYPE_CHECKING:  # engine_discovery imports this module: no cycle at run time
     from probes.engine_discovery import Engine
 
@@ -67,16 +69,17 @@ def flag(args: list[str], *names: str) -> str | None:
 
 
 def _typed(figure: str, value: Any) -> Any:
-    if value is None:
+    """A flag's or a page's value as the record holds it, or None when it is not one
+    (doctor/values.py): a share from 0 to 1, a string, or a whole number >= 1 (a port
+    up to 65535). ``--max-model-len 1e999``, NaN or a 400-digit number are None."""
+    if figure in FLOATS:
+        return fraction(value)
+    if figure in STRINGS:
+        return text(value)
+    found = count(value, minimum=1)
+    if figure == "port" and found is not None and found > 65535:
         return None
-    try:
-        if figure in FLOATS:
-            return float(value)
-        if figure in STRINGS:
-            return str(value)
-        return int(float(value))
-    except (TypeError, ValueError):
-        return None
+    return found
 
 
 def _from_flags(kind: str, cmdline: str) -> dict[str, Any]:
@@ -129,7 +132,7 @@ def from_process(proc) -> Engine:
                   api_key_set=bool(found.get("api_key_set")))
 
 
-def blank(base_url: str) -> Engine:
+def blank(base_url: str | None) -> Engine:
     from probes.engine_discovery import Engine
 
     return Engine(pid=None, kind="unknown", base_url=base_url, listen=(), source="endpoint",
@@ -142,14 +145,15 @@ def as_dict(engine: Engine) -> dict[str, Any]:
 
 
 def merge(found: dict[str, Any], new: dict[str, Any]) -> None:
-    """What the engine reports wins over its flags; absent figures change nothing."""
+    """What the engine reports wins over its flags; absent figures, and values that are
+    no figure (a string for a count, NaN, 1e999), change nothing."""
     for key, value in new.items():
         if key not in CONFIG_FIELDS or value is None:
             continue
         if key in ("api_key_set", "enforce_eager"):
             found[key] = bool(value)
-        else:
-            found[key] = _typed(key, value)
+        elif (typed := _typed(key, value)) is not None:
+            found[key] = typed
 
 
 def from_cache_config(labels: dict[str, str]) -> dict[str, Any]:
@@ -161,15 +165,14 @@ def from_cache_config(labels: dict[str, str]) -> dict[str, Any]:
 
 def _v1_models(data: Any) -> dict[str, Any]:
     """OpenAI /v1/models: vLLM and SGLang add max_model_len; owned_by names the engine."""
-    models = data.get("data") if isinstance(data, dict) else None
-    if not models or not isinstance(models[0], dict):
+    model = first(data, "data")
+    if not model:
         return {}
-    first = models[0]
-    owner = str(first.get("owned_by", ""))
-    kind = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"}.get(owner)
-    root = first.get("root")
-    return {"kind": kind, "model": first.get("id"), "max_model_len": first.get("max_model_len"),
-            "model_path": root if isinstance(root, str) and root.startswith("/") else None}
+    kind = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"}.get(
+        text(model.get("owned_by")) or "")
+    root = text(model.get("root"))
+    return {"kind": kind, "model": model.get("id"), "max_model_len": model.get("max_model_len"),
+            "model_path": root if root and root.startswith("/") else None}
 
 
 def _sglang_info(data: Any) -> dict[str, Any]:
@@ -183,7 +186,7 @@ def _sglang_info(data: Any) -> dict[str, Any]:
             "kv_cache_dtype": data.get("kv_cache_dtype"),
             "tensor_parallel_size": data.get("tp_size"),
             "model_path": data.get("model_path"), "api_key_set": bool(data.get("api_key")) or None,
-            "enforce_eager": data.get("disable_cuda_graph") or None}
+            "enforce_eager": data.get("disable_cuda_graph") is True or None}
 
 
 def _tgi_info(data: Any) -> dict[str, Any]:
@@ -198,19 +201,17 @@ def _tgi_info(data: Any) -> dict[str, Any]:
 def _llamacpp_props(data: Any) -> dict[str, Any]:
     if not isinstance(data, dict) or "total_slots" not in data:
         return {}
-    settings = data.get("default_generation_settings") or {}
     return {"kind": "llama.cpp", "max_num_seqs": data.get("total_slots"),
-            "max_model_len": settings.get("n_ctx") if isinstance(settings, dict) else None,
+            "max_model_len": field(data, "default_generation_settings", "n_ctx"),
             "model_path": data.get("model_path")}
 
 
 def _ollama_ps(data: Any) -> dict[str, Any]:
-    models = data.get("models") if isinstance(data, dict) else None
-    if models is None:
+    if not isinstance(field(data, "models"), list):
         return {}
-    first = models[0] if models and isinstance(models[0], dict) else {}
-    return {"kind": "ollama", "model": first.get("name"),
-            "max_model_len": first.get("context_length")}
+    model = first(data, "models")
+    return {"kind": "ollama", "model": model.get("name"),
+            "max_model_len": model.get("context_length")}
 
 
 Reader = Callable[[Any], dict[str, Any]]

@@ -17,6 +17,7 @@ from typing import Iterable
 
 from doctor.host import Host
 from doctor.model import ScanOptions, Skip
+from doctor.values import count
 from probes.engine_discovery import Engine, discover
 from probes.engine_metrics import EngineMetrics, scrape_all
 from probes.kernels.kv_alloc import simulate
@@ -73,16 +74,10 @@ def recommend_block(lengths: tuple[float, ...]) -> tuple[int, float]:
     return DEFAULT_BLOCK, waste[DEFAULT_BLOCK]
 
 
-def _int(value) -> int | None:
-    try:
-        return int(float(value))
-    except (TypeError, ValueError):
-        return None
-
-
 def view(engine: Engine | None, m: EngineMetrics) -> EngineKV:
     """One engine's KV figures from its metrics and configuration."""
-    block = _int(m.cache_config.get("block_size")) or (engine.block_size if engine else None)
+    # labels are text: "16"; "0", "-1", "nan" or "1e999" are no block size
+    block = count(m.cache_config.get("block_size"), minimum=1) or (engine.block_size if engine else None)
     lengths = m.request_tokens_mix[:-1]  # the last point is the p99, kept apart
     waste = recommended = waste_rec = None
     if lengths and block:
@@ -95,7 +90,7 @@ def view(engine: Engine | None, m: EngineMetrics) -> EngineKV:
         requests_waiting=m.requests_waiting, preemptions_total=m.preemptions_total,
         preemptions_in_window=m.preemptions_in_window, preemptions_per_s=m.preemptions_per_s,
         interval_s=m.interval_s, block_size=block,
-        num_gpu_blocks=_int(m.cache_config.get("num_gpu_blocks")),
+        num_gpu_blocks=count(m.cache_config.get("num_gpu_blocks")),
         block_waste_fraction=waste, recommended_block_size=recommended,
         waste_at_recommended=waste_rec,
         request_tokens_p50=lengths[len(lengths) // 2] if lengths else None,

@@ -11,12 +11,12 @@ privilege needed. Manual equivalent: ``curl -s HOST:PORT/metrics | grep -E
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from doctor.host import Host, HostReadError
 from doctor.knee import knee_path
 from doctor.model import ScanOptions, Skip
+from doctor.values import count, field, page_json, text
 from probes.engine_targets import Target, targets
 
 TIMEOUT_S = 5.0
@@ -85,11 +85,11 @@ def live_load(host: Host, options: ScanOptions,
         errors.append(f"{target.base_url}/metrics: no running-requests gauge")
     try:
         slots = host.http_get(f"{target.base_url}/slots", TIMEOUT_S, 8 << 20, _headers(target))
-        data = json.loads(slots.body) if slots.status == 200 else None
+        data = page_json(slots.body) if slots.status == 200 else None
         if isinstance(data, list):
-            return sum(bool(s.get("is_processing")) for s in data if isinstance(s, dict)), \
-                None, "/slots", None
-        errors.append(f"{slots.url}: HTTP {slots.status}")
+            return sum(field(s, "is_processing") is True for s in data), None, "/slots", None
+        errors.append(f"{slots.url}: " + (f"HTTP {slots.status}" if slots.status != 200
+                                          else "not a list of slots"))
     except HostReadError as exc:
         errors.append(str(exc))
     except ValueError:
@@ -101,14 +101,16 @@ def saved_knee(host: Host, base_url: str) -> tuple[int | None, str | None, str |
     """(knee concurrency, status, measured_at, file) from the saved sweep, if any."""
     path = str(knee_path(base_url))
     try:
-        document = json.loads(host.read_text(path))
-        knee = document["knee"]
-        found = knee["concurrency"] if knee["status"] == "found" else None
-        return found, knee["status"], document.get("measured_at"), path
+        document = page_json(host.read_text(path))
     except HostReadError:
         return None, None, None, path
-    except (ValueError, KeyError, TypeError):
+    except ValueError:
         return None, "unreadable", None, path
+    status = text(field(document, "knee", "status"), 40)
+    if status is None:
+        return None, "unreadable", None, path
+    found = count(field(document, "knee", "concurrency"), minimum=1) if status == "found" else None
+    return found, status, text(field(document, "measured_at"), 40), path
 
 
 def replica_groups(engines: list[EngineLoad]) -> tuple[ReplicaGroup, ...]:
@@ -133,9 +135,8 @@ def served_model(host: Host, target: Target) -> str | None:
         return target.model
     try:
         page = host.http_get(f"{target.base_url}/v1/models", TIMEOUT_S, 1 << 20, _headers(target))
-        data = json.loads(page.body)["data"] if page.status == 200 else None
-        return str(data[0]["id"]) if data else None
-    except (HostReadError, ValueError, KeyError, IndexError, TypeError):
+        return text(field(page_json(page.body), "data", 0, "id")) if page.status == 200 else None
+    except (HostReadError, ValueError):
         return None
 
 

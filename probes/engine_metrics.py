@@ -19,6 +19,7 @@ from doctor.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions, Skip
 from doctor.promtext import Page, PageError, parse
 from doctor.redact import safe_display
+from doctor.values import number
 from probes.engine_discovery import METRICS_MAX_BYTES as PAGE_MAX_BYTES
 from probes.engine_discovery import METRICS_TIMEOUT_S as PAGE_TIMEOUT_S
 from probes.engine_discovery import Engine, credentials, discover, first_pages
@@ -127,8 +128,8 @@ def _interval(host: Host, url: str, at: float, wanted: float) -> float:
                                 lambda: {"interval_s": round(time.monotonic() - at, 3)})
     except MeasurementError:
         return wanted
-    value = measured.get("interval_s") if isinstance(measured, dict) else None
-    return float(value) if isinstance(value, (int, float)) and value > 0 else wanted
+    value = number(measured.get("interval_s")) if isinstance(measured, dict) else None
+    return value if value is not None and value > 0 else wanted
 
 
 def probe(host: Host, options: ScanOptions) -> MetricsRecord:

@@ -4,14 +4,17 @@ Gauges are read from the second scrape; counters become rates over the interval 
 the scrapes; latency percentiles come from the histograms' buckets as Prometheus'
 ``histogram_quantile`` computes them: over the observations made between the scrapes when
 there were any, else over everything since the engine started (``latency_window`` says
-which). A figure the engine does not export is None, and ``absent`` says why.
+which). A figure the engine does not export is None, and ``absent`` says why; so is a
+figure the page holds but that is no figure (NaN or infinite samples, a negative count, a
+share outside 0-1): every figure passes doctor/values.py's checks before it is kept.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 from doctor.promtext import Page, bucket_delta, observed, quantile
+from doctor.values import fraction, non_negative
 from probes import engine_names as N
 
 QUANTILES = (0.5, 0.95, 0.99)
@@ -76,7 +79,10 @@ class _Reader:
         if name is None:
             self.missing(figure, what)
             return None
-        values = [v for _, v in self.second.samples[name]]
+        values = self.second.values(name)
+        if not values:
+            self.absent.append(f"{figure}: {name} holds no finite value (NaN or infinite)")
+            return None
         return sum(values) / len(values) if mean else sum(values)
 
     def counter(self, figure: str, table: dict, what: str) -> tuple[float | None, float | None]:
@@ -125,7 +131,7 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
     lengths = _lengths(r)
     iteration, _ = r.histogram("iteration_tokens", N.ITERATION_TOKENS, "tokens-per-step histogram")
     window_buckets = ttft if observed(ttft) else e2e
-    return EngineMetrics(
+    return _judgeable(EngineMetrics(
         endpoint=endpoint, kind=kind, interval_s=round(interval_s, 3), kv_cache_use=kv,
         requests_running=_requests(r, "running", "active", N.RUNNING),
         requests_waiting=_requests(r, "waiting", "waiting", N.WAITING),
@@ -145,7 +151,31 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
         iteration_tokens_p95=quantile(0.95, iteration) if iteration else None,
         cache_config={k: v for k, v in (second.first_labels("vllm:cache_config_info") or {}).items()
                       if k in CACHE_CONFIG_KEPT},
-        absent=tuple(r.absent))
+        absent=tuple(r.absent)))
+
+
+SHARES = ("kv_cache_use", "prefix_cache_hit_rate")  # 0-1; every other figure is >= 0
+
+
+def _judgeable(m: EngineMetrics) -> EngineMetrics:
+    """The record with every figure that is no figure (NaN, infinite, a negative count, a
+    share outside 0-1) made None, and ``absent`` saying what the page held instead."""
+    changes: dict = {}
+    absent = list(m.absent)
+    for f in fields(m):
+        value = getattr(m, f.name)
+        if f.name in ("interval_s", "request_tokens_mix") or not isinstance(value, float):
+            continue
+        kept = fraction(value) if f.name in SHARES else non_negative(value)
+        if kept is None:
+            changes[f.name] = None
+            absent.append(f"{f.name}: the page gives {value:g}, not "
+                          + ("a share from 0 to 1" if f.name in SHARES else "a figure >= 0"))
+    mix = m.request_tokens_mix
+    if any(non_negative(v) is None for v in mix):
+        changes.update(request_tokens_mix=(), request_tokens_p99=None)
+        absent.append("request_tokens_mix: the length histograms give no finite lengths")
+    return replace(m, **changes, absent=tuple(absent)) if changes else m
 
 
 def _named(prefix: str, values: tuple) -> dict[str, float | None]:

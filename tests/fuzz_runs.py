@@ -243,6 +243,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "config": _try_file("config"),
     "plan": _kind("fuzz_plan", "try_plan"),
     "daemon": _kind("fuzz_daemon", "try_daemon"),
+    "endpoint": _kind("fuzz_endpoint", "try_endpoint"),
 }
 
 

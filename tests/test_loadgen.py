@@ -172,7 +172,7 @@ def test_load_command_unreachable_endpoint_exits_3(cli, tmp_path):
 
 
 def test_load_command_rejects_a_bad_url(cli):
-    result = cli("load", "--endpoint", "localhost:8000", "--no-save")
+    result = cli("load", "--endpoint", "https://localhost:8000", "--no-save")
     assert result.returncode == 3 and "expected http://HOST:PORT" in result.stderr
 
 
