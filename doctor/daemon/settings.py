@@ -216,7 +216,12 @@ def _keys() -> dict[str, str]:
 def _value(at: str, key: str, attr: str, value: Any) -> Any:
     """A value of the file as its attribute takes it: durations in seconds, a URL a list."""
     if key in DURATIONS:
-        try:  # a number of seconds or "30s" (doctor/durations.py: bounded, finite)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value  # seconds, checked for range by _checked
+        if not isinstance(value, str):  # [], {} or false would read as "no duration": 0 s
+            raise ConfigError(f"{at} = {_shown(value)}: must be a duration like \"30s\" or a "
+                              "number of seconds")
+        try:  # "30s" (doctor/durations.py: bounded, finite)
             return parse_duration(value)
         except ValueError as exc:
             raise ConfigError(f"{at}: {exc}") from None
