@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import socket
 import statistics
 import sys
@@ -115,6 +116,7 @@ def run(connections: int, seconds: float, address_space: str | None, repo: Path)
             if sock is not None:
                 sock.close()
         daemon.stop()
+        shutil.rmtree(folder, ignore_errors=True)
     limit = f", RLIMIT_AS {address_space}" if address_space else ""
     print(f"daemon under {connections} idle connections for {seconds:g} s{limit} ({repo}):")
     p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) >= 2 else float("nan")
