@@ -53,12 +53,24 @@ def alert_payload(alert: Alert, instance: str, now: float, expires_s: float,
             "generatorURL": f"llm-doctor://{instance}/rules/{alert.rule}"}
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """An alert goes to the URL configured, never where an answer points it: a redirect is
+    an error that names it (point the setting at the final URL)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102
+        raise urllib.error.HTTPError(req.full_url, code, f"redirected to {newurl}; configure that URL "
+                                     "instead (alerts do not follow redirects)", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def post_json(url: str, body: Any, timeout_s: float = 5.0) -> None:
     """POST ``body`` as JSON; raises OSError (URLError) with the URL on failure."""
     data = json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method="POST",
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (configured URL)
+    with _OPENER.open(request, timeout=timeout_s) as response:  # noqa: S310 (configured URL)
         response.read(1 << 16)
 
 
