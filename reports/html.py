@@ -38,17 +38,20 @@ def _redacted(value: Any) -> Any:
 
 
 def _playbook(cause: str) -> list[tuple[str, Markup]]:
-    """The playbook's sections (## headings) rendered from Markdown, raw HTML and images off."""
+    """The playbook's sections (## headings) rendered from Markdown, raw HTML and images off.
+
+    Looked up by known cause id only (``playbooks.text_of``): a saved scan's cause is
+    someone else's text, and an id this version does not know has no playbook section."""
     from markdown_it import MarkdownIt
 
-    from playbooks import path_of
+    from playbooks import text_of
 
-    path = path_of(cause)
-    if not path.is_file():
+    text = text_of(cause)
+    if text is None:
         return []
     md = MarkdownIt("commonmark", {"html": False}).disable("image")
     sections: list[tuple[str, Markup]] = []
-    for chunk in re.split(r"(?m)^## ", path.read_text())[1:]:
+    for chunk in re.split(r"(?m)^## ", text)[1:]:
         heading, _, body = chunk.partition("\n")
         sections.append((heading.strip(), Markup(md.render(body))))  # noqa: S704 (escaped by markdown-it)
     return sections

@@ -41,6 +41,13 @@ def verdict(report: ScanReport) -> Text:
                          f"{report.duration_s:.1f} s")
 
 
+def _playbook_line(cause: object) -> str:
+    path = path_of(cause)
+    if path is None:
+        return f"playbook: none for cause {show(cause)} in this llm-doctor"
+    return f"playbook: llm-doctor playbook {show(cause)}  ({show(path)})"
+
+
 def _findings(report: ScanReport) -> list[RenderableType]:
     blocks: list[RenderableType] = []
     for f in report.findings:
@@ -53,7 +60,7 @@ def _findings(report: ScanReport) -> list[RenderableType]:
             Text(f"{show(f.rule)} · cause {cause} · rows {rows}", style="dim"),
             Text("evidence: " + evidence),
             Text.assemble(("do: ", "bold"), show(f.remediation)),
-            Text(f"playbook: llm-doctor playbook {cause}  ({show(path_of(f.cause))})", style="dim"),
+            Text(_playbook_line(f.cause), style="dim"),
         ]
         blocks.append(Text.assemble((f"[{f.severity.label}] ", STYLE[f.severity]),
                                     (show(f.title), "bold")))
