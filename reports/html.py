@@ -18,7 +18,7 @@ from markupsafe import Markup
 from doctor.daemon.exporter import key_from_evidence
 from doctor.model import ScanReport
 from reports.common import probe_summary, show
-from reports.json_report import to_dict
+from reports.json_report import sanitized, to_dict
 from reports.svg import MAX_SERIES, line_chart
 
 # What the plots are for (issue: temperatures and clocks, KV-cache use, first-token latency,
@@ -28,10 +28,11 @@ MAX_CHARTS = 12
 
 
 def _redacted(value: Any) -> Any:
+    """Every string and every key as ``show`` makes it (masked, control characters escaped)."""
     if isinstance(value, str):
         return show(value)
     if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
+        return {show(k): _redacted(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redacted(v) for v in value]
     return value
@@ -128,11 +129,12 @@ def _environment() -> jinja2.Environment:
 
 def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
                 summaries: list[str] | None = None) -> str:
-    """The report from a JSON report's data (``reports.json_report.to_dict``)."""
-    data = _redacted(data)
+    """The report from a JSON report's data (``reports.json_report.to_dict``), masked as
+    ``to_dict`` masks it: a saved report may hold what its writer would have masked."""
+    data = _redacted(sanitized(data))
     findings = data.get("findings", [])
     for finding in findings:
-        finding["key"] = finding.get("key") or key_from_evidence(finding["evidence"])
+        finding["key"] = finding.get("key") or show(key_from_evidence(finding["evidence"]))
         finding["sections"] = _playbook(finding["cause"])
     probes = data.get("probes", [])
     for i, probe in enumerate(probes):

@@ -8,8 +8,10 @@ recording written by hand can put NaN, infinities, huge integers or odd types in
 probe's data or a rule's evidence. Such a value is replaced (NaN and infinities by null,
 anything else JSON cannot hold by text), and ``replaced_values`` says where and why, as a
 JSON Pointer (RFC 6901) into the report. ``json.dumps(allow_nan=False)`` then fails loudly
-if a value ever slips past. Every string also passes through ``doctor.redact.redact_text``:
-probes keep secrets out of their records, and this is the second lock on the door.
+if a value ever slips past. Every string and every key also passes through
+``doctor.redact.redact_text``, and in a record, an evidence dict or the host a string held
+under a secret's name (``api_key``) is masked whole: probes keep secrets out of their
+records, and this is the second lock on the door.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from doctor import __version__
 from doctor.model import Finding, ProbeResult, ScanReport
-from doctor.redact import redact_text
+from doctor.redact import MASK, masked_list, redact_text, secret_name
 
 SCHEMA_VERSION = 1
 MAX_DEPTH = 64  # deeper than any record; a hand-made recording may nest thousands deep
@@ -57,8 +59,8 @@ class _Sanitizer:
             value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         if isinstance(value, dict):
             return self.mapping(value, path)
-        if isinstance(value, (list, tuple)):
-            return [self.value(v, (*path, str(i))) for i, v in enumerate(value)]
+        if isinstance(value, (list, tuple)):  # an argv list masked as its text would be
+            return masked_list([self.value(v, (*path, str(i))) for i, v in enumerate(value)], value)
         if isinstance(value, (set, frozenset)):
             self.note(path, "a set; shown as a list")
             return [self.value(v, (*path, str(i))) for i, v in enumerate(value)]
@@ -76,10 +78,14 @@ class _Sanitizer:
 
     def mapping(self, value: dict, path: tuple[str, ...]) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        by_key = _by_key(path)
         for key, item in value.items():
             name = redact_text(key if isinstance(key, str) else self.text(key))
             if name in out:  # {1: ..., "1": ...}: JSON objects hold one of each name
                 self.note((*path, name), "a second key of this name; dropped")
+                continue
+            if by_key and isinstance(item, str) and item and isinstance(key, str) and secret_name(key):
+                out[name] = MASK
                 continue
             out[name] = self.value(item, (*path, name))
         return out
@@ -90,6 +96,15 @@ class _Sanitizer:
             return str(value)
         except ValueError:  # an integer past Python's 4,300-digit limit for str()
             return hex(value) if isinstance(value, int) else f"(unprintable {type(value).__name__})"
+
+
+def _by_key(path: tuple[str, ...]) -> bool:
+    """Whether the mapping at ``path`` is the host, a record or an evidence dict: there a
+    string under a secret's name is masked whole (the report's own fields, such as a
+    finding's ``key``, are not)."""
+    if path[:1] == ("host",):
+        return True
+    return len(path) >= 3 and (path[0], path[2]) in (("probes", "data"), ("findings", "evidence"))
 
 
 def _str(value: Any) -> str:
@@ -152,3 +167,9 @@ def to_dict(report: ScanReport) -> dict[str, Any]:
 
 def render(report: ScanReport) -> str:
     return json.dumps(to_dict(report), indent=2, allow_nan=False) + "\n"
+
+
+def sanitized(data: dict[str, Any]) -> dict[str, Any]:
+    """A report's data (``to_dict``, or a checked saved report) as every renderer may show
+    it: the same masking and replacements ``to_dict`` makes."""
+    return _Sanitizer().mapping(data, ())

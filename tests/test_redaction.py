@@ -347,3 +347,70 @@ def test_no_planted_secret_reaches_any_output_or_the_capture(cli, tmp_path, plan
     engine_cmdline = (cap / "fs" / "proc" / str(engine_pid) / "cmdline").read_text()
     assert "--api-key\0***" in engine_cmdline
 
+
+# --- every format, keys as values (issue 12) ---------------------------------------------
+
+KEYED = {f"k{i}": f"PLANTEDkeyed{i}x7" for i in range(1, 11)}
+
+
+def _keyed_report():
+    from doctor.model import Finding, Level, ProbeResult, ScanReport, Severity
+
+    k = KEYED
+    record = {"env": {f"HF_TOKEN={k['k1']}": True}, "api_key": k["k2"],
+              f"--api-key {k['k3']}": 1, "argv": ["--api-key", k["k4"]]}
+    reason = f'failed: {{"id": "--api-key {k["k5"]}"}} (--api-key {k["k6"]}) "HF_TOKEN={k["k7"]}"'
+    finding = Finding(rule="cpu-contention", cause="cpu-contention", symptoms=("slowdown",),
+                      severity=Severity.WARNING, title="x",
+                      evidence={f"--api-key {k['k8']}": 1, "api_key": k["k9"],
+                                "cmd": f'["--api-key","{k["k10"]}"]'},
+                      remediation="r", playbook="playbooks/cpu-contention.md")
+    return ScanReport(host={"kind": "live", "hostname": "h"}, level=Level.QUICK,
+                      started_at="2026-01-01T00:00:00Z", duration_s=0.1,
+                      probes=[ProbeResult("host.keyed", "ok", 0.1, None, record),
+                              ProbeResult("host.memory", "error", 0.1, reason)],
+                      findings=[finding])
+
+
+def _formats(report) -> dict[str, str]:
+    import io
+
+    from rich.console import Console
+
+    from reports import html, json_report, markdown, terminal
+
+    console = Console(file=io.StringIO(), width=300, color_system=None)
+    terminal.render(report, console)
+    return {"json": json_report.render(report), "markdown": markdown.render(report),
+            "html": html.render(report), "terminal": console.file.getvalue()}
+
+
+def test_secrets_in_keys_and_punctuated_values_stay_out_of_every_format():
+    report = _keyed_report()
+    leaks = {fmt: [k for k, v in KEYED.items() if v in text]
+             for fmt, text in _formats(report).items()}
+    assert not any(leaks.values()), leaks
+    data = json.loads(_formats(report)["json"])
+    assert data["probes"][0]["data"]["--api-key ***"] == 1  # the key masked, not dropped
+    assert data["findings"][0]["evidence"]["api_key"] == "***"
+
+
+def test_report_from_a_saved_scan_masks_keys_and_values_it_was_given_raw(cli, tmp_path):
+    """A saved scan is someone else's file: what it holds unmasked is masked when shown."""
+    from reports.json_report import render
+
+    data = json.loads(render(_keyed_report()))
+    k = KEYED  # put back, raw, what the writer had masked
+    data["probes"][0]["data"] = {"env": {f"HF_TOKEN={k['k1']}": True}, "api_key": k["k2"],
+                                 f"--api-key {k['k3']}": {"(--api-key " + k["k4"] + ")": 1}}
+    data["probes"][1]["reason"] = f'"HF_TOKEN={k["k5"]}" {{"id": "--api-key {k["k6"]}"}}'
+    data["findings"][0]["evidence"] = {f"--api-key {k['k7']}": 1, "api_key": k["k8"]}
+    data["host"][f"OPENAI_API_KEY={k['k9']}"] = "x"
+    data["findings"][0]["title"] = f"[--token {k['k10']}]"
+    saved = tmp_path / "scan.json"
+    saved.write_text(json.dumps(data))
+    out = tmp_path / "out.html"
+    result = cli("report", str(saved), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    shown = out.read_text() + result.stdout + result.stderr
+    assert [name for name, value in KEYED.items() if value in shown] == []
