@@ -63,6 +63,11 @@ def _matrix(value: Any) -> bool:
             and all(not isinstance(c, (dict, list)) for r in value for c in r))
 
 
+def _index(value: Any) -> bool:
+    """A GPU index as NVML gives it (a saved scan may hold anything where one goes)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _pair_matrices(probes: list[dict]) -> list[tuple[str, list[list[str]]]]:
     """GPU pairs (items with ``a``, ``b`` and a ``level``) as the matrix ``nvidia-smi topo -m``
     prints: NV where NVLink joins them, else the PCIe path (PIX, PXB, PHB, NODE, SYS)."""
@@ -70,7 +75,8 @@ def _pair_matrices(probes: list[dict]) -> list[tuple[str, list[list[str]]]]:
     for probe in probes:
         for field, items in (probe["data"] or {}).items():
             if not (isinstance(items, list) and items and all(
-                    isinstance(i, dict) and {"a", "b", "level"} <= i.keys() for i in items)):
+                    isinstance(i, dict) and {"a", "b", "level"} <= i.keys()
+                    and _index(i["a"]) and _index(i["b"]) for i in items)):
                 continue
             gpus = sorted({i["a"] for i in items} | {i["b"] for i in items})
             cell = {(i["a"], i["b"]): "NV" if i.get("nvlink") else str(i["level"] or "?")
@@ -129,7 +135,8 @@ def _environment() -> jinja2.Environment:
 
 def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
                 summaries: list[str] | None = None) -> str:
-    """The report from a JSON report's data (``reports.json_report.to_dict``), masked as
+    """The report from a JSON report's data: ``reports.json_report.to_dict``, or a saved
+    report that ``reports.json_report.load`` has checked against the schema. Masked as
     ``to_dict`` masks it: a saved report may hold what its writer would have masked."""
     data = _redacted(sanitized(data))
     findings = data.get("findings", [])
@@ -146,12 +153,13 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
                       "since": time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(alert.since)),
                       "title": show(alert.finding.title)}
     template = _environment().get_template("report.html.j2")
-    return template.render(counts=counts, alert=alert_info,
-                           charts=_charts(history, findings),
-                           topology=[p for p in probes if p["name"].startswith("gpu.") and p["data"]],
-                           pair_matrices=_pair_matrices([p for p in probes if p["data"]]),
-                           engines=[p for p in probes if p["name"].startswith("engine.") and p["data"]],
-                           **data)
+    # the report's fields, then what the page adds: a saved report may carry any other
+    # top-level field (the schema allows new ones), and none may replace these
+    return template.render({
+        **data, "counts": counts, "alert": alert_info, "charts": _charts(history, findings),
+        "topology": [p for p in probes if p["name"].startswith("gpu.") and p["data"]],
+        "pair_matrices": _pair_matrices([p for p in probes if p["data"]]),
+        "engines": [p for p in probes if p["name"].startswith("engine.") and p["data"]]})
 
 
 def render(report: ScanReport, history: Any = None, alert: Any = None) -> str:
