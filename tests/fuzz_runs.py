@@ -228,10 +228,13 @@ def _try_file(kind: str):
 # One entry per kind of input: (base, work, rng, outside, n, bound_s, runner, evaluate_share)
 # → the runs tried. A kind whose inputs need more than a file (a hostile server) lives in a
 # module of its own (tests/fuzz_<kind>.py) and is named here.
+from tests.fuzz_report import try_report  # noqa: E402 (it takes Tried and check from above)
+
 TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "host": _try_host,
     "rules": _try_file("rules"),
     "config": _try_file("config"),
+    "report": try_report,
 }
 
 
