@@ -27,6 +27,14 @@ SHAPES = {
     "'://' without end": lambda n: "x://" * (n * 8),
     "NAME= words": lambda n: "HF_TOKEN=x " * (n * 3),
     "Bearer Bearer ...": lambda n: "Bearer " * (n * 5),
+    # the quoted, bracketed and JSON-in-text forms, and prose (doctor/redact.py's rule)
+    'JSON {"api_key": "x"}': lambda n: '{"api_key": "sk-1"}, ' * (n * 2),
+    '["--api-key","x"]': lambda n: '["--api-key","sk-1"],' * (n * 2),
+    "(--api-key x)": lambda n: "(--api-key x) " * (n * 2),
+    "key: key: key: ...": lambda n: "key: " * (n * 6),
+    'unclosed "quotes': lambda n: '--token a"b ' * (n * 3),
+    'escaped \\" quotes': lambda n: 'HF_TOKEN="' + '\\"' * (n * 15),
+    "prose with API key:": lambda n: "asks for an API key: give it as --endpoint x " * (n // 2),
 }
 
 

@@ -255,11 +255,12 @@ def playbook(cause) -> None:
     from rich.markdown import Markdown
 
     from doctor.vocabulary import CAUSES
-    from playbooks import path_of
+    from playbooks import text_of
 
-    if cause not in CAUSES or not path_of(cause).is_file():
+    text = text_of(cause)  # a known cause id only: never a path built from the argument
+    if text is None:
         raise ScanCannotRun(f"no playbook for '{cause}'; cause ids: {', '.join(CAUSES)}")
-    Console().print(Markdown(path_of(cause).read_text()))
+    Console().print(Markdown(text))
 
 
 cli.add_command(plan)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from pathlib import Path
@@ -91,17 +90,10 @@ def report(snapshot, output) -> None:
     """Render a saved JSON scan ('scan --format json -o FILE') as a self-contained HTML report."""
     from doctor.output import write_atomic
     from reports.html import render_data
+    from reports.json_report import load
 
-    try:
-        data = json.loads(Path(snapshot).read_text())
-    except OSError as exc:
-        raise ConfigError(f"{snapshot}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{snapshot}:{exc.lineno}: not JSON ({exc.msg}); expected the output "
-                          "of 'llm-doctor scan --format json'") from None
-    if not isinstance(data, dict) or data.get("schema_version") != 1:
-        raise ConfigError(f"{snapshot}: not an llm-doctor JSON report (schema_version 1); "
-                          "write one with 'llm-doctor scan --format json -o FILE'")
+    # someone else's file: a guarded read, strict JSON, the schema's fields and types
+    data = load(Path(snapshot), ConfigError)
     write_atomic(output, render_data(data))
     click.echo(f"report written to {output}", err=True)
 

@@ -332,6 +332,8 @@ class Evaluator(EvalWithCompoundTypes):
             if node.func.id not in self.functions:
                 raise FunctionNotDefined(node.func.id, self.expr)
             func = self.functions[node.func.id]
+            if _disallowed(func):  # as simpleeval's own call would check
+                raise FeatureNotAvailable("this function is not available in a rule expression")
         else:
             raise FeatureNotAvailable("only functions and methods called by name are available")
         args = [self._eval(a) for a in node.args]

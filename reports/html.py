@@ -18,7 +18,7 @@ from markupsafe import Markup
 from doctor.daemon.exporter import key_from_evidence
 from doctor.model import ScanReport
 from reports.common import probe_summary, show
-from reports.json_report import to_dict
+from reports.json_report import sanitized, to_dict
 from reports.svg import MAX_SERIES, line_chart
 
 # What the plots are for (issue: temperatures and clocks, KV-cache use, first-token latency,
@@ -28,27 +28,31 @@ MAX_CHARTS = 12
 
 
 def _redacted(value: Any) -> Any:
+    """Every string and every key as ``show`` makes it (masked, control characters escaped)."""
     if isinstance(value, str):
         return show(value)
     if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
+        return {show(k): _redacted(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redacted(v) for v in value]
     return value
 
 
 def _playbook(cause: str) -> list[tuple[str, Markup]]:
-    """The playbook's sections (## headings) rendered from Markdown, raw HTML and images off."""
+    """The playbook's sections (## headings) rendered from Markdown, raw HTML and images off.
+
+    Looked up by known cause id only (``playbooks.text_of``): a saved scan's cause is
+    someone else's text, and an id this version does not know has no playbook section."""
     from markdown_it import MarkdownIt
 
-    from playbooks import path_of
+    from playbooks import text_of
 
-    path = path_of(cause)
-    if not path.is_file():
+    text = text_of(cause)
+    if text is None:
         return []
     md = MarkdownIt("commonmark", {"html": False}).disable("image")
     sections: list[tuple[str, Markup]] = []
-    for chunk in re.split(r"(?m)^## ", path.read_text())[1:]:
+    for chunk in re.split(r"(?m)^## ", text)[1:]:
         heading, _, body = chunk.partition("\n")
         sections.append((heading.strip(), Markup(md.render(body))))  # noqa: S704 (escaped by markdown-it)
     return sections
@@ -59,6 +63,11 @@ def _matrix(value: Any) -> bool:
             and all(not isinstance(c, (dict, list)) for r in value for c in r))
 
 
+def _index(value: Any) -> bool:
+    """A GPU index as NVML gives it (a saved scan may hold anything where one goes)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _pair_matrices(probes: list[dict]) -> list[tuple[str, list[list[str]]]]:
     """GPU pairs (items with ``a``, ``b`` and a ``level``) as the matrix ``nvidia-smi topo -m``
     prints: NV where NVLink joins them, else the PCIe path (PIX, PXB, PHB, NODE, SYS)."""
@@ -66,7 +75,8 @@ def _pair_matrices(probes: list[dict]) -> list[tuple[str, list[list[str]]]]:
     for probe in probes:
         for field, items in (probe["data"] or {}).items():
             if not (isinstance(items, list) and items and all(
-                    isinstance(i, dict) and {"a", "b", "level"} <= i.keys() for i in items)):
+                    isinstance(i, dict) and {"a", "b", "level"} <= i.keys()
+                    and _index(i["a"]) and _index(i["b"]) for i in items)):
                 continue
             gpus = sorted({i["a"] for i in items} | {i["b"] for i in items})
             cell = {(i["a"], i["b"]): "NV" if i.get("nvlink") else str(i["level"] or "?")
@@ -125,11 +135,13 @@ def _environment() -> jinja2.Environment:
 
 def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
                 summaries: list[str] | None = None) -> str:
-    """The report from a JSON report's data (``reports.json_report.to_dict``)."""
-    data = _redacted(data)
+    """The report from a JSON report's data: ``reports.json_report.to_dict``, or a saved
+    report that ``reports.json_report.load`` has checked against the schema. Masked as
+    ``to_dict`` masks it: a saved report may hold what its writer would have masked."""
+    data = _redacted(sanitized(data))
     findings = data.get("findings", [])
     for finding in findings:
-        finding["key"] = finding.get("key") or key_from_evidence(finding["evidence"])
+        finding["key"] = finding.get("key") or show(key_from_evidence(finding["evidence"]))
         finding["sections"] = _playbook(finding["cause"])
     probes = data.get("probes", [])
     for i, probe in enumerate(probes):
@@ -141,12 +153,13 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
                       "since": time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(alert.since)),
                       "title": show(alert.finding.title)}
     template = _environment().get_template("report.html.j2")
-    return template.render(counts=counts, alert=alert_info,
-                           charts=_charts(history, findings),
-                           topology=[p for p in probes if p["name"].startswith("gpu.") and p["data"]],
-                           pair_matrices=_pair_matrices([p for p in probes if p["data"]]),
-                           engines=[p for p in probes if p["name"].startswith("engine.") and p["data"]],
-                           **data)
+    # the report's fields, then what the page adds: a saved report may carry any other
+    # top-level field (the schema allows new ones), and none may replace these
+    return template.render({
+        **data, "counts": counts, "alert": alert_info, "charts": _charts(history, findings),
+        "topology": [p for p in probes if p["name"].startswith("gpu.") and p["data"]],
+        "pair_matrices": _pair_matrices([p for p in probes if p["data"]]),
+        "engines": [p for p in probes if p["name"].startswith("engine.") and p["data"]]})
 
 
 def render(report: ScanReport, history: Any = None, alert: Any = None) -> str:

@@ -8,8 +8,17 @@ recording written by hand can put NaN, infinities, huge integers or odd types in
 probe's data or a rule's evidence. Such a value is replaced (NaN and infinities by null,
 anything else JSON cannot hold by text), and ``replaced_values`` says where and why, as a
 JSON Pointer (RFC 6901) into the report. ``json.dumps(allow_nan=False)`` then fails loudly
-if a value ever slips past. Every string also passes through ``doctor.redact.redact_text``:
-probes keep secrets out of their records, and this is the second lock on the door.
+if a value ever slips past. Every string and every key also passes through
+``doctor.redact.redact_text``, and in a record, an evidence dict or the host a string held
+under a secret's name (``api_key``) is masked whole: probes keep secrets out of their
+records, and this is the second lock on the door.
+
+A saved report is someone else's input when it comes back (``llm-doctor report FILE``):
+``load`` reads it through ``doctor.jsonfile`` (guarded read, strict numbers, bounded
+nesting) and ``check`` holds it to docs/report-schema.json, field by field, with a message
+that names the file and the JSON path. The check is written here rather than run by a
+JSON Schema library: that library is a test dependency only (tests/test_report_input.py
+checks the two agree), and the messages say what to do.
 """
 
 from __future__ import annotations
@@ -17,11 +26,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
+from pathlib import Path
 from typing import Any
 
 from doctor import __version__
+from doctor.jsonfile import json_path, read_json
 from doctor.model import Finding, ProbeResult, ScanReport
-from doctor.redact import redact_text
+from doctor.redact import MASK, masked_list, redact_text, secret_name
 
 SCHEMA_VERSION = 1
 MAX_DEPTH = 64  # deeper than any record; a hand-made recording may nest thousands deep
@@ -57,8 +69,8 @@ class _Sanitizer:
             value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         if isinstance(value, dict):
             return self.mapping(value, path)
-        if isinstance(value, (list, tuple)):
-            return [self.value(v, (*path, str(i))) for i, v in enumerate(value)]
+        if isinstance(value, (list, tuple)):  # an argv list masked as its text would be
+            return masked_list([self.value(v, (*path, str(i))) for i, v in enumerate(value)], value)
         if isinstance(value, (set, frozenset)):
             self.note(path, "a set; shown as a list")
             return [self.value(v, (*path, str(i))) for i, v in enumerate(value)]
@@ -76,10 +88,14 @@ class _Sanitizer:
 
     def mapping(self, value: dict, path: tuple[str, ...]) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        by_key = _by_key(path)
         for key, item in value.items():
             name = redact_text(key if isinstance(key, str) else self.text(key))
             if name in out:  # {1: ..., "1": ...}: JSON objects hold one of each name
                 self.note((*path, name), "a second key of this name; dropped")
+                continue
+            if by_key and isinstance(item, str) and item and isinstance(key, str) and secret_name(key):
+                out[name] = MASK
                 continue
             out[name] = self.value(item, (*path, name))
         return out
@@ -90,6 +106,15 @@ class _Sanitizer:
             return str(value)
         except ValueError:  # an integer past Python's 4,300-digit limit for str()
             return hex(value) if isinstance(value, int) else f"(unprintable {type(value).__name__})"
+
+
+def _by_key(path: tuple[str, ...]) -> bool:
+    """Whether the mapping at ``path`` is the host, a record or an evidence dict: there a
+    string under a secret's name is masked whole (the report's own fields, such as a
+    finding's ``key``, are not)."""
+    if path[:1] == ("host",):
+        return True
+    return len(path) >= 3 and (path[0], path[2]) in (("probes", "data"), ("findings", "evidence"))
 
 
 def _str(value: Any) -> str:
@@ -152,3 +177,134 @@ def to_dict(report: ScanReport) -> dict[str, Any]:
 
 def render(report: ScanReport) -> str:
     return json.dumps(to_dict(report), indent=2, allow_nan=False) + "\n"
+
+
+def sanitized(data: dict[str, Any]) -> dict[str, Any]:
+    """A report's data (``to_dict``, or a checked saved report) as every renderer may show
+    it: the same masking and replacements ``to_dict`` makes."""
+    return _Sanitizer().mapping(data, ())
+
+
+# --------------------------------------------------------------------------- a saved report
+
+MAX_SAVED_BYTES = 32 << 20  # 300 times the largest committed host's report (105 KB)
+SAVED_DEPTH = MAX_DEPTH + 2  # to_dict cuts deeper values; the top level and a probe count
+_HINT = "write the file with 'llm-doctor scan --format json -o FILE'"
+# docs/report-schema.json, as the renderers read it
+_TOP = ("schema_version", "tool", "host", "level", "started_at", "duration_s", "verdict",
+        "exit_code", "probes", "findings", "rule_errors")
+_PROBE = ("name", "status", "reason", "duration_s", "data")
+_FINDING = ("rule", "cause", "symptoms", "severity", "title", "evidence", "remediation", "playbook")
+_PROBE_NAME = re.compile(r"^[a-z]+\.[a-z_.]+$")
+LEVELS = ("quick", "standard", "full")
+VERDICTS = ("ok", "info", "warning", "critical")
+SEVERITIES = ("info", "warning", "critical")
+STATUSES = ("ok", "skipped", "error", "timeout")
+HOST_KINDS = ("live", "recorded")
+
+
+class _Check:
+    def __init__(self, where: str, error: type[Exception]) -> None:
+        self.where, self.error = where, error
+
+    def fail(self, path: list[str | int], expected: str, value: Any) -> None:
+        raise self.error(f"{self.where}: {json_path(path)}: expected {expected}, got "
+                         f"{_shown(value)}; {_HINT}")
+
+    def object(self, value: Any, path: list[str | int], required: tuple[str, ...] = ()) -> dict:
+        if not isinstance(value, dict):
+            self.fail(path, "an object", value)
+        for key in required:
+            if key not in value:
+                raise self.error(f"{self.where}: {json_path(path)}: the field '{key}' is "
+                                 f"missing; {_HINT}")
+        return value
+
+    def array(self, value: Any, path: list[str | int]) -> list:
+        if not isinstance(value, list):
+            self.fail(path, "an array", value)
+        return value
+
+    def string(self, value: Any, path: list[str | int], nullable: bool = False) -> None:
+        if not (isinstance(value, str) or (nullable and value is None)):
+            self.fail(path, "a string or null" if nullable else "a string", value)
+
+    def number(self, value: Any, path: list[str | int]) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            self.fail(path, "a number of seconds, 0 or more", value)
+
+    def one_of(self, value: Any, path: list[str | int], allowed: tuple) -> None:
+        # bool is an int in Python, not in JSON: true is not 1
+        if isinstance(value, bool) or value not in allowed or isinstance(value, (dict, list)):
+            self.fail(path, "one of " + ", ".join(map(json.dumps, allowed)), value)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"an object of {len(value)} field(s)"
+    if isinstance(value, list):
+        return f"an array of {len(value)} item(s)"
+    text = redact_text(json.dumps(value))
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
+    """``data`` if it follows docs/report-schema.json (schema_version 1), field by field;
+    ``error`` naming ``where`` and the JSON path of the first field that does not."""
+    if not isinstance(data, dict) or data.get("schema_version") != 1 \
+            or isinstance(data.get("schema_version"), bool):
+        raise error(f"{where}: not an llm-doctor JSON report (schema_version 1); {_HINT}")
+    c = _Check(where, error)
+    c.object(data, [], _TOP)
+    tool = c.object(data["tool"], ["tool"], ("name", "version"))
+    c.one_of(tool["name"], ["tool", "name"], ("llm-doctor",))
+    c.string(tool["version"], ["tool", "version"])
+    # to_dict always writes a hostname; a kind only when the scan gave one (a report built
+    # from a ScanReport by hand, or by the daemon, may not), so a missing kind is ours too
+    host = c.object(data["host"], ["host"], ("hostname",))
+    if "kind" in host:
+        c.one_of(host["kind"], ["host", "kind"], HOST_KINDS)
+    for key in ("hostname", "path", "captured_at"):
+        if key in host:
+            c.string(host[key], ["host", key])
+    c.one_of(data["level"], ["level"], LEVELS)
+    c.string(data["started_at"], ["started_at"])
+    c.number(data["duration_s"], ["duration_s"])
+    c.one_of(data["verdict"], ["verdict"], VERDICTS)
+    c.one_of(data["exit_code"], ["exit_code"], (0, 1, 2))
+    for i, probe in enumerate(c.array(data["probes"], ["probes"])):
+        at: list[str | int] = ["probes", i]
+        c.object(probe, at, _PROBE)
+        c.string(probe["name"], [*at, "name"])
+        if not _PROBE_NAME.match(probe["name"]):
+            c.fail([*at, "name"], "a probe name like \"host.limits\"", probe["name"])
+        c.one_of(probe["status"], [*at, "status"], STATUSES)
+        c.string(probe["reason"], [*at, "reason"], nullable=True)
+        c.number(probe["duration_s"], [*at, "duration_s"])
+        if probe["data"] is not None:
+            c.object(probe["data"], [*at, "data"])
+    for i, finding in enumerate(c.array(data["findings"], ["findings"])):
+        at = ["findings", i]
+        c.object(finding, at, _FINDING)
+        for key in ("rule", "cause", "title", "remediation", "playbook"):
+            c.string(finding[key], [*at, key])
+        for j, symptom in enumerate(c.array(finding["symptoms"], [*at, "symptoms"])):
+            c.string(symptom, [*at, "symptoms", j])
+        c.one_of(finding["severity"], [*at, "severity"], SEVERITIES)
+        c.object(finding["evidence"], [*at, "evidence"])
+        if "key" in finding:
+            c.string(finding["key"], [*at, "key"])
+    for i, message in enumerate(c.array(data["rule_errors"], ["rule_errors"])):
+        c.string(message, ["rule_errors", i])
+    for i, replaced in enumerate(c.array(data.get("replaced_values", []), ["replaced_values"])):
+        c.object(replaced, ["replaced_values", i], ("pointer", "reason"))
+        for key in ("pointer", "reason"):
+            c.string(replaced[key], ["replaced_values", i, key])
+    return data
+
+
+def load(path: Path, error: type[Exception]) -> dict[str, Any]:
+    """A saved report (``scan --format json -o FILE``) read as someone else's input: a
+    regular UTF-8 file of at most 32 MiB, strict JSON, docs/report-schema.json's fields
+    and types. Anything else raises ``error`` naming the file (and the JSON path)."""
+    return check(read_json(path, "saved scan", error, MAX_SAVED_BYTES, SAVED_DEPTH), str(path), error)

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from doctor.model import ScanReport, Severity
+from doctor.redact import redact_data
 from doctor.registry import by_name
 from playbooks import path_of
 from reports.common import probe_summary, show
@@ -41,19 +42,27 @@ def verdict(report: ScanReport) -> Text:
                          f"{report.duration_s:.1f} s")
 
 
+def _playbook_line(cause: object) -> str:
+    path = path_of(cause)
+    if path is None:
+        return f"playbook: none for cause {show(cause)} in this llm-doctor"
+    return f"playbook: llm-doctor playbook {show(cause)}  ({show(path)})"
+
+
 def _findings(report: ScanReport) -> list[RenderableType]:
     blocks: list[RenderableType] = []
     for f in report.findings:
         cause = show(f.cause)
         symptoms = f.symptoms if isinstance(f.symptoms, (list, tuple)) else [f.symptoms]
         rows = ", ".join(show(s) for s in symptoms)
-        pairs = f.evidence.items() if isinstance(f.evidence, dict) else [("value", f.evidence)]
-        evidence = ", ".join(f"{show(k)}={show(v)}" for k, v in pairs)
+        # keys masked like values, and a value under a secret's name whole (doctor/redact.py)
+        shown = redact_data(f.evidence if isinstance(f.evidence, dict) else {"value": f.evidence})
+        evidence = ", ".join(f"{show(k)}={show(v)}" for k, v in shown.items())
         details = [
             Text(f"{show(f.rule)} · cause {cause} · rows {rows}", style="dim"),
             Text("evidence: " + evidence),
             Text.assemble(("do: ", "bold"), show(f.remediation)),
-            Text(f"playbook: llm-doctor playbook {cause}  ({show(path_of(f.cause))})", style="dim"),
+            Text(_playbook_line(f.cause), style="dim"),
         ]
         blocks.append(Text.assemble((f"[{f.severity.label}] ", STYLE[f.severity]),
                                     (show(f.title), "bold")))

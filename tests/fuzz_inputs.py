@@ -426,7 +426,7 @@ def _mutate_nvml(root: Path, rng: random.Random, out: Outside) -> str:
                                      {"total": 10**30, "used": 1}, *wrong_values(rng)))
         how = "value"
     try:
-        text = json.dumps(entries)
+        text = json.dumps(entries, default=str)  # wrong_values holds dates
     except (ValueError, RecursionError):
         text = "[" * 5000
     if rng.random() < 0.1:  # numbers json.dumps never writes

@@ -237,6 +237,7 @@ def _kind(module: str, name: str) -> Callable[..., list[Tried]]:
 # One entry per kind of input: (base, work, rng, outside, n, bound_s, runner, evaluate_share)
 # → the runs tried. A kind whose inputs need more than a file (a hostile server) lives in a
 # module of its own (tests/fuzz_<kind>.py) and is named here.
+
 TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "host": _try_host,
     "rules": _try_file("rules"),
@@ -244,6 +245,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "plan": _kind("fuzz_plan", "try_plan"),
     "daemon": _kind("fuzz_daemon", "try_daemon"),
     "endpoint": _kind("fuzz_endpoint", "try_endpoint"),
+    "report": _kind("fuzz_report", "try_report"),
 }
 
 

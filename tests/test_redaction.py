@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.redact import (
-    redact_environ,
     program_only,
     redact_cmdline,
+    redact_data,
+    redact_environ,
     redact_text,
     safe_display,
     secret_name,
@@ -111,6 +112,83 @@ def test_masking_is_linear_on_huge_command_lines():
     assert redact_cmdline(line).count("***") == 30_000
     assert redact_cmdline("--token=" + "a" * 1_000_000) == "--token=***"
     assert redact_cmdline("x://" * 300_000).endswith("x://")
+    # the quoted and JSON-in-text forms: a quote left open, escapes, names chained as values
+    assert redact_text('{"api_key": "x"}, ' * 30_000).count("***") == 30_000
+    assert redact_text('HF_TOKEN="' + '\\"' * 300_000) == "HF_TOKEN=***"
+    assert redact_text("--token a\"b " * 30_000).count("***") >= 1
+    assert redact_text("key: " * 100_000) == "key: " * 100_000
+    assert redact_text("Bearer " * 100_000) == "Bearer " * 100_000
+
+
+# --- the value next to a name, whatever punctuation stands around (issue 12) ---------------
+
+WRAPPED = [
+    ('"HF_TOKEN=hf_x"', '"HF_TOKEN=***"'),
+    ("(--api-key x)", "(--api-key ***)"),
+    ('{"id": "--api-key sk-X"}', '{"id": "--api-key ***"}'),
+    ('["--api-key","sk-1"]', '["--api-key",***]'),
+    ("['--api-key', 'sk-1'] and more", "['--api-key', ***] and more"),
+    ('{"api_key": "sk-3"}', '{"api_key": ***}'),
+    ('headers={"Authorization":"Bearer sk-5"}', 'headers={"Authorization":"Bearer ***"}'),
+    ("'Authorization: Bearer abc'", "'Authorization: Bearer ***'"),
+    ("<--token abc>, [HF_TOKEN=t] {OPENAI_API_KEY=k};", "<--token ***>, [HF_TOKEN=***] {OPENAI_API_KEY=***};"),
+    ('x="OPENAI_API_KEY=sk-4",y', 'x="OPENAI_API_KEY=***",y'),
+    ('api_key = "sk 7"', "api_key = *** ***"),  # TOML
+    ("api_key: sk-7\nport: 8000", "api_key: ***\nport: 8000"),  # YAML
+    ("GET /x?token=abc&y=1 HTTP/1.1", "GET /x?token=*** HTTP/1.1"),
+    ("invalid api key: sk-abc123", "invalid api key: ***"),  # prose around a real value
+    ("x -H 'X-Api-Key: k1' y", "x -H 'X-Api-Key: ***' y"),
+    ('error {"detail": "bad --api-key sk-9 given"}', 'error {"detail": "bad --api-key *** given"}'),
+    ("token: key: X-Api-Key: S3CRET", "token: key: X-Api-Key: ***"),  # a name is no value
+    ("key: --api-key sk-1", "key: --api-key ***"),
+    ('--password ab"cd ef" z', "--password *** *** z"),  # a quoted part belongs to the value
+    ('{"key": "a \\"b\\" c", "z": 1}', '{"key": *** *** ***, "z": 1}'),  # escaped quotes
+]
+
+PROSE = [  # what must stay as it is: values, never the words around them (issue 13 §4)
+    "http://127.0.0.1:8000 asks for an API key: give it as --endpoint http://:KEY@HOST:PORT to measure it",
+    "inter_token: llama.cpp exports no inter-token latency histogram",
+    "time_to_first_token_seconds: 0.2, sglang:token_usage 0.5, bos_token: <s>, eos_token_id: 2",
+    "a Bearer token is required; the key: it is in the vault",
+    "postgres://app:${DB_PASSWORD}@db/x http://user:<password>@host/",
+    '{"api_key": null, "api_key_set": true, "token_budget": 8192}',
+]
+
+
+@pytest.mark.parametrize("text,expected", WRAPPED)
+def test_quotes_brackets_and_braces_do_not_hide_a_secret(text, expected):
+    assert redact_text(text) == expected
+    assert redact_text(expected) == expected
+
+
+@pytest.mark.parametrize("text", PROSE)
+def test_prose_and_product_words_stay_readable(text):
+    assert redact_text(text) == text
+
+
+def test_the_word_after_a_prose_name_is_masked_when_it_is_a_value():
+    assert redact_text("an API key: sk-live-123 was refused") == "an API key: *** was refused"
+    assert redact_text("a Bearer eyJhbGciOi token") == "a Bearer *** token"
+    assert redact_text("password: letmein") == "password: ***"  # no prose reading of password
+    assert redact_text("http://:KEY@db.internal:5432/x") == "http://:***@db.internal:5432/x"
+
+
+def test_text_tokens_are_not_credentials():
+    for name in ("inter_token", "first_token", "time_per_output_token", "bos_token", "eos_token",
+                 "pad_token", "token_usage", "token_budget", "kv_bytes_per_token", "HF_TOKEN_FILE"):
+        assert not secret_name(name), name
+    for name in ("hf_token", "access_token", "GITHUB_TOKEN", "HF_TOKEN_2", "authToken", "apiKey",
+                 "X-Auth-Token", "refresh_token"):
+        assert secret_name(name), name
+
+
+def test_a_value_under_a_secret_name_is_masked_whole_and_keys_like_values():
+    record = {"api_key": "sk-A", "--api-key sk-B": 1, "nested": [{"HF_TOKEN=hf_C": {"token": "t-D"}}],
+              "api_key_set": True, "model": "m", "api_key_none": None}
+    shown = redact_data(record)
+    assert not any(s in json.dumps(shown) for s in ("sk-A", "sk-B", "hf_C", "t-D"))
+    assert shown["api_key"] == "***" and shown["api_key_set"] is True and shown["model"] == "m"
+    assert shown["nested"] == [{"HF_TOKEN=***": {"token": "***"}}]
 
 
 # Values a generated command line plants: distinctive enough never to occur by chance
@@ -125,6 +203,11 @@ FORMS = st.sampled_from([
 ])
 
 
+# How text carries a form: quoted, bracketed, braced, a JSON string, a JSON array, a key
+WRAPPERS = st.sampled_from(["{}", '"{}"', "'{}'", "({})", "[{}]", "{{{}}}", "<{}>", "{},",
+                            '{{"id": "{}"}}', '["{}"]', '{{"{}": 1}}', "x={}", '"{}":'])
+
+
 @settings(max_examples=400, deadline=None)
 @given(before=BENIGN, after=BENIGN, form=FORMS, secret=SECRET, nul=st.booleans())
 def test_a_planted_secret_never_survives(before, after, form, secret, nul):
@@ -135,11 +218,33 @@ def test_a_planted_secret_never_survives(before, after, form, secret, nul):
     assert redact_cmdline(masked) == masked
 
 
+@settings(max_examples=600, deadline=None)
+@given(before=BENIGN, after=BENIGN, form=FORMS, wrap=WRAPPERS, secret=SECRET)
+def test_a_planted_secret_never_survives_punctuation(before, after, form, wrap, secret):
+    line = " ".join([*before, wrap.format(form.format(secret)), *after])
+    masked = redact_text(line)
+    assert secret not in masked, line
+    assert redact_text(masked) == masked
+
+
+PUNCTUATED = st.lists(st.sampled_from(list("abkeytonpsw_-=:\"'()[]{}<>,; \\\0")
+                                      + ["key", "token", "--api-key", "Bearer ", "://", "HF_TOKEN",
+                                         "@", "Authorization: ", "K3Y", "null"]),
+                      max_size=40).map("".join)
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.text(max_size=200))
 def test_masking_is_idempotent_on_any_text(text):
     once = redact_cmdline(text)
     assert redact_cmdline(once) == once
+
+
+@settings(max_examples=1500, deadline=None)
+@given(PUNCTUATED)
+def test_masking_is_idempotent_on_punctuated_text(text):
+    once = redact_text(text)
+    assert redact_text(once) == once
 
 
 # --- live processes, every output format, the capture directory -------------------------
@@ -241,3 +346,71 @@ def test_no_planted_secret_reaches_any_output_or_the_capture(cli, tmp_path, plan
     assert rows[other_pid]["cmdline"] == program_only(sys.executable)
     engine_cmdline = (cap / "fs" / "proc" / str(engine_pid) / "cmdline").read_text()
     assert "--api-key\0***" in engine_cmdline
+
+
+# --- every format, keys as values (issue 12) ---------------------------------------------
+
+KEYED = {f"k{i}": f"PLANTEDkeyed{i}x7" for i in range(1, 11)}
+
+
+def _keyed_report():
+    from doctor.model import Finding, Level, ProbeResult, ScanReport, Severity
+
+    k = KEYED
+    record = {"env": {f"HF_TOKEN={k['k1']}": True}, "api_key": k["k2"],
+              f"--api-key {k['k3']}": 1, "argv": ["--api-key", k["k4"]]}
+    reason = f'failed: {{"id": "--api-key {k["k5"]}"}} (--api-key {k["k6"]}) "HF_TOKEN={k["k7"]}"'
+    finding = Finding(rule="cpu-contention", cause="cpu-contention", symptoms=("slowdown",),
+                      severity=Severity.WARNING, title="x",
+                      evidence={f"--api-key {k['k8']}": 1, "api_key": k["k9"],
+                                "cmd": f'["--api-key","{k["k10"]}"]'},
+                      remediation="r", playbook="playbooks/cpu-contention.md")
+    return ScanReport(host={"kind": "live", "hostname": "h"}, level=Level.QUICK,
+                      started_at="2026-01-01T00:00:00Z", duration_s=0.1,
+                      probes=[ProbeResult("host.keyed", "ok", 0.1, None, record),
+                              ProbeResult("host.memory", "error", 0.1, reason)],
+                      findings=[finding])
+
+
+def _formats(report) -> dict[str, str]:
+    import io
+
+    from rich.console import Console
+
+    from reports import html, json_report, markdown, terminal
+
+    console = Console(file=io.StringIO(), width=300, color_system=None)
+    terminal.render(report, console)
+    return {"json": json_report.render(report), "markdown": markdown.render(report),
+            "html": html.render(report), "terminal": console.file.getvalue()}
+
+
+def test_secrets_in_keys_and_punctuated_values_stay_out_of_every_format():
+    report = _keyed_report()
+    leaks = {fmt: [k for k, v in KEYED.items() if v in text]
+             for fmt, text in _formats(report).items()}
+    assert not any(leaks.values()), leaks
+    data = json.loads(_formats(report)["json"])
+    assert data["probes"][0]["data"]["--api-key ***"] == 1  # the key masked, not dropped
+    assert data["findings"][0]["evidence"]["api_key"] == "***"
+
+
+def test_report_from_a_saved_scan_masks_keys_and_values_it_was_given_raw(cli, tmp_path):
+    """A saved scan is someone else's file: what it holds unmasked is masked when shown."""
+    from reports.json_report import render
+
+    data = json.loads(render(_keyed_report()))
+    k = KEYED  # put back, raw, what the writer had masked
+    data["probes"][0]["data"] = {"env": {f"HF_TOKEN={k['k1']}": True}, "api_key": k["k2"],
+                                 f"--api-key {k['k3']}": {"(--api-key " + k["k4"] + ")": 1}}
+    data["probes"][1]["reason"] = f'"HF_TOKEN={k["k5"]}" {{"id": "--api-key {k["k6"]}"}}'
+    data["findings"][0]["evidence"] = {f"--api-key {k['k7']}": 1, "api_key": k["k8"]}
+    data["host"][f"OPENAI_API_KEY={k['k9']}"] = "x"
+    data["findings"][0]["title"] = f"[--token {k['k10']}]"
+    saved = tmp_path / "scan.json"
+    saved.write_text(json.dumps(data))
+    out = tmp_path / "out.html"
+    result = cli("report", str(saved), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    shown = out.read_text() + result.stdout + result.stderr
+    assert [name for name, value in KEYED.items() if value in shown] == []

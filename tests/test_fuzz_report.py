@@ -1,0 +1,45 @@
+"""Fuzz: mutated saved scans through ``llm-doctor report`` never crash, hang, read outside
+the input (a cause pointing at a Markdown file elsewhere), or show a planted secret, in the
+terminal or in the written HTML (tests/fuzz_report.py makes and checks them).
+
+A fixed seed and a time budget keep this bounded; the campaign is
+``benchmarks/fuzz.py --kinds report``. Each run goes through ``doctor.cli.main`` in a fork of
+this process, and every 20th through a new interpreter, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+from tests import fuzz_runs as fuzz
+
+SEED = 20261201
+BUDGET_S = 15.0  # no input starts after it is spent (the base scans are made first)
+BOUND_S = 10.0  # per run: a saved scan renders in well under a second
+MAX_INPUTS = 150
+
+
+def _campaign(base: Path) -> tuple[int, list[str]]:
+    rng = random.Random(SEED)
+    out = fuzz.make_outside(base, rng)
+    fuzz.warm_up()
+    failures, n, started = [], 0, None
+    while n < MAX_INPUTS and (started is None or time.perf_counter() - started < BUDGET_S):
+        runner = fuzz.run_subprocess if n % 20 == 19 else fuzz.run_forked
+        for tried in fuzz.try_one("report", base, rng, out, n, BOUND_S, runner):
+            for problem in tried.verdict.problems:
+                failures.append(f"{tried.mutation}: {problem} (exit {tried.run.rc}) "
+                                f"{tried.run.uncaught or tried.run.stderr[-200:]}")
+        if started is None:  # the first input also made a base scan: time from here
+            started = time.perf_counter()
+        n += 1
+    print(f"report: {n} inputs in {time.perf_counter() - started:.1f} s")
+    return n, failures
+
+
+def test_mutated_saved_scans(tmp_path):
+    n, failures = _campaign(tmp_path)
+    assert n >= 5, f"only {n} inputs in {BUDGET_S} s"  # the machine is shared: no speed test
+    assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])
