@@ -35,7 +35,7 @@ from tests import live_stack as stack  # noqa: E402
 LAUNCHER = '''
 import sys, threading
 from dataclasses import dataclass
-from doctor.host import HostReadError
+from doctor.seam.host import HostReadError
 from doctor.model import Level, ProbeSpec
 import doctor.daemon.service as service
 
@@ -62,7 +62,7 @@ service.PROBES = service.PROBES + (
     ProbeSpec("engine.soak", Level.QUICK, "a vLLM-style page that comes and goes", "{page}",
               3.0, engine),
 )
-from doctor.cli import main
+from doctor.commands.cli import main
 sys.argv = ["llm-doctor"] + sys.argv[1:]
 main()
 '''

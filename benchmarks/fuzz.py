@@ -7,7 +7,7 @@ holds ``--api-key FUZZSECRET…`` and whose environ holds ``FUZZ_TOKEN=…``), r
 (wrong types, unbalanced ``{`` in titles, expressions built to exhaust time or memory,
 3,000-rule files, FIFOs) and config files (wrong types, FIFOs, /dev/zero).
 
-Each input runs through ``doctor.cli.main`` in a fork of this process (warm, killable at
+Each input runs through ``doctor.commands.cli.main`` in a fork of this process (warm, killable at
 the bound); one in 50 in a new interpreter, as a user runs it. Printed per kind: inputs
 tried, exit codes, tracebacks, hangs past the bound, reads outside the recorded host
 (access times of planted files), planted secrets or environment values in any output,

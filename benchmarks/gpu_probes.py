@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from doctor.host import Host, LiveHost  # noqa: E402
+from doctor.seam.host import Host, LiveHost  # noqa: E402
 from doctor.model import Level, ScanOptions  # noqa: E402
-from doctor.registry import PROBES  # noqa: E402
+from probes.registry import PROBES  # noqa: E402
 from doctor.runner import run_probes  # noqa: E402
 
 
@@ -65,7 +65,7 @@ def main() -> int:
     parser.add_argument("--replay", metavar="DIR", help="print a recorded host's figures instead")
     args = parser.parse_args()
     if args.replay:
-        from doctor.recorded import RecordedHost
+        from doctor.seam.recorded import RecordedHost
 
         host: Host = RecordedHost(args.replay)
     else:

@@ -42,8 +42,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from doctor.host import MeasurementError  # noqa: E402
-from probes import host_memory_bandwidth  # noqa: E402
+from doctor.seam.host import MeasurementError  # noqa: E402
+from probes.host import memory_bandwidth as host_memory_bandwidth  # noqa: E402
 from probes.kernels import stream  # noqa: E402
 
 STREAM_C = REPO_ROOT / "benchmarks" / "stream.c"

@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from doctor.knee import level_stats  # noqa: E402
-from doctor.loadgen import Endpoint, Workload, run_requests  # noqa: E402
+from doctor.workload.knee import level_stats  # noqa: E402
+from doctor.workload.loadgen import Endpoint, Workload, run_requests  # noqa: E402
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ Prints, for this code:
   ``host.cpu_load.top`` of 1,000 and 5,000 rows, every row firing.
 
 With ``--old REV`` (default: 59c668d, the commit before the rules were hardened) it also
-loads that revision's doctor/rules.py and doctor/evaluate.py from git, side by side, and
+loads that revision's doctor/rules/loader.py and doctor/rules/evaluate.py from git, side by side, and
 times them on smaller inputs (they are quadratic: 3,000 rules took minutes). Pass
 ``--old ''`` to skip them.
 
@@ -28,12 +28,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from doctor.evaluate import evaluate  # noqa: E402
+from doctor.rules.evaluate import evaluate  # noqa: E402
 from doctor.model import ProbeResult  # noqa: E402
-from doctor.registry import by_name  # noqa: E402
-from doctor.rules import builtin_files, load_file, load_rules  # noqa: E402
-from probes.host_cpu_load import CpuLoadRecord, ProcessCpu  # noqa: E402
-from probes.host_limits import LimitsRecord  # noqa: E402
+from probes.registry import by_name  # noqa: E402
+from doctor.rules.loader import builtin_files, load_file, load_rules  # noqa: E402
+from probes.host.cpu_load import CpuLoadRecord, ProcessCpu  # noqa: E402
+from probes.host.limits import LimitsRecord  # noqa: E402
 
 RULE = """
 [[rule]]
@@ -89,13 +89,13 @@ def old_modules(rev: str) -> tuple[types.ModuleType, types.ModuleType] | None:
             return None
         module = types.ModuleType(f"old_{name}")
         sys.modules[module.__name__] = module  # dataclasses look their module up
-        current = sys.modules["doctor.rules"]
+        current = sys.modules["doctor.rules.loader"]
         if loaded:  # the old evaluate imports FUNCTIONS and Rule from the old rules
-            sys.modules["doctor.rules"] = loaded[0]
+            sys.modules["doctor.rules.loader"] = loaded[0]
         try:
             exec(compile(source, f"{rev}:doctor/{name}.py", "exec"), module.__dict__)
         finally:
-            sys.modules["doctor.rules"] = current
+            sys.modules["doctor.rules.loader"] = current
         loaded.append(module)
     return loaded[0], loaded[1]
 

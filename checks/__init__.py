@@ -1,1 +1,1 @@
-"""Built-in rules: the ``*.toml`` files in this folder (format: doctor/rules.py)."""
+"""Built-in rules: the ``*.toml`` files in this folder (format: doctor/rules/loader.py)."""

@@ -11,7 +11,7 @@ An endpoint is ``[http|https://][KEY@]HOST[:PORT][/PREFIX]``:
   (``/metrics``, ``/v1/models``, ``/v1``...) is taken off, so the URL of any page works;
 * a key is written as ``:KEY@`` (or ``user:KEY@``, or ``KEY@``), percent-encoded where it
   holds ``@``, ``/`` or ``%``: it is sent as ``Authorization: Bearer KEY``, to this
-  endpoint's origin only (doctor/http.py), and never shown;
+  endpoint's origin only (doctor/seam/http.py), and never shown;
 * no space, control or non-ASCII character anywhere, no ``?query`` or ``#fragment``.
 
 ``parse`` raises ``EndpointError`` saying what is wrong, with the endpoint shown without

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from doctor.host import Host
+from doctor.seam.host import Host
 
 
 class Level(enum.IntEnum):

@@ -13,7 +13,7 @@ import time
 import traceback
 from typing import Callable, Iterable
 
-from doctor.host import Host, HostReadError, MeasurementError
+from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import ProbeResult, ProbeSpec, ScanOptions, Skip
 
 _SHAPE_ERRORS = (TypeError, KeyError, ValueError, AttributeError, IndexError, OverflowError)

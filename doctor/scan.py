@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from doctor.config import Config
-from doctor.host import Host
+from doctor.seam.host import Host
 from doctor.model import ProbeSpec, ScanOptions, ScanReport
-from doctor.rules import Rule
-from doctor.evaluate import evaluate
+from doctor.rules.loader import Rule
+from doctor.rules.evaluate import evaluate
 from doctor.runner import OnEvent, run_probes
 
 

@@ -32,7 +32,7 @@ def probe_summary(result: ProbeResult, specs: dict[str, ProbeSpec] | None = None
     if result.status != "ok":
         return show(result.reason or "")
     if specs is None:
-        from doctor.registry import by_name
+        from probes.registry import by_name
 
         specs = by_name()
     spec = specs.get(result.name)

@@ -13,7 +13,7 @@ import re
 import jinja2
 
 from doctor.model import ScanReport
-from doctor.registry import by_name
+from probes.registry import by_name
 from reports.common import probe_summary, show
 from reports.json_report import to_dict
 

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from doctor.model import ScanReport, Severity
 from doctor.redact import redact_data
-from doctor.registry import by_name
+from probes.registry import by_name
 from playbooks import path_of
 from reports.common import probe_summary, show
 

@@ -38,7 +38,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120, shell_pre
     limits judged are then the engine's, not the shell's). Where namespaces are not allowed
     the test is skipped when an engine runs here, and fails under CI, which allows them.
     """
-    argv = [sys.executable, "-m", "doctor.cli", *args]
+    argv = [sys.executable, "-m", "doctor.commands.cli", *args]
     if shell_prefix:
         quoted = " ".join(f"'{a}'" for a in argv)
         argv = ["bash", "-c", f"{shell_prefix}; exec {quoted}"]
@@ -61,7 +61,7 @@ def cli():
 
 
 def _engine_running() -> bool:
-    from doctor.host import LiveHost
-    from probes.processes import engine_processes
+    from doctor.seam.host import LiveHost
+    from probes.helpers.processes import engine_processes
 
     return bool(engine_processes(LiveHost()))

@@ -176,7 +176,7 @@ class _Child:
         if not forked:
             with open(self.files[0], "wb") as out, open(self.files[1], "wb") as err:
                 self.popen: subprocess.Popen | None = subprocess.Popen(
-                    [sys.executable, "-m", "doctor.cli", *argv], stdout=out, stderr=err,
+                    [sys.executable, "-m", "doctor.commands.cli", *argv], stdout=out, stderr=err,
                     stdin=subprocess.DEVNULL, cwd=work, env={**os.environ, "PYTHONPATH": str(REPO)})
             return
         self.popen = None
@@ -198,7 +198,7 @@ class _Child:
             for handler in list(logging.root.handlers):  # the daemon logs as in a new process
                 logging.root.removeHandler(handler)
             sys.argv = ["llm-doctor", *argv]
-            from doctor import cli
+            from doctor.commands import cli
 
             try:
                 cli.main()
@@ -303,7 +303,7 @@ class _Target:
         self.slow: list[tuple[socket.socket, float, float, str]] = []  # sock, opened, allowed
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "doctor.cli", "daemon", "--config", str(config)],
+                [sys.executable, "-m", "doctor.commands.cli", "daemon", "--config", str(config)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.folder,
                 env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + 60

@@ -392,7 +392,7 @@ class Impostor:
 def _only_the_impostor():
     """The scan (a fork of this process) sees no engine process of this host: engines
     other people run here (a test's llama-server) are neither measured nor loaded."""
-    import probes.engine_discovery as discovery
+    import probes.engine.discovery as discovery
 
     kept = discovery.engine_processes
     discovery.engine_processes = lambda host: ()
@@ -431,7 +431,7 @@ def _alone(runner: Callable[[list[str], float, Path], "Run"]):
 
     def run(argv: list[str], bound_s: float, work: Path) -> "Run":
         t0 = time.perf_counter()
-        proc = subprocess.Popen([*prefix, sys.executable, "-m", "doctor.cli", *argv],
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", "doctor.commands.cli", *argv],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL, text=True, cwd=fuzz_runs.REPO,
                                 env={**os.environ, "PYTHONPATH": str(fuzz_runs.REPO)})

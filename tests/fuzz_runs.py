@@ -51,7 +51,7 @@ def unblock_fifos(root: Path) -> None:
 
 def warm_up() -> None:
     """Import what a scan imports, so that each forked run starts warm."""
-    import doctor.cli
+    import doctor.commands.cli
     import doctor.scan  # noqa: F401
     import reports.json_report
     import reports.markdown
@@ -59,7 +59,7 @@ def warm_up() -> None:
 
 
 def run_forked(argv: list[str], bound_s: float, fifo_root: Path) -> Run:
-    """``llm-doctor ARGV`` through doctor.cli.main in a fork of this process.
+    """``llm-doctor ARGV`` through doctor.commands.cli.main in a fork of this process.
 
     A fork starts in a millisecond with every module already imported, like a call in
     process, yet a run that hangs (a FIFO, a loop without end) can be killed at ``bound_s``
@@ -79,7 +79,7 @@ def run_forked(argv: list[str], bound_s: float, fifo_root: Path) -> Run:
                                           line_buffering=False)
             sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), encoding="utf-8")
             sys.argv = ["llm-doctor", *argv]
-            from doctor import cli
+            from doctor.commands import cli
 
             try:
                 cli.main()
@@ -122,7 +122,7 @@ def run_subprocess(argv: list[str], bound_s: float, fifo_root: Path) -> Run:
     import subprocess
 
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "doctor.cli", *argv], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "doctor.commands.cli", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from doctor.host import CommandOutput, Reason
-from doctor.recorded import RecordedHost, RecordWriter
+from doctor.seam.host import CommandOutput, Reason
+from doctor.seam.recorded import RecordedHost, RecordWriter
 
 
 def gpu_host(entries: list[dict] | None, files: dict[str, str] | None = None,

@@ -110,7 +110,7 @@ def daemon(folder: Path, config_text: str, *flags: str, repo: Path = REPO,
     (process, host:port). A ``--listen`` in ``flags`` wins over the free port."""
     config = folder / ("llm-doctor.toml" if name == "daemon" else f"{name}.toml")
     config.write_text(config_text)
-    argv = [sys.executable, "-m", "doctor.cli", "daemon", "--listen", "127.0.0.1:0",
+    argv = [sys.executable, "-m", "doctor.commands.cli", "daemon", "--listen", "127.0.0.1:0",
             "--config", str(config), *flags]
     proc = Proc(name, argv, folder, env={"PYTHONPATH": str(repo)})
 

@@ -135,9 +135,9 @@ def test_terminal_report_has_verdict_findings_and_probes(cli):
 
 
 def test_probes_and_rules_list_the_registries(cli):
-    from doctor.registry import PROBES
-    from doctor.rules import builtin_files, load_rules
-    from doctor.registry import by_name
+    from probes.registry import PROBES
+    from doctor.rules.loader import builtin_files, load_rules
+    from probes.registry import by_name
 
     probes = cli("probes")
     assert probes.returncode == 0

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from doctor.config import ConfigError, check_against_rules, find_config, load_config
-from doctor.registry import by_name
-from doctor.rules import builtin_files, load_rules
+from probes.registry import by_name
+from doctor.rules.loader import builtin_files, load_rules
 
 RULES = load_rules(builtin_files(), by_name())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from doctor.daemon.service import Daemon, load
-from doctor.recorded import RecordedHost
+from doctor.seam.recorded import RecordedHost
 from tests.conftest import FIXTURE_HOSTS
 
 HOST = FIXTURE_HOSTS / "xeon-gold-6338-2socket-powersave"

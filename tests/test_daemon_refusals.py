@@ -82,7 +82,7 @@ def test_each_bad_setting_is_one_line_naming_its_key_exit_3_at_once(tmp_path):
     for i, (name, lines, flags, said) in enumerate(_cases(files)):
         config = tmp_path / f"c{i}.toml"
         config.write_text(_config(lines))
-        argv = [sys.executable, "-m", "doctor.cli", "daemon", "--config", str(config), *flags]
+        argv = [sys.executable, "-m", "doctor.commands.cli", "daemon", "--config", str(config), *flags]
         running.append((name, said, time.monotonic(), subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
             text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})))

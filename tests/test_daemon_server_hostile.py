@@ -277,7 +277,7 @@ def test_an_exception_in_a_handler_is_a_500_with_one_log_line_and_no_traceback(c
     registry.register(_Broken())
     server, address = _raw_server(Limits(), registry)
     try:
-        with caplog.at_level(logging.ERROR, logger="llm-doctor.http"):
+        with caplog.at_level(logging.ERROR, logger="llm-doctor.seam.http"):
             reply = stack.raw_http(address, SCRAPE, 5.0)
             second = stack.raw_http(address, b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
     finally:
@@ -285,7 +285,7 @@ def test_an_exception_in_a_handler_is_a_500_with_one_log_line_and_no_traceback(c
         server.server_close()
     assert _status(reply) == 500 and _status(second) == 200
     assert b"Traceback" not in reply and b"KeyError" not in reply and b"collector" not in reply
-    records = [r for r in caplog.records if r.name == "llm-doctor.http"]
+    records = [r for r in caplog.records if r.name == "llm-doctor.seam.http"]
     assert len(records) == 1 and records[0].exc_info is None
     assert "KeyError" in records[0].getMessage() and "answered 500" in records[0].getMessage()
 
@@ -316,7 +316,7 @@ def test_idle_keep_alive_and_unread_responses_are_dropped_on_time():
 def test_sigterm_stops_the_daemon_at_any_point_of_its_start(tmp_path, after_s):
     config = tmp_path / "c.toml"
     config.write_text(QUICK)
-    proc = stack.Proc("daemon", [sys.executable, "-m", "doctor.cli", "daemon", "--listen",
+    proc = stack.Proc("daemon", [sys.executable, "-m", "doctor.commands.cli", "daemon", "--listen",
                                  "127.0.0.1:0", "--config", str(config)], tmp_path,
                       env={"PYTHONPATH": str(REPO)})
     time.sleep(after_s)

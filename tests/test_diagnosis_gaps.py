@@ -8,10 +8,11 @@ the live time bound of the disk read.
 
 from __future__ import annotations
 
-from doctor.host import LiveHost
+from doctor.seam.host import LiveHost
 from doctor.model import Level, ScanOptions
-from doctor.recorded import RecordedHost
-from probes import dimms, host_storage
+from doctor.seam.recorded import RecordedHost
+from probes.helpers import dimms
+from probes.host import storage as host_storage
 from tests.conftest import FIXTURE_HOSTS
 from tests.test_fixtures import replay
 from tests.test_parsers import DMI
@@ -110,7 +111,7 @@ def test_live_read_stopped_by_its_time_bound_is_recorded_as_such(tmp_path, monke
 
 
 def test_summaries_say_what_the_gaps_add():
-    from probes import host_memory_bandwidth
+    from probes.host import memory_bandwidth as host_memory_bandwidth
 
     channels = _probe(replay(FIXTURE_HOSTS / "epyc-9354-6of12-channels"), "host.memory_bandwidth")
     line = host_memory_bandwidth.summary(channels.record)

@@ -14,8 +14,8 @@ from doctor.config import ConfigError
 from doctor.daemon.alerts import parse_duration
 from doctor.daemon.settings import load_settings
 from doctor.durations import MAX_SECONDS, DurationError, parse
-from doctor.registry import by_name
-from doctor.rules import RuleError, load_file
+from probes.registry import by_name
+from doctor.rules.loader import RuleError, load_file
 from tests.test_rules_hardening import GOOD
 
 FOUR_HUNDRED_NINES = "9" * 400

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from doctor.endpoints import EndpointError, parse
-from doctor.host import LiveHost
+from doctor.seam.host import LiveHost
 from doctor.model import Level, ScanOptions
-from doctor.registry import PROBES, by_name
-from doctor.rules import builtin_files, load_rules
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 
 KEY = "sk-endpoint-test-51c0ffee"
@@ -129,7 +129,7 @@ def test_load_takes_a_bare_host_and_port_as_http_as_the_scan_does(cli):
 def test_a_scan_given_a_bad_endpoint_by_another_caller_names_it_in_discovery(monkeypatch):
     """The command line refuses these; a caller that builds ScanOptions itself (the daemon,
     later) gets the refusal as the engine's error, and no probe fails inside."""
-    monkeypatch.setattr("probes.engine_discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
     rules = load_rules(builtin_files(), by_name())
     options = ScanOptions(level=Level.QUICK, endpoints=("[127.0.0.1]:8000", f"http://:{KEY}@h:99999"))
     report = scan(LiveHost(), options, tuple(p for p in PROBES if p.name.startswith("engine.")),

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions
-from doctor.recorded import RecordedHost, RecordWriter
-from doctor.registry import PROBES, by_name
-from doctor.rules import builtin_files, load_rules
+from doctor.seam.recorded import RecordedHost, RecordWriter
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 
 MODELS = Path(__file__).parent / "engine_pages" / "models"
@@ -86,7 +86,7 @@ def _gemma_path() -> str:
 
 
 def _gemma_shape() -> dict:
-    from probes.engine_capacity import _gguf_shape
+    from probes.engine.capacity import _gguf_shape
 
     return _gguf_shape(_gemma_path())
 
@@ -125,9 +125,9 @@ def test_a_gguf_header_that_could_not_be_read_is_said(tmp_path):
 
 def test_capture_keeps_the_gguf_shape_so_the_replay_sizes_it(tmp_path):
     """RecordingHost over a live host: the header is read once live, then replayed."""
-    from doctor.host import LiveHost
-    from doctor.recorded import RecordingHost
-    from probes.engine_capacity import model_shape
+    from doctor.seam.host import LiveHost
+    from doctor.seam.recorded import RecordingHost
+    from probes.engine.capacity import model_shape
 
     path = _gemma_path()
     recording = RecordingHost(LiveHost(), tmp_path / "cap")
@@ -141,7 +141,7 @@ def test_llama_cpp_slots_from_props_reserve_every_slots_context(tmp_path):
     """/props says 4 slots of n_ctx 8192: llama.cpp holds 4 × 8192 tokens of KV from start."""
     import json
 
-    from doctor.host import HttpResponse
+    from doctor.seam.host import HttpResponse
 
     host_dir = tmp_path / "host"
     w = RecordWriter(host_dir)
@@ -208,9 +208,9 @@ def _hostile_ggufs(tmp_path: Path) -> dict[str, Path]:
 def test_a_hostile_gguf_is_a_named_error_live_captured_and_replayed(tmp_path):
     """The live read (through a capture) raises the named error, the capture keeps it, and the
     replayed probe leaves the engine out with it: never an internal error."""
-    from doctor.host import LiveHost, MeasurementError
-    from doctor.recorded import RecordingHost
-    from probes.engine_capacity import model_shape
+    from doctor.seam.host import LiveHost, MeasurementError
+    from doctor.seam.recorded import RecordingHost
+    from probes.engine.capacity import model_shape
 
     for n, (said, path) in enumerate(_hostile_ggufs(tmp_path / "files").items()):
         recording = RecordingHost(LiveHost(), tmp_path / f"cap{n}")

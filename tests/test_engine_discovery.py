@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from doctor.host import LiveHost
+from doctor.seam.host import LiveHost
 from doctor.model import Level, ScanOptions
-from doctor.recorded import RecordedHost
-from doctor.registry import PROBES
-from doctor.rules import builtin_files, load_rules
-from doctor.registry import by_name
+from doctor.seam.recorded import RecordedHost
+from probes.registry import PROBES
+from doctor.rules.loader import builtin_files, load_rules
+from probes.registry import by_name
 from doctor.scan import scan
-from probes.engine_discovery import discover, public_base
-from probes.engine_flags import _from_flags
+from probes.engine.discovery import discover, public_base
+from probes.helpers.engine_flags import _from_flags
 from tests import engine_pages
 from tests.conftest import FIXTURE_HOSTS
 
@@ -125,14 +125,14 @@ def test_a_running_llama_server_is_found_without_being_told(llama_server, gemma_
 
 
 def test_a_worker_process_yields_to_the_server_that_holds_the_socket(monkeypatch):
-    from probes.processes import Process
+    from probes.helpers.processes import Process
 
     table = (Process(100, "VLLM::EngineCore", "VLLM::EngineCore", "vllm", ()),
              Process(90, "python3", "vllm serve /models/m --port 8000 --max-num-seqs 64", "vllm",
                      ("0.0.0.0:8000",)),
              Process(110, "VLLM::Worker_TP1", "VLLM::Worker_TP1", "vllm", ()))
-    monkeypatch.setattr("probes.engine_discovery.engine_processes", lambda host: table)
-    monkeypatch.setattr("probes.engine_discovery._ask_engine", lambda host, e, headers: e)
+    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: table)
+    monkeypatch.setattr("probes.engine.discovery._ask_engine", lambda host, e, headers: e)
     host = LiveHost()
     host.new_scan()
     (engine,) = discover(host, ScanOptions())

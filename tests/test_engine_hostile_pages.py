@@ -15,12 +15,12 @@ import math
 import pytest
 
 from doctor import values
-from doctor.host import LiveHost
-from doctor.loadgen import Endpoint, Workload, run_requests
+from doctor.seam.host import LiveHost
+from doctor.workload.loadgen import Endpoint, Workload, run_requests
 from doctor.model import Level, ScanOptions
-from doctor.promtext import PageError, parse
-from doctor.registry import PROBES, by_name
-from doctor.rules import builtin_files, load_rules
+from probes.helpers.promtext import PageError, parse
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from tests.hostile_http import RawServer, Request, response
 
@@ -34,7 +34,7 @@ HUGE = "9" * 400
 
 @pytest.fixture(autouse=True)
 def no_local_engines(monkeypatch):
-    monkeypatch.setattr("probes.engine_discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
 
 
 def _serving(pages: dict[str, str]) -> RawServer:
@@ -270,9 +270,9 @@ def test_the_json_helpers():
 def test_a_model_path_from_an_engine_elsewhere_is_not_taken_for_a_path_here(tmp_path):
     """Other probes read <model_path>/config.json: an engine at another address names a
     path on its own machine, and a hostile one would name any file of this one."""
-    from doctor.host import HttpResponse
-    from doctor.recorded import RecordedHost, RecordWriter
-    from probes.engine_discovery import discover
+    from doctor.seam.host import HttpResponse
+    from doctor.seam.recorded import RecordedHost, RecordWriter
+    from probes.engine.discovery import discover
 
     writer = RecordWriter(tmp_path / "h")
     page = json.dumps({"data": [{"id": "m", "owned_by": "vllm", "root": "/etc",

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from doctor.host import LiveHost
+from doctor.seam.host import LiveHost
 from doctor.model import Level, ScanOptions
-from doctor.registry import PROBES, by_name
-from doctor.rules import builtin_files, load_rules
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from tests import engine_pages
 from tests.engine_pages.server import API_KEY, SGLANG_KEY
@@ -29,7 +29,7 @@ ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 def no_local_engines(monkeypatch):
     """Only the --endpoint engines: an engine that happens to run on this machine (another
     test's llama-server) must not answer for the impostor."""
-    monkeypatch.setattr("probes.engine_discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
 
 
 def scan_endpoints(*urls: str, probes=ENGINE_PROBES):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor.promtext import PageError, bucket_delta, parse, quantile
-from probes.engine_kv import recommend_block, waste_fraction
-from probes.engine_names import kind_of_page
-from probes.engine_normalise import normalise
+from probes.helpers.promtext import PageError, bucket_delta, parse, quantile
+from probes.engine.kv_cache import recommend_block, waste_fraction
+from probes.helpers.engine_names import kind_of_page
+from probes.helpers.engine_normalise import normalise
 
 PAGES = Path(__file__).parent / "engine_pages"
 INF = math.inf

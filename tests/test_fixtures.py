@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from doctor._toml import tomllib
-from doctor.recorded import RecordedHost
+from doctor.seam.recorded import RecordedHost
 from doctor.model import Level, ScanOptions, Severity
-from doctor.registry import PROBES, by_name
-from doctor.rules import builtin_files, load_rules
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from tests.conftest import FIXTURE_HOSTS
 

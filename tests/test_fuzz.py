@@ -2,7 +2,7 @@
 the recorded host, or show a planted secret (tests/fuzz_inputs.py makes them, tests/fuzz_runs.py checks the runs).
 
 A fixed seed and a time budget per kind keep this bounded (under 25 s a kind); the campaign
-of 10,000 inputs is benchmarks/fuzz.py. Each run goes through ``doctor.cli.main`` in a fork
+of 10,000 inputs is benchmarks/fuzz.py. Each run goes through ``doctor.commands.cli.main`` in a fork
 of this process, and every 20th through a new interpreter, as a user runs it.
 """
 

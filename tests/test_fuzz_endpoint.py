@@ -3,7 +3,7 @@ inside a probe, print the endpoint's key, or send it anywhere but the origin
 (tests/fuzz_endpoint.py makes the impostors, tests/fuzz_runs.py checks the runs).
 
 A fixed seed and a time budget keep this bounded; the campaign is
-``benchmarks/fuzz.py --kinds endpoint``. Every run goes through ``doctor.cli.main`` in a
+``benchmarks/fuzz.py --kinds endpoint``. Every run goes through ``doctor.commands.cli.main`` in a
 fork of this process, and every 5th through a new interpreter (in a PID namespace of its
 own where one can be made, so neither sees the engines other tests run on this host).
 """

@@ -3,7 +3,7 @@ crash, hang, print an internal error or non-strict JSON, exit 1 or 2 without tha
 or fail without one line naming the input (tests/fuzz_plan.py makes and checks them).
 
 A fixed seed and a time budget keep this bounded; the campaign is
-``benchmarks/fuzz.py --kinds plan``. Each run goes through ``doctor.cli.main`` in a fork of
+``benchmarks/fuzz.py --kinds plan``. Each run goes through ``doctor.commands.cli.main`` in a fork of
 this process, and every 20th through a new interpreter, as a user runs it.
 """
 

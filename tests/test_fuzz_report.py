@@ -3,7 +3,7 @@ the input (a cause pointing at a Markdown file elsewhere), or show a planted sec
 terminal or in the written HTML (tests/fuzz_report.py makes and checks them).
 
 A fixed seed and a time budget keep this bounded; the campaign is
-``benchmarks/fuzz.py --kinds report``. Each run goes through ``doctor.cli.main`` in a fork of
+``benchmarks/fuzz.py --kinds report``. Each run goes through ``doctor.commands.cli.main`` in a fork of
 this process, and every 20th through a new interpreter, as a user runs it.
 """
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor import gguf
-from doctor.gguf import GGUFError, read_header
-from doctor.model_shape import ModelFileError, read_shape
+from doctor.workload import gguf
+from doctor.workload.gguf import GGUFError, read_header
+from doctor.workload.model_shape import ModelFileError, read_shape
 from tests import engine_pages
 from tests.fuzz_plan import (ARR, BOOL, F32, F64, I32, I64, LLAMA_TENSORS, STR, U8, U32, U64, Raw,
                              encode, gguf_bytes, llama_kvs, nested_array)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.host import LiveHost
+from doctor.seam.host import LiveHost
 from doctor.model import Level, ScanOptions
-from doctor.recorded import RecordedHost
-from doctor.registry import PROBES
-from doctor.rules import builtin_files, load_rules
+from doctor.seam.recorded import RecordedHost
+from probes.registry import PROBES
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.runner import run_probes
 from doctor.scan import scan
-from doctor.registry import by_name
+from probes.registry import by_name
 from tests.conftest import FIXTURE_HOSTS
 
 GPU_PROBES = tuple(p for p in PROBES if p.name.startswith("gpu."))
@@ -20,8 +20,8 @@ HOST_PROBES = tuple(p for p in PROBES if not p.name.startswith("gpu."))
 
 
 def _has_driver() -> bool:
-    from doctor import nvml
-    from doctor.host import HostReadError
+    from doctor.seam import nvml
+    from doctor.seam.host import HostReadError
 
     try:
         nvml.query("nvmlDeviceGetCount")
@@ -72,7 +72,7 @@ def test_benchmark_script_without_a_gpu_says_so_and_exits_0():
 
 @pytest.mark.skipif(_has_driver(), reason="this machine has an NVIDIA driver")
 def test_capture_of_this_host_replays_the_same_skips(tmp_path):
-    from doctor.recorded import RecordingHost
+    from doctor.seam.recorded import RecordingHost
 
     options = ScanOptions(level=Level.QUICK)
     capture = RecordingHost(LiveHost(), tmp_path / "cap")

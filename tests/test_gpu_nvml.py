@@ -1,4 +1,4 @@
-"""doctor/nvml.py: error mapping, renamed calls, struct conversion, lazy init; live on this host."""
+"""doctor/seam/nvml.py: error mapping, renamed calls, struct conversion, lazy init; live on this host."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from doctor import nvml
-from doctor.host import HostReadError
+from doctor.seam import nvml
+from doctor.seam.host import HostReadError
 
 
 class NVMLError(Exception):

@@ -9,9 +9,9 @@ import shutil
 import pytest
 
 from doctor.model import Level, ScanOptions, Severity
-from doctor.recorded import RecordedHost
-from doctor.registry import PROBES, by_name
-from doctor.rules import builtin_files, load_rules
+from doctor.seam.recorded import RecordedHost
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from tests.conftest import FIXTURE_HOSTS
 

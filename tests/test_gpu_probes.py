@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.host import CommandOutput
+from doctor.seam.host import CommandOutput
 from doctor.model import Level, ScanOptions, Skip
-from probes import (
-    gpu_errors,
-    gpu_inventory,
-    gpu_memory,
-    gpu_pcie,
-    gpu_thermal_power,
-    gpu_topology,
+from probes.gpu import (
+    errors as gpu_errors,
+    inventory as gpu_inventory,
+    memory as gpu_memory,
+    pcie as gpu_pcie,
+    thermal_power as gpu_thermal_power,
+    topology as gpu_topology,
 )
 from tests.fixtures.gpu_machines import gpu, nvml_entries
 from tests.gpu_host import gpu_host, process_files
@@ -196,7 +196,7 @@ def _bandwidth_measure(d2d: float, h2d: float, gen: int, width: int) -> dict:
 
 
 def test_bandwidth_ratios_against_ceilings():
-    from probes import gpu_bandwidth
+    from probes.gpu import bandwidth as gpu_bandwidth
 
     machine = {"gpus": [gpu("h100-sxm", cpus="0-55,112-167")]}
     host = gpu_host(nvml_entries(machine), measurements={
@@ -212,7 +212,7 @@ def test_bandwidth_ratios_against_ceilings():
 
 
 def test_bandwidth_failed_measurement_is_kept_as_its_reason():
-    from probes import gpu_bandwidth
+    from probes.gpu import bandwidth as gpu_bandwidth
 
     host = gpu_host(nvml_entries({"gpus": [gpu("l40s")]}),
                     measurements={"gpu.bandwidth.0": {"error": "torch sees no CUDA device"}})
@@ -222,14 +222,14 @@ def test_bandwidth_failed_measurement_is_kept_as_its_reason():
 
 
 def test_b200_bus_width_is_corrected():
-    from probes.gpu_bandwidth import memory_ceiling_gbps
+    from probes.gpu.bandwidth import memory_ceiling_gbps
 
     gbps, source = memory_ceiling_gbps("NVIDIA B200", 3996, 8192)
     assert gbps == pytest.approx(7672.3) and "corrected" in source
 
 
 def test_kv_alloc_models_each_engine_setting():
-    from probes import gpu_kv_alloc
+    from probes.gpu import kv_alloc as gpu_kv_alloc
 
     files = process_files({
         900: ("python3", "vllm serve /models/llama --block-size 8"),
@@ -305,7 +305,7 @@ def test_pcie_without_sysfs_says_why_the_slot_is_unknown():
     ("NVIDIA GeForce RTX 4090", 10501, 384, 1008.1),  # 1008 GB/s
 ])
 def test_memory_ceilings_match_the_datasheets(name, mhz, bits, gbps):
-    from probes.gpu_bandwidth import memory_ceiling_gbps
+    from probes.gpu.bandwidth import memory_ceiling_gbps
 
     assert memory_ceiling_gbps(name, mhz, bits)[0] == gbps
 

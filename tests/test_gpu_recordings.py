@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
-from doctor.host import Reason
+from doctor.seam.host import Reason
 from doctor.model import Level, ScanOptions
-from doctor.recorded import RecordedHost, RecordingHost
-from doctor.registry import PROBES, by_name
-from doctor.rules import builtin_files, load_rules
+from doctor.seam.recorded import RecordedHost, RecordingHost
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from tests.conftest import FIXTURE_HOSTS
 from tests.fixtures.gpu_machines import gpu, nvml_entries
@@ -148,7 +148,7 @@ def test_random_mutations(seed):
 
 
 def test_a_hand_edited_nvml_json_that_is_not_a_list_is_a_clear_error(tmp_path):
-    from doctor.recorded import RecordedHostError
+    from doctor.seam.recorded import RecordedHostError
 
     root = tmp_path / "host"
     shutil.copytree(FIXTURE_HOSTS / "h100-thermal-88c", root)

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from doctor.host import HostReadError, LiveHost, MeasurementError
-from doctor.recorded import RecordedHost, RecordedHostError, RecordingHost
+from doctor.seam.host import HostReadError, LiveHost, MeasurementError
+from doctor.seam.recorded import RecordedHost, RecordedHostError, RecordingHost
 
 
 def test_recording_round_trip(tmp_path):

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from doctor.model import Level, ProbeResult, ScanReport, Severity
-from probes.host_cpu_load import CpuLoadRecord, ProcessCpu
+from probes.host.cpu_load import CpuLoadRecord, ProcessCpu
 from reports.html import render
 from reports.json_report import render as render_json
 from tests.daemon_helpers import finding

@@ -1,4 +1,4 @@
-"""Every way an HTTP exchange can go wrong is a named read failure of that URL (doctor/http.py).
+"""Every way an HTTP exchange can go wrong is a named read failure of that URL (doctor/seam/http.py).
 
 A real server on loopback sends each hostile answer byte for byte: a status line that is
 not HTTP, ``HTTP/2``, more than 100 headers, a 1 MB header line, a lying Content-Length,
@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from doctor.host import HostReadError, LiveHost, Reason
+from doctor.seam.host import HostReadError, LiveHost, Reason
 from doctor.model import Level, ScanOptions
-from doctor.registry import PROBES, by_name
-from doctor.rules import builtin_files, load_rules
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from tests.hostile_http import RawServer, Request, response
 
@@ -132,7 +132,7 @@ ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 @pytest.mark.parametrize("name", ["not-http", "http2", "101-headers", "1mb-header", "lying-length",
                                   "bad-chunk"])
 def test_a_scan_of_a_hostile_endpoint_names_it_and_no_probe_fails_inside(monkeypatch, name):
-    monkeypatch.setattr("probes.engine_discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
     with RawServer(lambda r: HOSTILE[name][0]) as server:
         options = ScanOptions(level=Level.QUICK, endpoints=(server.origin,))
         report = scan(LiveHost(), options, ENGINE_PROBES, RULES)
@@ -173,7 +173,7 @@ def test_an_answer_that_echoes_the_key_comes_back_without_it(path):
 
 
 def test_a_stream_that_echoes_the_key_is_measured_without_it():
-    from doctor.loadgen import Endpoint, Workload, run_requests
+    from doctor.workload.loadgen import Endpoint, Workload, run_requests
 
     def answer(request: Request) -> bytes:
         got = request.headers.get("authorization", "")

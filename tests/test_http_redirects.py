@@ -1,5 +1,5 @@
 """A credential never leaves the origin it was given for: redirects are followed within the
-origin only (doctor/http.py).
+origin only (doctor/seam/http.py).
 
 Each test runs a real engine impostor on loopback that redirects, and a second real server
 that records every connection and request it gets: nothing may connect there, whatever
@@ -13,10 +13,10 @@ import base64
 
 import pytest
 
-from doctor.host import HostReadError, LiveHost, Reason
+from doctor.seam.host import HostReadError, LiveHost, Reason
 from doctor.model import Level, ScanOptions
-from doctor.registry import PROBES, by_name
-from doctor.rules import builtin_files, load_rules
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from tests.hostile_http import RawServer, Request, response
 
@@ -146,7 +146,7 @@ ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 def test_a_scan_never_sends_the_endpoint_key_to_where_the_engine_redirects(
         monkeypatch, recorder, userinfo, secret):
     """The issue's example: /metrics answers 302 to another port; the key stays home."""
-    monkeypatch.setattr("probes.engine_discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
     location = f"http://127.0.0.1:{recorder.port}/x"
     with RawServer(lambda r: response(302, b"", f"Location: {location}")) as origin:
         options = ScanOptions(level=Level.QUICK,

@@ -9,12 +9,17 @@ import time
 
 import pytest
 
-from doctor import knee
-from doctor.host import LiveHost
-from doctor.loadgen import Endpoint, Workload, run_requests
+from doctor.workload import knee
+from doctor.seam.host import LiveHost
+from doctor.workload.loadgen import Endpoint, Workload, run_requests
 from doctor.model import ScanOptions
-from probes import engine_exposure, engine_load, engine_output, engine_warmup
-from probes.engine_targets import Target, targets
+from probes.engine import (
+    exposure as engine_exposure,
+    load as engine_load,
+    output as engine_output,
+    warmup as engine_warmup,
+)
+from probes.helpers.engine_targets import Target, targets
 from tests.llama_server import SLOTS, llama_server  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.timeout(300)

@@ -7,16 +7,16 @@ import threading
 
 import pytest
 
-from doctor import knee
-from doctor.evaluate import evaluate
-from doctor.host import HttpResponse, LiveHost
-from doctor.loadgen import Endpoint, Workload, run_requests
+from doctor.workload import knee
+from doctor.rules.evaluate import evaluate
+from doctor.seam.host import HttpResponse, LiveHost
+from doctor.workload.loadgen import Endpoint, Workload, run_requests
 from doctor.model import ProbeResult, ScanOptions
-from doctor.recorded import RecordedHost, RecordWriter
-from doctor.registry import by_name
-from doctor.rules import builtin_files, load_rules
-from probes import engine_exposure, engine_load, engine_output
-from probes.engine_targets import Target
+from doctor.seam.recorded import RecordedHost, RecordWriter
+from probes.registry import by_name
+from doctor.rules.loader import builtin_files, load_rules
+from probes.engine import exposure as engine_exposure, load as engine_load, output as engine_output
+from probes.helpers.engine_targets import Target
 from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
 
 RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
@@ -184,7 +184,8 @@ def test_repeated_ngram_share():
 def test_an_engine_asking_for_a_key_is_not_sent_completions(servers, monkeypatch):
     """The active probes skip it with the way to give the key, instead of measuring 401s."""
     from doctor.model import Skip
-    from probes import engine_targets, engine_warmup
+    from probes.helpers import engine_targets
+    from probes.engine import warmup as engine_warmup
 
     server = servers(api_key="sk-x")
     keyed = Target(server.base_url, None, "vllm", None, True, ())
@@ -201,8 +202,8 @@ def test_an_engine_asking_for_a_key_is_not_sent_completions(servers, monkeypatch
 
 def test_capture_then_replay_gives_the_same_records(servers, tmp_path, monkeypatch):
     """What a capture keeps of the active probes is what a replay returns, unchanged."""
-    from doctor.recorded import RecordingHost
-    from probes import engine_warmup
+    from doctor.seam.recorded import RecordingHost
+    from probes.engine import warmup as engine_warmup
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     server = servers(prefill_s=0.005, cold_requests=1, cold_extra_s=0.3)

@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from doctor import knee
-from doctor.knee import LevelStats, Percentiles, find_knee, level_stats, percentiles
-from doctor.loadgen import Endpoint, LoadError, Workload, make_prompt, run_requests
+from doctor.workload import knee
+from doctor.workload.knee import LevelStats, Percentiles, find_knee, level_stats, percentiles
+from doctor.workload.loadgen import Endpoint, LoadError, Workload, make_prompt, run_requests
 from tests.stream_server import Behaviour, StreamServer
 
 
@@ -138,7 +138,7 @@ def test_sweep_finds_the_slot_limit_as_the_knee(server):
 
 
 def test_level_stats_count_errors():
-    from doctor.loadgen import RequestResult
+    from doctor.workload.loadgen import RequestResult
 
     ok = RequestResult(True, 200, None, 0.0, 0.01, 0.1, 5, 7, (0.02,) * 4, "x")
     bad = RequestResult(False, 500, "HTTP 500", 0.0, None, 0.05, 0, None, (), "")

@@ -1,12 +1,12 @@
-"""A field that could not be read says why, the same way in every record (doctor/missing.py)."""
+"""A field that could not be read says why, the same way in every record (doctor/seam/missing.py)."""
 
 from __future__ import annotations
 
 import shutil
 
 from doctor.model import ScanOptions
-from doctor.recorded import RecordedHost
-from probes import host_memory, host_sysctl
+from doctor.seam.recorded import RecordedHost
+from probes.host import memory as host_memory, sysctl as host_sysctl
 from tests.conftest import FIXTURE_HOSTS
 
 

@@ -7,7 +7,7 @@ import traceback
 
 import pytest
 
-from doctor.host import HostReadError, LiveHost, Reason
+from doctor.seam.host import HostReadError, LiveHost, Reason
 
 pytest.importorskip("pynvml")
 

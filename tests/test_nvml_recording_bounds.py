@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions
-from doctor.recorded import RecordedHost, RecordedHostError
-from doctor.recorded_store import MAX_GPUS
-from doctor.registry import PROBES
-from doctor.rules import builtin_files, load_rules
+from doctor.seam.recorded import RecordedHost, RecordedHostError
+from doctor.seam.recorded_store import MAX_GPUS
+from probes.registry import PROBES
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from reports.json_report import render
 from tests.conftest import FIXTURE_HOSTS

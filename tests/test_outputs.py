@@ -18,7 +18,7 @@ from rich.console import Console
 from doctor.model import Finding, Level, ProbeResult, ScanReport, Severity
 from doctor.output import check_target, write_atomic
 from doctor.redact import safe_display
-from probes.host_cpu_load import CpuLoadRecord, ProcessCpu
+from probes.host.cpu_load import CpuLoadRecord, ProcessCpu
 from reports import json_report, markdown, terminal
 from reports.common import probe_summary
 from tests.conftest import FIXTURE_HOSTS, REPO
@@ -143,7 +143,7 @@ def test_a_record_of_the_wrong_type_shows_as_unreadable_never_crashes():
 def test_every_probe_has_a_summary_in_its_own_module():
     import sys
 
-    from doctor.registry import PROBES
+    from probes.registry import PROBES
 
     for spec in PROBES:
         assert spec.summary is not None, spec.name
@@ -153,8 +153,8 @@ def test_every_probe_has_a_summary_in_its_own_module():
 
 def test_the_summary_of_a_recorded_host_reads_its_figures():
     from doctor.model import ScanOptions
-    from doctor.recorded import RecordedHost
-    from doctor.registry import PROBES
+    from doctor.seam.recorded import RecordedHost
+    from probes.registry import PROBES
     from doctor.runner import run_probes
 
     host = RecordedHost(FIXTURE_HOSTS / "healthy-epyc-9654-vllm")

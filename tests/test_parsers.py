@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from probes.dimms import _channel_key, parse_dmidecode
-from probes.host_cpu import parse_cpuinfo, parse_khz, parse_loadavg
-from probes.host_limits import parse_limits
-from probes.host_memory import parse_meminfo
-from probes.host_storage import mount_of
-from probes.host_sysctl import parse_choice, parse_int, tcp_ext
-from probes.kernel_text import MalformedError
-from probes.processes import engine_of, model_path_of, redact
+from probes.helpers.dimms import _channel_key, parse_dmidecode
+from probes.host.cpu import parse_cpuinfo, parse_khz, parse_loadavg
+from probes.host.limits import parse_limits
+from probes.host.memory import parse_meminfo
+from probes.host.storage import mount_of
+from probes.host.sysctl import parse_choice, parse_int, tcp_ext
+from probes.helpers.kernel_text import MalformedError
+from probes.helpers.processes import engine_of, model_path_of, redact
 
 LIMITS = "".join("%-25s %-20s %-20s %-10s\n" % row for row in (  # proc_pid_limits()'s columns
     ("Limit", "Soft Limit", "Hard Limit", "Units"),
@@ -134,8 +134,8 @@ def test_channel_key_groups_dimms_of_one_channel():
 
 
 def test_no_ceiling_when_locators_name_no_channel(tmp_path):
-    from doctor.recorded import RecordedHost
-    from probes.dimms import read_ceiling
+    from doctor.seam.recorded import RecordedHost
+    from probes.helpers.dimms import read_ceiling
 
     dell = DMI.replace("DIMM_A1", "A1").replace("DIMM_B1", "A2").replace(
         "P0_Node0_Channel0_Dimm0", "Not Specified").replace("P0_Node0_Channel1_Dimm0", "Not Specified")
@@ -207,8 +207,8 @@ def test_a_malformed_file_is_its_probes_error(tmp_path, path, text, probe, messa
     import shutil
 
     from doctor.model import Level, ScanOptions
-    from doctor.recorded import RecordedHost
-    from doctor.registry import PROBES
+    from doctor.seam.recorded import RecordedHost
+    from probes.registry import PROBES
     from doctor.scan import scan
     from tests.conftest import FIXTURE_HOSTS
 

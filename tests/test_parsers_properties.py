@@ -9,12 +9,12 @@ import math
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from probes.dimms import parse_dmidecode
-from probes.host_cpu import parse_cpuinfo, parse_khz, parse_loadavg
-from probes.host_limits import ROWS, parse_limits
-from probes.host_memory import parse_meminfo
-from probes.host_sysctl import parse_choice, parse_int, tcp_ext
-from probes.kernel_text import MAX_COUNT, MalformedError
+from probes.helpers.dimms import parse_dmidecode
+from probes.host.cpu import parse_cpuinfo, parse_khz, parse_loadavg
+from probes.host.limits import ROWS, parse_limits
+from probes.host.memory import parse_meminfo
+from probes.host.sysctl import parse_choice, parse_int, tcp_ext
+from probes.helpers.kernel_text import MAX_COUNT, MalformedError
 from tests.fixtures.builders.kernel_formats import meminfo, proc_limits
 
 SETTINGS = settings(max_examples=300, deadline=None,

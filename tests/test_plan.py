@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.gguf import GGUFError, read_header
-from doctor.model_shape import ModelFileError, read_shape
-from doctor.plan import make_plan, parse_size
+from doctor.workload.gguf import GGUFError, read_header
+from doctor.workload.model_shape import ModelFileError, read_shape
+from doctor.workload.plan import make_plan, parse_size
 from tests import engine_pages
 
 gemma_gguf = engine_pages.gemma_gguf  # a fixture

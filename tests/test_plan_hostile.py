@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.model_shape import ModelFileError, read_shape
+from doctor.workload.model_shape import ModelFileError, read_shape
 
 MISTRAL = Path(__file__).parent / "engine_pages" / "models" / "mistral-7b-v0.1" / "config.json"
 PLAN = ("--gpu-memory", "24GiB", "--context", "2048", "--concurrency", "4")

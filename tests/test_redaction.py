@@ -26,7 +26,7 @@ from doctor.redact import (
     safe_display,
     secret_name,
 )
-from probes.host_cpu_load import kept_cmdline
+from probes.host.cpu_load import kept_cmdline
 
 MASKED = [
     # (command line, what it must become): each spelling the issue names, both forms

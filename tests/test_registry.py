@@ -7,7 +7,7 @@ import re
 import typing
 
 from doctor.model import Level
-from doctor.registry import PROBES
+from probes.registry import PROBES
 
 
 def test_every_probe_is_complete():
@@ -36,7 +36,7 @@ def test_quick_probes_do_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom doctor.registry import PROBES\nfrom doctor.host import LiveHost\n"
+    code = ("import sys\nfrom probes.registry import PROBES\nfrom doctor.seam.host import LiveHost\n"
             "from doctor.model import ScanOptions, Level\nfrom doctor.runner import run_probes\n"
             "run_probes(PROBES, LiveHost(), ScanOptions(level=Level.QUICK))\n"
             "print('torch' in sys.modules, 'numpy' in sys.modules)")

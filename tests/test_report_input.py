@@ -35,7 +35,7 @@ SECRET = "sk-PLANTED-report-input-5e1"
 
 
 def _scan(host: str, level: str = "standard") -> str:
-    result = subprocess.run([sys.executable, "-m", "doctor.cli", "scan", "--replay",
+    result = subprocess.run([sys.executable, "-m", "doctor.commands.cli", "scan", "--replay",
                              str(FIXTURE_HOSTS / host), "--level", level, "--format", "json",
                              "--no-progress"], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode in (0, 1, 2), result.stderr

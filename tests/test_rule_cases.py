@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from doctor._toml import tomllib
-from doctor.evaluate import evaluate
+from doctor.rules.evaluate import evaluate
 from doctor.model import ProbeResult
-from doctor.registry import by_name
-from doctor.rules import element_type, optional_inner, builtin_files, load_rules
+from probes.registry import by_name
+from doctor.rules.loader import element_type, optional_inner, builtin_files, load_rules
 
 CASES = Path(__file__).parent / "rule_cases"
 RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}

@@ -7,8 +7,8 @@ import textwrap
 import pytest
 
 from doctor.config import ConfigError, check_against_rules, load_config
-from doctor.registry import by_name
-from doctor.rules import RuleError, builtin_files, load_file, load_rules
+from probes.registry import by_name
+from doctor.rules.loader import RuleError, builtin_files, load_file, load_rules
 
 GOOD = """
 [[rule]]

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from doctor.evaluate import RULE_TIME_LIMIT_S, evaluate
-from doctor.registry import by_name
-from doctor.rules import load_file
+from doctor.rules.evaluate import RULE_TIME_LIMIT_S, evaluate
+from probes.registry import by_name
+from doctor.rules.loader import load_file
 from tests.conftest import FIXTURE_HOSTS
 from tests.test_rule_cases import RULES, results_for
 

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from doctor.config import ConfigError, check_against_rules, load_config
-from doctor.evaluate import evaluate
-from doctor.registry import by_name
-from doctor.rules import RuleError, load_file
+from doctor.rules.evaluate import evaluate
+from probes.registry import by_name
+from doctor.rules.loader import RuleError, load_file
 from tests.test_rules_bounds import records, rules_of
 from tests.test_rules_hardening import GOOD
 

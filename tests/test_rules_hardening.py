@@ -13,8 +13,8 @@ import textwrap
 
 import pytest
 
-from doctor.registry import by_name
-from doctor.rules import MAX_RULES_PER_FILE, RuleError, load_file
+from probes.registry import by_name
+from doctor.rules.loader import MAX_RULES_PER_FILE, RuleError, load_file
 
 GOOD = textwrap.dedent("""\
     [[rule]]
@@ -228,7 +228,7 @@ def test_format_map_escape_cannot_read_the_environment(tmp_path):
 
 
 def test_titles_allow_labels_params_specs_and_literal_braces(tmp_path):
-    from doctor.titles import parse, render
+    from doctor.rules.titles import parse, render
 
     template = parse("{{lit}} {a:>6.2f} {b} {c:,} {d:.1f}", ["a", "b", "c", "d"])
     assert render(template, {"a": 0.5, "b": ["x", "y"], "c": 1048576, "d": None}) == \

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from doctor.host import HostReadError, HttpResponse, LiveHost, PathInfo, Reason
-from doctor.recorded import RecordedHost, RecordedHostError, RecordingHost, RecordWriter
-from probes.processes import parse_listening, process_table
+from doctor.seam.host import HostReadError, HttpResponse, LiveHost, PathInfo, Reason
+from doctor.seam.recorded import RecordedHost, RecordedHostError, RecordingHost, RecordWriter
+from probes.helpers.processes import parse_listening, process_table
 
 MANIFEST = "[host]\nformat = 2\n"
 

@@ -8,13 +8,13 @@ import time
 
 import pytest
 
-from doctor.evaluate import evaluate
-from doctor.host import CommandOutput, LiveHost
+from doctor.rules.evaluate import evaluate
+from doctor.seam.host import CommandOutput, LiveHost
 from doctor.model import ProbeResult, ScanOptions
-from doctor.recorded import RecordedHost, RecordWriter
-from doctor.registry import by_name
-from doctor.rules import builtin_files, load_rules
-from probes import engine_stacks
+from doctor.seam.recorded import RecordedHost, RecordWriter
+from probes.registry import by_name
+from doctor.rules.loader import builtin_files, load_rules
+from probes.engine import stacks as engine_stacks
 
 RULE = [r for r in load_rules(builtin_files(), by_name()) if r.id == "verbose-logging"]
 

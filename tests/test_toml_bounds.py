@@ -16,9 +16,9 @@ import pytest
 from doctor._toml import tomllib
 from doctor.config import ConfigError, load_config
 from doctor.daemon.settings import load_settings
-from doctor.recorded import RecordedHost, RecordedHostError
-from doctor.registry import by_name
-from doctor.rules import RuleError, load_file
+from doctor.seam.recorded import RecordedHost, RecordedHostError
+from probes.registry import by_name
+from doctor.rules.loader import RuleError, load_file
 from doctor.tomlfile import MAX_DEPTH, MAX_KEY_PARTS, check_shape, parse
 from tests.conftest import FIXTURE_HOSTS, REPO
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.registry import by_name
-from doctor.rules import builtin_files, load_rules
+from probes.registry import by_name
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.vocabulary import CAUSES, SYMPTOMS
 from playbooks import path_of
 

@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from doctor.evaluate import evaluate
-from doctor.host import LiveHost
+from doctor.rules.evaluate import evaluate
+from doctor.seam.host import LiveHost
 from doctor.model import ProbeResult, ScanOptions, Skip
-from doctor.registry import by_name
-from doctor.rules import builtin_files, load_rules
-from probes import engine_warmup
+from probes.registry import by_name
+from doctor.rules.loader import builtin_files, load_rules
+from probes.engine import warmup as engine_warmup
 from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
 
 RULE = [r for r in load_rules(builtin_files(), by_name()) if r.id == "engine-not-warmed-up"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from doctor.daemon.alerts import rule_for_s
-from doctor.rules import Rule
+from doctor.rules.loader import Rule
 
 BY = "instance, job, rule, cause, key, symptoms"
 

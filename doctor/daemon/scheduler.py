@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from doctor.host import Host
+from doctor.seam.host import Host
 from doctor.model import ProbeResult, ProbeSpec, ScanOptions
 from doctor.runner import ProbeCall  # the runner's isolation boundary, reused as is
 

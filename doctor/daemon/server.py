@@ -53,7 +53,7 @@ from doctor.daemon.http_request import BadRequest, Request, parse_request, respo
 from doctor.daemon.metrics_app import metrics_app, tls_context
 from doctor.daemon.settings import Settings
 
-log = logging.getLogger("llm-doctor.http")
+log = logging.getLogger("llm-doctor.seam.http")
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,11 +29,11 @@ from doctor.daemon.history import History
 from doctor.daemon.scheduler import Scheduler
 from doctor.daemon.server import serve
 from doctor.daemon.settings import Settings, load_settings, with_flags
-from doctor.evaluate import evaluate
-from doctor.host import Host, LiveHost
+from doctor.rules.evaluate import evaluate
+from doctor.seam.host import Host, LiveHost
 from doctor.model import Level, ProbeResult, ScanOptions, ScanReport, Severity
-from doctor.registry import PROBES, by_name
-from doctor.rules import Rule, builtin_files, load_rules
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import Rule, builtin_files, load_rules
 
 log = logging.getLogger("llm-doctor")
 # read once, when the server starts: a reload cannot change them

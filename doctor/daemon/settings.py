@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 
 from doctor.config import ConfigError
 from doctor.durations import parse as parse_duration
-from doctor.rules import suggest
+from doctor.rules.loader import suggest
 from doctor.tomlfile import LineIndex, read_text
 
 DURATIONS = {"interval": "interval_s", "kernel_interval": "kernel_interval_s",

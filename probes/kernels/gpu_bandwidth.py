@@ -121,8 +121,8 @@ def link_during_copy(index: int, nbytes: int) -> dict:
     an idle link trains down within milliseconds, so it is read between queued copies."""
     import torch
 
-    from doctor.host import HostReadError
-    from doctor.nvml import query
+    from doctor.seam.host import HostReadError
+    from doctor.seam.nvml import query
 
     host = torch.ones(nbytes, dtype=torch.uint8).pin_memory()
     dev = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{index}")

@@ -22,8 +22,8 @@ BUFFER_BYTES = 64 << 20
 def measure(device: int, seconds: float) -> dict:
     import torch
 
-    from doctor.host import HostReadError
-    from doctor.nvml import query
+    from doctor.seam.host import HostReadError
+    from doctor.seam.nvml import query
 
     if not torch.cuda.is_available():
         raise RuntimeError("torch sees no CUDA device (a CPU build of torch, or no driver)")

@@ -22,8 +22,8 @@ DEFAULT_SECONDS = 30.0
 
 
 def _sample(index: int) -> dict:
-    from doctor.host import HostReadError
-    from doctor.nvml import query
+    from doctor.seam.host import HostReadError
+    from doctor.seam.nvml import query
 
     out = {}
     for key, call, args in (("temp_c", "nvmlDeviceGetTemperature", (0,)),
@@ -80,7 +80,7 @@ def run_load(devices: list[str], seconds: float, size: int) -> dict:
 
 def run_child(count: int, seconds: float = DEFAULT_SECONDS) -> dict:
     """Run the load in a child process (the scan's own process stays CUDA-free)."""
-    from doctor.host import MeasurementError
+    from doctor.seam.host import MeasurementError
 
     argv = [sys.executable, "-m", "probes.kernels.gpu_sustained", "--gpus", str(count),
             "--seconds", str(seconds)]

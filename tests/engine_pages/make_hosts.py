@@ -21,8 +21,8 @@ import json
 import shutil
 from pathlib import Path
 
-from doctor.host import HttpResponse
-from doctor.read_kinds import slug
+from doctor.seam.host import HttpResponse
+from doctor.seam.read_kinds import slug
 
 HERE = Path(__file__).resolve().parent
 HOSTS = HERE.parent / "fixtures" / "hosts"

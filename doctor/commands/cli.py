@@ -1,0 +1,303 @@
+"""The ``llm-doctor`` command line.
+
+Exit codes, as monitoring plugins use them: 0 nothing at warning or above, 1 a warning,
+2 a critical finding, 3 the scan itself could not run (bad flag, config, rule or recorded
+host).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from doctor import __version__
+from doctor.commands import load as cli_load
+from doctor.commands.setup import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
+                        scan_options)
+from doctor.commands.plan import plan
+from doctor.config import ConfigError
+from doctor.seam.host import Host, LiveHost
+from doctor.model import ScanOptions, ScanReport
+from doctor.seam.recorded import RecordedHostError, RecordingHost
+from probes.registry import PROBES, by_name
+from doctor.rules.loader import RuleError, load_file
+
+EXIT_UNKNOWN = 3
+LEVELS = click.Choice(["quick", "standard", "full"])
+
+
+def _progress(console):
+    """A spinner naming the running probes, on stderr, only when stderr is a terminal."""
+    if not console.is_terminal:
+        return None, None
+    status = console.status("starting probes…")
+    running: list[str] = []
+
+    def on_event(event, spec, result):
+        if event == "start":
+            running.append(spec.name)
+        elif spec.name in running:
+            running.remove(spec.name)
+        status.update(f"running {', '.join(running) or '…'}")
+
+    return status, on_event
+
+
+def _check_output(output: str | None) -> None:
+    """Fail before a scan of several seconds, not after it, when the report cannot be written."""
+    if output:
+        from doctor.output import check_target
+
+        try:
+            check_target(output)
+        except OSError as exc:
+            raise ScanCannotRun(f"{output}: cannot write the report: {exc.strerror}") from None
+
+
+def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bool) -> ScanReport:
+    from rich.console import Console
+
+    from doctor.scan import scan
+
+    status, on_event = _progress(Console(stderr=True)) if show_progress else (None, None)
+    if status is None:
+        return scan(host, options, PROBES, rules, config)
+    with status:
+        return scan(host, options, PROBES, rules, config, on_event)
+
+
+def _emit(report: ScanReport, fmt: str, output: str | None) -> None:
+    from doctor.output import write_atomic
+
+    if fmt == "terminal" and output is None:
+        from rich.console import Console
+
+        from reports.terminal import render as to_terminal
+
+        to_terminal(report, Console())
+        return
+    text = render(report, fmt)
+    if output:
+        try:
+            write_atomic(output, text)
+        except OSError as exc:
+            raise ScanCannotRun(f"{output}: cannot write the report: {exc.strerror}") from None
+        if output not in ("-", "/dev/stdout", "/dev/stderr"):
+            click.echo(f"report written to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+_COMMON = [
+    click.option("--level", type=LEVELS, default=None,
+                 help="quick: read-only (about a second). standard (default): adds bounded "
+                      "micro-kernels (memory bandwidth, a 1 GiB read of the weights; seconds). "
+                      "full: longer measurements (reads up to 16 GiB of the weights)."),
+    click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
+                 help="Where the model weights live (repeatable). Engines' own --model paths "
+                      "are found from their command lines."),
+    click.option("--endpoint", "endpoints", multiple=True, metavar="URL", type=cli_load.ENDPOINT,
+                 help="A serving engine to read (repeatable), when it runs elsewhere or behind a "
+                      "proxy: http://host:8000; a key as http://:KEY@host:8000 is sent, to that "
+                      "host and port only, and never shown."),
+    click.option("--config", "config_path", metavar="FILE",
+                 help="Threshold overrides. Default: ./llm-doctor.toml, else "
+                      "~/.config/llm-doctor/config.toml."),
+    click.option("--rules", "rule_files", multiple=True, metavar="FILE",
+                 help="An extra rule file to load beside the built-in checks (repeatable)."),
+    click.option("--format", "fmt", type=click.Choice(list(FORMATS)),
+                 default="terminal", show_default=True, help="How to print the report."),
+    click.option("--output", "-o", metavar="FILE",
+                 help="Write the report to FILE instead of standard output: a new file, or a "
+                      "regular file replaced whole (atomically). '-' and /dev/stdout write to "
+                      "standard output; a terminal, /dev/null or a FIFO with a reader is "
+                      "written through. A directory, a symbolic link or any other device is "
+                      "refused (exit 3) and left as it was."),
+    click.option("--no-progress", is_flag=True, help="No spinner on stderr."),
+]
+
+
+def _common(fn):
+    for option in reversed(_COMMON):
+        fn = option(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="llm-doctor")
+def cli() -> None:
+    """Diagnose an LLM inference host: measure, find causes, say what to do.
+
+    \b
+    llm-doctor scan                       scan this host (level standard)
+    llm-doctor scan --level quick         read-only, about a second
+    llm-doctor scan --model-dir /models   include where the weights live
+    llm-doctor scan --format json -o r.json
+    llm-doctor capture DIR                record this host for someone else
+    llm-doctor scan --replay DIR          scan a recorded host
+    llm-doctor probes | rules | playbook CAUSE
+
+    Exit codes: 0 ok, 1 warning, 2 critical, 3 the scan could not run.
+    """
+
+
+@cli.command()
+@_common
+@click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
+              "instead of this one (docs/recorded-host.md).")
+def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_progress,
+         replay) -> None:
+    """Scan this host (or a recorded one) and report findings with remediations.
+
+    Each finding names its cause id, the troubleshooting-table rows it explains, the
+    evidence measured, the first step to take and a playbook. Run it as the user that
+    runs the engine: with no engine running, this shell's limits are what it would get.
+
+    \b
+    Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
+                3 the scan could not run (the message says which file and line).
+    """
+    _check_output(output)
+    rules, config = load_setup(config_path, rule_files)
+    host: Host = open_host(replay)  # a recording's --model-dir and level, unless named here
+    options = scan_options(config, level, model_dirs, tuple(endpoints), host=host)
+    if not replay:
+        check_model_dirs(options)
+    report = _run_scan(host, options, rules, config, not no_progress)
+    _emit(report, fmt, output)
+    sys.exit(report.exit_code())
+
+
+@cli.command()
+@click.argument("directory", metavar="DIR")
+@_common
+@click.option("--force", is_flag=True, help="Write into DIR even if it is not empty.")
+def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fmt, output,
+            no_progress, force) -> None:
+    """Record everything the probes read on this host into DIR, and scan it.
+
+    DIR can be sent to someone else, edited by hand to plant a fault, and scanned with
+    'llm-doctor scan --replay DIR' (format: docs/recorded-host.md). Engines' command
+    lines are kept with API keys and tokens masked, other processes' are cut to their
+    program name; the rest of /proc and /sys that the probes read is kept as it is.
+    """
+    root = Path(directory)
+    if root.exists() and any(root.iterdir()) and not force:
+        raise ScanCannotRun(f"{root} is not empty; choose a new directory or pass --force")
+    _check_output(output)
+    rules, config = load_setup(config_path, rule_files)
+    options = scan_options(config, level, model_dirs, tuple(endpoints))
+    check_model_dirs(options)
+    recording = RecordingHost(LiveHost(), root)
+    report = _run_scan(recording, options, rules, config, not no_progress)
+    recording.save({"level": options.level.name.lower(), "llm_doctor_version": __version__,
+                    "model_dirs": list(options.model_dirs)})
+    _emit(report, fmt, output)
+    click.echo(f"recorded host written to {root}; replay: llm-doctor scan --replay {root}",
+               err=True)
+    sys.exit(report.exit_code())
+
+
+@cli.command()
+@click.option("--fields", is_flag=True,
+              help="Also list each probe's record fields, the names a rule's expressions use "
+                   "(host.limits.processes[].nofile_soft is item.nofile_soft under each).")
+def probes(fields) -> None:
+    """List the probes: name, level, timeout, what each measures and reads."""
+    from doctor.rules.schema import record_fields
+
+    for spec in PROBES:
+        click.echo(f"{click.style(spec.name, bold=True)}  (level {spec.level.name.lower()}, "
+                   f"timeout {spec.timeout_s:g} s)")
+        click.echo(f"    {spec.description}")
+        click.echo(f"    reads: {spec.reads}")
+        if fields:
+            for name, type_name in record_fields(spec):
+                click.echo(f"      {spec.name}.{name}: {type_name}")
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--config", "config_path", metavar="FILE", help="Show thresholds from this config.")
+@click.pass_context
+def rules(ctx, config_path) -> None:
+    """List the rules (id, severity, cause, symptom rows); 'rules check FILE' validates one."""
+    if ctx.invoked_subcommand:
+        return
+    loaded, config = load_setup(config_path, ())
+    for rule in loaded:
+        params = {**rule.params, **{k: v for k, v in config.rules.get(rule.id, {}).items()
+                                    if k in rule.params}}
+        click.echo(f"{click.style(rule.id, bold=True)}  [{rule.severity.label}]  cause {rule.cause}"
+                   f"  ({rule.source.rsplit('/', 1)[-1]})")
+        click.echo(f"    rows: {', '.join(rule.symptoms)}")
+        if params:
+            click.echo(f"    params: {', '.join(f'{k}={v}' for k, v in params.items())}")
+
+
+@rules.command("check")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+def rules_check(files) -> None:
+    """Validate rule files: fields, cause ids, symptom rows, expressions and field names."""
+    for name in files:
+        loaded = load_file(Path(name), by_name())
+        if not loaded:
+            raise RuleError(f"{name}: holds no [[rule]] tables (format: 'llm-doctor rules --help')")
+        more = f", … and {len(loaded) - 20} more" if len(loaded) > 20 else ""
+        click.echo(f"{name}: {len(loaded)} rule(s) ok: {', '.join(r.id for r in loaded[:20])}{more}")
+
+
+@cli.command()
+@click.argument("cause")
+def playbook(cause) -> None:
+    """Show the playbook for a cause id (what it means, confirm, fix, verify)."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from doctor.vocabulary import CAUSES
+    from playbooks import text_of
+
+    text = text_of(cause)  # a known cause id only: never a path built from the argument
+    if text is None:
+        raise ScanCannotRun(f"no playbook for '{cause}'; cause ids: {', '.join(CAUSES)}")
+    Console().print(Markdown(text))
+
+
+cli.add_command(plan)
+cli.add_command(cli_load.warmup)
+cli.add_command(cli_load.load)
+from doctor.commands.daemon import daemon, report, rules_export  # noqa: E402 (the daemon's commands)
+
+cli.add_command(daemon)
+cli.add_command(report)
+rules.add_command(rules_export)
+
+
+def main() -> None:
+    """Entry point: maps every expected failure to one clear line and exit code 3."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    except click.ClickException as exc:  # usage errors: exit 3, not click's 2 (= critical)
+        exc.show()
+        sys.exit(EXIT_UNKNOWN)
+    except (RuleError, ConfigError, RecordedHostError, ScanCannotRun) as exc:
+        from doctor.redact import safe_display
+
+        click.echo(f"llm-doctor: {safe_display(str(exc))}", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    except OSError as exc:  # the output file or capture directory cannot be written
+        click.echo(f"llm-doctor: {exc.filename or ''}: {exc.strerror}", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""What a command needs before and after a scan, shared by the CLI and the daemon: rules
+and config loaded, the host chosen, the options settled, the report rendered.
+
+Errors are the exceptions ``doctor.commands.cli.main`` maps to one line and exit 3:
+``RuleError``, ``ConfigError``, ``RecordedHostError``, ``ScanCannotRun``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from doctor.config import Config, check_against_rules, find_config, load_config
+from doctor.seam.host import Host, LiveHost
+from doctor.model import Level, ScanOptions, ScanReport
+from probes.registry import by_name
+from doctor.rules.loader import Rule, builtin_files, load_rules
+
+LEVEL_NAMES = ("quick", "standard", "full")
+
+
+class ScanCannotRun(Exception):
+    """The scan could not start; the message says why and what to do."""
+
+
+def load_setup(config_path: str | None, rule_files: tuple[str, ...] = ()) -> tuple[list[Rule], Config]:
+    """The built-in rules, the config's and the command line's rule files, and the config."""
+    config = load_config(find_config(config_path))
+    files = builtin_files()
+    files += [Path(f) for f in config.scan.get("rule_files", [])]
+    files += [Path(f) for f in rule_files]
+    rules = load_rules(files, by_name())
+    check_against_rules(config, rules)
+    return rules, config
+
+
+def open_host(replay: str | None) -> Host:
+    """This machine, or the recorded host in ``replay``."""
+    if not replay:
+        return LiveHost()
+    from doctor.seam.recorded import RecordedHost
+
+    return RecordedHost(replay)
+
+
+def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] = (),
+                 endpoints: tuple[str, ...] = (), host: Host | None = None) -> ScanOptions:
+    """Command line first, then a recorded host's capture settings, then the config file."""
+    meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
+    chosen = level or meta.get("level") or config.scan.get("level", "standard")
+    if chosen not in LEVEL_NAMES:
+        from doctor.config import ConfigError
+
+        raise ConfigError(f"{config.path}: scan.level = {chosen!r}; use quick, standard or full")
+    dirs = tuple(model_dirs) or tuple(meta.get("model_dirs", [])) or tuple(config.scan.get("model_dirs", []))
+    return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=tuple(endpoints))
+
+
+def check_model_dirs(options: ScanOptions) -> None:
+    for path in options.model_dirs:
+        if not os.path.exists(path):
+            raise ScanCannotRun(f"--model-dir {path}: no such file or directory")
+
+
+def _json(report: ScanReport) -> str:
+    from reports.json_report import render
+
+    return render(report)
+
+
+def _markdown(report: ScanReport) -> str:
+    from reports.markdown import render
+
+    return render(report)
+
+
+def _terminal(report: ScanReport) -> str:
+    """The terminal report as plain text, for a file (a terminal gets it in colour)."""
+    import io
+
+    from rich.console import Console
+
+    from reports.terminal import render
+
+    console = Console(record=True, width=120, file=io.StringIO())
+    render(report, console)
+    return console.export_text()
+
+
+def _html(report: ScanReport) -> str:
+    from reports.html import render
+
+    return render(report)
+
+
+# Output formats: one table. Each renders a whole report to text.
+FORMATS: dict[str, Callable[[ScanReport], str]] = {
+    "terminal": _terminal,
+    "json": _json,
+    "markdown": _markdown,
+    "html": _html,
+}
+
+
+def render(report: ScanReport, fmt: str) -> str:
+    return FORMATS[fmt](report)

@@ -1,0 +1,139 @@
+"""Evaluates rules against probe records and turns matches into findings.
+
+Each rule runs in its own bounded evaluator (doctor/rules/sandbox.py): a rule that goes past
+RULE_TIME_LIMIT_S, or builds values too large, becomes a ``rule_errors`` entry naming it,
+and the other rules still run. Work is linear in the number of items a rule walks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from doctor.config import Config
+from doctor.model import Finding, ProbeResult, Severity
+from doctor.rules.loader import DEFAULT_KEY_FIELDS, Rule
+from doctor.rules.sandbox import Evaluator, LimitExceeded
+from doctor.rules.titles import render
+
+RULE_TIME_LIMIT_S = 2.0  # wall time for one rule over all its items; real rules take < 10 ms
+MAX_KEY_CHARS = 200
+MAX_ERROR_CHARS = 300
+
+
+def plain(value: Any) -> Any:
+    """A record as dicts, lists and scalars: what expressions see (``item.comm``).
+
+    Like ``dataclasses.asdict`` without its deep copy of every leaf: records are frozen
+    and hold plain values, so sharing the leaves is safe and cheap.
+    """
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def namespace(results: list[ProbeResult],
+              problems: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """{"host": {"limits": {...record as dict...}}} from the probes that ran ok.
+
+    A record nested too deeply to convert (a recorded host's free-form values) is left
+    out, with a line in ``problems``; the rules that need it then report a rule error.
+    """
+    roots: dict[str, dict[str, Any]] = {}
+    for result in results:
+        if result.status == "ok" and result.record is not None:
+            root, _, rest = result.name.partition(".")
+            try:
+                roots.setdefault(root, {})[rest] = plain(result.record)  # table tests pass dicts
+            except RecursionError:
+                if problems is not None:
+                    problems.append(f"probe '{result.name}': its record is nested too deeply "
+                                    "for rules to read")
+    return roots
+
+
+def _default_key(item: Any) -> str:
+    """An item's identity without a `key` expression: its pid, uuid, name or path field."""
+    if isinstance(item, dict):
+        for name in DEFAULT_KEY_FIELDS:
+            if item.get(name) is not None:
+                return str(item[name])
+        return ""
+    return str(item) if isinstance(item, (str, int, float)) else ""
+
+
+def _items(rule: Rule, ev: Evaluator) -> list[Any]:
+    if not rule.each:
+        return [None]
+    value = ev.run(rule.compiled["each"], rule.each)
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple, set, frozenset, dict)):
+        raise TypeError(f"'each' gave a {type(value).__name__}, not a list of items")
+    return list(value)
+
+
+def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
+             time_limit_s: float) -> list[Finding]:
+    ev = Evaluator({**roots, "params": params, "item": None}, time_limit_s)
+    findings = []
+    for item in _items(rule, ev):
+        ev.names["item"] = item
+        if not ev.run(rule.compiled["when"], rule.when):
+            continue
+        level = severity
+        if rule.critical_when and ev.run(rule.compiled["critical_when"], rule.critical_when):
+            level = Severity.CRITICAL
+        evidence = {label: ev.run(rule.compiled[f"evidence.{label}"], expr)
+                    for label, expr in rule.evidence.items()}
+        key = ""
+        if rule.each:
+            key = ev.run(rule.compiled["key"], rule.key) if rule.key else _default_key(item)
+        findings.append(Finding(
+            rule=rule.id,
+            cause=rule.cause,
+            symptoms=rule.symptoms,
+            severity=level,
+            title=render(rule.template, {**params, **evidence}),
+            evidence=evidence,
+            remediation=rule.remediation,
+            playbook=f"playbooks/{rule.playbook}.md",
+            key=str(key)[:MAX_KEY_CHARS],
+        ))
+    return findings
+
+
+def _message(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LimitExceeded) else str(exc)
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 1] + "…"
+
+
+def evaluate(rules: list[Rule], results: list[ProbeResult], config: Config | None = None,
+             time_limit_s: float = RULE_TIME_LIMIT_S) -> tuple[list[Finding], list[str]]:
+    """Findings (worst first) and the rules that failed to evaluate, as messages."""
+    config = config or Config()
+    findings: list[Finding] = []
+    errors: list[str] = []
+    roots = namespace(results, errors)
+    ok = {r.name for r in results if r.status == "ok"}
+    for rule in rules:
+        override = config.rules.get(rule.id, {})
+        if not override.get("enabled", True) or not set(rule.probes) <= ok:
+            continue
+        params = {**rule.params, **{k: v for k, v in override.items() if k in rule.params}}
+        severity = Severity[override["severity"].upper()] if "severity" in override else rule.severity
+        started = time.monotonic()
+        try:
+            findings.extend(_matches(rule, roots, params, severity, time_limit_s))
+        except LimitExceeded as exc:
+            errors.append(f"rule '{rule.id}' ({rule.source}): stopped: {exc} "
+                          f"(after {time.monotonic() - started:.1f} s); simplify its expressions")
+        except Exception as exc:  # noqa: BLE001 - a user's rule may fail on any data it did not expect
+            errors.append(f"rule '{rule.id}' ({rule.source}): {_message(exc)}")
+    findings.sort(key=lambda f: (-f.severity, f.rule))
+    return findings, errors

@@ -1,0 +1,356 @@
+"""Rules are data: ``checks/*.toml`` (and users' rule files), loaded and validated here.
+
+A rule file holds ``[[rule]]`` tables, and may say which rule format it is written in
+(``format = 1``; absent means 1)::
+
+    format = 1
+
+    [[rule]]
+    id = "fd-limit-low"                 # unique rule id
+    cause = "fd-limit-low"              # a cause id from domain.md
+    symptoms = ["crash-under-concurrency", "queueing-under-load"]
+    severity = "warning"                # info | warning | critical
+    probes = ["host.limits"]            # evaluated only when these probes ran ok
+    each = "host.limits.processes"      # optional: one finding per matching item (`item`)
+    key = "str(item.pid)"               # optional, with each: the item's identity
+    when = "item.nofile_soft < params.min_nofile"      # the condition
+    critical_when = "item.nofile_soft < params.critical_nofile"   # optional escalation
+    for = "5m"                          # how long it must hold in the daemon
+    title = "{process}: open files {nofile_soft} < {min_nofile}"   # {evidence or params}
+    remediation = "the first step to take"
+    playbook = "fd-limit-low"           # playbooks/<name>.md
+    [rule.params]                       # thresholds, overridable in the config file
+    min_nofile = 65535
+    [rule.evidence]                     # label = expression, shown with the finding
+    nofile_soft = "item.nofile_soft"
+
+Expressions are checked in doctor/rules/expressions.py and evaluated, within bounds of size and
+time, by doctor/rules/sandbox.py. Titles are filled by doctor/rules/titles.py. Every error names the
+file, the line and the rule: ``FILE:LINE: rule 'ID': what is wrong; what to do``.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doctor import __version__
+from doctor.durations import DurationError
+from doctor.durations import parse as parse_duration
+from doctor.rules.expressions import (
+    ExpressionError,
+    Schema,
+    chain_of,
+    compile_expression,
+    element_type,
+    optional_inner,
+    suggest,
+)
+from doctor.model import ProbeSpec, Severity
+from doctor.rules.sandbox import FUNCTIONS
+from doctor.rules.titles import Template, TemplateError
+from doctor.rules.titles import parse as parse_title
+from doctor.tomlfile import MAX_RULE_FILE_BYTES, LineIndex, read_toml
+from doctor.vocabulary import CAUSES, SYMPTOMS
+
+RULE_FORMAT = 1  # the rule-file format this llm-doctor reads (docs/rules.md, "Formats")
+MAX_RULES_PER_FILE = 1000
+REQUIRED = ("id", "cause", "symptoms", "severity", "probes", "when", "title", "remediation",
+            "playbook")
+OPTIONAL = ("each", "key", "critical_when", "for", "params", "evidence", "description")
+IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$")  # ids and playbook names
+# An item's identity when a rule with `each` gives no `key`: the first of these fields.
+DEFAULT_KEY_FIELDS = ("pid", "uuid", "name", "path")
+
+__all__ = [
+    "DEFAULT_KEY_FIELDS",
+    "FUNCTIONS",
+    "MAX_RULES_PER_FILE",
+    "RULE_FORMAT",
+    "Rule",
+    "RuleError",
+    "builtin_files",
+    "element_type",
+    "load_file",
+    "load_rules",
+    "optional_inner",
+    "suggest",
+]
+
+
+class RuleError(Exception):
+    """A rule or rule file is wrong; the message names the file, rule and position."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    cause: str
+    symptoms: tuple[str, ...]
+    severity: Severity
+    probes: tuple[str, ...]
+    when: str
+    title: str
+    remediation: str
+    playbook: str
+    each: str | None
+    critical_when: str | None
+    for_: str | None
+    params: dict[str, Any]
+    evidence: dict[str, str]
+    source: str  # file:line of the rule, for error messages
+    compiled: dict[str, ast.expr]  # "when", "each", "key", "critical_when", "evidence.<label>"
+    for_s: float | None = None  # `for` in seconds: how long the daemon waits before firing
+    key: str | None = None  # the `key` expression (with each); None: DEFAULT_KEY_FIELDS
+    template: Template = field(default_factory=lambda: Template(()))  # the parsed title
+
+
+def _kind(value: Any) -> str:
+    """A TOML value's type as a person writes it, for messages."""
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, (datetime.date, datetime.time)):
+        return f"date/time {value}"
+    names = {int: "number", float: "number", str: "string", list: "array", dict: "table"}
+    shown = repr(value) if not isinstance(value, (list, dict)) else ""
+    return f"{names.get(type(value), type(value).__name__)} {shown}".strip()[:80]
+
+
+class _Fields:
+    """One raw [[rule]] table, read with type checks; errors say ``FILE:LINE: rule 'ID'``."""
+
+    def __init__(self, raw: dict, at: Callable[[str | None], str]) -> None:
+        self.raw = raw
+        self.at = at
+
+    def error(self, key: str | None, message: str) -> RuleError:
+        return RuleError(f"{self.at(key)}: {message}")
+
+    def text(self, key: str, pattern: re.Pattern | None = None) -> str:
+        value = self.raw[key]
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, f"'{key}' must be a non-empty string, not {_kind(value)}")
+        if pattern and not pattern.match(value):
+            raise self.error(key, f"'{key}' = {value[:80]!r}: use letters, digits and . _ : - "
+                                  "(at most 80, starting with a letter or digit)")
+        return value
+
+    def strings(self, key: str, single_ok: bool = False, empty_ok: bool = False) -> tuple[str, ...]:
+        value = self.raw[key]
+        if single_ok and isinstance(value, str):
+            value = [value]
+        if (not isinstance(value, list) or (not value and not empty_ok)
+                or not all(isinstance(v, str) for v in value)):
+            raise self.error(key, f"'{key}' must be {'an' if empty_ok else 'a non-empty'} array "
+                                  f"of strings (e.g. {key} = [\"...\"]), not {_kind(value)}")
+        return tuple(value)
+
+    def table(self, key: str) -> dict[str, Any]:
+        value = self.raw.get(key, {})
+        if not isinstance(value, dict):
+            raise self.error(key, f"'{key}' must be a table ([rule.{key}]), not {_kind(value)}")
+        for name in value:
+            if not name.isidentifier():
+                raise self.error(name, f"'{key}.{name}': a {key} name must be a word of letters, "
+                                       "digits and _ (it is used as params.NAME or {NAME})")
+        return dict(value)
+
+
+def _param_ok(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_param_ok(v) and not isinstance(v, list) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (bool, int, str))
+
+
+def _checked(f: _Fields, probes: dict[str, ProbeSpec]) -> dict[str, Any]:
+    """Every field but the expressions, type-checked and checked against the vocabulary."""
+    raw = f.raw
+    for key in raw:
+        if key not in REQUIRED + OPTIONAL:
+            raise f.error(key, f"unknown field '{key}'{suggest(key, REQUIRED + OPTIONAL)}")
+    for key in REQUIRED:
+        if key not in raw:
+            raise f.error(None, f"missing field '{key}'")
+    out: dict[str, Any] = {"id": f.text("id", IDENTIFIER), "cause": f.text("cause")}
+    if out["cause"] not in CAUSES:
+        raise f.error("cause", f"unknown cause id '{out['cause']}'{suggest(out['cause'], CAUSES)}; "
+                               "the cause ids are the playbooks' names (playbooks/README.md)")
+    # A security finding explains no troubleshooting row: endpoint-unauthenticated (domain.md).
+    out["symptoms"] = f.strings("symptoms", empty_ok=True)
+    for symptom in out["symptoms"]:
+        if symptom not in SYMPTOMS:
+            raise f.error("symptoms", f"unknown symptom row '{symptom}'{suggest(symptom, SYMPTOMS)}; "
+                                      f"rows: {', '.join(SYMPTOMS)}")
+    severity = f.text("severity")
+    if severity.upper() not in Severity.__members__:
+        raise f.error("severity", f"severity '{severity}' is not one of info, warning, critical")
+    out["severity"] = Severity[severity.upper()]
+    out["probes"] = f.strings("probes", single_ok=True)
+    for name in out["probes"]:
+        if name not in probes:
+            raise f.error("probes", f"no probe '{name}'{suggest(name, probes)}; "
+                                    "'llm-doctor probes' lists them")
+    out["for_s"] = None
+    if raw.get("for") is not None:
+        if not isinstance(raw["for"], str):
+            raise f.error("for", f"'for' must be a duration like \"30s\", \"5m\" or \"1h\", "
+                                 f"not {_kind(raw['for'])}")
+        try:
+            out["for_s"] = parse_duration(raw["for"])
+        except DurationError as exc:
+            raise f.error("for", f"'for' must be a duration: {exc}") from None
+    for key in ("title", "remediation"):
+        out[key] = f.text(key)
+    out["playbook"] = f.text("playbook", IDENTIFIER)
+    if "description" in raw:
+        f.text("description")
+    out["params"] = f.table("params")
+    for name, value in out["params"].items():
+        if not _param_ok(value):
+            raise f.error(name, f"'params.{name}' must be a number, string, boolean or an "
+                                f"array of them, not {_kind(value)}")
+    out["evidence"] = f.table("evidence")
+    return out
+
+
+def _compile_all(f: _Fields, out: dict[str, Any], schema: Schema) -> dict[str, ast.expr]:
+    raw, params = f.raw, out["params"]
+
+    def compiled(key: str, what: str, item_type: Any, line_key: str | None = None) -> ast.expr:
+        try:
+            return compile_expression(raw_value(key), what, schema, params, item_type)
+        except ExpressionError as exc:
+            raise f.error(line_key or key, str(exc)) from None
+
+    def raw_value(key: str) -> Any:
+        if key.startswith("evidence."):
+            return out["evidence"][key.split(".", 1)[1]]
+        return raw[key]
+
+    trees: dict[str, ast.expr] = {}
+    item_type = None
+    if raw.get("each") is not None:
+        trees["each"] = compiled("each", "each", None)
+        chain = chain_of(trees["each"])
+        item_type = Any
+        if chain and chain[0] in schema.roots():
+            item_type = element_type(schema.resolve(chain)[0])
+    if raw.get("key") is not None:
+        if item_type is None:
+            raise f.error("key", "'key' names the item a finding is about: it needs 'each'")
+        trees["key"] = compiled("key", "key", item_type)
+    trees["when"] = compiled("when", "when", item_type)
+    if raw.get("critical_when") is not None:
+        trees["critical_when"] = compiled("critical_when", "critical_when", item_type)
+    for label in out["evidence"]:
+        trees[f"evidence.{label}"] = compiled(f"evidence.{label}", f"evidence.{label}",
+                                              item_type, label)
+    return trees
+
+
+def _rule(raw: Any, index: int, path: Path, lines: LineIndex, schema: Schema,
+          probes: dict[str, ProbeSpec]) -> Rule:
+    rid = raw.get("id") if isinstance(raw, dict) else None
+    rid = rid if isinstance(rid, str) and IDENTIFIER.match(rid) else f"#{index + 1}"
+
+    def at(key: str | None = None) -> str:
+        return f"{path}:{lines.entry('rule', index, key)}: rule '{rid}'"
+
+    f = _Fields(raw, at)
+    out = _checked(f, probes)
+    trees = _compile_all(f, out, schema)
+    try:
+        template = parse_title(out["title"], [*out["evidence"], *out["params"]])
+    except TemplateError as exc:
+        raise f.error("title", f"{exc}") from None
+    return Rule(
+        id=out["id"], cause=out["cause"], symptoms=out["symptoms"], severity=out["severity"],
+        probes=out["probes"], when=raw["when"], title=out["title"],
+        remediation=out["remediation"], playbook=out["playbook"], each=raw.get("each"),
+        critical_when=raw.get("critical_when"), for_=raw.get("for"), params=out["params"],
+        evidence=out["evidence"], source=f"{path}:{lines.entry('rule', index)}",
+        compiled=trees, for_s=out["for_s"], key=raw.get("key"), template=template,
+    )
+
+
+def _check_format(data: dict, path: Path, lines: LineIndex) -> None:
+    version = data.get("format", RULE_FORMAT)
+    where = f"{path}:{lines.table('', 'format')}"
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RuleError(f"{where}: 'format' must be a whole number (format = {RULE_FORMAT}), "
+                        f"not {_kind(version)}")
+    reads = f"llm-doctor {__version__} reads rule format {RULE_FORMAT}"
+    if version > RULE_FORMAT:
+        raise RuleError(f"{where}: this file is written in rule format {version}, newer than "
+                        f"{reads}; upgrade llm-doctor, or rewrite the file in format "
+                        f"{RULE_FORMAT} (docs/rules.md)")
+    if version < RULE_FORMAT:
+        raise RuleError(f"{where}: this file says rule format {version}, which does not exist "
+                        f"or is no longer read; {reads} (docs/rules.md)")
+
+
+def _raw_rules(data: dict, path: Path, lines: LineIndex) -> list[dict]:
+    extra = sorted(set(data) - {"rule", "format"})
+    if extra:
+        raise RuleError(f"{path}:{lines.table(extra[0])}: unknown top-level key or table "
+                        f"'{extra[0]}'{suggest(extra[0], ['rule', 'format'])}; a rule file "
+                        "holds format = 1 and [[rule]] tables")
+    raws = data.get("rule", [])
+    if not isinstance(raws, list):
+        raise RuleError(f"{path}:{lines.table('rule')}: 'rule' must be [[rule]] tables (an "
+                        f"array of tables), not {_kind(raws)}")
+    for index, raw in enumerate(raws):
+        if not isinstance(raw, dict):
+            raise RuleError(f"{path}:{lines.entry('rule', index)}: rule #{index + 1} must be "
+                            f"a [[rule]] table, not {_kind(raw)}")
+    if len(raws) > MAX_RULES_PER_FILE:
+        raise RuleError(f"{path}:{lines.entry('rule', MAX_RULES_PER_FILE)}: {len(raws)} rules "
+                        f"in one file; the limit is {MAX_RULES_PER_FILE}: split it into "
+                        "several files (--rules is repeatable)")
+    return raws
+
+
+def load_file(path: Path, probes: dict[str, ProbeSpec]) -> list[Rule]:
+    """Load and validate one rule file; raises RuleError naming file, rule and line."""
+    text, data = read_toml(path, "rule file", RuleError, MAX_RULE_FILE_BYTES)
+    lines = LineIndex(text)
+    _check_format(data, path, lines)
+    raws = _raw_rules(data, path, lines)
+    schema = Schema(probes)
+    rules: list[Rule] = []
+    seen: dict[str, str] = {}
+    for index, raw in enumerate(raws):
+        rule = _rule(raw, index, path, lines, schema, probes)
+        if rule.id in seen:
+            raise RuleError(f"{rule.source}: rule id '{rule.id}' is already defined at "
+                            f"{seen[rule.id]}")
+        seen[rule.id] = rule.source
+        rules.append(rule)
+    return rules
+
+
+def builtin_files() -> list[Path]:
+    import checks
+
+    return sorted(Path(checks.__file__).parent.glob("*.toml"))
+
+
+def load_rules(files: list[Path], probes: dict[str, ProbeSpec]) -> list[Rule]:
+    rules: list[Rule] = []
+    seen: dict[str, str] = {}
+    for path in files:
+        for rule in load_file(path, probes):
+            if rule.id in seen:
+                raise RuleError(f"{rule.source}: rule id '{rule.id}' is already defined at "
+                                f"{seen[rule.id]}")
+            seen[rule.id] = rule.source
+            rules.append(rule)
+    return rules

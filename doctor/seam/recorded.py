@@ -1,0 +1,338 @@
+"""Recorded hosts: replaying one (``RecordedHost``), capturing one (``RecordingHost``), and
+the one writer of the format (``RecordWriter``), which capture and the test fixtures share.
+
+The format is documented for people in docs/recorded-host.md: ``host.toml`` (metadata,
+failed reads, stat results, listings, commands), ``measurements.json``, ``http.json`` with
+``http/`` (engine pages), ``nvml.json`` (NVML calls), and ``fs/`` with every file read at
+its absolute path. Each kind of read is one class in doctor/seam/read_kinds.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from doctor.seam import read_kinds as kinds
+from doctor.seam.host import (CommandOutput, HostReadError, HttpResponse, LiveHost, MeasurementError,
+                         Memo, PathInfo, Reason)
+from doctor.seam.recorded_store import (RecordedHostError, Store, check_entries, check_nvml,
+                                   load_json, load_manifest)
+
+FORMAT_VERSION = 2
+
+__all__ = ["FORMAT_VERSION", "RecordedHost", "RecordedHostError", "RecordWriter", "RecordingHost"]
+
+
+class RecordedHost(Memo):
+    """A host captured into a directory (see docs/recorded-host.md)."""
+
+    kind = "recorded"
+
+    def __init__(self, root: str | Path) -> None:
+        super().__init__()
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise RecordedHostError(f"{self.root}: not a directory; --replay takes the directory "
+                                    "written by 'llm-doctor capture DIR'")
+        self.store = Store(self.root)
+        self.manifest = load_manifest(self.store)
+        self.sections = {name: self.manifest.get(name, {}) for name in ("paths", "files", "links")}
+        self.errors: dict[str, str] = self.manifest.get("errors", {})
+        self.commands = {tuple(c["argv"]): c for c in self.manifest.get("commands", [])}
+        self.measurements = load_json(self.store, "measurements.json", {})
+        if not isinstance(self.measurements, dict):
+            raise RecordedHostError(f"{self.root / 'measurements.json'}: expected a JSON object "
+                                    "of measurements by name")
+        self.http: dict[str, list[dict]] = {}
+        for entry in check_entries(load_json(self.store, "http.json", []),
+                                   str(self.root / "http.json"), ("url",)):
+            self.http.setdefault(str(entry["url"]), []).append(entry)
+        self.http_seen: dict[str, int] = {}
+        self.lock = threading.Lock()
+        calls = load_json(self.store, "nvml.json", None)
+        self.nvml_calls: dict[tuple, dict] | None = None  # (call, args) → value or error
+        if calls is not None:
+            self.nvml_calls = check_nvml(calls, str(self.root / "nvml.json"))
+
+    def new_scan(self) -> None:
+        super().new_scan()
+        with self.lock:
+            self.http_seen = {}
+
+    def _read(self, kind: kinds.Kind, *args: Any) -> Any:
+        key = kind.key(*args)
+        planted = self.errors.get(key)
+        if planted:
+            raise HostReadError(key, planted, "recorded")
+        return kind.replay(self, args)
+
+    def read_text(self, path: str) -> str:
+        return self._read(kinds.FILE, path)
+
+    def list_dirs(self, path: str) -> list[str]:
+        return self._read(kinds.DIRS, path)
+
+    def list_files(self, path: str) -> dict[str, int]:
+        return self._read(kinds.FILES, path)
+
+    def list_links(self, path: str) -> dict[str, str]:
+        return self._read(kinds.LINKS, path)
+
+    def read_link(self, path: str) -> str:
+        return self._read(kinds.LINK, path)
+
+    def stat(self, path: str) -> PathInfo:
+        return self._read(kinds.STAT, path)
+
+    def run(self, argv: Sequence[str], timeout_s: float = 5.0) -> CommandOutput:
+        return self._read(kinds.COMMAND, tuple(argv), timeout_s)
+
+    def http_get(self, url: str, timeout_s: float = 5.0, max_bytes: int = 8 << 20,
+                 headers: dict[str, str] | None = None) -> HttpResponse:
+        return self._read(kinds.HTTP, url, timeout_s, max_bytes, None)
+
+    def nvml(self, name: str, *args: int | str) -> Any:
+        return self._read(kinds.NVML, name, *args)
+
+    def measure(self, name: str, fn: Callable[[], Any]) -> Any:
+        if name not in self.measurements:
+            raise MeasurementError(
+                f"{name}: not in {self.root / 'measurements.json'} (the capture ran "
+                "at a lower level, or the measurement was not taken)")
+        value = self.measurements[name]
+        if isinstance(value, dict) and set(value) == {"error"}:
+            raise MeasurementError(str(value["error"]))
+        return value
+
+    def describe(self) -> dict[str, str]:
+        meta = self.manifest.get("host", {})
+        return {
+            "kind": "recorded",
+            "path": str(self.root),
+            "hostname": str(meta.get("hostname", "?")),
+            "captured_at": str(meta.get("captured_at", "?")),
+        }
+
+
+class RecordWriter:
+    """Writes a recorded host directory: the format's one writer (capture and fixtures).
+
+    ``fs/`` files are written as they come (the first write of a path wins: a recording
+    is one snapshot); the rest is kept in memory until ``save``. What it writes has
+    secrets masked: engines' command lines whole, other processes' cut to the program.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.fs = self.root / "fs"
+        self._lock = threading.RLock()
+        self.errors: dict[str, str] = {}
+        self.paths: dict[str, dict] = {}
+        self.files_: dict[str, dict] = {}
+        self.links_: dict[str, dict] = {}
+        self.commands: list[dict] = []
+        self.measurements: dict[str, Any] = {}
+        self.http_entries: list[dict] = []
+        self.nvml_entries: list[dict] = []
+
+    def _local(self, path: str) -> Path:
+        return self.fs / path.lstrip("/")
+
+    def file(self, path: str, text: str) -> None:
+        local = self._local(path)
+        with self._lock:
+            if not local.is_file():
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_text(_redacted(path, text))
+
+    def dir(self, path: str, names: Sequence[str] = ()) -> None:
+        local = self._local(path)
+        with self._lock:
+            local.mkdir(parents=True, exist_ok=True)
+            for name in names:
+                (local / name).mkdir(parents=True, exist_ok=True)
+
+    def link(self, path: str, target: str) -> None:
+        local = self._local(path)
+        with self._lock:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            if not local.is_symlink():
+                os.symlink(target, local)
+
+    def stat(self, path: str, info: PathInfo) -> None:
+        with self._lock:
+            self.paths[path] = {"device": info.device, "is_dir": info.is_dir,
+                                "fs_total_bytes": info.fs_total_bytes,
+                                "fs_free_bytes": info.fs_free_bytes}
+
+    def files(self, path: str, listing: dict[str, int]) -> None:
+        with self._lock:
+            self.files_[path] = dict(listing)
+
+    def links(self, path: str, listing: dict[str, str]) -> None:
+        with self._lock:
+            self.links_[path] = dict(listing)
+
+    def command(self, argv: Sequence[str], out: CommandOutput) -> None:
+        with self._lock:
+            stdout_file = f"commands/{len(self.commands):02d}-{kinds.slug('_'.join(argv))}.out"
+            (self.root / "commands").mkdir(parents=True, exist_ok=True)
+            (self.root / stdout_file).write_text(out.stdout)
+            self.commands.append({"argv": list(argv), "rc": out.rc, "stdout_file": stdout_file,
+                                  "stderr": out.stderr[-2000:]})
+
+    def measurement(self, name: str, value: Any) -> None:
+        with self._lock:
+            self.measurements[name] = value
+
+    def http(self, url: str, answer: HttpResponse | Reason, detail: str = "") -> None:
+        """A GET's answer (status, content type, body; never the request's headers)."""
+        from doctor.seam.http import display_url
+
+        with self._lock:
+            entry: dict[str, Any] = {"url": display_url(url)}
+            if isinstance(answer, HttpResponse):
+                body_file = f"http/{len(self.http_entries):02d}-{kinds.slug(entry['url'].split('//', 1)[-1])}.body"
+                (self.root / "http").mkdir(parents=True, exist_ok=True)
+                (self.root / body_file).write_text(answer.body)
+                entry.update(status=answer.status, content_type=answer.content_type,
+                             body_file=body_file, elapsed_s=answer.elapsed_s)
+            else:
+                entry.update(error=Reason(answer).value, detail=detail)
+            self.http_entries.append(entry)
+
+    def nvml(self, call: str, args: Sequence[Any], value: Any) -> None:
+        with self._lock:
+            entry: dict[str, Any] = {"call": call, "args": list(args)}
+            if isinstance(value, Reason):
+                entry["error"] = value.value
+            else:
+                entry["value"] = value
+            if entry not in self.nvml_entries:
+                self.nvml_entries.append(entry)
+
+    def error(self, key: str, reason: Reason | str) -> None:
+        with self._lock:
+            self.errors[key] = Reason(reason).value
+
+    def save(self, meta: dict[str, Any], hostname: str | None = None,
+             captured_at: str | None = None) -> None:
+        """Write host.toml and the JSON files; the fs/ tree was written as reads happened."""
+        import tomli_w  # only capture and fixture builders write TOML
+
+        manifest: dict[str, Any] = {
+            "host": {
+                "format": FORMAT_VERSION,
+                "hostname": hostname or socket.gethostname(),
+                "captured_at": captured_at or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                **meta,
+            },
+            "errors": dict(sorted(self.errors.items())),
+            "paths": self.paths,
+            "files": self.files_,
+        }
+        if self.links_:
+            manifest["links"] = self.links_
+        manifest["commands"] = self.commands
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "host.toml").write_text(tomli_w.dumps(manifest))
+        # git keeps no empty directory, and an empty one still lists (a CPU without cpufreq)
+        for folder, subdirs, files in os.walk(self.fs):
+            if not subdirs and not files:
+                (Path(folder) / ".keep").touch()
+        _write_json(self.root / "measurements.json", self.measurements)
+        if self.http_entries:
+            _write_json(self.root / "http.json", self.http_entries)
+        if self.nvml_entries:
+            _write_json(self.root / "nvml.json", self.nvml_entries)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+class RecordingHost(Memo):
+    """A live host that writes everything read through it into a recorded directory."""
+
+    kind = "live"
+
+    def __init__(self, live: LiveHost, root: str | Path) -> None:
+        super().__init__()
+        self.live = live
+        self.root = Path(root)
+        self.writer = RecordWriter(root)
+
+    def _read(self, kind: kinds.Kind, *args: Any) -> Any:
+        try:
+            value = kind.live(self.live, *args)
+        except HostReadError as exc:
+            kind.write_error(self.writer, args, exc)
+            raise
+        kind.write(self.writer, args, value)
+        return value
+
+    def read_text(self, path: str) -> str:
+        return self._read(kinds.FILE, path)
+
+    def list_dirs(self, path: str) -> list[str]:
+        return self._read(kinds.DIRS, path)
+
+    def list_files(self, path: str) -> dict[str, int]:
+        return self._read(kinds.FILES, path)
+
+    def list_links(self, path: str) -> dict[str, str]:
+        return self._read(kinds.LINKS, path)
+
+    def read_link(self, path: str) -> str:
+        return self._read(kinds.LINK, path)
+
+    def stat(self, path: str) -> PathInfo:
+        return self._read(kinds.STAT, path)
+
+    def run(self, argv: Sequence[str], timeout_s: float = 5.0) -> CommandOutput:
+        return self._read(kinds.COMMAND, tuple(argv), timeout_s)
+
+    def http_get(self, url: str, timeout_s: float = 5.0, max_bytes: int = 8 << 20,
+                 headers: dict[str, str] | None = None) -> HttpResponse:
+        return self._read(kinds.HTTP, url, timeout_s, max_bytes, headers)
+
+    def nvml(self, name: str, *args: int | str) -> Any:
+        return self._read(kinds.NVML, name, *args)
+
+    def measure(self, name: str, fn: Callable[[], Any]) -> Any:
+        try:
+            value = fn()
+        except MeasurementError as exc:
+            self.writer.measurement(name, {"error": str(exc)})
+            raise
+        self.writer.measurement(name, value)
+        return value
+
+    def describe(self) -> dict[str, str]:
+        return self.live.describe()
+
+    def save(self, meta: dict[str, Any]) -> None:
+        self.writer.save(meta)
+
+
+def _redacted(path: str, text: str) -> str:
+    """What a recording keeps of a read: command lines through doctor.redact (engines'
+    whole with secrets masked, any other process's as its program alone), environments
+    never, everything else as read."""
+    if path.startswith("/proc/") and path.endswith("/cmdline"):
+        from doctor.engines import engine_of
+        from doctor.redact import program_only, redact_cmdline
+
+        if engine_of(text.replace("\0", " ")) is None:
+            return program_only(text)
+        return redact_cmdline(text)
+    if path.startswith("/proc/") and path.endswith("/environ"):
+        from doctor.redact import redact_environ
+
+        return redact_environ(text)
+    return text

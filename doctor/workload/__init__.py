@@ -1,0 +1,1 @@
+"""Workload tools: the load generator, the throughput knee, capacity arithmetic, GGUF headers."""

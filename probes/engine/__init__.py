@@ -1,0 +1,1 @@
+"""Engine probes: the serving engines' configuration, pages, KV cache, load, warm-up."""

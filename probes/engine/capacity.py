@@ -1,0 +1,145 @@
+"""engine.capacity: does each engine's model, at its configured context, fit its GPUs?
+
+Sources: the engine's model directory (``<model_path>/config.json``, read through the host
+so a capture replays it) or, for llama.cpp, its ``.gguf`` file's header (layers, heads, the
+file's quantized size: read live, kept by a capture as the measurement
+``engine.capacity.gguf:<path>``), its configuration (probes.engine.discovery: max_model_len,
+gpu_memory_utilization, tensor_parallel_size, KV-cache dtype) and the GPU's memory (NVML
+``nvmlDeviceGetMemoryInfo`` of GPU 0, bytes). The arithmetic is ``llm-doctor plan``'s
+(doctor/workload/plan.py, ../shared/domain.md §3) for one sequence at the full context: the least
+vLLM needs to start ("To serve at least one request with the model's max seq len …").
+No privilege needed. Manual equivalent:
+``llm-doctor plan --model <path> --gpu-memory <total> --context <max_model_len>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.model import ScanOptions, Skip
+from doctor.workload.model_shape import (ModelFileError, ModelShape, parse_config, read_shape,
+                                shape_from_config, shape_from_values)
+from doctor.workload.plan import PlanError, make_plan
+from probes.engine.discovery import Engine, discover
+
+KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
+             "bf16": "bf16", "fp16": "fp16", "float16": "fp16", "bfloat16": "bf16",
+             "q8_0": "int8", "q4_0": "int4"}
+MAX_GPUS = 1024  # tensor-parallel GPUs of one engine
+
+
+@dataclass(frozen=True, slots=True)
+class EngineCapacity:
+    engine: str  # "vllm at http://127.0.0.1:8000 pid 4242"
+    model: str
+    params_b: float
+    dtype: str
+    weights_gb: float  # params × bytes per param
+    need_gb: float  # weights × 1.2 + the KV reserved at start (`sequences` at `context`)
+    kv_gb_per_sequence: float
+    budget_gb: float  # GPU memory × gpu_memory_utilization × tensor-parallel GPUs
+    gpu_memory_gb: float  # one GPU's total
+    gpus: int
+    context: int
+    sequences: int  # whose KV is reserved at start: 1 (vLLM, SGLang), llama.cpp's slots
+    fits: bool
+    max_concurrency: int  # full-context sequences that fit beside the weights
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityRecord:
+    engines: tuple[EngineCapacity, ...]
+    not_sized: tuple[str, ...]  # engines left out, each with why
+
+
+def _gguf_shape(path: str) -> dict:
+    """Live: the GGUF header's shape as plain values (a capture stores them as they are)."""
+    try:
+        return asdict(read_shape(path))
+    except ModelFileError as exc:
+        raise MeasurementError(str(exc)) from None
+
+
+def _shape_from(values: object, name: str) -> ModelShape:
+    """A recorded shape back into a ModelShape, each field checked: replays can be edited."""
+    return shape_from_values(values, f"measurements.json, {name}", "capture the host again")
+
+
+def model_shape(host: Host, model_path: str) -> ModelShape:
+    """The shape of the model at ``model_path`` (a directory with config.json, or a .gguf)."""
+    model = model_path.rstrip("/")
+    if model.endswith(".gguf"):
+        name = f"engine.capacity.gguf:{model}"
+        return _shape_from(host.measure(name, lambda: _gguf_shape(model)), name)
+    path = f"{model}/config.json"
+    return shape_from_config(parse_config(host.read_text(path), path), path)
+
+
+def _gpu_total_bytes(host: Host) -> int:
+    info = host.nvml("nvmlDeviceGetMemoryInfo", 0)
+    total = info.get("total") if isinstance(info, dict) else None
+    if not isinstance(total, int) or total <= 0:
+        raise HostReadError("nvml nvmlDeviceGetMemoryInfo(0)", "failed",
+                            f"expected {{'total': bytes}}, got {info!r}")
+    return total
+
+
+def _label(e: Engine) -> str:
+    return f"{e.kind} at {e.base_url}" + (f" pid {e.pid}" if e.pid else "")
+
+
+def _reserved(engine: Engine) -> tuple[int | None, int]:
+    """(context, sequences) whose KV cache the engine must hold to start.
+
+    vLLM and SGLang need one sequence at max_model_len. llama.cpp allocates its whole cache
+    (``-c``) at start, shared by its slots: from its flags max_model_len is that ``-c``; from
+    /props it is ``n_ctx`` per slot, so the cache is that times the slots.
+    """
+    if engine.kind == "llama.cpp" and "/props" in engine.config_from and engine.max_num_seqs:
+        return engine.max_model_len, engine.max_num_seqs
+    return engine.max_model_len, 1
+
+
+def size(engine: Engine, shape: ModelShape, gpu_total: int) -> EngineCapacity:
+    """PlanError when the engine's own figures are out of range (make_plan checks them)."""
+    gpus = engine.tensor_parallel_size or 1
+    if not 1 <= gpus <= MAX_GPUS:
+        raise PlanError(f"tensor_parallel_size = {gpus!r:.40} is out of range (1 to {MAX_GPUS})")
+    context, sequences = _reserved(engine)
+    plan = make_plan(shape, gpu_total * gpus, kv_dtype=KV_DTYPES.get(engine.kv_cache_dtype or "auto"),
+                     context=context, concurrency=sequences,
+                     gpu_memory_utilization=engine.gpu_memory_utilization or 0.9)
+    return EngineCapacity(
+        engine=_label(engine), model=plan.model, params_b=plan.params_b, dtype=plan.dtype,
+        weights_gb=round(plan.weights_bytes / 1e9, 2), need_gb=round(plan.need_bytes / 1e9, 2),
+        kv_gb_per_sequence=round(plan.kv_cache_bytes / sequences / 1e9, 2),
+        budget_gb=round(plan.budget_bytes / 1e9, 2), gpu_memory_gb=round(gpu_total / 1e9, 2),
+        gpus=gpus, context=plan.context, sequences=sequences, fits=plan.fits,
+        max_concurrency=plan.max_concurrency)
+
+
+def probe(host: Host, options: ScanOptions) -> CapacityRecord:
+    engines = [e for e in discover(host, options) if e.model_path]
+    if not engines:
+        raise Skip("no engine with a local model path (its config.json or .gguf file gives "
+                   "the model's shape)")
+    try:
+        gpu_total = _gpu_total_bytes(host)
+    except HostReadError as exc:  # the engine is here, the card's size is absent: say so
+        reason = getattr(exc.reason, "value", exc.reason)  # the detail differs live and replayed
+        return CapacityRecord((), tuple(f"{_label(e)}: no GPU memory figure from NVML ({reason})"
+                                        for e in engines))
+    sized, left_out = [], []
+    for engine in engines:
+        try:
+            sized.append(size(engine, model_shape(host, engine.model_path or ""), gpu_total))
+        except (HostReadError, ModelFileError, PlanError, MeasurementError) as exc:  # named, each
+            left_out.append(f"{_label(engine)}: {exc}")
+    return CapacityRecord(tuple(sized), tuple(left_out))
+
+
+def summary(record: CapacityRecord) -> str:
+    return "; ".join([f"{c.model}: needs {c.need_gb} GB of {c.budget_gb} GB "
+                      f"({'fits' if c.fits else 'does not fit'})" for c in record.engines]
+                     + [f"not sized: {why}" for why in record.not_sized])

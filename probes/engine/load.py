@@ -1,0 +1,161 @@
+"""engine.load: each engine's live concurrency, its knee measured earlier, and replica skew.
+
+Sources: running and waiting requests from engine.metrics' second scrape of ``/metrics``
+(normalised across engines: vLLM ``vllm:num_requests_running``/``_waiting``, SGLang,
+TGI, llama.cpp ``llamacpp:requests_processing``/``requests_deferred``), else llama.cpp's
+``/slots`` (slots with ``is_processing``); the sweep ``llm-doctor load`` saved for that endpoint
+(``~/.local/state/llm-doctor/workload/knee-<hash>.json``, see doctor/workload/knee.py). Unit: requests. No
+privilege needed. Manual equivalent: ``curl -s HOST:PORT/metrics | grep -E
+'running|waiting|processing|deferred'`` and ``cat ~/.local/state/llm-doctor/workload/knee-*.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.seam.host import Host, HostReadError
+from doctor.workload.knee import knee_path
+from doctor.model import ScanOptions, Skip
+from doctor.values import count, field, page_json, text
+from probes.helpers.engine_targets import Target, targets
+
+TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLoad:
+    base_url: str
+    kind: str | None
+    model: str | None
+    running: int | None  # requests being decoded now
+    waiting: int | None  # requests queued
+    source: str | None  # "/metrics", "/slots", or None when neither answered
+    knee_concurrency: int | None  # from the saved sweep, when its knee was found
+    knee_status: str | None  # found | not-reached | no-data; None: no sweep saved
+    knee_measured_at: str | None
+    knee_file: str  # where the sweep is (or would be) kept
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaGroup:
+    """Endpoints serving the same model: replicas a balancer spreads load over."""
+
+    model: str
+    replicas: int
+    running_max: int
+    running_min: int
+    busiest: str
+    idlest: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRecord:
+    engines: tuple[EngineLoad, ...]
+    models: tuple[ReplicaGroup, ...]
+
+
+def _headers(target: Target) -> dict[str, str] | None:
+    return {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
+
+
+def _from_metrics(host: Host, options: ScanOptions, target: Target):
+    """The engine.metrics scrape of this endpoint (memoized per scan), or its error."""
+    from probes.engine.metrics import ScrapeError, scrape_all
+
+    for item in scrape_all(host, options):
+        url = item.endpoint
+        if url.rsplit("/metrics", 1)[0].rstrip("/") == target.base_url.rstrip("/"):
+            return item.message if isinstance(item, ScrapeError) else item
+    return f"{target.base_url}/metrics: not scraped"
+
+
+def live_load(host: Host, options: ScanOptions,
+              target: Target) -> tuple[int | None, int | None, str | None, str | None]:
+    """(running, waiting, source, error): engine.metrics' normalised gauges, else /slots."""
+    errors = []
+    scraped = _from_metrics(host, options, target)
+    if isinstance(scraped, str):
+        errors.append(scraped)
+    elif scraped.requests_running is not None:
+        waiting = scraped.requests_waiting
+        return (int(scraped.requests_running), None if waiting is None else int(waiting),
+                "/metrics", None)
+    else:
+        errors.append(f"{target.base_url}/metrics: no running-requests gauge")
+    try:
+        slots = host.http_get(f"{target.base_url}/slots", TIMEOUT_S, 8 << 20, _headers(target))
+        data = page_json(slots.body) if slots.status == 200 else None
+        if isinstance(data, list):
+            return sum(field(s, "is_processing") is True for s in data), None, "/slots", None
+        errors.append(f"{slots.url}: " + (f"HTTP {slots.status}" if slots.status != 200
+                                          else "not a list of slots"))
+    except HostReadError as exc:
+        errors.append(str(exc))
+    except ValueError:
+        errors.append(f"{target.base_url}/slots: not JSON")
+    return None, None, None, "; ".join(errors)
+
+
+def saved_knee(host: Host, base_url: str) -> tuple[int | None, str | None, str | None, str]:
+    """(knee concurrency, status, measured_at, file) from the saved sweep, if any."""
+    path = str(knee_path(base_url))
+    try:
+        document = page_json(host.read_text(path))
+    except HostReadError:
+        return None, None, None, path
+    except ValueError:
+        return None, "unreadable", None, path
+    status = text(field(document, "knee", "status"), 40)
+    if status is None:
+        return None, "unreadable", None, path
+    found = count(field(document, "knee", "concurrency"), minimum=1) if status == "found" else None
+    return found, status, text(field(document, "measured_at"), 40), path
+
+
+def replica_groups(engines: list[EngineLoad]) -> tuple[ReplicaGroup, ...]:
+    by_model: dict[str, list[EngineLoad]] = {}
+    for engine in engines:
+        if engine.model and engine.running is not None:
+            by_model.setdefault(engine.model, []).append(engine)
+    groups = []
+    for model, members in sorted(by_model.items()):
+        if len(members) < 2:
+            continue
+        ordered = sorted(members, key=lambda e: e.running or 0)
+        groups.append(ReplicaGroup(model, len(members), ordered[-1].running or 0,
+                                   ordered[0].running or 0, ordered[-1].base_url,
+                                   ordered[0].base_url))
+    return tuple(groups)
+
+
+def served_model(host: Host, target: Target) -> str | None:
+    """The target's model: from discovery, else the first id of its /v1/models."""
+    if target.model:
+        return target.model
+    try:
+        page = host.http_get(f"{target.base_url}/v1/models", TIMEOUT_S, 1 << 20, _headers(target))
+        return text(field(page_json(page.body), "data", 0, "id")) if page.status == 200 else None
+    except (HostReadError, ValueError):
+        return None
+
+
+def probe(host: Host, options: ScanOptions) -> LoadRecord:
+    """Live concurrency of every engine endpoint, against its saved knee."""
+    found = targets(host, options)
+    if not found:
+        raise Skip("no engine endpoint: none found running, none named with --endpoint")
+    engines = []
+    for target in found:
+        running, waiting, source, error = live_load(host, options, target)
+        knee, status, measured_at, path = saved_knee(host, target.base_url)
+        engines.append(EngineLoad(target.base_url, target.kind, served_model(host, target),
+                                  running, waiting,
+                                  source, knee, status, measured_at, path, error))
+    return LoadRecord(tuple(engines), replica_groups(engines))
+
+
+def summary(record: LoadRecord) -> str:
+    return "; ".join(f"{e.base_url}: running {e.running}, waiting {e.waiting}, knee "
+                     f"{e.knee_concurrency if e.knee_status == 'found' else e.knee_status or 'not measured'}"
+                     for e in record.engines)

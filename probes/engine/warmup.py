@@ -1,0 +1,180 @@
+"""engine.warmup: is the engine cold? First requests against steady-state TTFT and ITL.
+
+Source: timed streamed requests to the engine's OpenAI-compatible ``/v1/completions``
+(client-side clock, milliseconds), and the engine process's uptime from
+``/proc/<pid>/stat`` (starttime) and ``/proc/uptime``. Active and bounded: at most
+``MAX_ROUNDS`` rounds of five requests of varied prompt length (16 to 256 tokens, 16 output
+tokens each), sent one at a time, within ``BUDGET_S`` shared by all endpoints. No
+privilege needed. Manual equivalent: time ``curl -N .../v1/completions -d '{"prompt": ...,
+"stream": true}'`` a few times and compare the first answer with the later ones.
+
+Every prompt starts with its own words, so a prefix cache cannot make the later rounds look
+warm; what gets faster is what warm-up fixes (kernels compiled or autotuned, memory pools
+allocated, CUDA graphs captured, weights paged in).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from doctor.seam.host import Host
+from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_requests
+from doctor.model import ScanOptions, Skip
+from probes.helpers.engine_targets import Target, active_targets
+
+LENGTHS = (16, 128, 32, 256, 64)  # prompt tokens: varied, as the articles' remedy asks;
+# short enough that three rounds fit the budget on a CPU engine (llama.cpp, 2 cores)
+OUTPUT_TOKENS = 16
+MAX_ROUNDS = 3  # the probe's bound; `llm-doctor warmup` goes on until TTFT settles
+BUDGET_S = 40.0
+SETTLED = 0.15  # a round within 15% of the previous one (or 20 ms) has settled
+
+
+@dataclass(frozen=True, slots=True)
+class WarmupEndpoint:
+    base_url: str
+    pid: int | None
+    uptime_s: float | None  # the engine process's age, when its pid is known
+    rounds: int
+    requests: int
+    errors: int
+    first_error: str | None
+    first_ttft_ms: float | None  # the very first request this probe sent
+    steady_ttft_ms: float | None  # the same prompt length in the last round
+    ttft_ratio: float | None  # first / steady
+    first_round_ttft_ms: float | None  # median of round one
+    last_round_ttft_ms: float | None  # median of the last round
+    first_itl_ms: float | None  # median gap between tokens of the first request
+    steady_itl_ms: float | None  # median gap in the last round
+    settled: bool  # the last round was within 15% of the one before
+
+
+@dataclass(frozen=True, slots=True)
+class WarmupRecord:
+    endpoints: tuple[WarmupEndpoint, ...]
+
+
+def _ms(value_s: float | None) -> float | None:
+    return None if value_s is None else round(value_s * 1000, 2)
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _round(endpoint: Endpoint, index: int, deadline: float,
+           before: list[RequestResult]) -> list[RequestResult]:
+    """One request of each length, one at a time; none started that would likely not finish
+    by ``deadline`` (less time left than twice the longest request so far)."""
+    out: list[RequestResult] = []
+    for position, length in enumerate(LENGTHS):
+        left = deadline - time.monotonic()
+        longest = max((r.e2e_s for r in before + out if r.ok), default=0.0)
+        if left <= max(0.5, 2 * longest):
+            break
+        workload = Workload(prompt_tokens=length, output_tokens=OUTPUT_TOKENS, timeout_s=left)
+        out += run_requests(endpoint, workload, 1, 1, left,
+                            seed=int(time.time() * 1000) % 10**9 + index * 10 + position)
+    return out
+
+
+def settled(previous: list[RequestResult], last: list[RequestResult]) -> bool:
+    before = _median([r.ttft_s for r in previous if r.ttft_s is not None])
+    now = _median([r.ttft_s for r in last if r.ttft_s is not None])
+    if before is None or now is None:
+        return False
+    return abs(now - before) <= max(SETTLED * before, 0.020)
+
+
+def measure(endpoint: Endpoint, max_rounds: int, budget_s: float,
+            until_settled: bool = False,
+            on_round: Callable[[int, list[RequestResult]], None] | None = None,
+            ) -> list[list[RequestResult]]:
+    """Rounds of varied-length requests; stops at ``max_rounds``, the budget, or (when
+    ``until_settled``) once a round is within 15% of the one before (at least two rounds)."""
+    deadline = time.monotonic() + budget_s
+    rounds: list[list[RequestResult]] = []
+    while len(rounds) < max_rounds and deadline - time.monotonic() > 1.0:
+        done = _round(endpoint, len(rounds), deadline, [r for rnd in rounds for r in rnd])
+        if not done:
+            break
+        rounds.append(done)
+        if on_round:
+            on_round(len(rounds), rounds[-1])
+        if all(not r.ok for r in rounds[-1]):
+            break
+        if until_settled and len(rounds) >= 2 and settled(rounds[-2], rounds[-1]):
+            break
+    return rounds
+
+
+def summarise(base_url: str, pid: int | None, uptime_s: float | None,
+              rounds: list[list[RequestResult]]) -> WarmupEndpoint:
+    flat = [r for rnd in rounds for r in rnd]
+    errors = [r for r in flat if not r.ok]
+    first, last = rounds[0][0], rounds[-1][0]
+    steady_gaps = [g for r in rounds[-1] if r.ok for g in r.itl_s]
+    first_ttft = first.ttft_s if first.ok else None
+    steady_ttft = last.ttft_s if last.ok and len(rounds) > 1 else None
+    ratio = round(first_ttft / steady_ttft, 2) if first_ttft and steady_ttft else None
+    return WarmupEndpoint(
+        base_url=base_url, pid=pid, uptime_s=uptime_s, rounds=len(rounds), requests=len(flat),
+        errors=len(errors), first_error=errors[0].error if errors else None,
+        first_ttft_ms=_ms(first_ttft), steady_ttft_ms=_ms(steady_ttft), ttft_ratio=ratio,
+        first_round_ttft_ms=_ms(_median([r.ttft_s for r in rounds[0] if r.ttft_s is not None])),
+        last_round_ttft_ms=_ms(_median([r.ttft_s for r in rounds[-1] if r.ttft_s is not None])),
+        first_itl_ms=_ms(_median(list(first.itl_s))), steady_itl_ms=_ms(_median(steady_gaps)),
+        settled=len(rounds) > 1 and settled(rounds[-2], rounds[-1]))
+
+
+def uptime_of(host: Host, pid: int | None) -> float | None:
+    """Seconds since the process started: /proc/<pid>/stat field 22 over /proc/uptime."""
+    if pid is None:
+        return None
+    from doctor.seam.host import HostReadError
+
+    try:
+        stat = host.read_text(f"/proc/{pid}/stat")
+        system_uptime = float(host.read_text("/proc/uptime").split()[0])
+    except (HostReadError, ValueError, IndexError):
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    try:
+        start_ticks = int(fields[19])  # field 22 overall; 20th after "pid (comm)"
+    except (IndexError, ValueError):
+        return None
+    return round(system_uptime - start_ticks / 100.0, 1)  # USER_HZ is 100 on Linux
+
+
+def _measure_one(host: Host, target: Target, budget_s: float = BUDGET_S) -> WarmupEndpoint:
+    def run() -> dict:
+        from dataclasses import asdict
+
+        uptime_s = uptime_of(host, target.pid)  # before: the measurement's own start
+        rounds = measure(target.endpoint(), MAX_ROUNDS, budget_s)
+        return asdict(summarise(target.base_url, target.pid, uptime_s, rounds))
+
+    # The measurement as a whole is what a capture keeps and a replay returns.
+    return WarmupEndpoint(**host.measure(f"engine.warmup {target.base_url}", run))
+
+
+def probe(host: Host, options: ScanOptions) -> WarmupRecord:
+    """First against steady-state latency for every engine endpoint found or named."""
+    found = active_targets(host, options)
+    out = []
+    for target in found:
+        try:
+            # one budget for all engines, so the probe stays within its timeout
+            out.append(_measure_one(host, target, BUDGET_S / len(found)))
+        except LoadError as exc:
+            raise Skip(str(exc)) from None
+    return WarmupRecord(tuple(out))
+
+
+def summary(record: WarmupRecord) -> str:
+    parts = [f"{e.base_url}: first TTFT {e.first_ttft_ms} ms, steady {e.steady_ttft_ms} ms"
+             for e in record.endpoints]
+    return "; ".join(parts)

@@ -1,0 +1,1 @@
+"""GPU probes: NVML health, PCIe, topology, throttling, memory, errors, micro-kernels."""

@@ -1,0 +1,188 @@
+"""gpu.bandwidth: measured copy bandwidth of each GPU, each beside its physical ceiling.
+
+Runs the torch micro-kernels of ``probes.kernels.gpu_bandwidth`` and ``gpu_first_use`` in
+child processes through ``host.measure`` (so a replay gives the same figures), bound to the
+GPU's own CPUs (``nvmlDeviceGetCpuAffinity``) so that pinned memory is local to its NUMA node.
+Decimal GB/s. Level standard; about 2-4 s per GPU, plus the P2P matrix where there are
+several GPUs. Needs torch with CUDA; no root. Manual equivalent: nvbandwidth
+(``nvbandwidth -t device_local_copy host_to_device_memcpy_ce``), or CUDA samples'
+``bandwidthTest`` and ``p2pBandwidthLatencyTest``.
+
+Ceilings:
+* device memory: max memory clock (``nvmlDeviceGetMaxClockInfo(MEM)``, MHz) x 2 (double data
+  rate) x bus width (``nvmlDeviceGetMemoryBusWidth``, bits) / 8; ``BUS_WIDTH_OVERRIDES`` corrects
+  boards whose NVML width is wrong. H100 SXM: 2619 MHz x 2 x 5120 / 8 = 3.35 TB/s;
+* host link: PCIe lane rate x width (probes.gpu.pcie.link_ceiling_gbps), as trained during
+  the copy and as capable (``nvmlDeviceGetMaxPcieLinkGeneration/Width``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from doctor.seam.host import Host, MeasurementError
+from doctor.model import ScanOptions
+from probes.helpers.gpu_common import Reader, gpu_count
+from probes.gpu.pcie import link_ceiling_gbps
+from probes.gpu.topology import AFFINITY_WORDS, cpu_list
+
+CHILD_TIMEOUT_S = 90.0
+# NVML reports 8192 bits for B200; the HBM3e stacks give 7680 (../shared/reference/gpu-facts.md).
+BUS_WIDTH_OVERRIDES = {"B200": 7680}
+
+
+def memory_ceiling_gbps(name: str | None, mem_clock_max_mhz: int | None,
+                        bus_width_bits: int | None) -> tuple[float | None, str]:
+    """(GB/s, how it was computed) from the max memory clock and the bus width."""
+    if not mem_clock_max_mhz or not bus_width_bits:
+        return None, "no max memory clock or bus width from NVML"
+    source = f"{mem_clock_max_mhz} MHz x 2 x {bus_width_bits} bit / 8"
+    for model, width in BUS_WIDTH_OVERRIDES.items():
+        if name and model in name:
+            bus_width_bits = width
+            source = f"{mem_clock_max_mhz} MHz x 2 x {width} bit / 8 (bus width corrected for {model})"
+    return round(mem_clock_max_mhz * 1e6 * 2 * bus_width_bits / 8 / 1e9, 1), source
+
+
+def _ratio(measured: float | None, ceiling: float | None) -> float | None:
+    return round(measured / ceiling, 3) if measured and ceiling else None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuBandwidth:
+    index: int
+    name: str | None
+    d2d_gbps: float | None  # device-to-device copy, read + write counted
+    d2d_ceiling_gbps: float | None
+    d2d_ceiling_source: str
+    d2d_ratio: float | None
+    h2d_pinned_gbps: float | None
+    d2h_pinned_gbps: float | None
+    h2d_pageable_gbps: float | None
+    d2h_pageable_gbps: float | None
+    link_gen: int | None  # during the host-to-device copy
+    link_width: int | None
+    link_ceiling_trained_gbps: float | None  # one direction, the link as it ran
+    link_ceiling_capable_gbps: float | None  # one direction, max generation x max width
+    h2d_ratio_trained: float | None  # h2d_pinned_gbps / link_ceiling_trained_gbps
+    h2d_ratio_capable: float | None
+    cpus: str | None  # the CPUs the kernel ran on (the GPU's affinity)
+    missing: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PeerBandwidth:
+    a: int
+    b: int
+    gbps: float | None
+    peer_access: bool | None  # torch.cuda.can_device_access_peer
+
+
+@dataclass(frozen=True, slots=True)
+class BandwidthRecord:
+    gpus: tuple[GpuBandwidth, ...]
+    peers: tuple[PeerBandwidth, ...]
+    first_use_s: float | None  # first CUDA operation in a fresh process
+    warm_use_s: float | None  # the same operation once warm
+    errors: dict[str, str]  # measurement -> why it failed
+
+
+def _child(module: str, *args: str) -> dict:
+    argv = [sys.executable, "-m", f"probes.kernels.{module}", *args]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
+                             check=False)
+    except subprocess.TimeoutExpired:
+        raise MeasurementError(f"{module}: no result in {CHILD_TIMEOUT_S:g} s") from None
+    if out.returncode != 0:
+        raise MeasurementError(out.stderr.strip()[-300:] or f"{module} exited {out.returncode}")
+    return json.loads(out.stdout)
+
+
+def _gbps(data: dict, key: str) -> float | None:
+    part = data.get(key)
+    value = part.get("gbps") if isinstance(part, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def read_gpu(host: Host, index: int, errors: dict[str, str]) -> GpuBandwidth:
+    r = Reader(host)
+    name = r.text("name", "nvmlDeviceGetName", index)
+    words = r.sequence("cpus", "nvmlDeviceGetCpuAffinity", index, AFFINITY_WORDS)
+    cpus = cpu_list(words) if words else None
+    key = f"gpu.bandwidth.{index}"
+    try:
+        data: dict[str, Any] = host.measure(
+            key, lambda: _child("gpu_bandwidth", "--device", str(index), *(["--cpus", cpus] if cpus else [])))
+    except MeasurementError as exc:
+        errors[key], data = str(exc), {}
+    if not isinstance(data, dict):
+        errors[key], data = f"wrong type: {type(data).__name__}", {}
+    ceiling, source = memory_ceiling_gbps(
+        name, r.integer("mem_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", index, 2),
+        r.integer("bus_width", "nvmlDeviceGetMemoryBusWidth", index))
+    raw_link = data.get("link_during_h2d")
+    link = raw_link if isinstance(raw_link, dict) else {}
+    gen = link.get("gen") if isinstance(link.get("gen"), int) else None
+    width = link.get("width") if isinstance(link.get("width"), int) else None
+    trained = link_ceiling_gbps(gen, width)
+    capable = link_ceiling_gbps(r.integer("gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", index),
+                                r.integer("width_max", "nvmlDeviceGetMaxPcieLinkWidth", index))
+    d2d, h2d = _gbps(data, "d2d"), _gbps(data, "h2d_pinned")
+    return GpuBandwidth(
+        index=index, name=name, d2d_gbps=d2d, d2d_ceiling_gbps=ceiling,
+        d2d_ceiling_source=source, d2d_ratio=_ratio(d2d, ceiling),
+        h2d_pinned_gbps=h2d, d2h_pinned_gbps=_gbps(data, "d2h_pinned"),
+        h2d_pageable_gbps=_gbps(data, "h2d_pageable"), d2h_pageable_gbps=_gbps(data, "d2h_pageable"),
+        link_gen=gen, link_width=width, link_ceiling_trained_gbps=trained,
+        link_ceiling_capable_gbps=capable, h2d_ratio_trained=_ratio(h2d, trained),
+        h2d_ratio_capable=_ratio(h2d, capable), cpus=cpus, missing=r.missing)
+
+
+def _peers(host: Host, count: int, errors: dict[str, str]) -> tuple[PeerBandwidth, ...]:
+    if count < 2:
+        return ()
+    try:
+        data = host.measure("gpu.bandwidth.p2p", lambda: _child("gpu_bandwidth", "--peers", str(count)))
+    except MeasurementError as exc:
+        errors["gpu.bandwidth.p2p"] = str(exc)
+        return ()
+    pairs = data.get("pairs") if isinstance(data, dict) else None
+    return tuple(PeerBandwidth(p["a"], p["b"], p.get("gbps"), p.get("peer_access"))
+                 for p in pairs or [] if isinstance(p, dict) and isinstance(p.get("a"), int)
+                 and isinstance(p.get("b"), int))
+
+
+def _first_use(host: Host, errors: dict[str, str]) -> tuple[float | None, float | None]:
+    try:
+        data = host.measure("gpu.first_use", lambda: _child("gpu_first_use", "--device", "0"))
+    except MeasurementError as exc:
+        errors["gpu.first_use"] = str(exc)
+        return None, None
+    first, warm = (data.get(k) if isinstance(data, dict) else None for k in ("first_s", "warm_s"))
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (first, warm))
+    return (first, warm) if ok else (None, None)
+
+
+def probe(host: Host, options: ScanOptions) -> BandwidthRecord:
+    count = gpu_count(host)
+    errors: dict[str, str] = {}
+    gpus = tuple(read_gpu(host, i, errors) for i in range(count))
+    peers = _peers(host, count, errors)
+    first, warm = _first_use(host, errors)
+    return BandwidthRecord(gpus=gpus, peers=peers, first_use_s=first, warm_use_s=warm,
+                           errors=errors)
+
+
+def summary(record: BandwidthRecord) -> str:
+    parts = []
+    for g in record.gpus:
+        d2d = f"{g.d2d_gbps:g}/{g.d2d_ceiling_gbps:g} GB/s" if g.d2d_gbps and g.d2d_ceiling_gbps else "?"
+        h2d = (f"{g.h2d_pinned_gbps:g}/{g.link_ceiling_trained_gbps:g} GB/s"
+               if g.h2d_pinned_gbps and g.link_ceiling_trained_gbps else "?")
+        parts.append(f"GPU{g.index} memory {d2d}, host->device {h2d}")
+    return "; ".join(parts)

@@ -1,0 +1,92 @@
+"""gpu.memory: each GPU's memory in use, and the processes holding it, engine or not.
+
+Source: NVML ``nvmlDeviceGetMemoryInfo`` and ``nvmlDeviceGetComputeRunningProcesses``
+(bytes there, MiB here); the process table (probes.helpers.processes) names each pid and says
+whether it is a serving engine. No root needed to list the processes; a pid from another
+PID namespace (a container) is not in our /proc and shows as "not visible". Manual
+equivalent: ``nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from doctor.seam.host import Host
+from doctor.model import ScanOptions
+from probes.helpers.gpu_common import Reader, gpu_count, mib
+from probes.helpers.processes import process_table
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    gpu: int
+    pid: int
+    name: str  # comm from /proc, or "not visible" (another PID namespace)
+    engine: str | None  # vllm, sglang, … when the process is a serving engine
+    used_mib: int | None  # None when the driver does not say (WDDM, MIG without privileges)
+    is_llm_doctor: bool  # one of this scan's own kernels
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemory:
+    index: int
+    total_mib: int | None
+    used_mib: int | None
+    free_mib: int | None
+    used_by_engines_mib: int
+    used_by_others_mib: int  # by processes that are neither an engine nor llm-doctor
+    missing: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemoryRecord:
+    gpus: tuple[GpuMemory, ...]
+    processes: tuple[GpuProcess, ...]  # every process holding memory, on every GPU
+    engine_count: int  # engine processes on this host (holding GPU memory or not)
+
+
+def _processes(r: Reader, index: int, table: dict, own: int) -> list[GpuProcess]:
+    out = []
+    for entry in r.compute_processes(index):
+        pid = entry["pid"]
+        used = entry.get("usedGpuMemory")
+        proc = table.get(pid)
+        out.append(GpuProcess(
+            gpu=index, pid=pid, name=proc.comm if proc else "not visible",
+            engine=proc.engine if proc else None,
+            used_mib=mib(used) if isinstance(used, int) and not isinstance(used, bool) else None,
+            is_llm_doctor=pid == own))
+    return out
+
+
+def probe(host: Host, options: ScanOptions) -> GpuMemoryRecord:
+    count = gpu_count(host)
+    table = {p.pid: p for p in process_table(host)}
+    own = os.getpid() if host.kind == "live" else -1
+    gpus, processes = [], []
+    for i in range(count):
+        r = Reader(host)
+        info = r.mapping("used_mib", "nvmlDeviceGetMemoryInfo", i)
+        procs = _processes(r, i, table, own)
+        processes.extend(procs)
+        gpus.append(GpuMemory(
+            index=i,
+            total_mib=mib(r.item("total_mib", info, "total")),
+            used_mib=mib(r.item("used_mib", info, "used")),
+            free_mib=mib(r.item("free_mib", info, "free")),
+            used_by_engines_mib=sum(p.used_mib or 0 for p in procs if p.engine),
+            used_by_others_mib=sum(p.used_mib or 0 for p in procs
+                                   if not p.engine and not p.is_llm_doctor),
+            missing=r.missing))
+    return GpuMemoryRecord(gpus=tuple(gpus), processes=tuple(processes),
+                           engine_count=sum(1 for p in table.values() if p.engine))
+
+
+def summary(record: GpuMemoryRecord) -> str:
+    parts = [f"GPU{g.index} {g.used_mib if g.used_mib is not None else '?'}/"
+             f"{g.total_mib if g.total_mib is not None else '?'} MiB" for g in record.gpus]
+    others = [p for p in record.processes if not p.engine and not p.is_llm_doctor]
+    if others:
+        parts.append(f"{len(others)} non-engine process(es) hold memory")
+    return "; ".join(parts)

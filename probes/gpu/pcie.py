@@ -1,0 +1,175 @@
+"""gpu.pcie: each GPU's PCIe link, as trained and as capable, read while a transfer runs.
+
+Source: NVML ``nvmlDeviceGetCurrPcieLinkGeneration/Width``, ``GetMaxPcieLinkGeneration``
+(the most this GPU and its slot together allow), ``GetGpuMaxPcieLinkGeneration`` (the
+GPU's own), ``GetMaxPcieLinkWidth``, ``GetPcieReplayCounter``; the slot's own capability from sysfs: the upstream port
+(the parent of ``/sys/bus/pci/devices/<bdf>``) ``max_link_speed`` and ``max_link_width``. No
+root needed. Manual equivalent: ``nvidia-smi -q -d PCIE`` (or ``lspci -vv -s BUS | grep LnkSta``) during a copy.
+
+Why under load: NVIDIA GPUs lower their link *speed* at idle to save power (Gen1, 2.5 GT/s,
+on a Gen4 card is normal at idle) but keep their *width*. So a short width is degraded at
+any time, a low generation only if it stays low while a transfer runs. At level standard
+and above the probe runs ``probes.kernels.gpu_link_load`` in a child process (host-to-device
+copies for ~1 s per GPU, reading the link between copies) through ``host.measure``, so a
+replay gives the same figures. At level quick the generation is left unjudged.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.model import Level, ScanOptions
+from probes.helpers.gpu_common import Reader, gpu_count, reason_of
+
+# Per lane per direction, GB/s (decimal), after line coding: Gen1/2 8b/10b, Gen3-5
+# 128b/130b, Gen6 PAM4 FLIT 236/256 (PCI-SIG; ../shared/reference/gpu-facts.md).
+LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.375}
+# sysfs max_link_speed ("16.0 GT/s PCIe"; "16 GT/s" before kernel 5.1) -> generation
+GT_PER_S = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+LOAD_SECONDS = 1.0
+LOAD_TIMEOUT_S = 60.0
+
+
+def link_ceiling_gbps(gen: int | None, width: int | None) -> float | None:
+    """One direction's ceiling of a link: Gen4 x16 -> 31.5 GB/s."""
+    if gen not in LANE_GBPS or not width:
+        return None
+    return round(LANE_GBPS[gen] * width, 2)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLink:
+    index: int
+    gen_current: int | None  # nvmlDeviceGetCurrPcieLinkGeneration, at rest
+    width_current: int | None  # nvmlDeviceGetCurrPcieLinkWidth, at rest
+    gen_max: int | None  # nvmlDeviceGetMaxPcieLinkGeneration: GPU and slot together
+    gen_gpu_max: int | None  # nvmlDeviceGetGpuMaxPcieLinkGeneration: the GPU alone
+    width_max: int | None  # nvmlDeviceGetMaxPcieLinkWidth (the GPU's)
+    slot_gen_max: int | None  # the upstream port's max_link_speed, as a generation
+    slot_width_max: int | None  # the upstream port's max_link_width: an x8 slot stays x8
+    replay_count: int | None  # nvmlDeviceGetPcieReplayCounter (link-level retries)
+    under_load: bool  # gen/width_loaded were read during a host-to-device copy
+    gen_loaded: int | None  # highest generation seen during the copy
+    width_loaded: int | None  # lowest width seen during the copy
+    slot_limited: bool  # the slot, not the GPU, caps the link (generation or width)
+    width_short: bool  # trained narrower than both the GPU and its slot allow
+    gen_low_under_load: bool  # below gen_max while a transfer ran
+    ceiling_trained_gbps: float | None  # one direction, at the generation/width seen in use
+    ceiling_capable_gbps: float | None  # one direction, gen_max x the width GPU and slot allow
+    missing: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PcieRecord:
+    gpus: tuple[GpuLink, ...]
+    load_reason: str | None  # why the link was not read under load (level, failure)
+
+
+def _loaded(host: Host, index: int) -> dict:
+    """Generation and width seen while copying to GPU ``index`` (a child process)."""
+    def run() -> dict:
+        argv = [sys.executable, "-m", "probes.kernels.gpu_link_load", "--device", str(index),
+                "--seconds", str(LOAD_SECONDS)]
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=LOAD_TIMEOUT_S,
+                                 check=False)
+        except subprocess.TimeoutExpired:
+            raise MeasurementError(f"gpu_link_load: no result in {LOAD_TIMEOUT_S:g} s") from None
+        if out.returncode != 0:
+            raise MeasurementError(f"gpu_link_load: {out.stderr.strip()[-300:]}")
+        return json.loads(out.stdout)
+    return host.measure(f"gpu.pcie.load.{index}", run)
+
+
+def _int_of(data: dict, key: str) -> int | None:
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def slot_of(host: Host, r: Reader, bus_id: str | None) -> tuple[int | None, int | None]:
+    """(generation, width) the GPU's upstream port (its slot) is capable of, from sysfs."""
+    if not bus_id:
+        return None, None
+    bdf = bus_id.lower()[-12:]  # NVML "00000000:18:00.0" -> sysfs "0000:18:00.0"
+    try:
+        parent = host.read_link(f"/sys/bus/pci/devices/{bdf}").rstrip("/").split("/")[-2]
+    except HostReadError as exc:
+        r.missing["slot_gen_max"] = reason_of(exc)
+        return None, None
+    if parent.startswith("pci"):  # on the root complex itself: no port of its own to read
+        return None, None
+    base = f"/sys/bus/pci/devices/{parent}"
+    try:
+        speed = host.read_text(f"{base}/max_link_speed").split()
+        width = host.read_text(f"{base}/max_link_width").strip()
+    except HostReadError as exc:
+        r.missing["slot_gen_max"] = reason_of(exc)
+        return None, None
+    try:
+        gen = GT_PER_S.get(float(speed[0])) if speed else None
+    except ValueError:
+        gen = None
+    return gen, int(width) if width.isdigit() else None
+
+
+def read_link(host: Host, index: int, load: dict | None) -> GpuLink:
+    r = Reader(host)
+    pci = r.mapping("slot_gen_max", "nvmlDeviceGetPciInfo", index)
+    slot_gen, slot_width = slot_of(host, r, r.item("slot_gen_max", pci, "busId", str))
+    gen = r.integer("gen_current", "nvmlDeviceGetCurrPcieLinkGeneration", index)
+    width = r.integer("width_current", "nvmlDeviceGetCurrPcieLinkWidth", index)
+    gen_max = r.integer("gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", index)
+    gen_gpu_max = r.integer("gen_gpu_max", "nvmlDeviceGetGpuMaxPcieLinkGeneration", index)
+    width_max = r.integer("width_max", "nvmlDeviceGetMaxPcieLinkWidth", index)
+    gen_loaded = _int_of(load, "gen_max_seen") if load else None
+    width_loaded = _int_of(load, "width_min_seen") if load else None
+    widths = [w for w in (width, width_loaded) if w]
+    # the widest the link can train: the GPU's width, unless its slot is narrower
+    capable_width = min(slot_width, width_max) if slot_width and width_max else width_max
+    in_use_gen = gen_loaded or gen
+    in_use_width = width_loaded or width
+    return GpuLink(
+        index=index, gen_current=gen, width_current=width, gen_max=gen_max,
+        gen_gpu_max=gen_gpu_max, width_max=width_max, slot_gen_max=slot_gen,
+        slot_width_max=slot_width,
+        replay_count=r.integer("replay_count", "nvmlDeviceGetPcieReplayCounter", index),
+        under_load=gen_loaded is not None,
+        gen_loaded=gen_loaded, width_loaded=width_loaded,
+        slot_limited=bool((gen_max and gen_gpu_max and gen_max < gen_gpu_max)
+                          or (slot_width and width_max and slot_width < width_max)),
+        width_short=bool(capable_width and widths and min(widths) < capable_width),
+        gen_low_under_load=bool(gen_loaded and gen_max and gen_loaded < gen_max),
+        ceiling_trained_gbps=link_ceiling_gbps(in_use_gen, in_use_width),
+        ceiling_capable_gbps=link_ceiling_gbps(gen_max, capable_width),
+        missing=r.missing,
+    )
+
+
+def probe(host: Host, options: ScanOptions) -> PcieRecord:
+    count = gpu_count(host)
+    loads: dict[int, dict | None] = {i: None for i in range(count)}
+    load_reason = None
+    if options.level < Level.STANDARD:
+        load_reason = "level quick reads the link at rest only (idle links train down)"
+    else:
+        for i in range(count):
+            try:
+                loads[i] = _loaded(host, i)
+            except MeasurementError as exc:
+                load_reason = str(exc)
+    return PcieRecord(gpus=tuple(read_link(host, i, loads[i]) for i in range(count)),
+                      load_reason=load_reason)
+
+
+def summary(record: PcieRecord) -> str:
+    parts = []
+    for g in record.gpus:
+        gen = g.gen_loaded or g.gen_current
+        width = g.width_loaded or g.width_current
+        parts.append(f"GPU{g.index} Gen{gen or '?'} x{width or '?'} of Gen{g.gen_max or '?'} "
+                     f"x{g.width_max or '?'}")
+    return "; ".join(parts) + ("" if record.load_reason is None else " (at rest)")

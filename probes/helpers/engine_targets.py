@@ -1,0 +1,68 @@
+"""The engine endpoints the active engine probes talk to (warm-up, output, load state, exposure).
+
+Source: engine discovery (probes/engine/discovery.py: engine processes from the process
+table and their listening sockets, plus every ``--endpoint URL``), memoized per scan by the
+host. Manual equivalent: ``ss -ltnp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from doctor.seam.host import Host
+from doctor.model import ScanOptions, Skip
+
+if TYPE_CHECKING:
+    from doctor.workload.loadgen import Endpoint
+
+WILDCARDS = ("0.0.0.0", "[::]", "::", "*")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    base_url: str  # always a loopback URL when the engine listens on this host
+    pid: int | None
+    kind: str | None  # vllm, sglang, tgi, llama.cpp, ollama, ...
+    model: str | None
+    api_key_set: bool | None
+    listen: tuple[str, ...]  # the process's listening sockets; () for a named endpoint
+    # from --endpoint http://:KEY@...: sent with requests, never shown or recorded
+    api_key: str | None = field(default=None, repr=False)
+
+    def endpoint(self) -> "Endpoint":
+        from doctor.workload.loadgen import Endpoint
+
+        return Endpoint(self.base_url, model=self.model, api_key=self.api_key)
+
+    @property
+    def serves_completions(self) -> bool:
+        """Triton and Ollama's native API do not speak /v1/completions streaming."""
+        return self.kind not in ("triton", "tensorrt-llm")
+
+
+def targets(host: Host, options: ScanOptions) -> tuple[Target, ...]:
+    """Every engine that has an HTTP endpoint, as discovery found it (memoized per scan)."""
+    from probes.engine.discovery import credentials, discover
+
+    keys = {url: headers.get("Authorization", "").removeprefix("Bearer ") or None
+            for url, headers in credentials(host, options).items()}
+    return tuple(Target(e.base_url, e.pid, e.kind, e.model, e.api_key_set, tuple(e.listen),
+                        keys.get(e.base_url))
+                 for e in discover(host, options) if e.base_url)
+
+
+def active_targets(host: Host, options: ScanOptions) -> list[Target]:
+    """The endpoints an active probe may send completions to; Skip says why there are none.
+
+    An engine that asks for an API key is left out unless the key was given
+    (``--endpoint http://:KEY@HOST:PORT``): its answers would be 401s, not measurements.
+    """
+    found = [t for t in targets(host, options) if t.serves_completions]
+    if not found:
+        raise Skip("no engine endpoint: none found running, none named with --endpoint")
+    usable = [t for t in found if t.api_key or not t.api_key_set]
+    if not usable:
+        raise Skip(f"{found[0].base_url} asks for an API key: give it as --endpoint "
+                   "http://:KEY@HOST:PORT to measure it")
+    return usable

@@ -1,0 +1,1 @@
+"""Host probes: limits, kernel settings, CPU, memory and its bandwidth, model disks."""

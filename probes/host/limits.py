@@ -1,0 +1,111 @@
+"""host.limits: resource limits of this process and of every serving-engine process.
+
+Reads ``/proc/self/limits`` and ``/proc/<pid>/limits`` for each detected engine (world-
+readable; no root needed). Counts, not bytes, except locked memory (bytes; None =
+unlimited). Manual equivalent: ``ulimit -Sn; ulimit -Hn`` and ``cat /proc/<pid>/limits``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.seam.host import Host
+from doctor.model import ScanOptions
+from probes.helpers import kernel_text
+from probes.helpers.kernel_text import MalformedError
+from probes.helpers.processes import engine_processes
+
+# /proc/<pid>/limits row names for the limits we judge.
+ROWS = {
+    "Max open files": "nofile",
+    "Max processes": "nproc",
+    "Max locked memory": "memlock",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessLimits:
+    pid: int | None  # None for this process as captured (/proc/self)
+    comm: str
+    engine: str | None
+    role: str  # "engine", or "shell": llm-doctor itself, standing for what the shell hands on
+    nofile_soft: int | None  # None = unlimited
+    nofile_hard: int | None
+    nproc_soft: int | None
+    nproc_hard: int | None
+    memlock_soft_bytes: int | None
+    memlock_hard_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsRecord:
+    processes: tuple[ProcessLimits, ...]
+    engine_count: int
+
+
+def parse_limits(text: str, path: str = "/proc/self/limits") -> dict[str, int | None]:
+    """``/proc/<pid>/limits`` → {"nofile_soft": 1024, ...}; unlimited is None.
+
+    Every row of ROWS must be there (fs/proc/base.c prints all sixteen), each with a soft
+    and a hard limit that are numbers or ``unlimited``, the soft no higher than the hard
+    (setrlimit refuses that); anything else is MalformedError naming the row.
+    """
+    values: dict[str, int | None] = {}
+    for line in text.splitlines()[1:]:
+        for row, key in ROWS.items():
+            if line.startswith(row) and line[len(row):len(row) + 1].isspace():
+                soft, hard = (_limit(path, row, which, word) for which, word in
+                              zip(("soft", "hard"), _two(path, row, line[len(row):])))
+                if hard is not None and (soft is None or soft > hard):
+                    raise MalformedError(path, f"{row!r} soft limit is above its hard limit")
+                values[f"{key}_soft"], values[f"{key}_hard"] = soft, hard
+    missing = [row for row, key in ROWS.items() if f"{key}_soft" not in values]
+    if missing:
+        raise MalformedError(path, f"no {', '.join(repr(r) for r in missing)} row")
+    return values
+
+
+def _two(path: str, row: str, rest: str) -> list[str]:
+    words = rest.split()
+    if len(words) < 2:
+        raise MalformedError(path, f"{row!r}: expected a soft and a hard limit, got {len(words)} field(s)")
+    return words[:2]
+
+
+def _limit(path: str, row: str, which: str, word: str) -> int | None:
+    if word == "unlimited":
+        return None
+    return kernel_text.count(path, word, f"{row!r} {which} limit as a number")
+
+
+def _limits(pid: int | None, comm: str, engine: str | None, text: str,
+            path: str = "/proc/self/limits") -> ProcessLimits:
+    v = parse_limits(text, path)
+    return ProcessLimits(
+        pid=pid,
+        comm=comm,
+        engine=engine,
+        role="engine" if engine else "shell",
+        nofile_soft=v["nofile_soft"],
+        nofile_hard=v["nofile_hard"],
+        nproc_soft=v["nproc_soft"],
+        nproc_hard=v["nproc_hard"],
+        memlock_soft_bytes=v["memlock_soft"],
+        memlock_hard_bytes=v["memlock_hard"],
+    )
+
+
+def probe(host: Host, options: ScanOptions) -> LimitsRecord:
+    rows = [_limits(None, "llm-doctor", None, host.read_text("/proc/self/limits"))]
+    engines = engine_processes(host)
+    for proc in engines:
+        path = f"/proc/{proc.pid}/limits"
+        rows.append(_limits(proc.pid, proc.comm, proc.engine, host.read_text(path), path))
+    return LimitsRecord(processes=tuple(rows), engine_count=len(engines))
+
+
+def summary(record: LimitsRecord) -> str:
+    """One line for people: the shell's limits and how many engines were found."""
+    me = record.processes[0]
+    return (f"open files {me.nofile_soft}/{me.nofile_hard}, processes {me.nproc_soft}; "
+            f"{record.engine_count} engine process(es)")

@@ -1,0 +1,72 @@
+"""host.memory: total, available and swap, from ``/proc/meminfo`` (kB there, MiB here).
+
+Manual equivalent: ``free -m``. No root needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.seam.host import Host
+from doctor.model import ScanOptions
+from probes.helpers import kernel_text
+from probes.helpers.kernel_text import MalformedError
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    total_mib: int
+    available_mib: int | None  # MemAvailable (kernels >= 3.14)
+    swap_total_mib: int
+    swap_used_mib: int  # SwapTotal - SwapFree - SwapCached: pages really out on swap
+    huge_pages_total: int
+    missing: dict[str, str]  # field → why it holds None (doctor/seam/missing.py)
+
+
+def parse_meminfo(text: str, path: str = "/proc/meminfo") -> dict[str, int]:
+    """``MemTotal:  24683652 kB`` → {"MemTotal": 24683652} (kB, or a count).
+
+    Every row is ``Key: number`` or ``Key: number kB`` (fs/proc/meminfo.c show_val_kb);
+    any other row is MalformedError naming its line.
+    """
+    values = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, colon, rest = line.partition(":")
+        parts = rest.split()
+        if not colon or not key.strip() or len(parts) not in (1, 2) or parts[1:] not in ([], ["kB"]):
+            raise MalformedError(path, f"line {n}: expected 'Key: number [kB]', got {line[:60]!r}")
+        values[key.strip()] = kernel_text.count(path, parts[0], f"a number for {key.strip()[:40]}")
+    return values
+
+
+def required(path: str, values: dict[str, int], key: str) -> int:
+    """``values[key]``, or MalformedError saying the row is missing."""
+    if key not in values:
+        raise MalformedError(path, f"no {key} row")
+    return values[key]
+
+
+def probe(host: Host, options: ScanOptions) -> MemoryRecord:
+    kb = parse_meminfo(host.read_text("/proc/meminfo"))
+    total_kb = required("/proc/meminfo", kb, "MemTotal")
+    if total_kb == 0:
+        raise MalformedError("/proc/meminfo", "MemTotal is 0 kB")
+    swap_used_kb = kb.get("SwapTotal", 0) - kb.get("SwapFree", 0) - kb.get("SwapCached", 0)
+    available = kb.get("MemAvailable")
+    return MemoryRecord(
+        total_mib=total_kb // 1024,
+        available_mib=None if available is None else available // 1024,
+        swap_total_mib=kb.get("SwapTotal", 0) // 1024,
+        swap_used_mib=max(swap_used_kb, 0) // 1024,
+        huge_pages_total=kb.get("HugePages_Total", 0),
+        # MemAvailable came with Linux 3.14: older kernels do not report it
+        missing={} if available is not None else {"available_mib": "not-supported"},
+    )
+
+
+def summary(record: MemoryRecord) -> str:
+    """One line for people: memory and swap in MiB."""
+    return (f"{record.total_mib} MiB total, {record.available_mib} available; "
+            f"swap {record.swap_used_mib}/{record.swap_total_mib} MiB used")
