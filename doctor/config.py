@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doctor.rules.loader import Rule, RuleError, suggest
+from doctor.rules.loader import Rule, RuleError
+from doctor.vocabulary import suggest
 from doctor.tomlfile import MAX_CONFIG_BYTES, LineIndex, read_toml
 
 LEVELS = ("quick", "standard", "full")

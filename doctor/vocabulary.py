@@ -5,6 +5,8 @@ symptom or cause appears; never rename one. tests/test_vocabulary.py checks this
 against domain.md.
 """
 
+import difflib
+
 SYMPTOMS: tuple[str, ...] = (
     "startup-oom",
     "slow-first-token",
@@ -70,3 +72,10 @@ CAUSES: tuple[str, ...] = (
     "slow-quant-kernel",
     "gpu-power-capped",
 )
+
+
+def suggest(word: str, choices) -> str:
+    """The hint every message ends with: " (did you mean 'X'?)" for the closest of
+    ``choices``, or "" when none is close."""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""

@@ -41,8 +41,8 @@ from urllib.parse import urlsplit
 
 from doctor.config import ConfigError
 from doctor.durations import parse as parse_duration
-from doctor.rules.loader import suggest
 from doctor.tomlfile import LineIndex, read_text
+from doctor.vocabulary import suggest
 
 DURATIONS = {"interval": "interval_s", "kernel_interval": "kernel_interval_s",
              "resend_interval": "resend_s", "history": "history_s"}

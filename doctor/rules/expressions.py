@@ -10,7 +10,6 @@ and no real rule comes near either bound.
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
 import types
 import typing
@@ -19,6 +18,7 @@ from typing import Any
 
 from doctor.model import ProbeSpec
 from doctor.rules.sandbox import ALLOWED_NODES, FUNCTIONS
+from doctor.vocabulary import suggest
 
 MAX_CHARS = 4000  # the longest built-in expression is under 300
 MAX_DEPTH = 40  # levels of nested operations, calls and brackets
@@ -28,9 +28,6 @@ class ExpressionError(ValueError):
     """An expression cannot be used; the message starts with the rule field it is in."""
 
 
-def suggest(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def optional_inner(tp: Any) -> Any:

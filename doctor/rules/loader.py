@@ -50,14 +50,13 @@ from doctor.rules.expressions import (
     compile_expression,
     element_type,
     optional_inner,
-    suggest,
 )
 from doctor.model import ProbeSpec, Severity
 from doctor.rules.sandbox import FUNCTIONS
 from doctor.rules.titles import Template, TemplateError
 from doctor.rules.titles import parse as parse_title
 from doctor.tomlfile import MAX_RULE_FILE_BYTES, LineIndex, read_toml
-from doctor.vocabulary import CAUSES, SYMPTOMS
+from doctor.vocabulary import CAUSES, SYMPTOMS, suggest
 
 RULE_FORMAT = 1  # the rule-file format this llm-doctor reads (docs/rules.md, "Formats")
 MAX_RULES_PER_FILE = 1000

@@ -40,6 +40,8 @@ from simpleeval import (
     IterableTooLong,
 )
 
+from doctor.rules.titles import SPEC
+
 MAX_VALUE_SIZE = 4_000_000  # characters or items (nested ones counted) in one value built
 MAX_WORK = 50_000_000  # per rule, over all its items: nodes + sizes of values built
 MAX_ITERATIONS = 100_000  # per expression, over all its comprehensions
@@ -377,8 +379,6 @@ class Evaluator(EvalWithCompoundTypes):
         value = self._eval(node.value)
         _check_size(value, "this f-string field")
         if node.format_spec:
-            from doctor.rules.titles import SPEC
-
             spec = self._eval(node.format_spec)
             if not SPEC.fullmatch(spec):
                 raise FeatureNotAvailable(f"'{spec}' is not a plain format spec")

@@ -15,7 +15,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.rules.expressions import suggest
+from doctor.vocabulary import suggest
 
 # [[fill]align][sign][z][#][0][width][grouping][.precision][type], width and precision
 # bounded so that a title cannot ask for a gigabyte of padding.
