@@ -21,7 +21,8 @@ from doctor.model import ScanOptions, Skip
 from doctor.workload.model_shape import (ModelFileError, ModelShape, parse_config, read_shape,
                                 shape_from_config, shape_from_values)
 from doctor.workload.plan import PlanError, make_plan
-from probes.engine.discovery import Engine, discover
+from probes.engine.discovery import discover
+from probes.helpers.engine_flags import Engine
 
 KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
              "bf16": "bf16", "fp16": "fp16", "float16": "fp16", "bfloat16": "bf16",

@@ -28,6 +28,7 @@ from doctor.model import ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
 from doctor.values import page_json
 from probes.helpers import engine_flags
+from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_names import kind_of_page
 from probes.helpers.processes import engine_processes
 
@@ -35,30 +36,6 @@ PAGE_TIMEOUT_S = 2.0  # JSON pages
 PAGE_MAX_BYTES = 1 << 20
 METRICS_TIMEOUT_S = 3.0  # /metrics: engine.metrics takes this read as its first scrape
 METRICS_MAX_BYTES = 8 << 20  # real pages are 50-200 KB; 8 MiB leaves room for many LoRAs
-
-
-@dataclass(frozen=True, slots=True)
-class Engine:
-    """One serving engine. Fields are stable: other probes (engine.load, warm-up) read them."""
-
-    pid: int | None  # None for an --endpoint engine not found in the process table
-    kind: str  # vllm, sglang, tgi, llama.cpp, ollama, tensorrt-llm, triton, or "unknown"
-    base_url: str | None  # http://127.0.0.1:8000 (no credentials, no path); None: no socket
-    model: str | None  # served model name (/v1/models id, --served-model-name, model path)
-    model_path: str | None  # local weights path from the command line or the engine
-    gpu_memory_utilization: float | None  # vLLM flag / cache_config; SGLang mem_fraction_static
-    max_num_seqs: int | None  # vLLM; SGLang max_running_requests; TGI max_concurrent_requests; llama.cpp -np
-    max_num_batched_tokens: int | None  # vLLM; SGLang chunked_prefill_size; TGI max_batch_prefill_tokens; llama.cpp -b
-    block_size: int | None  # KV block tokens: vLLM --block-size/cache_config; SGLang page_size
-    max_model_len: int | None  # tokens per sequence: /v1/models, context_length, max_total_tokens, n_ctx
-    kv_cache_dtype: str | None  # "auto", "fp8", "q8_0", …
-    tensor_parallel_size: int | None
-    enforce_eager: bool | None  # CUDA graphs off (--enforce-eager, --disable-cuda-graph)
-    api_key_set: bool  # the engine asks for an API key (flag present, or /v1 answered 401)
-    listen: tuple[str, ...]  # listening sockets of the process
-    source: str  # "process", "endpoint" or "process+endpoint"
-    config_from: tuple[str, ...]  # where the figures came from: flags, /metrics, /v1/models…
-    error: str | None  # why its pages could not be read, naming the URL; None when they could
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,8 @@ from typing import Iterable
 from doctor.seam.host import Host
 from doctor.model import ScanOptions, Skip
 from doctor.values import count
-from probes.engine.discovery import Engine, discover
+from probes.engine.discovery import discover
+from probes.helpers.engine_flags import Engine
 from probes.engine.metrics import EngineMetrics, scrape_all
 from probes.kernels.kv_alloc import simulate
 

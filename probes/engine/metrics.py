@@ -22,7 +22,8 @@ from doctor.redact import safe_display
 from doctor.values import number
 from probes.engine.discovery import METRICS_MAX_BYTES as PAGE_MAX_BYTES
 from probes.engine.discovery import METRICS_TIMEOUT_S as PAGE_TIMEOUT_S
-from probes.engine.discovery import Engine, credentials, discover, first_pages
+from probes.engine.discovery import credentials, discover, first_pages
+from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_names import kind_of_page
 from probes.helpers.engine_normalise import EngineMetrics, normalise
 SCRAPE_INTERVAL_S = {Level.QUICK: 2.0, Level.STANDARD: 3.0, Level.FULL: 5.0}

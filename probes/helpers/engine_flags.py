@@ -10,12 +10,36 @@ is present is kept.
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from doctor.values import count, field, first, fraction, text
 
-if TYPE_CHECKING:  # engine_discovery imports this module: no cycle at run time
-    from probes.engine.discovery import Engine
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """One serving engine. Fields are stable: other probes (engine.load, warm-up) read them."""
+
+    pid: int | None  # None for an --endpoint engine not found in the process table
+    kind: str  # vllm, sglang, tgi, llama.cpp, ollama, tensorrt-llm, triton, or "unknown"
+    base_url: str | None  # http://127.0.0.1:8000 (no credentials, no path); None: no socket
+    model: str | None  # served model name (/v1/models id, --served-model-name, model path)
+    model_path: str | None  # local weights path from the command line or the engine
+    gpu_memory_utilization: float | None  # vLLM flag / cache_config; SGLang mem_fraction_static
+    max_num_seqs: int | None  # vLLM; SGLang max_running_requests; TGI max_concurrent_requests; llama.cpp -np
+    max_num_batched_tokens: int | None  # vLLM; SGLang chunked_prefill_size; TGI max_batch_prefill_tokens; llama.cpp -b
+    block_size: int | None  # KV block tokens: vLLM --block-size/cache_config; SGLang page_size
+    max_model_len: int | None  # tokens per sequence: /v1/models, context_length, max_total_tokens, n_ctx
+    kv_cache_dtype: str | None  # "auto", "fp8", "q8_0", …
+    tensor_parallel_size: int | None
+    enforce_eager: bool | None  # CUDA graphs off (--enforce-eager, --disable-cuda-graph)
+    api_key_set: bool  # the engine asks for an API key (flag present, or /v1 answered 401)
+    listen: tuple[str, ...]  # listening sockets of the process
+    source: str  # "process", "endpoint" or "process+endpoint"
+    config_from: tuple[str, ...]  # where the figures came from: flags, /metrics, /v1/models…
+    error: str | None  # why its pages could not be read, naming the URL; None when they could
+
 
 # figure → (flags per engine). A flag with no value (enforce_eager) is a switch.
 FLAGS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -120,8 +144,6 @@ def _base_url(kind: str, listen: tuple[str, ...], port: int | None) -> str | Non
 
 
 def from_process(proc) -> Engine:
-    from probes.engine.discovery import Engine
-
     kind = proc.engine or "unknown"
     found = _from_flags(kind, proc.cmdline)
     port = found.pop("port", None)
@@ -133,8 +155,6 @@ def from_process(proc) -> Engine:
 
 
 def blank(base_url: str | None) -> Engine:
-    from probes.engine.discovery import Engine
-
     return Engine(pid=None, kind="unknown", base_url=base_url, listen=(), source="endpoint",
                   config_from=(), error=None, api_key_set=False,
                   **{f: None for f in CONFIG_FIELDS if f != "api_key_set"})
