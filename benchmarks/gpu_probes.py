@@ -16,7 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from doctor.seam.host import Host, LiveHost  # noqa: E402
+from doctor.seam.host import Host  # noqa: E402
+from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions  # noqa: E402
 from probes.registry import PROBES  # noqa: E402
 from doctor.runner import run_probes  # noqa: E402

@@ -41,7 +41,7 @@ def main() -> int:
     print(f"scan --level quick, {args.runs} runs on {os.cpu_count()} CPUs")
     print(f"  wall time   median {statistics.median(walls):.2f} s, worst {max(walls):.2f} s  (aim < 1.5 s)")
     print(f"  peak memory median {statistics.median(peaks):.1f} MiB, worst {max(peaks):.1f} MiB  (aim < 80 MB)")
-    code = ("import sys\nfrom probes.registry import PROBES\nfrom doctor.seam.host import LiveHost\n"
+    code = ("import sys\nfrom probes.registry import PROBES\nfrom doctor.seam.live import LiveHost\n"
             "from doctor.model import ScanOptions, Level\nfrom doctor.runner import run_probes\n"
             "run_probes(PROBES, LiveHost(), ScanOptions(level=Level.QUICK))\n"
             "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")

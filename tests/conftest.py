@@ -61,7 +61,7 @@ def cli():
 
 
 def _engine_running() -> bool:
-    from doctor.seam.host import LiveHost
+    from doctor.seam.live import LiveHost
     from probes.helpers.processes import engine_processes
 
     return bool(engine_processes(LiveHost()))

@@ -8,7 +8,7 @@ the live time bound of the disk read.
 
 from __future__ import annotations
 
-from doctor.seam.host import LiveHost
+from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions
 from doctor.seam.recorded import RecordedHost
 from probes.helpers import dimms

@@ -125,7 +125,7 @@ def test_a_gguf_header_that_could_not_be_read_is_said(tmp_path):
 
 def test_capture_keeps_the_gguf_shape_so_the_replay_sizes_it(tmp_path):
     """RecordingHost over a live host: the header is read once live, then replayed."""
-    from doctor.seam.host import LiveHost
+    from doctor.seam.live import LiveHost
     from doctor.seam.recorded import RecordingHost
     from probes.engine.capacity import model_shape
 

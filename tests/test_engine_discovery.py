@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.seam.host import LiveHost
+from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions
 from doctor.seam.recorded import RecordedHost
 from probes.registry import PROBES

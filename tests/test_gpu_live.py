@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.seam.host import LiveHost
+from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions
 from doctor.seam.recorded import RecordedHost
 from probes.registry import PROBES

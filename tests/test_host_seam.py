@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from doctor.seam.host import HostReadError, LiveHost, MeasurementError
+from doctor.seam.host import HostReadError, MeasurementError
+from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordedHostError, RecordingHost
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from doctor.workload import knee
-from doctor.seam.host import LiveHost
+from doctor.seam.live import LiveHost
 from doctor.workload.loadgen import Endpoint, Workload, run_requests
 from doctor.model import ScanOptions
 from probes.engine import (

@@ -9,7 +9,8 @@ import pytest
 
 from doctor.workload import knee
 from doctor.rules.evaluate import evaluate
-from doctor.seam.host import HttpResponse, LiveHost
+from doctor.seam.host import HttpResponse
+from doctor.seam.live import LiveHost
 from doctor.workload.loadgen import Endpoint, Workload, run_requests
 from doctor.model import ProbeResult, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordWriter

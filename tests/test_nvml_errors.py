@@ -7,7 +7,8 @@ import traceback
 
 import pytest
 
-from doctor.seam.host import HostReadError, LiveHost, Reason
+from doctor.seam.host import HostReadError, Reason
+from doctor.seam.live import LiveHost
 
 pytest.importorskip("pynvml")
 

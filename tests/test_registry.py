@@ -36,7 +36,7 @@ def test_quick_probes_do_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom probes.registry import PROBES\nfrom doctor.seam.host import LiveHost\n"
+    code = ("import sys\nfrom probes.registry import PROBES\nfrom doctor.seam.live import LiveHost\n"
             "from doctor.model import ScanOptions, Level\nfrom doctor.runner import run_probes\n"
             "run_probes(PROBES, LiveHost(), ScanOptions(level=Level.QUICK))\n"
             "print('torch' in sys.modules, 'numpy' in sys.modules)")

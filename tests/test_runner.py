@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from doctor.seam.host import LiveHost
+from doctor.seam.live import LiveHost
 from doctor.model import Level, ProbeSpec, ScanOptions, Skip
 from doctor.runner import run_probes
 

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from doctor.seam.host import HostReadError, HttpResponse, LiveHost, PathInfo, Reason
+from doctor.seam.host import HostReadError, HttpResponse, PathInfo, Reason
+from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordedHostError, RecordingHost, RecordWriter
 from probes.helpers.processes import parse_listening, process_table
 

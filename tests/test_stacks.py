@@ -9,7 +9,8 @@ import time
 import pytest
 
 from doctor.rules.evaluate import evaluate
-from doctor.seam.host import CommandOutput, LiveHost
+from doctor.seam.host import CommandOutput
+from doctor.seam.live import LiveHost
 from doctor.model import ProbeResult, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordWriter
 from probes.registry import by_name

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from doctor.rules.evaluate import evaluate
-from doctor.seam.host import LiveHost
+from doctor.seam.live import LiveHost
 from doctor.model import ProbeResult, ScanOptions, Skip
 from probes.registry import by_name
 from doctor.rules.loader import builtin_files, load_rules

@@ -18,7 +18,8 @@ from doctor.commands.setup import (FORMATS, ScanCannotRun, check_model_dirs, loa
                         scan_options)
 from doctor.commands.plan import plan
 from doctor.config import ConfigError
-from doctor.seam.host import Host, LiveHost
+from doctor.seam.host import Host
+from doctor.seam.live import LiveHost
 from doctor.model import ScanOptions, ScanReport
 from doctor.seam.recorded import RecordedHostError, RecordingHost
 from probes.registry import PROBES, by_name

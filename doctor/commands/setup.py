@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from doctor.config import Config, check_against_rules, find_config, load_config
-from doctor.seam.host import Host, LiveHost
+from doctor.seam.host import Host
+from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions, ScanReport
 from probes.registry import by_name
 from doctor.rules.loader import Rule, builtin_files, load_rules

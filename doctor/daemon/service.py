@@ -30,7 +30,8 @@ from doctor.daemon.scheduler import Scheduler
 from doctor.daemon.server import serve
 from doctor.daemon.settings import Settings, load_settings, with_flags
 from doctor.rules.evaluate import evaluate
-from doctor.seam.host import Host, LiveHost
+from doctor.seam.host import Host
+from doctor.seam.live import LiveHost
 from doctor.model import Level, ProbeResult, ScanOptions, ScanReport, Severity
 from probes.registry import PROBES, by_name
 from doctor.rules.loader import Rule, builtin_files, load_rules

@@ -3,7 +3,7 @@
 A probe never opens a file, runs a command, stats a path, fetches a page or calls NVML
 itself: it asks a ``Host``. Two implementations stand behind the interface:
 
-* ``LiveHost`` (here) reads this machine.
+* ``LiveHost`` (doctor/seam/live.py) reads this machine.
 * ``RecordedHost`` (doctor/seam/recorded.py) reads a directory written by ``llm-doctor capture``
   or by hand (docs/recorded-host.md).
 
@@ -17,10 +17,6 @@ as values. Each kind of read is one class in doctor/seam/read_kinds.py.
 from __future__ import annotations
 
 import enum
-import errno
-import os
-import socket
-import subprocess
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, TypeVar
@@ -146,136 +142,3 @@ class Memo:
     def new_scan(self) -> None:
         with self._memo_lock:
             self._memo = {}
-
-
-def os_error(path: str, exc: OSError) -> HostReadError:
-    if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ESRCH):
-        return HostReadError(path, Reason.NOT_FOUND)
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return HostReadError(path, Reason.NO_PERMISSION)
-    return HostReadError(path, Reason.FAILED, exc.strerror or str(exc))
-
-
-class LiveHost(Memo):
-    """This machine."""
-
-    kind = "live"
-
-    def read_text(self, path: str) -> str:
-        try:
-            with open(path, "rb", buffering=0) as f:
-                return _read_bounded(f).decode("utf-8", "replace")
-        except OSError as exc:
-            raise os_error(path, exc) from None
-
-    def list_dirs(self, path: str) -> list[str]:
-        try:
-            with os.scandir(path) as it:
-                return sorted(e.name for e in it if _is_dir(e))
-        except OSError as exc:
-            raise os_error(path, exc) from None
-
-    def list_files(self, path: str) -> dict[str, int]:
-        try:
-            with os.scandir(path) as it:
-                return {e.name: e.stat().st_size for e in it if _is_file(e)}
-        except OSError as exc:
-            raise os_error(path, exc) from None
-
-    def list_links(self, path: str) -> dict[str, str]:
-        """Symbolic links in a directory with their targets (``/proc/<pid>/fd``)."""
-        links = {}
-        try:
-            with os.scandir(path) as it:
-                for entry in it:
-                    try:
-                        if entry.is_symlink():
-                            links[entry.name] = os.readlink(entry.path)
-                    except OSError:  # a descriptor closed between listing and reading
-                        continue
-        except OSError as exc:
-            raise os_error(path, exc) from None
-        return dict(sorted(links.items()))
-
-    def read_link(self, path: str) -> str:
-        try:
-            return os.readlink(path)
-        except OSError as exc:
-            raise os_error(path, exc) from None
-
-    def stat(self, path: str) -> PathInfo:
-        try:
-            st = os.stat(path)
-            vfs = os.statvfs(path)
-        except OSError as exc:
-            raise os_error(path, exc) from None
-        return PathInfo(
-            device=f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}",
-            is_dir=os.path.isdir(path),
-            fs_total_bytes=vfs.f_blocks * vfs.f_frsize,
-            fs_free_bytes=vfs.f_bavail * vfs.f_frsize,
-        )
-
-    def run(self, argv: Sequence[str], timeout_s: float = 5.0) -> CommandOutput:
-        name = " ".join(argv)
-        try:
-            proc = subprocess.run(
-                list(argv), capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL
-            )
-        except FileNotFoundError:
-            raise HostReadError(name, Reason.NOT_FOUND, "command not installed") from None
-        except PermissionError:
-            raise HostReadError(name, Reason.NO_PERMISSION) from None
-        except subprocess.TimeoutExpired:
-            raise HostReadError(name, Reason.TIMEOUT, f"no answer in {timeout_s:g} s") from None
-        return CommandOutput(
-            tuple(argv),
-            proc.returncode,
-            proc.stdout.decode("utf-8", "replace"),
-            proc.stderr.decode("utf-8", "replace"),
-        )
-
-    def measure(self, name: str, fn: Callable[[], Any]) -> Any:
-        return fn()
-
-    def http_get(self, url: str, timeout_s: float = 5.0, max_bytes: int = 8 << 20,
-                 headers: dict[str, str] | None = None) -> HttpResponse:
-        from doctor.seam.http import get
-
-        return get(url, timeout_s, max_bytes, headers)
-
-    def nvml(self, name: str, *args: int | str) -> Any:
-        try:
-            from doctor.seam import nvml
-        except ImportError as exc:
-            raise HostReadError(f"nvml {name}", Reason.LIBRARY_MISSING, str(exc)) from None
-        return nvml.query(name, *args)
-
-    def describe(self) -> dict[str, str]:
-        return {"kind": "live", "hostname": socket.gethostname()}
-
-
-def _read_bounded(f, limit: int = 4 * 1024 * 1024) -> bytes:
-    # Small reads: /proc/sys handlers refuse one huge read with ENOMEM.
-    chunks, total = [], 0
-    while total < limit:
-        chunk = f.read(65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)
-
-
-def _is_dir(entry: os.DirEntry) -> bool:
-    try:
-        return entry.is_dir(follow_symlinks=True)
-    except OSError:  # a /proc entry that vanished between listing and stat
-        return False
-
-
-def _is_file(entry: os.DirEntry) -> bool:
-    try:
-        return entry.is_file()
-    except OSError:
-        return False

@@ -4,17 +4,23 @@ recording keeps it, how a replay answers it (docs/recorded-host.md has a section
 Adding a kind is one class here, a method on the hosts that calls ``Recorded*._read`` /
 ``RecordingHost._read`` with it, and one section in the docs. ``key`` names the read in
 ``[errors]`` of host.toml, where a failure can be recorded or planted by hand.
+
+The hosts of doctor/seam/recorded.py call a kind with themselves (``w``, the writer of a
+recording; ``r``, the recorded host): this module imports neither, so the two stay one
+arrow apart (recorded → read_kinds).
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-from doctor.seam.host import CommandOutput, HostReadError, HttpResponse, LiveHost, PathInfo, Reason
+from doctor.seam.host import CommandOutput, HostReadError, HttpResponse, PathInfo, Reason
+from doctor.seam.http import display_url
+from doctor.seam.live import LiveHost
 
-if TYPE_CHECKING:
-    from doctor.seam.recorded import RecordedHost, RecordWriter
+RecordWriter = Any  # doctor.seam.recorded.RecordWriter
+RecordedHost = Any  # doctor.seam.recorded.RecordedHost
 
 
 class Kind:
@@ -26,15 +32,15 @@ class Kind:
     def live(self, host: LiveHost, *args: Any) -> Any:
         return getattr(host, self.name)(*args)
 
-    def write(self, w: "RecordWriter", args: tuple, value: Any) -> None:
+    def write(self, w: RecordWriter, args: tuple, value: Any) -> None:
         raise NotImplementedError
 
-    def write_error(self, w: "RecordWriter", args: tuple, exc: HostReadError) -> None:
+    def write_error(self, w: RecordWriter, args: tuple, exc: HostReadError) -> None:
         # An absent file replays as absent by itself; anything else is recorded.
         if exc.reason != Reason.NOT_FOUND:
             w.error(self.key(*args), exc.reason)
 
-    def replay(self, r: "RecordedHost", args: tuple) -> Any:
+    def replay(self, r: RecordedHost, args: tuple) -> Any:
         raise NotImplementedError
 
 
@@ -138,8 +144,6 @@ class HttpKind(Kind):
     name = "http_get"
 
     def key(self, url: str, *_: Any) -> str:
-        from doctor.seam.http import display_url
-
         return f"GET {display_url(url)}"
 
     def write(self, w, args, value):
@@ -149,8 +153,6 @@ class HttpKind(Kind):
         w.http(args[0], exc.reason, exc.detail)
 
     def replay(self, r, args):
-        from doctor.seam.http import display_url
-
         url = display_url(args[0])
         answers = r.http.get(url)
         if not answers:

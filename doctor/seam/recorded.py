@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from doctor.seam import read_kinds as kinds
-from doctor.seam.host import (CommandOutput, HostReadError, HttpResponse, LiveHost, MeasurementError,
-                         Memo, PathInfo, Reason)
+from doctor.seam.host import (CommandOutput, HostReadError, HttpResponse, MeasurementError, Memo,
+                              PathInfo, Reason)
+from doctor.seam.live import LiveHost
 from doctor.seam.recorded_store import (RecordedHostError, Store, check_entries, check_nvml,
-                                   load_json, load_manifest)
+                                        load_json, load_manifest)
 
 FORMAT_VERSION = 2
 
