@@ -65,6 +65,7 @@ class ProbeResult:
     duration_s: float
     reason: str | None = None  # for skipped, error, timeout
     record: Any = None  # the probe's frozen record when ok
+    summary: str = ""  # the record in one line for people (ProbeSpec.summary), made by the runner
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,20 @@ class Finding:
     remediation: str
     playbook: str
     key: str = ""  # the item's identity for a rule with `each` (pid, GPU UUID, path)
+
+    @property
+    def identity(self) -> str:
+        """What the finding is about, for alerts and reports: its key, else what its
+        evidence names."""
+        return self.key or key_from_evidence(self.evidence)
+
+
+def key_from_evidence(evidence: dict[str, Any]) -> str:
+    """The item an evidence dict names (a GPU, a pid, a path), for a finding without a key."""
+    for name in ("uuid", "gpu", "pid", "process", "path", "engine", "device", "mount"):
+        if evidence.get(name) not in (None, ""):
+            return str(evidence[name])
+    return ""
 
 
 @dataclass(slots=True)

@@ -56,8 +56,22 @@ class ProbeCall(threading.Thread):
             else:
                 reason = (f"internal error: {type(exc).__name__}: {str(exc)[:200]} "
                           f"({at}); please report it")
-        self.result = ProbeResult(self.spec.name, status, time.perf_counter() - self.started_at,
-                                  reason, record)
+        duration = time.perf_counter() - self.started_at
+        self.result = ProbeResult(self.spec.name, status, duration, reason, record,
+                                  summarise(self.spec, record) if status == "ok" else "")
+
+
+def summarise(spec: ProbeSpec, record: object) -> str:
+    """The probe's one line for people, made where the probe ran so that renderers need not
+    know the probes: a record its summary cannot read (a hand-written recording) says so."""
+    if spec.summary is None:
+        return ""
+    try:
+        return spec.summary(record)
+    # The summary reads a record that may come from a recording of any shape: whatever it
+    # trips on, the result still carries its record and the scan goes on.
+    except Exception as exc:  # noqa: BLE001
+        return f"(unreadable: {type(exc).__name__}: {str(exc)[:200]})"
 
 
 def _finish(call: ProbeCall, deadline: float) -> ProbeResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.model import ProbeResult, ProbeSpec
+from doctor.model import ProbeResult
 from doctor.redact import redact_text, safe_display
 
 
@@ -24,24 +24,9 @@ def show(value: Any) -> str:
     return safe_display(redact_text(text))
 
 
-def probe_summary(result: ProbeResult, specs: dict[str, ProbeSpec] | None = None) -> str:
-    """The probe's one line for people (its module's ``summary``), or why there is none.
-
-    Never raises: a record the summary cannot read shows as "(unreadable: ...)".
-    """
+def probe_summary(result: ProbeResult) -> str:
+    """The probe's one line for people (made by the runner from the probe's own summary),
+    or why there is none, made safe to show."""
     if result.status != "ok":
         return show(result.reason or "")
-    if specs is None:
-        from probes.registry import by_name
-
-        specs = by_name()
-    spec = specs.get(result.name)
-    fn = spec.summary if spec is not None else None
-    if fn is None:
-        return ""
-    try:
-        return show(fn(result.record))
-    # The isolation boundary of a report: a summary reads a record that may have come from
-    # a hand-written recording; whatever it trips on, the rest of the report still prints.
-    except Exception as exc:  # noqa: BLE001
-        return show(f"(unreadable: {type(exc).__name__}: {exc})")
+    return show(result.summary)

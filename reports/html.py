@@ -15,8 +15,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from doctor.daemon.exporter import key_from_evidence
-from doctor.model import ScanReport
+from doctor.model import ScanReport, key_from_evidence
 from reports.common import probe_summary, show
 from reports.json_report import sanitized, to_dict
 from reports.svg import MAX_SERIES, line_chart

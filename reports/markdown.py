@@ -13,7 +13,6 @@ import re
 import jinja2
 
 from doctor.model import ScanReport
-from probes.registry import by_name
 from reports.common import probe_summary, show
 from reports.json_report import to_dict
 
@@ -60,9 +59,8 @@ def render(report: ScanReport) -> str:
     env.filters["mdcodecell"] = lambda value: mdcode(value, in_table=True)
     env.filters["mdrule"] = mdrule
     data = to_dict(report)
-    specs = by_name()
     for probe, result in zip(data["probes"], report.probes):
-        probe["summary"] = probe_summary(result, specs)
+        probe["summary"] = probe_summary(result)
     counts = {s: sum(1 for f in data["findings"] if f["severity"] == s)
               for s in ("critical", "warning", "info")}
     return env.get_template("report.md.j2").render(counts=counts, **data)

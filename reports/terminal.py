@@ -13,7 +13,6 @@ from rich.text import Text
 
 from doctor.model import ScanReport, Severity
 from doctor.redact import redact_data
-from probes.registry import by_name
 from playbooks import path_of
 from reports.common import probe_summary, show
 
@@ -77,10 +76,9 @@ def _probes(report: ScanReport) -> Table:
     table.add_column("status")
     table.add_column("time", justify="right")
     table.add_column("what it saw", overflow="fold")
-    specs = by_name()
     for p in report.probes:
         table.add_row(Text(show(p.name)), Text(p.status, style=STATUS_STYLE.get(p.status, "")),
-                      f"{p.duration_s:.2f}s", Text(probe_summary(p, specs)))
+                      f"{p.duration_s:.2f}s", Text(probe_summary(p)))
     return table
 
 

@@ -20,6 +20,8 @@ from doctor.output import check_target, write_atomic
 from doctor.redact import safe_display
 from probes.host.cpu_load import CpuLoadRecord, ProcessCpu
 from reports import json_report, markdown, terminal
+from doctor.runner import summarise
+from probes.registry import by_name
 from reports.common import probe_summary
 from tests.conftest import FIXTURE_HOSTS, REPO
 
@@ -42,7 +44,8 @@ def _report(record=None, evidence=None, **finding) -> ScanReport:
     return ScanReport(
         host={"kind": "recorded", "hostname": f"host{ESC}]0;pwned{ESC}\\", "captured_at": "now"},
         level=Level.QUICK, started_at="2026-01-01T00:00:00Z", duration_s=1.0,
-        probes=[ProbeResult("host.cpu_load", "ok", 0.5, None, record),
+        probes=[ProbeResult("host.cpu_load", "ok", 0.5, None, record,
+                            summarise(by_name()["host.cpu_load"], record)),
                 ProbeResult("host.memory", "error", 0.1, f"reason {HOSTILE}", None)],
         findings=[Finding(**fields)],
         rule_errors=[f"rule 'x': {HOSTILE}"],
