@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor import durations
-from doctor.daemon.exporter import finding_key
 from doctor.model import Finding
 
 
@@ -24,12 +23,6 @@ def parse_duration(text: str | float | None) -> float:
     if text is None or text == "":
         return 0.0
     return durations.parse(text)
-
-
-def rule_for_s(rule) -> float:
-    """A rule's ``for`` in seconds: ``Rule.for_s`` when the model has it, else parsed."""
-    value = getattr(rule, "for_s", None)
-    return float(value) if value is not None else parse_duration(rule.for_)
 
 
 @dataclass(slots=True)
@@ -70,7 +63,7 @@ class AlertTracker:
         out = Transitions()
         seen = set()
         for finding in findings:
-            ident = (finding.rule, finding_key(finding))
+            ident = (finding.rule, finding.identity)
             if ident in seen:
                 continue
             seen.add(ident)

@@ -116,19 +116,6 @@ def _walk_item(item: Any, position: int, path: list[str], labels: Labels,
             _walk(getattr(item, f.name), [*path, f.name], (*labels, *renamed), out)
 
 
-def finding_key(finding: Finding) -> str:
-    """A finding's item identity: ``Finding.key`` when the model has it, else from evidence."""
-    return getattr(finding, "key", "") or key_from_evidence(finding.evidence)
-
-
-def key_from_evidence(ev: dict[str, Any]) -> str:
-    """The item an evidence dict names, until every rule with ``each`` sets ``Finding.key``."""
-    for name in ("uuid", "gpu", "pid", "process", "path", "engine", "device", "mount"):
-        if ev.get(name) not in (None, ""):
-            return str(ev[name])
-    return ""
-
-
 @dataclass(slots=True)
 class Snapshot:
     """What the collector exports: replaced as a whole after each evaluation."""
@@ -220,7 +207,7 @@ class DoctorCollector(Collector):
                                     labels=labels)
         seen = set()
         for f in snap.findings:
-            values = (f.rule, f.cause, f.severity.label, ",".join(f.symptoms), finding_key(f))
+            values = (f.rule, f.cause, f.severity.label, ",".join(f.symptoms), f.identity)
             if values not in seen:
                 seen.add(values)
                 finding.add_metric(list(values), 1.0)

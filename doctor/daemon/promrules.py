@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 
-from doctor.daemon.alerts import rule_for_s
 from doctor.rules.loader import Rule
 
 BY = "instance, job, rule, cause, key, symptoms"
@@ -65,7 +64,7 @@ def export(rules: list[Rule], for_overrides: dict[str, float] | None = None,
                 f'severity=~"warning|critical"}}) > 0')
         severity = override.get("severity", rule.severity.label)
         lines += _rule_yaml(
-            alert_name(rule.id), expr, overrides.get(rule.id, rule_for_s(rule)),
+            alert_name(rule.id), expr, overrides.get(rule.id, rule.for_s or 0.0),
             "warning" if severity == "info" else severity,  # an info rule alerts when escalated
             f"{{{{ $labels.instance }}}}: {rule.id} {{{{ $labels.key }}}}",
             rule.remediation,

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from doctor.config import Config, ConfigError, check_against_rules, find_config
 from doctor.daemon import incidents, sinks
-from doctor.daemon.alerts import Alert, AlertTracker, rule_for_s
+from doctor.daemon.alerts import Alert, AlertTracker
 from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.daemon.history import History
 from doctor.daemon.scheduler import Scheduler
@@ -98,7 +98,7 @@ class Daemon:
         self.instance = self.host.describe().get("hostname", "localhost")
 
     def _for_s(self) -> dict[str, float]:
-        base = {r.id: rule_for_s(r) for r in self.loaded.rules}
+        base = {r.id: r.for_s or 0.0 for r in self.loaded.rules}
         return {**base, **self.loaded.settings.for_s}
 
     def _scheduler(self) -> Scheduler:
