@@ -52,6 +52,7 @@ class ProbeSpec:
     run: Callable[[Host, ScanOptions], Any]  # returns a frozen record or raises Skip
     exclusive: bool = False  # measures the machine: runs alone, after the read-only probes
     summary: Callable[[Any], str] | None = None  # the record in one line for people
+    needs: tuple[str, ...] = ()  # probes whose data it reads (through the memo): run first
 
 
 class Skip(Exception):

@@ -4,10 +4,17 @@ Read-only probes run side by side in threads; probes that measure the machine (m
 kernels, disk reads) run after them, one at a time, so they neither disturb the CPU
 sampling nor each other. A probe that overruns its timeout is reported as ``timeout`` and
 left behind on a daemon thread; its late result is ignored.
+
+A probe that builds on another's data names it in ``ProbeSpec.needs`` (engine.metrics needs
+engine.discovery): it starts when what it needs has finished, each under its own timeout,
+and reads that data from the per-scan memo its need filled. When a need did not end ``ok``,
+the probe is skipped with the need's reason (a need not chosen in this run, a probe run on
+its own, computes what it needs itself).
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import traceback
@@ -25,11 +32,13 @@ class ProbeCall(threading.Thread):
     """One probe run on its own daemon thread: the isolation boundary the scan and the
     daemon share; ``result`` is set when it ends, whatever happens inside."""
 
-    def __init__(self, spec: ProbeSpec, host: Host, options: ScanOptions) -> None:
+    def __init__(self, spec: ProbeSpec, host: Host, options: ScanOptions,
+                 done: "queue.SimpleQueue[ProbeCall] | None" = None) -> None:
         super().__init__(name=f"probe {spec.name}", daemon=True)
         self.spec, self.host, self.options = spec, host, options
         self.started_at = 0.0
         self.result: ProbeResult | None = None
+        self._done = done  # told when the result is set
 
     def run(self) -> None:
         self.started_at = time.perf_counter()
@@ -59,6 +68,8 @@ class ProbeCall(threading.Thread):
         duration = time.perf_counter() - self.started_at
         self.result = ProbeResult(self.spec.name, status, duration, reason, record,
                                   summarise(self.spec, record) if status == "ok" else "")
+        if self._done is not None:
+            self._done.put(self)
 
 
 def summarise(spec: ProbeSpec, record: object) -> str:
@@ -74,12 +85,67 @@ def summarise(spec: ProbeSpec, record: object) -> str:
         return f"(unreadable: {type(exc).__name__}: {str(exc)[:200]})"
 
 
-def _finish(call: ProbeCall, deadline: float) -> ProbeResult:
-    call.join(max(deadline - time.perf_counter(), 0))
-    if call.result is not None:
-        return call.result
-    return ProbeResult(call.spec.name, "timeout", call.spec.timeout_s,
-                       f"no result within {call.spec.timeout_s:g} s")
+def _timed_out(spec: ProbeSpec) -> ProbeResult:
+    return ProbeResult(spec.name, "timeout", spec.timeout_s, f"no result within {spec.timeout_s:g} s")
+
+
+def unmet(spec: ProbeSpec, results: dict[str, ProbeResult]) -> ProbeResult | None:
+    """A skip for ``spec`` when something it needs ran and did not end ok, else None."""
+    for name in spec.needs:
+        need = results.get(name)
+        if need is None or need.status == "ok":
+            continue
+        if need.status == "skipped":  # the same reason, so a family skipped for it reads as one
+            return ProbeResult(spec.name, "skipped", 0.0, need.reason)
+        return ProbeResult(spec.name, "skipped", 0.0,
+                           f"needs {name}, which ended {need.status}: {need.reason}")
+    return None
+
+
+def _ready(spec: ProbeSpec, chosen: set[str], results: dict[str, ProbeResult]) -> bool:
+    return all(n in results or n not in chosen for n in spec.needs)
+
+
+def _run_parallel(specs: list[ProbeSpec], chosen: set[str], host: Host, options: ScanOptions,
+                  results: dict[str, ProbeResult], notify: OnEvent) -> None:
+    """Start every probe whose needs have finished; wait for the next to finish or overrun."""
+    done: queue.SimpleQueue[ProbeCall] = queue.SimpleQueue()
+    waiting = list(specs)
+    running: dict[str, tuple[ProbeCall, float]] = {}
+    while waiting or running:
+        for spec in [s for s in waiting if _ready(s, chosen, results)]:
+            waiting.remove(spec)
+            skipped = unmet(spec, results)
+            if skipped is not None:
+                results[spec.name] = skipped
+                notify("start", spec, None)
+                notify("done", spec, skipped)
+                continue
+            call = ProbeCall(spec, host, options, done)
+            notify("start", spec, None)
+            call.start()
+            running[spec.name] = (call, time.perf_counter() + spec.timeout_s)
+        if not running:
+            if waiting:  # needs that can never finish: a registry error, said plainly
+                for spec in waiting:
+                    results[spec.name] = ProbeResult(spec.name, "error", 0.0,
+                                                     f"needs {', '.join(spec.needs)}, which never ran")
+            return
+        first = min(deadline for _, deadline in running.values())
+        try:
+            finished = [done.get(timeout=max(first - time.perf_counter(), 0))]
+        except queue.Empty:
+            finished = []
+        now = time.perf_counter()
+        for name, (call, deadline) in list(running.items()):
+            if call in finished or call.result is not None:
+                results[name] = call.result  # type: ignore[assignment]
+            elif now >= deadline:
+                results[name] = _timed_out(call.spec)
+            else:
+                continue
+            del running[name]
+            notify("done", call.spec, results[name])
 
 
 def run_probes(specs: Iterable[ProbeSpec], host: Host, options: ScanOptions,
@@ -87,23 +153,17 @@ def run_probes(specs: Iterable[ProbeSpec], host: Host, options: ScanOptions,
     """Run the probes allowed at ``options.level``; results in registry order."""
     notify = on_event or (lambda *_: None)
     chosen = [s for s in specs if s.level <= options.level]
+    names = {s.name for s in chosen}
     results: dict[str, ProbeResult] = {}
-
-    parallel = [s for s in chosen if not s.exclusive]
-    calls = []
-    for spec in parallel:
-        call = ProbeCall(spec, host, options)
-        notify("start", spec, None)
-        call.start()
-        calls.append((call, time.perf_counter() + spec.timeout_s))
-    for call, deadline in calls:
-        results[call.spec.name] = _finish(call, deadline)
-        notify("done", call.spec, results[call.spec.name])
-
+    _run_parallel([s for s in chosen if not s.exclusive], names, host, options, results, notify)
     for spec in (s for s in chosen if s.exclusive):
-        call = ProbeCall(spec, host, options)
         notify("start", spec, None)
-        call.start()
-        results[spec.name] = _finish(call, time.perf_counter() + spec.timeout_s)
-        notify("done", spec, results[spec.name])
+        result = unmet(spec, results)
+        if result is None:
+            call = ProbeCall(spec, host, options)
+            call.start()
+            call.join(spec.timeout_s)
+            result = call.result if call.result is not None else _timed_out(spec)
+        results[spec.name] = result
+        notify("done", spec, result)
     return [results[s.name] for s in chosen]

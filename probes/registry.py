@@ -1,4 +1,8 @@
-"""The probe registry: one explicit tuple, no import side effects, no plugin scanning."""
+"""The probe registry: one explicit tuple, no import side effects, no plugin scanning.
+
+A probe that reads another's data says so in ``needs``; the runner runs that one first
+(doctor/runner.py), and a test checks that every need is a probe listed before it.
+"""
 
 from __future__ import annotations
 
@@ -119,15 +123,17 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=30.0,
         run=engine_metrics.probe,
         summary=engine_metrics.summary,
+        needs=("engine.discovery",),
     ),
     ProbeSpec(
         name="engine.kv_cache",
         level=Level.QUICK,
         description="KV-cache pressure, preemption rate, block-size waste for the request-length mix, recommended block size",
         reads="engine.metrics and engine.discovery (no extra reads)",
-        timeout_s=35.0,
+        timeout_s=10.0,  # no reads of its own: engine.metrics has scraped
         run=engine_kv.probe,
         summary=engine_kv.summary,
+        needs=("engine.discovery", "engine.metrics"),
     ),
     ProbeSpec(
         name="engine.capacity",
@@ -137,6 +143,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=25.0,
         run=engine_capacity.probe,
         summary=engine_capacity.summary,
+        needs=("engine.discovery",),
     ),
     ProbeSpec(
         name="engine.load",
@@ -146,6 +153,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=15.0,
         run=engine_load.probe,
         summary=engine_load.summary,
+        needs=("engine.discovery", "engine.metrics"),
     ),
     ProbeSpec(
         name="engine.exposure",
@@ -155,6 +163,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=15.0,
         run=engine_exposure.probe,
         summary=engine_exposure.summary,
+        needs=("engine.discovery",),
     ),
     ProbeSpec(
         name="engine.stacks",
@@ -164,6 +173,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=60.0,
         run=engine_stacks.probe,
         summary=engine_stacks.summary,
+        needs=("engine.discovery",),
     ),
     ProbeSpec(
         name="engine.warmup",
@@ -174,6 +184,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=engine_warmup.probe,
         summary=engine_warmup.summary,
         exclusive=True,
+        needs=("engine.discovery",),
     ),
     ProbeSpec(
         name="engine.output",
@@ -184,6 +195,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=engine_output.probe,
         summary=engine_output.summary,
         exclusive=True,
+        needs=("engine.discovery",),
     ),
     ProbeSpec(
         name="gpu.inventory",

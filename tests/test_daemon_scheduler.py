@@ -105,6 +105,39 @@ def test_micro_kernels_run_alone_and_not_while_serving():
     assert scheduler.start_due(2.4, True).started == ["t.cheap"]
 
 
+def test_a_probe_waits_in_the_beat_for_what_it_needs():
+    CALLS.clear()
+    base = _spec("t.base", busy_s=0.2, timeout_s=5)
+    user = ProbeSpec("t.user", Level.QUICK, "needs t.base", "nothing", 5, _counting("t.user"),
+                     needs=("t.base",))
+    scheduler = Scheduler((base, user), None, ScanOptions(level=Level.QUICK), 1.0, kernel_interval_s=0)
+    cycle = scheduler.start_due(0.0, False)
+    assert cycle.started == ["t.base"] and scheduler.waiting() == ["t.user"]
+    assert scheduler.start_waiting(0.05).started == []  # t.base is still running
+    _finished(scheduler, ["t.base"])
+    assert [r.name for r in scheduler.collect(0.3)] == ["t.base"]
+    assert scheduler.start_waiting(0.3).started == ["t.user"] and scheduler.waiting() == []
+    _finished(scheduler, ["t.user"])
+    assert [(r.name, r.status) for r in scheduler.collect(0.5)] == [("t.user", "ok")]
+    assert CALLS == {"t.base": 1, "t.user": 1}
+
+
+def test_a_probe_whose_need_timed_out_is_skipped_in_the_beat():
+    RELEASE.clear()
+    base = _spec("t.stuck", hang=True, timeout_s=0.1)
+    user = ProbeSpec("t.after", Level.QUICK, "needs t.stuck", "nothing", 5, _counting("t.after"),
+                     needs=("t.stuck",))
+    scheduler = Scheduler((base, user), None, ScanOptions(level=Level.QUICK), 1.0, kernel_interval_s=0)
+    try:
+        scheduler.start_due(0.0, False)
+        assert [r.status for r in scheduler.collect(0.2)] == ["timeout"]
+        skipped = scheduler.start_waiting(0.2).results
+        assert [(r.name, r.status) for r in skipped] == [("t.after", "skipped")]
+        assert skipped[0].reason.startswith("needs t.stuck, which ended timeout")
+    finally:
+        RELEASE.set()
+
+
 def test_history_is_bounded_in_points_and_series():
     history = History(window_s=60, max_series=3, max_points=6)
     for t in range(0, 600):  # ten minutes at one point a second

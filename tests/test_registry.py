@@ -49,3 +49,24 @@ def test_probes_fields_lists_what_rules_can_name(cli):
     assert result.returncode == 0
     assert "host.limits.processes[].nofile_soft: int | None" in result.stdout
     assert "host.memory_bandwidth.triad_gbps: float" in result.stdout
+
+
+def test_every_need_is_a_probe_listed_before_it_at_its_level_or_below():
+    """The runner starts a probe once what it needs has finished: a need must exist, come
+    earlier in the tuple (so the order reads as the data flows) and run at every level the
+    probe runs at."""
+    seen: dict[str, Level] = {}
+    for spec in PROBES:
+        for need in spec.needs:
+            assert need in seen, f"{spec.name} needs {need}, which is not listed before it"
+            assert seen[need] <= spec.level, f"{spec.name} needs {need}, a probe of a higher level"
+        seen[spec.name] = spec.level
+
+
+def test_the_engine_probes_name_what_they_read():
+    needs = {spec.name: spec.needs for spec in PROBES}
+    assert needs["engine.discovery"] == ()
+    assert needs["engine.metrics"] == ("engine.discovery",)
+    assert set(needs["engine.kv_cache"]) == {"engine.discovery", "engine.metrics"}
+    for name in ("engine.capacity", "engine.exposure", "engine.warmup", "engine.output"):
+        assert "engine.discovery" in needs[name], name

@@ -74,3 +74,47 @@ def test_levels_choose_probes():
     assert names(Level.QUICK) == ["a.quick"]
     assert names(Level.STANDARD) == ["a.quick", "a.standard"]
     assert names(Level.FULL) == ["a.quick", "a.standard", "a.full"]
+
+
+def _recording(name, order, fn=ok):
+    def run(host, options):
+        order.append(("start", name))
+        try:
+            return fn(host, options)
+        finally:
+            order.append(("end", name))
+    return run
+
+
+def test_a_probe_starts_after_what_it_needs_under_its_own_timeout():
+    order: list[tuple[str, str]] = []
+
+    def slow(host, options):
+        time.sleep(0.4)  # longer than the dependent's own timeout: it must not count
+        return Value(2)
+
+    specs = (ProbeSpec("t.base", Level.QUICK, "base", "nothing", 5.0, _recording("t.base", order, slow)),
+             ProbeSpec("t.user", Level.QUICK, "user", "nothing", 0.3, _recording("t.user", order),
+                       needs=("t.base",)),
+             ProbeSpec("t.free", Level.QUICK, "free", "nothing", 5.0, _recording("t.free", order)))
+    results = {r.name: r for r in run_probes(specs, LiveHost(), ScanOptions(level=Level.QUICK))}
+    assert [r.status for r in results.values()] == ["ok", "ok", "ok"]
+    assert order.index(("end", "t.base")) < order.index(("start", "t.user"))
+    assert order.index(("start", "t.free")) < order.index(("end", "t.base"))  # not held back
+
+
+def test_a_need_that_did_not_end_ok_skips_the_probe_with_its_reason():
+    specs = (spec("t.none", skip), spec("t.slow", hang, timeout_s=0.2),
+             ProbeSpec("t.a", Level.QUICK, "a", "nothing", 5.0, ok, needs=("t.none",)),
+             ProbeSpec("t.b", Level.QUICK, "b", "nothing", 5.0, ok, needs=("t.slow",)),
+             ProbeSpec("t.c", Level.QUICK, "c", "nothing", 5.0, ok, exclusive=True, needs=("t.none",)))
+    results = {r.name: r for r in run_probes(specs, LiveHost(), ScanOptions(level=Level.QUICK))}
+    assert (results["t.a"].status, results["t.a"].reason) == ("skipped", "no GPU on this host")
+    assert results["t.b"].status == "skipped"
+    assert results["t.b"].reason.startswith("needs t.slow, which ended timeout")
+    assert (results["t.c"].status, results["t.c"].reason) == ("skipped", "no GPU on this host")
+
+
+def test_a_probe_run_without_its_need_runs_on_its_own():
+    specs = (ProbeSpec("t.user", Level.QUICK, "user", "nothing", 5.0, ok, needs=("t.absent",)),)
+    assert [r.status for r in run_probes(specs, LiveHost(), ScanOptions(level=Level.QUICK))] == ["ok"]

@@ -10,6 +10,9 @@ it as ``timeout`` with the reason "still running ... not started again", so a hu
 costs one thread, not one per interval. A probe whose thread cannot start (the process at
 its thread or address-space limit) is an ``error`` of that probe; the beat goes on. Micro-kernels already run in child processes
 (probes/kernels/) that their own timeouts kill.
+
+A probe that needs another (``ProbeSpec.needs``) waits, when both are due, until that one
+has finished this beat, then starts (``start_waiting``), or is skipped with its reason.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass, field
 
 from doctor.seam.host import Host
 from doctor.model import ProbeResult, ProbeSpec, ScanOptions
-from doctor.runner import ProbeCall  # the runner's isolation boundary, reused as is
+from doctor.runner import ProbeCall, unmet  # the runner's isolation boundary, reused as is
 
 
 @dataclass(slots=True)
@@ -28,6 +31,8 @@ class _Slot:
     call: ProbeCall | None = None
     started: float = 0.0
     timeout_reported: bool = False
+    waiting: bool = False  # due, but a probe it needs has not finished this beat
+    last: ProbeResult | None = None
 
 
 @dataclass(slots=True)
@@ -76,10 +81,41 @@ class Scheduler:
         cycle = Cycle()
         if any(s.spec.exclusive and self._busy(s) for s in self.slots.values()):
             return cycle  # a micro-kernel owns the machine: the cheap probes wait their turn
-        for slot in self.slots.values():
-            if not slot.spec.exclusive and slot.next_due <= now:
+        due = [s for s in self.slots.values() if not s.spec.exclusive and s.next_due <= now]
+        for slot in due:
+            slot.waiting = bool(slot.spec.needs)
+        for slot in due:
+            if not slot.waiting:
                 self._start_or_report(slot, now, self.interval_s, cycle)
+        for slot in due:
+            if slot.waiting:
+                slot.next_due = now + self.interval_s
+        return self._start_ready(now, cycle)
+
+    def waiting(self) -> list[str]:
+        return [n for n, s in self.slots.items() if s.waiting]
+
+    def start_waiting(self, now: float) -> Cycle:
+        """Start the waiting probes whose needs have finished (skip those whose needs failed)."""
+        return self._start_ready(now, Cycle())
+
+    def _start_ready(self, now: float, cycle: Cycle) -> Cycle:
+        for slot in self.slots.values():
+            if not slot.waiting or any(self._pending(self.slots[n]) for n in slot.spec.needs
+                                       if n in self.slots):
+                continue
+            slot.waiting = False
+            skipped = unmet(slot.spec, {n: s.last for n, s in self.slots.items() if s.last})
+            if skipped is not None:
+                slot.last = skipped
+                cycle.results.append(skipped)
+                continue
+            every = slot.next_due - now if slot.next_due > now else self.interval_s
+            self._start_or_report(slot, now, every, cycle)
         return cycle
+
+    def _pending(self, slot: _Slot) -> bool:
+        return slot.waiting or self._busy(slot)
 
     def start_kernels(self, now: float, serving: bool) -> Cycle:
         """Start exclusive probes when due (or requested) and no other probe is busy."""
@@ -99,6 +135,11 @@ class Scheduler:
         if any(self._busy(s) for s in self.slots.values()):
             return cycle  # the beat's cheap probes first: the daemon calls this after them
         self.kernels_requested = False
+        skipped = unmet(due[0].spec, {n: s.last for n, s in self.slots.items() if s.last})
+        if skipped is not None:
+            due[0].next_due, due[0].last = now + (self.kernel_interval_s or self.interval_s), skipped
+            cycle.results.append(skipped)
+            return cycle
         self._start_or_report(due[0], now, self.kernel_interval_s, cycle)  # one at a time
         return cycle
 
@@ -112,11 +153,13 @@ class Scheduler:
             if call.result is not None:
                 if not slot.timeout_reported:
                     out.append(call.result)  # a late result after a timeout is ignored
+                    slot.last = call.result
                 slot.call = None
             elif not slot.timeout_reported and now - slot.started > slot.spec.timeout_s:
                 slot.timeout_reported = True
-                out.append(ProbeResult(slot.spec.name, "timeout", slot.spec.timeout_s,
-                                       f"no result within {slot.spec.timeout_s:g} s"))
+                slot.last = ProbeResult(slot.spec.name, "timeout", slot.spec.timeout_s,
+                                        f"no result within {slot.spec.timeout_s:g} s")
+                out.append(slot.last)
         return out
 
     def _busy(self, slot: _Slot) -> bool:

@@ -208,13 +208,14 @@ class Daemon:
         now = time.monotonic()
         cycle = self.scheduler.start_due(now, self.serving())
         self._store(cycle.results)
-        waiting = set(cycle.started)
+        waiting = set(cycle.started) | set(self.scheduler.waiting())
         deadline = now + 0.8 * self.loaded.settings.interval_s
         while waiting and time.monotonic() < deadline and not self.stop_event.is_set():
             self.stop_event.wait(0.02)
             done = self.scheduler.collect(time.monotonic())
-            self._store(done)
-            waiting -= {r.name for r in done}
+            more = self.scheduler.start_waiting(time.monotonic())  # what the finished ones held back
+            self._store(done + more.results)
+            waiting = (waiting | set(more.started)) - {r.name for r in done + more.results}
         self._store(self.scheduler.collect(time.monotonic()))
         # micro-kernels start once the beat's cheap probes are done, and hold the next beats'
         # cheap probes back until they finish (their results arrive in a later beat)

@@ -12,7 +12,8 @@ probes read files under it, and an engine elsewhere names paths on its own machi
 Manual equivalent:
 ``ss -ltnp; curl -s :8000/v1/models; curl -s :8000/metrics | grep cache_config_info``.
 
-``discover(host, options)`` is memoized per scan: other probes call it freely.
+``discover(host, options)`` is memoized per scan: the probes that read it name engine.discovery
+in their registry ``needs``, so it has run, under its own timeout, before they start.
 """
 
 from __future__ import annotations
