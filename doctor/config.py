@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doctor.model import Level
 from doctor.rules.loader import Rule, RuleError
 from doctor.vocabulary import suggest
 from doctor.tomlfile import MAX_CONFIG_BYTES, LineIndex, read_toml
 
-LEVELS = ("quick", "standard", "full")
+LEVELS = Level.names()
 SCAN_KEYS = ("level", "model_dirs", "rule_files")
 RULE_KEYS = ("enabled", "severity")
 MAX_PATHS = 256  # entries in model_dirs or rule_files

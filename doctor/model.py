@@ -17,8 +17,17 @@ class Level(enum.IntEnum):
     FULL = 3  # adds long load or soak tests (opt-in)
 
     @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """("quick", "standard", "full"): the one spelling of the levels, for flags and files."""
+        return tuple(level.name.lower() for level in cls)
+
+    @classmethod
     def parse(cls, text: str) -> "Level":
-        return cls[text.upper()]
+        """A level from its name; ValueError names the choices."""
+        try:
+            return cls[str(text).upper()]
+        except KeyError:
+            raise ValueError(f"{str(text)[:40]!r} is not a level; use {', '.join(cls.names())}") from None
 
 
 class Severity(enum.IntEnum):

@@ -20,13 +20,13 @@ from doctor.commands.plan import plan
 from doctor.config import ConfigError
 from doctor.seam.host import Host
 from doctor.seam.live import LiveHost
-from doctor.model import ScanOptions, ScanReport
+from doctor.model import Level, ScanOptions, ScanReport
 from doctor.seam.recorded import RecordedHostError, RecordingHost
 from probes.registry import PROBES, by_name
 from doctor.rules.loader import RuleError, load_file
 
 EXIT_UNKNOWN = 3
-LEVELS = click.Choice(["quick", "standard", "full"])
+LEVELS = click.Choice(Level.names())
 
 
 def _progress(console):

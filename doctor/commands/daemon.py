@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from doctor.model import Level
 from doctor.config import ConfigError
 
 _DURATION = click.STRING
@@ -33,7 +34,7 @@ def _seconds(value: str | None, flag: str) -> float | None:
                    "(default 15s; '1s', '30s', '2m').")
 @click.option("--kernel-interval", metavar="DURATION", default=None,
               help="How often the micro-kernels run (default 6h; 0 = only on SIGUSR1).")
-@click.option("--level", type=click.Choice(["quick", "standard", "full"]), default=None,
+@click.option("--level", type=click.Choice(Level.names()), default=None,
               help="quick never runs micro-kernels. Default standard.")
 @click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
               help="Where the model weights live (repeatable).")

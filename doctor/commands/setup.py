@@ -18,7 +18,6 @@ from doctor.model import Level, ScanOptions, ScanReport
 from probes.registry import by_name
 from doctor.rules.loader import Rule, builtin_files, load_rules
 
-LEVEL_NAMES = ("quick", "standard", "full")
 
 
 class ScanCannotRun(Exception):
@@ -50,7 +49,7 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
     """Command line first, then a recorded host's capture settings, then the config file."""
     meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
     chosen = level or meta.get("level") or config.scan.get("level", "standard")
-    if chosen not in LEVEL_NAMES:
+    if chosen not in Level.names():
         from doctor.config import ConfigError
 
         raise ConfigError(f"{config.path}: scan.level = {chosen!r}; use quick, standard or full")

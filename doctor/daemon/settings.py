@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from doctor.model import Level
 from doctor.config import ConfigError
 from doctor.durations import parse as parse_duration
 from doctor.tomlfile import LineIndex, read_text
@@ -62,7 +63,7 @@ KERNEL_MIN_S = 60.0  # a micro-kernel loads the machine for seconds: not more th
 MAX_FOR_S = 30 * DAY_S
 MAX_URLS = 16
 MAX_TEXT = 4096  # a path or a URL
-LEVELS = ("quick", "standard", "full")
+LEVELS = Level.names()
 _PORT = re.compile(r"[0-9]{1,5}")
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")

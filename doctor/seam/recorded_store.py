@@ -17,13 +17,14 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from doctor.model import Level
 from doctor.seam.host import HostReadError, Reason
 from doctor.tomlfile import parse as parse_toml
 
 FS_FILE_LIMIT = 16 << 20  # a /proc or /sys file; cpuinfo of 512 CPUs is ~1 MiB
 DATA_FILE_LIMIT = 64 << 20  # host.toml, measurements.json, a recorded page
 READABLE_FORMATS = (1, 2)
-LEVELS = ("quick", "standard", "full")
+LEVELS = Level.names()
 MAX_INT = 2**63
 MAX_GPUS = 64  # devices a recorded host may count: four times the largest NVSwitch servers
 

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from doctor.endpoints import EndpointError
 from doctor.endpoints import parse as parse_endpoint
-from doctor.seam.host import Host, HostReadError
+from doctor.seam.host import Host, HostReadError, Reason
 from doctor.model import ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
 from doctor.values import page_json
@@ -162,7 +162,7 @@ def _ask_engine(host: Host, engine: Engine, headers: dict[str, str]) -> Engine:
         try:
             answer = _get(host, f"{base}{path}", headers)
         except HostReadError as exc:
-            if str(exc.reason) in ("timeout", "Reason.TIMEOUT"):
+            if exc.reason is Reason.TIMEOUT:
                 break  # an endpoint that stops answering is asked nothing more
             continue
         if answer.status in (401, 403):
