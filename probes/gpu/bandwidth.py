@@ -18,9 +18,6 @@ Ceilings:
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +26,7 @@ from doctor.model import ScanOptions
 from probes.helpers.gpu_common import Reader, gpu_count
 from probes.gpu.pcie import link_ceiling_gbps
 from probes.gpu.topology import AFFINITY_WORDS, cpu_list
+from probes.helpers.kernel_child import run_kernel
 
 CHILD_TIMEOUT_S = 90.0
 # NVML reports 8192 bits for B200; the HBM3e stacks give 7680 (../shared/reference/gpu-facts.md).
@@ -92,15 +90,7 @@ class BandwidthRecord:
 
 
 def _child(module: str, *args: str) -> dict:
-    argv = [sys.executable, "-m", f"probes.kernels.{module}", *args]
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
-                             check=False)
-    except subprocess.TimeoutExpired:
-        raise MeasurementError(f"{module}: no result in {CHILD_TIMEOUT_S:g} s") from None
-    if out.returncode != 0:
-        raise MeasurementError(out.stderr.strip()[-300:] or f"{module} exited {out.returncode}")
-    return json.loads(out.stdout)
+    return run_kernel(module, *args, timeout_s=CHILD_TIMEOUT_S)
 
 
 def _gbps(data: dict, key: str) -> float | None:

@@ -13,9 +13,6 @@ Manual equivalent: vLLM's ``vllm:cache_config_info`` metric; llama-server's ``/s
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from dataclasses import dataclass
 
 from doctor.seam.host import Host, MeasurementError
@@ -23,6 +20,7 @@ from doctor.model import Level, ScanOptions
 from probes.helpers.gpu_common import gpu_count
 from probes.kernels.kv_alloc import reference_mix, simulate, simulate_contiguous
 from probes.helpers.processes import engine_processes, flag_value
+from probes.helpers.kernel_child import run_kernel
 
 BYTES_PER_TOKEN = 131072  # Llama-3-8B fp16 K+V across 32 layers; the fractions do not depend on it
 BLOCK_SIZES = (8, 16, 32)
@@ -87,14 +85,7 @@ def _allocator(host: Host, options: ScanOptions) -> tuple[dict, str | None]:
         return {}, "level quick models the allocation only"
 
     def run() -> dict:
-        argv = [sys.executable, "-m", "probes.kernels.kv_alloc", "--device", "0"]
-        try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-        except subprocess.TimeoutExpired:
-            raise MeasurementError("kv_alloc: no result in 60 s") from None
-        if out.returncode != 0:
-            raise MeasurementError(out.stderr.strip()[-300:])
-        return json.loads(out.stdout)
+        return run_kernel("kv_alloc", "--device", "0", timeout_s=60)
     try:
         data = host.measure("gpu.kv_alloc.allocator", run)
     except MeasurementError as exc:

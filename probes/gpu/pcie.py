@@ -16,14 +16,12 @@ replay gives the same figures. At level quick the generation is left unjudged.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
+from probes.helpers.kernel_child import run_kernel
 
 # Per lane per direction, GB/s (decimal), after line coding: Gen1/2 8b/10b, Gen3-5
 # 128b/130b, Gen6 PAM4 FLIT 236/256 (PCI-SIG; ../shared/reference/gpu-facts.md).
@@ -72,16 +70,8 @@ class PcieRecord:
 def _loaded(host: Host, index: int) -> dict:
     """Generation and width seen while copying to GPU ``index`` (a child process)."""
     def run() -> dict:
-        argv = [sys.executable, "-m", "probes.kernels.gpu_link_load", "--device", str(index),
-                "--seconds", str(LOAD_SECONDS)]
-        try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=LOAD_TIMEOUT_S,
-                                 check=False)
-        except subprocess.TimeoutExpired:
-            raise MeasurementError(f"gpu_link_load: no result in {LOAD_TIMEOUT_S:g} s") from None
-        if out.returncode != 0:
-            raise MeasurementError(f"gpu_link_load: {out.stderr.strip()[-300:]}")
-        return json.loads(out.stdout)
+        return run_kernel("gpu_link_load", "--device", str(index), "--seconds", str(LOAD_SECONDS),
+                          timeout_s=LOAD_TIMEOUT_S)
     return host.measure(f"gpu.pcie.load.{index}", run)
 
 

@@ -11,11 +11,11 @@ every reason mask seen without the idle bit (``reasons_mask_any``), the sample c
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 
 from probes.kernels._cli import OneLineParser
+from probes.helpers.kernel_child import run_kernel
 
 SAMPLE_EVERY_S = 0.5
 DEFAULT_SECONDS = 30.0
@@ -80,18 +80,8 @@ def run_load(devices: list[str], seconds: float, size: int) -> dict:
 
 def run_child(count: int, seconds: float = DEFAULT_SECONDS) -> dict:
     """Run the load in a child process (the scan's own process stays CUDA-free)."""
-    from doctor.seam.host import MeasurementError
-
-    argv = [sys.executable, "-m", "probes.kernels.gpu_sustained", "--gpus", str(count),
-            "--seconds", str(seconds)]
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60,
-                             check=False)
-    except subprocess.TimeoutExpired:
-        raise MeasurementError(f"gpu_sustained: no result in {seconds + 60:g} s") from None
-    if out.returncode != 0:
-        raise MeasurementError(out.stderr.strip()[-300:] or f"gpu_sustained exited {out.returncode}")
-    return json.loads(out.stdout)
+    return run_kernel("gpu_sustained", "--gpus", str(count), "--seconds", str(seconds),
+                      timeout_s=seconds + 60)
 
 
 def main(argv: list[str] | None = None) -> int:
