@@ -152,3 +152,21 @@ def test_a_recorded_host_cannot_read_outside_itself(tmp_path):
         host.read_text("/proc/meminfo")
     with pytest.raises(HostReadError, match="points outside the recorded host"):
         host.run(["dmidecode"])
+
+
+def test_a_fifo_is_never_read_and_a_long_file_gives_its_tail(tmp_path):
+    import os
+
+    from doctor.seam.live import MAX_READ_BYTES
+
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    with pytest.raises(HostReadError) as caught:
+        LiveHost().read_text(str(fifo))
+    assert caught.value.reason.value == "failed" and "FIFO" in caught.value.detail
+    log = tmp_path / "kern.log"
+    lines = [f"line {i:08d}\n" for i in range(MAX_READ_BYTES // 14 + 1000)]
+    log.write_text("".join(lines))
+    text = LiveHost().read_text(str(log))
+    assert text.endswith(lines[-1]) and text.startswith("line ") and len(text) <= MAX_READ_BYTES
+    assert lines[0] not in text  # the oldest lines are the ones left out

@@ -10,11 +10,14 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import stat
 import subprocess
 from typing import Any, Callable, Sequence
 
 from doctor.seam import http, nvml
 from doctor.seam.host import CommandOutput, HostReadError, HttpResponse, Memo, PathInfo, Reason
+
+MAX_READ_BYTES = 4 * 1024 * 1024  # a file read by a probe; the kernel log's tail beyond it
 
 
 def os_error(path: str, exc: OSError) -> HostReadError:
@@ -31,11 +34,29 @@ class LiveHost(Memo):
     kind = "live"
 
     def read_text(self, path: str) -> str:
+        """A file's text, at most MAX_READ_BYTES: a regular file longer than that gives its
+        last MAX_READ_BYTES from a line's start (a log's newest lines). A FIFO, socket or
+        device is never read (a FIFO at an engine's config.json would block the probe)."""
         try:
-            with open(path, "rb", buffering=0) as f:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise os_error(path, exc) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO, socket or device"
+                raise HostReadError(path, Reason.FAILED, f"is {kind}, not a file: not read")
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+                if info.st_size > MAX_READ_BYTES:  # /proc and /sys files say 0
+                    f.seek(info.st_size - MAX_READ_BYTES)
+                    data = _read_bounded(f)
+                    return data[data.find(b"\n") + 1:].decode("utf-8", "replace")
                 return _read_bounded(f).decode("utf-8", "replace")
         except OSError as exc:
             raise os_error(path, exc) from None
+        finally:
+            os.close(fd)
 
     def list_dirs(self, path: str) -> list[str]:
         try:
@@ -118,7 +139,7 @@ class LiveHost(Memo):
         return {"kind": "live", "hostname": socket.gethostname()}
 
 
-def _read_bounded(f, limit: int = 4 * 1024 * 1024) -> bytes:
+def _read_bounded(f, limit: int = MAX_READ_BYTES) -> bytes:
     # Small reads: /proc/sys handlers refuse one huge read with ENOMEM.
     chunks, total = [], 0
     while total < limit:
