@@ -113,16 +113,18 @@ def _run_parallel(specs: list[ProbeSpec], chosen: set[str], host: Host, options:
     waiting = list(specs)
     running: dict[str, tuple[ProbeCall, float]] = {}
     while waiting or running:
-        for spec in [s for s in waiting if _ready(s, chosen, results)]:
+        ready = [s for s in waiting if _ready(s, chosen, results)]
+        while ready:  # a skip decides at once, and may make the next probe ready
+            spec = ready.pop(0)
             waiting.remove(spec)
             skipped = unmet(spec, results)
+            notify("start", spec, None)
             if skipped is not None:
                 results[spec.name] = skipped
-                notify("start", spec, None)
                 notify("done", spec, skipped)
+                ready += [s for s in waiting if s not in ready and _ready(s, chosen, results)]
                 continue
             call = ProbeCall(spec, host, options, done)
-            notify("start", spec, None)
             call.start()
             running[spec.name] = (call, time.perf_counter() + spec.timeout_s)
         if not running:

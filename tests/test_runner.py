@@ -115,6 +115,16 @@ def test_a_need_that_did_not_end_ok_skips_the_probe_with_its_reason():
     assert (results["t.c"].status, results["t.c"].reason) == ("skipped", "no GPU on this host")
 
 
+def test_a_skip_passes_down_a_chain_of_needs():
+    """engine.kv_cache needs engine.metrics, which needs engine.discovery: when discovery
+    skips, both skip with its reason (and nothing waits for a probe that will never run)."""
+    specs = (spec("t.first", skip),
+             ProbeSpec("t.second", Level.QUICK, "b", "nothing", 5.0, ok, needs=("t.first",)),
+             ProbeSpec("t.third", Level.QUICK, "c", "nothing", 5.0, ok, needs=("t.first", "t.second")))
+    results = run_probes(specs, LiveHost(), ScanOptions(level=Level.QUICK))
+    assert [(r.status, r.reason) for r in results] == [("skipped", "no GPU on this host")] * 3
+
+
 def test_a_probe_run_without_its_need_runs_on_its_own():
     specs = (ProbeSpec("t.user", Level.QUICK, "user", "nothing", 5.0, ok, needs=("t.absent",)),)
     assert [r.status for r in run_probes(specs, LiveHost(), ScanOptions(level=Level.QUICK))] == ["ok"]
