@@ -1,97 +1,215 @@
-"""The exporter turns any probe record into metrics, and promtool accepts the page."""
+"""The exporter: every item of a record on /metrics under the catalog's names and labels,
+and promtool accepts the page."""
 
 from __future__ import annotations
 
 import base64
+import math
 import subprocess
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from doctor.daemon.exporter import DoctorCollector, Snapshot, flatten, metric_name
+from doctor.daemon import catalog
+from doctor.daemon.catalog.rows import Table, each, gauge, unexported
+from doctor.daemon.catalog import labels as L
+from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.daemon.server import serve
 from doctor.daemon.settings import Settings
 from doctor.model import ProbeResult
+from probes.engine.discovery import DiscoveryRecord
+from probes.gpu.inventory import GpuInfo, GpuInventoryRecord
+from probes.gpu.memory import GpuMemory, GpuMemoryRecord, GpuProcess
+from probes.gpu.thermal_power import GpuThermalPower, ThermalPowerRecord
+from probes.helpers.engine_flags import Engine
+from probes.helpers.engine_normalise import EngineMetrics
+from probes.engine.metrics import MetricsRecord
+from probes.host.limits import LimitsRecord, ProcessLimits
 from tests.daemon_helpers import finding, need
 
+UUID = "GPU-5f0c7a2e-9c1d-00a1-b2c3-d4e5f6a7b8c9"
+
+
+def _ok(name: str, record) -> ProbeResult:
+    return ProbeResult(name, "ok", 0.12, None, record)
+
+
+def _page(*results: ProbeResult) -> str:
+    collector = DoctorCollector({})
+    collector.publish(Snapshot(results={r.name: r for r in results}))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def _series(page: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(page):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return out
+
+
+def _limits(*rows: ProcessLimits) -> ProbeResult:
+    return _ok("host.limits", LimitsRecord(rows, sum(r.role == "engine" for r in rows)))
+
+
+SHELL = ProcessLimits(None, "llm-doctor", None, "shell", 1048576, 1048576, 63000, 63000,
+                      8388608, 8388608)
+ENGINE = ProcessLimits(4242, "llama-server", "llama.cpp", "engine", 1024, 1024, None, None,
+                       None, None)
+
+
+def test_items_with_other_labels_than_the_first_are_all_exported():
+    """The shell's row (no pid) and an engine's (pid, engine): the old exporter kept the
+    first label set it saw and dropped the engine's row."""
+    page = _page(_limits(SHELL, ENGINE))
+    assert any('comm="llama-server"' in line for line in page.splitlines()
+               if line.startswith("llm_doctor_host_"))
+    soft = {labels["comm"]: value for labels, value in
+            _series(page)["llm_doctor_host_process_open_files_limit"] if labels["limit"] == "soft"}
+    assert soft == {"llm-doctor": 1048576, "llama-server": 1024}
+    engine_row = next(labels for labels, _ in _series(page)["llm_doctor_host_process_open_files_limit"]
+                      if labels["comm"] == "llama-server")
+    assert engine_row == {"pid": "4242", "comm": "llama-server", "engine": "llama.cpp",
+                          "role": "engine", "limit": "soft"}
+    shell_row = next(labels for labels, _ in _series(page)["llm_doctor_host_process_open_files_limit"]
+                     if labels["comm"] == "llm-doctor")
+    assert shell_row["pid"] == "" and shell_row["engine"] == ""  # the same label names, empty
+
+
+def test_none_is_no_series_except_where_it_means_unlimited():
+    series = _series(_page(_limits(SHELL, ENGINE)))
+    processes = {labels["comm"]: value for labels, value in series["llm_doctor_host_process_processes_limit"]
+                 if labels["limit"] == "hard"}
+    assert processes["llama-server"] == math.inf  # RLIMIT_NPROC unlimited
+    gpu = ThermalPowerRecord((GpuThermalPower(0, None, 87, 92, None, None, None, (), False, False,
+                                              False, False, None, None, None, None, None, None,
+                                              None, False, False, {"temp_c": "device-lost"}),),
+                             None)
+    series = _series(_page(_ok("gpu.thermal_power", gpu)))
+    assert "llm_doctor_gpu_temperature_celsius" not in series  # absent is not zero
+    assert series["llm_doctor_gpu_slowdown_temperature_celsius"][0][1] == 87
+    missing = series["llm_doctor_gpu_thermal_power_value_missing"][0][0]
+    assert (missing["field"], missing["reason"]) == ("temp_c", "device-lost")
+
+
+def _thermal(index: int, mask: int | None) -> GpuThermalPower:
+    return GpuThermalPower(index, 71, 87, 92, None, 16, mask, (), False, False, False, False,
+                           1980, 1980, 2619, 2619, 350.5, 700.0, 700.0, False, False, {})
+
+
+def test_units_are_base_units_and_gpu_series_carry_uuid_and_model_from_the_inventory():
+    inventory = GpuInventoryRecord(1, "550.54.15", "12.4", (GpuInfo(
+        0, "NVIDIA H100 80GB HBM3", UUID, "00000000:18:00.0", 81559, True, False, False,
+        "default", {}),), {})
+    memory = GpuMemoryRecord((GpuMemory(0, 81559, 71680, 9879, 51200, 20480, {}),),
+                             (GpuProcess(0, 4410, "python3", "vllm", 51200, False),
+                              GpuProcess(0, 9001, "trainer", None, 20480, False)), 1)
+    series = _series(_page(_ok("gpu.inventory", inventory), _ok("gpu.memory", memory),
+                           _ok("gpu.thermal_power", ThermalPowerRecord((_thermal(0, 0x44),), None))))
+    gpu = {"gpu": "0", "uuid": UUID, "model_name": "NVIDIA H100 80GB HBM3"}
+    assert series["llm_doctor_gpu_temperature_celsius"] == [(gpu, 71.0)]
+    assert series["llm_doctor_gpu_sm_clock_hertz"] == [(gpu, 1.98e9)]
+    assert series["llm_doctor_gpu_power_usage_watts"] == [(gpu, 350.5)]
+    assert series["llm_doctor_gpu_memory_used_bytes"] == [(gpu, 71680 * 1048576.0)]
+    held = {labels["comm"]: value for labels, value in series["llm_doctor_gpu_process_memory_used_bytes"]}
+    assert held == {"python3": 51200 * 1048576.0, "trainer": 20480 * 1048576.0}  # the 20 GiB one too
+    info = series["llm_doctor_gpu_info"][0][0]
+    assert info["bus_id"] == "00000000:18:00.0" and info["uuid"] == UUID
+    driver = series["llm_doctor_gpu_driver_info"][0][0]
+    assert driver == {"driver_version": "550.54.15", "cuda_version": "12.4"}
+
+
+def test_clock_event_reasons_are_one_series_per_named_bit():
+    series = _series(_page(_ok("gpu.thermal_power", ThermalPowerRecord(
+        (_thermal(0, 0x44 | 0x1000),), None))))
+    reasons = {labels["reason"]: value for labels, value in series["llm_doctor_gpu_clock_event_reason"]}
+    assert reasons["sw_power_cap"] == reasons["hw_thermal_slowdown"] == 1.0
+    assert reasons["gpu_idle"] == reasons["hw_power_brake_slowdown"] == 0.0
+    assert len([r for r in reasons if not r.startswith("bit_")]) == 9
+    assert reasons["bit_12"] == 1.0  # a bit newer than the table is named by its number
+
+
+def _metrics(endpoint: str, preemptions: float) -> EngineMetrics:
+    return EngineMetrics(endpoint, "vllm", 3.0, 0.41, 6.0, 0.0, preemptions, 0.0, 0.0, None, None,
+                         None, "since start", 20.0, 0.06, 0.095, 0.099, None, None, None, None,
+                         None, None, None, (), None, {"block_size": "16"}, ())
+
+
+def _engine(pid: int, base_url: str, model: str) -> Engine:
+    return Engine(pid, "vllm", base_url, model, None, 0.9, 256, None, 16, None, None, None, None,
+                  False, (), "process", ("flags",), None)
+
+
+def test_engine_series_carry_kind_endpoint_model_and_pid_and_counters_are_counters():
+    discovery = DiscoveryRecord((_engine(48213, "http://127.0.0.1:8000", "llama-3-8b"),
+                                 _engine(48999, "http://127.0.0.1:8001", "qwen-7b")), 2)
+    metrics = MetricsRecord((_metrics("http://127.0.0.1:8000/metrics", 103.0),
+                             _metrics("http://127.0.0.1:8001/metrics", 7.0)), ())
+    page = _page(_ok("engine.discovery", discovery), _ok("engine.metrics", metrics))
+    series = _series(page)
+    use = {labels["model"]: (labels, value) for labels, value in
+           series["llm_doctor_engine_kv_cache_usage_ratio"]}
+    assert use["llama-3-8b"] == ({"kind": "vllm", "endpoint": "http://127.0.0.1:8000",
+                                  "model": "llama-3-8b", "pid": "48213"}, 0.41)
+    assert use["qwen-7b"][0]["pid"] == "48999"
+    assert "# TYPE llm_doctor_engine_preemptions_total counter" in page
+    assert {v for _, v in series["llm_doctor_engine_preemptions_total"]} == {103.0, 7.0}
+    ttft = {labels["percentile"]: value for labels, value in
+            series["llm_doctor_engine_time_to_first_token_seconds"] if labels["model"] == "qwen-7b"}
+    assert ttft == {"50": 0.06, "95": 0.095, "99": 0.099}
+
+
+def test_two_items_with_the_same_identity_are_told_apart_not_dropped():
+    twice = MetricsRecord((_metrics("http://127.0.0.1:8000/metrics", 1.0),
+                           _metrics("http://127.0.0.1:8000/metrics", 2.0)), ())
+    series = _series(_page(_ok("engine.metrics", twice)))["llm_doctor_engine_preemptions_total"]
+    assert sorted(value for _, value in series) == [1.0, 2.0]
+    assert sorted(labels["kind"] for labels, _ in series) == ["vllm", "vllm#2"]
+
 
 @dataclass(frozen=True, slots=True)
-class Clocks:
-    sm_mhz: int
-    max_sm_mhz: int | None
+class Plugin:
+    url: str
+    depth: int
 
 
-@dataclass(frozen=True, slots=True)
-class GpuProcess:
-    pid: int
-    name: str
-    used_mib: int
+def test_a_record_the_catalog_does_not_know_is_counted_not_dropped_silently(monkeypatch):
+    series = _series(_page(_ok("engine.plugin", Plugin("http://x", 3))))
+    assert series["llm_doctor_exporter_unexported_values"] == [
+        ({"probe": "engine.plugin", "why": "undeclared-field"}, 2.0)]
+    monkeypatch.setitem(catalog.TABLES, "engine.plugin", Table("engine.plugin", (
+        gauge("depth", "engine_plugin_depth", "Depth"),
+        unexported("url", "a URL"))))
+    series = _series(_page(_ok("engine.plugin", Plugin("http://x", 3))))
+    assert series["llm_doctor_engine_plugin_depth"] == [({}, 3.0)]
+    assert "llm_doctor_exporter_unexported_values" not in series
 
 
-@dataclass(frozen=True, slots=True)
-class Gpu:
-    index: int
-    uuid: str
-    name: str
-    temp_c: int
-    power_draw_w: float
-    persistence: bool
-    clocks: Clocks
-    throttle_reasons: dict[str, int]
-    processes: tuple[GpuProcess, ...]
-    latency_ms: float
+def test_a_value_of_the_wrong_type_is_counted():
+    broken = LimitsRecord((ProcessLimits(None, "llm-doctor", None, "shell", "lots", 1, 1, 1, 1, 1),), 0)  # type: ignore[arg-type]
+    series = _series(_page(_ok("host.limits", broken)))
+    assert series["llm_doctor_exporter_unexported_values"] == [
+        ({"probe": "host.limits", "why": "not-a-number"}, 1.0)]
 
 
-@dataclass(frozen=True, slots=True)
-class GpuRecord:
-    driver_version: str
-    count: int
-    devices: tuple[Gpu, ...]
-    topology: tuple[tuple[str, ...], ...]
-
-
-def record() -> GpuRecord:
-    gpu = Gpu(0, "GPU-abc", "H100", 71, 350.5, True, Clocks(1980, None), {"thermal": 1},
-              (GpuProcess(4242, "python3", 70000),), 2.5)
-    return GpuRecord("550.54", 1, (gpu,), (("", "GPU0"), ("GPU0", "X")))
-
-
-def test_nested_records_become_labelled_gauges_with_units_in_names():
-    samples = {(name, labels): value for name, labels, value in flatten("gpu.devices", record())}
-    gpu = (("uuid", "GPU-abc"), ("index", "0"), ("name", "H100"))
-    assert samples[("llm_doctor_gpu_devices_devices_temp_c", gpu)] == 71
-    assert samples[("llm_doctor_gpu_devices_devices_clocks_sm_mhz", gpu)] == 1980
-    assert samples[("llm_doctor_gpu_devices_devices_persistence", gpu)] == 1.0
-    assert samples[("llm_doctor_gpu_devices_devices_throttle_reasons", (*gpu, ("key", "thermal")))] == 1
-    process = (*gpu, ("pid", "4242"), ("processes_name", "python3"))
-    assert samples[("llm_doctor_gpu_devices_devices_processes_used_mib", process)] == 70000
-    # milliseconds become the base unit, with the value scaled
-    assert samples[("llm_doctor_gpu_devices_devices_latency_seconds", gpu)] == 0.0025
-    # _count is reserved for histograms: renamed; None (not reported) is absent, not zero
-    assert ("llm_doctor_gpu_devices_number", ()) in samples
-    assert not any("max_sm_mhz" in name for name, _ in samples)
-    # strings that are not identities never become labels or values
-    assert not any("driver_version" in name for name, _ in samples)
-
-
-@pytest.mark.parametrize("parts, name", [
-    (("host.cpu_load", "window_s"), "llm_doctor_host_cpu_load_window_seconds"),
-    (("host.limits", "engine_count"), "llm_doctor_host_limits_engine_number"),
-    (("engine.vllm", "requests_total"), "llm_doctor_engine_vllm_requests_overall"),
-    (("engine.metrics", "tokens_per_s"), "llm_doctor_engine_metrics_tokens_per_second"),
-    (("gpu.topology", "b"), "llm_doctor_gpu_topology_b"),  # a pair's end, not bytes
-])
-def test_metric_names_pass_promtool_lint_rules(parts, name):
-    assert metric_name(*parts) == name
+def test_scheme_labels_are_fixed_per_metric():
+    scheme = L.fields("pid", "comm")
+    table = Table("x.y", (each("rows", scheme), gauge("rows.n", "x_n", "n")))
+    assert table.label_names(table.metrics[0]) == ("pid", "comm")
 
 
 def _collector() -> DoctorCollector:
-    collector = DoctorCollector({"gpu.devices": "GPUs: temperatures, clocks"})
+    collector = DoctorCollector({"gpu.thermal_power": "GPUs: temperatures, clocks"})
     collector.publish(Snapshot(
-        results={"gpu.devices": ProbeResult("gpu.devices", "ok", 0.12, None, record()),
+        results={"gpu.thermal_power": _ok("gpu.thermal_power",
+                                          ThermalPowerRecord((_thermal(0, 0x4),), None)),
+                 "host.limits": _limits(SHELL, ENGINE),
                  "host.broken": ProbeResult("host.broken", "timeout", 10.0, "no result")},
         findings=[finding(), finding(key="other pid 7")],
         alerts=[("cpu-contention", "stress pid 42", "cpu-contention", "warning", "firing")],
@@ -120,7 +238,8 @@ def test_a_real_scrape_passes_promtool_check_metrics():
         server.shutdown()
         server.server_close()
     assert 'llm_doctor_probe_success{probe="host.broken"} 0.0' in page
-    assert 'llm_doctor_probe_duration_seconds{probe="gpu.devices"} 0.12' in page
+    assert 'llm_doctor_probe_duration_seconds{probe="gpu.thermal_power"} 0.12' in page
+    assert 'llm_doctor_gpu_clock_event_reason{gpu="0",model_name="",reason="sw_power_cap",uuid=""} 1.0' in page
     assert ('llm_doctor_finding{cause="cpu-contention",key="other pid 7",rule="cpu-contention",'
             'severity="warning",symptoms="slowdown"} 1.0') in page
     assert 'alertstate="firing"' in page and "llm_doctor_last_evaluation_timestamp_seconds" in page

@@ -1,12 +1,12 @@
 """The Prometheus exporter: a custom collector that turns the latest records into metrics.
 
-Any probe's frozen record becomes gauges without code here knowing it (style.md 1):
-a numeric or boolean field ``f`` of probe ``area.name`` is ``llm_doctor_area_name_f`` with
-the unit its name already carries (``_bytes``, ``_gbps``, ``_mib``, ``_c``; ``_s`` is
-spelled ``_seconds`` as Prometheus requires). Items of a tuple of records get labels from
-their identifying fields (pid, comm, engine, uuid, index, path, name, ...), nested fields
-extend the name, and a dict of numbers becomes one series per key (``key`` label).
-Strings other than identifiers are never labels: command lines may hold secrets.
+What a record becomes is declared in doctor/daemon/catalog/ (one row per field: name,
+type, unit conversion, help, the labels of its items); this module walks a record along
+those rows. Every item of a tuple reaches /metrics: items share their metric's label set
+(a label an item has no value for is empty), and two items that would give the same series
+are told apart by ``#2``, ``#3``... on their first label, never dropped. A field the catalog
+does not declare (a record from a probe added without its rows) is counted in
+``llm_doctor_exporter_unexported_values{probe, why}``, as is a value of the wrong type.
 
 Beside the records: ``llm_doctor_probe_success{probe}``, ``..._probe_duration_seconds``,
 one ``llm_doctor_finding`` series per active finding, ``llm_doctor_alert`` per pending or
@@ -16,51 +16,28 @@ firing alert, and a heartbeat. Checked with ``promtool check metrics`` in the te
 from __future__ import annotations
 
 import dataclasses
-import re
+import math
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from doctor import __version__
+from doctor.daemon import catalog
+from doctor.daemon.catalog.labels import Joins, text
+from doctor.daemon.catalog.rows import NUMBER, Each, Metric, Table
 from doctor.model import Finding, ProbeResult
 
 PREFIX = "llm_doctor"
-IDENTIFYING = ("pid", "comm", "engine", "uuid", "index", "gpu", "a", "b", "bdf", "path", "mount",
-               "name", "device", "model", "url")  # a, b: the two ends of a pair (GPU topology)
-# promtool's lint rejects abbreviated units (s, ms, b, kb, mb, gb, m, h, d) as name parts and
-# non-base units (milliseconds, kilobytes): such a field becomes its base unit, value scaled.
-# Only a field's last word after an underscore is a unit ("window_s", not a pair's end "b");
-# m, h and d are left alone: minutes or metres, hours, days cannot be told apart.
-_BASE = {"s": ("seconds", 1.0), "sec": ("seconds", 1.0), "ms": ("seconds", 1e-3),
-         "us": ("seconds", 1e-6), "ns": ("seconds", 1e-9), "b": ("bytes", 1.0),
-         "kb": ("bytes", 1e3), "mb": ("bytes", 1e6), "gb": ("bytes", 1e9), "tb": ("bytes", 1e12)}
-_RESERVED_SUFFIX = {"total": "overall", "count": "number", "sum": "summed", "bucket": "bucket_id"}
 
 Labels = tuple[tuple[str, str], ...]
 Sample = tuple[str, Labels, float]
-
-
-def metric_name(*parts: str) -> str:
-    """``host.cpu_load``, ``window_s`` → ``llm_doctor_host_cpu_load_window_seconds``."""
-    words = [w for w in re.sub(r"[^a-zA-Z0-9_]", "_", "_".join((PREFIX, *parts))).lower().split("_")
-             if w]
-    if "_" in parts[-1] and words[-1] in _BASE:
-        unit = _BASE[words[-1]][0]
-        words[-1] = unit[:-1] if words[-2] == "per" else unit  # tokens_per_s: _per_second
-    if words[-1] in _RESERVED_SUFFIX:
-        words[-1] = _RESERVED_SUFFIX[words[-1]]
-    return "_".join(words)
-
-
-def unit_scale(field_name: str) -> float:
-    """The factor from a field's unit to the base unit of its metric (``latency_ms`` → 1e-3)."""
-    if "_" not in field_name:
-        return 1.0
-    return _BASE.get(field_name.rsplit("_", 1)[-1].lower(), ("", 1.0))[1]
+Series = tuple[Metric, Labels, float]
 
 
 def _number(value: Any) -> float | None:
@@ -71,49 +48,178 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _identity(item: Any) -> Labels:
-    values = [(f, getattr(item, f)) for f in IDENTIFYING if hasattr(item, f)]
-    return tuple((f, str(v)) for f, v in values if v is not None and not isinstance(v, (tuple, dict)))
+class _Walk:
+    """One record along its table's rows; ``wrong`` counts what could not be exported."""
 
+    def __init__(self, table: Table, joins: Joins) -> None:
+        self.table, self.joins = table, joins
+        self.eaches = table.eaches
+        self.wrong: Counter[str] = Counter()
 
-def flatten(probe: str, record: Any) -> list[Sample]:
-    """Every numeric value in ``record`` as (metric name, labels, value)."""
-    out: list[Sample] = []
-    _walk(record, [probe], (), out)
-    return out
+    def reach(self, obj: Any, path: str) -> Iterator[tuple[Any, Labels]]:
+        """The values at ``path``, with the labels of the items passed on the way (an item
+        tuple at the end of ``path`` is walked into as well)."""
+        yield from self._reach(obj, path.split(".") if path else [], "", ())
 
+    def _reach(self, obj: Any, parts: list[str], at: str, labels: Labels
+               ) -> Iterator[tuple[Any, Labels]]:
+        if not parts:
+            yield obj, labels
+            return
+        here = f"{at}.{parts[0]}" if at else parts[0]
+        value = getattr(obj, parts[0], None)
+        each = self.eaches.get(here)
+        if each is None:
+            yield from self._reach(value, parts[1:], here, labels)
+            return
+        for item, own in self.items(value, each):
+            yield from self._reach(item, parts[1:], here, labels + own)
 
-def _walk(value: Any, path: list[str], labels: Labels, out: list[Sample]) -> None:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            _walk(getattr(value, f.name), [*path, f.name], labels, out)
-        return
-    number = _number(value)
-    scale = unit_scale(path[-1])
-    if number is not None:
-        out.append((metric_name(*path), labels, number * scale))
-    elif isinstance(value, dict):
+    def items(self, value: Any, each: Each) -> list[tuple[Any, Labels]]:
+        """The tuple's items with their labels; a label set seen before gets ``#n``."""
+        out: list[tuple[Any, Labels]] = []
+        seen: Counter[tuple[str, ...]] = Counter()
+        for i, item in enumerate(value if isinstance(value, (tuple, list)) else ()):
+            values = each.scheme.make(item, i, self.joins)
+            seen[values] += 1
+            if seen[values] > 1:
+                values = (f"{values[0]}#{seen[values]}", *values[1:])
+            out.append((item, tuple(zip(each.scheme.labels, values))))
+        return out
+
+    def series(self, record: Any) -> Iterator[Series]:
+        for metric in self.table.metrics:
+            if metric.kind == "tally":
+                parent, _, last = metric.field.rpartition(".")
+                for obj, labels in self.reach(record, parent):
+                    yield from self._tally(metric, getattr(obj, last, None), labels)
+                continue
+            for value, labels in self.reach(record, metric.field):
+                yield from self._values(metric, value, labels + metric.const)
+
+    def _tally(self, metric: Metric, value: Any, labels: Labels) -> Iterator[Series]:
+        """Items that share a label set are counted together (XID events of one code)."""
+        scheme = self.eaches[metric.field].scheme
+        counts = Counter(scheme.make(item, i, self.joins)
+                         for i, item in enumerate(value if isinstance(value, (tuple, list)) else ()))
+        for values, n in counts.items():
+            yield metric, labels + tuple(zip(scheme.labels, values)) + metric.const, float(n)
+
+    def _values(self, m: Metric, value: Any, labels: Labels) -> Iterator[Series]:
+        kind = m.kind
+        if kind == "info":
+            values = [getattr(value, f, None) for f in m.fields]
+            if any(v is not None for v in values):
+                yield m, labels + tuple(zip(m.labels, map(text, values))), 1.0
+        elif kind == "flag":
+            yield m, labels, 0.0 if value is None or value == "" else 1.0
+        elif value is None:
+            if m.none is not None:
+                yield m, labels, m.none
+        elif kind in NUMBER:
+            number = _number(value)
+            if number is None:
+                self.wrong["not-a-number"] += 1
+            else:
+                yield m, labels, number * m.scale
+        elif kind == "timestamp":
+            yield from self._timestamp(m, value, labels)
+        elif kind == "bits":
+            yield from self._bits(m, value, labels)
+        elif kind == "length" and isinstance(value, (tuple, list)):
+            yield m, labels, float(len(value))
+        elif kind == "members" and isinstance(value, (tuple, list)):
+            for member in dict.fromkeys(map(text, value)):
+                yield m, labels + ((m.labels[0], member),), 1.0
+        elif kind in ("counts", "pairs", "keys") and isinstance(value, dict):
+            yield from self._mapping(m, value, labels)
+        else:
+            self.wrong[f"not-a-{'list' if kind in ('length', 'members') else 'dict'}"] += 1
+
+    def _timestamp(self, m: Metric, value: Any, labels: Labels) -> Iterator[Series]:
+        try:
+            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            self.wrong["not-a-time"] += 1
+            return
+        yield m, labels, moment.timestamp()
+
+    def _bits(self, m: Metric, value: Any, labels: Labels) -> Iterator[Series]:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            self.wrong["not-a-mask"] += 1
+            return
+        for bit, name in m.bits:
+            yield m, labels + ((m.labels[0], name),), 1.0 if value & bit else 0.0
+        rest = value & ~sum(bit for bit, _ in m.bits)
+        for n in range(min(rest.bit_length(), 64)):  # bits newer than the table: named by number
+            if rest >> n & 1:
+                yield m, labels + ((m.labels[0], f"bit_{n}"),), 1.0
+
+    def _mapping(self, m: Metric, value: dict, labels: Labels) -> Iterator[Series]:
         for key, item in value.items():
-            n = _number(item)
-            if n is not None:
-                out.append((metric_name(*path), (*labels, ("key", str(key))), n * scale))
-    elif isinstance(value, (tuple, list)):
-        for position, item in enumerate(value):
-            if dataclasses.is_dataclass(item):
-                _walk_item(item, position, path, labels, out)
+            if m.kind == "pairs":
+                yield m, labels + tuple(zip(m.labels, (text(key), text(item)))), 1.0
+            elif m.kind == "keys":
+                yield m, labels + ((m.labels[0], text(key)),), 1.0
+            elif (number := _number(item)) is not None:
+                yield m, labels + ((m.labels[0], text(key)),), number * m.scale
+            else:
+                self.wrong["not-a-number"] += 1
 
 
-def _walk_item(item: Any, position: int, path: list[str], labels: Labels,
-               out: list[Sample]) -> None:
-    """One item of a tuple: its identifying fields become labels, the rest metrics."""
-    ident = _identity(item) or (("position", str(position)),)
-    taken = {k for k, _ in labels}
-    # an item inside an item (a GPU's processes) names its clashing labels after its field
-    renamed = tuple((f"{path[-1]}_{k}" if k in taken else k, v) for k, v in ident)
-    own = {k for k, _ in ident}
-    for f in dataclasses.fields(item):
-        if f.name not in own:
-            _walk(getattr(item, f.name), [*path, f.name], (*labels, *renamed), out)
+def _undeclared(table: Table | None, record: Any) -> int:
+    """How many of the record's fields (through its items) the table does not account for."""
+    declared = table.declared() if table else {}
+    count = 0
+
+    def visit(obj: Any, at: str) -> None:
+        nonlocal count
+        for f in dataclasses.fields(obj):
+            path = f"{at}.{f.name}" if at else f.name
+            value = getattr(obj, f.name, None)
+            if path not in declared:
+                count += 1
+            elif declared[path] == "items" and isinstance(value, (tuple, list)) and value \
+                    and dataclasses.is_dataclass(value[0]):
+                visit(value[0], path)
+
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        visit(record, "")
+    return count
+
+
+def series(results: dict[str, ProbeResult]) -> tuple[list[Series], Counter[tuple[str, str]]]:
+    """Every record's series, and what could not be exported: (probe, why) → how many."""
+    joins = Joins.of(results)
+    out: list[Series] = []
+    wrong: Counter[tuple[str, str]] = Counter()
+    for probe, result in results.items():
+        if result.status != "ok" or result.record is None:
+            continue
+        table = catalog.table(probe)
+        undeclared = _undeclared(table, result.record)
+        if undeclared:
+            wrong[(probe, "undeclared-field")] += undeclared
+        if table is None:
+            continue
+        walk = _Walk(table, joins)
+        out.extend(walk.series(result.record))
+        for why, n in walk.wrong.items():
+            wrong[(probe, why)] += n
+    return out, wrong
+
+
+def families(rows: list[Series]) -> list[Any]:
+    """The metric families of those series, one per name, in the catalog's order."""
+    out: dict[str, Any] = {}
+    for metric, labels, value in rows:
+        family = out.get(metric.name)
+        if family is None:
+            names = [k for k, _ in labels]
+            make = CounterMetricFamily if metric.kind == "counter" else GaugeMetricFamily
+            family = out[metric.name] = make(metric.name, metric.help, labels=names)
+        family.add_metric([v for _, v in labels], value)
+    return list(out.values())
 
 
 @dataclass(slots=True)
@@ -134,56 +240,43 @@ class DoctorCollector(Collector):
         self.descriptions = descriptions
         self.snapshot = Snapshot()
         self._families: list[Any] = []
+        self._samples: list[Sample] = []
         self._lock = threading.Lock()
 
     def publish(self, snapshot: Snapshot) -> None:
         """Replace what scrapes see; the families are built here, once per evaluation, so
         that a scrape only writes them out."""
-        families = [*self._records(snapshot), *self._probes(snapshot), *self._findings(snapshot),
-                    *self._heartbeat(snapshot)]
+        rows, wrong = series(snapshot.results)
+        built = [*families(rows), self._unexported(wrong), *self._probes(snapshot),
+                 *self._findings(snapshot), *self._heartbeat(snapshot)]
+        kept = [(m.name, labels, value)
+                for m, labels, value in rows if m.kept and math.isfinite(value)]
         with self._lock:
-            self.snapshot, self._families = snapshot, families
+            self.snapshot, self._families, self._samples = snapshot, built, kept
 
     def samples(self) -> list[Sample]:
-        """The records' samples, for the history."""
+        """The records' numeric samples, for the history (string facts are left out)."""
         with self._lock:
-            snap = self.snapshot
-        out: list[Sample] = []
-        for name, result in snap.results.items():
-            if result.status == "ok" and result.record is not None:
-                out.extend(flatten(name, result.record))
-        return out
+            return list(self._samples)
 
     def collect(self) -> Iterator[Any]:
         with self._lock:
-            families = self._families
-        yield from families
+            built = self._families
+        yield from built
         now = GaugeMetricFamily(f"{PREFIX}_scrape_timestamp_seconds",
                                 "Unix time at which this scrape was answered")
         now.add_metric([], time.time())
         yield now
 
-    def _records(self, snap: Snapshot) -> Iterator[Any]:
-        families: dict[str, GaugeMetricFamily] = {}
-        shapes: dict[str, list[str]] = {}
-        seen: set[tuple[str, Labels]] = set()
-        for probe, result in snap.results.items():
-            if result.status != "ok" or result.record is None:
-                continue
-            for name, labels, value in flatten(probe, result.record):
-                if (name, labels) in seen:
-                    continue  # two items with the same identity: the first one wins
-                seen.add((name, labels))
-                family = families.get(name)
-                if family is None:
-                    help_text = f"{probe}: {self.descriptions.get(probe, probe)}"
-                    shapes[name] = [k for k, _ in labels]
-                    family = families[name] = GaugeMetricFamily(name, help_text,
-                                                                labels=shapes[name])
-                if [k for k, _ in labels] != shapes[name]:
-                    continue  # a record whose items disagree on identity: keep the first shape
-                family.add_metric([v for _, v in labels], value)
-        yield from families.values()
+    def _unexported(self, wrong: Counter[tuple[str, str]]) -> Any:
+        family = GaugeMetricFamily(
+            f"{PREFIX}_exporter_unexported_values",
+            "Values of the last records the exporter could not export: a field its catalog "
+            "does not declare (undeclared-field), or a value of the wrong type",
+            labels=["probe", "why"])
+        for (probe, why), n in sorted(wrong.items()):
+            family.add_metric([probe, why], float(n))
+        return family
 
     def _probes(self, snap: Snapshot) -> Iterator[Any]:
         success = GaugeMetricFamily(f"{PREFIX}_probe_success",

@@ -1,0 +1,153 @@
+"""The host probes' metrics (probes/host/*.py)."""
+
+from __future__ import annotations
+
+from doctor.daemon.catalog import labels as L
+from doctor.daemon.catalog.rows import (GBPS, INF, MBPS, MHZ, MIB, Table, counter, each, gauge,
+                                        info, missing, of, unexported)
+
+PROCESS = L.fields("pid", "comm", "engine")
+SENTENCE = "a sentence for people, shown by the scan and kept in its JSON report"
+
+TABLES = (
+    Table("host.limits", (
+        each("processes", L.fields("pid", "comm", "engine", "role")),
+        *(gauge(f"processes.{key}_{which}", f"host_process_{name}", f"{what} (/proc/<pid>/limits; "
+                "+Inf: unlimited) of llm-doctor's shell (role shell) and of each engine process",
+                none=INF, const=(("limit", which),))
+          for key, name, what in (("nofile", "open_files_limit", "RLIMIT_NOFILE"),
+                                  ("nproc", "processes_limit", "RLIMIT_NPROC"))
+          for which in ("soft", "hard")),
+        *(gauge(f"processes.memlock_{which}_bytes", "host_process_locked_memory_limit_bytes",
+                "RLIMIT_MEMLOCK (/proc/<pid>/limits; +Inf: unlimited)", none=INF,
+                const=(("limit", which),)) for which in ("soft", "hard")),
+        gauge("engine_count", "host_engine_processes", "Serving-engine processes in the process table"),
+    )),
+    Table("host.sysctl", (
+        *(gauge(f, f"host_sysctl_{f}", f"{what} (/proc/sys)") for f, what in (
+            ("fs_file_max", "fs.file-max"), ("fs_nr_open", "fs.nr_open"),
+            ("net_core_somaxconn", "net.core.somaxconn"),
+            ("net_ipv4_tcp_max_syn_backlog", "net.ipv4.tcp_max_syn_backlog"),
+            ("vm_swappiness", "vm.swappiness"),
+            ("vm_overcommit_memory", "vm.overcommit_memory: 0 heuristic, 1 always, 2 never"))),
+        *(gauge(f, f"host_sysctl_{f}", f"{what} (/proc/sys/net), bytes") for f, what in (
+            ("net_core_rmem_max_bytes", "net.core.rmem_max"),
+            ("net_core_wmem_max_bytes", "net.core.wmem_max"),
+            ("net_ipv4_tcp_rmem_max_bytes", "net.ipv4.tcp_rmem, its maximum"),
+            ("net_ipv4_tcp_wmem_max_bytes", "net.ipv4.tcp_wmem, its maximum"))),
+        info("", "host_transparent_hugepage_info", "Transparent huge pages' settings "
+             "(/sys/kernel/mm/transparent_hugepage/{enabled,defrag})",
+             enabled="thp_enabled", defrag="thp_defrag"),
+        counter("listen_overflows", "host_tcp_listen_overflows_total",
+                "TcpExt ListenOverflows since boot (/proc/net/netstat): a full accept queue"),
+        counter("listen_drops", "host_tcp_listen_drops_total",
+                "TcpExt ListenDrops since boot (/proc/net/netstat): connections dropped at listen"),
+        missing("missing", "host_sysctl_value_missing", "host.sysctl"),
+    )),
+    Table("host.cpu", (
+        info("", "host_cpu_info", "The CPU model (/proc/cpuinfo model name)", model="model"),
+        gauge("logical_cpus", "host_cpu_logical_cpus", "Logical CPUs (/sys/devices/system/cpu)"),
+        gauge("physical_cores", "host_cpu_physical_cores", "Physical cores (/proc/cpuinfo core ids)"),
+        gauge("sockets", "host_cpu_sockets", "CPU sockets (/proc/cpuinfo physical ids)"),
+        gauge("numa_nodes", "host_numa_nodes", "NUMA nodes (/sys/devices/system/node)"),
+        of("members", "isa", "host_cpu_flag_info", "Instruction-set extensions present "
+           "(AVX2, AVX-512, AMX; /proc/cpuinfo flags)", "flag"),
+        of("counts", "governor_counts", "host_cpu_governor_cpus",
+           "CPUs per cpufreq scaling governor", "governor"),
+        of("counts", "energy_preference_counts", "host_cpu_energy_preference_cpus",
+           "CPUs per energy_performance_preference", "preference"),
+        gauge("cpufreq_available", "host_cpufreq_available", "1 when the kernel exposes cpufreq"),
+        gauge("cur_mhz_avg", "host_cpu_frequency_average_hertz",
+              "Mean current frequency of the CPUs (cpufreq scaling_cur_freq)", MHZ),
+        gauge("max_mhz", "host_cpu_frequency_max_hertz",
+              "Highest maximum frequency of the CPUs (cpufreq cpuinfo_max_freq)", MHZ),
+        gauge("load_1m", "host_load1", "1-minute load average (/proc/loadavg)"),
+        gauge("load_5m", "host_load5", "5-minute load average (/proc/loadavg)"),
+        each("cpus", L.fields("cpu")),
+        info("cpus", "host_cpu_scaling_info", "Each CPU's cpufreq governor and energy preference",
+             governor="governor", energy_preference="energy_preference"),
+        gauge("cpus.cur_mhz", "host_cpu_scaling_frequency_hertz",
+              "Each CPU's current frequency (cpufreq scaling_cur_freq)", MHZ),
+        gauge("cpus.max_mhz", "host_cpu_scaling_frequency_max_hertz",
+              "Each CPU's maximum frequency (cpufreq cpuinfo_max_freq)", MHZ),
+    )),
+    Table("host.cpu_load", (
+        gauge("window_s", "host_cpu_load_window_seconds", "How long the CPU was sampled"),
+        gauge("logical_cpus", "host_cpu_load_logical_cpus", "Logical CPUs the sample covers"),
+        gauge("busy_cores", "host_cpu_busy_cores",
+              "All CPUs' busy time over the window, in cores (/proc/stat)"),
+        each("top", PROCESS),
+        gauge("top.cpu_cores", "host_top_process_cpu_cores",
+              "CPU time over the window, in cores, of the processes taking the most"),
+        gauge("top.related", "host_top_process_related",
+              "1 for llm-doctor itself, its children and its ancestors"),
+        gauge("top.kernel_thread", "host_top_process_kernel_thread",
+              "1 for a kernel thread (kswapd, kworker: memory pressure, not a hog)"),
+        unexported("top.cmdline", "a command line may hold secrets, and each is a new series: "
+                   "pid and comm name the process"),
+    )),
+    Table("host.memory", (
+        gauge("total_mib", "host_memory_total_bytes", "MemTotal (/proc/meminfo)", MIB),
+        gauge("available_mib", "host_memory_available_bytes", "MemAvailable (/proc/meminfo)", MIB),
+        gauge("swap_total_mib", "host_swap_total_bytes", "SwapTotal (/proc/meminfo)", MIB),
+        gauge("swap_used_mib", "host_swap_used_bytes",
+              "Swap in use: SwapTotal - SwapFree - SwapCached (/proc/meminfo)", MIB),
+        gauge("huge_pages_total", "host_huge_pages", "HugePages_Total (/proc/meminfo)"),
+        missing("missing", "host_memory_value_missing", "host.memory"),
+    )),
+    Table("host.storage", (
+        each("paths", L.fields("path", "source")),
+        info("paths", "host_storage_info", "Where the weights live (/proc/self/mountinfo, "
+             "/sys/dev/block)", fs_type="fs_type", mount_point="mount_point",
+             device="block_device"),
+        info("paths", "host_storage_read_info", "How the weights were read: O_DIRECT or "
+             "fadvise, and what ended the read (max_seconds, max_bytes, end_of_files)",
+             method="read_method", stopped_by="read_stopped_by"),
+        gauge("paths.network_fs", "host_storage_network_filesystem",
+              "1 on NFS, Lustre, CIFS, 9p, FUSE..."),
+        gauge("paths.rotational", "host_storage_rotational", "/sys/block/<disk>/queue/rotational"),
+        gauge("paths.fs_free_bytes", "host_storage_filesystem_free_bytes", "Free space (statvfs)"),
+        gauge("paths.weight_files", "host_storage_weight_files", "Weight files under the path"),
+        gauge("paths.weights_bytes", "host_storage_weights_bytes", "Their size"),
+        gauge("paths.read_mbps", "host_storage_read_bytes_per_second",
+              "Sequential read throughput of the weights (O_DIRECT; level standard and up)", MBPS),
+        gauge("paths.read_bytes", "host_storage_read_sample_bytes", "Bytes the read measured"),
+        gauge("paths.read_seconds", "host_storage_read_duration_seconds", "Time spent in reads"),
+        unexported("paths.read_reason", f"why the read did not run: {SENTENCE}"),
+    )),
+    Table("host.memory_bandwidth", (
+        info("", "host_memory_bandwidth_info", "The STREAM kernel's backend (torch, numpy)",
+             backend="backend"),
+        gauge("threads", "host_memory_bandwidth_threads", "Threads the kernel ran"),
+        gauge("array_bytes", "host_memory_bandwidth_array_bytes", "Size of each STREAM array"),
+        gauge("copy_gbps", "host_memory_bandwidth_copy_bytes_per_second", "STREAM copy, best pass",
+              GBPS, ceiling="llm_doctor_host_memory_bandwidth_ceiling_bytes_per_second"),
+        gauge("triad_gbps", "host_memory_bandwidth_triad_bytes_per_second",
+              "STREAM triad, best pass", GBPS,
+              ceiling="llm_doctor_host_memory_bandwidth_ceiling_bytes_per_second"),
+        gauge("kernel_s", "host_memory_bandwidth_kernel_duration_seconds",
+              "The measurement's wall time (allocation, first touch, passes)"),
+        gauge("dimms_populated", "host_memory_dimms_populated", "DIMMs installed (dmidecode)"),
+        gauge("channels", "host_memory_channels_populated", "Memory channels with a DIMM"),
+        gauge("platform_channels", "host_memory_channels", "Memory channels the slots belong to"),
+        of("members", "empty_channels", "host_memory_empty_channel_info",
+           "A slot per memory channel with no DIMM", "slot"),
+        gauge("dimm_rated_mts", "host_memory_dimm_rated_transfers_per_second",
+              "The DIMMs' rated speed (dmidecode Speed)", MHZ),
+        gauge("dimm_configured_mts", "host_memory_dimm_configured_transfers_per_second",
+              "The DIMMs' configured speed (dmidecode Configured Memory Speed)", MHZ),
+        gauge("ceiling_gbps", "host_memory_bandwidth_ceiling_bytes_per_second",
+              "The installed DIMMs' ceiling: channels x speed x 8 bytes", GBPS),
+        gauge("platform_ceiling_gbps", "host_memory_bandwidth_platform_ceiling_bytes_per_second",
+              "The ceiling with every channel populated at the same speed", GBPS),
+        gauge("triad_ratio", "host_memory_bandwidth_of_ceiling_ratio",
+              "Triad (copy for a five-pass triad) over the DIMMs' ceiling"),
+        gauge("platform_ratio", "host_memory_bandwidth_of_platform_ceiling_ratio",
+              "The same figure over the platform's ceiling"),
+        gauge("repeats", "host_memory_bandwidth_repeats", "Timed passes that ran"),
+        gauge("huge_pages", "host_memory_bandwidth_huge_pages", "1 when MADV_HUGEPAGE was accepted"),
+        gauge("other_busy_cores", "host_memory_bandwidth_other_busy_cores",
+              "Cores other processes kept busy during the passes (/proc/stat)"),
+        unexported("ceiling_reason", f"why there is no ceiling: {SENTENCE}"),
+    )),
+)
