@@ -21,8 +21,10 @@ from reports.json_report import sanitized, to_dict
 from reports.svg import MAX_SERIES, line_chart
 
 # What the plots are for (issue: temperatures and clocks, KV-cache use, first-token latency,
-# bandwidth): metric names matching these are plotted beside those of the findings' evidence.
-_ALWAYS = re.compile(r"(_c$|temp|clock|mhz|kv_cache|first_token|ttft|_gbps$|busy_cores)")
+# bandwidth): metric names matching these are plotted beside those of the findings' evidence
+# (doctor/daemon/catalog names them; one series per CPU is not a plot, their mean is).
+_ALWAYS = re.compile(r"(_celsius$|clock_hertz$|frequency_average_hertz$|kv_cache|"
+                     r"time_to_first_token|_bytes_per_second$|busy_cores)")
 MAX_CHARTS = 12
 
 
@@ -88,17 +90,24 @@ def _pair_matrices(probes: list[dict]) -> list[tuple[str, list[list[str]]]]:
     return out
 
 
+def _about(history: Any, name: str) -> Any:
+    """The daemon's description of a series (its record field, its ceiling), if it has one."""
+    about = getattr(history, "about", None)
+    return about(name) if about is not None else None
+
+
 def _ceiling(history: Any, name: str) -> float | None:
-    """For a bandwidth (``*_gbps``), the latest ceiling its probe reports beside it."""
-    if not name.endswith("_gbps") or "ceiling" in name:
+    """For a bandwidth, the latest value of the ceiling its probe reports beside it."""
+    ceiling = getattr(_about(history, name), "ceiling", "")
+    if not ceiling:
         return None
-    probe = "_".join(name.split("_")[:4])  # llm_doctor_<area>_<probe>
-    for other in sorted(history.names()):
-        if other.startswith(probe) and "ceiling" in other and other.endswith("_gbps"):
-            points: list[tuple[float, float]] = next(iter(history.series(other).values()), [])
-            if points:
-                return points[-1][1]
-    return None
+    points: list[tuple[float, float]] = next(iter(history.series(ceiling).values()), [])
+    return points[-1][1] if points else None
+
+
+def _field(history: Any, name: str) -> str:
+    """The record field a series comes from (``temp_c``): what a finding's evidence names."""
+    return str(getattr(_about(history, name), "field", "")).rpartition(".")[2]
 
 
 def _charts(history: Any, findings: list[dict]) -> list[Markup]:
@@ -107,14 +116,16 @@ def _charts(history: Any, findings: list[dict]) -> list[Markup]:
     wanted = {str(k) for f in findings for k in f["evidence"]}
     keys = {str(f.get("key") or "") for f in findings} - {""}
     names = sorted(n for n in history.names() if "ceiling" not in n  # drawn as a line instead
-                   and (_ALWAYS.search(n) or any(n.endswith("_" + w) for w in wanted)))
+                   and (_ALWAYS.search(n) or _field(history, n) in wanted
+                        or any(n.endswith("_" + w) for w in wanted)))
     charts = []
     for name in names[:MAX_CHARTS]:
         series = history.series(name)
         # the finding's own item first (its pid, its GPU), then the others up to the palette
-        ranked = sorted(series.items(), key=lambda kv: not any(v in keys or any(v in k for k in keys)
-                                                               for _, v in kv[0]))
-        shown = {", ".join(f"{k}={v}" for k, v in labels) or "value": pts
+        # (an empty label, an item without that value, names nothing)
+        ranked = sorted(series.items(), key=lambda kv: not any(
+            v and (v in keys or any(v in k for k in keys)) for _, v in kv[0]))
+        shown = {", ".join(f"{k}={v}" for k, v in labels if v) or "value": pts
                  for labels, pts in ranked[:MAX_SERIES]}
         svg = line_chart(name, shown, _ceiling(history, name), len(ranked) - len(shown))
         if svg:

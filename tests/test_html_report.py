@@ -87,11 +87,11 @@ def _incident() -> str:
     history = History(3600)
     for i in range(60):
         history.add(1000.0 + 60 * i, [
-            ("llm_doctor_host_cpu_load_top_cpu_cores", (("pid", "4242"), ("comm", "stress")), 0.9),
-            ("llm_doctor_host_cpu_load_busy_cores", (), 1.0 + i / 100),
-            ("llm_doctor_host_memory_available_mib", (), 5000.0),
-            ("llm_doctor_host_memory_bandwidth_triad_gbps", (), 40.0 + i % 3),
-            ("llm_doctor_host_memory_bandwidth_ceiling_gbps", (), 204.8)])
+            ("llm_doctor_host_top_process_cpu_cores", (("pid", "4242"), ("comm", "stress")), 0.9),
+            ("llm_doctor_host_cpu_busy_cores", (), 1.0 + i / 100),
+            ("llm_doctor_host_memory_available_bytes", (), 5.0e9),
+            ("llm_doctor_host_memory_bandwidth_triad_bytes_per_second", (), 4.0e10 + i % 3 * 1e9),
+            ("llm_doctor_host_memory_bandwidth_ceiling_bytes_per_second", (), 2.048e11)])
     report = _report(1)
     alert = AlertTracker({}).observe(report.findings, {"cpu-contention"}, 4600.0).fired[0]
     return render_incident(report, history, alert)
@@ -101,7 +101,7 @@ def test_incident_report_plots_the_last_hour_of_the_findings_metrics():
     html = _incident()
     # the finding's cpu_cores and busy_cores, and bandwidth against its ceiling
     assert html.count('<svg xmlns="http://www.w3.org/2000/svg"') == 3
-    assert "pid=4242, comm=stress" in html and "available_mib" not in html
+    assert "pid=4242, comm=stress" in html and "available_bytes" not in html
     assert 'class="ceiling"' in html
     assert "Alert firing" in html
 

@@ -5,6 +5,9 @@ One ring per series (metric name + labels), holding (unix time, value) pairs for
 point instead of adding one: 360 points per series whatever the interval). Memory stays bounded over days: points older than the window are dropped,
 a series not updated for a whole window is forgotten (an engine that restarted under a new
 pid), and at most ``max_series`` series are kept (the oldest-updated go first).
+
+``about(name)`` says what a series is (the catalog's row: the record field it comes from,
+the ceiling drawn beside it), so that a report can pick the plots for a finding's evidence.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from __future__ import annotations
 import threading
 from array import array
 from bisect import bisect_left
+
+from doctor.daemon import catalog
+from doctor.daemon.catalog.rows import Metric
 
 Labels = tuple[tuple[str, str], ...]
 SeriesKey = tuple[str, Labels]
@@ -70,6 +76,10 @@ class History:
         with self._lock:
             return {labels: list(zip(ring.times, ring.values))
                     for (n, labels), ring in self._series.items() if n == name}
+
+    def about(self, name: str) -> Metric | None:
+        """The catalog's row behind metric ``name`` (None for the daemon's own metrics)."""
+        return catalog.about(name)
 
     def names(self) -> set[str]:
         with self._lock:
