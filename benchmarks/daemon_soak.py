@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from doctor.seam.host import HostReadError
 from doctor.model import Level, ProbeSpec
 import doctor.daemon.service as service
+from doctor.daemon import catalog
+from doctor.daemon.catalog.rows import Table, gauge, unexported
 
 @dataclass(frozen=True, slots=True)
 class EnginePage:
@@ -62,6 +64,12 @@ service.PROBES = service.PROBES + (
     ProbeSpec("engine.soak", Level.QUICK, "a vLLM-style page that comes and goes", "{page}",
               3.0, engine),
 )
+# the engine page's record on /metrics and in the history, as a built-in probe's would be
+catalog.TABLES["engine.soak"] = Table("engine.soak", (
+    gauge("kv_cache_usage_ratio", "engine_soak_kv_cache_usage_ratio", "KV-cache use of the page"),
+    gauge("requests_running", "engine_soak_requests_running", "Running requests of the page"),
+    unexported("url", "the page's URL"),
+))
 from doctor.commands.cli import main
 sys.argv = ["llm-doctor"] + sys.argv[1:]
 main()
@@ -142,6 +150,7 @@ def main() -> int:
     end = start + args.minutes * 60
     baseline = None
     samples, scrape_ms, failed, hog_stops = [], [], 0, []
+    unexported = 0  # scrapes on which a record's field was not exported
     hog = None
     next_hog = start + 10
     next_flap = start + args.flap
@@ -166,6 +175,7 @@ def main() -> int:
                 scrape_ms.append((time.perf_counter() - t0) * 1000)
                 if "llm_doctor_probe_success" not in page:
                     failed += 1
+                unexported += "llm_doctor_exporter_unexported_values{" in page
             except OSError:
                 failed += 1
             rss, threads = proc_status(pid)
@@ -226,7 +236,8 @@ def main() -> int:
         f"{max(t for *_, t in w)}" for w in windows if w))
     print(f"  threads: {baseline[1]} after warm-up, min {min(threads_seen)}, max "
           f"{max(threads_seen)}, at the end {final_threads}")
-    print(f"  scrapes: {len(scrape_ms)} ok, {failed} failed; p50 "
+    print(f"  scrapes: {len(scrape_ms)} ok, {failed} failed, {unexported} with values the "
+          f"exporter could not export; p50 "
           f"{statistics.median(scrape_ms):.1f} ms, p99 "
           f"{statistics.quantiles(scrape_ms, n=100)[98]:.1f} ms")
     ours = sum(1 for _, body in State.hook for a in body["alerts"] if body["status"] == "firing"
