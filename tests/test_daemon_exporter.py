@@ -284,3 +284,21 @@ def test_tls_serves_https(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_label_values_from_the_host_are_escaped_and_read_back_unchanged():
+    """comm and model names come from the host: quotes, backslashes, newlines, any script."""
+    odd = 'a"b\\c\nd{e}=é,🙂'
+    engine = ProcessLimits(77, odd, "vllm", "engine", 1024, 1024, 1, 1, 1, 1)
+    discovery = DiscoveryRecord((_engine(77, "http://u:secret@127.0.0.1:9/", odd),), 1)
+    page = _page(_limits(SHELL, engine), _ok("engine.discovery", discovery))
+    series = _series(page)
+    assert {labels["comm"] for labels, _ in series["llm_doctor_host_process_open_files_limit"]} \
+        == {"llm-doctor", odd}
+    info = series["llm_doctor_engine_info"][0][0]
+    assert info["model"] == odd and info["endpoint"] == "http://127.0.0.1:9/"
+    assert "secret" not in page
+    promtool = need("promtool", "prometheus")
+    lint = subprocess.run([promtool, "check", "metrics"], input=page, capture_output=True,
+                          text=True, timeout=30)
+    assert lint.returncode == 0, lint.stdout + lint.stderr

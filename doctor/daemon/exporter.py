@@ -138,11 +138,11 @@ class _Walk:
 
     def _timestamp(self, m: Metric, value: Any, labels: Labels) -> Iterator[Series]:
         try:
-            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
+            seconds = datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        except (ValueError, OverflowError, OSError):  # not ISO 8601, or a year out of range
             self.wrong["not-a-time"] += 1
             return
-        yield m, labels, moment.timestamp()
+        yield m, labels, seconds
 
     def _bits(self, m: Metric, value: Any, labels: Labels) -> Iterator[Series]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
