@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from doctor.endpoints import EndpointError, parse
-from doctor.seam.host import LiveHost
+from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions
 from probes.registry import PROBES, by_name
 from doctor.rules.loader import builtin_files, load_rules

@@ -208,7 +208,8 @@ def _hostile_ggufs(tmp_path: Path) -> dict[str, Path]:
 def test_a_hostile_gguf_is_a_named_error_live_captured_and_replayed(tmp_path):
     """The live read (through a capture) raises the named error, the capture keeps it, and the
     replayed probe leaves the engine out with it: never an internal error."""
-    from doctor.seam.host import LiveHost, MeasurementError
+    from doctor.seam.host import MeasurementError
+    from doctor.seam.live import LiveHost
     from doctor.seam.recorded import RecordingHost
     from probes.engine.capacity import model_shape
 

@@ -15,7 +15,7 @@ import math
 import pytest
 
 from doctor import values
-from doctor.seam.host import LiveHost
+from doctor.seam.live import LiveHost
 from doctor.workload.loadgen import Endpoint, Workload, run_requests
 from doctor.model import Level, ScanOptions
 from probes.helpers.promtext import PageError, parse

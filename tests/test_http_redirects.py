@@ -13,7 +13,8 @@ import base64
 
 import pytest
 
-from doctor.seam.host import HostReadError, LiveHost, Reason
+from doctor.seam.host import HostReadError, Reason
+from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions
 from probes.registry import PROBES, by_name
 from doctor.rules.loader import builtin_files, load_rules
