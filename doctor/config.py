@@ -24,13 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doctor.endpoints import EndpointError
+from doctor.endpoints import parse as parse_endpoint
 from doctor.model import Level
 from doctor.rules.loader import Rule, RuleError
 from doctor.vocabulary import suggest
 from doctor.tomlfile import MAX_CONFIG_BYTES, LineIndex, read_toml
 
 LEVELS = Level.names()
-SCAN_KEYS = ("level", "model_dirs", "rule_files")
+SCAN_KEYS = ("level", "model_dirs", "rule_files", "endpoints")
 RULE_KEYS = ("enabled", "severity")
 MAX_PATHS = 256  # entries in model_dirs or rule_files
 
@@ -84,6 +86,12 @@ def _check_scan(config: Config, scan: Any) -> None:
         if key == "level":
             if value not in LEVELS:
                 raise ConfigError(f"{at} = {value!r:.60}; use quick, standard or full")
+        elif key == "endpoints" and isinstance(value, list) and len(value) <= MAX_PATHS:
+            for item in value:
+                try:
+                    parse_endpoint(item)
+                except EndpointError as exc:
+                    raise ConfigError(f"{at}: {exc}") from None
         elif (not isinstance(value, list) or len(value) > MAX_PATHS
               or not all(isinstance(v, str) and v and "\0" not in v for v in value)):
             raise ConfigError(f"{at} must be an array of paths (strings), e.g. "

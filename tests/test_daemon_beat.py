@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from doctor.daemon.service import Daemon, load
+from doctor.daemon.service import Daemon
+from doctor.commands.setup import load_daemon as load
 from doctor.seam.recorded import RecordedHost
 from tests.conftest import FIXTURE_HOSTS
 

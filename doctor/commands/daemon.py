@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from doctor.model import Level
+from doctor.commands.load import ENDPOINT
 from doctor.config import ConfigError
 
 _DURATION = click.STRING
@@ -37,7 +38,11 @@ def _seconds(value: str | None, flag: str) -> float | None:
 @click.option("--level", type=click.Choice(Level.names()), default=None,
               help="quick never runs micro-kernels. Default standard.")
 @click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
-              help="Where the model weights live (repeatable).")
+              help="Where the model weights live (repeatable), as for scan.")
+@click.option("--endpoint", "endpoints", multiple=True, metavar="URL", type=ENDPOINT,
+              help="A serving engine to read (repeatable), as for scan: one behind a proxy, in "
+                   "another network namespace or on another host; a key as http://:KEY@host:8000 "
+                   "is sent to that origin only, never shown.")
 @click.option("--config", "config_path", metavar="FILE",
               help="Config file with a [daemon] table (docs/daemon.md). SIGHUP re-reads it.")
 @click.option("--rules", "rule_files", multiple=True, metavar="FILE",
@@ -50,8 +55,8 @@ def _seconds(value: str | None, flag: str) -> float | None:
               help="POST alerts as JSON to this URL (repeatable).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)
-def daemon(listen, interval, kernel_interval, level, model_dirs, config_path, rule_files,
-           report_dir, alertmanager, webhook, log_level) -> None:
+def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, config_path,
+           rule_files, report_dir, alertmanager, webhook, log_level) -> None:
     """Run the probes on a schedule, export metrics, send alerts, write incident reports.
 
     \b
@@ -63,7 +68,8 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, config_path, ru
     """
     import signal
 
-    from doctor.daemon.service import Daemon, load
+    from doctor.commands.setup import load_daemon
+    from doctor.daemon.service import Daemon
 
     # Until the server is up (Daemon.run installs the daemon's handlers): SIGTERM and SIGINT
     # stop it wherever its start is, and a reload or kernel request has nothing to act on yet.
@@ -75,10 +81,11 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, config_path, ru
     flags = {"listen": listen, "interval_s": _seconds(interval, "--interval"),
              "kernel_interval_s": _seconds(kernel_interval, "--kernel-interval"),
              "level": level, "report_dir": report_dir, "alertmanager": tuple(alertmanager),
-             "webhook": tuple(webhook)}  # each checked as its key is (settings.with_flags)
+             "webhook": tuple(webhook), "model_dirs": tuple(model_dirs),
+             "endpoints": tuple(endpoints)}  # each checked as its key is (settings.with_flags)
 
-    def reload():
-        return load(config_path, rule_files, {**flags, "model_dirs": model_dirs})
+    def reload():  # the scan's options built as a scan builds them (doctor/commands/setup.py)
+        return load_daemon(config_path, rule_files, flags)
 
     service = Daemon(reload(), reload)
     sys.exit(service.run())
@@ -109,10 +116,10 @@ def report(snapshot, output) -> None:
 def rules_export(fmt, config_path, rule_files, output) -> None:
     """Write Prometheus alerting rules, one per llm-doctor rule (check: promtool check rules)."""
     from doctor.daemon.promrules import export
-    from doctor.daemon.service import load
+    from doctor.commands.setup import load_daemon
     from doctor.output import write_atomic
 
-    loaded = load(config_path, rule_files, {})
+    loaded = load_daemon(config_path, rule_files, {})
     text = export(loaded.rules, loaded.settings.for_s, loaded.config.rules)
     if output:
         write_atomic(output, text)

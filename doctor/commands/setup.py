@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from doctor.config import Config, check_against_rules, find_config, load_config
+from doctor.config import Config, ConfigError, check_against_rules, find_config, load_config
+from doctor.daemon.service import Loaded
+from doctor.daemon.settings import load_settings, with_flags
 from doctor.seam.host import Host
 from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions, ScanReport
@@ -46,15 +48,30 @@ def open_host(replay: str | None) -> Host:
 
 def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] = (),
                  endpoints: tuple[str, ...] = (), host: Host | None = None) -> ScanOptions:
-    """Command line first, then a recorded host's capture settings, then the config file."""
+    """The one place a scan's options are settled, for ``scan``, ``capture`` and the daemon
+    (whose flags come here merged with its [daemon] table): the command line first, then a
+    recorded host's capture settings, then [scan] of the config file, then the defaults."""
     meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
     chosen = level or meta.get("level") or config.scan.get("level", "standard")
     if chosen not in Level.names():
-        from doctor.config import ConfigError
-
         raise ConfigError(f"{config.path}: scan.level = {chosen!r}; use quick, standard or full")
     dirs = tuple(model_dirs) or tuple(meta.get("model_dirs", [])) or tuple(config.scan.get("model_dirs", []))
-    return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=tuple(endpoints))
+    urls = tuple(endpoints) or tuple(config.scan.get("endpoints", []))
+    return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=urls)
+
+
+def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
+                flags: dict[str, Any]) -> Loaded:
+    """The daemon's settings, config, rules and scan options, built as a scan's are: the
+    flags, then [daemon], then [scan]. Raises ConfigError or RuleError naming the file."""
+    path = find_config(config_path)
+    settings = with_flags(load_settings(path), **{**flags, "rule_files": tuple(rule_files)})
+    rules, config = load_setup(config_path, settings.rule_files)
+    unknown = set(settings.for_s) - {r.id for r in rules}
+    if unknown:
+        raise ConfigError(f"{path}: [daemon.for] names no rule: {', '.join(sorted(unknown))}")
+    options = scan_options(config, settings.level or None, settings.model_dirs, settings.endpoints)
+    return Loaded(settings, config, rules, options)
 
 
 def check_model_dirs(options: ScanOptions) -> None:

@@ -16,25 +16,24 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from doctor.config import Config, ConfigError, check_against_rules, find_config
+from doctor.config import Config, ConfigError
 from doctor.daemon import incidents, sinks
 from doctor.daemon.alerts import Alert, AlertTracker
 from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.daemon.history import History
 from doctor.daemon.scheduler import Scheduler
 from doctor.daemon.server import serve
-from doctor.daemon.settings import Settings, load_settings, with_flags
+from doctor.daemon.settings import Settings
 from doctor.rules.evaluate import evaluate
 from doctor.seam.host import Host
 from doctor.seam.live import LiveHost
-from doctor.model import Level, ProbeResult, ScanOptions, ScanReport, Severity
-from probes.registry import PROBES, by_name
-from doctor.rules.loader import Rule, builtin_files, load_rules
+from doctor.model import ProbeResult, ScanOptions, ScanReport, Severity
+from probes.registry import PROBES
+from doctor.rules.loader import Rule
 
 log = logging.getLogger("llm-doctor")
 # read once, when the server starts: a reload cannot change them
@@ -50,33 +49,6 @@ class Loaded:
     config: Config
     rules: list[Rule]
     options: ScanOptions
-
-
-def _config(path: Path | None) -> Config:
-    """[scan] and [rules] of the file, checked as a scan checks them ([daemon] is
-    doctor/daemon/settings.py's)."""
-    from doctor.config import load_config
-
-    return load_config(path)
-
-
-def load(config_path: str | None, rule_files: tuple[str, ...], flags: dict[str, Any]) -> Loaded:
-    """Settings, config and rules; raises ConfigError or RuleError naming the file."""
-    path = find_config(config_path)
-    flags = dict(flags)
-    model_dirs = tuple(flags.pop("model_dirs", ()) or ())
-    settings = with_flags(load_settings(path), **flags)
-    config = _config(path)
-    files = builtin_files() + [Path(f) for f in config.scan.get("rule_files", [])]
-    files += [Path(f) for f in rule_files]
-    rules = load_rules(files, by_name())
-    check_against_rules(config, rules)
-    unknown = set(settings.for_s) - {r.id for r in rules}
-    if unknown:
-        raise ConfigError(f"{path}: [daemon.for] names no rule: {', '.join(sorted(unknown))}")
-    dirs = model_dirs or tuple(config.scan.get("model_dirs", []))
-    options = ScanOptions(level=Level.parse(settings.level), model_dirs=dirs)
-    return Loaded(settings, config, rules, options)
 
 
 class Daemon:

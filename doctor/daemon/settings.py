@@ -42,6 +42,8 @@ from urllib.parse import urlsplit
 from doctor.model import Level
 from doctor.config import ConfigError
 from doctor.durations import parse as parse_duration
+from doctor.endpoints import EndpointError
+from doctor.endpoints import parse as parse_endpoint
 from doctor.tomlfile import LineIndex, read_text
 from doctor.vocabulary import suggest
 
@@ -49,7 +51,8 @@ DURATIONS = {"interval": "interval_s", "kernel_interval": "kernel_interval_s",
              "resend_interval": "resend_s", "history": "history_s"}
 FLAGS = {"listen": "--listen", "interval_s": "--interval", "kernel_interval_s": "--kernel-interval",
          "level": "--level", "report_dir": "--report-dir", "alertmanager": "--alertmanager",
-         "webhook": "--webhook"}
+         "webhook": "--webhook", "model_dirs": "--model-dir", "endpoints": "--endpoint",
+         "rule_files": "--rules"}
 DAY_S = 86400.0
 # The range of each number, in its unit (seconds, reports, evaluations), and why.
 BOUNDS: dict[str, tuple[float, float, str]] = {
@@ -75,7 +78,7 @@ class Settings:
     interval_s: float = 15.0
     kernel_interval_s: float = 6 * 3600.0
     kernels_while_serving: bool = False
-    level: str = "standard"
+    level: str = ""  # "": as [scan] says, else standard (doctor/commands/setup.py)
     report_dir: str = ""
     report_keep: int = 50
     alertmanager: tuple[str, ...] = ()
@@ -87,6 +90,11 @@ class Settings:
     tls_key_file: str = ""
     basic_auth_user: str = ""
     basic_auth_password_file: str = ""
+    # the scan's own options, as `scan` takes them (doctor/commands/setup.py builds the
+    # scan's options from these, the flags and [scan]): empty means "as [scan] says"
+    model_dirs: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ()
+    rule_files: tuple[str, ...] = ()
     for_s: dict[str, float] = field(default_factory=dict)
 
     def address(self) -> tuple[str, int]:
@@ -179,6 +187,10 @@ def _checked(at: str, attr: str, value: Any, given: Any = None) -> Any:
     and showing ``given``, what was written (``value`` itself by default)."""
     if attr in BOUNDS or attr == "kernel_interval_s":
         return _number(at, attr, value, value if given is None else given)
+    if attr == "endpoints":
+        return tuple(_endpoint(at, v) for v in _strings(at, value, "endpoint URLs"))
+    if attr in ("model_dirs", "rule_files"):
+        return _strings(at, value, "paths")
     if attr in ("alertmanager", "webhook"):
         if not isinstance(value, (list, tuple)) or len(value) > MAX_URLS:
             raise ConfigError(f"{at}: must be a list of at most {MAX_URLS} URLs, "
@@ -189,7 +201,7 @@ def _checked(at: str, attr: str, value: Any, given: Any = None) -> Any:
             raise ConfigError(f"{at} = {_shown(value)}: must be true or false")
         return value
     if attr == "level":
-        if value not in LEVELS:
+        if value not in LEVELS:  # noqa: SIM102
             raise ConfigError(f"{at} = {_shown(value)}; use quick, standard or full")
         return value
     if attr == "listen":
@@ -204,6 +216,25 @@ def _checked(at: str, attr: str, value: Any, given: Any = None) -> Any:
             raise ConfigError(f"{at}: a basic-auth user name cannot hold ':' (RFC 7617)")
         return user
     return _text(at, value, "a path")  # report_dir and the three files
+
+
+def _strings(at: str, value: Any, what: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if (not isinstance(value, (list, tuple)) or len(value) > MAX_URLS
+            or not all(isinstance(v, str) and v and "\0" not in v for v in value)):
+        raise ConfigError(f"{at}: must be a list of at most {MAX_URLS} {what} (strings), "
+                          f"not {_shown(value)}")
+    return tuple(value)
+
+
+def _endpoint(at: str, value: str) -> str:
+    """An endpoint as `scan --endpoint` takes it (doctor/endpoints.py), its key never shown."""
+    try:
+        parse_endpoint(value)
+    except EndpointError as exc:
+        raise ConfigError(f"{at}: {exc}") from None
+    return value
 
 
 def _keys() -> dict[str, str]:
