@@ -29,7 +29,43 @@ FORMAT_VERSION = 2
 __all__ = ["FORMAT_VERSION", "RecordedHost", "RecordedHostError", "RecordWriter", "RecordingHost"]
 
 
-class RecordedHost(Memo):
+class _KindReads(Memo):
+    """The host's reads, each one kind (doctor/seam/read_kinds.py) handed to ``_read``: a
+    recorded host replays it, a recording host reads it live and writes it down."""
+
+    def _read(self, kind: kinds.Kind, *args: Any) -> Any:
+        raise NotImplementedError
+
+    def read_text(self, path: str) -> str:
+        return self._read(kinds.FILE, path)
+
+    def list_dirs(self, path: str) -> list[str]:
+        return self._read(kinds.DIRS, path)
+
+    def list_files(self, path: str) -> dict[str, int]:
+        return self._read(kinds.FILES, path)
+
+    def list_links(self, path: str) -> dict[str, str]:
+        return self._read(kinds.LINKS, path)
+
+    def read_link(self, path: str) -> str:
+        return self._read(kinds.LINK, path)
+
+    def stat(self, path: str) -> PathInfo:
+        return self._read(kinds.STAT, path)
+
+    def run(self, argv: Sequence[str], timeout_s: float = 5.0) -> CommandOutput:
+        return self._read(kinds.COMMAND, tuple(argv), timeout_s)
+
+    def http_get(self, url: str, timeout_s: float = 5.0, max_bytes: int = 8 << 20,
+                 headers: dict[str, str] | None = None) -> HttpResponse:
+        return self._read(kinds.HTTP, url, timeout_s, max_bytes, headers)
+
+    def nvml(self, name: str, *args: int | str) -> Any:
+        return self._read(kinds.NVML, name, *args)
+
+
+class RecordedHost(_KindReads):
     """A host captured into a directory (see docs/recorded-host.md)."""
 
     kind = "recorded"
@@ -71,34 +107,6 @@ class RecordedHost(Memo):
         if planted:
             raise HostReadError(key, planted, "recorded")
         return kind.replay(self, args)
-
-    def read_text(self, path: str) -> str:
-        return self._read(kinds.FILE, path)
-
-    def list_dirs(self, path: str) -> list[str]:
-        return self._read(kinds.DIRS, path)
-
-    def list_files(self, path: str) -> dict[str, int]:
-        return self._read(kinds.FILES, path)
-
-    def list_links(self, path: str) -> dict[str, str]:
-        return self._read(kinds.LINKS, path)
-
-    def read_link(self, path: str) -> str:
-        return self._read(kinds.LINK, path)
-
-    def stat(self, path: str) -> PathInfo:
-        return self._read(kinds.STAT, path)
-
-    def run(self, argv: Sequence[str], timeout_s: float = 5.0) -> CommandOutput:
-        return self._read(kinds.COMMAND, tuple(argv), timeout_s)
-
-    def http_get(self, url: str, timeout_s: float = 5.0, max_bytes: int = 8 << 20,
-                 headers: dict[str, str] | None = None) -> HttpResponse:
-        return self._read(kinds.HTTP, url, timeout_s, max_bytes, None)
-
-    def nvml(self, name: str, *args: int | str) -> Any:
-        return self._read(kinds.NVML, name, *args)
 
     def measure(self, name: str, fn: Callable[[], Any]) -> Any:
         if name not in self.measurements:
@@ -257,7 +265,7 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
-class RecordingHost(Memo):
+class RecordingHost(_KindReads):
     """A live host that writes everything read through it into a recorded directory."""
 
     kind = "live"
@@ -276,34 +284,6 @@ class RecordingHost(Memo):
             raise
         kind.write(self.writer, args, value)
         return value
-
-    def read_text(self, path: str) -> str:
-        return self._read(kinds.FILE, path)
-
-    def list_dirs(self, path: str) -> list[str]:
-        return self._read(kinds.DIRS, path)
-
-    def list_files(self, path: str) -> dict[str, int]:
-        return self._read(kinds.FILES, path)
-
-    def list_links(self, path: str) -> dict[str, str]:
-        return self._read(kinds.LINKS, path)
-
-    def read_link(self, path: str) -> str:
-        return self._read(kinds.LINK, path)
-
-    def stat(self, path: str) -> PathInfo:
-        return self._read(kinds.STAT, path)
-
-    def run(self, argv: Sequence[str], timeout_s: float = 5.0) -> CommandOutput:
-        return self._read(kinds.COMMAND, tuple(argv), timeout_s)
-
-    def http_get(self, url: str, timeout_s: float = 5.0, max_bytes: int = 8 << 20,
-                 headers: dict[str, str] | None = None) -> HttpResponse:
-        return self._read(kinds.HTTP, url, timeout_s, max_bytes, headers)
-
-    def nvml(self, name: str, *args: int | str) -> Any:
-        return self._read(kinds.NVML, name, *args)
 
     def measure(self, name: str, fn: Callable[[], Any]) -> Any:
         try:
