@@ -52,18 +52,21 @@ def test_stream_numpy_backend_gives_valid_positive_rates():
     assert result["backend"] == "numpy"
     assert result["threads"] == 2
     assert result["dtype"] == "float64"
-    # Blocked: s*c into a cache-sized block of a, then + b while it is in cache: 3 passes.
+    # One np.add per chunk (q = 1): the 3 passes STREAM counts, not the 5 of s*c then + b.
     assert result["triad_passes"] == 3
+    assert result["triad_scalar"] == stream.NUMPY_SCALAR == 1.0
     assert result["repeats"] == 2
     assert isinstance(result["huge_pages"], bool)
     assert result["other_busy_cores"] is None or result["other_busy_cores"] >= 0
 
 
-def test_stream_numpy_blocked_triad_is_right_across_block_and_chunk_edges():
-    # 3 chunks of an odd length that is not a multiple of the block: every edge is sampled.
-    elements = 3 * stream.NUMPY_BLOCK_ELEMENTS + 12345
+def test_stream_numpy_triad_is_right_at_every_chunk_edge():
+    # 3 chunks of an odd length: both ends of every chunk are sampled, and the check replays
+    # the numpy triad's own q = 1 (with STREAM's 3 these values would not check out).
+    elements = 3 * 64 * 1024 + 12345
     result = stream.measure(array_bytes=elements * 8, threads=3, repeats=3, backend="numpy")
     assert result["valid"] is True and result["repeats"] == 3
+    assert stream._expected(3, stream.NUMPY_SCALAR) != stream._expected(3, stream.SCALAR)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
@@ -115,6 +118,7 @@ def test_stream_torch_backend_gives_valid_positive_rates():
     _check_rates(result)
     assert result["backend"] == "torch"
     assert result["triad_passes"] == 3
+    assert result["triad_scalar"] == stream.SCALAR == 3.0  # torch.add(alpha=) is STREAM's triad
     assert torch.get_num_threads() == threads_before  # the probe leaves torch as it found it
 
 

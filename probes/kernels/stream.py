@@ -4,7 +4,8 @@ Kernels, on float64 arrays of ``array_bytes`` bytes each (the caller sizes them 
 last-level cache, or the figure is cache bandwidth, not DRAM):
 
 - copy  ``c = a``          counted as 16 bytes per element (read a, write c)
-- triad ``a = b + s * c``  counted as 24 bytes per element (read b and c, write a)
+- triad ``a = b + q * c``  counted as 24 bytes per element (read b and c, write a); q is
+  STREAM's 3 on torch and 1 on numpy (STREAM's add ``a = b + c``, see below)
 
 Bytes are counted as McCalpin's STREAM counts them: the extra read of a write-allocate is not
 counted, so, like STREAM, this is the bandwidth a program sees, not the bus traffic.
@@ -28,10 +29,16 @@ the hypervisor's steal) took is read from ``/proc/stat``, less this process's ow
 other work kept the CPUs busy reads low and says so.
 
 Backends: ``torch`` (fused single-pass ATen ops, multi-threaded; also runs on ``cuda``) and
-``numpy`` (no torch import, which costs ~1.4 s of CPU, more than the measurement: the arrays are split into ``threads``
-contiguous chunks run in Python threads, since numpy's elementwise loops release the GIL; its
-triad runs block by block, ``s * c`` into a cache-sized block of ``a`` then ``+ b`` onto it
-while that block is still in cache, so it too moves the 3 arrays STREAM counts).
+``numpy`` (no torch import, which costs ~1.4 s of CPU, more than the measurement: the arrays
+are split into ``threads`` contiguous chunks run in Python threads, one ufunc call per chunk
+and pass, since numpy's elementwise loops release the GIL). numpy has no fused multiply-add,
+so its triad is ``np.add(b, c, out=a)``: q = 1, one pass that reads b and c and writes a, the
+bytes the triad moves. Its former two-call form (``q * c`` into a cache-sized block of ``a``,
+then ``+ b`` onto it while in cache) moved the same bytes from memory, but measured 0.67-0.78
+of C STREAM's triad on a 2-vCPU AMD EPYC VM at every block size from 64 KiB to 8 MiB, where
+the one pass measures 0.96-1.15 (benchmarks/host_bandwidth.py): each of its passes streams
+fewer arrays at once (2, then 1, for the single pass's 3), and a core's bandwidth there
+follows how many streams it keeps in flight. On an Intel VM it had measured 0.95-1.00.
 
 No root needed. Manual equivalent: ``gcc -O3 -fopenmp stream.c && OMP_NUM_THREADS=<cores>
 ./a.out`` (McCalpin's STREAM), or ``benchmarks/stream.c`` in this repository.
@@ -53,7 +60,8 @@ from probes.kernels._cli import OneLineParser
 from probes.kernels._passes import Passes, Run, timed_passes
 
 BACKENDS = ("auto", "torch", "numpy")
-SCALAR = 3.0  # STREAM's scalar
+SCALAR = 3.0  # STREAM's scalar: torch's triad
+NUMPY_SCALAR = 1.0  # numpy's triad is one np.add (module docstring)
 ELEMENT_BYTES = 8  # float64
 COPY_BYTES_PER_ELEMENT = 2 * ELEMENT_BYTES
 TRIAD_BYTES_PER_ELEMENT = 3 * ELEMENT_BYTES
@@ -65,10 +73,6 @@ RELATIVE_TOLERANCE = 1e-13
 SAMPLE_POINTS = 1024
 DEFAULT_BUDGET_S = 1.0  # for the timed passes, after the first touch
 HUGE_PAGE_BYTES = 2 * 1024 * 1024  # x86-64 and arm64 (4 KiB granule) PMD size
-# numpy triad block: 64 Ki float64 = 512 KiB of `a`, small enough to stay in any server's
-# L2 (or, failing that, L3) between its two ufunc calls, large enough that the calls'
-# overhead (~2 us) is under 2% of the block's time.
-NUMPY_BLOCK_ELEMENTS = 64 * 1024
 
 
 class BackendUnavailableError(RuntimeError):
@@ -90,11 +94,12 @@ def measure(
     elements, repeats (timed passes that ran: at most ``repeats``, fewer when ``budget_s`` ran
     out, never under MIN_REPEATS or ``repeats`` if smaller), copy_gbps, triad_gbps,
     copy_best_s, triad_best_s, triad_passes (memory passes the backend's triad really makes:
-    3, as STREAM counts), valid, huge_pages (MADV_HUGEPAGE was accepted; None on a GPU),
-    timed_s (wall time of the timed passes), other_busy_cores (CPU time other processes and
-    steal took during the timed passes, in cores; None where /proc/stat is unreadable),
-    duration_s (wall time of allocation, first touch, timed passes and check). Three arrays
-    are allocated: 3 * array_bytes of memory.
+    3, as STREAM counts), triad_scalar (q in a = b + q * c: 3 on torch, 1 on numpy), valid,
+    huge_pages (MADV_HUGEPAGE was accepted; None on a GPU), timed_s (wall time of the timed
+    passes), other_busy_cores (CPU time other processes and steal took during the timed
+    passes, in cores; None where /proc/stat is unreadable), duration_s (wall time of
+    allocation, first touch, timed passes and check). Three arrays are allocated:
+    3 * array_bytes of memory.
 
     Raises ValueError for bad arguments, BackendUnavailableError when the backend or device
     cannot run, MemoryError when the arrays cannot be allocated. duration_s does not include
@@ -129,6 +134,7 @@ def measure(
         "copy_best_s": run.copy_best_s,
         "triad_best_s": run.triad_best_s,
         "triad_passes": 3,
+        "triad_scalar": NUMPY_SCALAR if backend == "numpy" else SCALAR,
         "valid": run.valid,
         "huge_pages": run.huge_pages,
         "timed_s": run.timed_s,
@@ -164,12 +170,12 @@ def _torch_importable() -> bool:
     return True
 
 
-def _expected(iterations: int) -> tuple[float, float]:
+def _expected(iterations: int, scalar: float) -> tuple[float, float]:
     """Values of a and c after ``iterations`` (copy, triad) pairs from a=1, b=2, c=0."""
     a, b, c = 1.0, 2.0, 0.0
     for _ in range(iterations):
         c = a
-        a = b + SCALAR * c
+        a = b + scalar * c
     return a, c
 
 
@@ -292,7 +298,7 @@ def _run_torch(torch, elements: int, threads: int, passes: Passes, device: str) 
         c_values = c.index_select(0, index).tolist()
     finally:
         torch.set_num_threads(previous_threads)
-    a_expected, c_expected = _expected(run.ran)
+    a_expected, c_expected = _expected(run.ran, SCALAR)
     valid = _close(a_values, a_expected) and _close(c_values, c_expected)
     return replace(run, valid=valid, huge_pages=huge)
 
@@ -358,13 +364,9 @@ def _run_numpy(elements: int, threads: int, passes: Passes) -> Run:
         np.copyto(c_part, a_part)
 
     def triad(a_part, b_part, c_part):
-        # numpy has no fused multiply-add ufunc: a = s*c, then a += b, one cache-sized block
-        # at a time, so the second call finds the block of `a` in cache and the memory
-        # traffic is STREAM's (read b and c, write a), not 5 whole-array passes.
-        for start in range(0, len(a_part), NUMPY_BLOCK_ELEMENTS):
-            block = slice(start, start + NUMPY_BLOCK_ELEMENTS)
-            np.multiply(c_part[block], SCALAR, out=a_part[block])
-            np.add(a_part[block], b_part[block], out=a_part[block])
+        # One pass, q = 1 (NUMPY_SCALAR): numpy has no fused multiply-add, and s*c then + b
+        # is two passes even when blocked to stay in cache (module docstring).
+        np.add(b_part, c_part, out=a_part)
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
 
@@ -376,7 +378,7 @@ def _run_numpy(elements: int, threads: int, passes: Passes) -> Run:
         parallel(fill)  # first touch by the thread that will use each chunk, as in STREAM
         run = timed_passes(lambda: parallel(copy), lambda: parallel(triad), passes, lambda: None)
     index = np.array(_sample_indices(elements, threads))
-    a_expected, c_expected = _expected(run.ran)
+    a_expected, c_expected = _expected(run.ran, NUMPY_SCALAR)
     valid = _close(a[index].tolist(), a_expected) and _close(c[index].tolist(), c_expected)
     return replace(run, valid=valid, huge_pages=huge)
 
