@@ -4,7 +4,8 @@ Compiles benchmarks/stream.c with ``gcc -O3 -march=native -fopenmp`` in a tempor
 and, in interleaved rounds (a noisy neighbour then hits both alike), runs at the same array
 size and thread count:
 
-- C STREAM, OMP_NUM_THREADS = threads, ``--repeats`` timed passes (STREAM's default 10);
+- C STREAM, OMP_NUM_THREADS = threads, ``--repeats`` timed passes (STREAM's default 10, as
+  many as the probe's most);
 - the probe's kernel exactly as a scan starts it (``host_memory_bandwidth._run_kernel``: a
   child process, its backend, huge pages, passes bounded by its time budget), timed whole
   from spawn to exit: that is the probe's cost;
@@ -14,10 +15,13 @@ size and thread count:
 
 It prints copy and triad GB/s (best of the rounds), each one's ratio to C, the per-round
 triad ratio to C (a fair pairing when the host's load changes between rounds), the wall time
-of each run (C's includes its own first touch), and the cores other work kept busy during
-the probe's passes. Arrays are sized as the probe sizes them, max(4 x L3, 256 MiB) per array;
-``--llc-mib 480`` sizes them for a VM that reports its host's 480 MiB L3 (1920 MiB arrays);
-``--array-mib`` sets them directly. Three arrays are allocated per run.
+of each run (C's includes its own first touch), C's add (``c = a + b``, which is the numpy
+backend's triad: numpy has no fused multiply-add) beside its triad, the cores other work kept
+busy during the probe's passes and during each C run, and the load average before and after:
+on a shared machine a figure is only worth its neighbours' quiet. Arrays are sized as the
+probe sizes them, max(4 x L3, 256 MiB) per array; ``--llc-mib 480`` sizes them for a VM that
+reports its host's 480 MiB L3 (1920 MiB arrays); ``--array-mib`` sets them directly. Three
+arrays are allocated per run.
 
 Usage: python benchmarks/host_bandwidth.py [--llc-mib M | --array-mib N] [--threads T]
                                            [--repeats R] [--rounds K] [--backends]
@@ -31,6 +35,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -83,13 +88,29 @@ def compile_stream(workdir: str) -> tuple[str | None, str]:
 
 def run_c(binary: str, elements: int, threads: int, repeats: int) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    busy_before, children_before = _busy_cpu_s(), _children_cpu_s()
     started = time.perf_counter()
     done = subprocess.run(
         [binary, str(elements), str(repeats)], env=env, capture_output=True, text=True, check=True
     )
     result = json.loads(done.stdout)
     result["duration_s"] = time.perf_counter() - started
+    # As the probe's kernel reads it: all CPUs' busy time less the C run's own, in cores.
+    other_s = (_busy_cpu_s() - busy_before) - (_children_cpu_s() - children_before)
+    result["other_busy_cores"] = round(max(other_s, 0.0) / result["duration_s"], 2)
     return result
+
+
+def _busy_cpu_s() -> float:
+    """Busy CPU seconds of all CPUs (/proc/stat: all but idle and iowait, steal included)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(value) for value in stat.readline().split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def best_of(runs: list[dict]) -> dict:
@@ -108,7 +129,8 @@ def main() -> int:
     size.add_argument("--array-mib", type=int, help="MiB per array (default: see above)")
     size.add_argument("--llc-mib", type=int, help="size the arrays for this much L3, in MiB")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--repeats", type=int, default=10, help="C's timed passes per run")
+    parser.add_argument("--repeats", type=int, default=host_memory_bandwidth.MAX_REPEATS,
+                        help="C's timed passes per run (default: the probe's most)")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each, interleaved")
     parser.add_argument("--backends", action="store_true",
                         help="also run the kernel with torch and with numpy, each in a child")
@@ -125,6 +147,7 @@ def main() -> int:
     l3_text = f"{l3_bytes / 2**20:.0f} MiB" if l3_bytes else "unknown"
     print(f"threads {args.threads}, array {array_bytes / 2**20:.0f} MiB x 3, this host's L3 "
           f"{l3_text}, C {args.repeats} timed passes, {args.rounds} interleaved rounds")
+    load_before = os.getloadavg()
 
     c_name, probe_name = "C (gcc -O3 OpenMP)", "probe host.memory_bandwidth"
     runs: dict[str, list[dict]] = {c_name: [], probe_name: []}
@@ -147,6 +170,9 @@ def main() -> int:
                     backends.remove(backend)
     print_table({name: best_of(found) for name, found in runs.items() if found})
     print_probe_cost(runs[probe_name], runs[c_name])
+    print_c_runs(runs[c_name])
+    print("load average (1, 5, 15 min) before: {:.2f} {:.2f} {:.2f}, after: {:.2f} {:.2f} {:.2f}"
+          .format(*load_before, *os.getloadavg()))
     for note in notes:
         print(note)
     return 0
@@ -175,6 +201,18 @@ def print_probe_cost(probe_runs: list[dict], c_runs: list[dict]) -> None:
     if c_runs:
         pairs = [f"{p['triad_gbps'] / c['triad_gbps']:.2f}" for p, c in zip(probe_runs, c_runs)]
         print(f"triad probe/C per round: {', '.join(pairs)}")
+
+
+def print_c_runs(c_runs: list[dict]) -> None:
+    if not c_runs:
+        return
+    print("other work during each C run (cores): "
+          + ", ".join(f"{r['other_busy_cores']}" for r in c_runs))
+    adds = [r["add_gbps"] for r in c_runs if "add_gbps" in r]
+    if adds:  # a --c-binary built from an older stream.c has no add
+        triad = max(r["triad_gbps"] for r in c_runs)
+        print(f"C add (c = a + b, the numpy backend's triad) best {max(adds):.1f} GB/s, "
+              f"C triad best {triad:.1f} GB/s: add/triad {max(adds) / triad:.2f}")
 
 
 def print_table(results: dict[str, dict]) -> None:
