@@ -129,6 +129,7 @@ def test_stream_torch_backend_gives_valid_positive_rates():
     assert result["backend"] == "torch"
     assert result["triad_passes"] == 3
     assert result["triad_scalar"] == stream.SCALAR == 3.0  # torch.add(alpha=) is STREAM's triad
+    assert result["simd"] == torch.backends.cpu.get_cpu_capability()
     assert torch.get_num_threads() == threads_before  # the probe leaves torch as it found it
 
 
@@ -167,6 +168,42 @@ def test_stream_cli_prints_one_json_object():
     result = json.loads(done.stdout)
     assert result["valid"] is True
     assert result["copy_gbps"] > 0
+
+
+def _numpy_dispatch() -> list[str]:
+    """The SIMD targets this numpy build dispatches and this CPU has, in a fresh process."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from probes.kernels import stream\n"
+         "print(stream._numpy_simd())"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "NPY_DISABLE_CPU_FEATURES"},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_stream_cli_runs_numpy_at_its_baseline_unless_asked_for_the_widest_loops():
+    common = ("--array-bytes", str(SMALL_ARRAY_BYTES), "--threads", "2", "--repeats", "2",
+              "--backend", "numpy")
+    baseline = _run_module("probes.kernels.stream", *common)
+    widest = _run_module("probes.kernels.stream", *common, "--numpy-simd", "widest")
+    assert baseline.returncode == 0 and widest.returncode == 0, baseline.stderr + widest.stderr
+    # As wide as C STREAM's usual gcc -O3 build: numpy's dispatch targets are off.
+    assert json.loads(baseline.stdout)["simd"].split()[0] == "baseline"
+    assert json.loads(baseline.stdout)["valid"] is True
+    # widest: what this numpy picks here by itself (its dispatch targets, where it has some).
+    assert json.loads(widest.stdout)["simd"].split() == _numpy_dispatch()
+
+
+def test_stream_cli_leaves_a_numpy_dispatch_the_user_set_alone():
+    env = dict(os.environ, NPY_DISABLE_CPU_FEATURES="")  # set, and empty: numpy's own choice
+    done = subprocess.run(
+        [sys.executable, "-m", "probes.kernels.stream", "--array-bytes", str(SMALL_ARRAY_BYTES),
+         "--threads", "1", "--repeats", "1", "--backend", "numpy"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["simd"].split() == _numpy_dispatch()
 
 
 def test_stream_cli_bad_backend_exits_1_with_one_line():

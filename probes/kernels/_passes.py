@@ -35,6 +35,7 @@ class Run:
     other_busy_cores: float | None
     valid: bool = False
     huge_pages: bool | None = None
+    simd: str | None = None  # the vector loops that ran (the backend's own name for them)
 
 
 def _cpu_seconds() -> tuple[float | None, float]:

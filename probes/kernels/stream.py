@@ -35,10 +35,18 @@ and pass, since numpy's elementwise loops release the GIL). numpy has no fused m
 so its triad is ``np.add(b, c, out=a)``: q = 1, one pass that reads b and c and writes a, the
 bytes the triad moves. Its former two-call form (``q * c`` into a cache-sized block of ``a``,
 then ``+ b`` onto it while in cache) moved the same bytes from memory, but measured 0.67-0.78
-of C STREAM's triad on a 2-vCPU AMD EPYC VM at every block size from 64 KiB to 8 MiB, where
-the one pass measures 0.96-1.15 (benchmarks/host_bandwidth.py): each of its passes streams
-fewer arrays at once (2, then 1, for the single pass's 3), and a core's bandwidth there
-follows how many streams it keeps in flight. On an Intel VM it had measured 0.95-1.00.
+of C STREAM's triad (gcc -O3 -march=native) on a 2-vCPU AMD EPYC VM, at every block size from
+64 KiB to 8 MiB, where the one pass measures 0.96-1.15 of it (benchmarks/host_bandwidth.py):
+each of its passes streams fewer arrays at once (2, then 1, for the one pass's 3), and each
+block costs two calls per thread. On an Intel VM it had measured 0.95-1.00.
+
+The CLI runs numpy's loops at numpy's build baseline (16-byte SSE on x86-64), as wide as C
+STREAM's usual build (``gcc -O3`` with no ``-march``), not the widest numpy dispatches
+(``--numpy-simd widest``): on the EPYC VM numpy's 64-byte AVX-512 triad measured 0.86-0.90 of
+its 16-byte one, and gcc's ``-march=native`` triad 0.82-0.87 of its plain ``-O3`` one. numpy
+picks its loops at import, so the CLI runs itself again (exec, same pid) with
+``NPY_DISABLE_CPU_FEATURES`` naming the targets that numpy build dispatches (see
+_numpy_at_baseline); ``simd`` in the result says which loops ran.
 
 No root needed. Manual equivalent: ``gcc -O3 -fopenmp stream.c && OMP_NUM_THREADS=<cores>
 ./a.out`` (McCalpin's STREAM), or ``benchmarks/stream.c`` in this repository.
@@ -47,6 +55,7 @@ CLI: ``python -m probes.kernels.stream --array-bytes N --threads T`` prints one 
 
 from __future__ import annotations
 
+import importlib
 import json
 import mmap
 import os
@@ -62,6 +71,7 @@ from probes.kernels._passes import Passes, Run, timed_passes
 BACKENDS = ("auto", "torch", "numpy")
 SCALAR = 3.0  # STREAM's scalar: torch's triad
 NUMPY_SCALAR = 1.0  # numpy's triad is one np.add (module docstring)
+NUMPY_SIMD = ("baseline", "widest")  # the CLI's choice of numpy's loops (module docstring)
 ELEMENT_BYTES = 8  # float64
 COPY_BYTES_PER_ELEMENT = 2 * ELEMENT_BYTES
 TRIAD_BYTES_PER_ELEMENT = 3 * ELEMENT_BYTES
@@ -94,8 +104,9 @@ def measure(
     elements, repeats (timed passes that ran: at most ``repeats``, fewer when ``budget_s`` ran
     out, never under MIN_REPEATS or ``repeats`` if smaller), copy_gbps, triad_gbps,
     copy_best_s, triad_best_s, triad_passes (memory passes the backend's triad really makes:
-    3, as STREAM counts), triad_scalar (q in a = b + q * c: 3 on torch, 1 on numpy), valid,
-    huge_pages (MADV_HUGEPAGE was accepted; None on a GPU), timed_s (wall time of the timed
+    3, as STREAM counts), triad_scalar (q in a = b + q * c: 3 on torch, 1 on numpy), simd (the
+    loops that ran: numpy's enabled dispatch targets or "baseline ...", torch's CPU capability;
+    None on a GPU), valid, huge_pages (MADV_HUGEPAGE was accepted; None on a GPU), timed_s (wall time of the timed
     passes), other_busy_cores (CPU time other processes and steal took during the timed
     passes, in cores; None where /proc/stat is unreadable), duration_s (wall time of
     allocation, first touch, timed passes and check). Three arrays are allocated:
@@ -135,6 +146,7 @@ def measure(
         "triad_best_s": run.triad_best_s,
         "triad_passes": 3,
         "triad_scalar": NUMPY_SCALAR if backend == "numpy" else SCALAR,
+        "simd": run.simd,
         "valid": run.valid,
         "huge_pages": run.huge_pages,
         "timed_s": run.timed_s,
@@ -300,7 +312,8 @@ def _run_torch(torch, elements: int, threads: int, passes: Passes, device: str) 
         torch.set_num_threads(previous_threads)
     a_expected, c_expected = _expected(run.ran, SCALAR)
     valid = _close(a_values, a_expected) and _close(c_values, c_expected)
-    return replace(run, valid=valid, huge_pages=huge)
+    simd = None if on_cuda else torch.backends.cpu.get_cpu_capability()
+    return replace(run, valid=valid, huge_pages=huge, simd=simd)
 
 
 def _allocate_torch(torch, elements: int, device: str):
@@ -385,7 +398,42 @@ def _run_numpy(elements: int, threads: int, passes: Passes) -> Run:
     index = np.array(_sample_indices(elements, threads))
     a_expected, c_expected = _expected(run.ran, NUMPY_SCALAR)
     valid = _close(a[index].tolist(), a_expected) and _close(c[index].tolist(), c_expected)
-    return replace(run, valid=valid, huge_pages=huge)
+    return replace(run, valid=valid, huge_pages=huge, simd=_numpy_simd())
+
+
+def _numpy_umath():
+    """numpy's C core, where its CPU dispatch is told (numpy 2 moved it to numpy._core)."""
+    try:
+        return importlib.import_module("numpy._core._multiarray_umath")
+    except ImportError:
+        return importlib.import_module("numpy.core._multiarray_umath")
+
+
+def _numpy_simd() -> str:
+    """numpy's dispatch targets in use, or ``baseline <its baseline>`` where none is."""
+    umath = _numpy_umath()
+    features = getattr(umath, "__cpu_features__", {})
+    enabled = [t for t in getattr(umath, "__cpu_dispatch__", []) if features.get(t)]
+    return " ".join(enabled) or " ".join(["baseline", *getattr(umath, "__cpu_baseline__", [])])
+
+
+def _numpy_at_baseline() -> None:
+    """Run this command again, in this process (exec), with numpy's dispatch targets off.
+
+    numpy reads ``NPY_DISABLE_CPU_FEATURES`` when it is imported; the names it accepts are its
+    build's (numpy 2.4 renamed them, and later numpy ignores the variable whole when one name
+    is not among its targets), so they are read from the numpy that will run. The variable, once set, marks the second run; where
+    numpy cannot be imported or dispatches nothing, the command goes on as it is.
+    """
+    if "NPY_DISABLE_CPU_FEATURES" in os.environ:
+        return
+    try:
+        targets = list(getattr(_numpy_umath(), "__cpu_dispatch__", []))
+    except ImportError:
+        return
+    if targets:
+        env = dict(os.environ, NPY_DISABLE_CPU_FEATURES=" ".join(targets))
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -400,7 +448,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
                         help="stop the timed passes after this many seconds (at least 2 run)")
+    parser.add_argument("--numpy-simd", choices=NUMPY_SIMD, default="baseline",
+                        help="numpy's loops: its build baseline (as wide as C STREAM's usual "
+                             "build) or the widest it dispatches here")
     args = parser.parse_args(argv)
+    if args.backend == "numpy" and args.numpy_simd == "baseline" and argv is None:
+        _numpy_at_baseline()  # argv None: this is the command line, not a caller's process
     try:
         result = measure(
             array_bytes=args.array_bytes,
