@@ -1,20 +1,23 @@
 """Compare the host.memory_bandwidth probe with a C/OpenMP STREAM on this host (decimal GB/s).
 
-Compiles benchmarks/stream.c with ``gcc -O3 -march=native -fopenmp`` in a temporary directory
-and, in interleaved rounds (a noisy neighbour then hits both alike), runs at the same array
-size and thread count:
+Compiles benchmarks/stream.c twice in a temporary directory, ``gcc -O3 -fopenmp`` (STREAM's
+usual build: 16-byte SSE2 on x86-64) and the same with ``-march=native`` (the widest vectors
+here), and, in interleaved rounds (a noisy neighbour then hits all alike), runs at the same
+array size and thread count:
 
-- C STREAM, OMP_NUM_THREADS = threads, ``--repeats`` timed passes (STREAM's default 10, as
-  many as the probe's most);
+- each C STREAM build, OMP_NUM_THREADS = threads, ``--repeats`` timed passes (STREAM's
+  default 10, as many as the probe's most); the probe is compared with the build whose triad
+  is the faster here (on an AMD EPYC VM, the plain one: AVX-512 measured 0.82-0.87 of it);
 - the probe's kernel exactly as a scan starts it (``host_memory_bandwidth._run_kernel``: a
   child process, its backend, huge pages, passes bounded by its time budget), timed whole
   from spawn to exit: that is the probe's cost;
-- with ``--backends``, the kernel with each backend (torch, numpy) forced, in a child
-  process like the probe's (in this process, torch's idle OpenMP threads would spin on the
-  cores the numpy threads need), with the probe's passes and budget.
+- with ``--backends``, the kernel with each backend (torch, numpy, and numpy with the widest
+  loops it dispatches here: ``--numpy-simd widest``) forced, in a child process like the
+  probe's (in this process, torch's idle OpenMP threads would spin on the cores the numpy
+  threads need), with the probe's passes and budget.
 
-It prints copy and triad GB/s (best of the rounds), each one's ratio to C, the per-round
-triad ratio to C (a fair pairing when the host's load changes between rounds), the wall time
+It prints copy and triad GB/s (best of the rounds), each one's ratio to that C, the
+per-round triad ratio to it (a fair pairing when the host's load changes between rounds), the wall time
 of each run (C's includes its own first touch), C's add (``c = a + b``, which is the numpy
 backend's triad: numpy has no fused multiply-add) beside its triad, the cores other work kept
 busy during the probe's passes and during each C run, and the load average before and after:
@@ -72,17 +75,20 @@ def _parse_cache_size(text: str) -> int:
     return int(text)
 
 
-def compile_stream(workdir: str) -> tuple[str | None, str]:
-    """Build stream.c; return (binary path or None, why not)."""
+C_BUILDS = {"C gcc -O3": [], "C gcc -O3 -march=native": ["-march=native"]}
+
+
+def compile_stream(workdir: str, flags: list[str]) -> tuple[str | None, str]:
+    """Build stream.c with -O3 -fopenmp and ``flags``; return (binary path or None, why not)."""
     gcc = shutil.which("gcc")
     if gcc is None:
         return None, "gcc not found: the C reference is skipped (apt-get install gcc)"
-    binary = os.path.join(workdir, "stream")
-    command = [gcc, "-O3", "-march=native", "-fopenmp", str(STREAM_C), "-o", binary, "-lm"]
+    binary = os.path.join(workdir, "stream" + "".join(flags))
+    command = [gcc, "-O3", *flags, "-fopenmp", str(STREAM_C), "-o", binary, "-lm"]
     build = subprocess.run(command, capture_output=True, text=True)
     if build.returncode != 0:
         first_line = (build.stderr.strip().splitlines() or ["no output"])[0]
-        return None, f"gcc failed, C reference skipped: {first_line}"
+        return None, f"gcc {' '.join(flags)} failed, that C build is skipped: {first_line}"
     return binary, ""
 
 
@@ -133,7 +139,7 @@ def main() -> int:
                         help="C's timed passes per run (default: the probe's most)")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each, interleaved")
     parser.add_argument("--backends", action="store_true",
-                        help="also run the kernel with torch and with numpy, each in a child")
+                        help="also run the kernel with torch, numpy and numpy's widest loops")
     parser.add_argument("--c-binary", help="a prebuilt stream.c binary, where there is no gcc")
     args = parser.parse_args()
 
@@ -149,18 +155,21 @@ def main() -> int:
           f"{l3_text}, C {args.repeats} timed passes, {args.rounds} interleaved rounds")
     load_before = os.getloadavg()
 
-    c_name, probe_name = "C (gcc -O3 OpenMP)", "probe host.memory_bandwidth"
-    runs: dict[str, list[dict]] = {c_name: [], probe_name: []}
-    backends = ["torch", "numpy"] if args.backends else []
-    runs.update({backend: [] for backend in backends})
+    probe_name = "probe host.memory_bandwidth"
+    backends = ["torch", "numpy", NUMPY_WIDEST] if args.backends else []
     notes = []
     with tempfile.TemporaryDirectory() as workdir:
-        binary, why_not = (args.c_binary, "") if args.c_binary else compile_stream(workdir)
-        if binary is None:
-            notes.append(why_not)
+        binaries = {"C (prebuilt)": args.c_binary} if args.c_binary else {}
+        for name, flags in ({} if args.c_binary else C_BUILDS).items():
+            binary, why_not = compile_stream(workdir, flags)
+            if binary is None:
+                notes.append(why_not)
+            else:
+                binaries[name] = binary
+        runs: dict[str, list[dict]] = {name: [] for name in [*binaries, probe_name, *backends]}
         for _ in range(args.rounds):
-            if binary is not None:
-                runs[c_name].append(run_c(binary, elements, args.threads, args.repeats))
+            for name, binary in binaries.items():
+                runs[name].append(run_c(binary, elements, args.threads, args.repeats))
             runs[probe_name].append(run_probe_kernel(array_bytes, args.threads))
             for backend in list(backends):
                 try:
@@ -168,9 +177,12 @@ def main() -> int:
                 except MeasurementError as error:
                     notes.append(f"{backend}: {error}")
                     backends.remove(backend)
-    print_table({name: best_of(found) for name, found in runs.items() if found})
-    print_probe_cost(runs[probe_name], runs[c_name])
-    print_c_runs(runs[c_name])
+    results = {name: best_of(found) for name, found in runs.items() if found}
+    reference = max(binaries, key=lambda name: results[name]["triad_gbps"], default=None)
+    print_table(results, reference)
+    print_probe_cost(runs[probe_name], runs[reference] if reference else [])
+    for name in binaries:
+        print_c_runs(name, runs[name])
     print("load average (1, 5, 15 min) before: {:.2f} {:.2f} {:.2f}, after: {:.2f} {:.2f} {:.2f}"
           .format(*load_before, *os.getloadavg()))
     for note in notes:
@@ -178,13 +190,32 @@ def main() -> int:
     return 0
 
 
+NUMPY_WIDEST = "numpy, widest loops"
+
+
 def run_probe_kernel(array_bytes: int, threads: int, backend: str | None = None) -> dict:
     """The probe's kernel as a scan runs it (child process, its backend and budget), timed whole."""
     started = time.perf_counter()
-    result = host_memory_bandwidth._run_kernel(array_bytes, threads, backend)
+    if backend == NUMPY_WIDEST:
+        result = run_widest_numpy(array_bytes, threads)
+    else:
+        result = host_memory_bandwidth._run_kernel(array_bytes, threads, backend)
     result["kernel_s"] = result["duration_s"]  # allocation, first touch, passes, check
     result["duration_s"] = time.perf_counter() - started  # spawn, import, touch, passes, exit
     return result
+
+
+def run_widest_numpy(array_bytes: int, threads: int) -> dict:
+    """The probe's numpy kernel with the widest loops numpy dispatches here, not its baseline."""
+    argv = [sys.executable, "-m", "probes.kernels.stream", "--array-bytes", str(array_bytes),
+            "--threads", str(threads), "--repeats", str(host_memory_bandwidth.MAX_REPEATS),
+            "--budget-s", str(host_memory_bandwidth.BUDGET_S), "--backend", "numpy",
+            "--numpy-simd", "widest"]
+    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=host_memory_bandwidth.KERNEL_TIMEOUT_S)
+    if done.returncode != 0:
+        raise MeasurementError(f"the STREAM kernel failed: {done.stderr.strip()[-300:]}")
+    return json.loads(done.stdout)
 
 
 def print_probe_cost(probe_runs: list[dict], c_runs: list[dict]) -> None:
@@ -192,7 +223,7 @@ def print_probe_cost(probe_runs: list[dict], c_runs: list[dict]) -> None:
     print(f"probe time (child process spawn to exit, as a scan pays it): best {min(walls):.2f} s,"
           f" worst {max(walls):.2f} s; backend {probe_runs[0]['backend']}, "
           f"passes {[r['repeats'] for r in probe_runs]}, "
-          f"huge pages {probe_runs[0].get('huge_pages')}")
+          f"huge pages {probe_runs[0].get('huge_pages')}, loops {probe_runs[0].get('simd')}")
     print("where it went, per run: start (spawn, imports) / first touch / timed passes, s: "
           + ", ".join(f"{r['duration_s'] - r['kernel_s']:.2f}/{r['kernel_s'] - r['timed_s']:.2f}/"
                       f"{r['timed_s']:.2f}" for r in probe_runs))
@@ -203,20 +234,19 @@ def print_probe_cost(probe_runs: list[dict], c_runs: list[dict]) -> None:
         print(f"triad probe/C per round: {', '.join(pairs)}")
 
 
-def print_c_runs(c_runs: list[dict]) -> None:
-    if not c_runs:
-        return
-    print("other work during each C run (cores): "
-          + ", ".join(f"{r['other_busy_cores']}" for r in c_runs))
+def print_c_runs(name: str, c_runs: list[dict]) -> None:
+    line = f"{name}: other work during each run (cores) " + ", ".join(
+        f"{r['other_busy_cores']}" for r in c_runs)
     adds = [r["add_gbps"] for r in c_runs if "add_gbps" in r]
     if adds:  # a --c-binary built from an older stream.c has no add
         triad = max(r["triad_gbps"] for r in c_runs)
-        print(f"C add (c = a + b, the numpy backend's triad) best {max(adds):.1f} GB/s, "
-              f"C triad best {triad:.1f} GB/s: add/triad {max(adds) / triad:.2f}")
+        line += (f"; add (c = a + b, the numpy backend's triad) best {max(adds):.1f} GB/s, "
+                 f"add/triad {max(adds) / triad:.2f}")
+    print(line)
 
 
-def print_table(results: dict[str, dict]) -> None:
-    reference = results.get("C (gcc -O3 OpenMP)")
+def print_table(results: dict[str, dict], reference_name: str | None) -> None:
+    reference = results[reference_name] if reference_name else None
     header = f"{'backend':<28} {'copy GB/s':>10} {'triad GB/s':>11} {'copy/C':>7} {'triad/C':>8}"
     print(header + f" {'duration s':>11} {'valid':>6}  note")
     for name, result in results.items():
@@ -225,7 +255,7 @@ def print_table(results: dict[str, dict]) -> None:
             ratios = [
                 f"{result[key] / reference[key]:.2f}" for key in ("copy_gbps", "triad_gbps")
             ]
-        note = ""
+        note = "the reference: the faster C triad here" if name == reference_name else ""
         if result.get("triad_passes", 3) != 3:
             note = f"triad makes {result['triad_passes']} passes, counted as 3: understates"
         print(
