@@ -17,11 +17,11 @@ array size and thread count:
   threads need), with the probe's passes and budget.
 
 It prints copy and triad GB/s (best of the rounds), each one's ratio to that C, the
-per-round triad ratio to it (a fair pairing when the host's load changes between rounds), the wall time
-of each run (C's includes its own first touch), C's add (``c = a + b``, which is the numpy
-backend's triad: numpy has no fused multiply-add) beside its triad, the cores other work kept
-busy during the probe's passes and during each C run, and the load average before and after:
-on a shared machine a figure is only worth its neighbours' quiet. Arrays are sized as the
+per-round triad ratio to it (a fair pairing when the host's load changes between rounds),
+the wall time of each run (C's includes its own first touch), each C build's add (``c = a +
+b``, which is the numpy backend's triad: numpy has no fused multiply-add) beside its triad,
+the cores other work kept busy during the probe's passes and during each C run, and the load
+average before and after: on a shared machine a figure is only worth its neighbours' quiet. Arrays are sized as the
 probe sizes them, max(4 x L3, 256 MiB) per array; ``--llc-mib 480`` sizes them for a VM that
 reports its host's 480 MiB L3 (1920 MiB arrays); ``--array-mib`` sets them directly. Three
 arrays are allocated per run.

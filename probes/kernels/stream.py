@@ -106,10 +106,10 @@ def measure(
     copy_best_s, triad_best_s, triad_passes (memory passes the backend's triad really makes:
     3, as STREAM counts), triad_scalar (q in a = b + q * c: 3 on torch, 1 on numpy), simd (the
     loops that ran: numpy's enabled dispatch targets or "baseline ...", torch's CPU capability;
-    None on a GPU), valid, huge_pages (MADV_HUGEPAGE was accepted; None on a GPU), timed_s (wall time of the timed
-    passes), other_busy_cores (CPU time other processes and steal took during the timed
-    passes, in cores; None where /proc/stat is unreadable), duration_s (wall time of
-    allocation, first touch, timed passes and check). Three arrays are allocated:
+    None on a GPU), valid, huge_pages (MADV_HUGEPAGE was accepted; None on a GPU), timed_s
+    (wall time of the timed passes), other_busy_cores (CPU time other processes and steal took
+    during the timed passes, in cores; None where /proc/stat is unreadable), duration_s (wall
+    time of allocation, first touch, timed passes and check). Three arrays are allocated:
     3 * array_bytes of memory.
 
     Raises ValueError for bad arguments, BackendUnavailableError when the backend or device
@@ -378,7 +378,7 @@ def _run_numpy(elements: int, threads: int, passes: Passes) -> Run:
         # STREAM's compiled loop: np.copyto is glibc's memmove, whose store kind flips at a
         # threshold glibc sets from the L3 that CPUID reports (on a VM, the host's: 240 MiB
         # here, so 1 thread would stream past the cache where 2 do not), and whose loop
-        # measured 0.77-0.83 of this one on a 2-vCPU AMD EPYC VM.
+        # measured 0.77-0.85 of this one on a 2-vCPU AMD EPYC VM.
         np.positive(a_part, out=c_part)
 
     def triad(a_part, b_part, c_part):
@@ -420,10 +420,12 @@ def _numpy_simd() -> str:
 def _numpy_at_baseline() -> None:
     """Run this command again, in this process (exec), with numpy's dispatch targets off.
 
-    numpy reads ``NPY_DISABLE_CPU_FEATURES`` when it is imported; the names it accepts are its
-    build's (numpy 2.4 renamed them, and later numpy ignores the variable whole when one name
-    is not among its targets), so they are read from the numpy that will run. The variable, once set, marks the second run; where
-    numpy cannot be imported or dispatches nothing, the command goes on as it is.
+    numpy reads ``NPY_DISABLE_CPU_FEATURES`` when it is imported, and the names it accepts are
+    its build's (X86_V3, X86_V4, AVX512_ICL in numpy 2.4; AVX2, AVX512_SKX... in numpy 1.x;
+    newer numpy ignores the whole variable when one name is not among its dispatch targets),
+    so they are read from the numpy that will run. The variable, once set, marks the second
+    run; where numpy cannot be imported or dispatches nothing, the command goes on as it is.
+    Manual equivalent: ``python -c "import numpy; numpy.show_runtime()"``.
     """
     if "NPY_DISABLE_CPU_FEATURES" in os.environ:
         return
