@@ -16,17 +16,15 @@ installed DIMMs' and the platform's with every channel populated. Manual equival
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 
-from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions
 from probes.helpers.dimms import read_ceiling
 from probes.host.cpu import parse_cpuinfo
 from probes.host.memory import parse_meminfo
+from probes.helpers.kernel_child import run_kernel
 
 MIN_ARRAY_BYTES = 256 * 1024 * 1024
 KERNEL_TIMEOUT_S = 120.0
@@ -103,16 +101,9 @@ def _run_kernel(array_bytes: int, threads: int, backend: str | None = None) -> d
     """The STREAM kernel's result dict, from a child process; ``backend`` None: the probe's."""
     if backend is None:
         backend = "numpy" if threads <= NUMPY_MAX_THREADS else "auto"
-    argv = [sys.executable, "-m", "probes.kernels.stream", "--array-bytes", str(array_bytes),
-            "--threads", str(threads), "--repeats", str(MAX_REPEATS), "--budget-s", str(BUDGET_S),
-            "--backend", backend]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=KERNEL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise MeasurementError(f"the STREAM kernel ran past {KERNEL_TIMEOUT_S:g} s") from None
-    if proc.returncode != 0:
-        raise MeasurementError(f"the STREAM kernel failed: {proc.stderr.strip()[-300:]}")
-    return json.loads(proc.stdout)
+    return run_kernel("stream", "--array-bytes", str(array_bytes), "--threads", str(threads),
+                      "--repeats", str(MAX_REPEATS), "--budget-s", str(BUDGET_S),
+                      "--backend", backend, timeout_s=KERNEL_TIMEOUT_S)
 
 
 def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
