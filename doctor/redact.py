@@ -78,6 +78,8 @@ _NAME_AT = re.compile(r"(?:(?<![\w.\-])-*|(?<=[\w.])--)(?=[A-Za-z_])" + _NAME_CH
                       r"(?:key|token|auth|pass|secret|credential|cookie|bearer)" + _NAME_CHAR + "*"
                       r"|(?:(?<![\w.\-])|(?<=\\[nrt]))-k(?![\w.\-])", re.IGNORECASE)
 _NAME_OR_URL = re.compile(_NAME_AT.pattern + "|://", re.IGNORECASE)
+# What every candidate holds: most text holds none of it and is returned after one search
+_HINT = re.compile(r"key|token|auth|pass|secret|credential|cookie|bearer|-k|://", re.IGNORECASE)
 # Where a URL's authority ends: a path, query or fragment, or a character RFC 3986 never
 # allows in it unescaped (a quote, a bracket or brace around the URL); ' ( ) , ; may be in
 # a password, so they do not end it
@@ -327,6 +329,8 @@ def _swallowed(text: str, start: int, end: int) -> int:
     it reaches as far as their values do, so that masking it never leaves theirs behind."""
     pos = start
     while True:
+        if _HINT.search(text, pos, end) is None:  # no name can be in what is left
+            return end
         found = _NAME_AT.search(text, pos, end)
         if found is None:
             return end
@@ -349,6 +353,8 @@ def redact_cmdline(text: str) -> str:
 
     Idempotent, and linear in ``len(text)``. Separators are kept as they were.
     """
+    if _HINT.search(text) is None:
+        return text
     out: list[str] = []
     done = pos = 0
     while True:
