@@ -89,6 +89,8 @@ class Finding:
     remediation: str
     playbook: str
     key: str = ""  # the item's identity for a rule with `each` (pid, GPU UUID, path)
+    # evidence label → why its value is None (the record's `missing` entry), for reports
+    missing: dict[str, str] = field(default_factory=dict)
 
     @property
     def identity(self) -> str:

@@ -1,4 +1,5 @@
-"""What every renderer shares: each probe's one-line summary, and host text made safe to show.
+"""What every renderer shares: each probe's one-line summary, host text made safe to show,
+evidence values as people read them, and the probe table's rows.
 
 A report shows text that came from the host (hostname, command lines, comm, paths, evidence,
 error messages). None of it may steer the reader's terminal, and a record of an unexpected
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor import display
 from doctor.model import ProbeResult
 from doctor.redact import redact_text, safe_display
 
@@ -30,3 +32,42 @@ def probe_summary(result: ProbeResult) -> str:
     if result.status != "ok":
         return show(result.reason or "")
     return show(result.summary)
+
+
+def evidence_text(value: Any, reason: object = None) -> str:
+    """An evidence value for people, made safe to show: None says why (the finding's
+    ``missing`` reason, else ``—``), numbers never print ``-0.00`` (doctor/display.py)."""
+    return show(display.text(value, reason))
+
+
+def probe_rows(rows: list[dict[str, Any]], verbose: bool = False) -> list[dict[str, Any]]:
+    """The probe table's rows (``name``, ``status``, ``duration_s``, ``summary``): probes of
+    one family skipped for one reason collapse into one row, ``gpu.* (8 probes)``, where the
+    first of them stood, so that a host without the driver or an engine reads as one line
+    each; ``verbose`` keeps every row. A row's ``count`` says how many probes it stands for."""
+    if verbose:
+        return [{**row, "count": 1} for row in rows]
+    families: dict[str, int] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        family = str(row["name"]).partition(".")[0]
+        families[family] = families.get(family, 0) + 1
+        if row["status"] == "skipped":
+            groups.setdefault((family, str(row["summary"])), []).append(row)
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        group = groups.get((str(row["name"]).partition(".")[0], str(row["summary"])), [row])
+        if row["status"] != "skipped" or len(group) == 1:
+            out.append({**row, "count": 1})
+        elif row is group[0]:
+            out.append({**row, "name": _group_name(group, families), "count": len(group),
+                        "duration_s": sum(float(r["duration_s"]) for r in group)})
+    return out
+
+
+def _group_name(group: list[dict[str, Any]], families: dict[str, int]) -> str:
+    family = str(group[0]["name"]).partition(".")[0]
+    if len(group) == families[family]:
+        return f"{family}.* ({len(group)} probes)"
+    members = ",".join(str(r["name"]).partition(".")[2] for r in group)
+    return f"{family}.{{{members}}} ({len(group)} probes)"

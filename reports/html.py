@@ -15,8 +15,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from doctor import display
 from doctor.model import ScanReport, key_from_evidence
-from reports.common import probe_summary, show
+from reports.common import probe_rows, probe_summary, show
 from reports.json_report import sanitized, to_dict
 from reports.svg import MAX_SERIES, line_chart
 
@@ -137,6 +138,8 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.tests["matrix"] = _matrix
+    env.filters["why"] = display.why  # a None: its reason, or —
+    env.filters["number"] = display.number  # no -0.00
     env.tests["mapping"] = lambda v: isinstance(v, dict)
     env.tests["sequence_of_mappings"] = lambda v: (isinstance(v, list) and bool(v)
                                                    and all(isinstance(i, dict) for i in v))
@@ -144,14 +147,18 @@ def _environment() -> jinja2.Environment:
 
 
 def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
-                summaries: list[str] | None = None) -> str:
+                summaries: list[str] | None = None, verbose: bool = False) -> str:
     """The report from a JSON report's data: ``reports.json_report.to_dict``, or a saved
     report that ``reports.json_report.load`` has checked against the schema. Masked as
-    ``to_dict`` masks it: a saved report may hold what its writer would have masked."""
+    ``to_dict`` masks it: a saved report may hold what its writer would have masked.
+    ``verbose`` gives every probe its own row in the probe table (else a family skipped for
+    one reason is one row)."""
     data = _redacted(sanitized(data))
     findings = data.get("findings", [])
     for finding in findings:
         finding["key"] = finding.get("key") or show(key_from_evidence(finding["evidence"]))
+        if not isinstance(finding.get("missing"), dict):  # a JSON report from before 'missing'
+            finding["missing"] = {}
         finding["sections"] = _playbook(finding["cause"])
     probes = data.get("probes", [])
     for i, probe in enumerate(probes):
@@ -165,16 +172,20 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
     template = _environment().get_template("report.html.j2")
     # the report's fields, then what the page adds: a saved report may carry any other
     # top-level field (the schema allows new ones), and none may replace these
+    table = probe_rows(probes, verbose)
     return template.render({
         **data, "counts": counts, "alert": alert_info, "charts": _charts(history, findings),
+        "probe_table": table, "grouped": len(table) < len(probes),
         "topology": [p for p in probes if p["name"].startswith("gpu.") and p["data"]],
         "pair_matrices": _pair_matrices([p for p in probes if p["data"]]),
         "engines": [p for p in probes if p["name"].startswith("engine.") and p["data"]]})
 
 
-def render(report: ScanReport, history: Any = None, alert: Any = None) -> str:
+def render(report: ScanReport, history: Any = None, alert: Any = None,
+           verbose: bool = False) -> str:
     """The report of a scan (``scan --format html``) or of the daemon's state."""
-    return render_data(to_dict(report), history, alert, [probe_summary(p) for p in report.probes])
+    return render_data(to_dict(report), history, alert, [probe_summary(p) for p in report.probes],
+                       verbose)
 
 
 def render_incident(report: ScanReport, history: Any, alert: Any) -> str:

@@ -148,6 +148,7 @@ def _finding(f: Finding) -> dict[str, Any]:
         "remediation": _str(f.remediation),
         "playbook": _str(f.playbook),
         "key": _str(f.key),
+        "missing": {_str(k): _str(v) for k, v in (f.missing or {}).items()},
     }
 
 

@@ -13,7 +13,7 @@ import re
 import jinja2
 
 from doctor.model import ScanReport
-from reports.common import probe_summary, show
+from reports.common import evidence_text, probe_rows, probe_summary, show
 from reports.json_report import to_dict
 
 # CommonMark lets a backslash escape any ASCII punctuation; these are the ones that can
@@ -26,6 +26,11 @@ _BACKTICKS = re.compile(r"`+")
 def mdtext(value: object) -> str:
     """Host text as Markdown prose or a table cell: one line, shown, never obeyed."""
     return _MARKUP.sub(r"\\\1", show(value))
+
+
+def mdvalue(value: object, reason: object = None) -> str:
+    """An evidence value as a table cell: None says why (``reason``, else ``—``)."""
+    return _MARKUP.sub(r"\\\1", evidence_text(value, reason))
 
 
 def mdcode(value: object, in_table: bool = False) -> str:
@@ -45,7 +50,9 @@ def mdrule(value: object) -> str:
     return show(" ".join(text.splitlines()))
 
 
-def render(report: ScanReport) -> str:
+def render(report: ScanReport, verbose: bool = False) -> str:
+    """The report; ``verbose`` gives every probe its own row (else a family skipped for one
+    reason is one row)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
         autoescape=False,  # Markdown, not HTML: the filters above do its escaping
@@ -58,9 +65,12 @@ def render(report: ScanReport) -> str:
     env.filters["mdcell"] = mdtext
     env.filters["mdcodecell"] = lambda value: mdcode(value, in_table=True)
     env.filters["mdrule"] = mdrule
+    env.filters["mdvalue"] = mdvalue
     data = to_dict(report)
     for probe, result in zip(data["probes"], report.probes):
         probe["summary"] = probe_summary(result)
+    data["probes"] = probe_rows(data["probes"], verbose)
+    data["grouped"] = len(data["probes"]) < len(report.probes)
     counts = {s: sum(1 for f in data["findings"] if f["severity"] == s)
               for s in ("critical", "warning", "info")}
     return env.get_template("report.md.j2").render(counts=counts, **data)

@@ -14,7 +14,7 @@ from rich.text import Text
 from doctor.model import ScanReport, Severity
 from doctor.redact import redact_data
 from playbooks import path_of
-from reports.common import probe_summary, show
+from reports.common import evidence_text, probe_rows, probe_summary, show
 
 STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "cyan"}
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "error": "red", "timeout": "red"}
@@ -56,7 +56,8 @@ def _findings(report: ScanReport) -> list[RenderableType]:
         rows = ", ".join(show(s) for s in symptoms)
         # keys masked like values, and a value under a secret's name whole (doctor/redact.py)
         shown = redact_data(f.evidence if isinstance(f.evidence, dict) else {"value": f.evidence})
-        evidence = ", ".join(f"{show(k)}={show(v)}" for k, v in shown.items())
+        missing = f.missing if isinstance(f.missing, dict) else {}
+        evidence = ", ".join(f"{show(k)}={evidence_text(v, missing.get(k))}" for k, v in shown.items())
         details = [
             Text(f"{show(f.rule)} · cause {cause} · rows {rows}", style="dim"),
             Text("evidence: " + evidence),
@@ -70,22 +71,29 @@ def _findings(report: ScanReport) -> list[RenderableType]:
     return blocks
 
 
-def _probes(report: ScanReport) -> Table:
+def _probes(report: ScanReport, verbose: bool) -> Table:
     table = Table(title="Probes", title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("probe", no_wrap=True)
     table.add_column("status")
     table.add_column("time", justify="right")
     table.add_column("what it saw", overflow="fold")
-    for p in report.probes:
-        table.add_row(Text(show(p.name)), Text(p.status, style=STATUS_STYLE.get(p.status, "")),
-                      f"{p.duration_s:.2f}s", Text(probe_summary(p)))
+    rows = probe_rows([{"name": show(p.name), "status": p.status, "duration_s": p.duration_s,
+                        "summary": probe_summary(p)} for p in report.probes], verbose)
+    for row in rows:
+        table.add_row(Text(row["name"]), Text(row["status"], style=STATUS_STYLE.get(row["status"], "")),
+                      f"{row['duration_s']:.2f}s", Text(row["summary"]))
+    if len(rows) < len(report.probes):
+        table.caption = "probes skipped for one reason share a row; --verbose shows each"
+        table.caption_justify = "left"
     return table
 
 
-def render(report: ScanReport, console: Console) -> None:
+def render(report: ScanReport, console: Console, verbose: bool = False) -> None:
+    """The report; ``verbose`` gives every probe its own row (else a family skipped for one
+    reason is one row)."""
     parts: list[RenderableType] = [verdict(report), Text("")]
     parts += _findings(report)
     for message in report.rule_errors:
         parts.append(Text(f"rule error: {show(message)}", style="red"))
-    parts.append(_probes(report))
+    parts.append(_probes(report, verbose))
     console.print(Group(*parts))

@@ -149,6 +149,18 @@ def test_probes_and_rules_list_the_registries(cli):
         assert rule.id in rules.stdout
 
 
+@pytest.mark.parametrize("cause,line", [
+    ("fd-limit", "llm-doctor: no playbook for 'fd-limit' (did you mean 'fd-limit-low'?)"),
+    ("slow-disk", "llm-doctor: no playbook for 'slow-disk' (did you mean 'model-on-slow-disk'?)"),
+    ("xyzzy", "llm-doctor: no playbook for 'xyzzy'; 'llm-doctor rules' shows each rule's cause "
+              "id, playbooks/README.md lists them all"),
+])
+def test_an_unknown_playbook_suggests_the_nearest_instead_of_listing_all(cli, cause, line):
+    result = cli("playbook", cause)
+    assert result.returncode == 3
+    assert result.stderr.strip() == line  # one line, not the 48 cause ids
+
+
 def test_playbook_command_shows_the_playbook(cli):
     result = cli("playbook", "fd-limit-low")
     assert result.returncode == 0

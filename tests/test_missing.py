@@ -25,7 +25,9 @@ def test_an_unreadable_setting_is_none_with_its_reason_and_an_absent_one_too(tmp
     record = host_sysctl.probe(RecordedHost(root), ScanOptions())
     assert record.vm_swappiness is None and record.net_core_somaxconn is None
     assert record.missing == {"vm_swappiness": "not-found", "net_core_somaxconn": "no-permission"}
-    assert "unread: " in host_sysctl.summary(record)
+    line = host_sysctl.summary(record)  # each value says why it is missing, in its place
+    assert "somaxconn not read (no permission)" in line and "swappiness not found" in line
+    assert "None" not in line
 
 
 def test_a_complete_read_has_nothing_missing(tmp_path):

@@ -144,4 +144,5 @@ def test_quick_level_skips_measurements(host):
     assert "host.memory_bandwidth" not in names
     storage = next(p for p in report.probes if p.name == "host.storage")
     assert storage.record.paths[0].read_mbps is None
-    assert storage.record.paths[0].read_reason == "level quick: no read test"
+    assert storage.record.paths[0].read_reason == "not measured at level quick"
+    assert storage.record.paths[0].missing["read_mbps"] == "not measured at level quick"

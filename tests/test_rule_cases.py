@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from doctor import display
 from doctor._toml import tomllib
 from doctor.rules.evaluate import evaluate
 from doctor.model import ProbeResult
@@ -74,6 +75,9 @@ def test_rule_case(rule_id, case):
         for key, value in _none(want.get("evidence", {})).items():
             assert finding.evidence[key] == value, key
         assert "{" not in finding.title
+        # A title names only what its condition guarantees; the rest sits in optional
+        # segments {? …}: no field of a firing case shows "—" (absent) or "None".
+        assert display.ABSENT not in finding.title and "None" not in finding.title, finding.title
 
 
 def test_every_rule_has_a_firing_and_a_silent_case():

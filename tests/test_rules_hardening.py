@@ -232,7 +232,7 @@ def test_titles_allow_labels_params_specs_and_literal_braces(tmp_path):
 
     template = parse("{{lit}} {a:>6.2f} {b} {c:,} {d:.1f}", ["a", "b", "c", "d"])
     assert render(template, {"a": 0.5, "b": ["x", "y"], "c": 1048576, "d": None}) == \
-        "{lit}   0.50 x, y 1,048,576 None"
+        "{lit}   0.50 x, y 1,048,576 —"  # a None field is never "None" (tests/test_no_none.py)
     assert len(render(parse("{a}", ["a"]), {"a": "x" * 10_000})) == 200
 
 

@@ -128,3 +128,16 @@ def test_a_skip_passes_down_a_chain_of_needs():
 def test_a_probe_run_without_its_need_runs_on_its_own():
     specs = (ProbeSpec("t.user", Level.QUICK, "user", "nothing", 5.0, ok, needs=("t.absent",)),)
     assert [r.status for r in run_probes(specs, LiveHost(), ScanOptions(level=Level.QUICK))] == ["ok"]
+
+
+def test_a_chain_skipped_at_its_root_is_skipped_all_along_with_the_root_reason():
+    """engine.discovery skipped → engine.metrics skipped at once → engine.kv_cache, which
+    needs both, is ready in the same round and skipped too (it was 'which never ran' when
+    nothing else was running, as at level quick on a recorded host)."""
+    specs = (spec("t.root", skip),
+             ProbeSpec("t.mid", Level.QUICK, "mid", "nothing", 5.0, ok, needs=("t.root",)),
+             ProbeSpec("t.leaf", Level.QUICK, "leaf", "nothing", 5.0, ok, needs=("t.root", "t.mid")),
+             ProbeSpec("t.tip", Level.QUICK, "tip", "nothing", 5.0, ok, needs=("t.leaf",)))
+    results = run_probes(specs, LiveHost(), ScanOptions(level=Level.QUICK))
+    assert [(r.name, r.status, r.reason) for r in results] == [
+        (name, "skipped", "no GPU on this host") for name in ("t.root", "t.mid", "t.leaf", "t.tip")]

@@ -69,7 +69,7 @@ def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bo
         return scan(host, options, PROBES, rules, config, on_event)
 
 
-def _emit(report: ScanReport, fmt: str, output: str | None) -> None:
+def _emit(report: ScanReport, fmt: str, output: str | None, verbose: bool = False) -> None:
     from doctor.output import write_atomic
 
     if fmt == "terminal" and output is None:
@@ -77,9 +77,9 @@ def _emit(report: ScanReport, fmt: str, output: str | None) -> None:
 
         from reports.terminal import render as to_terminal
 
-        to_terminal(report, Console())
+        to_terminal(report, Console(), verbose)
         return
-    text = render(report, fmt)
+    text = render(report, fmt, verbose)
     if output:
         try:
             write_atomic(output, text)
@@ -117,6 +117,9 @@ _COMMON = [
                       "written through. A directory, a symbolic link or any other device is "
                       "refused (exit 3) and left as it was."),
     click.option("--no-progress", is_flag=True, help="No spinner on stderr."),
+    click.option("--verbose", "-v", is_flag=True,
+                 help="Every probe on its own row; by default probes of one family skipped "
+                      "for one reason (no NVIDIA driver, no engine) share a row."),
 ]
 
 
@@ -149,7 +152,7 @@ def cli() -> None:
 @click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
               "instead of this one (docs/recorded-host.md).")
 def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_progress,
-         replay) -> None:
+         verbose, replay) -> None:
     """Scan this host (or a recorded one) and report findings with remediations.
 
     Each finding names its cause id, the troubleshooting-table rows it explains, the
@@ -167,7 +170,7 @@ def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_
     if not replay:
         check_model_dirs(options)
     report = _run_scan(host, options, rules, config, not no_progress)
-    _emit(report, fmt, output)
+    _emit(report, fmt, output, verbose)
     sys.exit(report.exit_code())
 
 
@@ -176,7 +179,7 @@ def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_
 @_common
 @click.option("--force", is_flag=True, help="Write into DIR even if it is not empty.")
 def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fmt, output,
-            no_progress, force) -> None:
+            no_progress, verbose, force) -> None:
     """Record everything the probes read on this host into DIR, and scan it.
 
     DIR can be sent to someone else, edited by hand to plant a fault, and scanned with
@@ -195,7 +198,7 @@ def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fm
     report = _run_scan(recording, options, rules, config, not no_progress)
     recording.save({"level": options.level.name.lower(), "llm_doctor_version": __version__,
                     "model_dirs": list(options.model_dirs)})
-    _emit(report, fmt, output)
+    _emit(report, fmt, output, verbose)
     click.echo(f"recorded host written to {root}; replay: llm-doctor scan --replay {root}",
                err=True)
     sys.exit(report.exit_code())
@@ -256,12 +259,15 @@ def playbook(cause) -> None:
     from rich.console import Console
     from rich.markdown import Markdown
 
-    from doctor.vocabulary import CAUSES
+    from doctor.vocabulary import CAUSES, suggest
     from playbooks import text_of
 
     text = text_of(cause)  # a known cause id only: never a path built from the argument
     if text is None:
-        raise ScanCannotRun(f"no playbook for '{cause}'; cause ids: {', '.join(CAUSES)}")
+        known = [c for c in CAUSES if text_of(c) is not None]
+        hint = suggest(cause, known) or ("; 'llm-doctor rules' shows each rule's cause id, "
+                                         "playbooks/README.md lists them all")
+        raise ScanCannotRun(f"no playbook for '{cause}'{hint}")
     Console().print(Markdown(text))
 
 

@@ -76,23 +76,31 @@ def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
 
 def check_model_dirs(options: ScanOptions) -> None:
     for path in options.model_dirs:
-        if not os.path.exists(path):
-            raise ScanCannotRun(f"--model-dir {path}: no such file or directory")
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            raise ScanCannotRun(f"--model-dir {path}: no such file or directory") from None
+        except PermissionError:  # a folder on the way this user may not enter
+            raise ScanCannotRun(f"--model-dir {path}: this user may not look inside a folder on "
+                                "its way (permission denied); run as the user that runs the "
+                                "engine, or as root") from None
+        except OSError as exc:
+            raise ScanCannotRun(f"--model-dir {path}: {exc.strerror}") from None
 
 
-def _json(report: ScanReport) -> str:
+def _json(report: ScanReport, verbose: bool = False) -> str:
     from reports.json_report import render
 
-    return render(report)
+    return render(report)  # every probe, always
 
 
-def _markdown(report: ScanReport) -> str:
+def _markdown(report: ScanReport, verbose: bool = False) -> str:
     from reports.markdown import render
 
-    return render(report)
+    return render(report, verbose)
 
 
-def _terminal(report: ScanReport) -> str:
+def _terminal(report: ScanReport, verbose: bool = False) -> str:
     """The terminal report as plain text, for a file (a terminal gets it in colour)."""
     import io
 
@@ -101,18 +109,19 @@ def _terminal(report: ScanReport) -> str:
     from reports.terminal import render
 
     console = Console(record=True, width=120, file=io.StringIO())
-    render(report, console)
+    render(report, console, verbose)
     return console.export_text()
 
 
-def _html(report: ScanReport) -> str:
+def _html(report: ScanReport, verbose: bool = False) -> str:
     from reports.html import render
 
-    return render(report)
+    return render(report, verbose=verbose)
 
 
-# Output formats: one table. Each renders a whole report to text.
-FORMATS: dict[str, Callable[[ScanReport], str]] = {
+# Output formats: one table. Each renders a whole report to text; ``verbose`` gives every
+# probe its own row (else a family skipped for one reason is one row).
+FORMATS: dict[str, Callable[[ScanReport, bool], str]] = {
     "terminal": _terminal,
     "json": _json,
     "markdown": _markdown,
@@ -120,5 +129,5 @@ FORMATS: dict[str, Callable[[ScanReport], str]] = {
 }
 
 
-def render(report: ScanReport, fmt: str) -> str:
-    return FORMATS[fmt](report)
+def render(report: ScanReport, fmt: str, verbose: bool = False) -> str:
+    return FORMATS[fmt](report, verbose)

@@ -7,12 +7,14 @@ and the other rules still run. Work is linear in the number of items a rule walk
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import time
 from typing import Any
 
 from doctor.config import Config
 from doctor.model import Finding, ProbeResult, Severity
+from doctor.rules.expressions import chain_of
 from doctor.rules.loader import DEFAULT_KEY_FIELDS, Rule
 from doctor.rules.sandbox import Evaluator, LimitExceeded
 from doctor.rules.titles import render
@@ -67,6 +69,26 @@ def _default_key(item: Any) -> str:
     return str(item) if isinstance(item, (str, int, float)) else ""
 
 
+def _reason(tree: ast.expr, names: dict[str, Any]) -> str | None:
+    """Why an evidence value is None: the ``missing`` entry of the first record field the
+    expression reads that is None and has one (``item.read_mbps`` → the item's
+    ``missing["read_mbps"]``, "not measured at level quick"); None when no record says."""
+    chains = (chain_of(node) for node in ast.walk(tree) if isinstance(node, ast.Attribute))
+    for chain in chains:
+        if not chain or chain[0] not in names:
+            continue  # a comprehension's own name (p.a for p in ...), or a function
+        parent: Any = names[chain[0]]
+        for part in chain[1:-1]:
+            parent = parent.get(part) if isinstance(parent, dict) else None
+        if not isinstance(parent, dict) or parent.get(chain[-1], 0) is not None:
+            continue
+        missing = parent.get("missing")
+        reason = missing.get(chain[-1]) if isinstance(missing, dict) else None
+        if isinstance(reason, str) and reason:
+            return reason
+    return None
+
+
 def _items(rule: Rule, ev: Evaluator) -> list[Any]:
     if not rule.each:
         return [None]
@@ -91,6 +113,8 @@ def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
             level = Severity.CRITICAL
         evidence = {label: ev.run(rule.compiled[f"evidence.{label}"], expr)
                     for label, expr in rule.evidence.items()}
+        missing = {label: reason for label, value in evidence.items() if value is None
+                   and (reason := _reason(rule.compiled[f"evidence.{label}"], ev.names))}
         key = ""
         if rule.each:
             key = ev.run(rule.compiled["key"], rule.key) if rule.key else _default_key(item)
@@ -99,11 +123,12 @@ def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
             cause=rule.cause,
             symptoms=rule.symptoms,
             severity=level,
-            title=render(rule.template, {**params, **evidence}),
+            title=render(rule.template, {**params, **evidence}, missing),
             evidence=evidence,
             remediation=rule.remediation,
             playbook=f"playbooks/{rule.playbook}.md",
             key=str(key)[:MAX_KEY_CHARS],
+            missing=missing,
         ))
     return findings
 

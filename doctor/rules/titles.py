@@ -6,6 +6,13 @@ so a rule file could read the process's memory through a title. Titles here allo
 ``spec`` a plain format spec (fill, align, sign, width up to 999, grouping, precision,
 type: ``{ratio:.2f}``, ``{mib:>8,}``). ``{{`` and ``}}`` are literal braces. Anything
 else is refused when the rule loads, with the column.
+
+A title never says "None". A part that names a value that may be absent goes in an
+optional segment, ``{? …}``, shown only when every field in it has a value:
+``"GPU{gpu}: link x{width}{?, {replay_count} replays}"``. A field outside one whose value
+is None shows why (the reason its record's ``missing`` gives, else ``—``); a number that
+rounds to zero has no sign (doctor/display.py). The built-in rules' titles show neither
+(tests/test_no_none.py).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from doctor import display
 from doctor.vocabulary import suggest
 
 # [[fill]align][sign][z][#][0][width][grouping][.precision][type], width and precision
@@ -32,40 +40,96 @@ class TemplateError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Segment:
+    """``{? …}``: literal text and fields, shown only when every field in it has a value."""
+
+    parts: tuple[str | tuple[str, str], ...]
+
+
+Part = str | tuple[str, str] | Segment  # literal text, (name, spec), or a segment
+
+
+@dataclass(frozen=True, slots=True)
 class Template:
-    parts: tuple[str | tuple[str, str], ...]  # literal text, or (name, spec)
+    parts: tuple[Part, ...]
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(p[0] for p in self.parts if isinstance(p, tuple))
+        out: list[str] = []
+        for part in self.parts:
+            if isinstance(part, tuple):
+                out.append(part[0])
+            elif isinstance(part, Segment):
+                out += [p[0] for p in part.parts if isinstance(p, tuple)]
+        return tuple(out)
 
 
-def parse(text: str, names: Collection[str]) -> Template:
-    """The template in ``text``; every field must be one of ``names``."""
-    parts: list[str | tuple[str, str]] = []
+def parse(source: str, names: Collection[str]) -> Template:
+    """The template in ``source``; every field must be one of ``names``."""
+    return Template(_parts(source, names, 0, in_segment=False))
+
+
+def _parts(source: str, names: Collection[str], offset: int, in_segment: bool) -> tuple[Part, ...]:
+    """The parts of ``source``; ``offset`` places its columns in the whole title."""
+    parts: list[Part] = []
     literal: list[str] = []
     i = 0
-    while i < len(text):
-        char = text[i]
-        if char in "{}" and text[i + 1:i + 2] == char:
+    while i < len(source):
+        char = source[i]
+        column = offset + i + 1
+        if char in "{}" and source[i + 1:i + 2] == char:
             literal.append(char)
             i += 2
         elif char == "}":
-            raise TemplateError(f"unmatched '}}' at column {i + 1}; write '}}}}' for a literal brace")
+            raise TemplateError(f"unmatched '}}' at column {column}; write '}}}}' for a literal brace")
+        elif char == "{" and source[i + 1:i + 2] == "?":
+            if in_segment:
+                raise TemplateError(f"'{{?' at column {column} is inside another optional "
+                                    "segment; segments do not nest")
+            end = _segment_end(source, i, offset)
+            parts.append("".join(literal))
+            literal = []
+            inner = _parts(source[i + 2:end], names, offset + i + 2, in_segment=True)
+            if not any(isinstance(p, tuple) for p in inner):
+                raise TemplateError(f"the optional segment at column {column} names no field; "
+                                    "write its text without {? }")
+            parts.append(Segment(tuple(p for p in inner if not isinstance(p, Segment))))
+            i = end + 1
         elif char == "{":
-            end = text.find("}", i + 1)
+            end = source.find("}", i + 1)
             if end < 0:
-                raise TemplateError(f"'{{' at column {i + 1} is never closed; write '{{{{' for "
+                raise TemplateError(f"'{{' at column {column} is never closed; write '{{{{' for "
                                     "a literal brace")
             parts.append("".join(literal))
             literal = []
-            parts.append(_field(text[i + 1:end], i + 1, names))
+            parts.append(_field(source[i + 1:end], column, names))
             i = end + 1
         else:
             literal.append(char)
             i += 1
     parts.append("".join(literal))
-    return Template(tuple(p for p in parts if p != ""))
+    return tuple(p for p in parts if p != "")
+
+
+def _segment_end(source: str, start: int, offset: int) -> int:
+    """The index of the ``}`` that closes the segment opened at ``start`` (``{?``): the
+    fields inside close their own braces, ``{{`` and ``}}`` are literal."""
+    i = start + 2
+    while i < len(source):
+        pair = source[i:i + 2]
+        if pair in ("{{", "}}"):
+            i += 2
+        elif source[i] == "{":
+            end = source.find("}", i + 1)
+            if end < 0:
+                break
+            i = end + 1
+        elif source[i] == "}":
+            return i
+        else:
+            i += 1
+    raise TemplateError(f"the optional segment '{{?' at column {offset + start + 1} is never "
+                        "closed; end it with '}'")
 
 
 def _field(inner: str, column: int, names: Collection[str]) -> tuple[str, str]:
@@ -85,31 +149,45 @@ def _field(inner: str, column: int, names: Collection[str]) -> tuple[str, str]:
 
 
 def text_of(value: Any) -> Any:
-    """A value as a title shows it: {"powersave": 128} → "powersave×128"."""
+    """A value as a title shows it: {"powersave": 128} → "powersave×128"; [0, None] → "0, —"."""
     if isinstance(value, dict):
-        shown = [f"{k}×{v}" for k, v in list(value.items())[:MAX_LIST_ITEMS]]
+        shown = [f"{k}×{display.text(v)}" for k, v in list(value.items())[:MAX_LIST_ITEMS]]
         return ", ".join(shown) + (", …" if len(value) > MAX_LIST_ITEMS else "") or "none"
     if isinstance(value, (list, tuple)):
-        shown = [str(v) for v in value[:MAX_LIST_ITEMS]]
+        shown = [display.text(v) for v in value[:MAX_LIST_ITEMS]]
         return ", ".join(shown) + (", …" if len(value) > MAX_LIST_ITEMS else "") or "none"
     return value
 
 
-def render(template: Template, values: dict[str, Any]) -> str:
-    """The title; a value the spec does not fit (``None`` under ``.1f``) shows as plain text."""
+def render(template: Template, fields: dict[str, Any],
+           reasons: dict[str, str] | None = None) -> str:
+    """The title. An optional segment with a None field is left out; a None field outside
+    one shows its reason from ``reasons`` (label → the record's ``missing`` entry) or ``—``;
+    a value the spec does not fit shows as plain text."""
     out: list[str] = []
     for part in template.parts:
-        if isinstance(part, str):
-            out.append(part)
-            continue
-        name, spec = part
-        value = text_of(values.get(name))
-        try:
-            shown = format(value, spec)
-        except (ValueError, TypeError):
-            shown = str(value)
-        out.append(_cut(shown, MAX_VALUE_CHARS))
+        if isinstance(part, Segment):
+            if all(fields.get(p[0]) is not None for p in part.parts if isinstance(p, tuple)):
+                out += [_part(p, fields, reasons) for p in part.parts]
+        else:
+            out.append(_part(part, fields, reasons))
     return _cut("".join(out), MAX_TITLE_CHARS)
+
+
+def _part(part: str | tuple[str, str], fields: dict[str, Any], reasons: dict[str, str] | None) -> str:
+    if isinstance(part, str):
+        return part
+    name, spec = part
+    value = text_of(fields.get(name))
+    if value is None:
+        shown = display.why((reasons or {}).get(name))
+    else:
+        try:
+            shown = (display.number(value, spec) if isinstance(value, (int, float))
+                     else format(value, spec))
+        except (ValueError, TypeError, OverflowError):  # 10**400 under .2f
+            shown = display.text(value)
+    return _cut(shown, MAX_VALUE_CHARS)
 
 
 def _cut(text: str, limit: int) -> str:

@@ -17,6 +17,7 @@ from typing import Iterable
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions, Skip
+from doctor.display import number, text
 from doctor.values import count
 from probes.engine.discovery import discover
 from probes.helpers.engine_flags import Engine
@@ -117,7 +118,7 @@ def _base(metrics_url: str) -> str:
 def summary(record: KVRecord) -> str:
     parts = []
     for e in record.engines:
-        use = "n/a" if e.kv_cache_use is None else f"{e.kv_cache_use:.0%}"
-        parts.append(f"{e.kind} KV {use}, waiting {e.requests_waiting}, "
-                     f"preemptions/s {e.preemptions_per_s}")
+        use = "n/a" if e.kv_cache_use is None else number(e.kv_cache_use, ".0%")
+        parts.append(f"{e.kind} KV {use}, waiting {text(e.requests_waiting, spec='g')}, "
+                     f"preemptions/s {text(e.preemptions_per_s, 'not exported', 'g')}")
     return "; ".join(parts)

@@ -17,6 +17,7 @@ from doctor.seam.host import Host, HostReadError
 from doctor.workload.knee import knee_path
 from doctor.model import ScanOptions, Skip
 from doctor.values import count, field, page_json, text
+from doctor import display
 from probes.helpers.engine_targets import Target, targets
 
 TIMEOUT_S = 5.0
@@ -156,6 +157,7 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
 
 
 def summary(record: LoadRecord) -> str:
-    return "; ".join(f"{e.base_url}: running {e.running}, waiting {e.waiting}, knee "
+    return "; ".join(f"{e.base_url}: running {display.text(e.running, e.error)}, waiting "
+                     f"{display.text(e.waiting, e.error)}, knee "
                      f"{e.knee_concurrency if e.knee_status == 'found' else e.knee_status or 'not measured'}"
                      for e in record.engines)

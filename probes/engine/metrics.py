@@ -20,6 +20,7 @@ from doctor.model import Level, ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
 from doctor.redact import safe_display
 from doctor.values import number
+from doctor import display
 from probes.engine.discovery import METRICS_MAX_BYTES as PAGE_MAX_BYTES
 from probes.engine.discovery import METRICS_TIMEOUT_S as PAGE_TIMEOUT_S
 from probes.engine.discovery import credentials, discover, first_pages
@@ -152,8 +153,8 @@ def probe(host: Host, options: ScanOptions) -> MetricsRecord:
 def summary(record: MetricsRecord) -> str:
     parts = []
     for m in record.engines:
-        use = "n/a" if m.kv_cache_use is None else f"{m.kv_cache_use:.0%}"
-        ttft = "n/a" if m.ttft_p95_s is None else f"{m.ttft_p95_s * 1000:.0f} ms"
-        parts.append(f"{m.kind}: KV {use}, running {m.requests_running}, waiting "
-                     f"{m.requests_waiting}, TTFT p95 {ttft}")
+        use = "n/a" if m.kv_cache_use is None else display.number(m.kv_cache_use, ".0%")
+        ttft = "n/a" if m.ttft_p95_s is None else f"{display.number(m.ttft_p95_s * 1000, '.0f')} ms"
+        parts.append(f"{m.kind}: KV {use}, running {display.text(m.requests_running, 'n/a', 'g')}, "
+                     f"waiting {display.text(m.requests_waiting, 'n/a', 'g')}, TTFT p95 {ttft}")
     return "; ".join(parts + [f"error: {e}" for e in record.errors])

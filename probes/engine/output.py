@@ -21,6 +21,7 @@ from functools import partial
 from doctor.seam.host import Host
 from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, request_body
 from doctor.model import ScanOptions, Skip
+from doctor.display import text
 from probes.helpers.engine_targets import active_targets
 
 PROMPTS = (
@@ -128,4 +129,5 @@ def probe(host: Host, options: ScanOptions) -> OutputRecord:
 
 def summary(record: OutputRecord) -> str:
     return "; ".join(f"{e.base_url}: {e.repetitive}/{e.judged} samples repetitive "
-                     f"(worst {e.worst_share})" for e in record.endpoints)
+                     f"(worst {text(e.worst_share, 'none long enough to judge')})"
+                     for e in record.endpoints)

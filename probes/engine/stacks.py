@@ -24,6 +24,7 @@ from functools import partial
 
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
+from doctor.display import text
 
 SAMPLES = 20
 INTERVAL_S = 0.2
@@ -161,8 +162,8 @@ def probe(host: Host, options: ScanOptions) -> StacksRecord:
 def summary(record: StacksRecord) -> str:
     return "; ".join(
         f"pid {p.pid}: {p.error}" if p.error else
-        f"pid {p.pid}: logging {p.logging_share}, tokenisation {p.tokenisation_share}, "
-        f"GIL wait {p.gil_wait_share} of {p.samples} samples" for p in record.processes)
+        f"pid {p.pid}: logging {text(p.logging_share)}, tokenisation {text(p.tokenisation_share)}, "
+        f"GIL wait {text(p.gil_wait_share)} of {p.samples} samples" for p in record.processes)
 
 
 

@@ -23,6 +23,7 @@ from typing import Callable
 from doctor.seam.host import Host
 from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_requests
 from doctor.model import ScanOptions, Skip
+from doctor.display import number
 from probes.helpers.engine_targets import Target, active_targets
 
 LENGTHS = (16, 128, 32, 256, 64)  # prompt tokens: varied, as the articles' remedy asks;
@@ -174,7 +175,11 @@ def probe(host: Host, options: ScanOptions) -> WarmupRecord:
     return WarmupRecord(tuple(out))
 
 
+def _ms_text(value: float | None, error: str | None) -> str:
+    return f"{number(value, 'g')} ms" if value is not None else f"not measured ({error or 'no answer'})"
+
+
 def summary(record: WarmupRecord) -> str:
-    parts = [f"{e.base_url}: first TTFT {e.first_ttft_ms} ms, steady {e.steady_ttft_ms} ms"
-             for e in record.endpoints]
+    parts = [f"{e.base_url}: first TTFT {_ms_text(e.first_ttft_ms, e.first_error)}, steady "
+             f"{_ms_text(e.steady_ttft_ms, e.first_error)}" for e in record.endpoints]
     return "; ".join(parts)

@@ -169,10 +169,18 @@ def probe(host: Host, options: ScanOptions) -> BandwidthRecord:
 
 
 def summary(record: BandwidthRecord) -> str:
-    parts = []
+    parts, unmeasured = [], []
     for g in record.gpus:
+        failed = record.errors.get(f"gpu.bandwidth.{g.index}")
+        if failed is not None:
+            unmeasured.append(g.index)
+            continue
         d2d = f"{g.d2d_gbps:g}/{g.d2d_ceiling_gbps:g} GB/s" if g.d2d_gbps and g.d2d_ceiling_gbps else "?"
         h2d = (f"{g.h2d_pinned_gbps:g}/{g.link_ceiling_trained_gbps:g} GB/s"
                if g.h2d_pinned_gbps and g.link_ceiling_trained_gbps else "?")
         parts.append(f"GPU{g.index} memory {d2d}, host->device {h2d}")
+    if unmeasured:  # one reason for all: the same kernel failed, or the recording lacks it
+        first = record.errors[f"gpu.bandwidth.{unmeasured[0]}"]
+        gpus = ",".join(str(i) for i in unmeasured)
+        parts.append(f"GPU {gpus} not measured ({first})")
     return "; ".join(parts)

@@ -149,8 +149,9 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
         request_tokens_p99=lengths[-1] if lengths else None,
         request_tokens_mix=lengths,
         iteration_tokens_p95=quantile(0.95, iteration) if iteration else None,
+        # vLLM writes a setting it leaves unset as Python's "None": absent, so left out
         cache_config={k: v for k, v in (second.first_labels("vllm:cache_config_info") or {}).items()
-                      if k in CACHE_CONFIG_KEPT},
+                      if k in CACHE_CONFIG_KEPT and v != "None"},
         absent=tuple(r.absent)))
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions
+from doctor.display import text
 from probes.helpers import kernel_text
 from probes.helpers.kernel_text import MalformedError
 
@@ -155,6 +156,6 @@ def summary(record: CpuRecord) -> str:
     """One line for people: model, CPUs, sockets, NUMA nodes, ISA, governors, load."""
     governors = ", ".join(f"{g}×{n}" for g, n in record.governor_counts.items()) or "no cpufreq"
     isa = " ".join(record.isa) or "no AVX2"
-    return (f"{record.model}: {record.logical_cpus} CPUs, {record.sockets or '?'} socket(s), "
+    return (f"{text(record.model)}: {record.logical_cpus} CPUs, {record.sockets or '?'} socket(s), "
             f"{record.numa_nodes} NUMA node(s); {isa}; governor {governors}; "
-            f"load {record.load_1m}")
+            f"load {text(record.load_1m)}")

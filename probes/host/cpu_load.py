@@ -25,6 +25,7 @@ from doctor.seam.host import Host, MeasurementError
 from doctor.model import ScanOptions
 from doctor.engines import engine_of
 from doctor.redact import program_only, redact_cmdline
+from doctor.display import number
 
 SAMPLE_S = 0.5
 TOP_N = 10
@@ -186,5 +187,5 @@ def probe(host: Host, options: ScanOptions) -> CpuLoadRecord:
 def summary(record: CpuLoadRecord) -> str:
     """One line for people: how busy the CPUs were and the three heaviest other processes."""
     others = [p for p in record.top if not p.related][:3]
-    top = ", ".join(f"{p.comm}({p.pid}) {p.cpu_cores:.2f}" for p in others) or "nothing busy"
-    return f"{record.busy_cores:.2f} of {record.logical_cpus} cores busy; top: {top}"
+    top = ", ".join(f"{p.comm}({p.pid}) {number(p.cpu_cores, '.2f')}" for p in others) or "nothing busy"
+    return f"{number(record.busy_cores, '.2f')} of {record.logical_cpus} cores busy; top: {top}"

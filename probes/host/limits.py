@@ -107,5 +107,9 @@ def probe(host: Host, options: ScanOptions) -> LimitsRecord:
 def summary(record: LimitsRecord) -> str:
     """One line for people: the shell's limits and how many engines were found."""
     me = record.processes[0]
-    return (f"open files {me.nofile_soft}/{me.nofile_hard}, processes {me.nproc_soft}; "
-            f"{record.engine_count} engine process(es)")
+
+    def limit(value: int | None) -> str:
+        return "unlimited" if value is None else str(value)  # None is "unlimited" here
+
+    return (f"open files {limit(me.nofile_soft)}/{limit(me.nofile_hard)}, processes "
+            f"{limit(me.nproc_soft)}; {record.engine_count} engine process(es)")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor import display
 from probes.helpers import kernel_text
 from probes.helpers.kernel_text import MalformedError
 
@@ -68,5 +69,5 @@ def probe(host: Host, options: ScanOptions) -> MemoryRecord:
 
 def summary(record: MemoryRecord) -> str:
     """One line for people: memory and swap in MiB."""
-    return (f"{record.total_mib} MiB total, {record.available_mib} available; "
+    return (f"{record.total_mib} MiB total, {display.field(record, 'available_mib')} available; "
             f"swap {record.swap_used_mib}/{record.swap_total_mib} MiB used")

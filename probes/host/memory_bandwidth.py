@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions
+from doctor.display import number, why
 from probes.helpers.dimms import read_ceiling
 from probes.host.cpu import parse_cpuinfo
 from probes.host.memory import parse_meminfo
@@ -156,8 +157,8 @@ def summary(record: MemoryBandwidthRecord) -> str:
                         f"{record.platform_ceiling_gbps} GB/s ({record.channels} of "
                         f"{record.platform_channels} channels populated)")
     else:
-        ceiling = f"no ceiling ({record.ceiling_reason})"
+        ceiling = f"no ceiling ({why(record.ceiling_reason)})"
     busy = ("" if record.other_busy_cores is None
-            else f"; {record.other_busy_cores} cores busy with other work meanwhile")
+            else f"; {number(record.other_busy_cores, 'g')} cores busy with other work meanwhile")
     return (f"copy {record.copy_gbps} GB/s, triad {record.triad_gbps} GB/s ({record.backend}, "
             f"{record.threads} threads, {record.kernel_s} s); {ceiling}{busy}")

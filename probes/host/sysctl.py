@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from doctor.seam.host import Host
 from doctor.seam.missing import Missing
 from doctor.model import ScanOptions
+from doctor import display
 from probes.helpers import kernel_text
 from probes.helpers.kernel_text import MalformedError
 
@@ -111,8 +112,10 @@ INTS: dict[str, tuple] = {
 
 def summary(record: SysctlRecord) -> str:
     """One line for people: the backlogs, swappiness and THP mode."""
-    return (f"somaxconn {record.net_core_somaxconn}, syn backlog "
-            f"{record.net_ipv4_tcp_max_syn_backlog}, swappiness {record.vm_swappiness}, "
-            f"THP {record.thp_enabled}"
-            + ("; unread: " + ", ".join(f"{k} ({v})" for k, v in record.missing.items())
-               if record.missing else ""))
+    shown = ("net_core_somaxconn", "net_ipv4_tcp_max_syn_backlog", "vm_swappiness", "thp_enabled")
+    others = {k: v for k, v in record.missing.items() if k not in shown}
+    return (f"somaxconn {display.field(record, 'net_core_somaxconn')}, syn backlog "
+            f"{display.field(record, 'net_ipv4_tcp_max_syn_backlog')}, swappiness "
+            f"{display.field(record, 'vm_swappiness')}, THP {display.field(record, 'thp_enabled')}"
+            + ("; unread: " + ", ".join(f"{k} ({display.why(v)})" for k, v in others.items())
+               if others else ""))
