@@ -62,6 +62,7 @@ class ProbeSpec:
     exclusive: bool = False  # measures the machine: runs alone, after the read-only probes
     summary: Callable[[Any], str] | None = None  # the record in one line for people
     needs: tuple[str, ...] = ()  # probes whose data it reads (through the memo): run first
+    after: tuple[str, ...] = ()  # probes whose data it uses when they have it: run first, no skip
 
 
 class Skip(Exception):

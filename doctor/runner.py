@@ -9,7 +9,8 @@ A probe that builds on another's data names it in ``ProbeSpec.needs`` (engine.me
 engine.discovery): it starts when what it needs has finished, each under its own timeout,
 and reads that data from the per-scan memo its need filled. When a need did not end ``ok``,
 the probe is skipped with the need's reason (a need not chosen in this run, a probe run on
-its own, computes what it needs itself).
+its own, computes what it needs itself). ``ProbeSpec.after`` orders without skipping: the
+probe uses that data when it is there (engine.load reads /slots when /metrics is not).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def unmet(spec: ProbeSpec, results: dict[str, ProbeResult]) -> ProbeResult | Non
 
 
 def _ready(spec: ProbeSpec, chosen: set[str], results: dict[str, ProbeResult]) -> bool:
-    return all(n in results or n not in chosen for n in spec.needs)
+    return all(n in results or n not in chosen for n in spec.needs + spec.after)
 
 
 def _run_parallel(specs: list[ProbeSpec], chosen: set[str], host: Host, options: ScanOptions,

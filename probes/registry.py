@@ -153,7 +153,8 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=15.0,
         run=engine_load.probe,
         summary=engine_load.summary,
-        needs=("engine.discovery", "engine.metrics"),
+        needs=("engine.discovery",),
+        after=("engine.metrics",),  # its scrape when there is one; llama.cpp /slots otherwise
     ),
     ProbeSpec(
         name="engine.exposure",

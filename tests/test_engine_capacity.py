@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from doctor.seam.recorded_store import RecordedHostError
+
 from doctor.model import Level, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordWriter
 from probes.registry import PROBES, by_name
@@ -237,6 +239,10 @@ def test_a_hostile_gguf_is_a_named_error_live_captured_and_replayed(tmp_path):
 ])
 def test_a_recorded_shape_out_of_range_is_named(tmp_path, field, value, said):
     shape = {**_gemma_shape(), field: value}
+    if isinstance(value, int) and value >= 2**63:  # no recorded value is that large: the store
+        with pytest.raises(RecordedHostError, match="measurements.json.*does not fit in 64 bits"):
+            run(gguf_host(tmp_path, shape, 24 * GiB))  # refuses the file before any probe
+        return
     probes, _ = run(gguf_host(tmp_path, shape, 24 * GiB))
     (why,) = probes["engine.capacity"].record.not_sized
     assert "measurements.json, engine.capacity.gguf:/models/gemma.gguf: " + said in why
@@ -253,6 +259,14 @@ def test_an_engines_figures_out_of_range_are_named(tmp_path, flags, said):
     probes, _ = run(recorded(tmp_path, "llama-2-7b-hf", flags, 24 * GiB))
     capacity = probes["engine.capacity"]
     assert capacity.status == "ok", capacity.reason
+    # A figure no engine runs with is dropped where the flags are read (doctor/values.py: not
+    # a number to judge) or named here; it is never sized with, and never an internal error.
+    discovered = probes["engine.discovery"].record.engines[0]
+    if not capacity.record.not_sized:
+        figure = {"GPU memory utilization": "gpu_memory_utilization", "context (tokens)": "max_model_len",
+                  "tensor_parallel_size": "tensor_parallel_size"}[said.split(" = ")[0]]
+        assert getattr(discovered, figure) is None
+        return
     (why,) = capacity.record.not_sized
     assert why.startswith("vllm at http://127.0.0.1:8000 pid 4242: ") and said in why
 

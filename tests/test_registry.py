@@ -57,7 +57,7 @@ def test_every_need_is_a_probe_listed_before_it_at_its_level_or_below():
     probe runs at."""
     seen: dict[str, Level] = {}
     for spec in PROBES:
-        for need in spec.needs:
+        for need in spec.needs + spec.after:
             assert need in seen, f"{spec.name} needs {need}, which is not listed before it"
             assert seen[need] <= spec.level, f"{spec.name} needs {need}, a probe of a higher level"
         seen[spec.name] = spec.level

@@ -83,7 +83,7 @@ class Scheduler:
             return cycle  # a micro-kernel owns the machine: the cheap probes wait their turn
         due = [s for s in self.slots.values() if not s.spec.exclusive and s.next_due <= now]
         for slot in due:
-            slot.waiting = bool(slot.spec.needs)
+            slot.waiting = bool(slot.spec.needs or slot.spec.after)
         for slot in due:
             if not slot.waiting:
                 self._start_or_report(slot, now, self.interval_s, cycle)
@@ -101,8 +101,8 @@ class Scheduler:
 
     def _start_ready(self, now: float, cycle: Cycle) -> Cycle:
         for slot in self.slots.values():
-            if not slot.waiting or any(self._pending(self.slots[n]) for n in slot.spec.needs
-                                       if n in self.slots):
+            if not slot.waiting or any(self._pending(self.slots[n])
+                                       for n in slot.spec.needs + slot.spec.after if n in self.slots):
                 continue
             slot.waiting = False
             skipped = unmet(slot.spec, {n: s.last for n, s in self.slots.items() if s.last})
