@@ -54,3 +54,9 @@ def test_a_hung_kernel_is_killed_with_its_children(tmp_path):
         time.sleep(0.05)
     else:
         raise AssertionError(f"the kernel's child {grandchild} outlived the timeout")
+
+
+def test_a_kernel_that_cannot_start_says_why(tmp_path):
+    missing = str(tmp_path / "no-python")
+    with pytest.raises(MeasurementError, match="t: cannot start .*no-python"):
+        run_json([missing, "-c", "pass"], "t", 20)

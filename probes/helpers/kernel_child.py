@@ -29,8 +29,11 @@ def run_kernel(module: str, *args: str, timeout_s: float) -> dict[str, Any]:
 
 def run_json(argv: list[str], module: str, timeout_s: float) -> dict[str, Any]:
     """``argv`` run in a session of its own, its JSON object returned (see the module)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:  # the interpreter cannot be started by this user, no memory, ...
+        raise MeasurementError(f"{module}: cannot start {argv[0]}: {exc.strerror or exc}") from None
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
