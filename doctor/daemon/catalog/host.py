@@ -106,6 +106,9 @@ TABLES = (
         gauge("paths.network_fs", "host_storage_network_filesystem",
               "1 on NFS, Lustre, CIFS, 9p, FUSE..."),
         gauge("paths.rotational", "host_storage_rotational", "/sys/block/<disk>/queue/rotational"),
+        gauge("paths.virtual_disk", "host_storage_virtual_disk",
+              "1 on a hypervisor's disk (virtio, Xen, Hyper-V, cloud SCSI): its rotational flag is no evidence"),
+        missing("paths.missing", "host_storage_value_missing", "host.storage paths"),
         gauge("paths.fs_free_bytes", "host_storage_filesystem_free_bytes", "Free space (statvfs)"),
         gauge("paths.weight_files", "host_storage_weight_files", "Weight files under the path"),
         gauge("paths.weights_bytes", "host_storage_weights_bytes", "Their size"),
@@ -114,6 +117,7 @@ TABLES = (
         gauge("paths.read_bytes", "host_storage_read_sample_bytes", "Bytes the read measured"),
         gauge("paths.read_seconds", "host_storage_read_duration_seconds", "Time spent in reads"),
         unexported("paths.read_reason", f"why the read did not run: {SENTENCE}"),
+        unexported("unread", f"an engine's model path this user cannot see, and why: {SENTENCE}"),
     )),
     Table("host.memory_bandwidth", (
         info("", "host_memory_bandwidth_info", "The STREAM kernel's backend (torch, numpy)",
