@@ -295,6 +295,9 @@ def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
         c.object(finding["evidence"], [*at, "evidence"])
         if "key" in finding:
             c.string(finding["key"], [*at, "key"])
+        if "missing" in finding:  # evidence label → why its value is null
+            for label, why in c.object(finding["missing"], [*at, "missing"]).items():
+                c.string(why, [*at, "missing", label])
     for i, message in enumerate(c.array(data["rule_errors"], ["rule_errors"])):
         c.string(message, ["rule_errors", i])
     for i, replaced in enumerate(c.array(data.get("replaced_values", []), ["replaced_values"])):
