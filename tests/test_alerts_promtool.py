@@ -55,6 +55,23 @@ def test_disabled_rules_are_left_out_and_severity_overrides_kept(cli, tmp_path):
     config.write_text('[rules.cpu-contention]\nenabled = false\n'
                       '[rules.fd-limit-low]\nseverity = "critical"\n')
     text = _export(cli, tmp_path, "--config", str(config)).read_text()
-    assert "LlmDoctorCpuContention" not in text
+    assert "alert: LlmDoctorCpuContention\n" not in text
     block = text.split("alert: LlmDoctorFdLimitLow", 1)[1].split("- alert:", 1)[0]
     assert 'severity: "critical"' in block
+
+
+def test_one_alert_per_severity_a_rule_can_find(cli, tmp_path):
+    """A rule with critical_when has a warning and a critical alert; an info rule without
+    one has none (info findings are for dashboards); the severity label is the alert's own."""
+    text = _export(cli, tmp_path).read_text()
+    blocks = [b for b in text.split("- alert: ")[1:] if b.startswith("LlmDoctorCpuContention\n")]
+    assert ['severity: "warning"' in b for b in blocks] == [True, False]
+    assert 'severity: "critical"' in blocks[1] and 'severity=~\\"critical\\"' in blocks[1]
+    assert "alert: LlmDoctorNetworkSocketBuffersDefault\n" not in text
+
+
+def test_staleness_fires_from_up_and_absent_not_from_series_that_vanish(cli, tmp_path):
+    text = _export(cli, tmp_path).read_text()
+    stale = text.split("alert: LlmDoctorStale\n", 1)[1].split("- alert:", 1)[0]
+    assert 'up{job=\\"llm-doctor\\"} == 0' in stale and "for: 5m" in stale
+    assert 'absent(up{job=\\"llm-doctor\\"})' in text.split("alert: LlmDoctorAbsent\n", 1)[1]

@@ -1,8 +1,19 @@
 """``llm-doctor rules export --prometheus``: Prometheus alerting rules over the exported
 metrics, for alerting across a fleet from Prometheus instead of from each daemon.
 
-One alert per llm-doctor rule over ``llm_doctor_finding{rule=...}`` with the rule's ``for``,
-plus two about the daemon itself: its heartbeat went stale, and a probe keeps failing.
+Per llm-doctor rule, one alert per severity its findings can have, over
+``llm_doctor_finding{rule=...}`` with the rule's ``for``: the ``warning`` alert matches
+warning and critical findings, the ``critical`` alert critical ones, so a finding that
+escalates keeps its warning alert firing (no new ``for`` to wait) and adds a critical one,
+and Alertmanager shows "critical" for a critical finding (an inhibit rule hides the warning
+beside it: docs/daemon.md). The daemon keeps a finding's series while its hysteresis holds
+the alert (doctor/daemon/alerts.py), so these rules see the same episode as the daemon.
+
+About the daemon itself: ``LlmDoctorStale`` when its heartbeat stops moving or its scrape
+fails (``up == 0``: the series of a dead daemon vanish, so a heartbeat alone cannot fire),
+``LlmDoctorAbsent`` when Prometheus scrapes no llm-doctor at all, and a probe that keeps
+failing. The daemon's scrape job is ``job="llm-doctor"`` (``JOB``), as in docs/daemon.md.
+
 The output is YAML written by hand (strings JSON-quoted, which YAML reads as they are), so
 no YAML library is needed; ``promtool check rules`` validates it in the tests.
 """
@@ -14,6 +25,10 @@ import json
 from doctor.rules.loader import Rule
 
 BY = "instance, job, rule, cause, key, symptoms"
+JOB = "llm-doctor"
+# severity → the finding severities its alert matches: a warning alert stays through an
+# escalation to critical
+MATCHES = {"warning": "warning|critical", "critical": "critical"}
 
 
 def alert_name(rule_id: str) -> str:
@@ -48,8 +63,17 @@ def _rule_yaml(name: str, expr: str, for_s: float, severity: str, summary: str,
     return lines
 
 
+def severities(rule: Rule, severity: str) -> list[str]:
+    """The alerts a rule needs: its base severity's (info pages no one) and, when its
+    findings can be critical, critical's."""
+    out = [severity] if severity in MATCHES else []
+    if rule.critical_when and "critical" not in out:
+        out.append("critical")
+    return out
+
+
 def export(rules: list[Rule], for_overrides: dict[str, float] | None = None,
-           config_rules: dict[str, dict] | None = None) -> str:
+           config_rules: dict[str, dict] | None = None, job: str = JOB) -> str:
     """The rules file's text; rules the config disables are left out, its severities used."""
     overrides = for_overrides or {}
     config_rules = config_rules or {}
@@ -59,21 +83,28 @@ def export(rules: list[Rule], for_overrides: dict[str, float] | None = None,
         override = config_rules.get(rule.id, {})
         if not override.get("enabled", True):
             continue
-        # as in the daemon, info findings are for dashboards: only warnings and worse alert
-        expr = (f'max by ({BY}) (llm_doctor_finding{{rule="{rule.id}", '
-                f'severity=~"warning|critical"}}) > 0')
-        severity = override.get("severity", rule.severity.label)
-        lines += _rule_yaml(
-            alert_name(rule.id), expr, overrides.get(rule.id, rule.for_s or 0.0),
-            "warning" if severity == "info" else severity,  # an info rule alerts when escalated
-            f"{{{{ $labels.instance }}}}: {rule.id} {{{{ $labels.key }}}}",
-            rule.remediation,
-            {"cause": rule.cause, "playbook": f"playbooks/{rule.playbook}.md"})
+        base = override.get("severity", rule.severity.label)
+        for severity in severities(rule, base):
+            # as in the daemon, info findings are for dashboards: only warnings and worse alert
+            expr = (f'max by ({BY}) (llm_doctor_finding{{rule="{rule.id}", '
+                    f'severity=~"{MATCHES[severity]}"}}) > 0')
+            lines += _rule_yaml(
+                alert_name(rule.id), expr, overrides.get(rule.id, rule.for_s or 0.0), severity,
+                f"{{{{ $labels.instance }}}}: {rule.id} {{{{ $labels.key }}}}",
+                rule.remediation,
+                {"cause": rule.cause, "playbook": f"playbooks/{rule.playbook}.md"})
+    up = f'up{{job="{job}"}}'
     lines += _rule_yaml(
-        "LlmDoctorStale", "time() - llm_doctor_last_evaluation_timestamp_seconds > 300", 300,
-        "warning", "{{ $labels.instance }}: llm-doctor has not evaluated its rules for 5 minutes",
-        "The daemon is stuck or its host is overloaded: systemctl status llm-doctor; "
+        "LlmDoctorStale",
+        f"time() - llm_doctor_last_evaluation_timestamp_seconds > 300 or max without () ({up} == 0)", 300,
+        "warning", "{{ $labels.instance }}: llm-doctor is down or has not evaluated its rules for 5 minutes",
+        "The daemon is down, stuck, or its host is overloaded: systemctl status llm-doctor; "
         "journalctl -u llm-doctor")
+    lines += _rule_yaml(
+        "LlmDoctorAbsent", f"absent({up})", 600, "warning",
+        f"Prometheus scrapes no llm-doctor daemon (job=\"{job}\")",
+        f"Every daemon is gone from the scrape targets, or the scrape job is not named {job}: "
+        "check the Prometheus scrape config and the daemons' hosts.")
     lines += _rule_yaml(
         "LlmDoctorProbeFailing", 'llm_doctor_probe_status{status=~"error|timeout"} == 1', 1800, "info",
         "{{ $labels.instance }}: probe {{ $labels.probe }} has failed for 30 minutes",
