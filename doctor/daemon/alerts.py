@@ -1,12 +1,24 @@
 """The alert lifecycle: pending until a finding has held its rule's ``for``, then firing,
 then resolved once it has been clear for ``resolve_after`` evaluations in a row.
 
-An alert's identity is its rule and key (the item a rule with ``each`` names: a pid, a GPU
-UUID), so the same fault on the next evaluation is the same alert and two engines are two
-alerts. Hysteresis: a value hovering at a threshold, present one evaluation and absent the
-next, neither resets a pending alert nor resolves a firing one until it has stayed clear
-``resolve_after`` evaluations. A rule that could not be evaluated (its probe failed) leaves
-its alerts as they are: missing data is not a recovery.
+An alert's identity is its rule and key: what the finding is about that lasts (the
+engine's endpoint, the GPU, the command name of a process; never a pid, which a restart or
+a short-lived process changes), so the same fault on the next evaluation is the same alert,
+two pids of one program are one alert and two engines are two alerts.
+
+Hysteresis, on that identity, twice over:
+
+* a threshold with a clear level: a rule param ``P`` with a ``P_clear`` beside it
+  (``min_cpu_cores = 0.5``, ``min_cpu_cores_clear = 0.25``) starts an alert at ``P`` and
+  holds it while the rule still matches with ``P`` at ``P_clear`` (``held_findings``), as
+  Prometheus' ``X > high or (ALERTS and X > low)`` does: a CPU hog measured at 0.37-0.64
+  cores is one alert, not one per crossing of 0.5;
+* a clear streak: a finding absent in one evaluation and present in the next neither
+  resets a pending alert nor resolves a firing one until it has stayed clear (neither
+  found nor held) ``resolve_after`` evaluations in a row.
+
+A rule that could not be evaluated (its probe failed) leaves its alerts as they are:
+missing data is not a recovery.
 """
 
 from __future__ import annotations
@@ -14,8 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor import durations
-from doctor.model import Finding
+from doctor.config import Config
+from doctor.model import Finding, ProbeResult
+from doctor.rules.evaluate import evaluate
+from doctor.rules.loader import Rule
 
+CLEAR = "_clear"  # a param's clear level: min_cpu_cores_clear is min_cpu_cores's
 
 def parse_duration(text: str | float | None) -> float:
     """"30s", "5m", "1h" → seconds (doctor/durations.py's grammar, a ValueError naming the
@@ -52,14 +68,44 @@ class Transitions:
     resolved: list[Alert] = field(default_factory=list)
 
 
+def clear_levels(rule: Rule, override: dict | None = None) -> dict[str, object]:
+    """The params a rule holds its alerts at: ``{P: value of P_clear}`` for every ``P``
+    with a ``P_clear`` beside it, a config override of ``P_clear`` included. Empty for a
+    rule without clear levels."""
+    override = override or {}
+    return {name[:-len(CLEAR)]: override.get(name, value) for name, value in rule.params.items()
+            if name.endswith(CLEAR) and name[:-len(CLEAR)] in rule.params}
+
+
+def held_findings(rules: list[Rule], results: list[ProbeResult], config: Config) -> list[Finding]:
+    """What the rules with clear levels still find with each threshold at its clear level:
+    the findings that hold an alert already pending or firing (they start none). Rule
+    errors are the main evaluation's to report."""
+    held_rules, overrides = [], {}
+    for rule in rules:
+        override = config.rules.get(rule.id, {})
+        levels = clear_levels(rule, override)
+        if levels:
+            held_rules.append(rule)
+            overrides[rule.id] = {**override, **levels}
+    if not held_rules:
+        return []
+    found, _ = evaluate(held_rules, results, Config(path=config.path, scan=config.scan,
+                                                    rules={**config.rules, **overrides}))
+    return found
+
+
 class AlertTracker:
     def __init__(self, for_s: dict[str, float], resolve_after: int = 2) -> None:
         self.for_s = for_s
         self.resolve_after = max(1, resolve_after)
         self.alerts: dict[tuple[str, str], Alert] = {}
 
-    def observe(self, findings: list[Finding], evaluated_rules: set[str], now: float) -> Transitions:
-        """Feed one evaluation: the findings and the rules that could be evaluated."""
+    def observe(self, findings: list[Finding], evaluated_rules: set[str], now: float,
+                held: list[Finding] | None = None) -> Transitions:
+        """Feed one evaluation: the findings, the rules that could be evaluated, and the
+        findings at the rules' clear levels (``held_findings``), which keep an alert of the
+        same identity going (pending ones still fire after their ``for``) but start none."""
         out = Transitions()
         seen = set()
         for finding in findings:
@@ -70,11 +116,13 @@ class AlertTracker:
             alert = self.alerts.get(ident)
             if alert is None:
                 alert = self.alerts[ident] = Alert(ident[0], ident[1], finding, since=now)
-            alert.finding, alert.last_seen, alert.clear_count = finding, now, 0
-            if alert.state == "pending" and now - alert.since >= self.for_s.get(alert.rule, 0.0):
-                alert.state, alert.fired_at = "firing", now
-                alert.severity = finding.severity.label
-                out.fired.append(alert)
+            alert.finding = finding
+            self._seen(alert, now, out)
+        for finding in held or ():
+            ident = (finding.rule, finding.identity)
+            if ident not in seen and ident in self.alerts:
+                seen.add(ident)
+                self._seen(self.alerts[ident], now, out)  # its finding stays the last one found
         for ident, alert in list(self.alerts.items()):
             if ident in seen or alert.rule not in evaluated_rules:
                 continue
@@ -86,6 +134,13 @@ class AlertTracker:
                 alert.state, alert.resolved_at = "resolved", now
                 out.resolved.append(alert)
         return out
+
+    def _seen(self, alert: Alert, now: float, out: Transitions) -> None:
+        alert.last_seen, alert.clear_count = now, 0
+        if alert.state == "pending" and now - alert.since >= self.for_s.get(alert.rule, 0.0):
+            alert.state, alert.fired_at = "firing", now
+            alert.severity = alert.finding.severity.label
+            out.fired.append(alert)
 
     def forget(self, rules: set[str], now: float) -> list[Alert]:
         """After a reload: alerts of rules no longer loaded (or disabled) resolve now."""

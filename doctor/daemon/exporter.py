@@ -296,7 +296,8 @@ class DoctorCollector(Collector):
     def _findings(self, snap: Snapshot) -> Iterator[Any]:
         labels = ["rule", "cause", "severity", "symptoms", "key"]
         finding = GaugeMetricFamily(f"{PREFIX}_finding",
-                                    "One series per finding of the last evaluation (value 1)",
+                                    "One series per finding of the last evaluation, or kept by the "
+                                    "hysteresis of an alert still pending or firing (value 1)",
                                     labels=labels)
         seen = set()
         for f in snap.findings:

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from doctor.config import Config, ConfigError
 from doctor.daemon import incidents, sinks
-from doctor.daemon.alerts import Alert, AlertTracker
+from doctor.daemon.alerts import Alert, AlertTracker, held_findings
 from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.daemon.history import History
 from doctor.daemon.scheduler import Scheduler
@@ -213,10 +213,15 @@ class Daemon:
         wall = time.time()
         # info findings are for the metrics and reports; only warnings and worse page people
         alerting = [f for f in findings if f.severity >= Severity.WARNING]
-        moved = self.tracker.observe(alerting, evaluated, wall)
+        held = held_findings(self.loaded.rules, results, self.loaded.config)
+        moved = self.tracker.observe(alerting, evaluated, wall, held)
         self.evaluations += 1
+        # an alert the hysteresis holds keeps its finding's series, so that rules exported
+        # to Prometheus (doctor/daemon/promrules.py) see the same episode as the daemon
+        shown = {(f.rule, f.identity) for f in findings}
+        kept = [a.finding for a in self.tracker.active() if a.identity not in shown]
         self.collector.publish(Snapshot(
-            results=dict(self.latest), findings=findings,
+            results=dict(self.latest), findings=findings + kept,
             alerts=[(a.rule, a.key, a.finding.cause, a.finding.severity.label, a.state)
                     for a in self.tracker.active()],
             evaluated_at=wall, evaluations=self.evaluations))
