@@ -158,3 +158,71 @@ def spinner(seconds: float) -> subprocess.Popen:
     """A process spinning on one core for at most ``seconds``: the planted CPU hog."""
     code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
     return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL)
+
+
+_DUTY = """
+import ctypes, os, sys, time
+name, seconds, share, every = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME: the comm its children inherit
+
+
+def spin(until):
+    period = 0.02
+    while time.time() < until:
+        start = time.time()
+        while time.time() - start < period * share:
+            pass
+        time.sleep(period * (1 - share))
+
+
+end = time.time() + seconds
+while time.time() < end:
+    child = os.fork()
+    if child == 0:
+        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: killing the parent ends it
+        if os.getppid() == 1:
+            os._exit(0)
+        spin(min(end, time.time() + every))
+        os._exit(0)
+    os.waitpid(child, 0)
+"""
+
+
+class Orphan:
+    """A process started through a parent that exits at once, so that it is not a child of
+    this one: a probe run in this process (which marks its own children as related, the
+    observer) sees it as other work, as it would a stranger's."""
+
+    def __init__(self, argv: list[str]) -> None:
+        launcher = ("import subprocess, sys; print(subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, "
+                    "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
+        out = subprocess.run([sys.executable, "-c", launcher, *argv], capture_output=True, text=True,
+                             timeout=30, check=True)
+        self.pid = int(out.stdout.strip())
+
+    def poll(self) -> int | None:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return 0
+        return None
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout_s: float) -> None:
+        wait_for(f"pid {self.pid} to end", lambda: self.poll() is not None, timeout_s, 0.05)
+
+
+def duty_spinner(name: str, seconds: float, share: float, new_pid_every_s: float | None = None,
+                 orphan: bool = False) -> "subprocess.Popen | Orphan":
+    """A CPU hog named ``name`` (its comm, under 16 characters) taking ``share`` of a core,
+    in 20 ms periods, for at most ``seconds``; with ``new_pid_every_s`` it spins in a fresh
+    child process that often (a worker pool's churn: one program, a new pid each time).
+    ``orphan``: not a child of this process (``Orphan``)."""
+    every = new_pid_every_s or seconds
+    argv = [sys.executable, "-c", _DUTY, name, str(seconds), str(share), str(every)]
+    return Orphan(argv) if orphan else subprocess.Popen(argv, stdin=subprocess.DEVNULL)

@@ -125,3 +125,121 @@ def test_alerts_of_a_rule_removed_by_a_reload_resolve():
     tracker.observe([finding()], RULES, 0.0)
     assert [a.rule for a in tracker.forget({"fd-limit-low"}, 10.0)] == ["cpu-contention"]
     assert tracker.active() == []
+
+
+# --- identity and hysteresis with the real rules (issue 14 §3) ---------------------------
+
+from doctor.config import Config  # noqa: E402
+from doctor.daemon.alerts import clear_levels, held_findings  # noqa: E402
+from doctor.model import ProbeResult, Severity  # noqa: E402
+from doctor.rules.evaluate import evaluate  # noqa: E402
+from doctor.rules.loader import DEFAULT_KEY_FIELDS, builtin_files, load_rules  # noqa: E402
+from probes.host.cpu_load import CpuLoadRecord, ProcessCpu  # noqa: E402
+from probes.host.limits import LimitsRecord  # noqa: E402
+from probes.registry import by_name  # noqa: E402
+
+BUILTIN = load_rules(builtin_files(), by_name())
+CONTENTION = [r for r in BUILTIN if r.id == "cpu-contention"]
+
+
+def _host(cores: float | None, pid: int = 4242, comm: str = "busyloop") -> list[ProbeResult]:
+    """One quick scan of a 2-CPU host: a hog at ``cores`` (None: gone), nothing else."""
+    top = () if cores is None else (ProcessCpu(pid, comm, "/usr/bin/" + comm, cores, None, False, False),)
+    load = CpuLoadRecord(0.5, 2, (cores or 0.0) + 0.05, top)
+    return [ProbeResult("host.cpu_load", "ok", 0.5, None, load),
+            ProbeResult("host.limits", "ok", 0.01, None, LimitsRecord((), 0))]
+
+
+def _daemon(samples: list[tuple[float | None, int]], config: Config | None = None,
+            for_s: float = 3.0, step: float = 1.0) -> list[str]:
+    """Evaluations as the daemon makes them (doctor/daemon/service.py: findings, the
+    findings at the clear levels, the tracker); "F" fired, "R" resolved, per evaluation."""
+    config = config or Config()
+    tracker = AlertTracker({"cpu-contention": for_s}, resolve_after=2)
+    events = []
+    for i, (cores, pid) in enumerate(samples):
+        results = _host(cores, pid)
+        findings, errors = evaluate(CONTENTION, results, config)
+        assert errors == []
+        moved = tracker.observe(findings, {"cpu-contention"}, i * step,
+                                held_findings(CONTENTION, results, config))
+        events.append("F" * len(moved.fired) + "R" * len(moved.resolved))
+    return events
+
+
+def test_a_hog_measured_at_037_to_064_cores_is_one_alert_that_resolves_once_it_ends():
+    # issue 14: a real 50 s busy loop read 0.37-0.64 cores, fired, and resolved while running
+    readings = [0.55, 0.41, 0.37, 0.52, 0.64, 0.38, 0.4, 0.47, 0.61, 0.37, 0.39, 0.5, 0.44, 0.38]
+    events = _daemon([(c, 4242) for c in readings] + [(None, 0)] * 4)
+    assert "".join(events) == "FR"
+    assert events.index("F") == 3  # after the 3 s 'for', held through the dips under 0.5
+    assert events.index("R") == len(readings) + 1  # the second clear evaluation after it ended
+
+
+def test_two_pids_of_one_program_are_one_alert():
+    # a script that starts a new worker every few seconds: the pid changes, the alert does not
+    samples = [(0.9, 1000 + i // 3) for i in range(12)] + [(None, 0)] * 3
+    assert "".join(_daemon(samples)) == "FR"
+
+
+def test_a_finding_absent_one_evaluation_and_present_the_next_neither_resolves_nor_refires():
+    samples = [(0.9, 7), (0.9, 7), (0.9, 7), (0.9, 7), (None, 0), (0.9, 7), (None, 0), (0.9, 7),
+               (0.9, 7), (None, 0), (None, 0)]
+    assert "".join(_daemon(samples)) == "FR"
+
+
+def test_the_clear_level_holds_an_alert_but_starts_none():
+    # under the threshold (0.5) and over its clear level (0.25) from the start: nothing fires
+    assert "".join(_daemon([(0.4, 7)] * 10)) == ""
+
+
+def test_a_configured_clear_level_is_used():
+    config = Config(rules={"cpu-contention": {"min_cpu_cores_clear": 0.45}})
+    samples = [(0.6, 7)] * 5 + [(0.4, 7)] * 3  # 0.4 is under the configured clear level
+    assert "".join(_daemon(samples, config)) == "FR"
+    assert "".join(_daemon(samples)) == "F"  # the default 0.25 holds it
+
+
+def test_clear_levels_name_their_threshold():
+    (rule,) = CONTENTION
+    assert clear_levels(rule) == {"min_cpu_cores": 0.25}
+    assert clear_levels(rule, {"min_cpu_cores_clear": 0.1}) == {"min_cpu_cores": 0.1}
+    assert clear_levels([r for r in BUILTIN if r.id == "fd-limit-low"][0]) == {}
+
+
+def test_a_held_finding_keeps_the_severity_it_fired_with():
+    tracker = AlertTracker({}, resolve_after=1)
+    alert = tracker.observe([finding(key="busyloop", severity=Severity.CRITICAL)], RULES, 0.0).fired[0]
+    moved = tracker.observe([], RULES, 1.0, [finding(key="busyloop")])
+    assert not moved.resolved and alert.state == "firing" and alert.severity == "critical"
+
+
+def _item_type(path: str):
+    import dataclasses
+    import typing
+
+    from doctor.rules.expressions import element_type, optional_inner
+
+    root, probe, *fields = path.split(".")
+    tp = typing.get_type_hints(by_name()[f"{root}.{probe}"].run)["return"]
+    for name in fields:
+        tp = optional_inner(typing.get_type_hints(tp)[name])
+        tp = element_type(tp)
+    assert dataclasses.is_dataclass(tp), path
+    return tp
+
+
+def test_no_builtin_rule_is_keyed_by_something_that_churns():
+    """A pid changes with every restart and every short-lived process, and a GPU's model
+    name is the same for every GPU of a host: an alert's identity is neither."""
+    import dataclasses
+
+    for rule in BUILTIN:
+        if not rule.each:
+            continue
+        if rule.key:
+            assert "pid" not in rule.key, f"{rule.id}: key {rule.key!r} names a pid"
+            continue
+        names = {f.name for f in dataclasses.fields(_item_type(rule.each))}
+        default = next((n for n in DEFAULT_KEY_FIELDS if n in names), None)
+        assert default not in ("pid", "name"), f"{rule.id}: keyed by its items' {default}"

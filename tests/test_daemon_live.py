@@ -1,6 +1,7 @@
 """The daemon on this machine with a real Prometheus and a real Alertmanager (Debian's
 packages): a CPU hog planted on a core fires cpu-contention into Alertmanager, with an
-incident report, and the alert resolves once the hog is gone."""
+incident report, and the alert resolves once the hog is gone; a hog at half a core that
+starts a new process every few seconds is one alert, fired once and resolved once."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -35,13 +38,13 @@ def _am_alerts(amtool: str, url: str) -> list[dict]:
     return json.loads(out.stdout or "[]")
 
 
-def _names(key: str, pid: int) -> bool:
-    """The finding's key names the hog: its pid (Finding.key), or "comm pid N" (evidence)."""
-    return key == str(pid) or key.endswith(f"pid {pid}")
+def _ours(alerts: list[dict], name: str) -> list[dict]:
+    """The hog's alerts: cpu-contention is keyed by the program (its comm), not its pid."""
+    return [a for a in alerts if a["labels"].get("key") == name]
 
 
-def _ours(alerts: list[dict], pid: int) -> list[dict]:
-    return [a for a in alerts if _names(a["labels"].get("key", ""), pid)]
+def _hog_name(tag: str) -> str:
+    return f"ld{tag}{os.getpid() % 100000}"  # a comm of its own: no neighbour's python merges in
 
 
 @pytest.mark.timeout(300)
@@ -63,9 +66,10 @@ def test_cpu_hog_fires_into_alertmanager_then_resolves(tmp_path):
         prom, prom_url = stack.prometheus(prom_bin, tmp_path, address)
         procs.append(prom)
 
-        hog = stack.spinner(120)
+        name = _hog_name("hog")
+        hog = stack.duty_spinner(name, 120, 1.0)
         fired = stack.wait_for("the hog's alert in Alertmanager (amtool alert query)",
-                               lambda: _ours(_am_alerts(amtool, am_url), hog.pid), 90, 1.0)
+                               lambda: _ours(_am_alerts(amtool, am_url), name), 90, 1.0)
         labels = fired[0]["labels"]
         assert labels["cause"] == "cpu-contention" and labels["job"] == "llm-doctor"
         assert fired[0]["status"]["state"] == "active"
@@ -73,7 +77,7 @@ def test_cpu_hog_fires_into_alertmanager_then_resolves(tmp_path):
         assert "cpu-contention" in report[0].read_text()
 
         scraped = stack.wait_for("Prometheus to scrape the finding", lambda: stack.prometheus_query(
-            prom_url, f'llm_doctor_finding{{rule="cpu-contention",key=~"(.*pid )?{hog.pid}"}}'), 30)
+            prom_url, f'llm_doctor_finding{{rule="cpu-contention",key="{name}"}}'), 30)
         assert scraped[0]["metric"]["symptoms"] == "slowdown"
         assert stack.prometheus_query(prom_url, 'up{job="llm-doctor"}')[0]["value"][1] == "1"
 
@@ -86,7 +90,7 @@ def test_cpu_hog_fires_into_alertmanager_then_resolves(tmp_path):
         hog.wait(10)
         cleared = time.monotonic()
         stack.wait_for("the alert to resolve in Alertmanager",
-                       lambda: not _ours(_am_alerts(amtool, am_url), hog.pid), 60, 0.5)
+                       lambda: not _ours(_am_alerts(amtool, am_url), name), 60, 0.5)
         assert time.monotonic() - cleared < 30
         assert "alert resolved: cpu-contention" in daemon.log()
         assert daemon.log().count(f"alert firing: cpu-contention {labels['key']} ") == 1  # no storm
@@ -99,6 +103,75 @@ def test_cpu_hog_fires_into_alertmanager_then_resolves(tmp_path):
             hog.kill()
         for proc in reversed(procs):
             proc.stop()
+
+
+class _Hook(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.bodies.append(body)  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+# On the shared 2-core test machine a hog spinning half of every 20 ms gets about 0.2 of a
+# core (measured: 0.14-0.28): the thresholds are scaled to what it gets, so that its
+# readings straddle the firing threshold as the issue's 0.37-0.64 did around 0.5, and the
+# clear level keeps the same proportion to it.
+CHURN = """
+[rules.cpu-contention]
+min_cpu_cores = 0.15
+min_cpu_cores_clear = 0.06
+[daemon]
+level = "quick"
+interval = "1s"
+resolve_after = 3
+[daemon.for]
+cpu-contention = "5s"
+"""
+
+
+@pytest.mark.timeout(240)
+def test_a_hog_at_half_a_core_with_a_new_pid_every_6_s_fires_once_and_resolves_once(tmp_path):
+    """Issue 14: keyed by pid, short-lived processes fired and resolved every 10 s, and a
+    busy loop hovering at the threshold resolved while it still ran."""
+    hook = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    hook.bodies = []  # type: ignore[attr-defined]
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    name = _hog_name("churn")
+    daemon = hog = None
+    try:
+        daemon, address = stack.daemon(tmp_path, CHURN, "--webhook",
+                                       f"http://127.0.0.1:{hook.server_address[1]}/hook")
+        stack.wait_for("the first evaluation", lambda: "llm_doctor_probe_success" in stack.get(
+            f"http://{address}/metrics"), 30)
+        hog = stack.duty_spinner(name, 40, 0.5, new_pid_every_s=6)
+        hog.wait(60)
+        ended = len(hook.bodies)  # type: ignore[attr-defined]
+
+        def events():
+            return [(b["status"], a["labels"]["key"]) for b in hook.bodies  # type: ignore[attr-defined]
+                    for a in b["alerts"] if a["labels"].get("key") == name]
+
+        stack.wait_for("the hog's alert to resolve", lambda: ("resolved", name) in events(), 30, 0.5)
+        time.sleep(3)  # anything that would follow a resolve: a refire
+        assert events() == [("firing", name), ("resolved", name)]
+        fired_at = [i for i, b in enumerate(hook.bodies)  # type: ignore[attr-defined]
+                    if b["status"] == "firing" and any(a["labels"].get("key") == name for a in b["alerts"])]
+        assert fired_at[0] < ended  # it fired while the hog ran
+        assert daemon.log().count(f"alert firing: cpu-contention {name} ") == 1
+    except AssertionError:
+        if daemon is not None:
+            print(daemon.log()[-6000:])
+        raise
+    finally:
+        if hog and hog.poll() is None:
+            hog.kill()
+        if daemon is not None:
+            daemon.stop()
+        hook.shutdown()
 
 
 @pytest.mark.timeout(120)
