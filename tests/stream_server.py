@@ -43,6 +43,7 @@ class StreamServer:
         self.port = 0
         self.requests = 0
         self.running = 0
+        self.generated = 0  # tokens streamed: its /metrics counter, as llama.cpp's
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -117,7 +118,9 @@ class StreamServer:
             _plain(writer, 200, b'{"status": "ok"}')
         elif method == "GET" and path == "/metrics":
             page = (f"# TYPE llamacpp:requests_processing gauge\n"
-                    f"llamacpp:requests_processing {self.running}\n").encode()
+                    f"llamacpp:requests_processing {self.running}\n"
+                    f"# TYPE llamacpp:tokens_predicted_total counter\n"
+                    f"llamacpp:tokens_predicted_total {self.generated}\n").encode()
             _plain(writer, 200, page, "text/plain; version=0.0.4")
         elif method == "POST" and path.endswith("/completions"):
             await self._stream(json.loads(body or b"{}"), writer)
@@ -147,6 +150,7 @@ class StreamServer:
                 text = texts[i % len(texts)]
                 choice = {"delta": {"content": text}} if chat else {"text": text}
                 _chunk(writer, b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n")
+                self.generated += 1
                 if b.token_s:
                     await writer.drain()
         finally:

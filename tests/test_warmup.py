@@ -87,3 +87,25 @@ def test_warmup_command_stops_once_ttft_settles(cold, cli):
 def test_warmup_command_names_an_endpoint_that_does_not_answer(cli):
     result = cli("warmup", "--endpoint", "http://127.0.0.1:9", "--max-seconds", "3")
     assert result.returncode == 3 and "http://127.0.0.1:9: every request failed" in result.stderr
+
+
+def test_the_tokens_the_engine_had_generated_are_read_before_the_probe_sends(cold):
+    first, _ = _probe(cold)
+    assert first.endpoints[0].generated_tokens_before == 0.0  # a fresh engine: nothing served
+    sent = cold.generated
+    assert sent == first.endpoints[0].requests * engine_warmup.OUTPUT_TOKENS
+    second, _ = _probe(cold)
+    assert second.endpoints[0].generated_tokens_before == float(sent)  # what it said before the second
+
+
+def test_an_engine_that_says_it_is_warm_is_not_called_cold(cold):
+    """Up for minutes (its uptime) with traffic served (its own counter): a slow first
+    request is not a cold engine (issue 14). The record is what the probe measured, with
+    the engine's uptime and counter as an engine up 4 minutes would give them."""
+    import dataclasses
+
+    record, findings = _probe(cold)
+    assert [f.rule for f in findings] == ["engine-not-warmed-up"]
+    warm = dataclasses.replace(record.endpoints[0], uptime_s=240.0, generated_tokens_before=52000.0)
+    results = [ProbeResult("engine.warmup", "ok", 1.0, None, engine_warmup.WarmupRecord((warm,)))]
+    assert evaluate(RULE, results)[0] == []

@@ -11,6 +11,21 @@ privilege needed. Manual equivalent: time ``curl -N .../v1/completions -d '{"pro
 Every prompt starts with its own words, so a prefix cache cannot make the later rounds look
 warm; what gets faster is what warm-up fixes (kernels compiled or autotuned, memory pools
 allocated, CUDA graphs captured, weights paged in).
+
+What the engine says of itself, beside the comparison: the tokens it had generated before
+the first request of this probe (its own ``/metrics`` counter, read once just before:
+vLLM and SGLang ``generation_tokens_total``, TGI ``tgi_request_generated_tokens_sum``,
+llama.cpp ``tokens_predicted_total``), and its uptime. An engine up for minutes that has
+served traffic is warm whatever one slow first request says (issue 14: CRITICAL, then OK
+52 s later, on an engine up 4 minutes while another process loaded a model). No engine
+exports its compile or graph-capture state as a metric, so that is not read.
+
+Contention during the comparison: the cores busy with other work than the engine's (all
+CPUs' busy time from ``/proc/stat`` less the engine process tree's and this process's own
+CPU time, ``/proc/<pid>/stat``) while the first request ran and during the last round. A
+first request that ran while other work took much more of the CPUs than during the steady
+ones was slowed by that work, not by a cold engine. Only for an engine on this host whose
+pid is known; None otherwise.
 """
 
 from __future__ import annotations
@@ -20,11 +35,13 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from doctor.seam.host import Host
+from doctor.seam.host import Host, HostReadError
 from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_requests
 from doctor.model import ScanOptions, Skip
 from doctor.display import number
+from probes.helpers import engine_names as N
 from probes.helpers.engine_targets import Target, active_targets
+from probes.helpers.promtext import PageError, parse
 
 LENGTHS = (16, 128, 32, 256, 64)  # prompt tokens: varied, as the articles' remedy asks;
 # short enough that three rounds fit the budget on a CPU engine (llama.cpp, 2 cores)
@@ -32,6 +49,8 @@ OUTPUT_TOKENS = 16
 MAX_ROUNDS = 3  # the probe's bound; `llm-doctor warmup` goes on until TTFT settles
 BUDGET_S = 40.0
 SETTLED = 0.15  # a round within 15% of the previous one (or 20 ms) has settled
+METRICS_TIMEOUT_S = 3.0
+METRICS_MAX_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +70,11 @@ class WarmupEndpoint:
     first_itl_ms: float | None  # median gap between tokens of the first request
     steady_itl_ms: float | None  # median gap in the last round
     settled: bool  # the last round was within 15% of the one before
+    # what the engine says: tokens generated before this probe's first request (its /metrics)
+    generated_tokens_before: float | None = None
+    logical_cpus: int | None = None  # of this host, for the contention figures
+    first_other_busy_cores: float | None = None  # other work than the engine's, during the first request
+    steady_other_busy_cores: float | None = None  # the same, median over the last round's requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,19 +90,66 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+class OtherWork:
+    """Cores busy with other work than the engine's, per request: all CPUs' busy time
+    (``/proc/stat``) less the engine process tree's and this process's CPU time
+    (``/proc/<pid>/stat``), over the request's wall time. Live only (psutil)."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self.engine = psutil.Process(pid)
+        self.me = psutil.Process()
+        self.logical_cpus: int | None = psutil.cpu_count()
+        self.readings: list[list[float | None]] = []  # per round, per request
+
+    def mark(self) -> tuple[float, float, float] | None:
+        ps = self._psutil
+        try:
+            tree = [self.engine, *self.engine.children(recursive=True)]
+            engine_s = 0.0
+            for proc in tree:
+                try:
+                    times = proc.cpu_times()
+                except (ps.NoSuchProcess, ps.ZombieProcess):  # a worker that just ended
+                    continue
+                engine_s += times.user + times.system
+            own = self.me.cpu_times()
+            system = ps.cpu_times()
+        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess):
+            return None
+        busy = sum(system) - system.idle - getattr(system, "iowait", 0.0)
+        return time.perf_counter(), busy, engine_s + own.user + own.system
+
+    @staticmethod
+    def cores(start: tuple[float, float, float] | None,
+              end: tuple[float, float, float] | None) -> float | None:
+        if start is None or end is None or end[0] - start[0] <= 0:
+            return None
+        other = (end[1] - start[1]) - (end[2] - start[2])
+        return round(max(0.0, other) / (end[0] - start[0]), 3)
+
+
 def _round(endpoint: Endpoint, index: int, deadline: float,
-           before: list[RequestResult]) -> list[RequestResult]:
+           before: list[RequestResult], watch: OtherWork | None = None) -> list[RequestResult]:
     """One request of each length, one at a time; none started that would likely not finish
     by ``deadline`` (less time left than twice the longest request so far)."""
     out: list[RequestResult] = []
+    readings: list[float | None] = []
     for position, length in enumerate(LENGTHS):
         left = deadline - time.monotonic()
         longest = max((r.e2e_s for r in before + out if r.ok), default=0.0)
         if left <= max(0.5, 2 * longest):
             break
         workload = Workload(prompt_tokens=length, output_tokens=OUTPUT_TOKENS, timeout_s=left)
+        start = watch.mark() if watch else None
         out += run_requests(endpoint, workload, 1, 1, left,
                             seed=int(time.time() * 1000) % 10**9 + index * 10 + position)
+        if watch:
+            readings.append(watch.cores(start, watch.mark()))
+    if watch and out:
+        watch.readings.append(readings)
     return out
 
 
@@ -93,13 +164,13 @@ def settled(previous: list[RequestResult], last: list[RequestResult]) -> bool:
 def measure(endpoint: Endpoint, max_rounds: int, budget_s: float,
             until_settled: bool = False,
             on_round: Callable[[int, list[RequestResult]], None] | None = None,
-            ) -> list[list[RequestResult]]:
+            watch: OtherWork | None = None) -> list[list[RequestResult]]:
     """Rounds of varied-length requests; stops at ``max_rounds``, the budget, or (when
     ``until_settled``) once a round is within 15% of the one before (at least two rounds)."""
     deadline = time.monotonic() + budget_s
     rounds: list[list[RequestResult]] = []
     while len(rounds) < max_rounds and deadline - time.monotonic() > 1.0:
-        done = _round(endpoint, len(rounds), deadline, [r for rnd in rounds for r in rnd])
+        done = _round(endpoint, len(rounds), deadline, [r for rnd in rounds for r in rnd], watch)
         if not done:
             break
         rounds.append(done)
@@ -150,13 +221,61 @@ def uptime_of(host: Host, pid: int | None) -> float | None:
     return round(system_uptime - start_ticks / 100.0, 1)  # USER_HZ is 100 on Linux
 
 
+def generated_tokens(host: Host, target: Target) -> float | None:
+    """The tokens the engine says it has generated since it started (its /metrics counter);
+    None when the page cannot be read or carries no such counter."""
+    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
+    try:
+        answer = host.http_get(f"{target.base_url}/metrics", timeout_s=METRICS_TIMEOUT_S,
+                               max_bytes=METRICS_MAX_BYTES, headers=headers)
+        page = parse(answer.body, f"{target.base_url}/metrics") if answer.status == 200 else None
+    except (HostReadError, PageError):
+        return None
+    if page is None:
+        return None
+    kind = N.kind_of_page(page.names())
+    for name in N.GENERATION_TOKENS.get(N.family(kind or ""), ()):
+        value = page.total(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _other_work(pid: int | None) -> OtherWork | None:
+    """The contention watch for an engine on this host; None without its pid or psutil."""
+    if pid is None:
+        return None
+    try:
+        import psutil
+    except ImportError:
+        return None
+    try:
+        return OtherWork(pid)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def _median_of(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known), 3) if known else None
+
+
 def _measure_one(host: Host, target: Target, budget_s: float = BUDGET_S) -> WarmupEndpoint:
     def run() -> dict:
-        from dataclasses import asdict
+        from dataclasses import asdict, replace
 
         uptime_s = uptime_of(host, target.pid)  # before: the measurement's own start
-        rounds = measure(target.endpoint(), MAX_ROUNDS, budget_s)
-        return asdict(summarise(target.base_url, target.pid, uptime_s, rounds))
+        generated = generated_tokens(host, target)  # before its own requests
+        watch = _other_work(target.pid)
+        rounds = measure(target.endpoint(), MAX_ROUNDS, budget_s, watch=watch)
+        result = summarise(target.base_url, target.pid, uptime_s, rounds)
+        readings = watch.readings if watch else []
+        if watch and readings and len(readings) == len(rounds):
+            result = replace(result, logical_cpus=watch.logical_cpus,
+                             first_other_busy_cores=readings[0][0] if readings[0] else None,
+                             steady_other_busy_cores=(_median_of(readings[-1])
+                                                      if len(rounds) > 1 else None))
+        return asdict(replace(result, generated_tokens_before=generated))
 
     # The measurement as a whole is what a capture keeps and a replay returns.
     return WarmupEndpoint(**host.measure(f"engine.warmup {target.base_url}", run))

@@ -205,6 +205,14 @@ TABLES = (
           for f, r in (("first", "first"), ("steady", "last_round_median"))),
         gauge("endpoints.settled", "engine_warmup_settled",
               "1 when the last round was within 15% of the one before"),
+        gauge("endpoints.generated_tokens_before", "engine_warmup_generated_tokens_before",
+              "Tokens the engine had generated before the warm-up's first request (its /metrics)"),
+        gauge("endpoints.logical_cpus", "engine_warmup_logical_cpus",
+              "Logical CPUs of the host the contention figures are out of"),
+        *(gauge(f"endpoints.{f}_other_busy_cores", "engine_warmup_other_busy_cores",
+                "Cores busy with other work than the engine's while the requests ran",
+                const=(("request", r),))
+          for f, r in (("first", "first"), ("steady", "last_round_median"))),
     )),
     Table("engine.output", (
         each("endpoints", L.engine(url="base_url")),
