@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from doctor.workload.knee import level_stats  # noqa: E402
-from doctor.workload.loadgen import Endpoint, Workload, run_requests  # noqa: E402
+from doctor.workload.levels import level_stats  # noqa: E402
+from doctor.workload.loadgen import Endpoint, Workload, run_level, run_requests  # noqa: E402
 
 
 def main() -> None:
@@ -39,18 +39,22 @@ def main() -> None:
         workload = Workload(prompt_tokens=16, output_tokens=args.tokens, timeout_s=10)
         run_requests(endpoint, workload, 4, 200, 1.0)  # connect, warm the server's code paths
         started = time.perf_counter()
-        results = run_requests(endpoint, workload, args.concurrency, 10**7, args.seconds)
+        run = run_level(endpoint, workload, args.concurrency, 10**7, args.seconds, cut=True)
         wall = time.perf_counter() - started
     finally:
         server.terminate()
         server.wait(5)
-    stats = level_stats(args.concurrency, results)
+    results = run.results
+    stats = level_stats(run)
     print(f"machine: {os.cpu_count()} CPUs; client and server are separate processes")
     print(f"loadgen ceiling: {len(results) / wall:.0f} streamed requests/s "
           f"({stats.requests_per_s:.0f} req/s ok, {stats.output_tokens_per_s:.0f} events/s, "
           f"{args.tokens} events each, concurrency {args.concurrency}, {wall:.1f} s, "
           f"{stats.errors} errors)")
     print(f"  ttft p50/p95/p99 ms: {stats.ttft.p50_ms} / {stats.ttft.p95_ms} / {stats.ttft.p99_ms}")
+    print(f"  the client's own event loop: {stats.client_cpu_share:.0%} of a core, woke "
+          f"{stats.client_lag_mean_ms} ms late on average ({stats.client_lag_p95_ms} ms p95)"
+          + (f"; at this rate it is the limit: {stats.client_late}" if stats.client_late else ""))
 
 
 if __name__ == "__main__":

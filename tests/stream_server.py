@@ -32,6 +32,11 @@ class Behaviour:
     text: str = " word"  # each event's text; a list cycles through several
     model: str = "stub-model"
     close_after: bool = False  # close the connection after each answer without saying so
+    # A prompt cache as engines keep one: each prompt's longest common prefix (in words) with
+    # any earlier prompt is "served from the cache", and said in the usage event
+    # (prompt_tokens_details.cached_tokens, as vLLM and llama.cpp do), in llama.cpp's
+    # timings.cache_n, or not at all (None).
+    prompt_cache: str | None = None
 
 
 class StreamServer:
@@ -44,6 +49,7 @@ class StreamServer:
         self.requests = 0
         self.running = 0
         self.generated = 0  # tokens streamed: its /metrics counter, as llama.cpp's
+        self.prompts: list[str] = []  # every prompt received, in order
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -105,6 +111,8 @@ class StreamServer:
                     break
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             pass
+        except asyncio.CancelledError:  # stop() while a stream was running
+            pass
         finally:
             writer.close()
 
@@ -128,9 +136,25 @@ class StreamServer:
             _plain(writer, 404, b'{"error": "not found"}')
         await writer.drain()
 
+    def _cached_words(self, prompt: str) -> int:
+        words = prompt.split()
+        best = 0
+        for earlier in self.prompts[-1000:]:
+            shared = 0
+            for a, b in zip(words, earlier.split()):
+                if a != b:
+                    break
+                shared += 1
+            best = max(best, shared)
+        return best
+
     async def _stream(self, request: dict, writer) -> None:
         b = self.behaviour
         self.requests += 1
+        prompt = str(request.get("prompt") or (request.get("messages") or [{}])[-1].get(
+            "content", ""))
+        cached = self._cached_words(prompt)
+        self.prompts.append(prompt)
         cold = self.requests <= b.cold_requests
         n = int(request.get("max_tokens", b.tokens)) if b.honour_max_tokens else b.tokens
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -153,12 +177,19 @@ class StreamServer:
                 self.generated += 1
                 if b.token_s:
                     await writer.drain()
+                if writer.transport.is_closing():  # the client went away: stop, as engines do
+                    return
         finally:
             self.running -= 1
             if self._slots is not None:
                 self._slots.release()
-        usage = {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": n}}
-        _chunk(writer, b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
+        last: dict = {"choices": [], "usage": {"prompt_tokens": len(prompt.split()),
+                                               "completion_tokens": n}}
+        if b.prompt_cache == "usage":
+            last["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+        elif b.prompt_cache == "timings":
+            last["timings"] = {"cache_n": cached, "prompt_n": len(prompt.split()) - cached}
+        _chunk(writer, b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
 
 

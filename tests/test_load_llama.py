@@ -4,6 +4,7 @@ bounded load sweep with its knee."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -77,14 +78,39 @@ def test_output_is_sampled(llama_server):  # noqa: F811
 
 
 def test_bounded_sweep_and_its_knee(llama_server):  # noqa: F811
-    """Concurrency 1 and 2 with 48-token prompts (the full sweep's figures are in the
-    closing note: benchmarks are not timed tests); the prompt length the server counted."""
-    levels = knee.sweep(Endpoint(llama_server.base_url), Workload(48, 8, timeout_s=60),
-                        max_concurrency=2, max_requests=100, max_seconds=40)
-    assert levels and levels[0].concurrency == 1
+    """Concurrency 1 and 2 with 48-token prompts (the full sweep against guidellm's is
+    benchmarks/knee_vs_guidellm.py: benchmarks are not timed tests); the prompt length the
+    server counted, the cache it reported, and no knee from two levels."""
+    result = knee.sweep(Endpoint(llama_server.base_url), Workload(48, 8, timeout_s=60),
+                        [1, 2], max_requests=100, max_seconds=90, seconds_per_level=1,
+                        min_requests=4)
+    levels = result.levels
+    assert levels and levels[0].concurrency == 1, result.stopped
     assert all(lv.errors == 0 for lv in levels), [lv.first_error for lv in levels]
-    assert all(lv.ttft.p50_ms and lv.itl.p95_ms and lv.e2e.p99_ms for lv in levels)
+    judged = [lv for lv in levels if lv.unusable is None]
+    assert judged, [lv.unusable for lv in levels]
+    assert all(lv.ttft.p50_ms and lv.itl_pooled.p95_ms and lv.itl_per_request_mean.p50_ms
+               and lv.e2e.p99_ms for lv in judged)
     assert 30 <= levels[0].prompt_tokens_mean <= 70  # ~1 token per word for Gemma
+    assert all(lv.cached_share is not None and lv.cached_share < 0.10 for lv in judged)
     found = knee.find_knee(levels)
-    assert found.status in ("found", "not-reached")
-    assert found.recommended_concurrency in [lv.concurrency for lv in levels]
+    assert found.status == "not-reached" and found.recommended_concurrency is None
+
+
+def test_a_second_run_is_not_served_from_the_prompt_cache(llama_server, cli):  # noqa: F811
+    """The issue: the second run's prompts were the first run's, and llama.cpp's cache
+    served 131 of 136 tokens of each. Two runs now stay under 10%; the same --seed again
+    shows that the share is read from what the server says."""
+    args = ("load", "--endpoint", llama_server.base_url, "--prompt-tokens", "64",
+            "--output-tokens", "2", "--levels", "1", "--seconds-per-level", "1",
+            "--min-requests", "3", "--max-seconds", "90", "--no-save", "--format", "json")
+    runs = []
+    for _ in range(2):
+        result = cli(*args, timeout=150)
+        assert result.returncode == 0, result.stderr
+        runs.append(json.loads(result.stdout))
+    cache = runs[1]["prompt_cache"]
+    assert cache["reported"] and cache["share"] < 0.10, cache
+    again = cli(*args, "--seed", str(runs[1]["settings"]["seed"]), timeout=150)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["prompt_cache"]["share"] > 0.5

@@ -65,13 +65,28 @@ def _wait_running(server, n):
         time.sleep(0.02)
 
 
+def _levels(*points):
+    """Levels of a sweep, (concurrency, tokens/s, e2e s) each, as level_stats makes them."""
+    from doctor.workload.levels import level_stats
+    from doctor.workload.loadgen import LevelRun, RequestResult
+
+    made = []
+    for concurrency, tokens_per_s, e2e in points:
+        stamps = tuple(i / tokens_per_s for i in range(int(tokens_per_s * 10)))
+        one = RequestResult(True, 200, None, 0.0, 0.01, e2e, len(stamps), 8, (), "", None,
+                            stamps)
+        done = RequestResult(True, 200, None, 0.0, 0.01, e2e, 2, 8, (), "", None, (0.0, 0.01))
+        made.append(level_stats(LevelRun(concurrency, (one,) + (done,) * 11, 10.0, "enough"),
+                                12))
+    return made
+
+
 def test_live_concurrency_past_a_saved_knee(servers, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     server = servers(token_s=0.1)
-    levels = [knee.LevelStats(c, 10, 0, 0.0, 1.0, 1.0, t, None, *(knee.percentiles([lat]),) * 3,
-                              None) for c, t, lat in ((1, 10, 0.1), (2, 19, 0.1), (4, 20, 0.3))]
+    levels = _levels((1, 10, 0.1), (2, 19, 0.1), (4, 19.5, 0.3), (8, 19, 0.6))
     found = knee.find_knee(levels)
-    assert found.concurrency == 2
+    assert found.concurrency == 2, found
     knee.save_sweep(knee.sweep_json(server.base_url.replace("127.0.0.1", "localhost"), {},
                                     levels, found, "2026-11-29T10:00:00Z"))
     busy = _busy(server, 5)
@@ -83,6 +98,26 @@ def test_live_concurrency_past_a_saved_knee(servers, monkeypatch, tmp_path):
     assert engine.model == "stub-model"
     (finding,) = _findings("past-throughput-knee", "engine.load", record)
     assert finding.severity.label == "critical" and finding.evidence["offered"] == 5
+
+
+def test_a_knee_saved_by_the_old_method_is_not_used(servers, monkeypatch, tmp_path):
+    """Schema llm-doctor/load/1 took its knee from the client's cut-off requests counted as
+    errors (the issue's "-np 1" at load average 7): the rule must not judge from it."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    server = servers()
+    path = knee.knee_path(server.base_url)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema": "llm-doctor/load/1", "measured_at": "2026-11-29",
+                                "knee": {"status": "found", "concurrency": 1}}))
+    record = engine_load.probe(LiveHost(), ScanOptions(endpoints=(server.base_url,)))
+    (engine,) = record.engines
+    assert (engine.knee_status, engine.knee_concurrency) == ("outdated", None)
+    assert "run llm-doctor load again" in engine_load.summary(record)
+    assert _findings("past-throughput-knee", "engine.load", record) == []
+    for bad in ({"schema": knee.SCHEMA, "knee": {"status": "found", "concurrency": "4"}},
+                {"schema": knee.SCHEMA, "knee": []}, [1, 2]):
+        path.write_text(json.dumps(bad))
+        assert engine_load.saved_knee(LiveHost(), server.base_url)[:2] == (None, "unreadable")
 
 
 def test_no_saved_knee_stays_silent(servers, monkeypatch, tmp_path):

@@ -2,13 +2,14 @@
 
 Both send real streamed requests to one engine endpoint, bounded in count and time, with
 progress on stderr. ``load`` saves its sweep where the scan's ``past-throughput-knee`` rule
-finds it: ``$XDG_STATE_HOME/llm-doctor/workload/knee-<hash>.json`` (default
+finds it: ``$XDG_STATE_HOME/llm-doctor/knee-<hash>.json`` (default
 ``~/.local/state/llm-doctor/``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from dataclasses import asdict
@@ -45,6 +46,36 @@ def _api_key(ctx, param, value: str | None) -> str | None:
         raise click.BadParameter("the key must be printable ASCII with no spaces or control "
                                  "characters", ctx, param)
     return value
+class Finite(click.FloatRange):
+    """A float range that refuses NaN and infinities: click's own lets NaN through (every
+    comparison with NaN is false), and a NaN budget would make every bound false too."""
+
+    name = "finite float"
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+class Levels(click.ParamType):
+    """``1,2,4,8``: distinct concurrency levels from 1 to 4096, run in increasing order."""
+
+    name = "levels"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            levels = [int(part) for part in str(value).split(",") if part.strip()]
+        except ValueError:
+            self.fail(f"{value!r}: expected concurrency levels such as 1,2,4,8", param, ctx)
+        if not levels or len(levels) > 32 or any(not 1 <= n <= 4096 for n in levels):
+            self.fail(f"{value!r}: expected 1 to 32 levels, each from 1 to 4096", param, ctx)
+        if len(set(levels)) != len(levels):
+            self.fail(f"{value!r}: a level is given twice", param, ctx)
+        return tuple(sorted(levels))
 
 
 def _endpoint(url: str, api: str, model: str | None, api_key: str | None) -> Endpoint:
@@ -72,11 +103,14 @@ def _write(text: str, output: str | None) -> None:
         click.echo(text, nl=not text.endswith("\n"))
 
 
+_UNREACHABLE_HINT = ("Is the engine running there, and does it serve /v1/completions (try "
+                     "--api chat, --model NAME or --api-key)?")
+
+
 def _fail_if_unreachable(errors: int, requests: int, first_error: str | None, url: str) -> None:
     if requests and errors == requests:
-        click.echo(f"llm-doctor: {url}: every request failed: {first_error}. Is the engine "
-                   "running there, and does it serve /v1/completions (try --api chat, "
-                   "--model NAME or --api-key)?", err=True)
+        click.echo(f"llm-doctor: {url}: every request failed: {first_error}. "
+                   f"{_UNREACHABLE_HINT}", err=True)
         sys.exit(3)
 
 
@@ -105,7 +139,7 @@ def _endpoint_options(fn):
 @_endpoint_options
 @click.option("--max-rounds", default=8, show_default=True, type=click.IntRange(2, 50),
               help="At most this many rounds of five varied-length requests.")
-@click.option("--max-seconds", default=120.0, show_default=True, type=click.FloatRange(1, 3600))
+@click.option("--max-seconds", default=120.0, show_default=True, type=Finite(1, 3600))
 def warmup(endpoint, api, model, api_key, fmt, output, max_rounds, max_seconds) -> None:
     """Warm an engine up: varied-length requests until TTFT settles, then a summary.
 
@@ -140,24 +174,62 @@ def _progress_callback(console):
     def on_level(event, concurrency, stats):
         if event == "start":
             console.print(f"concurrency {concurrency}: running…", style="dim")
-        else:
-            console.print(f"concurrency {concurrency}: {stats.output_tokens_per_s:g} tok/s, "
-                          f"{stats.requests_per_s:g} req/s, TTFT p95 {stats.ttft.p95_ms} ms, "
-                          f"e2e p95 {stats.e2e.p95_ms} ms, errors {stats.errors}/{stats.requests}")
+            return
+        spread = stats.throughput_windows
+        console.print(
+            f"concurrency {concurrency}: {stats.output_tokens_per_s:g} tok/s "
+            f"({min(spread):g}–{max(spread):g} in {len(spread)} windows), "
+            f"{stats.completed} completed, {stats.cut} cut, {stats.errors} errors, "
+            f"TTFT p50 {stats.ttft.p50_ms} ms, e2e p50 {stats.e2e.p50_ms} ms"
+            + (f"; not judged: {stats.unusable}" if stats.unusable else ""))
     return on_level
 
 
+def _trio(p: dict) -> str:
+    """``p50/p95/p99``, a star on a value that is just the largest sample."""
+    if not p["samples"]:
+        return "-"
+    return (f"{p['p50_ms']:g}/{p['p95_ms']:g}{'*' if p['p95_is_max'] else ''}"
+            f"/{p['p99_ms']:g}{'*' if p['p99_is_max'] else ''}")
+
+
+def _share(cached: float | None) -> str:
+    return "n/r" if cached is None else f"{cached:.1%}"
+
+
 def _table(document: dict) -> str:
-    rows = ["conc  tok/s    req/s   err%   TTFT p50/p95/p99 ms       ITL p50/p95/p99 ms"
-            "     e2e p50/p95/p99 ms"]
+    rows = [f"{'conc':>4} {'tok/s':>7} {'windows':>13} {'done':>4} {'cut':>3} {'err':>3} "
+            f"{'cached':>6}  {'TTFT ms':<20} {'e2e ms':<22} {'itl_pooled ms':<18} "
+            f"{'itl_per_request_mean ms':<18}"]
     for lv in document["levels"]:
-        def trio(p):
-            return "/".join("-" if v is None else f"{v:g}" for v in p.values())
-        rows.append(f"{lv['concurrency']:>4}  {lv['output_tokens_per_s']:>7.1f}  "
-                    f"{lv['requests_per_s']:>6.2f}  {lv['error_rate'] * 100:>5.1f}  "
-                    f"{trio(lv['ttft']):<25} {trio(lv['itl']):<21} {trio(lv['e2e'])}")
+        spread = lv["throughput_windows"]
+        window = f"{min(spread):g}–{max(spread):g}" if spread else "-"
+        rows.append(f"{lv['concurrency']:>4} {lv['output_tokens_per_s']:>7.1f} {window:>13} "
+                    f"{lv['completed']:>4} {lv['cut']:>3} {lv['errors']:>3} "
+                    f"{_share(lv['cached_share']):>6}  {_trio(lv['ttft']):<20} "
+                    f"{_trio(lv['e2e']):<22} {_trio(lv['itl_pooled']):<18} "
+                    f"{_trio(lv['itl_per_request_mean'])}")
+    rows.append("percentiles p50/p95/p99 of completed requests; * = the largest sample (p95 "
+                "of fewer than 20, p99 of fewer than 100); itl_pooled: every token gap; "
+                "itl_per_request_mean: each request's mean gap; cut: in flight when the "
+                "level's time ended, neither samples nor errors")
+    for lv in document["levels"]:
+        if lv["client_late"]:
+            rows.append(f"c={lv['concurrency']}: the client could not keep up: "
+                        f"{lv['client_late']}")
+    cache = document["prompt_cache"]
+    if cache["reported"]:
+        rows.append(f"prompt cache: {cache['cached_prompt_tokens']} of {cache['prompt_tokens']} "
+                    f"prompt tokens ({_share(cache['share'])}) served from the engine's cache, "
+                    f"as it reported")
+    else:
+        rows.append("prompt cache: not reported by the engine (cached: n/r)")
+    seed = document["settings"].get("seed")
+    rows.append(f"prompts: fresh, seed {seed} (--seed {seed} repeats them); "
+                f"stopped: {document['stopped']}")
     knee = document["knee"]
     rows.append(f"knee: {knee['status']}; {knee['explanation']}")
+    rows += [f"  not judged: {line}" for line in knee["left_out"]]
     if knee["recommended_concurrency"]:
         rows.append(f"recommended: at most {knee['recommended_concurrency']} concurrent requests "
                     f"per replica (vLLM/SGLang --max-num-seqs / --max-running-requests "
@@ -169,46 +241,84 @@ def _table(document: dict) -> str:
 @click.command()
 @_endpoint_options
 @click.option("--prompt-tokens", default=512, show_default=True, type=click.IntRange(1, 131072),
-              help="Prompt length of every request (about one token per word).")
+              help="Prompt length of every request (about one token per word; no tokenizer).")
 @click.option("--output-tokens", default=64, show_default=True, type=click.IntRange(1, 32768),
               help="Tokens generated per request (ignore_eos, so every request makes them).")
-@click.option("--max-concurrency", default=64, show_default=True, type=click.IntRange(1, 4096),
-              help="The highest level: 1, 2, 4, ... up to this.")
+@click.option("--levels", "level_list", type=Levels(), metavar="N,N,...",
+              help="The concurrency levels to measure, e.g. 1,2,4,8,16 (instead of "
+                   "--max-concurrency).")
+@click.option("--max-concurrency", type=click.IntRange(1, 4096),
+              help="The highest level: 1, 2, 4, ... up to this.  [default: 64]")
+@click.option("--seconds-per-level", default=15.0, show_default=True,
+              type=Finite(0.1, 3600),
+              help="A level's minimum time; it also runs until --min-requests completed.")
+@click.option("--min-requests", default=10, show_default=True, type=click.IntRange(2, 100000),
+              help="Completed requests per level before it may end (at least two per "
+                   "concurrent request). 20 give a real p95, 100 a real p99.")
 @click.option("--max-requests", default=2000, show_default=True, type=click.IntRange(1, 10**6),
               help="Requests in all, over every level.")
-@click.option("--max-seconds", default=180.0, show_default=True, type=click.FloatRange(5, 7200),
-              help="Wall time in all; requests in flight at the end finish or time out.")
+@click.option("--max-seconds", default=300.0, show_default=True, type=Finite(5, 7200),
+              help="Wall time in all; requests in flight then are cut off.")
+@click.option("--request-timeout", default=120.0, show_default=True, type=Finite(1, 3600),
+              help="A request not finished in this time is an error of the engine's.")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1),
+              help="Repeat the prompts of the run with this seed (on purpose: an engine's "
+                   "prompt cache then serves them). Default: a fresh seed every run.")
 @click.option("--no-save", is_flag=True, help="Do not keep the result for the scan's rules.")
-def load(endpoint, api, model, api_key, fmt, output, prompt_tokens, output_tokens,
-         max_concurrency, max_requests, max_seconds, no_save) -> None:
+def load(endpoint, api, model, api_key, fmt, output, prompt_tokens, output_tokens, level_list,
+         max_concurrency, seconds_per_level, min_requests, max_requests, max_seconds,
+         request_timeout, seed, no_save) -> None:
     """Find the throughput knee: concurrency 1, 2, 4, ... with a fixed prompt length.
 
-    Per level: output tokens/s, requests/s, TTFT, inter-token and end-to-end latency
-    p50/p95/p99 and the error rate; then the knee (where throughput stops rising while
-    latency grows) and the concurrency it recommends. Stops at the knee or at the bounds.
-    The result is saved (~/.local/state/llm-doctor/workload/knee-<hash>.json) for the scan's
-    past-throughput-knee rule.
+    Every run sends fresh prompts (a new seed; --seed N repeats a run), so the engine's
+    prompt cache cannot serve them; the prompt tokens the engine says it served from its
+    cache are shown. Each level runs for --seconds-per-level and until --min-requests
+    completed (two per concurrent request at least); requests still in flight then are cut
+    off and counted apart, neither as samples nor as errors.
+
+    Per level: output tokens/s with its spread over equal windows, TTFT, end-to-end latency
+    and two inter-token latencies, itl_pooled (percentiles of every gap between tokens) and
+    itl_per_request_mean (percentiles of each request's mean gap, (e2e - TTFT) / (tokens - 1),
+    as guidellm and aiperf report it), each p50/p95/p99 with a star where a percentile is
+    just the largest sample. The knee is the lowest level that no higher level beats by more
+    than the noise (5%, or twice the windows' standard error), once two higher levels were
+    measured; levels short of their minimum, mostly failing, or where the client itself could
+    not keep up are not judged. The result is saved
+    (~/.local/state/llm-doctor/knee-<hash>.json) for the scan's past-throughput-knee rule.
     """
     from rich.console import Console
 
     from doctor.workload import knee as knee_mod
 
+    if level_list and max_concurrency:
+        raise click.BadParameter("give --levels or --max-concurrency, not both",
+                                 param_hint="--levels")
+    levels = list(level_list or knee_mod.concurrency_levels(max_concurrency or 64))
     target = _endpoint(endpoint, api, model, api_key)
     workload = Workload(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                        timeout_s=min(120.0, max_seconds))
+                        timeout_s=request_timeout)
     measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    levels = knee_mod.sweep(target, workload, max_concurrency, max_requests, max_seconds,
-                            _progress_callback(Console(stderr=True)))
-    if not levels:
-        click.echo(f"llm-doctor: {target.base_url}: no level ran within the bounds", err=True)
+    try:
+        result = knee_mod.sweep(target, workload, levels, max_requests, max_seconds,
+                                seconds_per_level, min_requests, seed,
+                                _progress_callback(Console(stderr=True)))
+    except LoadError as exc:
+        click.echo(f"llm-doctor: {exc}. {_UNREACHABLE_HINT}", err=True)
         sys.exit(3)
-    _fail_if_unreachable(levels[0].errors, levels[0].requests, levels[0].first_error,
+    if not result.levels:
+        click.echo(f"llm-doctor: {target.base_url}: no level ran: {result.stopped}", err=True)
+        sys.exit(3)
+    first = result.levels[0]
+    _fail_if_unreachable(first.errors, first.completed + first.errors, first.first_error,
                          target.base_url)
-    found = knee_mod.find_knee(levels)
+    found = knee_mod.find_knee(result.levels)
     settings = {"api": api, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
-                "max_concurrency": max_concurrency, "max_requests": max_requests,
-                "max_seconds": max_seconds}
-    document = knee_mod.sweep_json(target.base_url, settings, levels, found, measured_at)
+                "levels": levels, "seconds_per_level": seconds_per_level,
+                "min_requests": min_requests, "max_requests": max_requests,
+                "max_seconds": max_seconds, "request_timeout_s": request_timeout,
+                "seed": result.seed}
+    document = knee_mod.sweep_json(target.base_url, settings, result.levels, found, measured_at,
+                                   result.stopped)
     if not no_save:
         path = knee_mod.save_sweep(document)
         click.echo(f"saved for the scan's past-throughput-knee rule: {path}", err=True)

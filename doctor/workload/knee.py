@@ -1,135 +1,124 @@
-"""Per-level load statistics and the throughput knee (000 §4.3, domain.md "The throughput knee").
+"""The throughput knee of a load sweep (000 §4.3, domain.md "The throughput knee").
 
-The method: a fixed prompt length, concurrency 1, 2, 4, ...; at each level the output
-tokens/s and the latency percentiles. The knee is the lowest concurrency that already gives
-(nearly) the highest throughput measured, provided a higher level was measured and its
-latency grew: beyond it more concurrency only adds queueing. When throughput still rises at
-the last level measured, the knee was not reached and the bound is reported instead.
+The method: a fixed prompt length, concurrency 1, 2, 4, ... (or the levels asked for); at each
+level output tokens/s and latency percentiles (doctor/workload/levels.py). A level runs until
+it has both its minimum of completed requests (MIN_LEVEL_REQUESTS, at least two per
+concurrent request) and its minimum time; then the requests still in flight are cut off. Cut
+requests are the client's doing: they are counted apart, never as errors or samples.
+
+The knee is the lowest level whose throughput no higher level beats beyond the noise, judged
+only once at least two higher levels were measured: the flat one, and one past it (a single
+flat level can be a pause in a rise). The noise is MIN_RISE or twice the combined standard
+error of the two levels' windows, whichever is larger. Levels that are short of their minimum,
+mostly failed, or where the client itself could not keep up (its event loop late, its core
+saturated) are left out of the judgement and the result says which and why. When throughput
+still rises at the last level measured there is no knee, and no recommendation.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
-import statistics
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from doctor.workload.loadgen import Endpoint, RequestResult, Workload, run_requests
+from doctor.workload.levels import LevelStats, level_stats
+from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_level
+from doctor.workload.prompts import new_seed
 
-# A level within 10% of the best throughput counts as "as good": run-to-run noise of a
-# sweep on a shared machine is about 5%, so a smaller margin would chase noise.
-THROUGHPUT_TOLERANCE = 0.10
-# Latency must grow by a fifth past the knee for it to be a knee rather than a plateau
-# reached because the engine ran out of work to batch.
-LATENCY_GROWTH = 0.20
-# Each level is time-boxed rather than counted: on a CPU engine a request takes seconds, on a
-# GPU milliseconds; 15 s gives tens of samples per level on both and a sweep of 1..64 fits
-# in about two minutes.
+SCHEMA = "llm-doctor/load/2"
+# A rise smaller than this is noise: two sweeps of the same engine a minute apart on a quiet
+# machine differ by 2-4%; the peers saw +8-15% from c=2 to c=4 on a 4-slot llama-server, which
+# must count as a rise.
+MIN_RISE = 0.05
+# A level's minimum time: on a GPU engine a request takes a fraction of a second and 15 s
+# gives hundreds of samples; on a CPU engine the minimum count decides.
 LEVEL_SECONDS = 15.0
-# ...but no fewer than this many requests per level when the time allows: on a CPU engine
-# (seconds per request) 15 s would give a handful, and a p95 of five samples is their max.
-MIN_LEVEL_REQUESTS = 12
-
-
-@dataclass(frozen=True, slots=True)
-class Percentiles:
-    p50_ms: float | None
-    p95_ms: float | None
-    p99_ms: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class LevelStats:
-    """One concurrency level of a sweep; times are client-side, in milliseconds."""
-
-    concurrency: int
-    requests: int
-    errors: int
-    error_rate: float
-    wall_s: float
-    requests_per_s: float
-    output_tokens_per_s: float
-    prompt_tokens_mean: float | None  # from the server's usage, when it reports it
-    ttft: Percentiles
-    itl: Percentiles
-    e2e: Percentiles
-    first_error: str | None
+# Completed requests per level (and at least two per concurrent request): the throughput of
+# fewer than two cycles of every slot is mostly the ramp. Percentiles of 10 are their
+# maximum; --min-requests buys tails.
+MIN_LEVEL_REQUESTS = 10
+WARMUP_REQUESTS = 2  # uncounted, so the first level does not measure a cold engine
 
 
 @dataclass(frozen=True, slots=True)
 class Knee:
     status: str  # found | not-reached | no-data
-    concurrency: int | None  # the knee (found) or the highest level measured (not-reached)
+    concurrency: int | None  # the knee (found) or the highest usable level (not-reached)
     output_tokens_per_s: float | None
-    recommended_concurrency: int | None
+    recommended_concurrency: int | None  # only when found
     recommended_max_num_seqs: int | None
     explanation: str
+    left_out: tuple[str, ...] = ()  # levels not judged, each with its reason
 
 
-def percentiles(values_s: Sequence[float]) -> Percentiles:
-    """Nearest-rank p50/p95/p99 of seconds, in ms; None for no values."""
-    if not values_s:
-        return Percentiles(None, None, None)
-    ordered = sorted(values_s)
-
-    def rank(q: float) -> float:
-        index = min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999999) - 1))
-        return round(ordered[index] * 1000, 2)
-
-    return Percentiles(rank(0.50), rank(0.95), rank(0.99))
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    levels: tuple[LevelStats, ...]
+    seed: int
+    warmup: tuple[RequestResult, ...]
+    stopped: str  # why the sweep stopped
 
 
-def level_stats(concurrency: int, results: Sequence[RequestResult]) -> LevelStats:
-    """Summarise one level. Its wall time runs from the first send to the last finish."""
-    ok = [r for r in results if r.ok]
-    errors = [r for r in results if not r.ok]
-    wall = max((r.started_s + r.e2e_s for r in results), default=0.0) - min(
-        (r.started_s for r in results), default=0.0)
-    wall = max(wall, 1e-9)
-    prompts = [r.prompt_tokens for r in ok if isinstance(r.prompt_tokens, int)]
-    return LevelStats(
-        concurrency=concurrency, requests=len(results), errors=len(errors),
-        error_rate=round(len(errors) / len(results), 4) if results else 0.0,
-        wall_s=round(wall, 3), requests_per_s=round(len(ok) / wall, 3),
-        output_tokens_per_s=round(sum(r.output_tokens for r in ok) / wall, 2),
-        prompt_tokens_mean=round(statistics.fmean(prompts), 1) if prompts else None,
-        ttft=percentiles([r.ttft_s for r in ok if r.ttft_s is not None]),
-        itl=percentiles([gap for r in ok for gap in r.itl_s]),
-        e2e=percentiles([r.e2e_s for r in ok]),
-        first_error=errors[0].error if errors else None)
+def min_requests_at(concurrency: int, min_requests: int) -> int:
+    return max(min_requests, 2 * concurrency)
 
 
-def _latency(level: LevelStats) -> float | None:
-    return level.e2e.p95_ms
+def _margin(low: LevelStats, high: LevelStats) -> float:
+    """The relative rise from ``low`` to ``high`` that is still noise."""
+    if low.throughput_se is None or high.throughput_se is None or not low.output_tokens_per_s:
+        return MIN_RISE
+    combined = math.hypot(low.throughput_se, high.throughput_se)
+    return max(MIN_RISE, 2 * combined / low.output_tokens_per_s)
+
+
+def _rises(low: LevelStats, high: LevelStats) -> bool:
+    return high.output_tokens_per_s > low.output_tokens_per_s * (1 + _margin(low, high))
+
+
+def _pct(low: LevelStats, high: LevelStats) -> str:
+    change = high.output_tokens_per_s / low.output_tokens_per_s - 1 if low.output_tokens_per_s \
+        else 0.0
+    return f"{change:+.0%}"
 
 
 def find_knee(levels: Sequence[LevelStats]) -> Knee:
     """The knee of a sweep: see the module docstring for the method and its margins."""
-    usable = [lv for lv in levels if lv.requests and lv.error_rate < 0.5]
+    usable = [lv for lv in levels if lv.unusable is None]
+    left_out = tuple(f"c={lv.concurrency}: {lv.unusable}" for lv in levels if lv.unusable)
     if not usable:
         return Knee("no-data", None, None, None, None,
-                    "no level completed enough requests without errors")
-    best = max(lv.output_tokens_per_s for lv in usable)
-    knee = next(lv for lv in usable if lv.output_tokens_per_s >= (1 - THROUGHPUT_TOLERANCE) * best)
-    base = _latency(knee)
-    grew = [lv for lv in usable if lv.concurrency > knee.concurrency and base is not None
-            and (_latency(lv) or 0.0) >= (1 + LATENCY_GROWTH) * base]
-    if not grew:
-        last = usable[-1]
-        return Knee("not-reached", last.concurrency, last.output_tokens_per_s, last.concurrency,
-                    last.concurrency,
-                    f"throughput still rises or latency stays flat up to concurrency "
-                    f"{last.concurrency}: raise --max-concurrency to find the knee")
-    past = grew[0]
-    return Knee(
-        "found", knee.concurrency, knee.output_tokens_per_s, knee.concurrency, knee.concurrency,
-        f"at concurrency {knee.concurrency} throughput is {knee.output_tokens_per_s:g} tokens/s "
-        f"(best {best:g}); at {past.concurrency} it is {past.output_tokens_per_s:g} while p95 "
-        f"latency grows from {base:g} to {_latency(past):g} ms")
+                    "no level completed enough requests to judge", left_out)
+    for index, low in enumerate(usable[:-1]):
+        above = usable[index + 1:]
+        if any(_rises(low, high) for high in above):
+            continue
+        rest = ", ".join(f"c={h.concurrency} {h.output_tokens_per_s:g} ({_pct(low, h)})"
+                         for h in above)
+        noise = max(_margin(low, h) for h in above)
+        if len(above) < 2:
+            return Knee("not-reached", above[-1].concurrency, above[-1].output_tokens_per_s,
+                        None, None,
+                        f"throughput is flat from c={low.concurrency} "
+                        f"({low.output_tokens_per_s:g} tokens/s) to {rest}; one more level "
+                        f"must confirm it before it is a knee: add a higher one to --levels",
+                        left_out)
+        last = above[-1]
+        return Knee(
+            "found", low.concurrency, low.output_tokens_per_s, low.concurrency, low.concurrency,
+            f"at c={low.concurrency} throughput is {low.output_tokens_per_s:g} tokens/s; "
+            f"higher levels give no more beyond the noise (±{noise:.0%}): {rest}, while e2e "
+            f"p50 grows from {low.e2e.p50_ms:g} to {last.e2e.p50_ms:g} ms", left_out)
+    last = usable[-1]
+    rise = f" ({_pct(usable[-2], last)} over c={usable[-2].concurrency})" if len(usable) > 1 \
+        else ""
+    return Knee("not-reached", last.concurrency, last.output_tokens_per_s, None, None,
+                f"throughput still rises at c={last.concurrency}{rise}: no knee up to there; "
+                f"measure higher levels (--levels or --max-concurrency)", left_out)
 
 
 def state_dir() -> Path:
@@ -149,11 +138,23 @@ def knee_path(base_url: str) -> Path:
     return state_dir() / f"knee-{digest}.json"
 
 
+def cache_summary(levels: Sequence[LevelStats]) -> dict[str, Any]:
+    """Prompt tokens the engine said it served from its cache, over the whole sweep."""
+    said = [lv for lv in levels if lv.cached_prompt_tokens is not None]
+    if not said:
+        return {"reported": False, "cached_prompt_tokens": None, "prompt_tokens": None,
+                "share": None}
+    cached = sum(lv.cached_prompt_tokens or 0 for lv in said)
+    prompt = sum(lv.reported_prompt_tokens or 0 for lv in said)
+    return {"reported": True, "cached_prompt_tokens": cached, "prompt_tokens": prompt,
+            "share": round(cached / prompt, 4) if prompt else None}
+
+
 def sweep_json(base_url: str, settings: dict[str, Any], levels: Sequence[LevelStats],
-               knee: Knee, measured_at: str) -> dict[str, Any]:
-    return {"schema": "llm-doctor/load/1", "endpoint": normal_url(base_url),
-            "measured_at": measured_at, "settings": settings,
-            "levels": [asdict(lv) for lv in levels], "knee": asdict(knee)}
+               knee: Knee, measured_at: str, stopped: str = "") -> dict[str, Any]:
+    return {"schema": SCHEMA, "endpoint": normal_url(base_url), "measured_at": measured_at,
+            "settings": settings, "levels": [asdict(lv) for lv in levels],
+            "prompt_cache": cache_summary(levels), "stopped": stopped, "knee": asdict(knee)}
 
 
 def save_sweep(document: dict[str, Any]) -> Path:
@@ -175,53 +176,61 @@ def concurrency_levels(max_concurrency: int) -> list[int]:
     return levels + [max_concurrency]
 
 
-def level_seconds(previous_e2e_s: float, previous_concurrency: int, left_s: float,
-                  last_level: bool) -> float:
-    """How long the next level runs: LEVEL_SECONDS, longer when ``MIN_LEVEL_REQUESTS``
-    would not finish in it, never more than half the time left (all of it for the last).
+def _too_long(concurrency: int, need: int, e2e_s: float | None, left_s: float) -> bool:
+    """Even if all ``concurrency`` requests ran in parallel, each as fast as the last level's
+    median, ``need`` of them would not finish in ``left_s``: the level cannot be judged."""
+    return e2e_s is not None and need * e2e_s / concurrency > left_s
 
-    At concurrency c a saturated engine finishes a request every e2e(c)/c seconds, and
-    e2e(c) <= e2e(prev) * c/prev when it only queues, so MIN requests take at most
-    MIN * e2e(prev) / prev seconds.
+
+def sweep(endpoint: Endpoint, workload: Workload, levels: Sequence[int], max_requests: int,
+          max_seconds: float, seconds_per_level: float = LEVEL_SECONDS,
+          min_requests: int = MIN_LEVEL_REQUESTS, seed: int | None = None,
+          on_level: Callable[[str, int, LevelStats | None], None] | None = None) -> Sweep:
+    """Run the levels in order until the knee is confirmed or a bound is reached.
+
+    Bounds: ``max_requests`` in all and ``max_seconds`` of wall time; requests in flight
+    when the time is out are cut off, so the sweep ends within it (give or take a connection
+    close). Prompts are fresh (a new seed) unless ``seed`` is given, and never repeat
+    within the sweep. Raises LoadError when every warm-up request failed.
     """
-    wanted = MIN_LEVEL_REQUESTS * previous_e2e_s / previous_concurrency
-    return min(max(LEVEL_SECONDS, wanted), left_s if last_level else left_s / 2)
-
-
-def sweep(endpoint: Endpoint, workload: Workload, max_concurrency: int, max_requests: int,
-          max_seconds: float, on_level: Callable[[str, int, LevelStats | None], None] | None = None,
-          ) -> list[LevelStats]:
-    """Run levels 1, 2, 4, ... until the knee is confirmed or a bound is reached.
-
-    Bounds: ``max_requests`` in all and ``max_seconds`` of wall time. Each level sends
-    requests back to back for ``level_seconds()`` and at most an equal share of the requests
-    left; requests in flight then finish within their timeout. Two uncounted requests
-    first, so the first level does not measure a cold engine (and gives its first estimate
-    of a request's duration).
-    """
+    seed = new_seed() if seed is None else seed
     started = time.monotonic()
-    warm = run_requests(endpoint, workload, 1, 2, min(30.0, max_seconds / 6))
-    e2e_s, e2e_concurrency = max((r.e2e_s for r in warm), default=1.0), 1
-    levels: list[LevelStats] = []
-    plan = concurrency_levels(max_concurrency)
-    used = len(warm)
-    for index, concurrency in enumerate(plan):
+    warm = run_level(endpoint, workload, 1, WARMUP_REQUESTS, min(30.0, max_seconds / 6),
+                     seed=seed, cut=True)
+    failed = [r for r in warm.results if not r.ok and not r.cut]
+    if warm.results and len(failed) == len(warm.results):
+        raise LoadError(f"{endpoint.base_url}: every request failed: {failed[0].error}")
+    e2e_s = max((r.e2e_s for r in warm.results if r.ok), default=None)
+    index, used = warm.requests_used, len(warm.results)
+    done: list[LevelStats] = []
+    stopped = "every level was measured"
+    for concurrency in levels:
         left_s = max_seconds - (time.monotonic() - started)
-        left_requests = max_requests - used
-        if left_s < 1.0 or left_requests < concurrency:
+        need = min_requests_at(concurrency, min_requests)
+        if max_requests - used < need:
+            stopped = (f"--max-requests leaves {max_requests - used} requests, fewer than the "
+                       f"{need} that c={concurrency} needs")
             break
-        share_s = level_seconds(e2e_s, e2e_concurrency, left_s, index == len(plan) - 1)
-        count = max(left_requests // (len(plan) - index), concurrency)
+        if left_s < 1.0 or _too_long(concurrency, need, e2e_s, left_s):
+            stopped = (f"the {max(left_s, 0):.0f} s left of --max-seconds cannot complete "
+                       f"the {need} requests that c={concurrency} needs")
+            break
         if on_level:
             on_level("start", concurrency, None)
-        timed = replace(workload, timeout_s=min(workload.timeout_s, max(left_s - share_s, share_s)))
-        results = run_requests(endpoint, timed, concurrency, count, share_s, seed=concurrency)
-        used += len(results)
-        levels.append(level_stats(concurrency, results))
-        if levels[-1].e2e.p50_ms:
-            e2e_s, e2e_concurrency = levels[-1].e2e.p50_ms / 1000, concurrency
+        run = run_level(endpoint, workload, concurrency, max_requests - used, left_s,
+                        seed=seed, first_index=index, min_requests=need,
+                        min_seconds=min(seconds_per_level, left_s), cut=True)
+        index += run.requests_used
+        used += len(run.results)
+        done.append(level_stats(run, need))
+        if done[-1].e2e.p50_ms:
+            e2e_s = done[-1].e2e.p50_ms / 1000
         if on_level:
-            on_level("done", concurrency, levels[-1])
-        if find_knee(levels).status == "found" or levels[-1].error_rate >= 0.5:
+            on_level("done", concurrency, done[-1])
+        if find_knee(done).status == "found":
+            stopped = "the knee was confirmed"
             break
-    return levels
+        if done[-1].completed == 0 and done[-1].errors:
+            stopped = f"every request at c={concurrency} failed"
+            break
+    return Sweep(tuple(done), seed, warm.results, stopped)

@@ -8,6 +8,9 @@ five times the streamed requests per second of httpx (benchmarks/loadgen_ceiling
 the ceiling). Every request is bounded by a timeout; every run by a request count and a
 wall-clock budget.
 
+Prompts are fresh on every run (doctor/workload/prompts.py); what the engine says it served
+from its prompt cache anyway is read from the stream's last event and kept per request.
+
 Traffic goes where the caller points it; llm-doctor's own callers only pass engine
 endpoints the user named or discovery found. Manual equivalent:
 ``curl -N http://HOST:PORT/v1/completions -d '{"prompt": "...", "stream": true}'``.
@@ -17,49 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from doctor.endpoints import hide_keys
 from doctor.values import count, field
+from doctor.workload.prompts import make_prompt, new_seed
 
-# Common English words: each is one token in the tokenizers of Llama, Gemma, Qwen and GPT
-# (with its leading space), so n words make a prompt of about n tokens.
-WORDS = ("the of and to in is it you that he was for on are with as his they be at one have "
-         "this from or had by word but what some we can out other were all there when up use "
-         "your how said an each she which do their time if will way about many then them "
-         "write would like so these her long make thing see him two has look more day could "
-         "go come did number sound no most people my over know water than call first who may "
-         "down side been now find any new work part take get place made live where after back "
-         "little only round man year came show every good me give our under name very through "
-         "just form sentence great think say help low line differ turn cause much mean before "
-         "move right boy old too same tell does set three want air well also play small end "
-         "put home read hand port large spell add even land here must big high such follow "
-         "act why ask men change went light kind off need house picture try us again animal "
-         "point mother world near build self earth father head stand own page should country "
-         "found answer school grow study still learn plant cover food sun four between state "
-         "keep eye never last let thought city tree cross farm hard start might story saw far "
-         "sea draw left late run while press close night real life few north open seem "
-         "together next white children begin got walk example ease paper group always music "
-         "those both mark often letter until mile river car feet care second book carry took "
-         "science eat room friend began idea fish mountain stop once base hear horse cut sure "
-         "watch color face wood main enough plain girl usual young ready above ever red list "
-         "though feel talk bird soon body dog family direct pose leave song measure door "
-         "product black short numeral class wind question happen complete ship area half rock "
-         "order fire south problem piece told knew pass since top whole king space heard best "
-         "hour better true during hundred five remember step early hold west ground interest "
-         "reach fast verb sing listen six table travel less morning ten simple several vowel "
-         "toward war lay against pattern slow center love person money serve appear road map "
-         "rain rule govern pull cold notice voice unit power town fine certain fly fall lead "
-         "cry dark machine note wait plan figure star box noun field rest correct able pound "
-         "done beauty drive stood contain front teach week final gave green quick develop "
-         "ocean warm free minute strong special mind behind clear tail produce fact street "
-         "inch multiply nothing course stay wheel full force blue object decide surface deep "
-         "moon island foot system busy test record boat common gold possible plane stead dry "
-         "wonder laugh thousand ago ran check game shape equate hot miss brought heat snow "
-         "tire bring yes distant fill east paint language among").split()
+LAG_TICK_S = 0.02  # how often the client checks that its own event loop wakes on time
 
 
 STREAM_LIMIT = 1 << 16  # the longest line (a head, a chunk size) read from an answer
@@ -93,22 +62,25 @@ class RequestResult:
     error: str | None
     started_s: float  # since the run began
     ttft_s: float | None  # request sent -> first content event
-    e2e_s: float  # request sent -> stream end (or failure)
+    e2e_s: float  # request sent -> stream end (or failure, or the cut)
     output_tokens: int  # the server's usage.completion_tokens, else content events counted
     prompt_tokens: int | None  # the server's usage.prompt_tokens when it reports it
     itl_s: tuple[float, ...]  # gaps between consecutive content events
     text: str
+    # Prompt tokens the engine says it served from its prompt cache: usage.prompt_tokens_details
+    # .cached_tokens (OpenAI, vLLM with --enable-prompt-tokens-details, llama.cpp), else
+    # llama.cpp's timings.cache_n; None when the engine does not say.
+    cached_tokens: int | None = None
+    stamps_s: tuple[float, ...] = ()  # each content event's arrival, since the run began
+    cut: bool = False  # in flight when the client's own budget ended: neither ok nor an error
 
-
-def make_prompt(n_words: int, seed: int) -> str:
-    """A prompt of about ``n_words`` tokens whose first words differ with ``seed``.
-
-    The seed leads, so no two prompts share a prefix and an engine's prefix cache cannot
-    turn a prefill measurement into a cache hit.
-    """
-    rng = random.Random(seed)
-    words = [f"Request {seed}:"] + [rng.choice(WORDS) for _ in range(max(n_words - 3, 1))]
-    return " ".join(words)
+    @property
+    def mean_itl_s(self) -> float | None:
+        """This request's mean inter-token latency as guidellm and aiperf define it:
+        (e2e - TTFT) / (output tokens - 1); None for a failed, cut or one-token request."""
+        if not self.ok or self.ttft_s is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
 
 
 def request_body(endpoint: Endpoint, prompt: str, max_tokens: int, fixed_length: bool,
@@ -160,6 +132,7 @@ class _Stream:
         self.stamps: list[float] = []
         self.parts: list[str] = []
         self.usage: dict = {}
+        self.cache_n: int | None = None  # llama.cpp's timings.cache_n
         self.done = False
         self.error: str | None = None
 
@@ -196,10 +169,23 @@ class _Stream:
                           else "the engine sent an error event")[:200]
         if isinstance(event.get("usage"), dict):
             self.usage = event["usage"]
+        timings = event.get("timings")
+        if isinstance(timings, dict) and count(timings.get("cache_n")) is not None:
+            self.cache_n = count(timings.get("cache_n"))
         text = _event_content(event)
         if text is not None:
             self.stamps.append(now)
             self.parts.append(text)
+
+    def cached_tokens(self) -> int | None:
+        """What the engine served from its prompt cache, where it says. Not llama.cpp's
+        ``tokens_cached``: that is the slot's whole cache after the answer, generated tokens
+        included (9 prompt + 3 generated tokens read 11 with cache_n 4)."""
+        details = self.usage.get("prompt_tokens_details")
+        cached = count(details.get("cached_tokens")) if isinstance(details, dict) else None
+        if cached is not None:
+            return cached
+        return self.cache_n
 
 
 class Connection:
@@ -207,16 +193,21 @@ class Connection:
 
     def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
         parts = urlsplit(endpoint.base_url)
-        if parts.scheme != "http" or not parts.hostname:
+        try:
+            port = parts.port
+        except ValueError:  # a port out of range or not a number
+            port = -1
+        if parts.scheme != "http" or not parts.hostname or port == -1:
             raise LoadError(f"{endpoint.base_url}: expected http://HOST:PORT "
                             "(https endpoints: put a local proxy in front, or use its http port)")
         self.endpoint = endpoint
-        self.host, self.port = parts.hostname, parts.port or 80
+        self.host, self.port = parts.hostname, port or 80
         self.authority = parts.netloc
         self.timeout_s = timeout_s
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.reused = False  # the last exchange went over a connection opened before it
+        self.stream: _Stream | None = None  # the exchange in progress, or the last one
 
     async def close(self) -> None:
         if self.writer is not None:
@@ -229,8 +220,7 @@ class Connection:
 
     async def send(self, body: bytes, t0: float) -> RequestResult:
         """Send one request and read its stream to the end; never raises for the server."""
-        sent_at = time.perf_counter()
-        stream = _Stream(sent_at)
+        stream = self.stream = _Stream(time.perf_counter())
         status = 0
         try:
             try:
@@ -241,7 +231,7 @@ class Connection:
                 # The server closed the kept-alive connection between requests (llama-server
                 # does after each stream, without saying so): reconnect and send once more.
                 await self.close()
-                sent_at = stream.sent_at = time.perf_counter()
+                stream.sent_at = time.perf_counter()
                 status = await asyncio.wait_for(self._exchange(body, stream), self.timeout_s)
         except asyncio.TimeoutError:
             stream.error = f"no complete answer within {self.timeout_s:g} s"
@@ -251,12 +241,20 @@ class Connection:
             stream.error = f"{type(exc).__name__}: {exc}"[:200]
         if stream.error:
             await self.close()
-        result = _result(stream, status, sent_at - t0, time.perf_counter() - sent_at)
-        if self.endpoint.api_key:  # an engine that echoes the key: it goes no further
-            keys = (self.endpoint.api_key,)
-            result = replace(result, text=hide_keys(result.text, keys),
-                             error=result.error and hide_keys(result.error, keys))
-        return result
+        return self._hidden(_result(stream, status, t0, time.perf_counter()))
+
+    def cut_result(self, t0: float) -> RequestResult:
+        """The request in flight, as the client cut it off: what it streamed so far."""
+        assert self.stream is not None
+        return self._hidden(_result(self.stream, 0, t0, time.perf_counter(), cut=True))
+
+    def _hidden(self, result: RequestResult) -> RequestResult:
+        """An engine that echoes the key: it goes no further."""
+        if not self.endpoint.api_key:
+            return result
+        keys = (self.endpoint.api_key,)
+        return replace(result, text=hide_keys(result.text, keys),
+                       error=result.error and hide_keys(result.error, keys))
 
     async def _exchange(self, body: bytes, stream: _Stream) -> int:
         self.reused = self.writer is not None
@@ -315,20 +313,22 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str],
         headers["connection"] = "close"
 
 
-def _result(stream: _Stream, status: int, started_s: float, e2e_s: float) -> RequestResult:
+def _result(stream: _Stream, status: int, t0: float, now: float,
+            cut: bool = False) -> RequestResult:
     stamps = stream.stamps
     ttft = stamps[0] - stream.sent_at if stamps else None
     gaps = tuple(b - a for a, b in zip(stamps, stamps[1:]))
     usage_tokens = count(stream.usage.get("completion_tokens"))
-    error = stream.error
-    if error is None and not stamps:
+    error = None if cut else stream.error
+    if error is None and not stamps and not cut:
         error = "the stream carried no generated text"
     return RequestResult(
-        ok=error is None, status=status, error=error, started_s=started_s, ttft_s=ttft,
-        e2e_s=e2e_s,
-        output_tokens=usage_tokens if usage_tokens is not None else len(stamps),
+        ok=error is None and not cut, status=status, error=error,
+        started_s=stream.sent_at - t0, ttft_s=ttft, e2e_s=now - stream.sent_at,
+        output_tokens=usage_tokens if usage_tokens is not None and not cut else len(stamps),
         prompt_tokens=count(stream.usage.get("prompt_tokens")), itl_s=gaps,
-        text="".join(stream.parts))
+        text="".join(stream.parts), cached_tokens=stream.cached_tokens(),
+        stamps_s=tuple(s - t0 for s in stamps), cut=cut)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,37 +342,134 @@ class Workload:
     temperature: float | None = 0.0
 
 
-async def run_level(endpoint: Endpoint, workload: Workload, concurrency: int,
-                    max_requests: int, max_seconds: float, seed: int = 0) -> list[RequestResult]:
-    """``concurrency`` workers send requests back to back until either bound is reached.
+@dataclass(frozen=True, slots=True)
+class LevelRun:
+    """What one level sent, and how the client itself kept up while it ran."""
 
-    No request starts after ``max_seconds``; those in flight finish (within their timeout).
+    concurrency: int
+    results: tuple[RequestResult, ...]
+    window_s: float  # first send -> the level closed (no request started after), seconds
+    closed_by: str  # enough (count and time reached) | budget (the time bound) | requests (all sent)
+    client_lag_s: tuple[float, ...] = ()  # how late the event loop woke, every LAG_TICK_S
+    client_cpu_s: float = 0.0  # CPU time of the client's event-loop thread over the level
+    seed: int = 0
+    first_index: int = 0
+    requests_used: int = 0  # prompt indices taken, sent or not
+
+
+class _Progress:
+    """A level's running counts, shared by its workers (one event loop: no locks)."""
+
+    def __init__(self) -> None:
+        self.completed = 0
+        self.taken = 0  # prompt indices taken from the counter
+        self.closed_at: float | None = None
+        self.closed_by = "requests"
+
+
+async def drive(endpoint: Endpoint, workload: Workload, concurrency: int, max_requests: int,
+                max_seconds: float, seed: int | None = None, first_index: int = 0,
+                min_requests: int | None = None, min_seconds: float = 0.0,
+                cut: bool = False) -> LevelRun:
+    """``concurrency`` workers send requests back to back until the level closes.
+
+    It closes at ``max_seconds``, or earlier once ``min_requests`` completed and
+    ``min_seconds`` passed; no request starts after that, and none past ``max_requests``.
+    With ``cut`` the requests still in flight at the close are cut off (their connection
+    closed, so the engine stops them too) and marked ``cut``; without, they finish within
+    their timeout. Meanwhile the client times its own event loop: a loop that wakes late
+    stamps every token late and sends the next request late.
     """
+    seed = new_seed() if seed is None else seed
     t0 = time.perf_counter()
-    deadline = t0 + max_seconds
+    cpu0 = time.thread_time()
+    closed = asyncio.Event()
+    state = _Progress()
     counter = iter(range(max_requests))
     results: list[RequestResult] = []
+    lags: list[float] = []
+
+    def close(reason: str) -> None:
+        if not closed.is_set():
+            state.closed_at, state.closed_by = time.perf_counter(), reason
+            closed.set()
+
+    def enough() -> None:
+        if (min_requests is not None and state.completed >= min_requests
+                and time.perf_counter() - t0 >= min_seconds):
+            close("enough")
+
+    async def timer() -> None:
+        if min_requests is not None and min_seconds < max_seconds:
+            await asyncio.sleep(min_seconds)
+            enough()
+        await asyncio.sleep(max(0.0, t0 + max_seconds - time.perf_counter()))
+        close("budget")
+
+    async def watch_lag() -> None:
+        while not closed.is_set():
+            before = time.perf_counter()
+            await asyncio.sleep(LAG_TICK_S)
+            lags.append(max(0.0, time.perf_counter() - before - LAG_TICK_S))
+
+    async def one(connection: Connection, body: bytes) -> RequestResult | None:
+        """The request's result; None when it was cut (the cut result is recorded)."""
+        request = asyncio.ensure_future(connection.send(body, t0))
+        closing = asyncio.ensure_future(closed.wait())
+        await asyncio.wait({request, closing}, return_when=asyncio.FIRST_COMPLETED)
+        closing.cancel()
+        if request.done() or not cut:
+            return await request
+        request.cancel()
+        await asyncio.gather(request, return_exceptions=True)
+        results.append(connection.cut_result(t0))
+        await connection.close()
+        return None
 
     async def worker() -> None:
         connection = Connection(endpoint, workload.timeout_s)
         try:
             for index in counter:
-                if time.perf_counter() >= deadline:
+                state.taken = index + 1
+                if closed.is_set():
                     return
-                prompt = make_prompt(workload.prompt_tokens, seed * 1_000_003 + index)
+                prompt = make_prompt(workload.prompt_tokens, seed, first_index + index)
                 body = request_body(endpoint, prompt, workload.output_tokens,
                                     workload.fixed_length, workload.temperature)
-                results.append(await connection.send(body, t0))
+                result = await one(connection, body)
+                if result is None:
+                    return
+                results.append(result)
+                state.completed += result.ok
+                enough()
         finally:
             await connection.close()
 
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return results
+    helpers = [asyncio.ensure_future(timer()), asyncio.ensure_future(watch_lag())]
+    try:
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    finally:
+        for helper in helpers:
+            helper.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+    end = state.closed_at or max((t0 + r.started_s + r.e2e_s for r in results), default=t0)
+    return LevelRun(concurrency, tuple(results), max(end - t0, 1e-9), state.closed_by,
+                    tuple(lags), time.thread_time() - cpu0, seed, first_index, state.taken)
+
+
+def run_level(endpoint: Endpoint, workload: Workload, concurrency: int, max_requests: int,
+              max_seconds: float, **options) -> LevelRun:
+    """Synchronous entry point for one level of a sweep (one event loop per call)."""
+    Connection(endpoint, workload.timeout_s)  # raises LoadError for a bad URL up front
+    return asyncio.run(drive(endpoint, workload, concurrency, max_requests, max_seconds,
+                             **options))
 
 
 def run_requests(endpoint: Endpoint, workload: Workload, concurrency: int, max_requests: int,
-                 max_seconds: float, seed: int = 0) -> list[RequestResult]:
-    """Synchronous entry point for probes and commands (one event loop per call)."""
-    Connection(endpoint, workload.timeout_s)  # raises LoadError for a bad URL up front
-    return asyncio.run(run_level(endpoint, workload, concurrency, max_requests, max_seconds,
-                                 seed))
+                 max_seconds: float, seed: int | None = None) -> list[RequestResult]:
+    """Requests back to back: none starts after ``max_seconds``, those in flight finish.
+
+    Synchronous entry point for probes and commands; prompts are fresh unless ``seed`` is given.
+    """
+    return list(run_level(endpoint, workload, concurrency, max_requests, max_seconds,
+                          seed=seed).results)

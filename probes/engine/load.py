@@ -4,9 +4,13 @@ Sources: running and waiting requests from engine.metrics' second scrape of ``/m
 (normalised across engines: vLLM ``vllm:num_requests_running``/``_waiting``, SGLang,
 TGI, llama.cpp ``llamacpp:requests_processing``/``requests_deferred``), else llama.cpp's
 ``/slots`` (slots with ``is_processing``); the sweep ``llm-doctor load`` saved for that endpoint
-(``~/.local/state/llm-doctor/workload/knee-<hash>.json``, see doctor/workload/knee.py). Unit: requests. No
-privilege needed. Manual equivalent: ``curl -s HOST:PORT/metrics | grep -E
-'running|waiting|processing|deferred'`` and ``cat ~/.local/state/llm-doctor/workload/knee-*.json``.
+(``~/.local/state/llm-doctor/knee-<hash>.json``, see doctor/workload/knee.py). Unit: requests.
+No privilege needed. Manual equivalent: ``curl -s HOST:PORT/metrics | grep -E
+'running|waiting|processing|deferred'`` and ``cat ~/.local/state/llm-doctor/knee-*.json``.
+
+A sweep saved by an llm-doctor before schema ``llm-doctor/load/2`` is not used: its knee was
+taken from one time-boxed level, with the client's own cut-off requests counted as errors
+and prompts the engine's cache had seen, so it may be the client's knee, not the engine's.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError
-from doctor.workload.knee import knee_path
+from doctor.workload.knee import SCHEMA, knee_path
 from doctor.model import ScanOptions, Skip
 from doctor.values import count, field, page_json, text
 from doctor import display
@@ -32,7 +36,8 @@ class EngineLoad:
     waiting: int | None  # requests queued
     source: str | None  # "/metrics", "/slots", or None when neither answered
     knee_concurrency: int | None  # from the saved sweep, when its knee was found
-    knee_status: str | None  # found | not-reached | no-data; None: no sweep saved
+    # found | not-reached | no-data, unreadable, outdated (an older schema); None: none saved
+    knee_status: str | None
     knee_measured_at: str | None
     knee_file: str  # where the sweep is (or would be) kept
     error: str | None
@@ -107,11 +112,18 @@ def saved_knee(host: Host, base_url: str) -> tuple[int | None, str | None, str |
         return None, None, None, path
     except ValueError:
         return None, "unreadable", None, path
+    measured_at = text(field(document, "measured_at"), 40)
+    if field(document, "schema") != SCHEMA:
+        return None, "outdated", measured_at, path
     status = text(field(document, "knee", "status"), 40)
     if status is None:
-        return None, "unreadable", None, path
-    found = count(field(document, "knee", "concurrency"), minimum=1) if status == "found" else None
-    return found, status, text(field(document, "measured_at"), 40), path
+        return None, "unreadable", measured_at, path
+    if status != "found":
+        return None, status, measured_at, path
+    found = count(field(document, "knee", "concurrency"), minimum=1)
+    if found is None:
+        return None, "unreadable", measured_at, path
+    return found, status, measured_at, path
 
 
 def replica_groups(engines: list[EngineLoad]) -> tuple[ReplicaGroup, ...]:
@@ -156,8 +168,15 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
     return LoadRecord(tuple(engines), replica_groups(engines))
 
 
+def _knee_text(engine: EngineLoad) -> str:
+    if engine.knee_status == "found":
+        return str(engine.knee_concurrency)
+    if engine.knee_status == "outdated":
+        return "outdated (measured by an older llm-doctor: run llm-doctor load again)"
+    return engine.knee_status or "not measured"
+
+
 def summary(record: LoadRecord) -> str:
     return "; ".join(f"{e.base_url}: running {display.text(e.running, e.error)}, waiting "
-                     f"{display.text(e.waiting, e.error)}, knee "
-                     f"{e.knee_concurrency if e.knee_status == 'found' else e.knee_status or 'not measured'}"
+                     f"{display.text(e.waiting, e.error)}, knee {_knee_text(e)}"
                      for e in record.engines)
