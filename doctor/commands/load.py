@@ -175,6 +175,12 @@ def _progress_callback(console):
         if event == "start":
             console.print(f"concurrency {concurrency}: running…", style="dim")
             return
+        if event == "progress":
+            console.print(f"concurrency {concurrency}: so far {stats.completed} of the "
+                          f"{stats.min_requests} requests it needs, "
+                          f"{stats.output_tokens_per_s:g} tok/s, TTFT p50 {stats.ttft.p50_ms} "
+                          f"ms, e2e p50 {stats.e2e.p50_ms} ms", style="dim")
+            return
         spread = stats.throughput_windows
         console.print(
             f"concurrency {concurrency}: {stats.output_tokens_per_s:g} tok/s "
@@ -185,12 +191,14 @@ def _progress_callback(console):
     return on_level
 
 
-def _trio(p: dict) -> str:
-    """``p50/p95/p99``, a star on a value that is just the largest sample."""
+def _trio(p: dict, count: bool = False) -> str:
+    """``p50/p95/p99``, a star on a value that is just the largest sample, and with
+    ``count`` the number of samples (where it is not the completed requests)."""
     if not p["samples"]:
         return "-"
     return (f"{p['p50_ms']:g}/{p['p95_ms']:g}{'*' if p['p95_is_max'] else ''}"
-            f"/{p['p99_ms']:g}{'*' if p['p99_is_max'] else ''}")
+            f"/{p['p99_ms']:g}{'*' if p['p99_is_max'] else ''}"
+            + (f" n={p['samples']}" if count else ""))
 
 
 def _share(cached: float | None) -> str:
@@ -199,7 +207,7 @@ def _share(cached: float | None) -> str:
 
 def _table(document: dict) -> str:
     rows = [f"{'conc':>4} {'tok/s':>7} {'windows':>13} {'done':>4} {'cut':>3} {'err':>3} "
-            f"{'cached':>6}  {'TTFT ms':<20} {'e2e ms':<22} {'itl_pooled ms':<18} "
+            f"{'cached':>6}  {'TTFT ms':<20} {'e2e ms':<22} {'itl_pooled ms':<26} "
             f"{'itl_per_request_mean ms':<18}"]
     for lv in document["levels"]:
         spread = lv["throughput_windows"]
@@ -207,12 +215,13 @@ def _table(document: dict) -> str:
         rows.append(f"{lv['concurrency']:>4} {lv['output_tokens_per_s']:>7.1f} {window:>13} "
                     f"{lv['completed']:>4} {lv['cut']:>3} {lv['errors']:>3} "
                     f"{_share(lv['cached_share']):>6}  {_trio(lv['ttft']):<20} "
-                    f"{_trio(lv['e2e']):<22} {_trio(lv['itl_pooled']):<18} "
+                    f"{_trio(lv['e2e']):<22} {_trio(lv['itl_pooled'], count=True):<26} "
                     f"{_trio(lv['itl_per_request_mean'])}")
-    rows.append("percentiles p50/p95/p99 of completed requests; * = the largest sample (p95 "
-                "of fewer than 20, p99 of fewer than 100); itl_pooled: every token gap; "
-                "itl_per_request_mean: each request's mean gap; cut: in flight when the "
-                "level's time ended, neither samples nor errors")
+    rows.append("percentiles p50/p95/p99 of the completed ('done') requests, itl_pooled of "
+                "their n token gaps; * = the largest sample (p95 of fewer than 20, p99 of "
+                "fewer than 100); itl_pooled: every gap between tokens; itl_per_request_mean: "
+                "each request's mean gap; cut: in flight when the level's time ended, neither "
+                "samples nor errors; windows: tok/s in equal parts of the level (its spread)")
     for lv in document["levels"]:
         if lv["client_late"]:
             rows.append(f"c={lv['concurrency']}: the client could not keep up: "
@@ -301,7 +310,7 @@ def load(endpoint, api, model, api_key, fmt, output, prompt_tokens, output_token
     try:
         result = knee_mod.sweep(target, workload, levels, max_requests, max_seconds,
                                 seconds_per_level, min_requests, seed,
-                                _progress_callback(Console(stderr=True)))
+                                _progress_callback(Console(stderr=True, soft_wrap=True)))
     except LoadError as exc:
         click.echo(f"llm-doctor: {exc}. {_UNREACHABLE_HINT}", err=True)
         sys.exit(3)

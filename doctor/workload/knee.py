@@ -191,7 +191,10 @@ def sweep(endpoint: Endpoint, workload: Workload, levels: Sequence[int], max_req
     Bounds: ``max_requests`` in all and ``max_seconds`` of wall time; requests in flight
     when the time is out are cut off, so the sweep ends within it (give or take a connection
     close). Prompts are fresh (a new seed) unless ``seed`` is given, and never repeat
-    within the sweep. Raises LoadError when every warm-up request failed.
+    within the sweep. ``on_level`` hears of each level's start, of its figures so far once
+    it has run its minimum time without its minimum count (a first result in about
+    ``seconds_per_level``, even on an engine of seconds per request), and of its end.
+    Raises LoadError when every warm-up request failed.
     """
     seed = new_seed() if seed is None else seed
     started = time.monotonic()
@@ -217,9 +220,14 @@ def sweep(endpoint: Endpoint, workload: Workload, levels: Sequence[int], max_req
             break
         if on_level:
             on_level("start", concurrency, None)
+        def progress(partial, c=concurrency, need=need) -> None:
+            if on_level:
+                on_level("progress", c, level_stats(partial, need))
+
         run = run_level(endpoint, workload, concurrency, max_requests - used, left_s,
                         seed=seed, first_index=index, min_requests=need,
-                        min_seconds=min(seconds_per_level, left_s), cut=True)
+                        min_seconds=min(seconds_per_level, left_s), cut=True,
+                        on_progress=progress)
         index += run.requests_used
         used += len(run.results)
         done.append(level_stats(run, need))

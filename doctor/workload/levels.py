@@ -4,8 +4,12 @@ whether the client itself kept up.
 
 Definitions (the ``load`` command's help and the README say the same):
 
-- throughput: output tokens streamed between the level's first send and its close, over that
-  time; the spread is the same figure in equal windows of at least one request's duration.
+- throughput: output tokens streamed between the level's first and last completed request,
+  over that time. Starting at a completion leaves out the level's ramp (and what the engine
+  still does for the requests cut at the end of the level before); ending at one, rather than
+  mid-way through the next requests' prefill, keeps a fixed-length workload's synchronised
+  cycles whole. The spread is the same figure in equal windows of at least one request's
+  duration.
 - ``itl_pooled``: percentiles of every gap between streamed tokens, all requests pooled (a
   long request weighs more; a stall shows in p99).
 - ``itl_per_request_mean``: percentiles of each request's mean inter-token latency,
@@ -57,12 +61,14 @@ class LevelStats:
     cut: int  # in flight when the client's time budget closed the level: not samples, not errors
     error_rate: float  # errors / (completed + errors)
     window_s: float  # first send -> close
+    measured_from_s: float  # the throughput window: first completion ...
+    measured_to_s: float  # ... to the last one before the close (seconds since the first send)
     closed_by: str  # enough | budget | requests (see loadgen.LevelRun)
-    requests_per_s: float  # completed per second of the window
+    requests_per_s: float  # completed per second of the throughput window
     output_tokens_per_s: float
     throughput_windows: tuple[float, ...]  # tokens/s in each equal window: the spread
     throughput_se: float | None  # standard error of output_tokens_per_s; None under 3 windows
-    in_flight_mean: float  # requests in flight, averaged over the window
+    in_flight_mean: float  # requests in flight, averaged over the throughput window
     prompt_tokens_mean: float | None  # from the server's usage, when it reports it
     cached_prompt_tokens: int | None  # served from the engine's prompt cache, as it said
     reported_prompt_tokens: int | None  # prompt tokens of the requests that said so
@@ -112,24 +118,34 @@ def _weights(result: RequestResult) -> float:
     return 1.0
 
 
-def throughput(results: Sequence[RequestResult], window_s: float,
+def throughput(results: Sequence[RequestResult], start_s: float, end_s: float,
                windows: int) -> tuple[float, tuple[float, ...]]:
-    """Output tokens/s over [0, window_s) and in ``windows`` equal parts of it; tokens the
-    requests streamed after the close (those allowed to finish) are not counted."""
+    """Output tokens/s over (start_s, end_s] and in ``windows`` equal parts of it; tokens
+    streamed outside it (by any request, cut, finished or not) are not counted."""
     bins = [0.0] * windows
-    width = window_s / windows
+    span = end_s - start_s
+    width = span / windows
     for result in results:
         weight = _weights(result)
         for stamp in result.stamps_s:
-            if 0 <= stamp < window_s:
-                bins[min(windows - 1, int(stamp / width))] += weight
-    return sum(bins) / window_s, tuple(round(b / width, 2) for b in bins)
+            if start_s < stamp <= end_s:
+                bins[min(windows - 1, int((stamp - start_s) / width))] += weight
+    return sum(bins) / span, tuple(round(b / width, 2) for b in bins)
 
 
-def _in_flight(results: Sequence[RequestResult], window_s: float) -> float:
-    busy = sum(max(0.0, min(r.started_s + r.e2e_s, window_s) - max(r.started_s, 0.0))
+def _in_flight(results: Sequence[RequestResult], start_s: float, end_s: float) -> float:
+    busy = sum(max(0.0, min(r.started_s + r.e2e_s, end_s) - max(r.started_s, start_s))
                for r in results)
-    return busy / window_s
+    return busy / (end_s - start_s)
+
+
+def _measured(ok: Sequence[RequestResult], window_s: float) -> tuple[float, float]:
+    """(from, to): the first and last completion inside the window when there are two,
+    else the whole window."""
+    ends = sorted(r.started_s + r.e2e_s for r in ok if r.started_s + r.e2e_s <= window_s)
+    if len(ends) < 2 or ends[-1] - ends[0] < 1e-3:
+        return 0.0, window_s
+    return ends[0], ends[-1]
 
 
 def _cache(ok: Sequence[RequestResult]) -> tuple[int | None, int | None, float | None]:
@@ -171,14 +187,15 @@ def level_stats(run: LevelRun, min_requests: int = 0) -> LevelStats:
     errors = [r for r in results if not r.ok and not r.cut]
     judged = len(ok) + len(errors)
     e2e = percentiles([r.e2e_s for r in ok])
-    window = run.window_s
+    start, end = _measured(ok, run.window_s)
+    span = end - start
     cycle_s = (e2e.p50_ms or 0) / 1000
-    count = max(1, min(MAX_WINDOWS, int(window / max(cycle_s, 1.0, window / MAX_WINDOWS))))
-    tokens_per_s, spread = throughput(results, window, count)
+    count = max(1, min(MAX_WINDOWS, int(span / max(cycle_s, 1.0, span / MAX_WINDOWS))))
+    tokens_per_s, spread = throughput(results, start, end, count)
     se = statistics.stdev(spread) / math.sqrt(count) if count >= 3 else None
     lag = percentiles(run.client_lag_s).p95_ms if run.client_lag_s else None
     lag_mean = round(statistics.fmean(run.client_lag_s) * 1000, 2) if run.client_lag_s else None
-    cpu_share = run.client_cpu_s / window
+    cpu_share = run.client_cpu_s / run.window_s
     late = _late(lag_mean, cpu_share, e2e.p50_ms)
     error_rate = round(len(errors) / judged, 4) if judged else 0.0
     first_error = errors[0].error if errors else None
@@ -187,11 +204,12 @@ def level_stats(run: LevelRun, min_requests: int = 0) -> LevelStats:
     return LevelStats(
         concurrency=run.concurrency, min_requests=min_requests, sent=len(results),
         completed=len(ok), errors=len(errors), cut=sum(r.cut for r in results),
-        error_rate=error_rate, window_s=round(window, 3), closed_by=run.closed_by,
-        requests_per_s=round(sum(r.started_s + r.e2e_s <= window for r in ok) / window, 3),
+        error_rate=error_rate, window_s=round(run.window_s, 3), measured_from_s=round(start, 3),
+        measured_to_s=round(end, 3), closed_by=run.closed_by,
+        requests_per_s=round(sum(start < r.started_s + r.e2e_s <= end for r in ok) / span, 3),
         output_tokens_per_s=round(tokens_per_s, 2), throughput_windows=spread,
         throughput_se=None if se is None else round(se, 2),
-        in_flight_mean=round(_in_flight(results, window), 2),
+        in_flight_mean=round(_in_flight(results, start, end), 2),
         prompt_tokens_mean=round(statistics.fmean(prompts), 1) if prompts else None,
         cached_prompt_tokens=cached, reported_prompt_tokens=reported, cached_share=share,
         ttft=percentiles([r.ttft_s for r in ok if r.ttft_s is not None]),

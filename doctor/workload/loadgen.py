@@ -22,6 +22,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, replace
+from typing import Callable
 from urllib.parse import urlsplit
 
 from doctor.endpoints import hide_keys
@@ -370,7 +371,8 @@ class _Progress:
 async def drive(endpoint: Endpoint, workload: Workload, concurrency: int, max_requests: int,
                 max_seconds: float, seed: int | None = None, first_index: int = 0,
                 min_requests: int | None = None, min_seconds: float = 0.0,
-                cut: bool = False) -> LevelRun:
+                cut: bool = False,
+                on_progress: Callable[[LevelRun], None] | None = None) -> LevelRun:
     """``concurrency`` workers send requests back to back until the level closes.
 
     It closes at ``max_seconds``, or earlier once ``min_requests`` completed and
@@ -378,7 +380,8 @@ async def drive(endpoint: Endpoint, workload: Workload, concurrency: int, max_re
     With ``cut`` the requests still in flight at the close are cut off (their connection
     closed, so the engine stops them too) and marked ``cut``; without, they finish within
     their timeout. Meanwhile the client times its own event loop: a loop that wakes late
-    stamps every token late and sends the next request late.
+    stamps every token late and sends the next request late. ``on_progress`` gets the level
+    so far at ``min_seconds`` and as often again while it runs on to its minimum count.
     """
     seed = new_seed() if seed is None else seed
     t0 = time.perf_counter()
@@ -405,6 +408,17 @@ async def drive(endpoint: Endpoint, workload: Workload, concurrency: int, max_re
             enough()
         await asyncio.sleep(max(0.0, t0 + max_seconds - time.perf_counter()))
         close("budget")
+
+    def so_far(end: float, reason: str) -> LevelRun:
+        return LevelRun(concurrency, tuple(results), max(end - t0, 1e-9), reason, tuple(lags),
+                        time.thread_time() - cpu0, seed, first_index, state.taken)
+
+    async def report() -> None:
+        while on_progress is not None and min_seconds > 0:
+            await asyncio.sleep(min_seconds)
+            if closed.is_set():
+                return
+            on_progress(so_far(time.perf_counter(), "running"))
 
     async def watch_lag() -> None:
         while not closed.is_set():
@@ -445,7 +459,7 @@ async def drive(endpoint: Endpoint, workload: Workload, concurrency: int, max_re
         finally:
             await connection.close()
 
-    helpers = [asyncio.ensure_future(timer()), asyncio.ensure_future(watch_lag())]
+    helpers = [asyncio.ensure_future(task()) for task in (timer, watch_lag, report)]
     try:
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     finally:
@@ -453,8 +467,7 @@ async def drive(endpoint: Endpoint, workload: Workload, concurrency: int, max_re
             helper.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
     end = state.closed_at or max((t0 + r.started_s + r.e2e_s for r in results), default=t0)
-    return LevelRun(concurrency, tuple(results), max(end - t0, 1e-9), state.closed_by,
-                    tuple(lags), time.thread_time() - cpu0, seed, first_index, state.taken)
+    return so_far(end, state.closed_by)
 
 
 def run_level(endpoint: Endpoint, workload: Workload, concurrency: int, max_requests: int,
