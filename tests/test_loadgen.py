@@ -254,6 +254,17 @@ def test_throughput_counts_tokens_inside_the_window_with_its_spread():
     assert half.output_tokens_per_s == pytest.approx(10.0, rel=0.05)
 
 
+def test_requests_that_ended_together_span_no_cycle():
+    """Four slots' first requests all end at 0.45 s: so far there is no cycle between two
+    completions, and the figure is over the whole time (it read 304 tok/s for 15)."""
+    results = [_result(0.1, [0.05] * 7) for _ in range(4)]
+    results += [RequestResult(False, 0, None, 0.45, None, 0.1, 0, None, (), "", None,
+                              (), True)] * 4
+    stats = level_stats(_run(results, concurrency=4, window=0.55))
+    assert (stats.measured_from_s, stats.measured_to_s) == (0.0, 0.55)
+    assert stats.output_tokens_per_s == pytest.approx(32 / 0.55, rel=0.01)
+
+
 def test_throughput_leaves_out_the_ramp_and_a_cycle_cut_in_its_prefill():
     """Four slots, all four requests in step: 0.1 s of prefill, then 8 tokens in 0.35 s. The
     level closes 0.08 s into the third cycle's prefill; the figure is the cycles' own."""

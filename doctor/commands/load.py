@@ -184,7 +184,8 @@ def _progress_callback(console):
         spread = stats.throughput_windows
         console.print(
             f"concurrency {concurrency}: {stats.output_tokens_per_s:g} tok/s "
-            f"({min(spread):g}–{max(spread):g} in {len(spread)} windows), "
+            f"({min(spread):g}–{max(spread):g} in {len(spread)} "
+            f"window{'s' if len(spread) > 1 else ''}), "
             f"{stats.completed} completed, {stats.cut} cut, {stats.errors} errors, "
             f"TTFT p50 {stats.ttft.p50_ms} ms, e2e p50 {stats.e2e.p50_ms} ms"
             + (f"; not judged: {stats.unusable}" if stats.unusable else ""))
@@ -285,7 +286,8 @@ def load(endpoint, api, model, api_key, fmt, output, prompt_tokens, output_token
     completed (two per concurrent request at least); requests still in flight then are cut
     off and counted apart, neither as samples nor as errors.
 
-    Per level: output tokens/s with its spread over equal windows, TTFT, end-to-end latency
+    Per level: output tokens/s from its first to its last completed request, with its
+    spread over equal windows, TTFT, end-to-end latency
     and two inter-token latencies, itl_pooled (percentiles of every gap between tokens) and
     itl_per_request_mean (percentiles of each request's mean gap, (e2e - TTFT) / (tokens - 1),
     as guidellm and aiperf report it), each p50/p95/p99 with a star where a percentile is

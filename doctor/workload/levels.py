@@ -139,11 +139,13 @@ def _in_flight(results: Sequence[RequestResult], start_s: float, end_s: float) -
     return busy / (end_s - start_s)
 
 
-def _measured(ok: Sequence[RequestResult], window_s: float) -> tuple[float, float]:
-    """(from, to): the first and last completion inside the window when there are two,
-    else the whole window."""
+def _measured(ok: Sequence[RequestResult], window_s: float,
+              e2e_p50_s: float) -> tuple[float, float]:
+    """(from, to): the first and last completion inside the window when they are at least
+    half a request apart, else the whole window (requests that all ended together, as four
+    slots' first requests do, span no cycle to measure)."""
     ends = sorted(r.started_s + r.e2e_s for r in ok if r.started_s + r.e2e_s <= window_s)
-    if len(ends) < 2 or ends[-1] - ends[0] < 1e-3:
+    if len(ends) < 2 or ends[-1] - ends[0] < max(0.5 * e2e_p50_s, 1e-3):
         return 0.0, window_s
     return ends[0], ends[-1]
 
@@ -187,9 +189,9 @@ def level_stats(run: LevelRun, min_requests: int = 0) -> LevelStats:
     errors = [r for r in results if not r.ok and not r.cut]
     judged = len(ok) + len(errors)
     e2e = percentiles([r.e2e_s for r in ok])
-    start, end = _measured(ok, run.window_s)
-    span = end - start
     cycle_s = (e2e.p50_ms or 0) / 1000
+    start, end = _measured(ok, run.window_s, cycle_s)
+    span = end - start
     count = max(1, min(MAX_WINDOWS, int(span / max(cycle_s, 1.0, span / MAX_WINDOWS))))
     tokens_per_s, spread = throughput(results, start, end, count)
     se = statistics.stdev(spread) / math.sqrt(count) if count >= 3 else None
