@@ -111,13 +111,28 @@ def test_dispatcher_posts_to_alertmanager_and_webhook_and_survives_a_dead_one():
     assert dispatcher.failures == 1
 
 
-def test_severity_label_stays_as_fired_when_the_finding_escalates():
+def test_an_escalation_adds_a_critical_alert_beside_the_warning_and_both_resolve():
+    """Alertmanager tells alerts apart by their labels: a warning that becomes critical keeps
+    its warning alert (as the exported Prometheus rules do, an inhibit rule hides it) and
+    fires a critical one once; re-sends carry both; the resolve ends both."""
+    from doctor.daemon.sinks import payloads
     from doctor.model import Severity
 
     tracker = AlertTracker({}, resolve_after=1)
     alert = tracker.observe([finding()], RULES, 0.0).fired[0]
-    tracker.observe([finding(severity=Severity.CRITICAL)], RULES, 15.0)
-    assert alert_payload(alert, "h", 15.0, 60.0)["labels"]["severity"] == "warning"
+    moved = tracker.observe([finding(severity=Severity.CRITICAL)], RULES, 15.0)
+    assert moved.escalated == [alert] and not moved.fired
+    assert alert_payload(alert, "h", 15.0, 60.0)["labels"]["severity"] == "critical"
+    again = tracker.observe([finding(severity=Severity.CRITICAL)], RULES, 30.0)
+    assert not again.escalated and not again.fired  # once, not every evaluation
+    down = tracker.observe([finding()], RULES, 45.0)  # back to warning: no churn either
+    assert not down.escalated and not down.resolved and alert.severity == "critical"
+    assert [p["labels"]["severity"] for p in payloads([alert], "h", 45.0, 60.0)] == [
+        "warning", "critical"]
+    gone = tracker.observe([], RULES, 60.0).resolved
+    assert gone == [alert]
+    assert [(p["labels"]["severity"], p["endsAt"]) for p in payloads(gone, "h", 60.0, 60.0)] == [
+        ("warning", "1970-01-01T00:01:00.000Z"), ("critical", "1970-01-01T00:01:00.000Z")]
 
 
 def test_alerts_of_a_rule_removed_by_a_reload_resolve():

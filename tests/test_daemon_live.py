@@ -199,3 +199,89 @@ def test_a_bad_listen_address_is_one_clear_line(cli):
     result = cli("daemon", "--listen", "localhost")
     assert result.returncode == 3
     assert "HOST:PORT" in result.stderr and "Traceback" not in result.stderr
+
+
+ESCALATING_RULE = """
+[[rule]]
+id = "test-hog-escalates"
+cause = "cpu-contention"
+symptoms = ["slowdown"]
+severity = "warning"
+probes = ["host.cpu_load"]
+each = "host.cpu_load.top"
+key = "item.comm"
+when = "item.comm == params.name and item.cpu_cores >= 0.05"
+critical_when = "item.cpu_cores >= params.critical_cores"
+title = "{process} is taking {cpu_cores} cores"
+remediation = "Stop the test hog."
+playbook = "cpu-contention"
+[rule.params]
+name = "{name}"
+critical_cores = 100.0
+[rule.evidence]
+process = "item.comm"
+cpu_cores = "item.cpu_cores"
+"""
+
+ESCALATING = """
+[daemon]
+level = "quick"
+interval = "1s"
+resend_interval = "2s"
+resolve_after = 2
+rule_files = ["{rules}"]
+[rules.test-hog-escalates]
+critical_cores = {critical}
+"""
+
+
+def _by_severity(amtool: str, url: str, name: str) -> dict[str, str]:
+    out = subprocess.run([amtool, "--alertmanager.url", url, "-o", "json", "alert", "query",
+                          "alertname=test-hog-escalates"], capture_output=True, text=True,
+                         timeout=20)
+    assert out.returncode == 0, out.stderr
+    return {a["labels"]["severity"]: a["status"]["state"] for a in json.loads(out.stdout or "[]")
+            if a["labels"].get("key") == name}
+
+
+@pytest.mark.timeout(240)
+def test_an_escalation_reaches_alertmanager_as_critical_beside_the_warning(tmp_path):
+    """The daemon's own alerts, as the exported rules: a finding that turns critical adds a
+    critical alert in Alertmanager (the warning stays, for the inhibit rule to hide), and
+    both resolve when the hog is gone."""
+    amtool = need("amtool", "prometheus-alertmanager")
+    am_bin = need("prometheus-alertmanager", "prometheus-alertmanager")
+    name = _hog_name("esc")
+    rules = tmp_path / "escalating.toml"
+    rules.write_text(ESCALATING_RULE.replace("{name}", name))
+    config = tmp_path / "llm-doctor.toml"
+    procs, hog, daemon = [], None, None
+    try:
+        am, am_url = stack.alertmanager(am_bin, tmp_path)
+        procs.append(am)
+        daemon, _ = stack.daemon(tmp_path, ESCALATING.format(rules=rules, critical=100.0),
+                                 "--alertmanager", am_url)
+        procs.append(daemon)
+        hog = stack.duty_spinner(name, 150, 0.5)
+        stack.wait_for("the warning in Alertmanager",
+                       lambda: _by_severity(amtool, am_url, name).get("warning") == "active", 60, 1.0)
+        assert "critical" not in _by_severity(amtool, am_url, name)
+        config.write_text(ESCALATING.format(rules=rules, critical=0.05))
+        os.kill(daemon.popen.pid, signal.SIGHUP)
+        both = stack.wait_for("the critical beside the warning", lambda: (
+            lambda seen: seen if seen == {"warning": "active", "critical": "active"} else None)(
+            _by_severity(amtool, am_url, name)), 60, 1.0)
+        assert both
+        hog.kill()
+        hog.wait(10)
+        stack.wait_for("both to resolve", lambda: not _by_severity(amtool, am_url, name), 60, 0.5)
+        assert daemon.log().count(f"alert firing: test-hog-escalates {name} ") <= 2
+    except AssertionError:
+        if daemon is not None:
+            print(daemon.log()[-6000:])
+        raise
+    finally:
+        if hog and hog.poll() is None:
+            hog.kill()
+        for proc in reversed(procs):
+            proc.stop()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from doctor import durations
 from doctor.config import Config
-from doctor.model import Finding, ProbeResult
+from doctor.model import Finding, ProbeResult, Severity
 from doctor.rules.evaluate import evaluate
 from doctor.rules.loader import Rule
 
@@ -53,7 +53,15 @@ class Alert:
     last_seen: float = 0.0
     clear_count: int = 0
     last_sent: float = 0.0
-    severity: str = ""  # fixed when it fires: Alertmanager tells alerts apart by their labels
+    # the severity labels it fired with, lowest first: Alertmanager tells alerts apart by
+    # their labels, so an escalation adds a critical alert beside the warning one (as the
+    # exported Prometheus rules do) and both resolve together
+    severities: list[str] = field(default_factory=list)
+
+    @property
+    def severity(self) -> str:
+        """The highest severity it fired with ("" while pending)."""
+        return self.severities[-1] if self.severities else ""
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -65,6 +73,7 @@ class Transitions:
     """What one evaluation changed: alerts that began firing, still fire, or resolved."""
 
     fired: list[Alert] = field(default_factory=list)
+    escalated: list[Alert] = field(default_factory=list)  # firing, now at a higher severity
     resolved: list[Alert] = field(default_factory=list)
 
 
@@ -139,8 +148,12 @@ class AlertTracker:
         alert.last_seen, alert.clear_count = now, 0
         if alert.state == "pending" and now - alert.since >= self.for_s.get(alert.rule, 0.0):
             alert.state, alert.fired_at = "firing", now
-            alert.severity = alert.finding.severity.label
+            alert.severities = [alert.finding.severity.label]
             out.fired.append(alert)
+        elif alert.state == "firing" and alert.finding.severity > Severity[alert.severity.upper()]:
+            # a held finding is the last one found, so only a finding found anew escalates
+            alert.severities.append(alert.finding.severity.label)
+            out.escalated.append(alert)
 
     def forget(self, rules: set[str], now: float) -> list[Alert]:
         """After a reload: alerts of rules no longer loaded (or disabled) resolve now."""

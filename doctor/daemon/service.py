@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from doctor.config import Config, ConfigError
 from doctor.daemon import incidents, sinks
-from doctor.daemon.alerts import Alert, AlertTracker, held_findings
+from doctor.daemon.alerts import Alert, AlertTracker, Transitions, held_findings
 from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.daemon.history import History
 from doctor.daemon.scheduler import Scheduler
@@ -122,8 +122,7 @@ class Daemon:
         wall = time.time()
         gone = self.tracker.forget(enabled, wall)
         expires = 4 * max(loaded.settings.resend_s, loaded.settings.interval_s)
-        self.dispatcher.submit([sinks.alert_payload(a, self.instance, wall, expires)
-                                for a in gone], "resolved")
+        self.dispatcher.submit(sinks.payloads(gone, self.instance, wall, expires), "resolved")
         log.info("configuration reloaded: %d rules, interval %gs", len(loaded.rules),
                  loaded.settings.interval_s)
 
@@ -226,30 +225,34 @@ class Daemon:
                     for a in self.tracker.active()],
             evaluated_at=wall, evaluations=self.evaluations))
         self.history.add(wall, self.collector.samples() + self._own_samples())
-        self._notify(moved.fired, moved.resolved, findings, wall)
+        self._notify(moved, findings, wall)
 
     def _own_samples(self) -> list[tuple[str, tuple[tuple[str, str], ...], float]]:
         return [("llm_doctor_probe_duration_seconds", (("probe", r.name),), r.duration_s)
                 for r in self.latest.values()]
 
-    def _notify(self, fired: list[Alert], resolved: list[Alert], findings, wall: float) -> None:
+    def _notify(self, moved: Transitions, findings, wall: float) -> None:
+        """Fired and escalated alerts go to every sink once (an escalation is a new alert at
+        the higher severity: Alertmanager tells alerts apart by their labels); re-sends keep
+        every severity an alert fired with alive; a resolve ends them all."""
         s = self.loaded.settings
         expires = 4 * max(s.resend_s, s.interval_s)
-        for alert in fired:
+        for alert in moved.fired + moved.escalated:
             report = self._incident_report(alert, findings, wall) if s.report_dir else ""
             alert.last_sent = wall
             self.dispatcher.submit([sinks.alert_payload(alert, self.instance, wall, expires,
                                                         report)], "firing")
+        sent = moved.fired + moved.escalated
         due = [a for a in self.tracker.firing()
-               if a not in fired and wall - a.last_sent >= s.resend_s]
+               if a not in sent and wall - a.last_sent >= s.resend_s]
         for alert in due:
             alert.last_sent = wall
         # re-sends go to Alertmanager only: the log and webhooks hear of an alert once
-        resend = [sinks.alert_payload(a, self.instance, wall, expires) for a in due]
+        resend = sinks.payloads(due, self.instance, wall, expires)
         if resend:
             self.dispatcher.submit_to(resend, "firing", sinks.AlertmanagerSink)
-        payloads = [sinks.alert_payload(a, self.instance, wall, expires) for a in resolved]
-        self.dispatcher.submit(payloads, "resolved")
+        self.dispatcher.submit(sinks.payloads(moved.resolved, self.instance, wall, expires),
+                               "resolved")
 
     def _incident_report(self, alert: Alert, findings, wall: float) -> str:
         from reports.html import render_incident

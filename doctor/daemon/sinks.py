@@ -35,11 +35,13 @@ def rfc3339(unix: float) -> str:
 
 
 def alert_payload(alert: Alert, instance: str, now: float, expires_s: float,
-                  report_url: str = "") -> dict[str, Any]:
-    """One alert in Alertmanager's v2 shape (postableAlert)."""
+                  report_url: str = "", severity: str = "") -> dict[str, Any]:
+    """One alert in Alertmanager's v2 shape (postableAlert), at ``severity`` (by default the
+    highest it fired with; an escalated alert is one payload per severity: ``payloads``)."""
     f = alert.finding
     labels = {"alertname": alert.rule, "rule": alert.rule, "cause": f.cause,
-              "severity": alert.severity or f.severity.label, "instance": instance, "job": "llm-doctor"}
+              "severity": severity or alert.severity or f.severity.label,
+              "instance": instance, "job": "llm-doctor"}
     if alert.key:
         labels["key"] = alert.key
     annotations = {"summary": f.title, "description": f.remediation,
@@ -51,6 +53,13 @@ def alert_payload(alert: Alert, instance: str, now: float, expires_s: float,
     return {"labels": labels, "annotations": annotations,
             "startsAt": rfc3339(alert.fired_at or alert.since), "endsAt": rfc3339(ends),
             "generatorURL": f"llm-doctor://{instance}/rules/{alert.rule}"}
+
+
+def payloads(alerts: list[Alert], instance: str, now: float, expires_s: float) -> list[dict[str, Any]]:
+    """Every severity each alert fired with, one payload each: a re-send keeps the warning
+    of an escalated alert alive beside its critical, a resolve ends both."""
+    return [alert_payload(a, instance, now, expires_s, severity=s)
+            for a in alerts for s in (a.severities or [""])]
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
