@@ -75,3 +75,10 @@ def test_staleness_fires_from_up_and_absent_not_from_series_that_vanish(cli, tmp
     stale = text.split("alert: LlmDoctorStale\n", 1)[1].split("- alert:", 1)[0]
     assert 'up{job=\\"llm-doctor\\"} == 0' in stale and "for: 5m" in stale
     assert 'absent(up{job=\\"llm-doctor\\"})' in text.split("alert: LlmDoctorAbsent\n", 1)[1]
+
+
+def test_export_watches_the_scrape_job_it_is_given(cli, tmp_path):
+    text = _export(cli, tmp_path, "--job", "inference-hosts").read_text()
+    assert r'up{job=\"inference-hosts\"}' in text and r'job=\"llm-doctor\"' not in text
+    refused = cli("rules", "export", "--prometheus", "--job", 'x"} or vector(1) #')
+    assert refused.returncode != 0 and "job name" in refused.stderr and "Traceback" not in refused.stderr

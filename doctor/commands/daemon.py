@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import logging
 import sys
 from pathlib import Path
@@ -106,6 +108,14 @@ def report(snapshot, output) -> None:
     click.echo(f"report written to {output}", err=True)
 
 
+def _job_name(ctx, param, value: str) -> str:
+    """A job name that goes into PromQL and YAML as it is: letters, digits and ``_.:/-``."""
+    if not re.fullmatch(r"[A-Za-z0-9_.:/-]{1,100}", value):
+        raise click.BadParameter(f"{value!r}: a job name of letters, digits and _.:/- "
+                                 "(as in your scrape config's job_name)", ctx, param)
+    return value
+
+
 @click.command("export")
 @click.option("--prometheus", "fmt", flag_value="prometheus", required=True,
               help="Prometheus alerting rules over llm-doctor's metrics (YAML).")
@@ -113,14 +123,21 @@ def report(snapshot, output) -> None:
               help="Take 'for' overrides from this config's [daemon.for].")
 @click.option("--rules", "rule_files", multiple=True, metavar="FILE")
 @click.option("--output", "-o", metavar="FILE", help="Write to FILE instead of standard output.")
-def rules_export(fmt, config_path, rule_files, output) -> None:
-    """Write Prometheus alerting rules, one per llm-doctor rule (check: promtool check rules)."""
+@click.option("--job", default="llm-doctor", show_default=True, callback=_job_name,
+              help="The Prometheus scrape job that scrapes the daemons (LlmDoctorStale and "
+                   "LlmDoctorAbsent watch up{job=...}).")
+def rules_export(fmt, config_path, rule_files, output, job) -> None:
+    """Write Prometheus alerting rules, one per llm-doctor rule (check: promtool check rules).
+
+    Per rule, one alert per severity its findings can have; LlmDoctorStale when a daemon's
+    scrape fails, LlmDoctorAbsent when none is scraped. Give --job if your scrape config
+    names the job other than llm-doctor."""
     from doctor.daemon.promrules import export
     from doctor.commands.setup import load_daemon
     from doctor.output import write_atomic
 
     loaded = load_daemon(config_path, rule_files, {})
-    text = export(loaded.rules, loaded.settings.for_s, loaded.config.rules)
+    text = export(loaded.rules, loaded.settings.for_s, loaded.config.rules, job=job)
     if output:
         write_atomic(output, text)
         click.echo(f"rules written to {output}", err=True)
