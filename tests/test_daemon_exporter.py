@@ -4,6 +4,7 @@ and promtool accepts the page."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 import subprocess
 import urllib.error
@@ -302,3 +303,26 @@ def test_label_values_from_the_host_are_escaped_and_read_back_unchanged():
     lint = subprocess.run([promtool, "check", "metrics"], input=page, capture_output=True,
                           text=True, timeout=30)
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+@pytest.mark.parametrize("key", ["http://:sk-live-0123456789abcdef@127.0.0.1:8000",
+                                 "https://ops:hunter2hunter2@gw.example:443/v1",
+                                 "worker --api-key sk-live-0123456789abcdef"])
+def test_a_finding_key_with_a_secret_reaches_neither_metrics_nor_alertmanager(key):
+    """A rule keyed by the endpoint (warm-up, exposure) keys by the URL it was given: its key
+    must not ride out in a label."""
+    from doctor.daemon.alerts import AlertTracker
+    from doctor.daemon.sinks import alert_payload
+
+    f = dataclasses.replace(finding(key=key), key=key)
+    registry = CollectorRegistry(auto_describe=False)
+    collector = DoctorCollector({})
+    registry.register(collector)
+    alert = AlertTracker({}).observe([f], {f.rule}, 0.0).fired[0]
+    collector.publish(Snapshot(results={}, findings=[f],
+                               alerts=[(f.rule, key, f.cause, "warning", "firing")]))
+    page = generate_latest(registry).decode()
+    labels = alert_payload(alert, "h", 0.0, 60.0)["labels"]
+    for shown in (page, labels["key"]):
+        assert "0123456789abcdef" not in shown and "hunter2" not in shown
+    assert "127.0.0.1:8000" in page or "gw.example" in page or "worker" in page

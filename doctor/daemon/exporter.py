@@ -29,7 +29,7 @@ from prometheus_client.registry import Collector
 
 from doctor import __version__
 from doctor.daemon import catalog
-from doctor.daemon.catalog.labels import Joins, text
+from doctor.daemon.catalog.labels import Joins, finding_key, text
 from doctor.daemon.catalog.rows import NUMBER, Each, Metric, Table
 from doctor.model import Finding, ProbeResult
 
@@ -301,7 +301,8 @@ class DoctorCollector(Collector):
                                     labels=labels)
         seen = set()
         for f in snap.findings:
-            values = (f.rule, f.cause, f.severity.label, ",".join(f.symptoms), f.identity)
+            values = (f.rule, f.cause, f.severity.label, ",".join(f.symptoms),
+                      finding_key(f.identity))
             if values not in seen:
                 seen.add(values)
                 finding.add_metric(list(values), 1.0)
@@ -309,7 +310,7 @@ class DoctorCollector(Collector):
                                   "The daemon's own alerts: pending or firing, after their 'for'",
                                   labels=["rule", "key", "cause", "severity", "alertstate"])
         for rule, key, cause, severity, state in snap.alerts:
-            alert.add_metric([rule, key, cause, severity, state], 1.0)
+            alert.add_metric([rule, finding_key(key), cause, severity, state], 1.0)
         yield from (finding, alert)
 
     def _heartbeat(self, snap: Snapshot) -> Iterator[Any]:

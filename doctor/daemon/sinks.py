@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from doctor.daemon.alerts import Alert
+from doctor.daemon.catalog.labels import finding_key
 
 log = logging.getLogger("llm-doctor.alerts")
 
@@ -43,7 +44,7 @@ def alert_payload(alert: Alert, instance: str, now: float, expires_s: float,
               "severity": severity or alert.severity or f.severity.label,
               "instance": instance, "job": "llm-doctor"}
     if alert.key:
-        labels["key"] = alert.key
+        labels["key"] = finding_key(alert.key)
     annotations = {"summary": f.title, "description": f.remediation,
                    "symptoms": ",".join(f.symptoms), "playbook": f.playbook,
                    "evidence": json.dumps(f.evidence, default=str, sort_keys=True)[:2000]}

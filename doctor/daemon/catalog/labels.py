@@ -41,6 +41,17 @@ def endpoint(url: Any) -> str:
         return redact_text(url)
 
 
+_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
+
+
+def finding_key(key: str) -> str:
+    """A finding's key as a label (the series, Alertmanager): what a rule keys by may be an
+    endpoint given with its key (``http://:KEY@host``) or a name beside a secret, and a label
+    is shown to everyone who reads the metrics: credentials cut out of every URL in it, then
+    masked as free text."""
+    return redact_text(_CREDENTIALS.sub(r"\1", key)) if key else ""
+
+
 @dataclass(slots=True)
 class Joins:
     """Facts one record lends another's labels, from the same snapshot."""
