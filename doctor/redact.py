@@ -44,7 +44,8 @@ on, a value (``sk-…``, ``hunter2``, ``eyJ…``) is masked. As part of a name (
 ``token`` qualified as a token of text (``first_token``, ``inter_token``, ``bos_token``)
 names text, not a credential, so ``inter_token: llama.cpp exports …`` is left as it is.
 
-Passwords in URLs are masked (``postgres://app:***@db/x``), except a template's
+Passwords in URLs are masked (``postgres://app:***@db/x``), and so is a token given as the
+user with no password (``https://***@github.com``, not ``git@``), except a template's
 placeholders: ``http://:KEY@HOST:PORT`` (capitals in both the password and the host),
 ``${PASSWORD}``, ``<password>``.
 
@@ -179,6 +180,13 @@ def _placeholder(password: str, host: str) -> bool:
     return bool(_CAPITALS.fullmatch(password) and _CAPITALS_HOST.fullmatch(host))
 
 
+# A URL's user with no password that is a token, not a name: a known token's prefix (GitHub,
+# GitLab, Hugging Face, OpenAI, Slack) or 20 characters and more of letters and digits mixed.
+# ``git@``, ``deploy@``, ``user.name@`` stay.
+_TOKEN_USER = re.compile(r"(?:gh[pousr]_|github_pat_|glpat-|hf_|sk-|xox[abpr]-)[\w-]{6,}"
+                         r"|(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{20,}")
+
+
 def _authority(text: str, begin: int) -> tuple[str, int]:
     """The authority of a URL whose ``://`` ends at ``begin``, its password masked (unless
     it is a template's placeholder), and where it ends."""
@@ -189,6 +197,8 @@ def _authority(text: str, begin: int) -> tuple[str, int]:
     colon = authority.find(":", 0, cut) if cut > 0 else -1
     if colon >= 0 and not _placeholder(authority[colon + 1:cut], authority[cut + 1:]):
         authority = authority[:colon + 1] + MASK + authority[cut:]
+    elif cut > 0 and colon < 0 and _TOKEN_USER.fullmatch(authority[:cut]):
+        authority = MASK + authority[cut:]  # a token given as the user: https://ghp_…@github.com
     return authority, end
 
 

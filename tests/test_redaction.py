@@ -45,6 +45,10 @@ MASKED = [
     ("x Bearer eyJhbGc y", "x Bearer *** y"),
     ("x -H X-Api-Key: k1 -H x-auth-token:k2", "x -H X-Api-Key: *** -H x-auth-token:***"),
     ("x --dsn postgres://app:PW@db/x", "x --dsn postgres://app:***@db/x"),
+    ("git clone https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/o/r",
+     "git clone https://***@github.com/o/r"),
+    ("pip install git+https://hf_abcdefgh@hf.co/x git+https://0123456789abcdefABCDEF@h/x",
+     "pip install git+https://***@hf.co/x git+https://***@h/x"),
     ("x --dsn=redis://:PW@db:6379/0 amqp://u:p:w@h", "x --dsn=redis://:***@db:6379/0 amqp://u:***@h"),
     ("docker run -e HF_TOKEN=t --env=OPENAI_API_KEY=k img", "docker run -e HF_TOKEN=*** --env=OPENAI_API_KEY=*** img"),
     ('sh -c HF_TOKEN="a b c" x', "sh -c HF_TOKEN=*** *** *** x"),
@@ -56,6 +60,7 @@ KEPT = [  # what must stay readable: engines' tuning flags and ordinary words
     "vllm serve m --max-num-batched-tokens 8192 --max-tokens 5 --tokenizer t",
     "x TOKENIZERS_PARALLELISM=false --ssl-keyfile /k.pem --port 8080",
     "x http://host:8080/path https://example.com/a:b@c",
+    "git clone ssh://git@github.com/o/r https://deploy-bot@git.corp/x ftp://first.last@h/",
     "python -m sglang.launch_server --model-path /m --tp 2",
 ]
 
