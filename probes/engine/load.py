@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from doctor.seam.host import Host, HostReadError
 from doctor.workload.knee import SCHEMA, knee_path
 from doctor.model import ScanOptions, Skip
-from doctor.values import count, field, page_json, text
+from doctor.values import field, page_json, text
 from doctor import display
 from probes.helpers.engine_targets import Target, targets
 
@@ -113,6 +113,8 @@ def saved_knee(host: Host, base_url: str) -> tuple[int | None, str | None, str |
     except ValueError:
         return None, "unreadable", None, path
     measured_at = text(field(document, "measured_at"), 40)
+    if not isinstance(field(document, "knee"), dict):
+        return None, "unreadable", measured_at, path
     if field(document, "schema") != SCHEMA:
         return None, "outdated", measured_at, path
     status = text(field(document, "knee", "status"), 40)
@@ -120,8 +122,8 @@ def saved_knee(host: Host, base_url: str) -> tuple[int | None, str | None, str |
         return None, "unreadable", measured_at, path
     if status != "found":
         return None, status, measured_at, path
-    found = count(field(document, "knee", "concurrency"), minimum=1)
-    if found is None:
+    found = field(document, "knee", "concurrency")  # llm-doctor writes an int: "4" is not its file
+    if not isinstance(found, int) or isinstance(found, bool) or not 1 <= found <= 4096:
         return None, "unreadable", measured_at, path
     return found, status, measured_at, path
 
