@@ -23,8 +23,8 @@ than 100 headers, a header line over 64 KiB, a body shorter than its Content-Len
 broken chunking, a body over ``max_bytes``. The whole exchange (connecting, TLS, the
 status line, headers, body, every redirect) is bounded by ``timeout_s``: each read of the
 socket waits only for what is left of it, so a server that drips its headers or its body
-a byte at a time is cut at the deadline. (Name resolution is the system resolver's, with
-its own timeouts from /etc/resolv.conf; engines are usually named by address.)
+a byte at a time is cut at the deadline, and so is a name the resolver never answers for
+(the lookup runs on one of four resolver threads and is given up at the deadline).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import http.client
 import io
 import socket
 import ssl
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -154,6 +155,8 @@ def _exchange(target: _Target, headers: dict[str, str], deadline: float, max_byt
             status = resp.status
             content_type = resp.getheader("Content-Type", "") or ""
             location = resp.getheader("Location")
+        except _Unresolved as exc:
+            raise HostReadError(shown, Reason.TIMEOUT, f"{exc} in {timeout_s:g} s") from None
         except (socket.timeout, TimeoutError):
             raise HostReadError(shown, Reason.TIMEOUT, f"no answer in {timeout_s:g} s") from None
         except (OSError, http.client.HTTPException, ValueError, UnicodeError) as exc:
@@ -185,11 +188,53 @@ def _connect(target: _Target, deadline: float) -> socket.socket:
     return sock
 
 
+class _Unresolved(TimeoutError):
+    """The resolver gave no address before the deadline."""
+
+
+# getaddrinfo cannot be interrupted, and its own timeouts (resolv.conf's, 5 s a server and
+# attempt by default) are not the caller's: a name is looked up on a daemon thread of its
+# own, given up at the deadline (the thread ends when the resolver does, and never holds up
+# the exit). Four lookups at once at most, so hung ones never pile up threads.
+_LOOKUPS = threading.BoundedSemaphore(4)
+
+
+def _addresses(target: _Target, deadline: float) -> list[tuple]:
+    """getaddrinfo for the target, within the deadline (an address literal at once)."""
+    try:
+        return socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM,
+                                  flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        pass  # a name, not an address: ask the resolver
+    unresolved = _Unresolved(f"the name {target.host} did not resolve (the system resolver, "
+                             "/etc/resolv.conf)")
+    if not _LOOKUPS.acquire(timeout=_left(deadline)):
+        raise unresolved
+    answer: dict[str, object] = {}
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            answer["addresses"] = socket.getaddrinfo(target.host, target.port,
+                                                     type=socket.SOCK_STREAM)
+        except OSError as exc:
+            answer["error"] = exc
+        finally:
+            _LOOKUPS.release()
+            done.set()
+
+    threading.Thread(target=lookup, name="resolve", daemon=True).start()
+    if not done.wait(_left(deadline)):
+        raise unresolved
+    if "error" in answer:
+        raise answer["error"]  # type: ignore[misc]
+    return answer["addresses"]  # type: ignore[return-value]
+
+
 def _tcp(target: _Target, deadline: float) -> socket.socket:
     """Each address of the host in turn (``localhost``: ::1, then 127.0.0.1)."""
     error: OSError = ConnectionError("the host name has no address")
-    for family, kind, proto, _, address in socket.getaddrinfo(target.host, target.port,
-                                                               type=socket.SOCK_STREAM):
+    for family, kind, proto, _, address in _addresses(target, deadline):
         try:
             sock = socket.socket(family, kind, proto)
         except OSError as exc:  # an address family this host does not have
