@@ -72,7 +72,7 @@ class Reachability:
 class DiscoveryRecord:
     engines: tuple[Engine, ...]
     engine_count: int
-    reachability: tuple[Reachability, ...]  # one per engine with a URL, in engines' order
+    reachability: tuple[Reachability, ...] = ()  # one per engine with a URL, in engines' order
 
 
 def discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:

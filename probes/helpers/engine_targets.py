@@ -43,9 +43,11 @@ class Target:
         return self.kind not in ("triton", "tensorrt-llm")
 
 
-def targets(host: Host, options: ScanOptions) -> tuple[Target, ...]:
+def targets(host: Host, options: ScanOptions, answering: bool = True) -> tuple[Target, ...]:
     """Every engine that has an HTTP endpoint and answered discovery, as discovery found it
-    (memoized per scan); Skip says why when there were engines but none answered."""
+    (memoized per scan); Skip says why when there were engines but none answered.
+    ``answering=False``: those that did not answer too, for a probe that reads the process,
+    not its HTTP API (py-spy's stacks of a hung engine say where it hangs)."""
     from probes.engine.discovery import answered, credentials, discover
 
     keys = {url: headers.get("Authorization", "").removeprefix("Bearer ") or None
@@ -54,7 +56,7 @@ def targets(host: Host, options: ScanOptions) -> tuple[Target, ...]:
     for e in discover(host, options):
         if not e.base_url:
             continue
-        down = answered(host, options, e.base_url)
+        down = answered(host, options, e.base_url) if answering else None
         if down is not None:
             silent.append(f"{e.base_url} ({down.answer})")
             continue
