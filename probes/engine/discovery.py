@@ -243,6 +243,8 @@ class _Tries:
         timeout = next((e for e in self.errors if e.reason is Reason.TIMEOUT), None)
         if timeout is not None:
             return "timeout", _no_answer(timeout)
+        if not self.statuses and not self.errors:  # the read ended before its first page
+            return "failed", "nothing could be read"
         if not self.statuses:
             first = self.errors[0]
             return ("refused" if "connection refused" in first.detail else "failed",
@@ -255,7 +257,9 @@ def _no_answer(exc: HostReadError) -> str:
     """A failed read in the words of the finding: "timed out after 3 s", "connection refused"."""
     if exc.reason is Reason.TIMEOUT:
         bound = METRICS_TIMEOUT_S if exc.path.endswith("/metrics") else PAGE_TIMEOUT_S
-        return f"timed out after {bound:g} s ({exc.detail or 'no answer'})"
+        detail = exc.detail or ""  # "no answer in 3 s", "body not complete in 3 s"
+        return f"timed out after {bound:g} s" + (
+            f" ({safe_display(detail)})" if detail and not detail.startswith("no answer") else "")
     return safe_display(exc.detail or exc.reason.value)
 
 
