@@ -2,7 +2,7 @@
 
 These ids appear in JSON output, metric labels, alerts and reports. Add ids when a new
 symptom or cause appears; never rename one. tests/test_vocabulary.py checks this list
-against domain.md.
+against domain.md: its causes, in its order, then llm-doctor's own (OWN_CAUSES).
 """
 
 import difflib
@@ -71,7 +71,18 @@ CAUSES: tuple[str, ...] = (
     "mig-mps-misconfigured",
     "slow-quant-kernel",
     "gpu-power-capped",
+    "engine-unreachable",
 )
+
+# llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
+# the service must say before any of the domain's causes. Each is in CAUSES, after them.
+OWN_CAUSES: tuple[str, ...] = (
+    "engine-unreachable",  # a named or discovered engine refuses, hangs, or answers as none
+)
+
+# Causes a person must read before any other finding of the same severity: a service that
+# is down makes every other figure of it moot (doctor/rules/evaluate.py sorts by this).
+FIRST_CAUSES: tuple[str, ...] = ("engine-unreachable",)
 
 
 def suggest(word: str, choices) -> str:

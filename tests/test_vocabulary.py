@@ -1,4 +1,8 @@
-"""The vocabulary and the playbooks agree with ../shared/domain.md."""
+"""The vocabulary and the playbooks agree with ../shared/domain.md.
+
+domain.md lists the domain's causes; llm-doctor's own (doctor.vocabulary.OWN_CAUSES, such
+as engine-unreachable) follow them in CAUSES, and a playbook names their symptom rows.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import pytest
 
 from probes.registry import by_name
 from doctor.rules.loader import builtin_files, load_rules
-from doctor.vocabulary import CAUSES, SYMPTOMS
+from doctor.vocabulary import CAUSES, FIRST_CAUSES, OWN_CAUSES, SYMPTOMS
 from playbooks import path_of
 
 DOMAIN = Path(__file__).resolve().parents[2] / "shared" / "domain.md"
@@ -34,7 +38,39 @@ def domain_tables():
 def test_vocabulary_matches_domain_md():
     symptoms, causes = domain_tables()
     assert list(SYMPTOMS) == symptoms
-    assert list(CAUSES) == list(causes)
+    assert causes_match(CAUSES, OWN_CAUSES, list(causes)) == []
+
+
+def causes_match(ids, own, domain) -> list[str]:
+    """What is wrong with the cause ids ``ids`` against domain.md's ``domain``: every one of
+    domain's, in its order, first; then only the ids of ``own``, each once."""
+    problems = []
+    if list(ids[:len(domain)]) != domain:
+        problems.append(f"CAUSES must start with domain.md's causes in their order: {domain}")
+    for extra in ids[len(domain):]:
+        if extra not in own:
+            problems.append(f"{extra!r} is not in domain.md nor in OWN_CAUSES")
+    if len(set(ids)) != len(ids):
+        problems.append("an id is listed twice")
+    problems += [f"OWN_CAUSES' {c!r} is not in CAUSES" for c in own if c not in ids]
+    problems += [f"OWN_CAUSES' {c!r} is in domain.md: drop it from OWN_CAUSES"
+                 for c in own if c in domain]
+    return problems
+
+
+def test_an_unlisted_or_misspelt_cause_id_is_refused():
+    domain = ["fd-limit-low", "swap-active"]
+    assert causes_match(("fd-limit-low", "swap-active", "engine-unreachable"),
+                        ("engine-unreachable",), domain) == []
+    assert causes_match(("fd-limit-low", "swap-active", "engine-unreachabel"),
+                        ("engine-unreachable",), domain) != []  # a typo
+    assert causes_match(("fd-limit-low", "swap-active", "engine-unreachable"), (), domain) != []
+    assert causes_match(("swap-active", "fd-limit-low"), (), domain) != []  # out of order
+    assert causes_match(("fd-limit-low",), (), domain) != []  # one missing
+
+
+def test_first_causes_are_known():
+    assert set(FIRST_CAUSES) <= set(CAUSES)
 
 
 @pytest.mark.parametrize("cause", CAUSES)
@@ -47,13 +83,23 @@ def test_every_cause_has_a_complete_playbook(cause):
     assert all(p > 0 for p in positions), f"{path}: sections {SECTIONS} required"
     assert positions == sorted(positions), f"{path}: sections out of order"
     listed = re.findall(r"^- `([a-z0-9-]+)`", text[positions[-1]:], re.M)
-    if DOMAIN.is_file():
+    if cause in OWN_CAUSES:
+        assert listed, f"{path}: llm-doctor's own cause names its symptom rows"
+    elif DOMAIN.is_file():
         assert listed == domain_tables()[1][cause] or (not listed and cause == "endpoint-unauthenticated")
     assert set(listed) <= set(SYMPTOMS)
+
+
+def own_rows(cause: str) -> list[str]:
+    """The symptom rows an own cause's playbook lists (domain.md has none for it)."""
+    text = path_of(cause).read_text()
+    return re.findall(r"^- `([a-z0-9-]+)`", text[text.find("## Symptoms\n"):], re.M)
 
 
 def test_every_rule_points_at_a_playbook_and_the_rows_of_its_cause():
     for rule in load_rules(builtin_files(), by_name()):
         assert path_of(rule.playbook).is_file(), rule.id
-        if DOMAIN.is_file():
+        if rule.cause in OWN_CAUSES:
+            assert set(rule.symptoms) <= set(own_rows(rule.cause)), rule.id
+        elif DOMAIN.is_file():
             assert set(rule.symptoms) <= set(domain_tables()[1][rule.cause]), rule.id

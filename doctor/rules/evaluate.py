@@ -17,6 +17,7 @@ from doctor.model import Finding, ProbeResult, Severity
 from doctor.rules.expressions import chain_of
 from doctor.rules.loader import DEFAULT_KEY_FIELDS, Rule
 from doctor.rules.sandbox import Evaluator, LimitExceeded
+from doctor.vocabulary import FIRST_CAUSES
 from doctor.rules.titles import render
 
 RULE_TIME_LIMIT_S = 2.0  # wall time for one rule over all its items; real rules take < 10 ms
@@ -160,5 +161,5 @@ def evaluate(rules: list[Rule], results: list[ProbeResult], config: Config | Non
                           f"(after {time.monotonic() - started:.1f} s); simplify its expressions")
         except Exception as exc:  # noqa: BLE001 - a user's rule may fail on any data it did not expect
             errors.append(f"rule '{rule.id}' ({rule.source}): {_message(exc)}")
-    findings.sort(key=lambda f: (-f.severity, f.rule))
+    findings.sort(key=lambda f: (-f.severity, f.cause not in FIRST_CAUSES, f.rule))
     return findings, errors

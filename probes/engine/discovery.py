@@ -14,6 +14,12 @@ Manual equivalent:
 
 ``discover(host, options)`` is memoized per scan: the probes that read it name engine.discovery
 in their registry ``needs``, so it has run, under its own timeout, before they start.
+
+These reads are also each engine's reachability (``reachability``): what was asked, what
+came back (refused, timed out, an HTTP status, an answer in no engine's shape). It is
+measured here once, and the active probes (probes/helpers/engine_targets.py) ask nothing of
+an engine that gave no HTTP answer: a hung engine costs the scan one timeout, not one per
+probe. Manual equivalent: ``curl -sS -m 3 -w '%{http_code}\n' :8000/metrics``.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from doctor.endpoints import parse as parse_endpoint
 from doctor.seam.host import Host, HostReadError, Reason
 from doctor.model import ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
-from doctor.values import page_json
+from doctor.redact import safe_display
+from doctor.values import field, page_json, text
 from probes.helpers import engine_flags
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_names import kind_of_page
@@ -37,12 +44,35 @@ PAGE_TIMEOUT_S = 2.0  # JSON pages
 PAGE_MAX_BYTES = 1 << 20
 METRICS_TIMEOUT_S = 3.0  # /metrics: engine.metrics takes this read as its first scrape
 METRICS_MAX_BYTES = 8 << 20  # real pages are 50-200 KB; 8 MiB leaves room for many LoRAs
+NO_ANSWER = ("refused", "timeout", "failed")  # outcomes where no HTTP answer came back
+SNIPPET_CHARS = 60  # of a 5xx answer's message ("Loading model"), for people
+
+
+@dataclass(frozen=True, slots=True)
+class Reachability:
+    """Whether one engine endpoint answered discovery's reads as an engine (once a scan)."""
+
+    endpoint: str  # the base URL asked, without credentials
+    pid: int | None  # the engine process; None for an --endpoint not found in the table
+    kind: str  # as discovery knows it: from the process table or its pages; "unknown"
+    # where the URL came from: "named" (--endpoint, [scan] endpoints), "listening" (the
+    # process's own socket), "flagged" (no socket of it seen: its --port), "default" (no
+    # socket, no flag: the engine's default port, a guess, as for a worker process)
+    basis: str
+    # "engine" (a page named an engine), "key-required" (401/403: it is up), "refused",
+    # "timeout", "failed" (no HTTP answer), "http-error" (5xx), "not-engine" (answered,
+    # in no engine's shape), "not-recorded" (a recorded host without the engine's pages)
+    outcome: str
+    reachable: bool | None  # engine or key-required; None: not recorded, so not known
+    answer: str  # what came back, for people: "connection refused", "timed out after 3 s"
+    tried: tuple[str, ...]  # each page asked and its answer: "/metrics: HTTP 404"
 
 
 @dataclass(frozen=True, slots=True)
 class DiscoveryRecord:
     engines: tuple[Engine, ...]
     engine_count: int
+    reachability: tuple[Reachability, ...] = ()  # one per engine with a URL, in engines' order
 
 
 def discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
@@ -57,6 +87,23 @@ def first_pages(host: Host) -> dict[str, tuple[Page | HostReadError | PageError,
     return host.memo("engine.discovery.pages", dict)
 
 
+def reachability(host: Host, options: ScanOptions) -> dict[str, Reachability]:
+    """Each engine's reachability by base URL, as discovery measured it (memoized)."""
+    discover(host, options)
+    return _reached(host)
+
+
+def _reached(host: Host) -> dict[str, Reachability]:
+    return host.memo("engine.discovery.reachability", dict)
+
+
+def answered(host: Host, options: ScanOptions, base_url: str) -> Reachability | None:
+    """The engine at ``base_url``'s reachability when it gave no HTTP answer (refused,
+    hung, broken before a status line): the active probes ask it nothing more."""
+    found = reachability(host, options).get(base_url)
+    return found if found is not None and found.outcome in NO_ANSWER else None
+
+
 def credentials(host: Host, options: ScanOptions) -> dict[str, dict[str, str]]:
     """Headers per base URL for --endpoint URLs that carry a key (http://:KEY@host:port)."""
     return host.memo("engine.credentials", lambda: _credentials(options))
@@ -64,6 +111,7 @@ def credentials(host: Host, options: ScanOptions) -> dict[str, dict[str, str]]:
 
 def _discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
     engines: dict[str, Engine] = {}
+    basis: dict[str, str] = {}
     unbound: list[Engine] = []
     for proc in engine_processes(host):
         engine = engine_flags.from_process(proc)
@@ -73,6 +121,7 @@ def _discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
             # a worker (VLLM::EngineCore, sglang::scheduler) guessed at the server's port
             # yields to the process that holds the socket and carries the flags
             engines[engine.base_url] = engine
+            basis[engine.base_url] = _basis(engine, proc.cmdline)
     auth = credentials(host, options)
     for url in options_endpoints(options):
         try:
@@ -86,8 +135,22 @@ def _discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
             engines[base] = replace(known, base_url=base, source="process+endpoint")
         else:
             engines[base] = engine_flags.blank(base)
+        basis[base] = "named"
     found = [_ask_engine(host, e, auth.get(e.base_url or "", {})) for e in engines.values()]
+    reached = _reached(host)
+    for e in found:  # the kind its pages named, and where its URL came from
+        base = e.base_url or ""
+        if base in reached:
+            reached[base] = replace(reached[base], kind=e.kind, basis=basis.get(base, "default"))
     return tuple(found + unbound)
+
+
+def _basis(engine: Engine, cmdline: str) -> str:
+    """How a process's URL was found: its own socket, its port flag, or only a guess."""
+    if engine.listen:
+        return "listening"
+    names = engine_flags.FLAGS["port"].get(engine.kind, ())
+    return "flagged" if names and engine_flags.flag(cmdline.split(), *names) else "default"
 
 
 def _richer(new: Engine, old: Engine) -> bool:
@@ -136,46 +199,153 @@ def _get(host: Host, url: str, headers: dict[str, str], metrics: bool = False):
                          headers=headers or None)
 
 
+class _Tries:
+    """What discovery asked of one endpoint and what came back: its reachability."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.tried: list[str] = []
+        self.statuses: list[int] = []
+        self.errors: list[HostReadError] = []
+        self.server_error: str | None = None  # the first 5xx, with its message
+        self.identified = False  # a page named an engine
+        self.key_required = False
+
+    def error(self, path: str, exc: HostReadError) -> None:
+        self.errors.append(exc)
+        self.tried.append(f"{path}: {_no_answer(exc)}")
+
+    def status(self, path: str, answer, note: str = "") -> None:
+        self.statuses.append(answer.status)
+        self.tried.append(f"{path}: HTTP {answer.status}" + (f", {note}" if note else ""))
+        if answer.status >= 500 and self.server_error is None:
+            said = _message(answer.body)
+            self.server_error = f"HTTP {answer.status}" + (f" ({said})" if said else "")
+        if answer.status in (401, 403):
+            self.key_required = True
+
+    def result(self, engine: Engine) -> Reachability:
+        outcome, answer = self._judged()
+        reachable = None if outcome == "not-recorded" else outcome in ("engine", "key-required")
+        return Reachability(self.base, engine.pid, engine.kind, "default", outcome, reachable,
+                            answer, tuple(self.tried))
+
+    def _judged(self) -> tuple[str, str]:
+        if self.identified:
+            return "engine", "answered as an engine"
+        if self.key_required:
+            return "key-required", "asks for an API key"
+        if self.errors and all("not recorded" in e.detail for e in self.errors) \
+                and not self.statuses:
+            return "not-recorded", "the recorded host holds none of its pages"
+        if self.server_error:
+            return "http-error", self.server_error
+        timeout = next((e for e in self.errors if e.reason is Reason.TIMEOUT), None)
+        if timeout is not None:
+            return "timeout", _no_answer(timeout)
+        if not self.statuses and not self.errors:  # the read ended before its first page
+            return "failed", "nothing could be read"
+        if not self.statuses:
+            first = self.errors[0]
+            return ("refused" if "connection refused" in first.detail else "failed",
+                    _no_answer(first))
+        shown = ", ".join(str(s) for s in sorted(set(self.statuses)))
+        return "not-engine", f"answered HTTP {shown}, but as no serving engine"
+
+
+def _no_answer(exc: HostReadError) -> str:
+    """A failed read in the words of the finding: "timed out after 3 s", "connection refused"."""
+    if exc.reason is Reason.TIMEOUT:
+        bound = METRICS_TIMEOUT_S if exc.path.endswith("/metrics") else PAGE_TIMEOUT_S
+        detail = exc.detail or ""  # "no answer in 3 s", "body not complete in 3 s"
+        return f"timed out after {bound:g} s" + (
+            f" ({safe_display(detail)})" if detail and not detail.startswith("no answer") else "")
+    return safe_display(exc.detail or exc.reason.value)
+
+
+def _message(body: str) -> str:
+    """What a 5xx answer says, in a few words: llama.cpp's ``{"error": {"message": "Loading
+    model"}}``, FastAPI's ``{"detail": ...}``, else its first line of text."""
+    try:
+        data = page_json(body)
+    except ValueError:
+        data = None
+    said = (text(field(data, "error", "message")) or text(field(data, "error"))
+            or text(field(data, "message")) or text(field(data, "detail")))
+    if said is None and data is None:
+        said = body.strip().splitlines()[0] if body.strip() else None
+    if not said or said.lstrip().startswith("<"):  # an HTML error page says nothing short
+        return ""
+    said = " ".join(said.split())
+    return safe_display(said[:SNIPPET_CHARS] + ("..." if len(said) > SNIPPET_CHARS else ""))
+
+
 def _ask_engine(host: Host, engine: Engine, headers: dict[str, str]) -> Engine:
     """Recognise the engine from what it serves and read its live configuration."""
+    base = engine.base_url or ""
+    tries = _Tries(base)
+    try:
+        return _read_pages(host, engine, headers, tries)
+    finally:
+        _reached(host)[base] = tries.result(engine)
+
+
+def _read_pages(host: Host, engine: Engine, headers: dict[str, str], tries: _Tries) -> Engine:
     base = engine.base_url or ""
     try:
         metrics = _get(host, f"{base}/metrics", headers, metrics=True)
     except HostReadError as exc:
         first_pages(host)[base] = (exc, time.monotonic())
+        tries.error("/metrics", exc)
         return replace(engine, error=str(exc))
     kind, found = engine.kind, dict(engine_flags.as_dict(engine))
     sources = list(engine.config_from)
+    error = None
     if metrics.status == 200:
         try:
             page = parse(metrics.body, f"{base}/metrics")
         except PageError as exc:
+            # not Prometheus text: the pages below still tell an engine from another server
             first_pages(host)[base] = (exc, time.monotonic())
-            return replace(engine, error=str(exc))
-        kind = kind_of_page(page.names()) or kind
-        first_pages(host)[base] = (page, time.monotonic())
-        info = page.first_labels("vllm:cache_config_info")
-        if info:
-            engine_flags.merge(found, engine_flags.from_cache_config(info))
-            sources.append("/metrics")
+            tries.status("/metrics", metrics, "not Prometheus text")
+            error = str(exc)
+        else:
+            named = kind_of_page(page.names())
+            tries.status("/metrics", metrics, f"{named} metrics" if named
+                         else "a Prometheus page with no engine's metrics")
+            tries.identified = named is not None
+            kind = named or kind
+            first_pages(host)[base] = (page, time.monotonic())
+            info = page.first_labels("vllm:cache_config_info")
+            if info:
+                engine_flags.merge(found, engine_flags.from_cache_config(info))
+                sources.append("/metrics")
+    else:
+        tries.status("/metrics", metrics)
     for path, reader in engine_flags.PAGES.get(kind, engine_flags.PROBE_ORDER):
         try:
             answer = _get(host, f"{base}{path}", headers)
         except HostReadError as exc:
+            tries.error(path, exc)
             if exc.reason is Reason.TIMEOUT:
                 break  # an endpoint that stops answering is asked nothing more
             continue
         if answer.status in (401, 403):
+            tries.status(path, answer)
             found["api_key_set"] = True
             continue
         if answer.status != 200:
+            tries.status(path, answer)
             continue
         try:
             data = page_json(answer.body)
         except ValueError:
+            tries.status(path, answer, "not JSON")
             continue
         figures = reader(data)
+        tries.status(path, answer, "an engine's page" if figures else "no engine's fields")
         if figures:
+            tries.identified = True
             kind = figures.pop("kind", None) or kind
             engine_flags.merge(found, figures)
             sources.append(path)
@@ -184,7 +354,8 @@ def _ask_engine(host: Host, engine: Engine, headers: dict[str, str]) -> Engine:
     if engine.pid is None and not _on_this_host(base):
         # an engine elsewhere names a path on its own machine: nothing here to read there
         found["model_path"] = None
-    return replace(engine, kind=kind, config_from=tuple(dict.fromkeys(sources)), **found)
+    return replace(engine, kind=kind, config_from=tuple(dict.fromkeys(sources)), error=error,
+                   **found)
 
 
 def _on_this_host(base_url: str) -> bool:
@@ -196,9 +367,13 @@ def probe(host: Host, options: ScanOptions) -> DiscoveryRecord:
     engines = discover(host, options)
     if not engines:
         raise Skip("no serving engine in the process table and no --endpoint given")
-    return DiscoveryRecord(engines, len(engines))
+    reached = reachability(host, options)
+    return DiscoveryRecord(engines, len(engines),
+                           tuple(reached[e.base_url] for e in engines if e.base_url in reached))
 
 
 def summary(record: DiscoveryRecord) -> str:
+    down = {r.endpoint: r.answer for r in record.reachability if r.reachable is False}
     return "; ".join(f"{e.kind} at {e.base_url or 'no socket'}" + (f" (pid {e.pid})" if e.pid else "")
+                     + (f": unreachable, {down[e.base_url]}" if e.base_url in down else "")
                      for e in record.engines)

@@ -127,7 +127,7 @@ def _python_engines(host: Host, options: ScanOptions) -> list[tuple[int, str | N
     from probes.helpers.engine_targets import targets
 
     seen, out = set(), []
-    for target in targets(host, options):
+    for target in targets(host, options, answering=False):  # a hung engine's stacks too
         if target.pid is None or target.pid in seen:
             continue
         try:

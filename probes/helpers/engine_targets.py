@@ -2,7 +2,9 @@
 
 Source: engine discovery (probes/engine/discovery.py: engine processes from the process
 table and their listening sockets, plus every ``--endpoint URL``), memoized per scan by the
-host. Manual equivalent: ``ss -ltnp``.
+host. An engine that gave discovery no HTTP answer (refused, hung, broken before a status
+line) is no target: the engine-unreachable finding says so once, and a hung engine costs
+the scan one timeout instead of one per probe. Manual equivalent: ``ss -ltnp``.
 """
 
 from __future__ import annotations
@@ -41,15 +43,29 @@ class Target:
         return self.kind not in ("triton", "tensorrt-llm")
 
 
-def targets(host: Host, options: ScanOptions) -> tuple[Target, ...]:
-    """Every engine that has an HTTP endpoint, as discovery found it (memoized per scan)."""
-    from probes.engine.discovery import credentials, discover
+def targets(host: Host, options: ScanOptions, answering: bool = True) -> tuple[Target, ...]:
+    """Every engine that has an HTTP endpoint and answered discovery, as discovery found it
+    (memoized per scan); Skip says why when there were engines but none answered.
+    ``answering=False``: those that did not answer too, for a probe that reads the process,
+    not its HTTP API (py-spy's stacks of a hung engine say where it hangs)."""
+    from probes.engine.discovery import answered, credentials, discover
 
     keys = {url: headers.get("Authorization", "").removeprefix("Bearer ") or None
             for url, headers in credentials(host, options).items()}
-    return tuple(Target(e.base_url, e.pid, e.kind, e.model, e.api_key_set, tuple(e.listen),
-                        keys.get(e.base_url))
-                 for e in discover(host, options) if e.base_url)
+    found, silent = [], []
+    for e in discover(host, options):
+        if not e.base_url:
+            continue
+        down = answered(host, options, e.base_url) if answering else None
+        if down is not None:
+            silent.append(f"{e.base_url} ({down.answer})")
+            continue
+        found.append(Target(e.base_url, e.pid, e.kind, e.model, e.api_key_set,
+                            tuple(e.listen), keys.get(e.base_url)))
+    if silent and not found:
+        raise Skip(f"no engine answered: {'; '.join(silent)} (engine.discovery's reads; "
+                   "see engine-unreachable)")
+    return tuple(found)
 
 
 def active_targets(host: Host, options: ScanOptions) -> list[Target]:

@@ -58,6 +58,16 @@ TABLES = (
         unexported("engines.listen", "its listening sockets: engine.exposure's listeners"),
         unexported("engines.config_from", "where each figure was read (flags, /metrics...): "
                    "provenance for people"),
+        each("reachability", L.engine(url="endpoint", pid="pid", kind="kind")),
+        gauge("reachability.reachable", "engine_reachable",
+              "1 when the engine answered discovery as an engine (or asked for a key), 0 when "
+              "it refused, hung, answered 5xx or answered as no engine"),
+        info("reachability", "engine_reachability_info", "How each engine's reads ended "
+             "(engine, key-required, refused, timeout, failed, http-error, not-engine, "
+             "not-recorded) and where its URL came from (named, listening, flagged, default)",
+             outcome="outcome", basis="basis"),
+        unexported("reachability.answer", FREE_TEXT),
+        unexported("reachability.tried", FREE_TEXT),
     )),
     Table("engine.metrics", (
         each("engines", L.engine(url="endpoint", kind="kind")),
