@@ -274,3 +274,51 @@ def test_token_counts_are_written_with_separators(cli, gemma_gguf):
     for text in _outputs(cli, gemma_gguf):
         body = "\n".join(text.splitlines()[1:])  # the first line names the file
         assert not re.search(r"(?<![\d,.])\d{5,}", body), body
+
+
+# --------------------------------------------------------------------------- hostile windows
+
+WINDOW_CONFIG_KEYS = ("sliding_window", "sliding_window_pattern", "layer_types",
+                      "use_sliding_window", "max_window_layers", "model_type")
+
+
+def test_every_wrong_value_at_a_window_key_is_a_named_error_or_a_plan(tmp_path):
+    """Each key the windows are read from, given each of the fuzz kind ``plan``'s wrong JSON
+    values (tests/fuzz_plan.py), beside a window so that it is read: a plan, or a
+    ModelFileError naming the file and the key; nothing else, nothing unbounded."""
+    from tests.fuzz_plan import _SLOT, wrong_json
+
+    from doctor.workload.model_shape import parse_config
+
+    for key in WINDOW_CONFIG_KEYS:
+        for raw in (*wrong_json(), '["sliding_attention"]', '["full_attention"] ', '[1, 2]'):
+            doc = {**GEMMA3, "use_sliding_window": True, key: _SLOT}
+            text = json.dumps(doc).replace(json.dumps(_SLOT), raw)
+            try:
+                shape = shape_from_config(parse_config(text, "config.json"), "config.json")
+            except ModelFileError as exc:
+                assert str(exc).startswith("config.json: "), (key, raw, exc)
+                continue
+            assert 0 <= shape.local_layers <= shape.layers, (key, raw)
+            make_plan(shape, 24 * GiB, context=32768, concurrency=4)
+
+
+def test_every_wrong_value_at_a_gguf_window_key_is_a_named_error_or_a_plan(tmp_path):
+    from tests.fuzz_plan import GGUF_VALUES
+
+    for key in ("gemma3.attention.sliding_window", "gemma3.attention.sliding_window_pattern"):
+        for n, (kind, value) in enumerate((*GGUF_VALUES, (ARR, (BOOL, [True] * 32)),
+                                           (ARR, (BOOL, [False] * 32)))):
+            extra = [("gemma3.attention.sliding_window", U32, 512), (key, kind, value)]
+            path = tmp_path / f"{n}-{key}.gguf"
+            kvs = [(k.replace("llama.", "gemma3.", 1), t, v) for k, t, v in llama_kvs()]
+            kvs[0] = ("general.architecture", STR, "gemma3")
+            # the later of two equal keys is the one read, as in a header written twice
+            path.write_bytes(gguf_bytes([*kvs, *extra], LLAMA_TENSORS)[0])
+            try:
+                shape = read_shape(str(path))
+            except ModelFileError as exc:
+                assert str(exc).startswith(f"{path}: "), (key, value, exc)
+                continue
+            assert 0 <= shape.local_layers <= shape.layers, (key, value)
+            make_plan(shape, 24 * GiB, context=32768, concurrency=4)

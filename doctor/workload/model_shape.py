@@ -288,7 +288,8 @@ def _config_windows(top: Fields, cfg: Fields, layers: int) -> tuple[int | None, 
     if window is None:
         return None, 0, None
     if cfg.flag("use_sliding_window") is False:  # Qwen2: the window is declared, not used
-        return None, 0, "use_sliding_window is false"
+        return None, 0, (f"sliding_window = {window:,} unused (use_sliding_window is false): "
+                         "every layer global")
     types = cfg.values.get("layer_types")
     if types is not None:
         if (not isinstance(types, list) or len(types) != layers
