@@ -95,7 +95,12 @@ def test_gemma_gguf_metadata(gemma_gguf):
     assert shape.params == 268_098_176 and shape.max_context == 32768
     plan = make_plan(shape, 8 * GiB, context=8192, concurrency=4)
     assert plan.dtype == "gguf" and plan.weights_bytes == gemma_gguf.stat().st_size
-    assert plan.kv_bytes_per_token == 18 * 1 * 256 * 2 * 2
+    assert plan.engine == "llama.cpp" and (plan.global_layers, plan.local_layers) == (3, 15)
+    assert plan.kv_bytes_per_layer_token == 1 * 256 * 2 * 2
+    assert plan.kv_bytes_per_token == 3 * 1024  # past the window only the global layers grow
+    # llama-server -c 32768 -np 4 logs 96.00 MiB (8192 cells, 3 layers, 4/4 seqs) and
+    # 60.00 MiB (1024 cells, 15 layers, 4/4 seqs)
+    assert plan.kv_cache_bytes == (96 + 60) << 20
     assert plan.fits
 
 
@@ -145,7 +150,8 @@ def test_plan_command_json_and_exit_codes(cli, gemma_gguf, tmp_path):
                  "--context", "2048", "--concurrency", "16", "--format", "json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["fits"] is True and data["kv_bytes_per_token"] == 131072
+    assert data["fits"] is True and data["kv_bytes_per_layer_token"] * 32 == 131072
+    assert data["kv_cache_bytes"] == 131072 * 2048 * 16  # 2,048 tokens: inside the window
     result = cli("plan", "--model", str(LLAMA13), "--gpu-memory", "24GiB")
     assert result.returncode == 1 and "does NOT fit" in result.stdout
     result = cli("plan", "--model", str(gemma_gguf), "--gpu-memory", "8GiB", "--context", "4096")

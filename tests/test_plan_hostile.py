@@ -54,6 +54,12 @@ def refused(cli, path: Path, *more: str) -> str:
     ("hidden_size", DIGITS_5000, "hidden_size = a 5,000-digit number is out of range"),
     ("num_key_value_heads", '"eight"', "num_key_value_heads = 'eight' is not an integer"),
     ("max_position_embeddings", '"4096"', "max_position_embeddings = '4096' is not an integer"),
+    ("sliding_window", "1e999", "sliding_window = inf is not an integer"),
+    ("sliding_window", "0", "sliding_window = 0 is out of range (a real model's is 1"),
+    ("layer_types", '"sliding_attention"', "layer_types = 'sliding_attention' is not one "
+                                           "attention type (a string) for each of the 32"),
+    ("layer_types", '["full_attention"]', "layer_types = an array of 1 values is not one"),
+    ("sliding_window_pattern", "0", "sliding_window_pattern = 0 is out of range"),
 ])
 def test_the_issues_values_are_named_with_their_key(cli, tmp_path, key, raw, said):
     model = config(tmp_path, key, raw)
@@ -123,7 +129,7 @@ def test_flags_names_tables_and_derived_figures_are_checked(tmp_path, key, raw, 
 
 
 @pytest.mark.parametrize("key,raw", [("rope_theta", DIGITS_5000), ("initializer_range", "NaN"),
-                                     ("sliding_window", "1e999"), ("architectures", "[" * 500 +
+                                     ("sliding_window", "null"), ("architectures", "[" * 500 +
                                                                    "]" * 500),
                                      ("num_key_value_heads", "null"), ("head_dim", "null")])
 def test_keys_not_used_or_null_do_not_stop_the_plan(cli, tmp_path, key, raw):
@@ -132,7 +138,7 @@ def test_keys_not_used_or_null_do_not_stop_the_plan(cli, tmp_path, key, raw):
     plan = json.loads(result.stdout)
     assert result.returncode == (0 if plan["fits"] else 1), result.stderr
     kv_heads = 32 if key == "num_key_value_heads" else 8  # null: one KV head per head
-    assert plan["kv_bytes_per_token"] == 32 * kv_heads * 128 * 2 * 2
+    assert plan["kv_bytes_per_layer_token"] * 32 == 32 * kv_heads * 128 * 2 * 2
 
 
 @pytest.mark.parametrize("make,said", [

@@ -4,7 +4,9 @@ Format (ggml docs/gguf.md, versions 2 and 3, little-endian): magic ``GGUF``, uin
 version, uint64 tensor count, uint64 key/value count, the key/values (string key, uint32
 type, value), then per tensor its name, dimensions, ggml type and data offset. Only the
 header is read (a few MB, however large the weights); the tensor data is never loaded.
-Large arrays (the tokenizer's vocabulary) are skipped, their length kept.
+Large arrays (the tokenizer's vocabulary) are skipped, their length kept; a per-layer array
+(``<arch>.attention.sliding_window_pattern``: one boolean a layer) is kept whole up to
+``KEPT_LAYER_ARRAY`` values, as a model with more than 64 layers needs it all.
 
 The file may be anyone's: it is opened non-blocking and checked with fstat before any read
 (a FIFO or a device is refused, never waited on), every length and count it declares is
@@ -32,6 +34,8 @@ SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?
 STRING, ARRAY = 8, 9
 MAX_STRING = 1 << 20  # no key or value in a real header comes near 1 MiB
 KEPT_ARRAY = 64  # arrays longer than this keep only their length
+KEPT_LAYER_ARRAY = 10_000  # a per-layer array's bound: model_shape.LIMITS["layers"]
+LAYER_ARRAY_KEYS = (".sliding_window_pattern",)  # keys whose arrays hold one value a layer
 # Real headers hold arrays of scalars or strings, never arrays of arrays (llama.cpp reads
 # none); a few levels are allowed, and recursion never goes deeper.
 MAX_DEPTH = 4
@@ -155,7 +159,7 @@ class _Reader:
         raise GGUFError(f"{self.path}: unknown value type {kind} at byte {self.at - 4}; "
                         "the file is corrupt or newer than this reader")
 
-    def value(self, kind: int, depth: int = 0) -> Any:
+    def value(self, kind: int, depth: int = 0, kept: int = KEPT_ARRAY) -> Any:
         if kind in SCALARS:
             self.tick()
             return self.scalar(SCALARS[kind])
@@ -169,7 +173,7 @@ class _Reader:
         self.tick()
         inner = self.scalar("<I")
         length = self.count("array length", self.item_bytes(inner))
-        if length > KEPT_ARRAY:
+        if length > kept:
             self.skip_array(inner, length, depth + 1)
             return ("array", length)
         return [self.value(inner, depth + 1) for _ in range(length)]
@@ -207,7 +211,8 @@ def _read(r: _Reader, path: str, size: int) -> GGUFHeader:
     metadata: dict[str, Any] = {}
     for _ in range(kv_count):
         key = r.string()
-        metadata[key] = r.value(r.scalar("<I"))
+        kept = KEPT_LAYER_ARRAY if key.endswith(LAYER_ARRAY_KEYS) else KEPT_ARRAY
+        metadata[key] = r.value(r.scalar("<I"), kept=kept)
     params = 0
     for _ in range(tensors):
         r.string()  # tensor name

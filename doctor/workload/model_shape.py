@@ -11,6 +11,24 @@ float, string or boolean, so doctor/workload/plan.py's arithmetic can neither di
 overflow to infinity. A bad value is a ModelFileError naming the file and the key. A
 recorded shape (probes/engine/capacity.py replays one) is checked by the same accessor.
 
+Sliding-window layers (``local_layers`` of ``layers``, each keeping the last ``sliding_window``
+tokens; the others attend to the whole context) are read as the engines read them:
+
+* config.json (transformers' ``configuration_<model>.py``, which vLLM reads): ``layer_types``
+  (one ``"sliding_attention"`` or ``"full_attention"`` a layer) where given; else
+  ``sliding_window_pattern`` N (every Nth layer global, the rest local: gemma-3's 6 gives 5
+  local : 1 global); else the model type's fixed pattern (``HF_PATTERNS``: gemma-3 6,
+  gemma-2 2); else Qwen2's ``use_sliding_window`` with ``max_window_layers`` (layers from that
+  index on are local); else a ``sliding_window`` alone applies to every layer (Mistral-7B-v0.1).
+  ``sliding_window`` null, or ``use_sliding_window`` false, is no window.
+* GGUF (llama.cpp's ``llama_model::load_hparams`` in src/llama-model.cpp): the window is
+  ``<arch>.attention.sliding_window``; the layers are ``<arch>.attention.sliding_window_pattern``
+  where the file carries it (a period N, or one boolean a layer), else the architecture's
+  fixed pattern as llama.cpp sets it (``GGUF_PATTERNS``: gemma3 ``set_swa_pattern(6)``,
+  gemma2 ``set_swa_pattern(2)``). An architecture llama.cpp gives no pattern runs every
+  layer global, whatever window the file declares (llama.cpp turns Phi-3's off), and is
+  sized so, with ``window_pattern`` saying why.
+
 Manual equivalent: the keys above in ``config.json``; a GGUF header as doctor/workload/gguf.py says.
 """
 
@@ -36,7 +54,15 @@ MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few KB; the host seam reads 4 M
 # a damaged file, and sizing it would divide by zero or overflow.
 LIMITS = {"layers": (1, 10_000), "heads": (1, 100_000), "head_dim": (1, 100_000),
           "hidden": (1, 1_000_000), "intermediate": (1, 10_000_000), "vocab": (0, 100_000_000),
-          "context": (1, 1 << 32), "bits": (0, 64), "params": (0, 10**14), "bytes": (0, 1 << 50)}
+          "context": (1, 1 << 32), "bits": (0, 64), "params": (0, 10**14), "bytes": (0, 1 << 50),
+          "window": (1, 1 << 32), "local_layers": (0, 10_000), "pattern": (1, 10_000)}
+# Every Nth layer global, the rest local, where the file names no layout of its own:
+# transformers' Gemma3TextConfig (sliding_window_pattern = 6) and Gemma2Config (alternating);
+# llama.cpp's llama_model::load_hparams (LLM_ARCH_GEMMA3: set_swa_pattern(6), LLM_ARCH_GEMMA2:
+# set_swa_pattern(2), which makes layer i local when i % N < N - 1).
+HF_PATTERNS = {"gemma3": 6, "gemma3_text": 6, "gemma2": 2}
+GGUF_PATTERNS = {"gemma3": 6, "gemma2": 2}
+GEMMA2_WINDOW = 4096  # llama.cpp's default n_swa for gemma2 when the file gives none
 NAME_CHARS = 200  # of a model's name shown
 
 
@@ -59,6 +85,9 @@ class ModelShape:
     native_dtype: str | None  # fp16/bf16/fp32 from config.json; None for GGUF (quantized)
     file_weights_bytes: int | None  # GGUF: the file's size (its quantized weights)
     max_context: int | None  # max_position_embeddings / <arch>.context_length
+    sliding_window: int | None  # tokens a local layer keeps; None: no layer has a window
+    local_layers: int  # layers with that window (0 to layers); the others are global
+    window_pattern: str | None  # where the local layers were read from, for people
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,11 +268,54 @@ def shape_from_config(raw: object, path: str) -> ModelShape:
                                              f"intermediate_size = {inter} gives {params:.3g} "
                                              "parameters, more than any model has")
     name = top.text("_name_or_path") or os.path.basename(os.path.dirname(path)) or path
+    window, local, pattern = _config_windows(top, cfg, layers)
     return ModelShape(
         name=_name(name), source=safe_display(path), layers=layers, attention_heads=heads,
         kv_heads=kv_heads, head_dim=head_dim, params=params,
         native_dtype=_native_dtype(top, cfg), file_weights_bytes=None,
-        max_context=cfg.integer("max_position_embeddings", "context"))
+        max_context=cfg.integer("max_position_embeddings", "context"),
+        sliding_window=window, local_layers=local, window_pattern=pattern)
+
+
+def _every_nth_global(layers: int, period: int) -> int:
+    """Local layers when every ``period``-th is global (layer i local when i % N < N - 1)."""
+    return layers - layers // period
+
+
+def _config_windows(top: Fields, cfg: Fields, layers: int) -> tuple[int | None, int, str | None]:
+    """(window, local layers, where from) of a config.json, as the module's docstring says."""
+    window = cfg.integer("sliding_window", "window")
+    if window is None:
+        return None, 0, None
+    if cfg.flag("use_sliding_window") is False:  # Qwen2: the window is declared, not used
+        return None, 0, (f"sliding_window = {window:,} unused (use_sliding_window is false): "
+                         "every layer global")
+    types = cfg.values.get("layer_types")
+    if types is not None:
+        if (not isinstance(types, list) or len(types) != layers
+                or not all(isinstance(t, str) for t in types)):
+            raise cfg.error("layer_types", f"= {shown(types)} is not one attention type (a "
+                                           f"string) for each of the {layers} layers")
+        local = sum(t == "sliding_attention" for t in types)
+        return window, local, f"layer_types: {local} of {layers} sliding_attention"
+    period = cfg.integer("sliding_window_pattern", "pattern")
+    if period is not None:
+        return (window, _every_nth_global(layers, period),
+                f"sliding_window_pattern {period}: every {_ordinal(period)} layer global")
+    model_type = cfg.text("model_type") or top.text("model_type") or ""
+    if model_type in HF_PATTERNS:
+        period = HF_PATTERNS[model_type]
+        return (window, _every_nth_global(layers, period),
+                f"{model_type}'s fixed pattern: every {_ordinal(period)} layer global")
+    if cfg.flag("use_sliding_window"):  # Qwen2: layers from max_window_layers on are local
+        first = cfg.integer("max_window_layers", "local_layers", 0)
+        local = max(layers - first, 0)
+        return window, local, f"use_sliding_window from layer max_window_layers = {first}"
+    return window, layers, "sliding_window for every layer (no layer_types)"
+
+
+def _ordinal(n: int) -> str:
+    return {1: "", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
 
 
 def _head_dim(got: Fields, hidden_key: str, hidden: int, heads_key: str, heads: int) -> int:
@@ -287,6 +359,7 @@ def _from_gguf(path: str) -> ModelShape:
     head_dim = (meta.integer(f"{arch}.attention.key_length", "head_dim")
                 or _head_dim(meta, f"{arch}.embedding_length", hidden,
                              f"{arch}.attention.head_count", heads))
+    window, local, pattern = _gguf_windows(meta, arch, layers)
     return ModelShape(
         name=_name(meta.text("general.name") or os.path.basename(path)),
         source=safe_display(path),
@@ -294,13 +367,44 @@ def _from_gguf(path: str) -> ModelShape:
         kv_heads=meta.integer(f"{arch}.attention.head_count_kv", "heads", heads),
         head_dim=head_dim, params=header.param_count, native_dtype=None,
         file_weights_bytes=header.file_bytes,
-        max_context=meta.integer(f"{arch}.context_length", "context"))
+        max_context=meta.integer(f"{arch}.context_length", "context"),
+        sliding_window=window, local_layers=local, window_pattern=pattern)
+
+
+def _gguf_windows(meta: Fields, arch: str, layers: int) -> tuple[int | None, int, str | None]:
+    """(window, local layers, where from) of a GGUF header, as llama.cpp's load_hparams sets
+    them (the module's docstring)."""
+    key, pattern_key = f"{arch}.attention.sliding_window", f"{arch}.attention.sliding_window_pattern"
+    window = meta.integer(key, "window")
+    raw = meta.values.get(pattern_key)
+    if raw is None and arch not in GGUF_PATTERNS:
+        if window is None:
+            return None, 0, None
+        return None, 0, (f"{key} = {window:,} unused: llama.cpp gives {arch} no "
+                         "sliding-window layers")
+    if window is None and arch == "gemma2":
+        window = GEMMA2_WINDOW
+    if window is None:
+        raise meta.error(key, f"is missing, which llama.cpp needs for {pattern_key if raw is not None else arch}")
+    if raw is None:
+        period = GGUF_PATTERNS[arch]
+        return (window, _every_nth_global(layers, period),
+                f"llama.cpp's fixed {arch} pattern: every {_ordinal(period)} layer global")
+    if isinstance(raw, list):
+        if len(raw) != layers or not all(isinstance(v, bool) for v in raw):
+            raise meta.error(pattern_key, f"= {shown(raw)} is not one true or false for "
+                                          f"each of the {layers} layers")
+        return window, sum(raw), f"{pattern_key}: {sum(raw)} of {layers} layers"
+    period = meta.integer(pattern_key, "pattern")
+    return (window, _every_nth_global(layers, period),
+            f"{pattern_key} {period}: every {_ordinal(period)} layer global")
 
 
 # A recorded shape's fields (probes/engine/capacity.py replays them), by LIMITS.
 SHAPE_LIMITS = {"layers": "layers", "attention_heads": "heads", "kv_heads": "heads",
                 "head_dim": "head_dim", "params": "params", "file_weights_bytes": "bytes",
-                "max_context": "context"}
+                "max_context": "context", "sliding_window": "window",
+                "local_layers": "local_layers"}
 REQUIRED_FIELDS = ("layers", "attention_heads", "kv_heads", "head_dim", "params")
 
 
@@ -318,5 +422,12 @@ def shape_from_values(values: object, source: str, hint: str) -> ModelShape:
         raise got.error("native_dtype", f"= {shown(dtype)} is not one of "
                                         f"{', '.join(sorted(DTYPE_BYTES))}")
     shape["native_dtype"] = dtype
+    shape["local_layers"] = shape["local_layers"] or 0  # a capture from before windows: none
+    if shape["local_layers"] > shape["layers"]:
+        raise got.error("local_layers", f"= {shape['local_layers']} is more than layers = "
+                                        f"{shape['layers']}")
+    if shape["local_layers"] and shape["sliding_window"] is None:
+        raise got.error("sliding_window", "is missing beside local_layers")
+    shape["window_pattern"] = got.text("window_pattern")
     assert set(shape) == {f.name for f in fields(ModelShape)}  # a new field needs a check
     return ModelShape(**shape)
