@@ -4,7 +4,8 @@ A value that holds None says why when its record knows (the record's ``missing``
 doctor/seam/missing.py: a read-failure reason such as ``no-permission``, or a sentence such
 as "not measured at level quick"), and ``—`` when it does not; JSON keeps the null, only the
 text for people changes. A number that rounds to zero prints without a sign: a CPU sample a
-hair under zero is "0.00 of 2 cores busy", never "-0.00".
+hair under zero is "0.00 of 2 cores busy", never "-0.00"; a flag is "yes" or "no", never
+``True``; a number that is not one (NaN, from a saved report someone edited) says so.
 
 Renderers, the probes' summaries and the rule titles all use this module, so that no
 report says ``None``.
@@ -43,8 +44,18 @@ def why(reason: object) -> str:
     return REASON_WORDS.get(text, text)
 
 
+NOT_A_NUMBER = "not a number"
+
+
+def flag(value: bool) -> str:
+    return "yes" if value else "no"
+
+
 def number(value: float | int, spec: str = "") -> str:
-    """``format(value, spec)``, without the sign of a value that rounds to zero."""
+    """``format(value, spec)``, without the sign of a value that rounds to zero; NaN as
+    "not a number" and infinities as ∞, never ``nan`` or ``inf``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return NOT_A_NUMBER if math.isnan(value) else ("-∞" if value < 0 else "∞")
     text = format(value, spec)
     if (isinstance(value, float) and math.isfinite(value) and "-" in text
             and not _NONZERO.search(text.split("e")[0])):
@@ -67,7 +78,7 @@ def _text(value: Any, reason: object, spec: str) -> str:
     if value is None:
         return why(reason)
     if isinstance(value, bool):
-        return str(value)
+        return flag(value)
     if isinstance(value, (int, float)):
         try:
             return number(value, spec)
