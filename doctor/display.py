@@ -63,6 +63,17 @@ def number(value: float | int, spec: str = "") -> str:
     return text
 
 
+def written(value: float | int) -> str:
+    """A number as a person writes it: a whole float as a whole number (a gauge's 48.0
+    requests is 48), any other to six significant digits (a rate of 1999.9999999999998 is
+    2000), by ``number``."""
+    if isinstance(value, float) and math.isfinite(value):
+        if value.is_integer() and abs(value) < 1e15:
+            return number(int(value))
+        return number(value, ".6g")
+    return number(value)
+
+
 def text(value: Any, reason: object = None, spec: str = "") -> str:
     """Any value as text for people: None as ``why(reason)``, numbers by ``number``, lists
     as "a, b", mappings as "k: v", each entry by these rules. A value of a hand-written
