@@ -32,6 +32,9 @@ MAX_CHARTS = 12
 # A list of records with more fields than this is a card per record instead of a table row
 # per record: engine.discovery's 17 fields in columns made a 2,200 px table.
 WIDE_RECORD_FIELDS = 6
+# An engine's text that is Python's spelling of a value (vLLM's cache_config_info labels:
+# enable_prefix_caching="True", sliding_window="None"), as a person writes it.
+PYTHON_WORDS = {"True": "yes", "False": "no", "None": display.ABSENT}
 
 
 def _redacted(value: Any) -> Any:
@@ -181,7 +184,7 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
     table = probe_rows(probes, verbose)
     return template.render({
         **data, "counts": counts, "alert": alert_info, "charts": _charts(history, findings),
-        "plots": sections(probes), "wide": WIDE_RECORD_FIELDS,
+        "plots": sections(probes), "wide": WIDE_RECORD_FIELDS, "python_words": PYTHON_WORDS,
         "probe_table": table, "grouped": len(table) < len(probes),
         "topology": [p for p in probes if p["name"].startswith("gpu.") and p["data"]],
         "pair_matrices": _pair_matrices([p for p in probes if p["data"]]),
