@@ -15,7 +15,7 @@ from typing import Any
 from markupsafe import Markup
 
 from doctor.display import number, why
-from doctor.values import count, field, number as finite, text
+from doctor.values import count, field, non_negative, text
 from reports.charts import Bar, Curve, bars, curve, not_measured
 
 MAX_ITEMS = 16  # GPUs or engines in one plot
@@ -81,11 +81,11 @@ def bandwidth(by_name: dict[str, dict]) -> Section:
     memory, memory_why = _record(by_name, "host.memory_bandwidth")
     rows = []
     if memory is not None:
-        ceilings = [("DIMM ceiling", finite(memory.get("ceiling_gbps")))]
-        platform = finite(memory.get("platform_ceiling_gbps"))
+        ceilings = [("DIMM ceiling", non_negative(memory.get("ceiling_gbps")))]
+        platform = non_negative(memory.get("platform_ceiling_gbps"))
         if platform is not None and platform != ceilings[0][1]:
             ceilings.append(("every channel filled", platform))
-        rows = [_against(name, finite(memory.get(f"{name}_gbps")), ceilings, "GB/s",
+        rows = [_against(name, non_negative(memory.get(f"{name}_gbps")), ceilings, "GB/s",
                          "not measured") for name in ("triad", "copy")]
         memory_why = text(memory.get("ceiling_reason"), 300) or "no bandwidth in the record"
     plots = [_plot("Host memory bandwidth (STREAM)", "GB/s", rows, memory_why)]
@@ -101,16 +101,16 @@ def bandwidth(by_name: dict[str, dict]) -> Section:
 
     items = _items(gpus, "gpus")
     reason = next((absent(i) for i in items), gpu_why or "no GPU in the record")
-    rows = [_against(_gpu(i), finite(i.get("d2d_gbps")),
-                     [("ceiling (clock × bus width)", finite(i.get("d2d_ceiling_gbps")))],
+    rows = [_against(_gpu(i), non_negative(i.get("d2d_gbps")),
+                     [("ceiling (clock × bus width)", non_negative(i.get("d2d_ceiling_gbps")))],
                      "GB/s", "not measured") for i in items]
     plots.append(_plot("GPU memory bandwidth (device to device)", "GB/s", rows, reason))
     rows = []
     for item in items:
-        links = [("link as trained", finite(item.get("link_ceiling_trained_gbps"))),
-                 ("link as capable", finite(item.get("link_ceiling_capable_gbps")))]
+        links = [("link as trained", non_negative(item.get("link_ceiling_trained_gbps"))),
+                 ("link as capable", non_negative(item.get("link_ceiling_capable_gbps")))]
         for way in ("h2d", "d2h"):
-            rows.append(_against(f"{_gpu(item)} {way}", finite(item.get(f"{way}_pinned_gbps")),
+            rows.append(_against(f"{_gpu(item)} {way}", non_negative(item.get(f"{way}_pinned_gbps")),
                                  links, "GB/s", "not measured"))
     plots.append(_plot("PCIe bandwidth, pinned memory (h2d: host to GPU)", "GB/s", rows, reason))
     return "Bandwidth against its ceiling", plots
@@ -141,8 +141,12 @@ def knee(by_name: dict[str, dict]) -> Section:
             plots.append(_svg(not_measured(name, reason)))
             continue
         levels = [int(p["concurrency"]) for p in points]
-        throughput = tuple(finite(p.get("output_tokens_per_s")) for p in points)
-        ttft = tuple(finite(p.get("ttft_p50_ms")) for p in points)
+        throughput = tuple(non_negative(p.get("output_tokens_per_s")) for p in points)
+        ttft = tuple(non_negative(p.get("ttft_p50_ms")) for p in points)
+        if all(v is None for v in throughput + ttft):
+            plots.append(_svg(not_measured(name, "the saved sweep has no level with a "
+                                                 "throughput or a TTFT")))
+            continue
         found = count(engine.get("knee_concurrency"), minimum=1)
         desc = "; ".join(f"concurrency {c}: {_said(t, 'tokens/s')}, TTFT p50 {_said(f, 'ms')}"
                          for c, t, f in zip(levels, throughput, ttft))
@@ -165,7 +169,7 @@ def engines(by_name: dict[str, dict]) -> Section:
         items, kv_why = _items(metrics, "engines"), kv_why or metrics_why
     rows = []
     for item in items:
-        use = finite(item.get("kv_cache_use"))
+        use = non_negative(item.get("kv_cache_use"))
         use = use * 100 if use is not None and 0 <= use <= 1 else None
         bar = _against(_endpoint(item.get("endpoint")), use, [("full", 100.0)], "%",
                        _missing(item, "kv_cache_use"))
@@ -200,10 +204,10 @@ def gpus(by_name: dict[str, dict]) -> Section:
     reason = reason or "no GPU in the record"
     rows = []
     for item in items:
-        temp, slowdown = finite(item.get("temp_c")), finite(item.get("slowdown_c"))
+        temp, slowdown = non_negative(item.get("temp_c")), non_negative(item.get("slowdown_c"))
         bar = _against(_gpu(item), temp, [("slowdown", slowdown),
-                                          ("shutdown", finite(item.get("shutdown_c"))),
-                                          ("max operating", finite(item.get("max_operating_c")))],
+                                          ("shutdown", non_negative(item.get("shutdown_c"))),
+                                          ("max operating", non_negative(item.get("max_operating_c")))],
                        "°C", _missing(item, "temp_c"))
         if temp is not None and slowdown is not None:
             bar = Bar(bar.label, bar.parts, bar.marks,
@@ -211,14 +215,14 @@ def gpus(by_name: dict[str, dict]) -> Section:
                       "under slowdown")
         rows.append(bar)
     plots = [_plot("GPU temperature against its slowdown and shutdown limits", "°C", rows, reason)]
-    rows = [_against(f"{_gpu(i)} {name}", finite(i.get(f"{key}_clock_mhz")),
-                     [("max clock", finite(i.get(f"{key}_clock_max_mhz")))], "MHz",
+    rows = [_against(f"{_gpu(i)} {name}", non_negative(i.get(f"{key}_clock_mhz")),
+                     [("max clock", non_negative(i.get(f"{key}_clock_max_mhz")))], "MHz",
                      _missing(i, f"{key}_clock_mhz"))
             for i in items for key, name in (("sm", "SM"), ("mem", "memory"))]
     plots.append(_plot("GPU clocks against their maximum (SM and memory)", "MHz", rows, reason))
-    rows = [_against(_gpu(i), finite(i.get("power_w")),
-                     [("power limit", finite(i.get("power_limit_w"))),
-                      ("default limit", finite(i.get("power_default_limit_w")))], "W",
+    rows = [_against(_gpu(i), non_negative(i.get("power_w")),
+                     [("power limit", non_negative(i.get("power_limit_w"))),
+                      ("default limit", non_negative(i.get("power_default_limit_w")))], "W",
                      _missing(i, "power_w")) for i in items]
     plots.append(_plot("GPU power draw against its limit", "W", rows, reason))
     return "GPU temperature, clocks and power", plots
