@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from doctor import display
 from doctor.model import ScanReport, key_from_evidence
@@ -142,6 +142,12 @@ def _charts(history: Any, findings: list[dict]) -> list[Markup]:
     return charts
 
 
+def _breakable(key: Any) -> Markup:
+    """A record's field name that may break after its underscores (output_tokens_per_s), and
+    nowhere else: a column of such names is as narrow as its longest part, not its name."""
+    return Markup("_<wbr>").join(escape(part) for part in str(key).split("_"))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
@@ -149,6 +155,7 @@ def _environment() -> jinja2.Environment:
     env.filters["why"] = display.why  # a None: its reason, or —
     env.filters["number"] = display.number  # no -0.00
     env.filters["written"] = display.written  # no -0.00, no 48.0 requests
+    env.filters["key"] = _breakable
     env.tests["mapping"] = lambda v: isinstance(v, dict)
     env.tests["sequence_of_mappings"] = lambda v: (isinstance(v, list) and bool(v)
                                                    and all(isinstance(i, dict) for i in v))
