@@ -120,6 +120,13 @@ def live_load(host: Host, options: ScanOptions,
     return None, None, None, "; ".join(errors)
 
 
+def _level(value: object) -> int | None:
+    """A concurrency as ``llm-doctor load`` writes it: a JSON integer of at least 1. A string
+    ("4") or a float means someone else wrote the file (doctor/values.py's count would take
+    both)."""
+    return count(value, minimum=1) if type(value) is int else None
+
+
 def sweep_points(document: object) -> tuple[SweepPoint, ...]:
     """The saved sweep's levels, each read as hostile input: a level without a concurrency
     of at least 1 is left out, a throughput or TTFT that is not a finite non-negative number
@@ -127,7 +134,7 @@ def sweep_points(document: object) -> tuple[SweepPoint, ...]:
     levels = field(document, "levels")
     points = []
     for level in levels[:MAX_SWEEP_LEVELS] if isinstance(levels, list) else ():
-        concurrency = count(field(level, "concurrency"), minimum=1)
+        concurrency = _level(field(level, "concurrency"))
         if concurrency is None:
             continue
         points.append(SweepPoint(concurrency, non_negative(field(level, "output_tokens_per_s")),
@@ -156,6 +163,8 @@ def saved_knee(host: Host, base_url: str) -> tuple[int | None, str | None, str |
 
 
 def _knee_of(document: object, path: str) -> tuple[int | None, str | None, str | None, str]:
+    if not isinstance(document, dict):  # JSON, but not a saved sweep of any schema
+        return None, "unreadable", None, path
     measured_at = text(field(document, "measured_at"), 40)
     if field(document, "schema") != SCHEMA:
         return None, "outdated", measured_at, path
@@ -164,7 +173,7 @@ def _knee_of(document: object, path: str) -> tuple[int | None, str | None, str |
         return None, "unreadable", measured_at, path
     if status != "found":
         return None, status, measured_at, path
-    found = count(field(document, "knee", "concurrency"), minimum=1)
+    found = _level(field(document, "knee", "concurrency"))
     if found is None:
         return None, "unreadable", measured_at, path
     return found, status, measured_at, path
