@@ -211,3 +211,17 @@ def test_the_report_fits_1280_px_in_chromium_with_every_plot_drawn(tmp_path, gpu
             assert page.evaluate("document.documentElement.scrollWidth") <= 1280
         finally:
             browser.close()
+
+
+def test_a_sweep_saved_by_llm_doctor_load_comes_back_level_by_level(monkeypatch, tmp_path):
+    from tests.test_load_probes import _levels
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    levels = _levels((1, 10, 0.1), (2, 19, 0.1), (4, 19.5, 0.3), (8, 19, 0.6))
+    found = knee.find_knee(levels)
+    knee.save_sweep(knee.sweep_json(URL, {}, levels, found, "2026-11-29T10:00:00Z"))
+    (concurrency, _, _, _), points = engine_load.saved_sweep(LiveHost(), URL)
+    assert concurrency == found.concurrency == 2
+    assert [p.concurrency for p in points] == [lv.concurrency for lv in levels]
+    assert [p.output_tokens_per_s for p in points] == [lv.output_tokens_per_s for lv in levels]
+    assert [p.ttft_p50_ms for p in points] == [lv.ttft.p50_ms for lv in levels]
