@@ -4,7 +4,8 @@ A value that holds None says why when its record knows (the record's ``missing``
 doctor/seam/missing.py: a read-failure reason such as ``no-permission``, or a sentence such
 as "not measured at level quick"), and ``—`` when it does not; JSON keeps the null, only the
 text for people changes. A number that rounds to zero prints without a sign: a CPU sample a
-hair under zero is "0.00 of 2 cores busy", never "-0.00".
+hair under zero is "0.00 of 2 cores busy", never "-0.00"; a flag is "yes" or "no", never
+``True``; a number that is not one (NaN, from a saved report someone edited) says so.
 
 Renderers, the probes' summaries and the rule titles all use this module, so that no
 report says ``None``.
@@ -43,13 +44,34 @@ def why(reason: object) -> str:
     return REASON_WORDS.get(text, text)
 
 
+NOT_A_NUMBER = "not a number"
+
+
+def flag(value: bool) -> str:
+    return "yes" if value else "no"
+
+
 def number(value: float | int, spec: str = "") -> str:
-    """``format(value, spec)``, without the sign of a value that rounds to zero."""
+    """``format(value, spec)``, without the sign of a value that rounds to zero; NaN as
+    "not a number" and infinities as ∞, never ``nan`` or ``inf``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return NOT_A_NUMBER if math.isnan(value) else ("-∞" if value < 0 else "∞")
     text = format(value, spec)
     if (isinstance(value, float) and math.isfinite(value) and "-" in text
             and not _NONZERO.search(text.split("e")[0])):
         text = format(0.0, spec)  # -0.0, or -0.001 under .2f: zero is unsigned
     return text
+
+
+def written(value: float | int) -> str:
+    """A number as a person writes it: a whole float as a whole number (a gauge's 48.0
+    requests is 48), any other to six significant digits (a rate of 1999.9999999999998 is
+    2000), by ``number``."""
+    if isinstance(value, float) and math.isfinite(value):
+        if value.is_integer() and abs(value) < 1e15:
+            return number(int(value))
+        return number(value, ".6g")
+    return number(value)
 
 
 def text(value: Any, reason: object = None, spec: str = "") -> str:
@@ -67,7 +89,7 @@ def _text(value: Any, reason: object, spec: str) -> str:
     if value is None:
         return why(reason)
     if isinstance(value, bool):
-        return str(value)
+        return flag(value)
     if isinstance(value, (int, float)):
         try:
             return number(value, spec)

@@ -3,7 +3,8 @@
 No script, no external stylesheet, font or image; a Content-Security-Policy of
 ``default-src 'none'`` makes sure of it even if a value slipped through. Every value is
 escaped by jinja2's autoescape, and every string from the host (evidence, command lines,
-records, reasons) is redacted first. Plots of the daemon's last hour are inline SVG.
+records, reasons) is redacted first. Plots of what the scan measured (reports/plots.py) and
+of the daemon's last hour are inline SVG; the page fits a 1280 px screen and prints.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import time
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from doctor import display
 from doctor.model import ScanReport, key_from_evidence
 from reports.common import probe_rows, probe_summary, show
 from reports.json_report import sanitized, to_dict
+from reports.plots import sections
 from reports.svg import MAX_SERIES, line_chart
 
 # What the plots are for (issue: temperatures and clocks, KV-cache use, first-token latency,
@@ -27,6 +29,12 @@ from reports.svg import MAX_SERIES, line_chart
 _ALWAYS = re.compile(r"(_celsius$|clock_hertz$|frequency_average_hertz$|kv_cache|"
                      r"time_to_first_token|_bytes_per_second$|busy_cores)")
 MAX_CHARTS = 12
+# A list of records with more fields than this is a card per record instead of a table row
+# per record: engine.discovery's 17 fields in columns made a 2,200 px table.
+WIDE_RECORD_FIELDS = 6
+# An engine's text that is Python's spelling of a value (vLLM's cache_config_info labels:
+# enable_prefix_caching="True", sliding_window="None"), as a person writes it.
+PYTHON_WORDS = {"True": "yes", "False": "no", "None": display.ABSENT}
 
 
 def _redacted(value: Any) -> Any:
@@ -134,12 +142,20 @@ def _charts(history: Any, findings: list[dict]) -> list[Markup]:
     return charts
 
 
+def _breakable(key: Any) -> Markup:
+    """A record's field name that may break after its underscores (output_tokens_per_s), and
+    nowhere else: a column of such names is as narrow as its longest part, not its name."""
+    return Markup("_<wbr>").join(escape(part) for part in str(key).split("_"))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.tests["matrix"] = _matrix
     env.filters["why"] = display.why  # a None: its reason, or —
     env.filters["number"] = display.number  # no -0.00
+    env.filters["written"] = display.written  # no -0.00, no 48.0 requests
+    env.filters["key"] = _breakable
     env.tests["mapping"] = lambda v: isinstance(v, dict)
     env.tests["sequence_of_mappings"] = lambda v: (isinstance(v, list) and bool(v)
                                                    and all(isinstance(i, dict) for i in v))
@@ -175,6 +191,7 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
     table = probe_rows(probes, verbose)
     return template.render({
         **data, "counts": counts, "alert": alert_info, "charts": _charts(history, findings),
+        "plots": sections(probes), "wide": WIDE_RECORD_FIELDS, "python_words": PYTHON_WORDS,
         "probe_table": table, "grouped": len(table) < len(probes),
         "topology": [p for p in probes if p["name"].startswith("gpu.") and p["data"]],
         "pair_matrices": _pair_matrices([p for p in probes if p["data"]]),

@@ -154,7 +154,7 @@ def test_a_value_of_a_hand_written_recording_that_cannot_print_says_so():
         inner = inner[0]
     assert display.text(10**5000).startswith("(unprintable int:")
     assert display.text(nested).startswith("(unprintable list:")
-    assert display.text(float("-inf"), spec=".2f") == "-inf"  # not a zero: keeps its sign
-    assert display.text(float("nan")) == "nan"
+    assert display.text(float("-inf"), spec=".2f") == "-∞"  # not a zero: keeps its sign
+    assert display.text(float("nan")) == "not a number" and display.text(True) == "yes"
     title = render(parse("{a:.2f} {b}", ["a", "b"]), {"a": 10**400, "b": nested})
     assert title.startswith("1000") and "(unprintable list:" in title

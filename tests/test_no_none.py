@@ -4,7 +4,7 @@ standard, full replay what they recorded), in every format.
 Person-facing text is the terminal report (grouped and --verbose), the Markdown and HTML
 reports whole, and JSON's text for people: titles, remediations, probe reasons, rule errors
 and the reasons a finding gives for its missing values. JSON's data keeps its nulls. Numbers
-never show a signed zero (-0, -0.00) either.
+never show a signed zero (-0, -0.00) either, nor Python's True, False, nan or inf.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from tests.test_fixtures import HOSTS, RULES
 from probes.registry import PROBES
 
 NONE = re.compile(r"\bNone\b")
+# Python's own spellings of a flag and of a number that is not one (issue 14: "True" in the
+# HTML, "nan" where a rate divided by nothing): a person writes yes/no, "not a number", ∞
+LITERALS = re.compile(r"(?<![\w-])(?:True|False|nan|NaN|inf)(?![\w-])")  # not inf-cpu-07
 SIGNED_ZERO = re.compile(r"(?<![\w.])-0(?:\.0+)?(?![\d.])")  # -0, -0.00; not gpu-0, 1e-05
 
 
@@ -50,7 +53,8 @@ def person_facing(report) -> dict[str, str]:
 def _offending(text: str) -> list[str]:
     lines = []
     for line in text.splitlines():
-        for found in (*NONE.finditer(line), *SIGNED_ZERO.finditer(line)):
+        for found in (*NONE.finditer(line), *SIGNED_ZERO.finditer(line),
+                      *LITERALS.finditer(line)):
             lines.append(line[max(0, found.start() - 80):found.end() + 40].strip())
     return lines
 
@@ -71,3 +75,6 @@ def test_the_check_finds_what_it_looks_for():
     assert _offending("a (vda (rotational), None MB/s) b") and _offending("-0.00 of 2 cores busy")
     assert _offending("busy -0 cores")
     assert not _offending("gpu-0 1e-05 2026-01-01 -0.5 cores, NoneType, none")
+    assert _offending("read_under_load=True") and _offending("<td>False</td>")
+    assert _offending("rate nan tokens/s") and _offending("ceiling inf GB/s")
+    assert not _offending("info, nano, Trueness, infiniband, host inf-cpu-07")

@@ -8,6 +8,9 @@ TGI, llama.cpp ``llamacpp:requests_processing``/``requests_deferred``), else lla
 No privilege needed. Manual equivalent: ``curl -s HOST:PORT/metrics | grep -E
 'running|waiting|processing|deferred'`` and ``cat ~/.local/state/llm-doctor/knee-*.json``.
 
+The sweep's levels travel with the knee (concurrency, output tokens/s, TTFT p50 ms; at most
+MAX_SWEEP_LEVELS of them), so that a report can draw the curve the knee was read from.
+
 A sweep saved by an llm-doctor before schema ``llm-doctor/load/2`` is not used: its knee was
 taken from one time-boxed level, with the client's own cut-off requests counted as errors
 and prompts the engine's cache had seen, so it may be the client's knee, not the engine's.
@@ -20,11 +23,24 @@ from dataclasses import dataclass
 from doctor.seam.host import Host, HostReadError
 from doctor.workload.knee import SCHEMA, knee_path
 from doctor.model import ScanOptions, Skip
-from doctor.values import field, page_json, text
+from doctor.values import count, field, non_negative, page_json, text
 from doctor import display
 from probes.helpers.engine_targets import Target, targets
 
 TIMEOUT_S = 5.0
+# `llm-doctor load` doubles concurrency from 1 (or runs the --levels asked for): 32 levels
+# is past any sweep it makes; a saved file with more is someone else's, and is cut here.
+MAX_SWEEP_LEVELS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    """One level of the saved sweep (knee-<hash>.json "levels"), as the knee was judged from."""
+
+    concurrency: int
+    output_tokens_per_s: float | None  # over the level's throughput window
+    ttft_p50_ms: float | None  # client-side time to first token, median
+    usable: bool  # False: the knee was not judged from this level (its "unusable" says why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +57,7 @@ class EngineLoad:
     knee_measured_at: str | None
     knee_file: str  # where the sweep is (or would be) kept
     error: str | None
+    sweep: tuple[SweepPoint, ...] = ()  # the saved sweep's levels, in the order measured
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,14 +120,50 @@ def live_load(host: Host, options: ScanOptions,
     return None, None, None, "; ".join(errors)
 
 
-def saved_knee(host: Host, base_url: str) -> tuple[int | None, str | None, str | None, str]:
-    """(knee concurrency, status, measured_at, file) from the saved sweep, if any."""
+def _level(value: object) -> int | None:
+    """A concurrency as ``llm-doctor load`` writes it: a JSON integer of at least 1. A string
+    ("4") or a float means someone else wrote the file (doctor/values.py's count would take
+    both)."""
+    return count(value, minimum=1) if type(value) is int else None
+
+
+def sweep_points(document: object) -> tuple[SweepPoint, ...]:
+    """The saved sweep's levels, each read as hostile input: a level without a concurrency
+    of at least 1 is left out, a throughput or TTFT that is not a finite non-negative number
+    is None; at most MAX_SWEEP_LEVELS."""
+    levels = field(document, "levels")
+    points = []
+    for level in levels[:MAX_SWEEP_LEVELS] if isinstance(levels, list) else ():
+        concurrency = _level(field(level, "concurrency"))
+        if concurrency is None:
+            continue
+        points.append(SweepPoint(concurrency, non_negative(field(level, "output_tokens_per_s")),
+                                 non_negative(field(level, "ttft", "p50_ms")),
+                                 field(level, "unusable") is None))
+    return tuple(points)
+
+
+def saved_sweep(host: Host, base_url: str) -> tuple[tuple[int | None, str | None, str | None, str],
+                                                    tuple[SweepPoint, ...]]:
+    """``saved_knee``'s answer, and the sweep's levels (none unless its schema is current)."""
     path = str(knee_path(base_url))
     try:
         document = page_json(host.read_text(path))
     except HostReadError:
-        return None, None, None, path
+        return (None, None, None, path), ()
     except ValueError:
+        return (None, "unreadable", None, path), ()
+    knee = _knee_of(document, path)
+    return knee, (sweep_points(document) if knee[1] != "outdated" else ())
+
+
+def saved_knee(host: Host, base_url: str) -> tuple[int | None, str | None, str | None, str]:
+    """(knee concurrency, status, measured_at, file) from the saved sweep, if any."""
+    return saved_sweep(host, base_url)[0]
+
+
+def _knee_of(document: object, path: str) -> tuple[int | None, str | None, str | None, str]:
+    if not isinstance(document, dict):  # JSON, but not a saved sweep of any schema
         return None, "unreadable", None, path
     measured_at = text(field(document, "measured_at"), 40)
     if not isinstance(field(document, "knee"), dict):
@@ -122,8 +175,8 @@ def saved_knee(host: Host, base_url: str) -> tuple[int | None, str | None, str |
         return None, "unreadable", measured_at, path
     if status != "found":
         return None, status, measured_at, path
-    found = field(document, "knee", "concurrency")  # llm-doctor writes an int: "4" is not its file
-    if not isinstance(found, int) or isinstance(found, bool) or not 1 <= found <= 4096:
+    found = _level(field(document, "knee", "concurrency"))
+    if found is None:
         return None, "unreadable", measured_at, path
     return found, status, measured_at, path
 
@@ -163,10 +216,10 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
     engines = []
     for target in found:
         running, waiting, source, error = live_load(host, options, target)
-        knee, status, measured_at, path = saved_knee(host, target.base_url)
+        (knee, status, measured_at, path), points = saved_sweep(host, target.base_url)
         engines.append(EngineLoad(target.base_url, target.kind, served_model(host, target),
                                   running, waiting,
-                                  source, knee, status, measured_at, path, error))
+                                  source, knee, status, measured_at, path, error, points))
     return LoadRecord(tuple(engines), replica_groups(engines))
 
 

@@ -158,6 +158,11 @@ TABLES = (
         of("timestamp", "engines.knee_measured_at", "engine_knee_measured_timestamp_seconds",
            "When that sweep ran"),
         unexported("engines.knee_file", "where the sweep is kept: a path for people"),
+        # the saved sweep's levels are for the report's knee plot; the knee is their result
+        each("engines.sweep", L.fields("concurrency")),
+        *(unexported(f"engines.sweep.{name}", "a level of the saved sweep, drawn in the report; "
+                     "llm_doctor_engine_knee_concurrency is their result")
+          for name in ("output_tokens_per_s", "ttft_p50_ms", "usable")),
         of("flag", "engines.error", "engine_load_unreadable",
            "1 when neither /metrics nor /slots answered (the scan says why)"),
         each("models", L.fields("model")),
