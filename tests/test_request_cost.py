@@ -216,3 +216,18 @@ def test_a_daemon_requests_that_is_not_a_boolean_names_its_key(tmp_path):
 def test_quick_sends_nothing(server):
     run_probes(PROBES, LiveHost(), _options(server, level=Level.QUICK))
     assert server.requests == 0
+
+
+@pytest.mark.parametrize("running, deferred", [("NaN", "0"), ("-3", "0"), ("1e308", "1e308"),
+                                               ("+Inf", "0"), ("1e999", "0")])
+def test_a_count_that_is_not_one_is_no_count(running, deferred):
+    from probes.helpers.engine_requests import in_flight
+    from probes.helpers.engine_targets import Target
+    from tests.hostile_http import RawServer, response
+
+    page = (f"llamacpp:requests_processing {running}\n"
+            f"llamacpp:requests_deferred {deferred}\n").encode()
+    with RawServer(lambda r: response(200, page) if r.path == "/metrics"
+                   else response(404, b"")) as raw:
+        found = in_flight(LiveHost(), Target(raw.origin, None, "llama.cpp", None, False, ()))
+    assert found.requests is None and "/slots: HTTP 404" in found.source

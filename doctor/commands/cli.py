@@ -85,7 +85,11 @@ def _say_sent(report: ScanReport, host: Host) -> None:
             for s in getattr(r.record, "sent", tuple)()]
     for name, item in sent:
         click.echo(f"{name} {item.text()}", err=True)
-    if costly and not sent:
+    for result in costly:
+        if result.status in ("error", "timeout"):  # it may have sent before it failed
+            click.echo(f"{result.name} ended {result.status}: what it sent is not known, "
+                       "at most what it said it would", err=True)
+    if costly and all(r.status == "skipped" for r in costly):
         click.echo("no request was sent to an engine", err=True)
 
 

@@ -28,6 +28,7 @@ from probes.helpers.promtext import PageError, parse
 
 TIMEOUT_S = 3.0
 MAX_BYTES = 8 << 20
+MAX_IN_FLIGHT = 1e9  # more requests in flight than any engine holds: a broken page
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,10 @@ def _from_metrics(host: Host, target: Target) -> int | str:
         return f"{url}: no count of running requests"
     waiting = next((v for v in (page.total(n) for n in N.WAITING.get(kind, ())) if v is not None),
                    0.0)
-    return max(0, round(running + waiting))
+    found = running + waiting
+    if not 0 <= found < MAX_IN_FLIGHT:  # two huge gauges overflow to inf: no count either
+        return f"{url}: {found:g} requests in flight is not a count"
+    return round(found)
 
 
 def _from_slots(host: Host, target: Target) -> int | str:
