@@ -7,6 +7,7 @@ Looked for at ``--config PATH``, else ``./llm-doctor.toml``, else
     level = "standard"              # quick | standard | full
     model_dirs = ["/models/llama-3-8b"]
     rule_files = ["/etc/llm-doctor/site-rules.toml"]
+    requests = false                # send no request to an engine (scan --no-requests)
 
     [rules.fd-limit-low]            # any parameter of the rule's [rule.params]
     min_nofile = 131072
@@ -32,7 +33,7 @@ from doctor.vocabulary import suggest
 from doctor.tomlfile import MAX_CONFIG_BYTES, LineIndex, read_toml
 
 LEVELS = Level.names()
-SCAN_KEYS = ("level", "model_dirs", "rule_files", "endpoints")
+SCAN_KEYS = ("level", "model_dirs", "rule_files", "endpoints", "requests")
 RULE_KEYS = ("enabled", "severity")
 MAX_PATHS = 256  # entries in model_dirs or rule_files
 
@@ -86,6 +87,10 @@ def _check_scan(config: Config, scan: Any) -> None:
         if key == "level":
             if value not in LEVELS:
                 raise ConfigError(f"{at} = {value!r:.60}; use quick, standard or full")
+        elif key == "requests":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{at} = {value!r:.60}: must be true or false (false: the "
+                                  "scan sends no request to an engine, as --no-requests)")
         elif key == "endpoints" and isinstance(value, list) and len(value) <= MAX_PATHS:
             for item in value:
                 try:

@@ -47,6 +47,55 @@ class ScanOptions:
     level: Level = Level.STANDARD
     model_dirs: tuple[str, ...] = ()
     endpoints: tuple[str, ...] = ()  # --endpoint URL: engines elsewhere or behind a proxy
+    # False: no probe that sends requests to an engine runs (scan --no-requests, [scan]
+    # requests = false; the daemon unless [daemon] requests = true); pages are still read
+    requests: bool = True
+    busy_ok: bool = False  # send even to an engine serving requests now (scan --busy-ok)
+    # Told, one line per engine, what a probe will send before it sends it (the CLI prints
+    # it on stderr, the daemon logs it); None: nobody is told
+    announce: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+
+
+NO_REQUESTS = ("sends requests to the engine, and this scan sends none (scan --no-requests or "
+               "[scan] requests = false; the daemon sends them only with [daemon] requests = true)")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCost:
+    """The most a probe sends to each engine, declared on the probe (``COST``) and kept by
+    it: completion requests, prompt tokens as the engine counts them, output tokens asked
+    for (``max_tokens``), and the seconds it may spend sending (shared by all engines)."""
+
+    requests: int
+    prompt_tokens: int
+    output_tokens: int
+    seconds: float
+
+    def text(self, engines: int = 1) -> str:
+        """E.g. "at most 15 requests, 1,533 prompt + 240 output tokens, ≤ 40 s", for one of
+        ``engines`` engines (the seconds are shared)."""
+        return (f"at most {self.requests:,} requests, {self.prompt_tokens:,} prompt + "
+                f"{self.output_tokens:,} output tokens, ≤ {self.seconds / max(engines, 1):.3g} s")
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What a probe sent to one engine: requests counted by the client, prompt tokens as
+    the engine said (usage.prompt_tokens, else the words sent), output tokens received."""
+
+    probe: str
+    base_url: str
+    requests: int
+    prompt_tokens: int
+    output_tokens: int
+    seconds: float
+
+    def text(self) -> str:
+        """E.g. "sent http://127.0.0.1:8080 15 requests, 1,502 prompt + 240 output tokens in
+        21.4 s"."""
+        return (f"sent {self.base_url} {self.requests:,} requests, "
+                f"{self.prompt_tokens:,} prompt + {self.output_tokens:,} output tokens "
+                f"in {self.seconds:.1f} s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +112,9 @@ class ProbeSpec:
     summary: Callable[[Any], str] | None = None  # the record in one line for people
     needs: tuple[str, ...] = ()  # probes whose data it reads (through the memo): run first
     after: tuple[str, ...] = ()  # probes whose data it uses when they have it: run first, no skip
+    # What it sends to each engine at most (the probe's COST); such a probe's record has a
+    # ``sent()`` method listing what it did send. None: it sends no request to an engine.
+    cost: RequestCost | None = None
 
 
 class Skip(Exception):

@@ -11,6 +11,10 @@ and reads that data from the per-scan memo its need filled. When a need did not 
 the probe is skipped with the need's reason (a need not chosen in this run, a probe run on
 its own, computes what it needs itself). ``ProbeSpec.after`` orders without skipping: the
 probe uses that data when it is there (engine.load reads /slots when /metrics is not).
+
+A probe that sends requests to an engine declares what it sends (``ProbeSpec.cost``); when
+the options send none (``scan --no-requests``, the daemon by default) it is skipped here,
+in the call the scan and the daemon share, without running at all.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import traceback
 from typing import Callable, Iterable
 
 from doctor.seam.host import Host, HostReadError, MeasurementError
-from doctor.model import ProbeResult, ProbeSpec, ScanOptions, Skip
+from doctor.model import NO_REQUESTS, ProbeResult, ProbeSpec, ScanOptions, Skip
 
 _SHAPE_ERRORS = (TypeError, KeyError, ValueError, AttributeError, IndexError, OverflowError)
 
@@ -45,6 +49,8 @@ class ProbeCall(threading.Thread):
         self.started_at = time.perf_counter()
         status, reason, record = "ok", None, None
         try:
+            if self.spec.cost is not None and not self.options.requests:
+                raise Skip(NO_REQUESTS)
             record = self.spec.run(self.host, self.options)
         except Skip as exc:
             status, reason = "skipped", str(exc)

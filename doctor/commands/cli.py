@@ -69,6 +69,30 @@ def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bo
         return scan(host, options, PROBES, rules, config, on_event)
 
 
+def _announce(line: str) -> None:
+    """A probe's plan line, before it sends: on stderr, above the spinner."""
+    click.echo(line, err=True)
+
+
+def _say_sent(report: ScanReport, host: Host) -> None:
+    """What the probes that send requests sent, on stderr once the scan is done (a replay
+    sent nothing: its records say what the capture sent)."""
+    if host.kind == "recorded":
+        return
+    specs = by_name()
+    costly = [r for r in report.probes if r.name in specs and specs[r.name].cost is not None]
+    sent = [(r.name, s) for r in costly if r.status == "ok"
+            for s in getattr(r.record, "sent", tuple)()]
+    for name, item in sent:
+        click.echo(f"{name} {item.text()}", err=True)
+    for result in costly:
+        if result.status in ("error", "timeout"):  # it may have sent before it failed
+            click.echo(f"{result.name} ended {result.status}: what it sent is not known, "
+                       "at most what it said it would", err=True)
+    if costly and all(r.status == "skipped" for r in costly):
+        click.echo("no request was sent to an engine", err=True)
+
+
 def _emit(report: ScanReport, fmt: str, output: str | None, verbose: bool = False) -> None:
     from doctor.output import write_atomic
 
@@ -91,10 +115,14 @@ def _emit(report: ScanReport, fmt: str, output: str | None, verbose: bool = Fals
         click.echo(text, nl=False)
 
 
+_COSTS = [spec.cost for spec in PROBES if spec.cost is not None]
 _COMMON = [
     click.option("--level", type=LEVELS, default=None,
                  help="quick: read-only (about a second). standard (default): adds bounded "
-                      "micro-kernels (memory bandwidth, a 1 GiB read of the weights; seconds). "
+                      "micro-kernels (memory bandwidth, a 1 GiB read of the weights; seconds) "
+                      "and each engine's warm-up and output sampling (up to "
+                      f"{sum(c.requests for c in _COSTS)} completion requests, "
+                      f"{sum(c.seconds for c in _COSTS):g} s; see --no-requests). "
                       "full: longer measurements (reads up to 16 GiB of the weights)."),
     click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
                  help="Where the model weights live (repeatable). Engines' own --model paths "
@@ -116,6 +144,16 @@ _COMMON = [
                       "standard output; a terminal, /dev/null or a FIFO with a reader is "
                       "written through. A directory, a symbolic link or any other device is "
                       "refused (exit 3) and left as it was."),
+    click.option("--no-requests", is_flag=True,
+                 help="Send no request to any engine: engine.warmup and engine.output, which "
+                      "send completions, are skipped with the reason; the engines' pages "
+                      "(/metrics, /v1/models, /health, /slots) are still read. As [scan] "
+                      "requests = false in the config file."),
+    click.option("--busy-ok", is_flag=True,
+                 help="Send the warm-up and output requests even to an engine that is serving "
+                      "requests now. By default such an engine is not sent to (its users "
+                      "would wait behind them): its own count of requests in flight "
+                      "(/metrics, llama.cpp /slots) is read first."),
     click.option("--no-progress", is_flag=True, help="No spinner on stderr."),
     click.option("--verbose", "-v", is_flag=True,
                  help="Every probe on its own row; by default probes of one family skipped "
@@ -147,29 +185,46 @@ def cli() -> None:
     """
 
 
-@cli.command()
+def _scan_help() -> str:
+    """scan's help, with what its probes send as they declare it (their COST)."""
+    costs = "\n".join(f"  {spec.name:<14} {spec.cost.text()}" for spec in PROBES
+                      if spec.cost is not None)
+    return f"""Scan this host (or a recorded one) and report findings with remediations.
+
+Each finding names its cause id, the troubleshooting-table rows it explains, the
+evidence measured, the first step to take and a playbook. Run it as the user that
+runs the engine: with no engine running, this shell's limits are what it would get.
+
+\b
+What a scan sends each engine it finds or is given (levels standard and full):
+{costs}
+
+Each of these probes prints its line on stderr before its first request, and what it
+sent after the scan (the report says it too). An engine serving requests is not sent to
+(--busy-ok to measure it anyway). --no-requests, or --level quick, sends no request
+to an engine and still reads its pages (/metrics, /v1/models, /health, /slots).
+
+\b
+Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
+            3 the scan could not run (the message says which file and line).
+"""
+
+
+@cli.command(help=_scan_help())
 @_common
 @click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
               "instead of this one (docs/recorded-host.md).")
-def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_progress,
-         verbose, replay) -> None:
-    """Scan this host (or a recorded one) and report findings with remediations.
-
-    Each finding names its cause id, the troubleshooting-table rows it explains, the
-    evidence measured, the first step to take and a playbook. Run it as the user that
-    runs the engine: with no engine running, this shell's limits are what it would get.
-
-    \b
-    Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
-                3 the scan could not run (the message says which file and line).
-    """
+def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_requests,
+         busy_ok, no_progress, verbose, replay) -> None:
     _check_output(output)
     rules, config = load_setup(config_path, rule_files)
     host: Host = open_host(replay)  # a recording's --model-dir and level, unless named here
-    options = scan_options(config, level, model_dirs, tuple(endpoints), host=host)
+    options = scan_options(config, level, model_dirs, tuple(endpoints), host=host,
+                           no_requests=no_requests, busy_ok=busy_ok, announce=_announce)
     if not replay:
         check_model_dirs(options)
     report = _run_scan(host, options, rules, config, not no_progress)
+    _say_sent(report, host)
     _emit(report, fmt, output, verbose)
     sys.exit(report.exit_code())
 
@@ -179,7 +234,7 @@ def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_
 @_common
 @click.option("--force", is_flag=True, help="Write into DIR even if it is not empty.")
 def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fmt, output,
-            no_progress, verbose, force) -> None:
+            no_requests, busy_ok, no_progress, verbose, force) -> None:
     """Record everything the probes read on this host into DIR, and scan it.
 
     DIR can be sent to someone else, edited by hand to plant a fault, and scanned with
@@ -192,10 +247,12 @@ def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fm
         raise ScanCannotRun(f"{root} is not empty; choose a new directory or pass --force")
     _check_output(output)
     rules, config = load_setup(config_path, rule_files)
-    options = scan_options(config, level, model_dirs, tuple(endpoints))
+    options = scan_options(config, level, model_dirs, tuple(endpoints), no_requests=no_requests,
+                           busy_ok=busy_ok, announce=_announce)
     check_model_dirs(options)
     recording = RecordingHost(LiveHost(), root)
     report = _run_scan(recording, options, rules, config, not no_progress)
+    _say_sent(report, recording)
     recording.save({"level": options.level.name.lower(), "llm_doctor_version": __version__,
                     "model_dirs": list(options.model_dirs)})
     _emit(report, fmt, output, verbose)
@@ -217,6 +274,8 @@ def probes(fields) -> None:
                    f"timeout {spec.timeout_s:g} s)")
         click.echo(f"    {spec.description}")
         click.echo(f"    reads: {spec.reads}")
+        if spec.cost is not None:
+            click.echo(f"    sends each engine: {spec.cost.text()} (--no-requests skips it)")
         if fields:
             for name, type_name in record_fields(spec):
                 click.echo(f"      {spec.name}.{name}: {type_name}")

@@ -7,7 +7,9 @@ Errors are the exceptions ``doctor.commands.cli.main`` maps to one line and exit
 
 from __future__ import annotations
 
+import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,30 +49,40 @@ def open_host(replay: str | None) -> Host:
 
 
 def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] = (),
-                 endpoints: tuple[str, ...] = (), host: Host | None = None) -> ScanOptions:
+                 endpoints: tuple[str, ...] = (), host: Host | None = None,
+                 no_requests: bool = False, busy_ok: bool = False,
+                 announce: Callable[[str], None] | None = None) -> ScanOptions:
     """The one place a scan's options are settled, for ``scan``, ``capture`` and the daemon
     (whose flags come here merged with its [daemon] table): the command line first, then a
-    recorded host's capture settings, then [scan] of the config file, then the defaults."""
+    recorded host's capture settings, then [scan] of the config file, then the defaults.
+    ``no_requests`` (--no-requests) wins over [scan] requests; requests are sent by default."""
     meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
     chosen = level or meta.get("level") or config.scan.get("level", "standard")
     if chosen not in Level.names():
         raise ConfigError(f"{config.path}: scan.level = {chosen!r}; use quick, standard or full")
     dirs = tuple(model_dirs) or tuple(meta.get("model_dirs", [])) or tuple(config.scan.get("model_dirs", []))
     urls = tuple(endpoints) or tuple(config.scan.get("endpoints", []))
-    return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=urls)
+    requests = not no_requests and config.scan.get("requests", True)
+    return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=urls,
+                       requests=requests, busy_ok=busy_ok, announce=announce)
 
 
 def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
                 flags: dict[str, Any]) -> Loaded:
     """The daemon's settings, config, rules and scan options, built as a scan's are: the
-    flags, then [daemon], then [scan]. Raises ConfigError or RuleError naming the file."""
+    flags, then [daemon], then [scan]; but requests go to an engine only with [daemon]
+    requests = true (whatever [scan] says), and to one serving requests only with
+    kernels_while_serving. Raises ConfigError or RuleError naming the file."""
     path = find_config(config_path)
     settings = with_flags(load_settings(path), **{**flags, "rule_files": tuple(rule_files)})
     rules, config = load_setup(config_path, settings.rule_files)
     unknown = set(settings.for_s) - {r.id for r in rules}
     if unknown:
         raise ConfigError(f"{path}: [daemon.for] names no rule: {', '.join(sorted(unknown))}")
-    options = scan_options(config, settings.level or None, settings.model_dirs, settings.endpoints)
+    options = scan_options(config, settings.level or None, settings.model_dirs, settings.endpoints,
+                           announce=logging.getLogger("llm-doctor.requests").info)
+    options = replace(options, requests=settings.requests,
+                      busy_ok=settings.kernels_while_serving)
     return Loaded(settings, config, rules, options)
 
 

@@ -5,6 +5,7 @@
     interval = "15s"                 # cheap read-only probes and engine pages (1s to 24h)
     kernel_interval = "6h"           # micro-kernels, disk reads; "0s": only on SIGUSR1
     kernels_while_serving = false    # run micro-kernels while an engine is serving
+    requests = false                 # true: warm-up and output sampling send requests to engines
     level = "standard"               # quick: never run micro-kernels
     report_dir = "/var/lib/llm-doctor/reports"
     report_keep = 50                 # newest incident reports kept
@@ -78,6 +79,9 @@ class Settings:
     interval_s: float = 15.0
     kernel_interval_s: float = 6 * 3600.0
     kernels_while_serving: bool = False
+    # Completion requests to engines (engine.warmup, engine.output) at kernel_interval: only
+    # when asked; [scan] requests does not turn them on for the daemon
+    requests: bool = False
     level: str = ""  # "": as [scan] says, else standard (doctor/commands/setup.py)
     report_dir: str = ""
     report_keep: int = 50
@@ -196,7 +200,7 @@ def _checked(at: str, attr: str, value: Any, given: Any = None) -> Any:
             raise ConfigError(f"{at}: must be a list of at most {MAX_URLS} URLs, "
                               "e.g. [\"http://127.0.0.1:9093\"]")
         return tuple(_url(at, v) for v in value)
-    if attr == "kernels_while_serving":
+    if attr in ("kernels_while_serving", "requests"):
         if not isinstance(value, bool):
             raise ConfigError(f"{at} = {_shown(value)}: must be true or false")
         return value

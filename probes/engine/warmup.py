@@ -4,7 +4,10 @@ Source: timed streamed requests to the engine's OpenAI-compatible ``/v1/completi
 (client-side clock, milliseconds), and the engine process's uptime from
 ``/proc/<pid>/stat`` (starttime) and ``/proc/uptime``. Active and bounded: at most
 ``MAX_ROUNDS`` rounds of five requests of varied prompt length (16 to 256 tokens, 16 output
-tokens each), sent one at a time, within ``BUDGET_S`` shared by all endpoints. No
+tokens each), sent one at a time, within ``BUDGET_S`` shared by all endpoints: ``COST``,
+which the plan line states before the first request, and which the record's
+``prompt_tokens_sent``, ``output_tokens_received`` and ``sending_s`` show kept. Not sent to an
+engine serving requests (probes/helpers/engine_requests.py) unless ``--busy-ok``. No
 privilege needed. Manual equivalent: time ``curl -N .../v1/completions -d '{"prompt": ...,
 "stream": true}'`` a few times and compare the first answer with the later ones.
 
@@ -37,9 +40,10 @@ from typing import Callable
 
 from doctor.seam.host import Host, HostReadError
 from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_requests
-from doctor.model import ScanOptions, Skip
+from doctor.model import RequestCost, ScanOptions, Sent, Skip
 from doctor.display import number
 from probes.helpers import engine_names as N
+from probes.helpers.engine_requests import clear_to_send
 from probes.helpers.engine_targets import Target, active_targets
 from probes.helpers.promtext import PageError, parse
 
@@ -50,6 +54,13 @@ MAX_ROUNDS = 3  # the probe's bound; `llm-doctor warmup` goes on until TTFT sett
 BUDGET_S = 40.0
 SETTLED = 0.15  # a round within 15% of the previous one (or 20 ms) has settled
 METRICS_TIMEOUT_S = 3.0
+# Prompt tokens beyond the words a prompt holds (each word one token with its leading space,
+# doctor/workload/prompts.py): the BOS, and a first word without its space in up to three
+# pieces (Gemma splits "toward" in two). Measured on llama-server with gemma3-270m: at most 2.
+PROMPT_MARGIN = 3
+COST = RequestCost(requests=MAX_ROUNDS * len(LENGTHS),
+                   prompt_tokens=MAX_ROUNDS * (sum(LENGTHS) + PROMPT_MARGIN * len(LENGTHS)),
+                   output_tokens=MAX_ROUNDS * len(LENGTHS) * OUTPUT_TOKENS, seconds=BUDGET_S)
 METRICS_MAX_BYTES = 8 << 20
 
 
@@ -75,11 +86,25 @@ class WarmupEndpoint:
     logical_cpus: int | None = None  # of this host, for the contention figures
     first_other_busy_cores: float | None = None  # other work than the engine's, during the first request
     steady_other_busy_cores: float | None = None  # the same, median over the last round's requests
+    # What was sent (None: a recording made before llm-doctor counted it): prompt tokens as
+    # the engine said (usage.prompt_tokens), else the words sent; output tokens received
+    prompt_tokens_sent: int | None = None
+    output_tokens_received: int | None = None
+    sending_s: float | None = None  # from the first request sent to the last answer's end
 
 
 @dataclass(frozen=True, slots=True)
 class WarmupRecord:
     endpoints: tuple[WarmupEndpoint, ...]
+    not_sent: tuple[str, ...] = ()  # "URL: why" for each engine not sent to (serving requests)
+
+    def sent(self) -> tuple[Sent, ...]:
+        """What each engine was sent (none said for a recording that did not count it)."""
+        return tuple(Sent("engine.warmup", e.base_url, e.requests, e.prompt_tokens_sent,
+                          e.output_tokens_received, e.sending_s)
+                     for e in self.endpoints
+                     if e.prompt_tokens_sent is not None and e.output_tokens_received is not None
+                     and e.sending_s is not None)
 
 
 def _ms(value_s: float | None) -> float | None:
@@ -183,8 +208,14 @@ def measure(endpoint: Endpoint, max_rounds: int, budget_s: float,
     return rounds
 
 
+def prompt_tokens(rounds: list[list[RequestResult]]) -> int:
+    """The prompt tokens the rounds sent: the engine's count, else the prompt's words."""
+    return sum(r.prompt_tokens if r.prompt_tokens is not None else length
+               for rnd in rounds for r, length in zip(rnd, LENGTHS))
+
+
 def summarise(base_url: str, pid: int | None, uptime_s: float | None,
-              rounds: list[list[RequestResult]]) -> WarmupEndpoint:
+              rounds: list[list[RequestResult]], sending_s: float | None = None) -> WarmupEndpoint:
     flat = [r for rnd in rounds for r in rnd]
     errors = [r for r in flat if not r.ok]
     first, last = rounds[0][0], rounds[-1][0]
@@ -199,7 +230,10 @@ def summarise(base_url: str, pid: int | None, uptime_s: float | None,
         first_round_ttft_ms=_ms(_median([r.ttft_s for r in rounds[0] if r.ttft_s is not None])),
         last_round_ttft_ms=_ms(_median([r.ttft_s for r in rounds[-1] if r.ttft_s is not None])),
         first_itl_ms=_ms(_median(list(first.itl_s))), steady_itl_ms=_ms(_median(steady_gaps)),
-        settled=len(rounds) > 1 and settled(rounds[-2], rounds[-1]))
+        settled=len(rounds) > 1 and settled(rounds[-2], rounds[-1]),
+        prompt_tokens_sent=prompt_tokens(rounds),
+        output_tokens_received=sum(r.output_tokens for r in flat),
+        sending_s=None if sending_s is None else round(sending_s, 3))
 
 
 def uptime_of(host: Host, pid: int | None) -> float | None:
@@ -267,8 +301,10 @@ def _measure_one(host: Host, target: Target, budget_s: float = BUDGET_S) -> Warm
         uptime_s = uptime_of(host, target.pid)  # before: the measurement's own start
         generated = generated_tokens(host, target)  # before its own requests
         watch = _other_work(target.pid)
+        started = time.monotonic()
         rounds = measure(target.endpoint(), MAX_ROUNDS, budget_s, watch=watch)
-        result = summarise(target.base_url, target.pid, uptime_s, rounds)
+        result = summarise(target.base_url, target.pid, uptime_s, rounds,
+                           time.monotonic() - started)
         readings = watch.readings if watch else []
         if watch and readings and len(readings) == len(rounds):
             result = replace(result, logical_cpus=watch.logical_cpus,
@@ -282,8 +318,10 @@ def _measure_one(host: Host, target: Target, budget_s: float = BUDGET_S) -> Warm
 
 
 def probe(host: Host, options: ScanOptions) -> WarmupRecord:
-    """First against steady-state latency for every engine endpoint found or named."""
-    found = active_targets(host, options)
+    """First against steady-state latency for every engine endpoint found or named that is
+    not serving requests now (unless ``options.busy_ok``)."""
+    found, not_sent = clear_to_send(host, options, "engine.warmup", COST,
+                                    active_targets(host, options))
     out = []
     for target in found:
         try:
@@ -291,7 +329,7 @@ def probe(host: Host, options: ScanOptions) -> WarmupRecord:
             out.append(_measure_one(host, target, BUDGET_S / len(found)))
         except LoadError as exc:
             raise Skip(str(exc)) from None
-    return WarmupRecord(tuple(out))
+    return WarmupRecord(tuple(out), not_sent)
 
 
 def _ms_text(value: float | None, error: str | None) -> str:
@@ -301,4 +339,5 @@ def _ms_text(value: float | None, error: str | None) -> str:
 def summary(record: WarmupRecord) -> str:
     parts = [f"{e.base_url}: first TTFT {_ms_text(e.first_ttft_ms, e.first_error)}, steady "
              f"{_ms_text(e.steady_ttft_ms, e.first_error)}" for e in record.endpoints]
-    return "; ".join(parts)
+    return "; ".join([*parts, *(sent.text() for sent in record.sent()), *record.not_sent])
+

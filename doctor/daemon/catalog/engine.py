@@ -18,6 +18,16 @@ def _percentiles(prefix: str, name: str, help: str, *points: str):
     return tuple(gauge(f"{prefix}_p{p}_s", name, help, const=(("percentile", p),)) for p in points)
 
 
+def _sent(path: str, prefix: str):
+    """What a probe that sends requests sent each engine (its COST bounds it)."""
+    return (gauge(f"{path}.prompt_tokens_sent", f"{prefix}_prompt_tokens_sent",
+                  "Prompt tokens sent (as the engine counted them)"),
+            gauge(f"{path}.output_tokens_received", f"{prefix}_generated_tokens",
+                  "Output tokens the engine generated for the probe"),
+            gauge(f"{path}.sending_s", f"{prefix}_sending_seconds",
+                  "Seconds from the first request sent to the last answer's end"))
+
+
 # engine.kv_cache repeats figures of engine.metrics and engine.discovery beside its own.
 KV_COPIES = (
     _copy("kv_cache_use", "engine.metrics", "engine_kv_cache_usage_ratio"),
@@ -228,6 +238,9 @@ TABLES = (
                 "Cores busy with other work than the engine's while the requests ran",
                 const=(("request", r),))
           for f, r in (("first", "first"), ("steady", "last_round_median"))),
+        *_sent("endpoints", "engine_warmup"),
+        of("length", "not_sent", "engine_warmup_engines_not_sent",
+           "Engines not sent to: serving requests (the scan says which)"),
     )),
     Table("engine.output", (
         each("endpoints", L.engine(url="base_url")),
@@ -245,5 +258,9 @@ TABLES = (
         unexported("endpoints.samples.prompt", "one of the probe's fixed prompts "
                    "(probes/engine/output.py PROMPTS): its place is the sample label"),
         unexported("endpoints.samples.excerpt", "the answer's text: for people, never a series"),
+        gauge("endpoints.requests", "engine_output_requests", "Requests sent"),
+        *_sent("endpoints", "engine_output"),
+        of("length", "not_sent", "engine_output_engines_not_sent",
+           "Engines not sent to: serving requests (the scan says which)"),
     )),
 )
