@@ -8,6 +8,7 @@ import json
 import threading
 import time
 
+import psutil
 import pytest
 
 from doctor.workload import knee
@@ -34,7 +35,9 @@ def test_warmup_of_a_cold_server(llama_server):  # noqa: F811  (first: the serve
     assert endpoint.errors == 0, endpoint.first_error
     assert endpoint.rounds >= 2 and endpoint.first_ttft_ms > 0 and endpoint.steady_ttft_ms > 0
     assert endpoint.first_itl_ms > 0 and endpoint.steady_itl_ms > 0
-    assert endpoint.pid == llama_server.pid and 0 <= endpoint.uptime_s < 600
+    # the server is the session's: other tests may have run before, so its uptime is its age
+    age = time.time() - psutil.Process(llama_server.pid).create_time()
+    assert endpoint.pid == llama_server.pid and abs(endpoint.uptime_s - age) < 30
 
 
 @pytest.fixture(scope="module")
