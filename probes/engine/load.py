@@ -166,8 +166,6 @@ def _knee_of(document: object, path: str) -> tuple[int | None, str | None, str |
     if not isinstance(document, dict):  # JSON, but not a saved sweep of any schema
         return None, "unreadable", None, path
     measured_at = text(field(document, "measured_at"), 40)
-    if not isinstance(field(document, "knee"), dict):
-        return None, "unreadable", measured_at, path
     if field(document, "schema") != SCHEMA:
         return None, "outdated", measured_at, path
     status = text(field(document, "knee", "status"), 40)
