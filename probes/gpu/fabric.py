@@ -38,7 +38,7 @@ FABRIC_STATES = {0: "not-supported", 1: "not-started", 2: "in-progress", 3: "com
 NVML_SUCCESS = 0
 NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS
 NVLINK_UP = 1  # nvmlEnableState_t NVML_FEATURE_ENABLED
-MANAGER = "nv-fabricmanager"
+MANAGER = "nv-fabricmanager"  # its comm is cut to 15 characters: "nv-fabricmanage"
 SERVICE = "nvidia-fabricmanager"
 INIT_NAMES = ("systemd", "init")
 
@@ -94,7 +94,7 @@ def read_gpu(host: Host, index: int) -> GpuFabric:
 def _manager(host: Host) -> tuple[bool | None, int | None, str | None]:
     table = process_table(host)
     for p in table:
-        if p.comm == MANAGER or p.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1] == MANAGER:
+        if p.comm == MANAGER[:15] or p.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1] == MANAGER:
             return True, p.pid, None
     init = next((p.comm for p in table if p.pid == 1), None)
     if init not in INIT_NAMES:

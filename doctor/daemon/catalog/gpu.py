@@ -133,6 +133,8 @@ TABLES = (
               "GPU memory each process holds (nvmlDeviceGetComputeRunningProcesses)", MIB),
         gauge("processes.is_llm_doctor", "gpu_process_is_llm_doctor",
               "1 for one of this scan's own kernels"),
+        gauge("processes.mps_server", "gpu_process_is_mps_server",
+              "1 for the MPS server, which holds its clients' memory"),
         gauge("engine_count", "gpu_memory_engine_processes",
               "Engine processes on this host, holding GPU memory or not"),
     )),
