@@ -62,7 +62,7 @@ def _processes(r: Reader, index: int, table: dict, own: int) -> list[GpuProcess]
             engine=proc.engine if proc else None,
             used_mib=mib(used) if isinstance(used, int) and not isinstance(used, bool) else None,
             is_llm_doctor=pid == own,
-            mps_server=bool(proc) and proc.cmdline.split(" ", 1)[0].endswith(MPS_SERVER)))
+            mps_server=proc is not None and proc.cmdline.split(" ", 1)[0].endswith(MPS_SERVER)))
     return out
 
 
