@@ -168,11 +168,16 @@ def find_absent(host: Host, gpus: tuple[GpuErrors, ...], unmatched: list[XidEven
     """NVIDIA GPUs on the PCI bus and held by the driver, or logging XID 79 this boot, that
     NVML does not count."""
     counted = {pci_bdf(g.bus_id) for g in gpus if g.bus_id}
+    unknown = [g.index for g in gpus if not g.bus_id]
+    pci = nvidia_pci(host)
+    pci_gpus = None if pci.reason else len(pci.gpus)
+    if unknown:  # an unclaimed bus may be one of these: which is absent cannot be told
+        return (), pci_gpus, (f"GPU {','.join(map(str, unknown))} in NVML's count give no "
+                              "bus id, so no GPU on the bus can be called absent")
     logged: dict[str, list[int]] = {}
     for e in unmatched:
         if (bdf := _logged_bdf(e)) and bdf not in counted:
             logged.setdefault(bdf, []).append(e.code)
-    pci = nvidia_pci(host)
     held, held_reason = driver_gpus(host)
     absent = []
     if pci.reason is None and held is not None:
@@ -184,8 +189,7 @@ def find_absent(host: Host, gpus: tuple[GpuErrors, ...], unmatched: list[XidEven
         absent += [AbsentGpu(bdf, None, "kernel log (XID 79)", tuple(sorted(set(codes))))
                    for bdf, codes in sorted(logged.items())
                    if XID_OFF_THE_BUS in codes and bdf not in seen]
-    reason = pci.reason or held_reason
-    return tuple(absent), None if pci.reason else len(pci.gpus), reason
+    return tuple(absent), pci_gpus, pci.reason or held_reason
 
 
 def watch_events(host: Host, options: ScanOptions,
