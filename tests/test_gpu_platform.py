@@ -221,3 +221,29 @@ def test_the_mps_server_is_found_holding_the_gpu():
     assert probes["gpu.sharing"].gpus[0].mps_server
     assert probes["gpu.sharing"].gpus[0].compute_mode == "exclusive-process"
     assert [p.mps_server for p in probes["gpu.memory"].processes] == [True]
+
+
+HOSTILE_TARGETS = ["../../../../../../../etc", "/sys/devices/../../etc/x", "", "..",
+                   "../../../devices/pci0000:17/0000:17:01.0/missing", "a" * 5000]
+HOSTILE_VALUES = ["", "0x", "0x10de0x10de", "-0x10de", "0x" + "f" * 400, "\x00", "10de\n"]
+
+
+@pytest.mark.parametrize("case", range(len(HOSTILE_TARGETS) + len(HOSTILE_VALUES)))
+def test_a_hostile_pci_listing_never_sinks_the_gpu_probes(tmp_path, case):
+    root = copy_of(tmp_path, DGX)
+    if case < len(HOSTILE_TARGETS):
+        target = HOSTILE_TARGETS[case]
+        edit_manifest(root, lambda m: m["links"]["/sys/bus/pci/devices"].update(
+            {"0000:05:00.0": target, "../../etc": target, "0000:18:00.0": target}))
+    else:
+        value = HOSTILE_VALUES[case - len(HOSTILE_TARGETS)]
+        for name in ("vendor", "class"):
+            for path in (root / "fs/sys/devices").rglob(name):
+                path.write_text(value)
+                break
+        (root / "fs/proc/driver/nvidia/gpus/not-a-bus-id").mkdir()
+        (root / "fs/proc/driver/nvidia/gpus/not-a-bus-id/information").write_text("x")
+    found, probes, _ = scan_of(root)
+    assert probes["gpu.errors"].status == "ok" and probes["gpu.fabric"].status == "ok"
+    # a GPU that only a broken sysfs entry hides is not called absent; nothing fires
+    assert found == []

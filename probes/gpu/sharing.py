@@ -69,6 +69,13 @@ def _program(cmdline: str) -> str:
     return cmdline.split(" ", 1)[0].rsplit("/", 1)[-1]
 
 
+def _instance(entry: dict) -> int | None:
+    """The MIG GPU instance a process entry sits in, or None (no MIG, or not said)."""
+    gi = entry.get("gpuInstanceId")
+    ok = isinstance(gi, int) and not isinstance(gi, bool) and gi != NO_INSTANCE
+    return gi if ok else None
+
+
 def _flag(value: int | None) -> bool | None:
     return None if value is None else bool(value)
 
@@ -96,7 +103,7 @@ def probe(host: Host, options: ScanOptions) -> SharingRecord:
             mig_pending=_flag(r.item("mig_pending", mig, "pending")),
             compute_mode=None if mode is None else COMPUTE_MODES.get(mode, f"mode {mode}"),
             engine_pids=on_engine,
-            on_mig_instance=any(e.get("gpuInstanceId") not in (None, NO_INSTANCE) for e in entries),
+            on_mig_instance=any(_instance(e) is not None for e in entries),
             mps_server=bool(pids & mps_servers), missing=r.missing))
     shares = tuple(EngineShare(p.pid, p.engine or "?", tensor_parallel(p.cmdline) or 1,
                                tuple(g.index for g in gpus if p.pid in g.engine_pids))
