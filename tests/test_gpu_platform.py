@@ -247,3 +247,24 @@ def test_a_hostile_pci_listing_never_sinks_the_gpu_probes(tmp_path, case):
     assert probes["gpu.errors"].status == "ok" and probes["gpu.fabric"].status == "ok"
     # a GPU that only a broken sysfs entry hides is not called absent; nothing fires
     assert found == []
+
+
+def test_a_lost_gpu_beside_one_that_hides_its_bus_gets_no_guessed_bus(tmp_path):
+    """GPU 5 is lost and GPU 2's PCI info is refused; XID 79 names bus 3A, GPU 2's: the one
+    logged bus may be either GPU's, so neither is given it."""
+    root = copy_of(tmp_path, DGX)
+    edit_nvml(root, lambda e: {"call": e["call"], "args": e["args"], "error": "device-lost"}
+              if e["args"][:1] == [5] and e["call"] != "nvmlDeviceGetCount" else
+              ({"call": e["call"], "args": e["args"], "error": "no-permission"}
+               if (e["call"], e["args"]) == ("nvmlDeviceGetPciInfo", [2]) else e))
+    (root / "commands").mkdir(exist_ok=True)
+    (root / "commands/90-dmesg.out").write_text(
+        "[86318.119042] NVRM: Xid (PCI:0000:3a:00): 79, pid='<unknown>', name=<unknown>, "
+        "GPU has fallen off the bus.\n")
+    edit_manifest(root, lambda m: m.setdefault("commands", []).append(
+        {"argv": ["dmesg"], "rc": 0, "stdout_file": "commands/90-dmesg.out", "stderr": ""}))
+    found, probes, _ = scan_of(root)
+    errors = probes["gpu.errors"].record
+    assert errors.gpus[5].lost and errors.gpus[5].bus_id is None
+    assert errors.gpus[5].bus_id_inferred is None and errors.gpus[5].xids == ()
+    assert [(r, s) for r, s, _ in found] == [("gpu-hardware-errors", "critical")]

@@ -146,8 +146,9 @@ def infer_buses(host: Host, buses: list[str | None], reasons: list[str | None],
     """Bus ids for the GPUs NVML answers GPU_IS_LOST for: possible when exactly one is lost
     and exactly one NVIDIA GPU on the PCI bus, or one bus in this boot's XID 79 lines, is
     claimed by no GPU that answers."""
-    lost = [i for i, (b, why) in enumerate(zip(buses, reasons)) if b is None and why == LOST]
-    if len(lost) != 1:
+    unknown = [i for i, b in enumerate(buses) if b is None]
+    lost = [i for i in unknown if reasons[i] == LOST]
+    if len(lost) != 1 or len(unknown) != 1:  # another GPU without a bus could own the free one
         return {}
     claimed = {pci_bdf(b) for b in buses if b}
     pci = nvidia_pci(host)
