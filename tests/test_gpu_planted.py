@@ -84,12 +84,25 @@ def test_nvlink_down_makes_cross_socket_pairs_a_shared_path(tmp_path):
     assert report.findings[0].evidence["pairs"].count("SYS") == 16
 
 
-@pytest.mark.parametrize("reason", ["not-supported", "no-permission", "device-lost", "failed"])
+STOPPED = ("nvmlDeviceGetTemperature", "nvmlDeviceGetCurrentClocksEventReasons",
+           "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetCurrPcieLinkWidth",
+           "nvmlDeviceGetRemappedRows")
+
+
+@pytest.mark.parametrize("reason", ["not-supported", "no-permission", "failed"])
 def test_a_gpu_that_stops_answering_raises_no_false_finding(tmp_path, reason):
-    calls = ("nvmlDeviceGetTemperature", "nvmlDeviceGetCurrentClocksEventReasons",
-             "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetCurrPcieLinkWidth",
-             "nvmlDeviceGetRemappedRows")
-    edits = {(c, (4, 0) if c == "nvmlDeviceGetTemperature" else (4,)): f"error:{reason}" for c in calls}
+    edits = {(c, (4, 0) if c == "nvmlDeviceGetTemperature" else (4,)): f"error:{reason}" for c in STOPPED}
     found, report = planted(tmp_path, edits)
     assert found == []
+    assert all(p.status in ("ok", "skipped") for p in report.probes)
+
+
+def test_a_gpu_answering_gpu_is_lost_is_a_critical_hardware_error(tmp_path):
+    """NVML_ERROR_GPU_IS_LOST says the GPU fell off the bus: not a value it lacks."""
+    edits = {(c, (4, 0) if c == "nvmlDeviceGetTemperature" else (4,)): "error:device-lost"
+             for c in STOPPED}
+    found, report = planted(tmp_path, edits)
+    assert found == [("gpu-hardware-errors", "critical")]
+    assert report.findings[0].evidence["gpu"] == 4
+    assert report.findings[0].evidence["lost"] is True
     assert all(p.status in ("ok", "skipped") for p in report.probes)

@@ -56,6 +56,16 @@ RENAMED: dict[str, tuple[str, ...]] = {
     "nvmlDeviceGetCurrentClocksEventReasons": ("nvmlDeviceGetCurrentClocksThrottleReasons",),
     "nvmlDeviceGetCurrentClocksThrottleReasons": ("nvmlDeviceGetCurrentClocksEventReasons",),
     "nvmlDeviceGetSupportedClocksEventReasons": ("nvmlDeviceGetSupportedClocksThrottleReasons",),
+    # R550 added the versioned call (with healthMask); R525-R535 have the first one only
+    "nvmlDeviceGetGpuFabricInfoV": ("nvmlDeviceGetGpuFabricInfo",),
+}
+
+# Calls that fill a structure the caller hands them: the binding's ctypes class for it and,
+# for versioned structures, the binding's name of the version word to set first
+# (nvml.h: nvmlGpuFabricInfo_v2 = NVML_STRUCT_VERSION(GpuFabricInfo, 2)).
+OUT_STRUCTS: dict[str, tuple[str, str | None]] = {
+    "nvmlDeviceGetGpuFabricInfo": ("c_nvmlGpuFabricInfo_t", None),
+    "nvmlDeviceGetGpuFabricInfoV": ("c_nvmlGpuFabricInfoV_t", "nvmlGpuFabricInfo_v2"),
 }
 
 # Calls that take two devices (both arguments are indexes).
@@ -155,6 +165,16 @@ def _call(pynvml: Any, name: str, args: tuple) -> Any:
         devices = 2 if name in _PAIR_CALLS else 1
         handles = [_handle(pynvml, a) for a in args[:devices]]
         args = (*handles, *args[devices:])
+    if name in OUT_STRUCTS:
+        struct_name, version = OUT_STRUCTS[name]
+        struct_type = getattr(pynvml, struct_name, None)
+        if struct_type is None:
+            raise AttributeError(struct_name)  # bindings older than the call
+        out = struct_type()
+        if version is not None:
+            out.version = getattr(pynvml, version)
+        fn(*args, ctypes.byref(out))
+        return out
     return fn(*args)
 
 

@@ -14,10 +14,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
-from probes.helpers.gpu_common import Reader, gpu_count, mib
-
-# nvmlComputeMode_t (nvml.h)
-COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
+from probes.helpers.gpu_common import COMPUTE_MODES, Reader, gpu_count, mib
 
 
 @dataclass(frozen=True, slots=True)

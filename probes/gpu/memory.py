@@ -17,6 +17,8 @@ from doctor.model import ScanOptions
 from probes.helpers.gpu_common import Reader, gpu_count, mib
 from probes.helpers.processes import process_table
 
+MPS_SERVER = "nvidia-cuda-mps-server"
+
 
 @dataclass(frozen=True, slots=True)
 class GpuProcess:
@@ -26,6 +28,9 @@ class GpuProcess:
     engine: str | None  # vllm, sglang, … when the process is a serving engine
     used_mib: int | None  # None when the driver does not say (WDDM, MIG without privileges)
     is_llm_doctor: bool  # one of this scan's own kernels
+    # the MPS server (nvidia-cuda-mps-server): it holds the memory of its clients, engines
+    # included, so what it holds is not another process's (gpu.sharing judges MPS itself)
+    mps_server: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,8 @@ def _processes(r: Reader, index: int, table: dict, own: int) -> list[GpuProcess]
             gpu=index, pid=pid, name=proc.comm if proc else "not visible",
             engine=proc.engine if proc else None,
             used_mib=mib(used) if isinstance(used, int) and not isinstance(used, bool) else None,
-            is_llm_doctor=pid == own))
+            is_llm_doctor=pid == own,
+            mps_server=proc is not None and proc.cmdline.split(" ", 1)[0].endswith(MPS_SERVER)))
     return out
 
 
@@ -77,7 +83,7 @@ def probe(host: Host, options: ScanOptions) -> GpuMemoryRecord:
             free_mib=mib(r.item("free_mib", info, "free")),
             used_by_engines_mib=sum(p.used_mib or 0 for p in procs if p.engine),
             used_by_others_mib=sum(p.used_mib or 0 for p in procs
-                                   if not p.engine and not p.is_llm_doctor),
+                                   if not p.engine and not p.is_llm_doctor and not p.mps_server),
             missing=r.missing))
     return GpuMemoryRecord(gpus=tuple(gpus), processes=tuple(processes),
                            engine_count=sum(1 for p in table.values() if p.engine))

@@ -143,7 +143,7 @@ def _parent(host: Host, pid: int) -> int | None:
     return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
 
 
-def _lineage(host: Host, pid: int, depth: int = 8) -> set[int]:
+def lineage(host: Host, pid: int, depth: int = 8) -> set[int]:
     """pid and its ancestors, nearest first, up to ``depth`` generations."""
     seen = {pid}
     for _ in range(depth):
@@ -173,7 +173,7 @@ def talk_groups(host: Host, count: int) -> tuple[tuple[tuple[int, ...], ...], st
             return (), "engines run without tensor parallelism: no pair must talk"
         return (tuple(range(count)),), "no engine found: all pairs"
     holders = gpu_pids(host, count)
-    lineages = {pid: _lineage(host, pid) for pids in holders.values() for pid in pids}
+    lineages = {pid: lineage(host, pid) for pids in holders.values() for pid in pids}
     groups, sources = [], []
     for proc, tp in tp_engines:
         placed = tuple(i for i, pids in holders.items()

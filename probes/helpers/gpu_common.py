@@ -9,10 +9,16 @@ the record's ``missing`` mapping under the field's name; it never sinks the prob
 
 from __future__ import annotations
 
+import posixpath
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from doctor.seam.host import Host, HostReadError
 from doctor.model import Skip
+
+# nvmlComputeMode_t (nvml.h); EXCLUSIVE_THREAD (1) is deprecated since CUDA 8
+COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
 
 NO_DRIVER = ("NVIDIA driver not loaded: libnvidia-ml.so.1 not found; install the driver or "
              "run where the GPU is")
@@ -117,3 +123,87 @@ def mib(value: int | None) -> int | None:
 
 def watts(milliwatts: int | None) -> float | None:
     return None if milliwatts is None else round(milliwatts / 1000, 1)
+
+
+# --- NVIDIA functions on the PCI bus, as the kernel sees them (not NVML) ---------------------
+
+PCI_DEVICES = "/sys/bus/pci/devices"  # one link per function, to its /sys/devices/pci… dir
+DRIVER_GPUS = "/proc/driver/nvidia/gpus"  # one directory per GPU the nvidia module holds
+NVIDIA_VENDOR = 0x10DE
+GPU_CLASSES = (0x0300, 0x0302)  # PCI class/subclass: VGA controller, 3D controller
+NVSWITCH_CLASS = 0x0680  # bridge, other: how NVSwitches (and only they, from NVIDIA) show
+MAX_PCI_FUNCTIONS = 4096  # a bound on what one scan reads; a host has a few hundred
+_BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+
+
+@dataclass(frozen=True, slots=True)
+class PciFunction:
+    bdf: str  # "0000:18:00.0", as sysfs names it
+    class_code: int  # /sys/bus/pci/devices/<bdf>/class: 0x030200
+    device_id: int  # …/device: 0x2330 (H100 SXM), 0x22a3 (NVSwitch)
+
+
+@dataclass(frozen=True, slots=True)
+class NvidiaPci:
+    gpus: tuple[PciFunction, ...]
+    switches: tuple[PciFunction, ...]
+    reason: str | None  # why the bus was not read (None: read)
+
+
+def pci_bdf(bus_id: str | None) -> str | None:
+    """NVML's "00000000:18:00.0" (or sysfs's "0000:18:00.0") as sysfs names it; None if
+    it is neither."""
+    m = _BDF.match((bus_id or "").strip().lower())
+    if not m:
+        return None
+    return f"{int(m.group(1), 16):04x}:{m.group(2)}:{m.group(3)}.{m.group(4)}"
+
+
+def _hex(host: Host, path: str) -> int | None:
+    try:
+        return int(host.read_text(path).strip(), 16)
+    except (HostReadError, ValueError):
+        return None
+
+
+def _read_pci(host: Host) -> NvidiaPci:
+    try:
+        links = host.list_links(PCI_DEVICES)
+    except HostReadError as exc:
+        return NvidiaPci((), (), f"{PCI_DEVICES}: {reason_of(exc)}")
+    gpus, switches = [], []
+    for name, target in sorted(links.items())[:MAX_PCI_FUNCTIONS]:
+        bdf = pci_bdf(name)
+        # The function's own directory: read there, not through the link, so a capture
+        # keeps the link and the files it points at as sysfs has them.
+        where = posixpath.normpath(posixpath.join(PCI_DEVICES, target))
+        if bdf is None or not where.startswith("/sys/devices/"):
+            continue
+        if _hex(host, f"{where}/vendor") != NVIDIA_VENDOR:
+            continue
+        code = _hex(host, f"{where}/class")
+        device = _hex(host, f"{where}/device")
+        if code is None:
+            continue
+        function = PciFunction(bdf, code, device or 0)
+        if code >> 8 in GPU_CLASSES:
+            gpus.append(function)
+        elif code >> 8 == NVSWITCH_CLASS:
+            switches.append(function)
+    return NvidiaPci(tuple(gpus), tuple(switches), None)
+
+
+def nvidia_pci(host: Host) -> NvidiaPci:
+    """NVIDIA GPUs and NVSwitches on the PCI bus (``/sys/bus/pci/devices/*/{vendor,class,
+    device}``), read once per scan. Manual equivalent: ``lspci -d 10de: -nn``."""
+    return host.memo("nvidia_pci", lambda: _read_pci(host))
+
+
+def driver_gpus(host: Host) -> tuple[frozenset[str] | None, str | None]:
+    """The bus ids of the GPUs the nvidia kernel module holds (``/proc/driver/nvidia/gpus``:
+    in a container, only the GPUs given to it), or None and why not."""
+    try:
+        names = host.list_dirs(DRIVER_GPUS)
+    except HostReadError as exc:
+        return None, f"{DRIVER_GPUS}: {reason_of(exc)}"
+    return frozenset(b for n in names if (b := pci_bdf(n))), None

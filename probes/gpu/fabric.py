@@ -1,0 +1,141 @@
+"""gpu.fabric: the NVSwitch fabric of an HGX/DGX host: each GPU's fabric state, the fabric
+manager, the GPUs' NVLinks.
+
+On a host whose GPUs talk through NVSwitches, a GPU takes no CUDA work until the fabric
+manager has programmed the switches and the GPU has registered with the fabric; until then
+every CUDA call fails with "CUDA error 802: system not yet initialized"
+(cudaErrorSystemNotReady).
+
+Sources:
+* the PCI bus for NVSwitches: ``/sys/bus/pci/devices/*/{vendor,class}`` = 0x10de, 0x0680xx
+  (``lspci -d 10de: -nn`` shows them as "Bridge [0680]");
+* NVML ``nvmlDeviceGetGpuFabricInfoV`` (R550; ``nvmlDeviceGetGpuFabricInfo`` on R525-R535):
+  the GPU's state (nvmlGpuFabricState_t: NOT_SUPPORTED 0, NOT_STARTED 1, IN_PROGRESS 2,
+  COMPLETED 3) and status (the nvmlReturn_t of its registration; 0 is success). A driver
+  without the call gives "not-supported", and the state is then not judged;
+* ``nvmlDeviceGetNvLinkState`` per link (1 = up), up to NVML_NVLINK_MAX_LINKS (18);
+* the process table for ``nv-fabricmanager``; when it is not there,
+  ``systemctl is-active nvidia-fabricmanager`` for the service's state.
+
+A host with no NVSwitch on its PCI bus, and no GPU reporting a fabric state, is skipped.
+The manager is judged only where the process table is the host's (pid 1 is init): a
+container sees none of the host's daemons. No root needed. Manual equivalent:
+``nvidia-smi -q -d FABRIC``, ``systemctl status nvidia-fabricmanager``,
+``nvidia-smi nvlink -s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host, HostReadError
+from probes.helpers.gpu_common import Reader, gpu_count, nvidia_pci
+from probes.helpers.processes import process_table
+
+# nvmlGpuFabricState_t (nvml.h)
+FABRIC_STATES = {0: "not-supported", 1: "not-started", 2: "in-progress", 3: "completed"}
+NVML_SUCCESS = 0
+NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS
+NVLINK_UP = 1  # nvmlEnableState_t NVML_FEATURE_ENABLED
+MANAGER = "nv-fabricmanager"  # its comm is cut to 15 characters: "nv-fabricmanage"
+SERVICE = "nvidia-fabricmanager"
+INIT_NAMES = ("systemd", "init")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFabric:
+    index: int
+    state: str | None  # not-supported | not-started | in-progress | completed
+    status: int | None  # nvmlReturn_t of the GPU's fabric registration: 0 success
+    clique_id: int | None  # the NVLink domain's clique the GPU joined
+    nvlinks_up: int | None  # nvmlDeviceGetNvLinkState == 1; None: no NVLink answered
+    nvlinks_total: int | None  # links that answered
+    missing: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class FabricRecord:
+    nvswitches: int  # NVSwitches on the PCI bus (0 when only the GPUs' state tells)
+    nvswitch_source: str  # what said this host has a fabric
+    gpus: tuple[GpuFabric, ...]
+    manager_running: bool | None  # nv-fabricmanager in the process table
+    manager_pid: int | None
+    manager_reason: str | None  # why manager_running is None
+    service_state: str | None  # systemctl is-active nvidia-fabricmanager, when not running
+
+
+def _nvlinks(host: Host, index: int) -> tuple[int | None, int | None]:
+    answered = up = 0
+    for link in range(NVLINK_MAX_LINKS):
+        try:
+            state = host.nvml("nvmlDeviceGetNvLinkState", index, link)
+        except HostReadError:
+            break  # no NVLink, or past this GPU's last link
+        answered += 1
+        up += 1 if state == NVLINK_UP else 0
+    return (up, answered) if answered else (None, None)
+
+
+def read_gpu(host: Host, index: int) -> GpuFabric:
+    r = Reader(host)
+    info = r.mapping("state", "nvmlDeviceGetGpuFabricInfoV", index)
+    if r.missing.get("state") == "not-found":  # a driver (or binding) before the call
+        r.missing["state"] = "not-supported"
+    code = r.item("state", info, "state")
+    status = r.item("status", info, "status")
+    up, total = _nvlinks(host, index)
+    return GpuFabric(index=index,
+                     state=None if code is None else FABRIC_STATES.get(code, f"state {code}"),
+                     status=status, clique_id=r.item("clique_id", info, "cliqueId"),
+                     nvlinks_up=up, nvlinks_total=total, missing=r.missing)
+
+
+def _manager(host: Host) -> tuple[bool | None, int | None, str | None]:
+    table = process_table(host)
+    for p in table:
+        if p.comm == MANAGER[:15] or p.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1] == MANAGER:
+            return True, p.pid, None
+    init = next((p.comm for p in table if p.pid == 1), None)
+    if init not in INIT_NAMES:
+        return None, None, (f"pid 1 is {init or 'not visible'}, not init: another pid "
+                            "namespace (a container) does not show the host's daemons")
+    return False, None, None
+
+
+def _service(host: Host) -> str | None:
+    try:
+        out = host.run(["systemctl", "is-active", SERVICE], timeout_s=5.0)
+    except HostReadError:
+        return None
+    state = out.stdout.strip().splitlines()[0][:40] if out.stdout.strip() else ""
+    return state or None
+
+
+def probe(host: Host, options: ScanOptions) -> FabricRecord:
+    count = gpu_count(host)
+    pci = nvidia_pci(host)
+    gpus = tuple(read_gpu(host, i) for i in range(count))
+    on_fabric = [g.index for g in gpus if g.state in ("not-started", "in-progress", "completed")]
+    if pci.switches:
+        ids = sorted({f"10de:{f.device_id:04x}" for f in pci.switches})
+        source = f"/sys/bus/pci/devices: {len(pci.switches)} NVSwitch ({', '.join(ids)})"
+    elif on_fabric:
+        source = (f"NVML: GPU {','.join(map(str, on_fabric))} report a fabric state"
+                  + (f" ({pci.reason})" if pci.reason else ""))
+    elif pci.reason:
+        raise Skip(f"no GPU reports an NVSwitch fabric, and the PCI bus was not read ({pci.reason})")
+    else:
+        raise Skip("no NVSwitch on the PCI bus (`lspci -d 10de:` lists no bridge of class 0680) "
+                   "and no GPU reports a fabric state")
+    running, pid, reason = _manager(host)
+    return FabricRecord(nvswitches=len(pci.switches), nvswitch_source=source, gpus=gpus,
+                        manager_running=running, manager_pid=pid, manager_reason=reason,
+                        service_state=_service(host) if running is False else None)
+
+
+def summary(record: FabricRecord) -> str:
+    states = sorted({g.state or "?" for g in record.gpus})
+    manager = {True: f"{MANAGER} pid {record.manager_pid}", False: f"{MANAGER} not running",
+               None: f"{MANAGER} not judged"}[record.manager_running]
+    return f"{record.nvswitches} NVSwitch; fabric {'/'.join(states)}; {manager}"
