@@ -57,6 +57,7 @@ class PathCeiling:
 
 @dataclass(frozen=True, slots=True)
 class GroupCollective:
+    group: str  # "0,1,2,3": the GPUs, as a label and as the rule's key
     gpus: tuple[int, ...]  # NVML indexes, one process each
     n: int
     backend: str | None  # nccl | gloo (the CPU, in tests)
@@ -210,7 +211,7 @@ def group_record(gpus: tuple[int, ...], data: dict, ceiling: PathCeiling,
     if data.get("transport") is None and backend == "gloo":
         missing["transport"] = "gloo on the CPU: no NCCL transport"
     return GroupCollective(
-        gpus=gpus, n=_integer(data, "n") or len(gpus), backend=backend,
+        group=",".join(map(str, gpus)) or "cpu", gpus=gpus, n=_integer(data, "n") or len(gpus), backend=backend,
         size_bytes=_integer(data, "bytes"), iterations=_integer(data, "iterations"),
         seconds=_number(data, "seconds"), algbw_gbps=_number(data, "algbw_gbps"),
         busbw_gbps=busbw, transport=_text(data, "transport"), transports=transports,
