@@ -3,6 +3,7 @@ bus bandwidth, its arguments, and a launcher whose workers die with it."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -131,3 +132,15 @@ def test_without_torch_the_kernel_says_skip():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0
     assert '"skip": "torch is not installed for ' + python in out.stdout
+
+
+def test_torch_without_cuda_makes_a_gpu_run_a_skip():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a GPU here")
+    out = subprocess.run([sys.executable, "-m", "probes.kernels.allreduce", "--devices", "0,1",
+                          "--limit-s", "60"], cwd=REPO, capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert list(result) == ["skip"] and "sees no CUDA device" in result["skip"]

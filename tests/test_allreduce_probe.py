@@ -73,12 +73,12 @@ def test_a_peer_that_never_joins_is_killed_at_the_hard_limit_and_the_step_named(
 
 
 def _two_gpus(model: str, level: str = "PXB", p2p: str = "OK", version: int | None = None,
-              measured: dict | None = None):
+              measured: object = None):
     extra = [] if version is None else [("nvmlDeviceGetNvLinkVersion", [None, 0], version)]
     machine = {"gpus": [gpu(model, extra=extra), gpu(model, extra=extra)],
                "topo": {(0, 1): level}, "p2p": {(0, 1): p2p}}
     return gpu_host(nvml_entries(machine),
-                    measurements={"gpu.collective.0-1": measured} if measured else None)
+                    measurements=None if measured is None else {"gpu.collective.0-1": measured})
 
 
 HEALTHY_H100 = {"backend": "nccl", "n": 2, "bytes": 256 << 20, "outcome": "ok",
@@ -141,3 +141,24 @@ def test_without_torch_the_probe_is_skipped_with_that_reason():
     host = _two_gpus("a100-pcie-80gb", measured={"skip": "torch is not installed for /usr/bin/python3"})
     with pytest.raises(Skip, match="torch is not installed"):
         collective.probe(host, FULL)
+
+
+@pytest.mark.parametrize("measured", [
+    {"outcome": "done"}, {"outcome": "ok", "busbw_gbps": float("nan")},
+    {"outcome": "ok", "busbw_gbps": "fast", "transports": {"SHM": "x"}, "steps_s": [1]},
+    {"outcome": "ok", "busbw_gbps": 10 ** 400, "n": True, "failure": 7},
+    {"outcome": "ok", "busbw_gbps": float("inf"), "transports": {"SHM": float("nan")}},
+], ids=["unknown-outcome", "nan", "wrong-types", "huge", "inf"])
+def test_a_kernel_result_of_any_shape_gives_a_record(measured):
+    """What the live kernel printed (json.loads takes NaN and 1e999), or a recording holds."""
+    ceiling = collective.PathCeiling("PXB", 31.5, "test", True)
+    g = collective.group_record((0, 1), measured, ceiling, {})
+    assert g.outcome in ("ok", "failed") and g.n == 2
+    assert g.busbw_gbps is None and g.ratio is None and g.transports == {}
+    assert collective.describe(g)
+
+
+@pytest.mark.parametrize("measured", [[1, 2], "ok", {"outcome": ["ok"]}])
+def test_a_recording_of_another_shape_is_a_failed_group(measured):
+    (g,) = collective.probe(_two_gpus("a100-pcie-80gb", measured=measured), FULL).groups
+    assert g.outcome == "failed" and g.failure and g.busbw_gbps is None

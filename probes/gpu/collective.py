@@ -24,6 +24,7 @@ host memory: P2P is off or blocked (ACS, IOMMU, ``NCCL_P2P_DISABLE``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,8 +92,15 @@ class CollectiveRecord:
 
 
 def _number(data: dict, key: str) -> float | None:
+    """A finite number, else None (a recording may hold anything)."""
     value = data.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past float's range
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _integer(data: dict, key: str) -> int | None:
@@ -106,10 +114,11 @@ def _text(data: dict, key: str) -> str | None:
 
 
 def _counts(value: Any) -> dict[str, float]:
+    """A mapping of names to finite numbers, at most 32 of them."""
     if not isinstance(value, dict):
         return {}
-    return {str(k)[:40]: float(v) for k, v in list(value.items())[:32]
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    out = {str(k)[:40]: _number(value, k) for k in list(value)[:32]}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _nvlink(host: Host, topo: topology.TopologyRecord, gpus: tuple[int, ...],

@@ -49,9 +49,8 @@ CPU_BYTES = 16 << 20
 # What each step covers, in the order a worker goes through them.
 STEPS = {
     "start": "starting Python and importing torch",
-    "rendezvous": "joining the process group (init_process_group over 127.0.0.1)",
-    "warm-up": "the first all-reduces (NCCL sets up its communicator and connects its "
-               "transports here)",
+    "rendezvous": "joining the process group over 127.0.0.1",
+    "warm-up": "the first all-reduces, where NCCL sets up its communicator and transports",
     "timed": "the timed all-reduces",
 }
 HOLD_S = 3600.0  # --hold-rank: that rank sleeps this long before its rendezvous (a test)
@@ -126,7 +125,9 @@ def worker(rank: int, world: int, device: str, port: int, nbytes: int, warmup: i
         on_gpu = device.startswith("cuda")
         if on_gpu:
             if not torch.cuda.is_available():
-                raise RuntimeError("torch sees no CUDA device (a CPU build of torch, or no driver)")
+                _emit(rank, skip=f"torch {torch.__version__} sees no CUDA device (a CPU build of "
+                                 "torch, or no driver): the all-reduce needs torch with CUDA")
+                return 0
             torch.cuda.set_device(device)
         sync = torch.cuda.synchronize if on_gpu else (lambda: None)
         if hold:
@@ -177,11 +178,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # runs in the worker between fork and exec
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def _dying_with(parent: int):
+    """What a worker runs between fork and exec: SIGKILL when ``parent`` (the launcher) dies."""
+    def preexec() -> None:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:  # the launcher died before the prctl took hold
+            os._exit(1)
+    return preexec
 
 
 def _worker_env(workdir: str, rank: int) -> dict[str, str]:
@@ -203,6 +209,7 @@ class _Rank:
         self.step: str | None = None  # None: it printed nothing yet
         self.done: dict | None = None
         self.error: str | None = None
+        self.skip: str | None = None  # the rank cannot run here at all (torch without CUDA)
         self.buffer, self.read = b"", 0
 
     def feed(self, data: bytes) -> None:
@@ -224,6 +231,8 @@ class _Rank:
                 self.done = event["done"]
             if isinstance(event.get("error"), str):
                 self.error = event["error"]
+            if isinstance(event.get("skip"), str):
+                self.skip = event["skip"]
 
     def failure(self) -> str | None:
         """Why this rank failed, once it has exited non-zero or said so."""
@@ -306,7 +315,7 @@ def launch(devices: list[str], nbytes: int, limit_s: float, budget_s: float,
                 stderr = open(os.path.join(workdir, f"stderr.{rank}"), "w+b")
                 proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr,
                                         stdin=subprocess.DEVNULL, env=_worker_env(workdir, rank),
-                                        process_group=0, preexec_fn=_die_with_parent)
+                                        process_group=0, preexec_fn=_dying_with(os.getpid()))
                 ranks.append(_Rank(rank, proc, stderr))
                 assert proc.stdout is not None
                 os.set_blocking(proc.stdout.fileno(), False)
@@ -320,6 +329,8 @@ def launch(devices: list[str], nbytes: int, limit_s: float, budget_s: float,
                     r.proc.stdout.close()
             sel.close()
         transports = _nccl_lines(workdir) if on_gpu else []
+    if outcome == "skip":
+        return {"skip": failure}
     return _result(devices, nbytes, ranks, outcome, failure, transports, limit_s,
                    kill_s if outcome != "ok" else None, time.perf_counter() - started)
 
@@ -328,6 +339,9 @@ def _watch(sel: selectors.BaseSelector, ranks: list[_Rank],
            deadline: float) -> tuple[str, str | None]:
     """Read the workers' events until all are done, one fails, or the deadline passes."""
     while True:
+        skipped = next((r for r in ranks if r.skip), None)
+        if skipped is not None:
+            return "skip", skipped.skip
         failed = next((r for r in ranks if r.failure()), None)
         if failed is not None:
             return "failed", f"rank {failed.rank} failed in {failed.step or 'start'}: {failed.failure()}"
