@@ -1,10 +1,12 @@
 """Run every GPU probe and micro-kernel on this machine's GPUs and print one table:
 what was measured, its ceiling, the ratio, and how long it took.
 
-    .venv/bin/python benchmarks/gpu_probes.py            # level standard
+    .venv/bin/python benchmarks/gpu_probes.py            # level standard, and the all-reduce
     .venv/bin/python benchmarks/gpu_probes.py --full     # adds the sustained matmul load (30 s)
 
-On a host without an NVIDIA GPU it says so and exits 0. Figures, not a test.
+The all-reduce (gpu.collective, level full) runs at either level: it is what this table is
+for. With one GPU it is skipped with that reason. On a host without an NVIDIA GPU it says so
+and exits 0. Figures, not a test.
 """
 
 from __future__ import annotations
@@ -18,9 +20,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from doctor.seam.host import Host  # noqa: E402
 from doctor.seam.live import LiveHost
-from doctor.model import Level, ScanOptions  # noqa: E402
+from doctor.model import Level, ProbeSpec, ScanOptions  # noqa: E402
+from probes.gpu import collective  # noqa: E402
 from probes.registry import PROBES  # noqa: E402
 from doctor.runner import run_probes  # noqa: E402
+
+
+# The registry's entry once it lists gpu.collective; until then the same block.
+ALLREDUCE = next((p for p in PROBES if p.name == "gpu.collective"), None) or ProbeSpec(
+    name="gpu.collective", level=Level.FULL, description="all-reduce bus bandwidth",
+    reads="torch.distributed all-reduce in child processes", timeout_s=450.0,
+    run=collective.probe, summary=collective.summary, exclusive=True)
 
 
 def rows_for(result) -> list[tuple[str, str, str, str]]:
@@ -53,6 +63,14 @@ def rows_for(result) -> list[tuple[str, str, str, str]]:
             out.append((f"GPU{g.index} temp / power" + (" (load)" if g.under_load else ""),
                         f"{g.temp_c} C / {g.power_w} W", f"slowdown {g.slowdown_c} C / {g.power_limit_w} W",
                         ",".join(g.reasons) or "no reasons"))
+    elif result.name == "gpu.collective":
+        for g in r.groups:
+            what = f"all-reduce GPU {','.join(map(str, g.gpus))} ({(g.size_bytes or 0) >> 20} MiB)"
+            if g.outcome != "ok":
+                out.append((what, g.outcome, f"step {g.failed_step}", (g.failure or "")[:60]))
+                continue
+            out.append((what, f"busbw {g.busbw_gbps} GB/s", f"{g.ceiling_gbps} GB/s {g.path}",
+                        f"{g.ratio} via {g.transport}"))
     elif result.name == "gpu.kv_alloc":
         for s in r.scenarios:
             out.append((f"KV paged block {s.block_tokens}", f"waste {s.waste_fraction:.3f}",
@@ -72,9 +90,10 @@ def main() -> int:
     else:
         host = LiveHost()
     level = Level.FULL if args.full else Level.STANDARD
-    gpu = tuple(p for p in PROBES if p.name.startswith("gpu."))
+    gpu = tuple(p for p in PROBES if p.name.startswith("gpu.") and p.name != "gpu.collective")
     t0 = time.perf_counter()
     results = run_probes(gpu, host, ScanOptions(level=level))
+    results += run_probes((ALLREDUCE,), host, ScanOptions(level=Level.FULL))
     if all(r.status == "skipped" for r in results):
         print(f"no NVIDIA GPU here: {results[0].reason}")
         return 0
