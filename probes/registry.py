@@ -20,6 +20,7 @@ from probes.engine import (
 )
 from probes.gpu import (
     bandwidth as gpu_bandwidth,
+    collective as gpu_collective,
     errors as gpu_errors,
     fabric as gpu_fabric,
     inventory as gpu_inventory,
@@ -295,6 +296,17 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=gpu_bandwidth.probe,
         summary=gpu_bandwidth.summary,
         exclusive=True,
+    ),
+    ProbeSpec(
+        name="gpu.collective",
+        level=Level.FULL,
+        description="All-reduce bus bandwidth of each group of GPUs that must talk (NCCL, 256 MiB, one process per GPU) against its NVLink or PCIe ceiling, and the transport NCCL chose",
+        reads="gpu.topology; NVML nvmlDeviceGetNvLinkVersion, PCIe max generation/width, the upstream port's max_link_speed/width; torch.distributed all-reduce in child processes (killed at 90 s a group)",
+        timeout_s=450.0,  # up to 4 groups x (90 s hard limit + 20 s margin)
+        run=gpu_collective.probe,
+        summary=gpu_collective.summary,
+        exclusive=True,
+        needs=("gpu.topology",),
     ),
 )
 

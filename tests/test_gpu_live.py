@@ -32,7 +32,7 @@ def _has_driver() -> bool:
 
 @pytest.mark.skipif(_has_driver(), reason="this machine has an NVIDIA driver")
 def test_live_gpu_probes_are_skipped_saying_what_is_missing():
-    results = run_probes(GPU_PROBES, LiveHost(), ScanOptions(level=Level.STANDARD))
+    results = run_probes(GPU_PROBES, LiveHost(), ScanOptions(level=Level.FULL))
     assert len(results) == len(GPU_PROBES) >= 6
     for result in results:
         assert result.status == "skipped", (result.name, result.reason)
