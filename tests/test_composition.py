@@ -29,7 +29,9 @@ def test_the_daemon_and_a_scan_given_the_same_flags_have_the_same_options(tmp_pa
     path = _config(tmp_path, "")
     flags = {"level": "quick", "model_dirs": (str(models),), "endpoints": ("http://127.0.0.1:8000",)}
     _, config = load_setup(path)
-    scanned = scan_options(config, "quick", (str(models),), ("http://127.0.0.1:8000",))
+    # but for requests to engines: the daemon sends none unless [daemon] requests = true
+    scanned = scan_options(config, "quick", (str(models),), ("http://127.0.0.1:8000",),
+                           no_requests=True)
     daemon = load_daemon(path, (), flags).options
     assert daemon == scanned
     assert daemon.endpoints == ("http://127.0.0.1:8000",) and daemon.level == Level.QUICK
