@@ -54,8 +54,10 @@ def _neighbour_hogs(load: dict) -> list[str]:
 
 
 @pytest.mark.timeout(180)
-def test_ten_processes_at_a_fifth_of_a_core_are_found_as_contention(llama_server, cli):  # noqa: F811
-    hogs = _hogs(f"ldten{os.getpid() % 1000}-", 10, 0.2, 60)
+def test_ten_processes_under_half_a_core_each_are_found_as_contention(llama_server, cli):  # noqa: F811
+    # ten asking a quarter core each: 2.5 cores asked of 2 CPUs, each under half a core (a
+    # 20 ms duty cycle at 0.2 was measured at 0.12-0.16 a process here: too little to starve)
+    hogs = _hogs(f"ldten{os.getpid() % 1000}-", 10, 0.25, 60)
     seen: list[dict] = []
     try:
         time.sleep(1.0)
@@ -71,7 +73,7 @@ def test_ten_processes_at_a_fifth_of_a_core_are_found_as_contention(llama_server
         # a neighbour's test suite at half a core or more takes most of the other work: the
         # finding is then cpu-contention naming it, as designed, and spread is not the case
         pytest.skip(f"neighbours took most of the other CPU work: {_neighbour_hogs(load)}")
-    assert seen, load
+    assert seen, json.dumps({k: v for k, v in (load.get("data") or {}).items() if k in ("top", "engines", "busy_cores", "other_busy_cores")})[:6000]
     (finding,) = seen
     assert finding["cause"] == "cpu-contention" and finding["key"] == "llama.cpp llama-server"
     assert finding["evidence"]["other_processes"] >= 10
