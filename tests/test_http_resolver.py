@@ -34,13 +34,13 @@ CHILD = textwrap.dedent("""
 
 
 def _namespaces_work() -> bool:
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        return False
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        return False  # ip: Debian's iproute2, which .ci/run installs
     probe = subprocess.run(["unshare", "-mn", "true"], capture_output=True, timeout=10)
     return probe.returncode == 0
 
 
-@pytest.mark.skipif(not _namespaces_work(), reason="needs root and unshare -mn")
+@pytest.mark.skipif(not _namespaces_work(), reason="needs root, unshare -mn and ip (iproute2)")
 @pytest.mark.timeout(60)
 def test_a_resolver_that_never_answers_is_cut_at_the_deadline(tmp_path):
     resolv = tmp_path / "resolv.conf"
