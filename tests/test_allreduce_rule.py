@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from doctor._toml import tomllib
-from doctor.model import Level, ProbeResult, ProbeSpec, ScanOptions
+from doctor.model import Level, ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
 from doctor.rules.loader import element_type, load_file, optional_inner
 from probes.gpu import collective as gpu_collective
@@ -24,18 +24,8 @@ from tests.test_allreduce_probe import HEALTHY_H100, _two_gpus
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "rule_cases" / "gpu-allreduce-bandwidth-low.toml"
-SPEC = by_name().get("gpu.collective") or ProbeSpec(
-    name="gpu.collective",
-    level=Level.FULL,
-    description="All-reduce bus bandwidth of each group of GPUs that must talk (NCCL, 256 MiB, one process per GPU) against its NVLink or PCIe ceiling, and the transport NCCL chose",
-    reads="gpu.topology; NVML nvmlDeviceGetNvLinkVersion, PCIe max generation/width, the upstream port's max_link_speed/width; torch.distributed all-reduce in child processes (killed at 90 s a group)",
-    timeout_s=450.0,  # up to 4 groups x (90 s hard limit + 20 s margin)
-    run=gpu_collective.probe,
-    summary=gpu_collective.summary,
-    exclusive=True,
-    needs=("gpu.topology",),
-)
-PROBES = {**by_name(), SPEC.name: SPEC}
+PROBES = by_name()
+SPEC = PROBES["gpu.collective"]
 (RULE,) = load_file(REPO / "checks" / "gpu_collective.toml", PROBES)
 
 
