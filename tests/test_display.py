@@ -158,3 +158,11 @@ def test_a_value_of_a_hand_written_recording_that_cannot_print_says_so():
     assert display.text(float("nan")) == "not a number" and display.text(True) == "yes"
     title = render(parse("{a:.2f} {b}", ["a", "b"]), {"a": 10**400, "b": nested})
     assert title.startswith("1000") and "(unprintable list:" in title
+
+
+def test_a_count_sent_as_a_float_reads_as_a_whole_number_in_a_title():
+    """A gauge's queue length arrives as 7.0: "7 waiting", not "7.0 waiting"; a spec and a
+    real fraction are kept as they are."""
+    template = parse("{n} waiting, {share} used, {pct:.1f}%", {"n", "share", "pct"})
+    assert render(template, {"n": 7.0, "share": 0.25, "pct": 12.0}) == "7 waiting, 0.25 used, 12.0%"
+    assert render(template, {"n": 1e300, "share": -0.0, "pct": 1.0}).startswith("1e+300 waiting")

@@ -182,6 +182,9 @@ def _part(part: str | tuple[str, str], fields: dict[str, Any], reasons: dict[str
     if value is None:
         shown = display.why((reasons or {}).get(name))
     else:
+        if (not spec and isinstance(value, float) and value.is_integer()
+                and abs(value) < 2 ** 53):
+            value = int(value)  # a count sent as a float (a gauge's 7.0) reads "7 waiting"
         try:
             shown = (display.number(value, spec) if isinstance(value, (int, float))
                      else format(value, spec))
