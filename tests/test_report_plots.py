@@ -15,7 +15,6 @@ import json
 import math
 import os
 import re
-import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -169,13 +168,7 @@ def test_the_saved_sweep_travels_in_the_record_bounded_and_read_as_hostile_input
     assert engine_load.saved_sweep(LiveHost(), URL)[1] == ()
 
 
-def _chromium() -> str:
-    path = shutil.which("chromium")
-    if not path:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium not installed (apt-get install chromium)")
-        pytest.skip("chromium not installed (apt-get install chromium)")
-    return path
+from tests.test_html_report import _chromium  # noqa: E402  (one finder of Debian's chromium)
 
 
 @pytest.mark.timeout(180)
