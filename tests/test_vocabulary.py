@@ -16,7 +16,11 @@ from doctor.rules.loader import builtin_files, load_rules
 from doctor.vocabulary import CAUSES, FIRST_CAUSES, OWN_CAUSES, SYMPTOMS
 from playbooks import path_of
 
-DOMAIN = Path(__file__).resolve().parents[2] / "shared" / "domain.md"
+# ../shared/domain.md beside the checkout; a worktree sits deeper (/work/wt/<branch>), so the
+# nearest ancestor that has one.
+DOMAIN = next((d / "shared" / "domain.md" for d in Path(__file__).resolve().parents[1:]
+               if (d / "shared" / "domain.md").is_file()),
+              Path(__file__).resolve().parents[2] / "shared" / "domain.md")
 SECTIONS = ["## What it means", "## Confirm", "## Fix", "## Verify", "## Symptoms"]
 
 
