@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,37 @@ def test_a_recorded_hung_endpoint_replays_as_the_same_finding(tmp_path):
     finding = _unreachable(report, f"http://127.0.0.1:{port}")
     assert rc == 2
     assert "timed out after 3 s" in finding["title"]
+
+
+def test_a_capture_keeps_its_endpoints_without_the_key_and_the_replay_uses_them(tmp_path):
+    port = _free_port()
+    key = "sk-planted-7c1d"
+    recorded = subprocess.run([sys.executable, "-m", "doctor.commands.cli", "capture",
+                               str(tmp_path / "host"), "--level", "quick", "--endpoint",
+                               f"http://:{key}@127.0.0.1:{port}", "--no-progress"],
+                              capture_output=True, text=True, timeout=SCAN_TIMEOUT_S, cwd=REPO)
+    assert "Traceback" not in recorded.stderr, recorded.stderr
+    manifest = tomllib.loads((tmp_path / "host" / "host.toml").read_text())
+    assert manifest["host"]["endpoints"] == [f"http://127.0.0.1:{port}"]
+    assert not any(key in p.read_text(errors="replace")
+                   for p in (tmp_path / "host").rglob("*") if p.is_file())
+    rc, report = _scan("--replay", str(tmp_path / "host"))  # no --endpoint: the capture's
+    assert rc == 2
+    assert "refused" in _unreachable(report, f"http://127.0.0.1:{port}")["title"]
+
+
+def test_a_recorded_host_with_a_broken_endpoint_is_a_named_error(tmp_path):
+    recorded = subprocess.run([sys.executable, "-m", "doctor.commands.cli", "capture",
+                               str(tmp_path / "host"), "--level", "quick", "--no-progress"],
+                              capture_output=True, text=True, timeout=SCAN_TIMEOUT_S, cwd=REPO)
+    assert "Traceback" not in recorded.stderr, recorded.stderr
+    manifest = tmp_path / "host" / "host.toml"
+    text = manifest.read_text()
+    assert "endpoints = []" in text
+    manifest.write_text(text.replace("endpoints = []", 'endpoints = ["ftp://[::1"]', 1))
+    result = subprocess.run([sys.executable, "-m", "doctor.commands.cli", "scan", "--replay",
+                             str(tmp_path / "host"), "--no-progress"],
+                            capture_output=True, text=True, timeout=SCAN_TIMEOUT_S, cwd=REPO)
+    assert result.returncode == 3, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "[host] endpoints" in result.stderr and "host.toml" in result.stderr

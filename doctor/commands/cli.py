@@ -19,6 +19,7 @@ from doctor.commands.setup import (FORMATS, ScanCannotRun, check_model_dirs, loa
 from doctor.commands.plan import plan
 from doctor.config import ConfigError
 from doctor.seam.host import Host
+from doctor.seam.http import display_url
 from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions, ScanReport
 from doctor.seam.recorded import RecordedHostError, RecordingHost
@@ -254,7 +255,9 @@ def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fm
     report = _run_scan(recording, options, rules, config, not no_progress)
     _say_sent(report, recording)
     recording.save({"level": options.level.name.lower(), "llm_doctor_version": __version__,
-                    "model_dirs": list(options.model_dirs)})
+                    "model_dirs": list(options.model_dirs),
+                    # without their keys: a replay answers from the recording, keyed the same
+                    "endpoints": [display_url(u) for u in options.endpoints]})
     _emit(report, fmt, output, verbose)
     click.echo(f"recorded host written to {root}; replay: llm-doctor scan --replay {root}",
                err=True)

@@ -54,14 +54,15 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
                  announce: Callable[[str], None] | None = None) -> ScanOptions:
     """The one place a scan's options are settled, for ``scan``, ``capture`` and the daemon
     (whose flags come here merged with its [daemon] table): the command line first, then a
-    recorded host's capture settings, then [scan] of the config file, then the defaults.
+    recorded host's capture settings (its level, model directories and endpoints), then [scan] of the config file, then the defaults.
     ``no_requests`` (--no-requests) wins over [scan] requests; requests are sent by default."""
     meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
     chosen = level or meta.get("level") or config.scan.get("level", "standard")
     if chosen not in Level.names():
         raise ConfigError(f"{config.path}: scan.level = {chosen!r}; use quick, standard or full")
     dirs = tuple(model_dirs) or tuple(meta.get("model_dirs", [])) or tuple(config.scan.get("model_dirs", []))
-    urls = tuple(endpoints) or tuple(config.scan.get("endpoints", []))
+    urls = (tuple(endpoints) or tuple(meta.get("endpoints", []))
+            or tuple(config.scan.get("endpoints", [])))
     requests = not no_requests and config.scan.get("requests", True)
     return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=urls,
                        requests=requests, busy_ok=busy_ok, announce=announce)

@@ -17,6 +17,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from doctor.endpoints import EndpointError
+from doctor.endpoints import parse as parse_endpoint
 from doctor.model import Level
 from doctor.seam.host import HostReadError, Reason
 from doctor.tomlfile import parse as parse_toml
@@ -235,6 +237,12 @@ def check_manifest(manifest: dict[str, Any], where: str) -> None:
         c.fail("[host] level", "one of quick, standard, full", host["level"])
     if "model_dirs" in host:
         c.strings(host["model_dirs"], "[host] model_dirs")
+    for url in c.strings(host.get("endpoints", []), "[host] endpoints"):
+        try:
+            parse_endpoint(url)
+        except EndpointError as exc:
+            c.fail("[host] endpoints", "engine base URLs like 'http://127.0.0.1:8000'",
+                   f"{url} ({exc})")
     for key, reason in c.table(manifest.get("errors", {}), "[errors]").items():
         c.reason(reason, f"[errors] {key!r}")
     for path, info in c.table(manifest.get("paths", {}), "[paths]").items():
