@@ -1,6 +1,8 @@
 """The daemon's main loop, its signals and its reload.
 
 SIGHUP re-reads the config file and the rules (a bad file is logged and the old ones kept),
+and the server's basic-auth password file and TLS certificate and key, so a rotated secret or
+a renewed certificate takes effect without a restart (connections already open keep theirs),
 SIGTERM and SIGINT stop it cleanly (the HTTP server closes, queued alerts are delivered),
 SIGUSR1 runs the micro-kernels at the next beat. One loop thread does everything but serve
 /metrics and send alerts; probes run on their own threads (doctor/daemon/scheduler.py), and
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -26,7 +29,8 @@ from doctor.daemon.alerts import Alert, AlertTracker, Transitions, held_findings
 from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.daemon.history import History
 from doctor.daemon.scheduler import Scheduler
-from doctor.daemon.server import serve
+from doctor.daemon.metrics_app import metrics_app, tls_context
+from doctor.daemon.server import MetricsServer, serve
 from doctor.daemon.settings import Settings
 from doctor.rules.evaluate import evaluate
 from doctor.seam.host import Host
@@ -36,9 +40,10 @@ from probes.registry import PROBES
 from doctor.rules.loader import Rule
 
 log = logging.getLogger("llm-doctor")
-# read once, when the server starts: a reload cannot change them
-_RESTART_KEYS = ("listen", "tls_cert_file", "tls_key_file", "basic_auth_user",
-                 "basic_auth_password_file")
+# read once, when the server starts: a reload cannot change them. The basic-auth
+# credentials and the TLS certificate are read again at every reload (a rotated password
+# file, a renewed certificate); only turning TLS on or off needs a restart (the scheme).
+_RESTART_KEYS = ("listen",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,7 @@ class Daemon:
         self.host = host or LiveHost()
         self.stop_event = threading.Event()
         self.reload_requested = False
+        self.server: MetricsServer | None = None
         self.latest: dict[str, ProbeResult] = {}
         self.history = History(loaded.settings.history_s)
         self.collector = DoctorCollector({s.name: s.description for s in PROBES})
@@ -105,11 +111,26 @@ class Daemon:
         if problem:
             log.error("reload failed, keeping the previous configuration: %s", problem)
             return
+        try:
+            served = self._served(loaded.settings)
+        except ConfigError as exc:  # names the file and the setting
+            log.error("reload failed, keeping the previous configuration: %s", exc)
+            return
         changed = [key for key in _RESTART_KEYS
                    if getattr(loaded.settings, key) != getattr(self.loaded.settings, key)]
+        if bool(loaded.settings.tls_cert_file) != bool(self.loaded.settings.tls_cert_file):
+            changed.append("tls_cert_file")
         if changed:
             log.warning("%s: changes need a restart; still serving on %s as before",
                         ", ".join(f"daemon.{k}" for k in changed), self.loaded.settings.listen)
+        if served is not None and self.server is not None:
+            app, tls = served
+            self.server.app = app
+            if (tls is None) == (self.server.tls is None):
+                self.server.tls = tls
+            log.info("metrics server: basic auth %s, TLS %s (read again)",
+                     "on" if loaded.settings.basic_auth_user else "off",
+                     loaded.settings.tls_cert_file or "off")
         self.loaded = loaded
         self.tracker.for_s = self._for_s()
         self.tracker.resolve_after = loaded.settings.resolve_after
@@ -125,6 +146,13 @@ class Daemon:
         self.dispatcher.submit(sinks.payloads(gone, self.instance, wall, expires), "resolved")
         log.info("configuration reloaded: %d rules, interval %gs", len(loaded.rules),
                  loaded.settings.interval_s)
+
+    def _served(self, settings: Settings) -> tuple[Any, ssl.SSLContext | None] | None:
+        """The server's app and TLS context built from ``settings`` (the password file and
+        the certificate read now); None before the server runs. Raises ConfigError."""
+        if self.server is None:
+            return None
+        return metrics_app(self.registry, settings), tls_context(settings)
 
     @staticmethod
     def _unusable(settings: Settings) -> str | None:
@@ -142,6 +170,7 @@ class Daemon:
         if problem:
             raise ConfigError(problem)
         server, _ = serve(self.registry, self.loaded.settings)
+        self.server = server
         self.install_signals()
         host, port = server.server_address[:2]
         scheme = "https" if self.loaded.settings.tls_cert_file else "http"
