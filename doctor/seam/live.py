@@ -19,6 +19,7 @@ from doctor.seam.host import CommandOutput, HostReadError, HttpResponse, Memo, P
 
 MAX_READ_BYTES = 4 * 1024 * 1024  # a file read by a probe; the kernel log's tail beyond it
 MAX_RANGE_BYTES = 1 << 20  # one ranged read of a binary (an ELF header, a fatbin entry)
+MAX_OFFSET = 1 << 62
 
 
 def os_error(path: str, exc: OSError) -> HostReadError:
@@ -100,6 +101,8 @@ class LiveHost(Memo):
         a probe seeks to what it needs. A FIFO, socket or device is never read."""
         if offset < 0 or size < 0:
             raise HostReadError(path, Reason.FAILED, f"bad range: offset {offset}, size {size}")
+        if offset >= MAX_OFFSET:  # past the end of any file (pread takes a signed 64-bit offset)
+            offset, size = 0, 0
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:

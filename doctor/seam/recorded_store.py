@@ -83,7 +83,9 @@ class Store:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise HostReadError(what, Reason.FAILED, f"{local} is not a regular file")
-            return os.pread(fd, max(0, min(size, FS_FILE_LIMIT)), max(0, offset))
+            if not 0 <= offset < 1 << 62:  # past the end of any file
+                return b""
+            return os.pread(fd, max(0, min(size, FS_FILE_LIMIT)), offset)
         finally:
             os.close(fd)
 
