@@ -5,12 +5,14 @@ names is hostile input."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
 import shutil
 import struct
 import time
+from pathlib import Path
 
 import pytest
 
@@ -36,8 +38,8 @@ RUNTIME = [p for p in PROBES if p.name == "gpu.runtime"]
 LIB = "usr/local/lib/python3.12/dist-packages/torch/lib/libtorch_cuda.so"
 
 
-def _runtime(root) -> object:
-    report = scan(RecordedHost(root), ScanOptions(level=Level.QUICK), PROBES, RULES)
+def _runtime(root, probes=PROBES) -> object:
+    report = scan(RecordedHost(root), ScanOptions(level=Level.QUICK), probes, RULES)
     result = next(p for p in report.probes if p.name == "gpu.runtime")
     return report, result
 
@@ -55,6 +57,17 @@ def test_a_real_elf_and_version_file_read_through_the_live_host(tmp_path):
     assert arches.text() == "sm_80,sm_86,sm_90,compute_90"
     version = torch_version(LiveHost(), str(torch / "version.py"))
     assert (version.version, version.cuda, version.hip) == ("2.6.0+cu126", "12.6", None)
+
+
+def test_the_installed_torch_version_file_parses_without_importing_torch():
+    spec = importlib.util.find_spec("torch")  # finds the package; runs none of it
+    if spec is None or spec.origin is None:
+        pytest.skip("torch is not installed in this environment")
+    path = os.path.join(os.path.dirname(spec.origin), "version.py")
+    version = torch_version(LiveHost(), path)
+    assert version.version and version.version.split("+")[0].count(".") == 2
+    if "+cpu" in version.version:
+        assert version.cuda is None
 
 
 def test_the_live_host_reads_a_range_and_refuses_a_fifo(tmp_path):
@@ -299,3 +312,30 @@ def test_without_an_engine_the_probe_is_skipped_with_the_reason(tmp_path):
     shutil.rmtree(root / "fs" / "proc" / "23110")
     _, result = _runtime(root)
     assert result.status == "skipped" and "no serving engine" in result.reason
+
+
+def test_random_corruption_of_a_recorded_engine_never_sinks_the_probe(tmp_path):
+    """maps, torch/version.py and libtorch_cuda.so of the RTX 5090 host, each cut, spliced
+    with hostile bytes or replaced: the probe answers ok or skipped, with reasons."""
+    rng = random.Random(1515)
+    proc = Path("fs") / "proc" / "7310"
+    targets = [proc / "maps", proc / "root" / LIB,
+               proc / "root" / "usr/local/lib/python3.12/dist-packages/torch/version.py"]
+    hostile = [b"\0" * 64, b"\xff" * 64, b"\x7fELF\x02\x01" + b"\xff" * 58, b"\n" * 4096,
+               b"cuda = '99.9'\n", b"7f-8f r-xp 0 0:0 1 /../../etc/torch/lib/libtorch_cuda.so\n",
+               struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 2**64 - 1)]
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "rtx5090-torch-cu126", root, symlinks=True)
+    deadline = time.monotonic() + 15
+    for _ in range(200):
+        if time.monotonic() > deadline:
+            break
+        target = root / rng.choice(targets)
+        data = target.read_bytes()
+        at = rng.randrange(len(data) + 1)
+        target.write_bytes(rng.choice([data[:at], data[:at] + rng.choice(hostile) + data[at:],
+                                       rng.choice(hostile)]))
+        report, result = _runtime(root, RUNTIME)
+        assert result.status in ("ok", "skipped"), (target, result.status, result.reason)
+        assert report.rule_errors == []
+        target.write_bytes(data)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from doctor.seam.host import Host, HostReadError
 
 FATBIN_MAGIC = 0xBA55ED50  # fatbinary.h FATBIN_MAGIC
+FATBIN_MAGICS = (FATBIN_MAGIC, 0x466243B1)  # the second: a relocatable (-rdc) device link's
 KIND_PTX, KIND_SASS, KIND_SASS_ALT = 1, 2, 0x10
 ELF_SECTION_HEADER = 64  # Elf64_Shdr
 MAX_SECTIONS = 1024
@@ -138,7 +139,7 @@ def build_arches(host: Host, path: str) -> BuildArches:
                 complete = False
                 break
             magic, _, header_size, fat_size = struct.unpack("<IHHQ", r.read(at, 16, "fatbin header"))
-            if magic != FATBIN_MAGIC:
+            if magic not in FATBIN_MAGICS:
                 if magic == 0 and padding < MAX_PADDING_WORDS:  # alignment between containers
                     at, padding = at + 8, padding + 1
                     continue
