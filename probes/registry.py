@@ -27,6 +27,7 @@ from probes.gpu import (
     kv_alloc as gpu_kv_alloc,
     memory as gpu_memory,
     pcie as gpu_pcie,
+    runtime as gpu_runtime,
     sharing as gpu_sharing,
     thermal_power as gpu_thermal_power,
     topology as gpu_topology,
@@ -307,6 +308,15 @@ PROBES: tuple[ProbeSpec, ...] = (
         summary=gpu_collective.summary,
         exclusive=True,
         needs=("gpu.topology",),
+    ),
+    ProbeSpec(
+        name="gpu.runtime",
+        level=Level.QUICK,
+        description="The CUDA runtime each engine loads against the driver's CUDA version, forward-compat libraries on GPUs that do not support them, and GPU architectures the engine's build has no kernels for",
+        reads="NVML: nvmlSystemGetCudaDriverVersion, nvmlDeviceGetName, GetCudaComputeCapability; /proc/<pid>/maps, exe; <site-packages>/torch/version.py (as text); libtorch_cuda.so's ELF .nv_fatbin headers (ranged reads)",
+        timeout_s=20.0,
+        run=gpu_runtime.probe,
+        summary=gpu_runtime.summary,
     ),
 )
 

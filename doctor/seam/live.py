@@ -18,6 +18,8 @@ from doctor.seam import http, nvml
 from doctor.seam.host import CommandOutput, HostReadError, HttpResponse, Memo, PathInfo, Reason
 
 MAX_READ_BYTES = 4 * 1024 * 1024  # a file read by a probe; the kernel log's tail beyond it
+MAX_RANGE_BYTES = 1 << 20  # one ranged read of a binary (an ELF header, a fatbin entry)
+MAX_OFFSET = 1 << 62
 
 
 def os_error(path: str, exc: OSError) -> HostReadError:
@@ -92,6 +94,27 @@ class LiveHost(Memo):
             return os.readlink(path)
         except OSError as exc:
             raise os_error(path, exc) from None
+
+    def read_bytes(self, path: str, offset: int, size: int) -> bytes:
+        """At most ``size`` bytes (capped at MAX_RANGE_BYTES) of a regular file from ``offset``:
+        fewer past its end. For the headers of binaries too large to read (a GB library):
+        a probe seeks to what it needs. A FIFO, socket or device is never read."""
+        if offset < 0 or size < 0:
+            raise HostReadError(path, Reason.FAILED, f"bad range: offset {offset}, size {size}")
+        if offset >= MAX_OFFSET:  # past the end of any file (pread takes a signed 64-bit offset)
+            offset, size = 0, 0
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise os_error(path, exc) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise HostReadError(path, Reason.FAILED, "not a regular file: not read")
+            return os.pread(fd, min(size, MAX_RANGE_BYTES), offset)
+        except OSError as exc:
+            raise os_error(path, exc) from None
+        finally:
+            os.close(fd)
 
     def stat(self, path: str) -> PathInfo:
         try:

@@ -78,6 +78,8 @@ SHAPES: dict[str, Callable[[list], dict]] = {
     "nvmlDeviceGetMigMode": lambda v: dict(zip(("current", "pending"), v)),
     "nvmlDeviceGetEccMode": lambda v: dict(zip(("current", "pending"), v)),
     "nvmlDeviceGetPowerManagementLimitConstraints": lambda v: dict(zip(("min", "max"), v)),
+    # (major, minor): (12, 0) on an RTX 5090; drivers before R450 lack the call (not-found)
+    "nvmlDeviceGetCudaComputeCapability": lambda v: dict(zip(("major", "minor"), v)),
 }
 
 

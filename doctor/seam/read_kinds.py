@@ -55,6 +55,16 @@ class FileKind(Kind):
         return data.decode("utf-8", "replace")
 
 
+class BytesKind(Kind):
+    name = "read_bytes"
+
+    def write(self, w, args, value):
+        w.byte_range(args[0], args[1], value)
+
+    def replay(self, r, args):
+        return r.store.read_range(r.store.fs / args[0].lstrip("/"), args[0], args[1], args[2])
+
+
 class DirKind(Kind):
     name = "list_dirs"
 
@@ -198,8 +208,8 @@ class NvmlKind(Kind):
         return answer["value"]
 
 
-FILE, DIRS, FILES, LINKS, LINK, STAT, COMMAND, HTTP, NVML = (
-    FileKind(), DirKind(), FilesKind(), LinksKind(), LinkKind(), StatKind(), CommandKind(),
+FILE, BYTES, DIRS, FILES, LINKS, LINK, STAT, COMMAND, HTTP, NVML = (
+    FileKind(), BytesKind(), DirKind(), FilesKind(), LinksKind(), LinkKind(), StatKind(), CommandKind(),
     HttpKind(), NvmlKind())
 
 

@@ -39,6 +39,9 @@ class _KindReads(Memo):
     def read_text(self, path: str) -> str:
         return self._read(kinds.FILE, path)
 
+    def read_bytes(self, path: str, offset: int, size: int) -> bytes:
+        return self._read(kinds.BYTES, path, offset, size)
+
     def list_dirs(self, path: str) -> list[str]:
         return self._read(kinds.DIRS, path)
 
@@ -158,6 +161,16 @@ class RecordWriter:
             if not local.is_file():
                 local.parent.mkdir(parents=True, exist_ok=True)
                 local.write_text(_redacted(path, text))
+
+    def byte_range(self, path: str, offset: int, data: bytes) -> None:
+        """Bytes read from ``offset`` of a binary, written at that offset: the file is sparse,
+        holding only the ranges a probe read (a library's headers, not its GB of code)."""
+        local = self._local(path)
+        with self._lock:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            with open(local, "r+b" if local.is_file() else "wb") as f:
+                f.seek(offset)
+                f.write(data)
 
     def dir(self, path: str, names: Sequence[str] = ()) -> None:
         local = self._local(path)

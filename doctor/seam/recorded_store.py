@@ -70,6 +70,27 @@ class Store:
             raise HostReadError(what, Reason.FAILED, f"{local} is larger than {limit >> 20} MiB")
         return data
 
+    def read_range(self, local: Path, what: str, offset: int, size: int) -> bytes:
+        """``size`` bytes of a regular file inside the directory from ``offset`` (fewer past
+        its end): a capture keeps only the ranges a probe read, at their offsets."""
+        if not os.path.lexists(local):
+            raise HostReadError(what, Reason.NOT_FOUND)
+        real = os.path.realpath(local)
+        if not self._inside(real):
+            raise HostReadError(what, Reason.FAILED, f"{local} points outside the recorded host")
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise HostReadError(what, Reason.FAILED, f"{local}: {exc.strerror}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise HostReadError(what, Reason.FAILED, f"{local} is not a regular file")
+            if not 0 <= offset < 1 << 62:  # past the end of any file
+                return b""
+            return os.pread(fd, max(0, min(size, FS_FILE_LIMIT)), offset)
+        finally:
+            os.close(fd)
+
     def list_dirs(self, local: Path, what: str) -> list[str]:
         """Real subdirectories (not links, not dot-names) of a directory inside the root."""
         real = os.path.realpath(local)

@@ -342,4 +342,32 @@ TABLES = (
         missing("groups.missing", "gpu_allreduce_value_missing", "gpu.collective"),
         unexported("group_source", f"where the groups came from (gpu.topology): {SENTENCE}"),
     )),
+    Table("gpu.runtime", (
+        unexported("driver_cuda", "gpu.inventory's llm_doctor_gpu_driver_info cuda_version"),
+        missing("missing", "gpu_runtime_driver_value_missing", "gpu.runtime"),
+        each("gpus", GPU),
+        unexported("gpus.name", "gpu.inventory's llm_doctor_gpu_info model_name"),
+        info("gpus", "gpu_compute_capability_info", "The GPU's compute capability "
+             "(nvmlDeviceGetCudaComputeCapability: 12.0 is sm_120)",
+             compute_capability="compute_capability"),
+        gauge("gpus.datacenter", "gpu_forward_compat_supported",
+              "1 for a datacenter part (forward compatibility supported), by its name"),
+        missing("gpus.missing", "gpu_runtime_value_missing", "gpu.runtime"),
+        each("engines", L.engine(pid="pid", kind="engine")),
+        info("engines", "engine_cuda_runtime_info", "The CUDA runtime the engine loads, its "
+             "torch's, whether it is newer than the driver's (major, minor) and the GPU "
+             "architectures its build has kernels for", runtime="runtime_cuda",
+             torch="torch_version", torch_cuda="torch_cuda", newer="runtime_newer",
+             build_arches="build_arches"),
+        gauge("engines.compat", "engine_cuda_forward_compat_loaded",
+              "1 when the engine mapped a libcuda from a forward-compatibility directory"),
+        unexported("engines.runtime_source", f"what said the runtime's version: {SENTENCE}"),
+        unexported("engines.torch_version_file", "a path: high cardinality"),
+        unexported("engines.cudart", "a path: high cardinality"),
+        unexported("engines.libcuda", "a path: high cardinality"),
+        unexported("engines.build_library", "a path: high cardinality"),
+        unexported("engines.compat_unsupported_gpus", f"the GPUs judged: {SENTENCE}"),
+        unexported("engines.arch_missing_gpus", f"the GPUs judged: {SENTENCE}"),
+        missing("engines.missing", "engine_cuda_runtime_value_missing", "gpu.runtime engines"),
+    )),
 )
