@@ -18,6 +18,7 @@ from doctor.seam import http, nvml
 from doctor.seam.host import CommandOutput, HostReadError, HttpResponse, Memo, PathInfo, Reason
 
 MAX_READ_BYTES = 4 * 1024 * 1024  # a file read by a probe; the kernel log's tail beyond it
+MAX_BINARY_BYTES = 64 * 1024  # a binary read (PCI config space is 4 KiB)
 
 
 def os_error(path: str, exc: OSError) -> HostReadError:
@@ -53,6 +54,26 @@ class LiveHost(Memo):
                     data = _read_bounded(f)
                     return data[data.find(b"\n") + 1:].decode("utf-8", "replace")
                 return _read_bounded(f).decode("utf-8", "replace")
+        except OSError as exc:
+            raise os_error(path, exc) from None
+        finally:
+            os.close(fd)
+
+    def read_bytes(self, path: str, max_bytes: int = 4096) -> bytes:
+        """A binary file's first ``max_bytes`` (at most 64 KiB) as they are: a PCI
+        function's ``config`` space (root reads 4096 bytes of it, other users 64 or 256).
+        Only a regular file is read, as for ``read_text``."""
+        limit = min(max(max_bytes, 0), MAX_BINARY_BYTES)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise os_error(path, exc) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise HostReadError(path, Reason.FAILED, "not a regular file: not read")
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+                return _read_bounded(f, limit)[:limit]
         except OSError as exc:
             raise os_error(path, exc) from None
         finally:

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from doctor.seam.host import CommandOutput, HostReadError, HttpResponse, PathInfo, Reason
 from doctor.seam.http import display_url
-from doctor.seam.live import LiveHost
+from doctor.seam.live import MAX_BINARY_BYTES, LiveHost
 
 RecordWriter = Any  # doctor.seam.recorded.RecordWriter
 RecordedHost = Any  # doctor.seam.recorded.RecordedHost
@@ -53,6 +53,20 @@ class FileKind(Kind):
     def replay(self, r, args):
         data = r.store.read_bytes(r.store.fs / args[0].lstrip("/"), args[0])
         return data.decode("utf-8", "replace")
+
+
+class BytesKind(Kind):
+    """A binary file's first bytes (PCI config space), kept as they are under ``fs/``."""
+
+    name = "read_bytes"
+
+    def write(self, w, args, value):
+        w.file_bytes(args[0], value)
+
+    def replay(self, r, args):
+        limit = min(max(int(args[1]) if len(args) > 1 else 4096, 0), MAX_BINARY_BYTES)
+        local = r.store.fs / args[0].lstrip("/")
+        return r.store.read_bytes(local, args[0])[:limit]  # the store's own size cap
 
 
 class DirKind(Kind):
@@ -198,8 +212,8 @@ class NvmlKind(Kind):
         return answer["value"]
 
 
-FILE, DIRS, FILES, LINKS, LINK, STAT, COMMAND, HTTP, NVML = (
-    FileKind(), DirKind(), FilesKind(), LinksKind(), LinkKind(), StatKind(), CommandKind(),
+FILE, BYTES, DIRS, FILES, LINKS, LINK, STAT, COMMAND, HTTP, NVML = (
+    FileKind(), BytesKind(), DirKind(), FilesKind(), LinksKind(), LinkKind(), StatKind(), CommandKind(),
     HttpKind(), NvmlKind())
 
 

@@ -39,6 +39,9 @@ class _KindReads(Memo):
     def read_text(self, path: str) -> str:
         return self._read(kinds.FILE, path)
 
+    def read_bytes(self, path: str, max_bytes: int = 4096) -> bytes:
+        return self._read(kinds.BYTES, path, max_bytes)
+
     def list_dirs(self, path: str) -> list[str]:
         return self._read(kinds.DIRS, path)
 
@@ -158,6 +161,14 @@ class RecordWriter:
             if not local.is_file():
                 local.parent.mkdir(parents=True, exist_ok=True)
                 local.write_text(_redacted(path, text))
+
+    def file_bytes(self, path: str, data: bytes) -> None:
+        """A binary file (PCI config space) as read; the first write of a path wins."""
+        local = self._local(path)
+        with self._lock:
+            if not local.is_file():
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_bytes(data)
 
     def dir(self, path: str, names: Sequence[str] = ()) -> None:
         local = self._local(path)
