@@ -64,6 +64,7 @@ class GroupP2p:
     cache_file: str | None  # vLLM's P2P cache file
     pairs: tuple[PairP2p, ...]
     blocked_pairs: str | None  # "0-1 PHB, 2-3 PIX"
+    acs_bridges: str | None  # the bridges redirecting P2P between the group's pairs: "0000:04:08.0, ..."
     blockers: tuple[str, ...]  # every pair's blockers, each once
     missing: dict[str, str]
 
@@ -170,8 +171,8 @@ def _pair(h: _Host, pair: topology.GpuPair, topo: topology.TopologyRecord,
     write = r.integer("p2p_write", "nvmlDeviceGetP2PStatus", pair.a, pair.b, P2P_WRITE)
     missing = dict(r.missing)
     p2p_write = None if write is None else topology.P2P_STATUS.get(write, f"status {write}")
-    if p2p_write is None and missing.get("p2p_write") in ("not-found", "not-supported"):
-        p2p_write, missing = "not-supported", {}  # an older driver without the WRITE index
+    if missing.get("p2p_write") == "not-found":  # an older driver without the WRITE index
+        missing["p2p_write"] = "not-supported"
     redirecting, unread = h.between(pair.a, pair.b)
     types = [h.types.get(i) for i in (pair.a, pair.b)]
     translating = next((t for t in types if t in iommu.TRANSLATED_TYPES), None)
@@ -183,7 +184,8 @@ def _pair(h: _Host, pair: topology.GpuPair, topo: topology.TopologyRecord,
     facts = PairFacts(pair.a, pair.b, path, bool(pair.nvlink), pair.p2p_read, p2p_write,
                       redirecting, translating, functional, cache,
                       engine.nccl_p2p_disable if engine else None,
-                      engine.nccl_p2p_level if engine else None)
+                      engine.nccl_p2p_level if engine else None,
+                      bool(engine and engine.custom_all_reduce_disabled))
     blockers = blockers_of(facts)
     acs = "; ".join(f"{x.bdf} {' '.join(n + '+' for n in x.enabled)}" for x in redirecting)
     return PairP2p(a=pair.a, b=pair.b, path=path, p2p_read=pair.p2p_read, p2p_write=p2p_write,
@@ -208,6 +210,8 @@ def _group(h: _Host, gpus: tuple[int, ...], topo: topology.TopologyRecord,
         custom_all_reduce_disabled=engine.custom_all_reduce_disabled if engine else None,
         cache_file=engine.cache_file if engine else None, pairs=pairs,
         blocked_pairs=", ".join(f"{p.a}-{p.b} {p.path or '?'}" for p in blocked) or None,
+        acs_bridges=", ".join(sorted({x.split()[0] for p in blocked if p.acs_redirect
+                                      for x in p.acs_redirect.split("; ")})) or None,
         blockers=blockers, missing=dict(engine.missing) if engine else {})
 
 

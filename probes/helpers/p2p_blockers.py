@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from probes.helpers.engine_p2p import CacheVerdict
-from probes.helpers.pcie_acs import BridgeAcs
+from probes.helpers.pcie_acs import REDIRECT_BITS, BridgeAcs
 
 NCCL_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
 _PATH_RANK = {"PIX": 2, "PXB": 3, "PHB": 4, "NODE": 4, "SYS": 5}
@@ -40,6 +40,7 @@ class PairFacts:
     cache: tuple[CacheVerdict, ...]  # vLLM's verdicts for a->b and b->a
     nccl_p2p_disable: str | None
     nccl_p2p_level: str | None
+    custom_all_reduce_disabled: bool = False  # --disable-custom-all-reduce
 
 
 def _truthy(value: str | None) -> bool:
@@ -85,19 +86,21 @@ def blockers_of(f: PairFacts) -> tuple[str, ...]:
         if bad:
             out.append(f"NVML P2P {', '.join(bad)}")
         if f.redirecting:
-            bridges = ", ".join(f"{b.bdf} {' '.join(n + '+' for n in b.enabled if n in ('ReqRedir', 'CmpltRedir'))}"
-                                for b in f.redirecting)
+            bits = [n for n in REDIRECT_BITS if any(n in b.enabled for b in f.redirecting)]
             iommu = f" with the IOMMU translating DMA ({f.iommu_translating})" if f.iommu_translating else ""
-            out.append(f"ACS redirect on {bridges}{iommu}")
-    for v in f.cache:
-        if not v.p2p and nvml_ok and not across:
-            out.append(f"vLLM's cached verdict says no P2P {v.a}->{v.b} where NVML says ok "
-                       "(vLLM turns its custom all-reduce off)")
-        elif v.p2p and not nvml_ok and not f.nvlink:
-            status = f.p2p_read if f.p2p_read != "ok" else f.p2p_write
-            out.append(f"vLLM's cached verdict says P2P {v.a}->{v.b} where NVML says {status} "
-                       "(its custom all-reduce can hang)")
+            out.append(f"ACS {' '.join(n + '+' for n in bits)} on the bridges between them{iommu}")
+    if any(not v.p2p for v in f.cache) and nvml_ok and not across:
+        out.append("vLLM's cached verdict says no P2P where NVML says ok (vLLM turns its custom "
+                   "all-reduce off)")
+    if any(v.p2p for v in f.cache) and not nvml_ok and not f.nvlink:
+        status = f.p2p_read if f.p2p_read != "ok" else f.p2p_write
+        out.append(f"vLLM's cached verdict says P2P works where NVML says {status} (its custom "
+                   "all-reduce can hang)")
+    if f.custom_all_reduce_disabled and nvml_ok and f.p2p_read == "ok" and not across:
+        out.append("--disable-custom-all-reduce on the engine's command line where NVML says P2P "
+                   "ok (a leftover: vLLM's custom all-reduce stays off)")
     functional = describe_functional(f.functional, f.a, f.b)
     if functional and functional != "ok" and not functional.startswith("not checked") and not across:
-        out.append(f"torch: {functional}")
+        out.append("torch: " + ("no peer access" if functional.startswith("no peer") else
+                                "a copy read back differs"))
     return tuple(out)

@@ -366,6 +366,7 @@ TABLES = (
         missing("groups.pairs.missing", "gpu_pair_p2p_value_missing", "gpu.p2p pairs"),
         unexported("groups.blocked_pairs", f"the blocked pairs and their paths: {SENTENCE}"),
         unexported("groups.blockers", f"every pair's blockers, once each: {SENTENCE}"),
+        unexported("groups.acs_bridges", f"the bridges redirecting P2P: {SENTENCE}"),
         missing("groups.missing", "gpu_p2p_engine_value_missing", "gpu.p2p engine settings"),
         unexported("group_source", f"where the groups came from (gpu.topology): {SENTENCE}"),
         info("", "iommu_info", "The IOMMU's mode (off, passthrough, translated, unknown) from "
