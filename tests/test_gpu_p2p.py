@@ -15,7 +15,7 @@ import pytest
 from doctor.model import Level, ScanOptions
 from doctor.redact import redact_environ
 from doctor.seam.live import LiveHost
-from doctor.seam.recorded import RecordedHost, RecordWriter
+from doctor.seam.recorded import RecordedHost, RecordingHost, RecordWriter
 from probes.gpu import p2p
 from probes.helpers import engine_p2p, pcie_acs, process_env
 from probes.helpers.engine_p2p import CacheVerdict
@@ -194,3 +194,25 @@ def test_the_kernel_runs_as_a_child_and_says_no_cuda_device_without_one():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here: the GPU path runs instead (benchmarks/gpu_probes.py)")
     assert p2p_check.check_pairs([(0, 1)]) == {"skipped": "no CUDA device"}
+
+
+# --- capture and replay ----------------------------------------------------------------
+
+class _Recapture(RecordingHost):
+    """A capture of a recorded host, as `llm-doctor capture` takes one of a live host."""
+
+    def measure(self, name, fn):
+        return super().measure(name, lambda: self.live.measure(name, fn))
+
+
+def test_a_capture_keeps_the_config_bytes_and_only_the_judged_variables(tmp_path):
+    source = FIXTURE_HOSTS / "l40s-8x-nccl-p2p-disabled"
+    original = p2p.probe(RecordedHost(source), QUICK)
+    capture = _Recapture(RecordedHost(source), tmp_path / "cap")
+    assert p2p.probe(capture, QUICK) == original
+    capture.save({"level": "quick"})
+    assert p2p.probe(RecordedHost(tmp_path / "cap"), QUICK) == original
+    config = "fs/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/config"
+    assert (tmp_path / "cap" / config).read_bytes() == (source / config).read_bytes()
+    environ = (tmp_path / "cap" / "fs/proc/30412/environ").read_text()
+    assert "NCCL_P2P_DISABLE=1\0" in environ and "HF_TOKEN=***\0" in environ
