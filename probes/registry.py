@@ -310,7 +310,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         needs=("gpu.topology",),
     ),
     ProbeSpec(
-        name="gpu.p2p",
+        name="gpu.peer_to_peer",
         level=Level.QUICK,
         description="P2P for each group of GPUs that must talk: NVML read/write status, PCIe ACS redirect on the bridges between them, the IOMMU mode, the engine's NCCL_P2P_* and vLLM's cached verdict; standard: a copy read back (torch)",
         reads="gpu.topology; NVML GetP2PStatus (write), GetPciInfo; sysfs bridges' config (ACS: root), iommu_group, /sys/class/iommu, /proc/cmdline; engines' /proc/<pid>/environ (NCCL_*), status, /etc/passwd, ~/.cache/vllm/gpu_p2p_access_cache_for_*.json; standard: torch in a child (killed at 60 s)",

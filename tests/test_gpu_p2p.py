@@ -1,5 +1,5 @@
-"""gpu.p2p: the ACS parser on config spaces laid out as the PCIe specification has them, the
-recorded P2P hosts' records, the engine's environment read one variable at a time, vLLM's
+"""gpu.peer_to_peer: the ACS parser on config spaces laid out as the PCIe specification has
+them, the recorded P2P hosts' records, the engine's environment read one variable at a time, vLLM's
 cache read as hostile input, and the functional check's copy on the CPU path."""
 
 from __future__ import annotations
@@ -129,12 +129,13 @@ def test_a_functional_check_that_reads_back_wrong_is_a_blocker(tmp_path):
                            "copy_ok": (a, b) != (0, 1),
                            "error": "byte 0 of 16,777,216 reads 0, wrote 0" if (a, b) == (0, 1) else None}
                           for a in range(4) for b in range(a + 1, 4)]}
-    (root / "measurements.json").write_text(json.dumps({"gpu.p2p.functional": measured}))
+    (root / "measurements.json").write_text(json.dumps({"gpu.peer_to_peer.functional": measured}))
     record = p2p.probe(RecordedHost(root), ScanOptions(level=Level.STANDARD))
     pair = next(p for p in record.groups[0].pairs if (p.a, p.b) == (0, 1))
     assert pair.functional.startswith("copy 0->1 differs") and pair.blockers == ("torch: a copy read back differs",)
     assert record.groups[0].blocked_pairs == "0-1 PIX"
-    (root / "measurements.json").write_text(json.dumps({"gpu.p2p.functional": {"skipped": "no CUDA device"}}))
+    skipped = {"gpu.peer_to_peer.functional": {"skipped": "no CUDA device"}}
+    (root / "measurements.json").write_text(json.dumps(skipped))
     record = p2p.probe(RecordedHost(root), ScanOptions(level=Level.STANDARD))
     assert record.functional_source == "skipped: no CUDA device"
     assert record.groups[0].blockers == ()

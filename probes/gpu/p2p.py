@@ -1,4 +1,7 @@
-"""gpu.p2p: for each group of GPUs that must talk, which of its pairs cannot use P2P, and what blocks it.
+"""gpu.peer_to_peer: for each group of GPUs that must talk, which pairs cannot use P2P, and why.
+
+Named with letters only, as every probe is (tests/test_registry.py, docs/report-schema.json);
+its module, rule file and metrics say p2p.
 
 Sources, all through the seam: gpu.topology's pairs (path, NVML's P2P read status, NVLink)
 and groups; NVML ``nvmlDeviceGetP2PStatus`` for WRITE (caps index 1; an older driver's
@@ -107,7 +110,7 @@ def _functional(host: Host, options: ScanOptions,
         return {}, "no pair to check"
     arg = ",".join(f"{a}-{b}" for a, b in pairs)
     try:
-        data = host.measure("gpu.p2p.functional", lambda: run_kernel(
+        data = host.measure("gpu.peer_to_peer.functional", lambda: run_kernel(
             "p2p_check", "--pairs", arg, timeout_s=CHECK_LIMIT_S))
     except MeasurementError as exc:
         return {}, f"not run: {exc}"

@@ -342,7 +342,7 @@ TABLES = (
         missing("groups.missing", "gpu_allreduce_value_missing", "gpu.collective"),
         unexported("group_source", f"where the groups came from (gpu.topology): {SENTENCE}"),
     )),
-    Table("gpu.p2p", (
+    Table("gpu.peer_to_peer", (
         each("groups", L.fields("gpus=group")),
         unexported("groups.gpus", "the group's GPUs: its gpus label"),
         info("groups", "gpu_p2p_engine_info", "What the group's engine was told: NCCL_P2P_DISABLE, "
@@ -363,11 +363,11 @@ TABLES = (
         unexported("groups.pairs.acs_unread", f"why ACS was not read: {SENTENCE}"),
         unexported("groups.pairs.functional", f"the functional check's answer: {SENTENCE}"),
         unexported("groups.pairs.blockers", f"what blocks the pair: {SENTENCE}"),
-        missing("groups.pairs.missing", "gpu_pair_p2p_value_missing", "gpu.p2p pairs"),
+        missing("groups.pairs.missing", "gpu_pair_p2p_value_missing", "gpu.peer_to_peer pairs"),
         unexported("groups.blocked_pairs", f"the blocked pairs and their paths: {SENTENCE}"),
         unexported("groups.blockers", f"every pair's blockers, once each: {SENTENCE}"),
         unexported("groups.acs_bridges", f"the bridges redirecting P2P: {SENTENCE}"),
-        missing("groups.missing", "gpu_p2p_engine_value_missing", "gpu.p2p engine settings"),
+        missing("groups.missing", "gpu_p2p_engine_value_missing", "gpu.peer_to_peer engine settings"),
         unexported("group_source", f"where the groups came from (gpu.topology): {SENTENCE}"),
         info("", "iommu_info", "The IOMMU's mode (off, passthrough, translated, unknown) from "
              "/sys/class/iommu, /proc/cmdline and iommu_groups", mode="iommu_mode"),
@@ -381,6 +381,6 @@ TABLES = (
            "1 for each ACS control bit set (lspci's names: SrcValid, ReqRedir, CmpltRedir...)", "bit"),
         unexported("bridges.reason", f"why the ACS word was not read: {SENTENCE}"),
         unexported("functional_source", f"how the functional check ran: {SENTENCE}"),
-        missing("missing", "gpu_p2p_value_missing", "gpu.p2p"),
+        missing("missing", "gpu_p2p_value_missing", "gpu.peer_to_peer"),
     )),
 )
