@@ -5,7 +5,8 @@ what was measured, its ceiling, the ratio, and how long it took.
     .venv/bin/python benchmarks/gpu_probes.py --full     # adds the sustained matmul load (30 s)
 
 The all-reduce (gpu.collective, level full) runs at either level: it is what this table is
-for. With one GPU it is skipped with that reason. On a host without an NVIDIA GPU it says so
+for; gpu.peer_to_peer gives a row per pair that must talk (NVML's read/write status, the copy
+read back, what blocks it). With one GPU both are skipped with that reason. On a host without an NVIDIA GPU it says so
 and exits 0. Figures, not a test.
 """
 
@@ -71,6 +72,13 @@ def rows_for(result) -> list[tuple[str, str, str, str]]:
                 continue
             out.append((what, f"busbw {g.busbw_gbps} GB/s", f"{g.ceiling_gbps} GB/s {g.path}",
                         f"{g.ratio} via {g.transport}"))
+    elif result.name == "gpu.peer_to_peer":  # a row per pair that must talk
+        for g in r.groups:
+            for p in g.pairs:
+                out.append((f"P2P check GPU{p.a}-GPU{p.b} {p.path}",
+                            f"read {p.p2p_read} / write {p.p2p_write}",
+                            f"copy {p.functional or r.functional_source}"[:36],
+                            ("; ".join(p.blockers) or "open")[:60]))
     elif result.name == "gpu.kv_alloc":
         for s in r.scenarios:
             out.append((f"KV paged block {s.block_tokens}", f"waste {s.waste_fraction:.3f}",

@@ -444,11 +444,18 @@ def program_only(cmdline: str) -> str:
     return redact_cmdline(first) + ("\0" if "\0" in cmdline else "")
 
 
+# Variables whose values a recording keeps: what probes judge (probes/gpu/p2p.py), none a
+# secret (switches, levels, device lists and a cache directory).
+KEPT_ENV = frozenset({"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE",
+                      "CUDA_VISIBLE_DEVICES", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME"})
+
+
 def redact_environ(text: str) -> str:
-    """``/proc/<pid>/environ`` as a recording may keep it: the names, every value ``***``.
-    Which variables a process has can explain it; their values are nobody's business."""
-    names = (item.partition("=")[0] for item in text.split("\0") if item)
-    return "".join(f"{name}={MASK}\0" for name in names)
+    """``/proc/<pid>/environ`` as a recording may keep it: the names, every value ``***``
+    but those of ``KEPT_ENV``. Which variables a process has can explain it; their values
+    are nobody's business."""
+    items = (item.partition("=") for item in text.split("\0") if item)
+    return "".join(f"{name}={value if name in KEPT_ENV else MASK}\0" for name, _, value in items)
 
 
 # What a terminal may obey rather than print: C0 and C1 controls (ESC starts every escape

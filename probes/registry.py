@@ -26,6 +26,7 @@ from probes.gpu import (
     inventory as gpu_inventory,
     kv_alloc as gpu_kv_alloc,
     memory as gpu_memory,
+    p2p as gpu_p2p,
     pcie as gpu_pcie,
     runtime as gpu_runtime,
     sharing as gpu_sharing,
@@ -317,6 +318,17 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=20.0,
         run=gpu_runtime.probe,
         summary=gpu_runtime.summary,
+    ),
+    ProbeSpec(
+        name="gpu.peer_to_peer",
+        level=Level.QUICK,
+        description="P2P for each group of GPUs that must talk: NVML read/write status, PCIe ACS redirect on the bridges between them, the IOMMU mode, the engine's NCCL_P2P_* and vLLM's cached verdict; standard: a copy read back (torch)",
+        reads="gpu.topology; NVML GetP2PStatus (write), GetPciInfo; sysfs bridges' config (ACS: root), iommu_group, /sys/class/iommu, /proc/cmdline; engines' /proc/<pid>/environ (NCCL_*), status, /etc/passwd, ~/.cache/vllm/gpu_p2p_access_cache_for_*.json; standard: torch in a child (killed at 60 s)",
+        timeout_s=90.0,  # the functional check's 60 s hard limit, and the reads before it
+        run=gpu_p2p.probe,
+        summary=gpu_p2p.summary,
+        exclusive=True,  # its standard-level copies must not run beside the bandwidth kernels
+        needs=("gpu.topology",),
     ),
 )
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions
 from probes.helpers.gpu_common import Reader, gpu_count
-from probes.helpers.processes import engine_processes, flag_value
+from probes.helpers.processes import Process, engine_processes, flag_value
 
 # nvmlGpuTopologyLevel_t -> nvidia-smi topo -m's names.
 LEVELS = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -163,19 +163,25 @@ def gpu_pids(host: Host, count: int) -> dict[int, set[int]]:
     return out
 
 
+def tp_engines(host: Host) -> list[tuple[Process, int]]:
+    """The engines running with tensor parallelism, and its degree: ``talk_groups``' groups
+    are theirs, in this order."""
+    return [(p, tp) for p in engine_processes(host) if (tp := tensor_parallel(p.cmdline)) and tp > 1]
+
+
 def talk_groups(host: Host, count: int) -> tuple[tuple[tuple[int, ...], ...], str]:
     """Each tensor-parallel engine's GPUs, and where they came from; with no engine, one
     group of all GPUs."""
     engines = engine_processes(host)
-    tp_engines = [(p, tp) for p in engines if (tp := tensor_parallel(p.cmdline)) and tp > 1]
-    if not tp_engines:
+    running = tp_engines(host)
+    if not running:
         if engines:
             return (), "engines run without tensor parallelism: no pair must talk"
         return (tuple(range(count)),), "no engine found: all pairs"
     holders = gpu_pids(host, count)
     lineages = {pid: lineage(host, pid) for pids in holders.values() for pid in pids}
     groups, sources = [], []
-    for proc, tp in tp_engines:
+    for proc, tp in running:
         placed = tuple(i for i, pids in holders.items()
                        if any(proc.pid in lineages[pid] for pid in pids))
         what = f"engine {proc.engine} pid {proc.pid} tensor parallel {tp}"

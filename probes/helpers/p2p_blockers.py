@@ -1,0 +1,106 @@
+"""What blocks P2P for one GPU pair, each blocker as a sentence naming it (probes/gpu/p2p.py).
+
+NCCL's P2P levels (NCCL's environment documentation, ``NCCL_P2P_LEVEL``): LOC (never), NVL
+(NVLink only), PIX, PXB, PHB (through the CPU's host bridge), SYS (across sockets: always);
+P2P is used when the pair's path is at or under the level. NVML's NODE (across host bridges
+within one NUMA node) is a PHB path to NCCL; an integer level is 0 LOC .. 5 SYS, as NCCL's
+older releases took it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probes.helpers.engine_p2p import CacheVerdict
+from probes.helpers.pcie_acs import REDIRECT_BITS, BridgeAcs
+
+NCCL_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
+_PATH_RANK = {"PIX": 2, "PXB": 3, "PHB": 4, "NODE": 4, "SYS": 5}
+
+
+@dataclass(frozen=True, slots=True)
+class Functional:
+    peer_access_ab: bool | None
+    peer_access_ba: bool | None
+    copy_ok: bool | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PairFacts:
+    a: int
+    b: int
+    path: str | None  # NV# or PIX..SYS
+    nvlink: bool
+    p2p_read: str | None
+    p2p_write: str | None
+    redirecting: tuple[BridgeAcs, ...]  # bridges between the two with ReqRedir or CmpltRedir
+    iommu_translating: str | None  # the group type ("DMA-FQ") when either GPU's DMA is translated
+    functional: Functional | None
+    cache: tuple[CacheVerdict, ...]  # vLLM's verdicts for a->b and b->a
+    nccl_p2p_disable: str | None
+    nccl_p2p_level: str | None
+    custom_all_reduce_disabled: bool = False  # --disable-custom-all-reduce
+
+
+def _truthy(value: str | None) -> bool:
+    """NCCL reads its switches as integers: any non-zero one is on."""
+    text = (value or "").strip()
+    return text.lstrip("-").isdigit() and int(text) != 0
+
+
+def level_rank(value: str) -> int | None:
+    text = value.strip().upper()
+    if text in NCCL_LEVELS:
+        return NCCL_LEVELS.index(text)
+    return int(text) if text.isdigit() and int(text) < len(NCCL_LEVELS) else None
+
+
+def describe_functional(f: Functional | None, a: int, b: int) -> str | None:
+    if f is None:
+        return None
+    if f.peer_access_ab is False or f.peer_access_ba is False:
+        way = f"{a}->{b}" if f.peer_access_ab is False else f"{b}->{a}"
+        return f"no peer access {way}"
+    if f.copy_ok is False:
+        return f"copy {a}->{b} differs" + (f": {f.error}" if f.error else "")
+    if f.copy_ok is None:
+        return f"not checked: {f.error}" if f.error else None
+    return "ok"
+
+
+def blockers_of(f: PairFacts) -> tuple[str, ...]:
+    out: list[str] = []
+    nvml_ok = f.p2p_read in (None, "ok") and f.p2p_write in (None, "ok")
+    across = not f.nvlink and f.path == "SYS"
+    if _truthy(f.nccl_p2p_disable) and not across:
+        out.append(f"NCCL_P2P_DISABLE={f.nccl_p2p_disable} in the engine's environment")
+    rank = level_rank(f.nccl_p2p_level) if f.nccl_p2p_level else None
+    path_rank = 1 if f.nvlink else _PATH_RANK.get(f.path or "")
+    if rank is not None and path_rank is not None and path_rank > rank and not across:
+        out.append(f"NCCL_P2P_LEVEL={f.nccl_p2p_level} in the engine's environment: NCCL uses P2P "
+                   f"only up to {NCCL_LEVELS[rank]}, this path is {f.path}")
+    if not f.nvlink and not across:
+        bad = [f"{what} {status}" for what, status in (("read", f.p2p_read), ("write", f.p2p_write))
+               if status not in (None, "ok")]
+        if bad:
+            out.append(f"NVML P2P {', '.join(bad)}")
+        if f.redirecting:
+            bits = [n for n in REDIRECT_BITS if any(n in b.enabled for b in f.redirecting)]
+            iommu = f" with the IOMMU translating DMA ({f.iommu_translating})" if f.iommu_translating else ""
+            out.append(f"ACS {' '.join(n + '+' for n in bits)} on the bridges between them{iommu}")
+    if any(not v.p2p for v in f.cache) and nvml_ok and not across:
+        out.append("vLLM's cached verdict says no P2P where NVML says ok (vLLM turns its custom "
+                   "all-reduce off)")
+    if any(v.p2p for v in f.cache) and not nvml_ok and not f.nvlink:
+        status = f.p2p_read if f.p2p_read != "ok" else f.p2p_write
+        out.append(f"vLLM's cached verdict says P2P works where NVML says {status} (its custom "
+                   "all-reduce can hang)")
+    if f.custom_all_reduce_disabled and nvml_ok and f.p2p_read == "ok" and not across:
+        out.append("--disable-custom-all-reduce on the engine's command line where NVML says P2P "
+                   "ok (a leftover: vLLM's custom all-reduce stays off)")
+    functional = describe_functional(f.functional, f.a, f.b)
+    if functional and functional != "ok" and not functional.startswith("not checked") and not across:
+        out.append("torch: " + ("no peer access" if functional.startswith("no peer") else
+                                "a copy read back differs"))
+    return tuple(out)
