@@ -316,9 +316,9 @@ class RecordingHost(_KindReads):
 
 def _redacted(path: str, text: str) -> str:
     """What a recording keeps of a read: command lines through doctor.redact (engines'
-    whole with secrets masked, any other process's as its program alone), environments
-    never, everything else as read."""
-    if path.startswith("/proc/") and path.endswith("/cmdline"):
+    whole with secrets masked, any other process's as its program alone; the kernel's own
+    /proc/cmdline is no process's), environments never, everything else as read."""
+    if path.startswith("/proc/") and path.endswith("/cmdline") and path != "/proc/cmdline":
         from doctor.engines import engine_of
         from doctor.redact import program_only, redact_cmdline
 
