@@ -23,7 +23,6 @@ Manual equivalent: ``nsenter -t <pid> -m df -h /dev/shm``, ``cat
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass
 
@@ -37,13 +36,6 @@ from probes.helpers.processes import Process, engine_processes
 SAMPLE_S = 1.0  # ten 100 ms CFS periods
 SAMPLES = 5  # runnable-thread counts taken in the window; the largest is kept
 MULTI_PROCESS = ("vllm", "sglang")  # Python engines that always run worker processes
-# mm/oom_kill.c: "oom-kill:constraint=CONSTRAINT_MEMCG,...,oom_memcg=/docker/3f2a,
-# task_memcg=/docker/3f2a,task=python3,pid=4242,uid=0" (4.19+), then "Memory cgroup out of
-# memory: Killed process 4242 (python3) total-vm:..." ("Kill process" before 5.0).
-_MEMCG_LINE = re.compile(r"oom-kill:constraint=CONSTRAINT_MEMCG,.{0,400}?oom_memcg=([^,\s]{1,512}),"
-                         r"task_memcg=([^,\s]{1,512}),.{0,200}?pid=(\d{1,10})")
-_MEMCG_KILL = re.compile(r"Memory cgroup out of memory: Kill(?:ed)? process (\d{1,10}) ")
-KERNEL_LOG_CHARS = 4 << 20  # the ring buffer's end: a bounded read of a huge log
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +160,8 @@ def _cpu(host: Host, pids: tuple[int, ...]) -> dict:
             raise MeasurementError(f"{name}: expected a mapping, got {type(got).__name__}")
         periods = _number(got.get("periods"), f"{name} periods")
         throttled = _number(got.get("throttled"), f"{name} throttled")
+        if periods is not None and throttled is not None and throttled > periods:
+            raise MeasurementError(f"{name}: {throttled:g} periods throttled of {periods:g}")
     except MeasurementError as exc:
         return out | {"cpu_reason": f"throttling not sampled: {exc}"}
     return out | {
@@ -195,34 +189,7 @@ def _memory(host: Host, pids: tuple[int, ...]) -> dict:
             else "no memory limit on the engine's cgroup or above it"}
 
 
-@dataclass(frozen=True, slots=True)
-class KernelKill:
-    pid: int
-    memcgs: tuple[str, ...]  # oom_memcg and task_memcg; () where the kernel printed neither
-
-
-def parse_kills(text: str) -> list[KernelKill]:
-    """The memory-cgroup OOM kills a kernel log holds, once each."""
-    kills: dict[int, KernelKill] = {}
-    for m in _MEMCG_LINE.finditer(text):
-        kills[int(m.group(3))] = KernelKill(int(m.group(3)), (m.group(1), m.group(2)))
-    for m in _MEMCG_KILL.finditer(text):
-        kills.setdefault(int(m.group(1)), KernelKill(int(m.group(1)), ()))
-    return list(kills.values())
-
-
-def _kernel_kills(host: Host) -> tuple[list[KernelKill] | None, str]:
-    """The kernel log's memcg OOM kills; None when the log cannot be read."""
-    try:
-        out = host.run(["dmesg"], timeout_s=5.0)
-    except HostReadError as exc:
-        return None, f"dmesg: {exc.reason}"
-    if out.rc != 0:
-        return None, f"dmesg exited {out.rc}: {out.stderr.strip()[:120]} (run as root)"
-    return parse_kills(out.stdout[-KERNEL_LOG_CHARS:]), "dmesg"
-
-
-def _kills_of(kills: list[KernelKill] | None, pids: tuple[int, ...], cgroup: str) -> int | None:
+def _kills_of(kills: list[cgroups.KernelKill] | None, pids: tuple[int, ...], cgroup: str) -> int | None:
     """Kills in the engine's cgroup (by memcg path), or of one of its pids where the kernel
     named no cgroup: a pid alone could be an older process's."""
     if kills is None:
@@ -247,7 +214,7 @@ def _groups(host: Host) -> dict[str, list[Process]]:
     return groups
 
 
-def _one(host: Host, procs: list[Process], kills: list[KernelKill] | None) -> EngineContainer:
+def _one(host: Host, procs: list[Process], kills: list[cgroups.KernelKill] | None) -> EngineContainer:
     procs = sorted(procs, key=lambda p: p.pid)
     pids = tuple(p.pid for p in procs)
     kind = procs[0].engine or "engine"
@@ -278,7 +245,7 @@ def probe(host: Host, options: ScanOptions) -> ContainerRecord:
     groups = _groups(host)
     if not groups:
         raise Skip("no serving engine in the process table")
-    kills, source = _kernel_kills(host)
+    kills, source = cgroups.kernel_kills(host)
     return ContainerRecord(tuple(_one(host, procs, kills) for procs in groups.values()), source)
 
 

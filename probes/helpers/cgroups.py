@@ -7,12 +7,14 @@ it the mount shows), then in the process's cgroup directory and its ancestors: v
 ``cpu.cfs_quota_us``, ``cpu.cfs_period_us``, ``cpu.stat``, ``memory.limit_in_bytes``,
 ``memory.usage_in_bytes``, ``memory.failcnt``, ``memory.oom_control``. A limit set on an
 ancestor binds its descendants, so the tightest one on the way up is the one reported.
-World-readable, no root needed. Manual equivalent: ``cat /sys/fs/cgroup$(cut -d: -f3
+World-readable, no root needed. Memory-cgroup OOM kills are also read from the kernel log
+(``dmesg``: root where ``kernel.dmesg_restrict = 1``). Manual equivalent: ``cat /sys/fs/cgroup$(cut -d: -f3
 /proc/<pid>/cgroup)/cpu.max`` and ``systemd-cgls``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError, MalformedError
@@ -21,6 +23,13 @@ from probes.helpers import kernel_text
 MAX_DEPTH = 32  # cgroup levels walked up to the hierarchy's root
 # v1 prints "no limit" as the largest page-aligned long: 9223372036854771712
 V1_UNLIMITED = 2**62
+# mm/oom_kill.c: "oom-kill:constraint=CONSTRAINT_MEMCG,...,oom_memcg=/docker/3f2a,
+# task_memcg=/docker/3f2a,task=python3,pid=4242,uid=0" (4.19+), then "Memory cgroup out of
+# memory: Killed process 4242 (python3) total-vm:..." ("Kill process" before 5.0).
+_MEMCG_LINE = re.compile(r"oom-kill:constraint=CONSTRAINT_MEMCG,.{0,400}?oom_memcg=([^,\s]{1,512}),"
+                         r"task_memcg=([^,\s]{1,512}),.{0,200}?pid=(\d{1,10})")
+_MEMCG_KILL = re.compile(r"Memory cgroup out of memory: Kill(?:ed)? process (\d{1,10}) ")
+KERNEL_LOG_CHARS = 4 << 20  # the ring buffer's end: a bounded read of a huge log
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,3 +216,30 @@ def memory_limit(host: Host, cg: CgroupDir) -> MemoryLimit:
     return MemoryLimit(1, directory, best[0] if best else None,
                        _optional_count(host, f"{directory}/memory.usage_in_bytes"),
                        control.get("oom_kill"), _optional_count(host, f"{directory}/memory.failcnt"))
+
+
+@dataclass(frozen=True, slots=True)
+class KernelKill:
+    pid: int
+    memcgs: tuple[str, ...]  # oom_memcg and task_memcg; () where the kernel printed neither
+
+
+def parse_kills(text: str) -> list[KernelKill]:
+    """The memory-cgroup OOM kills a kernel log holds, once each."""
+    kills: dict[int, KernelKill] = {}
+    for m in _MEMCG_LINE.finditer(text):
+        kills[int(m.group(3))] = KernelKill(int(m.group(3)), (m.group(1), m.group(2)))
+    for m in _MEMCG_KILL.finditer(text):
+        kills.setdefault(int(m.group(1)), KernelKill(int(m.group(1)), ()))
+    return list(kills.values())
+
+
+def kernel_kills(host: Host) -> tuple[list[KernelKill] | None, str]:
+    """The kernel log's memcg OOM kills; None when the log cannot be read."""
+    try:
+        out = host.run(["dmesg"], timeout_s=5.0)
+    except HostReadError as exc:
+        return None, f"dmesg: {exc.reason}"
+    if out.rc != 0:
+        return None, f"dmesg exited {out.rc}: {out.stderr.strip()[:120]} (run as root)"
+    return parse_kills(out.stdout[-KERNEL_LOG_CHARS:]), "dmesg"
