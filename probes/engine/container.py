@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
@@ -35,6 +36,7 @@ from probes.helpers.processes import Process, engine_processes
 
 SAMPLE_S = 1.0  # ten 100 ms CFS periods
 SAMPLES = 5  # runnable-thread counts taken in the window; the largest is kept
+PARALLEL = 16  # engine cgroups read at once
 MULTI_PROCESS = ("vllm", "sglang")  # Python engines that always run worker processes
 
 
@@ -82,8 +84,11 @@ class ContainerRecord:
 
 
 def _status(host: Host, pid: int) -> dict[str, str]:
+    """``/proc/<pid>/status`` read once a scan: its Threads and VmRSS then come from one read,
+    live and replayed alike."""
     path = f"/proc/{pid}/status"
-    return dict(line.split(":", 1) for line in host.read_text(path).splitlines() if ":" in line)
+    text = host.memo(f"engine.container.status:{pid}", lambda: host.read_text(path))
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
 
 
 def _status_sum(host: Host, pids: tuple[int, ...], key: str, unit: int) -> int | None:
@@ -246,7 +251,11 @@ def probe(host: Host, options: ScanOptions) -> ContainerRecord:
     if not groups:
         raise Skip("no serving engine in the process table")
     kills, source = cgroups.kernel_kills(host)
-    return ContainerRecord(tuple(_one(host, procs, kills) for procs in groups.values()), source)
+    # each quota's cpu.stat is sampled for SAMPLE_S: the cgroups are read side by side, so a
+    # node of many containers takes a few windows, not one per container
+    with ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="engine.container") as pool:
+        engines = tuple(pool.map(lambda procs: _one(host, procs, kills), groups.values()))
+    return ContainerRecord(engines, source)
 
 
 def summary(record: ContainerRecord) -> str:
