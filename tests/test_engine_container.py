@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 from pathlib import Path
 
@@ -178,3 +179,29 @@ def test_parsers():
         "Memory cgroup out of memory: Killed process 7 (x) total-vm:1kB\n"
         "Memory cgroup out of memory: Kill process 9 (y) score 1 or sacrifice child\n")
     assert kills == [cgroups.KernelKill(7, ("/a", "/a/b")), cgroups.KernelKill(9, ())]
+
+
+GARBAGE = ["", "x", "-1", "1 2 3", "\x00\x01", "9" * 30, "max", "nr_throttled x\n", "0::\n",
+           "a:b:c\n", "size=99999999999999999999g", "²", "\n\n\n", "nr_periods 5\nnr_throttled 9\n"]
+
+
+@pytest.mark.parametrize("name", ["vllm-docker-v2-oom-killed", "vllm-docker-v1-cpu-quota"])
+def test_every_file_the_probe_reads_may_be_garbage(tmp_path, name):
+    """Container files replaced by garbage (40 pairs of a fixed seed, every file at least
+    once): a record of the one engine, never an exception."""
+    root = tmp_path / name
+    shutil.copytree(FIXTURE_HOSTS / name, root, symlinks=True)
+    fs = root / "fs"
+    targets = sorted(p for p in fs.rglob("*") if p.is_file() and (
+        "cgroup" in str(p.relative_to(fs)) or p.name in ("status", "mountinfo")))
+    assert len(targets) >= 8
+    rng = random.Random(16)
+    pairs = [(t, rng.choice(GARBAGE)) for t in targets]
+    pairs += [(rng.choice(targets), rng.choice(GARBAGE)) for _ in range(40 - len(pairs))]
+    for target, text in pairs:
+        original = target.read_bytes()
+        target.write_text(text)
+        record = _record(root)
+        assert len(record.engines) == 1, (target, text)
+        container.summary(record)
+        target.write_bytes(original)

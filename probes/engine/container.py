@@ -92,15 +92,16 @@ def _status(host: Host, pid: int) -> dict[str, str]:
 
 
 def _status_sum(host: Host, pids: tuple[int, ...], key: str, unit: int) -> int | None:
+    """None when one process's figure is absent (a zombie has no VmRSS) or unreadable."""
     total = 0
     for pid in pids:
         try:
             word = _status(host, pid).get(key, "").split()
-        except HostReadError:
+            if not word:
+                return None
+            total += kernel_text.count(f"/proc/{pid}/status", word[0]) * unit
+        except HostReadError:  # gone, or not what the kernel writes: that one figure is absent
             return None
-        if not word:
-            return None  # a kernel thread has no VmRSS; a zombie neither
-        total += kernel_text.count(f"/proc/{pid}/status", word[0]) * unit
     return total
 
 
@@ -205,7 +206,7 @@ def _kills_of(kills: list[cgroups.KernelKill] | None, pids: tuple[int, ...], cgr
 def _tensor_parallel(proc: Process) -> int | None:
     names = FLAGS["tensor_parallel_size"].get(proc.engine or "", ())
     value = flag(_args(proc.cmdline), *names) if names else None
-    return int(value) if value and value.isdigit() and len(value) < 6 else None
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 6 else None
 
 
 def _groups(host: Host) -> dict[str, list[Process]]:

@@ -42,7 +42,7 @@ def shm_mount(text: str) -> tuple[str, int | None] | None:
             continue
         match = _SIZE.search(tail[2])
         size = int(match.group(1)) * _UNITS[match.group(2).lower()] if match else None
-        found = (tail[0], size)
+        found = (tail[0], size if size is not None and size < 2**63 else None)
     return found
 
 
