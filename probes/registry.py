@@ -9,6 +9,7 @@ from __future__ import annotations
 from doctor.model import Level, ProbeSpec
 from probes.engine import (
     capacity as engine_capacity,
+    container as engine_container,
     discovery as engine_discovery,
     exposure as engine_exposure,
     kv_cache as engine_kv,
@@ -329,6 +330,15 @@ PROBES: tuple[ProbeSpec, ...] = (
         summary=gpu_p2p.summary,
         exclusive=True,  # its standard-level copies must not run beside the bandwidth kernels
         needs=("gpu.topology",),
+    ),
+    ProbeSpec(
+        name="engine.container",
+        level=Level.QUICK,
+        description="The container of each engine: /dev/shm in its mount namespace, its cgroup's CPU quota and throttling, its memory limit against its resident memory and OOM kills",
+        reads="/proc/<pid>/{cgroup,status,mountinfo}, statvfs /proc/<pid>/root/dev/shm, /proc/self/mountinfo; cgroup v2 cpu.max, cpu.stat (twice, 1 s apart), memory.max, memory.current, memory.events; v1 cpu.cfs_quota_us, cpu.cfs_period_us, cpu.stat, memory.limit_in_bytes, memory.usage_in_bytes, memory.failcnt, memory.oom_control; dmesg",
+        timeout_s=20.0,
+        run=engine_container.probe,
+        summary=engine_container.summary,
     ),
 )
 
