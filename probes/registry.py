@@ -15,6 +15,7 @@ from probes.engine import (
     load as engine_load,
     metrics as engine_metrics,
     output as engine_output,
+    slots as engine_slots,
     stacks as engine_stacks,
     warmup as engine_warmup,
 )
@@ -202,6 +203,17 @@ PROBES: tuple[ProbeSpec, ...] = (
         cost=engine_output.COST,
         exclusive=True,
         needs=("engine.discovery",),
+    ),
+    ProbeSpec(
+        name="engine.slots",
+        level=Level.QUICK,
+        description="llama.cpp's and Ollama's parallel slots against the concurrency they get: busy slots, deferred requests, the wait a slot costs",
+        reads="GET /props, /slots (llama.cpp), /api/ps (Ollama); engine.metrics' llamacpp:requests_deferred; /proc/<pid>/environ OLLAMA_NUM_PARALLEL; /proc/net/tcp{,6}; the saved load sweep",
+        timeout_s=20.0,
+        run=engine_slots.probe,
+        summary=engine_slots.summary,
+        needs=("engine.discovery",),
+        after=("engine.metrics",),  # its second scrape holds the deferred requests
     ),
     ProbeSpec(
         name="gpu.inventory",
