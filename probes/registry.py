@@ -11,6 +11,7 @@ from probes.engine import (
     capacity as engine_capacity,
     discovery as engine_discovery,
     exposure as engine_exposure,
+    frontend as engine_frontend,
     kv_cache as engine_kv,
     load as engine_load,
     metrics as engine_metrics,
@@ -214,6 +215,16 @@ PROBES: tuple[ProbeSpec, ...] = (
         summary=engine_slots.summary,
         needs=("engine.discovery",),
         after=("engine.metrics",),  # its second scrape holds the deferred requests
+    ),
+    ProbeSpec(
+        name="engine.frontend",
+        level=Level.QUICK,
+        description="Each vLLM, SGLang or TGI engine's API/tokenizer process: its CPU in host.cpu_load's sample beside the GPUs' utilisation",
+        reads="host.cpu_load's sample (no second one); /proc/<pid>/cmdline; NVML nvmlDeviceGetCount, nvmlDeviceGetUtilizationRates",
+        timeout_s=15.0,
+        run=engine_frontend.probe,
+        summary=engine_frontend.summary,
+        needs=("host.cpu_load",),
     ),
     ProbeSpec(
         name="gpu.inventory",

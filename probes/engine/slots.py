@@ -43,6 +43,9 @@ PAGE_MAX_BYTES = 4 << 20
 ENVIRON_MAX_CHARS = 1 << 20  # /proc/<pid>/environ is at most ARG_MAX; this is past any real one
 TCP_ESTABLISHED = "01"  # include/net/tcp_states.h
 KINDS = ("llama.cpp", "ollama")
+# Ollama's FAQ: OLLAMA_NUM_PARALLEL "defaults to 1" (releases of 2024 chose 4 or 1 by memory;
+# an unset variable on one of those is judged as 1, the lower of the two)
+OLLAMA_DEFAULT_PARALLEL = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,11 +196,14 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
     errors: list[str] = []
     slots: int | None = None
     absent: str | None = "no process: OLLAMA_NUM_PARALLEL is read from its environment"
+    unset = False
     if engine.pid is not None:
         value, absent = environ_value(host, engine.pid, "OLLAMA_NUM_PARALLEL")
         slots = count(value, minimum=1) if value is not None else None
         if value is not None and slots is None:
             absent = f"OLLAMA_NUM_PARALLEL={value[:40]!r} is not a whole number of at least 1"
+        elif value is None and absent and absent.startswith("OLLAMA_NUM_PARALLEL not set"):
+            slots, absent, unset = OLLAMA_DEFAULT_PARALLEL, None, True
     ps = _json(host, f"{base_url}/api/ps", errors)
     models = field(ps, "models")
     loaded = [m for m in models[:64] if isinstance(m, dict)] if isinstance(models, list) else []
@@ -207,7 +213,8 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
     wanted = max(offered or 0, level or 0)
     suggested = wanted if slots and wanted > slots else None
     return EngineSlots(
-        base_url, "ollama", engine.pid, slots, "OLLAMA_NUM_PARALLEL" if slots else None,
+        base_url, "ollama", engine.pid, slots,
+        ("OLLAMA_NUM_PARALLEL unset (default 1)" if unset else "OLLAMA_NUM_PARALLEL") if slots else None,
         None if slots else absent, None,
         max(0, offered - slots) if offered is not None and slots else None, offered,
         "established connections" if offered is not None else None,
