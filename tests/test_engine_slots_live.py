@@ -21,7 +21,8 @@ from doctor.workload import knee
 from doctor.workload.loadgen import Endpoint, Workload, run_requests
 from probes.engine import load as engine_load, slots as engine_slots
 from probes.registry import by_name
-from tests import llama_server
+from tests import llama_server as llama
+from tests.llama_server import llama_server  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -32,11 +33,11 @@ RULE = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "too-fe
 @pytest.fixture(params=[1, 4], ids=["np1", "np4"])
 def server(request, tmp_path):
     """A llama-server of its own with -np N (the last -np on its command line wins)."""
-    started = llama_server.start(tmp_path, "-np", str(request.param))
+    started = llama.start(tmp_path, "-np", str(request.param))
     try:
         yield request.param, started
     finally:
-        llama_server.stop(started)
+        llama.stop(started)
 
 
 def _json(url: str):
@@ -82,8 +83,8 @@ def test_slots_against_a_concurrency_of_four(server, tmp_path, monkeypatch):
     print(f"-np {slots}: busy {mine.busy}, deferred {mine.deferred}, TTFT p50 "
           + ", ".join(f"c={p.concurrency} {p.ttft_p50_ms} ms" for p in points))
     assert mine.slots == slots and mine.slots_from == "/props total_slots"
-    assert mine.ctx_total == llama_server.CONTEXT
-    assert mine.ctx_per_slot == llama_server.CONTEXT // slots
+    assert mine.ctx_total == llama.CONTEXT
+    assert mine.ctx_per_slot == llama.CONTEXT // slots
     others = tuple(e for e in record.engines if e.base_url != started.base_url)
     result = ProbeResult("engine.slots", "ok", 0.0, None,
                          engine_slots.SlotsRecord((mine,)) if others else record)
@@ -95,7 +96,21 @@ def test_slots_against_a_concurrency_of_four(server, tmp_path, monkeypatch):
         assert [f.rule for f in findings] == ["too-few-slots"]
         evidence = findings[0].evidence
         assert evidence["suggested_slots"] == CONCURRENCY
-        assert evidence["suggested_ctx"] == CONCURRENCY * llama_server.CONTEXT
+        assert evidence["suggested_ctx"] == CONCURRENCY * llama.CONTEXT
     else:
         assert mine.deferred == 0 and mine.sweep_concurrency is None
         assert findings == []
+
+
+def test_a_capture_replays_to_the_same_record(llama_server, tmp_path):  # noqa: F811
+    """What engine.slots reads (/props, /slots, /metrics twice, the process table, the
+    saved sweep's absence) is kept by a capture: its replay gives the same record."""
+    from doctor.seam.recorded import RecordedHost, RecordingHost
+
+    capture = RecordingHost(LiveHost(), tmp_path / "cap")
+    live = engine_slots.probe(capture, ScanOptions())
+    capture.save({"level": "standard", "llm_doctor_version": "0", "model_dirs": []})
+    replayed = engine_slots.probe(RecordedHost(tmp_path / "cap"), ScanOptions())
+    mine = [e for e in live.engines if e.base_url == llama_server.base_url]
+    assert len(mine) == 1 and mine[0].slots == llama.SLOTS
+    assert replayed == live
