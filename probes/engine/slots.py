@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from doctor import display
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
-from doctor.values import count, field, non_negative, page_json
+from doctor.values import count, field, page_json
 from probes.engine.discovery import discover
 from probes.engine.load import saved_sweep
 from probes.engine.metrics import scrape_all
@@ -135,8 +135,7 @@ def _json(host: Host, url: str, errors: list[str]):
 def _deferred(host: Host, options: ScanOptions, base_url: str) -> int | None:
     for item in scrape_all(host, options):
         if isinstance(item, EngineMetrics) and item.endpoint.rsplit("/metrics", 1)[0] == base_url:
-            value = non_negative(item.requests_waiting)
-            return None if value is None else int(value)
+            return count(item.requests_waiting)  # a gauge: 3.0; NaN or 2.5 is no count
     return None
 
 
