@@ -40,6 +40,9 @@ class Frontend:
     role: str  # what the front-end process is, in words
     pid: int  # the front-end process
     tree_pid: int  # the engine tree's root (host.cpu_load's engines)
+    # processes in the tree: 1 is an engine in one process (vLLM V0's api_server, a
+    # recording made before trees were kept), whose front end cannot be told from its core
+    tree_processes: int
     frontend_cores: float | None  # the front end's CPU over the sample window, in cores
     frontend_absent: str | None  # why frontend_cores is None
     rest_cores: float | None  # the rest of the tree (engine core, workers), in cores
@@ -112,7 +115,7 @@ def probe(host: Host, options: ScanOptions) -> FrontendRecord:
             absent = None if complete else "not among the ten busiest processes of the sample"
         rest = round(max(0.0, tree.cpu_cores - cores), 3) if cores is not None else None
         found.append(Frontend(
-            tree.engine, ROLES[tree.engine], pid, tree.pid, cores, absent, rest,
+            tree.engine, ROLES[tree.engine], pid, tree.pid, tree.processes, cores, absent, rest,
             count(flag(cmdline.split(), *WORKER_FLAGS[tree.engine]), minimum=1),
             util, util_absent, gpus, sample.window_s))
     if not found:
