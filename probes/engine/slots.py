@@ -12,7 +12,8 @@ requests per loaded model and queues the rest. Sources, per engine:
   only; another user's process needs root), ``GET /api/ps`` (the models loaded and their
   ``context_length``; it carries no count of requests in flight), and the client
   connections established to its port (``/proc/net/tcp{,6}``, state ESTABLISHED) as the
-  concurrency it is offered;
+  concurrency it is offered (idle keep-alive connections of a pooling proxy count too: the
+  rule's ``for`` window in the daemon, and the saved sweep's measured wait, temper that);
 * both: the sweep ``llm-doctor load`` saved for the endpoint (engine.load's reader): time to
   first token at concurrency 1 and at the highest level above the slots, the wait a slot
   costs.
