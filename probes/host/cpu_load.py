@@ -315,7 +315,8 @@ def _engine(i: int, row: Any, logical: int, other_busy: float | None) -> EngineC
 
 
 def probe(host: Host, options: ScanOptions) -> CpuLoadRecord:
-    data = host.measure("host.cpu_load", sample)
+    # once per scan: engine.frontend reads the same sample instead of taking a second one
+    data = host.memo("host.cpu_load", lambda: host.measure("host.cpu_load", sample))
     if not isinstance(data, dict):
         raise MeasurementError(f"measurement host.cpu_load = {_shown(data)}: expected an object "
                                "with window_s, logical_cpus, busy_cores, top")

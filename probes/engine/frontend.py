@@ -1,0 +1,130 @@
+"""engine.frontend: each engine's API or tokenizer process, and how busy it is beside the GPU.
+
+The front end takes HTTP, tokenises, schedules and streams in one Python process (vLLM's
+API server, the parent of V1's ``VLLM::EngineCore``; SGLang's main process, which runs its
+tokenizer manager beside the ``sglang::scheduler`` children) or a small router (TGI's
+``text-generation-router``). Pinned at about one core, it starves the engine core and the
+GPU of work. Sources: host.cpu_load's sample (no second sample: the same per-scan memo),
+which holds each process of the ten busiest and each engine tree's total; the process
+table (probes/helpers/processes.py) for the router and the front end's flags; NVML
+``nvmlDeviceGetUtilizationRates`` (``gpu``: percent of the sample period a kernel ran) of
+every GPU, through the host's one NVML funnel. Units: cores (1.0 = one core busy for the
+whole window), percent. No privilege needed. Manual equivalent: ``top -H -p $(pgrep -f
+'vllm serve' | head -1)`` and ``nvidia-smi --query-gpu=utilization.gpu --format=csv``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor import display
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host, HostReadError
+from doctor.values import count, non_negative
+from probes.helpers.engine_flags import flag
+from probes.helpers.gpu_common import gpu_count, reason_of
+from probes.helpers.processes import process_table
+from probes.host import cpu_load
+
+KINDS = ("vllm", "sglang", "tgi")
+ROLES = {"vllm": "vLLM API server", "sglang": "SGLang tokenizer manager (main process)",
+         "tgi": "TGI router"}
+# The flag that runs more front-end processes or workers, per engine (each engine's --help).
+WORKER_FLAGS = {"vllm": ("--api-server-count",), "sglang": ("--tokenizer-worker-num",),
+                "tgi": ("--validation-workers",)}
+
+
+@dataclass(frozen=True, slots=True)
+class Frontend:
+    engine: str  # vllm, sglang, tgi
+    role: str  # what the front-end process is, in words
+    pid: int  # the front-end process
+    tree_pid: int  # the engine tree's root (host.cpu_load's engines)
+    # processes in the tree: 1 is an engine in one process (vLLM V0's api_server, a
+    # recording made before trees were kept), whose front end cannot be told from its core
+    tree_processes: int
+    frontend_cores: float | None  # the front end's CPU over the sample window, in cores
+    frontend_absent: str | None  # why frontend_cores is None
+    rest_cores: float | None  # the rest of the tree (engine core, workers), in cores
+    workers: int | None  # --api-server-count / --tokenizer-worker-num / --validation-workers
+    gpu_util_max_pct: float | None  # busiest GPU, nvmlDeviceGetUtilizationRates .gpu
+    gpu_util_absent: str | None  # why gpu_util_max_pct is None
+    gpus: int | None
+    window_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class FrontendRecord:
+    engines: tuple[Frontend, ...]
+
+
+def gpu_utilisation(host: Host) -> tuple[float | None, str | None, int | None]:
+    """(busiest GPU's utilisation %, why absent, GPUs): the host's GPUs, not only the
+    engine's, so the rule fires only when every GPU is under-used."""
+    try:
+        gpus = gpu_count(host)
+    except Skip as exc:
+        return None, str(exc), None
+    except HostReadError as exc:
+        return None, str(exc), None
+    seen, why = [], None
+    for index in range(gpus):
+        try:
+            answer = host.nvml("nvmlDeviceGetUtilizationRates", index)
+        except HostReadError as exc:
+            why = f"GPU {index}: nvmlDeviceGetUtilizationRates {reason_of(exc)}"
+            continue
+        value = non_negative(answer.get("gpu")) if isinstance(answer, dict) else None
+        if value is None or value > 100:
+            why = f"GPU {index}: nvmlDeviceGetUtilizationRates gave {str(answer)[:60]!r}"
+            continue
+        seen.append(value)
+    if len(seen) < gpus:  # one GPU unread could be the busy one
+        return None, why, gpus
+    return max(seen), None, gpus
+
+
+def _frontend_pid(kind: str, root: int, host: Host) -> tuple[int, str] | None:
+    """The front-end process of the tree rooted at ``root``, with its command line."""
+    table = process_table(host)
+    if kind == "tgi":  # the launcher is the root; its router is a child of its own
+        routers = [p for p in table if p.engine == "tgi" and "text-generation-router" in
+                   p.cmdline.split(" ", 1)[0]]
+        return (routers[0].pid, routers[0].cmdline) if len(routers) == 1 else None
+    found = next((p for p in table if p.pid == root), None)
+    return (root, found.cmdline if found else "")
+
+
+def probe(host: Host, options: ScanOptions) -> FrontendRecord:
+    sample = cpu_load.probe(host, options)  # host.cpu_load's sample, memoized per scan
+    trees = [e for e in sample.engines if e.engine in KINDS]
+    if not trees:
+        raise Skip("no vLLM, SGLang or TGI engine in host.cpu_load's sample")
+    util, util_absent, gpus = gpu_utilisation(host)
+    by_pid = {p.pid: p.cpu_cores for p in sample.top}
+    complete = len(sample.top) < cpu_load.TOP_N  # every process above MIN_CORES is listed
+    found = []
+    for tree in trees:
+        front = _frontend_pid(tree.engine, tree.pid, host)
+        if front is None:
+            continue
+        pid, cmdline = front
+        cores, absent = by_pid.get(pid), None
+        if cores is None:
+            cores = 0.0 if complete else None
+            absent = None if complete else "not among the ten busiest processes of the sample"
+        rest = round(max(0.0, tree.cpu_cores - cores), 3) if cores is not None else None
+        found.append(Frontend(
+            tree.engine, ROLES[tree.engine], pid, tree.pid, tree.processes, cores, absent, rest,
+            count(flag(cmdline.split(), *WORKER_FLAGS[tree.engine]), minimum=1),
+            util, util_absent, gpus, sample.window_s))
+    if not found:
+        raise Skip("TGI without exactly one text-generation-router: its front end is not known")
+    return FrontendRecord(tuple(found))
+
+
+def summary(record: FrontendRecord) -> str:
+    return "; ".join(
+        f"{e.role} ({e.pid}) {display.text(e.frontend_cores, e.frontend_absent, '.2f')} cores, "
+        f"GPU {display.text(e.gpu_util_max_pct, e.gpu_util_absent, '.0f')}%"
+        for e in record.engines)

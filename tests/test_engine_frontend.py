@@ -1,0 +1,66 @@
+"""engine.frontend and frontend-cpu-bound on recorded hosts (tests/fixtures/build_frontend_hosts.py):
+a vLLM API server at 0.98 of a core beside a GPU at 20 % raises it; at 0.15 of a core beside
+a GPU at 85 % it stays silent. The probe reads host.cpu_load's sample once per scan."""
+
+from __future__ import annotations
+
+from doctor.model import ProbeResult, ScanOptions
+from doctor.rules.evaluate import evaluate
+from doctor.rules.loader import builtin_files, load_rules
+from doctor.seam.recorded import RecordedHost
+from probes.engine import frontend
+from probes.host import cpu_load
+from probes.registry import by_name
+from tests.fixtures.build_frontend_hosts import API, build
+
+RULE = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "frontend-cpu-bound")
+
+
+def _judged(tmp_path, name):
+    host = RecordedHost(build(tmp_path, name))
+    record = frontend.probe(host, ScanOptions())
+    findings, errors = evaluate([RULE], [ProbeResult("engine.frontend", "ok", 0.0, None, record)])
+    assert errors == []
+    return host, record, findings
+
+
+def test_api_server_pinned_beside_an_idle_gpu(tmp_path):
+    _, record, findings = _judged(tmp_path, "h100-vllm-api-server-pinned")
+    (engine,) = record.engines
+    assert (engine.engine, engine.pid, engine.frontend_cores) == ("vllm", API, 0.98)
+    assert engine.rest_cores == 0.31 and engine.gpu_util_max_pct == 20 and engine.gpus == 1
+    assert [f.rule for f in findings] == ["frontend-cpu-bound"]
+    assert findings[0].title == "vLLM API server (pid 51234) at 0.98 cores, the busiest GPU at 20%, the rest of the engine at 0.31 cores"
+
+
+def test_calm_front_end_is_silent(tmp_path):
+    _, record, findings = _judged(tmp_path, "h100-vllm-frontend-calm")
+    assert record.engines[0].frontend_cores == 0.15 and findings == []
+
+
+def test_one_sample_per_scan(tmp_path):
+    """engine.frontend takes host.cpu_load's sample from the scan's memo: the same record."""
+    host = RecordedHost(build(tmp_path, "h100-vllm-api-server-pinned"))
+    calls = []
+    real = host.measure
+
+    def counted(name, fn):
+        calls.append(name)
+        return real(name, fn)
+
+    host.measure = counted  # type: ignore[method-assign]
+    first = cpu_load.probe(host, ScanOptions())
+    frontend.probe(host, ScanOptions())
+    assert calls == ["host.cpu_load"] and cpu_load.probe(host, ScanOptions()) == first
+
+
+def test_no_gpu_reading_falls_back_to_the_engine_core(tmp_path):
+    root = build(tmp_path, "h100-vllm-api-server-pinned")
+    (root / "nvml.json").unlink()
+    host = RecordedHost(root)
+    record = frontend.probe(host, ScanOptions())
+    (engine,) = record.engines
+    assert engine.gpu_util_max_pct is None and engine.gpu_util_absent
+    findings, errors = evaluate([RULE], [ProbeResult("engine.frontend", "ok", 0.0, None, record)])
+    assert errors == [] and [f.rule for f in findings] == ["frontend-cpu-bound"]
+    assert "GPU" not in findings[0].title
