@@ -86,16 +86,19 @@ def test_num_parallel_against_four_clients(tmp_path, parallel):
         assert findings == [] and mine.deferred == 0
 
 
-def test_a_recording_masks_the_value(tmp_path):
-    """A capture keeps the names in /proc/<pid>/environ, never the values: the slots are
-    then unknown, with the reason, and nothing is judged."""
+def test_a_recording_keeps_this_value_and_masks_the_others(tmp_path):
+    """A capture keeps the names in /proc/<pid>/environ and the values of the variables
+    judged (doctor.redact.KEPT_ENV), OLLAMA_NUM_PARALLEL among them; any other value is
+    masked, and a masked one is no value, with the reason."""
     from doctor.seam.recorded import RecordedHost, RecordWriter
 
     writer = RecordWriter(tmp_path)
-    writer.file("/proc/77/environ", "HOME=/root\0OLLAMA_NUM_PARALLEL=1\0")
+    writer.file("/proc/77/environ", "HOME=/root\0OLLAMA_NUM_PARALLEL=1\0OLLAMA_KEEP_ALIVE=5m\0")
     writer.save({"hostname": "t", "captured_at": "2026-12-01T00:00:00Z", "level": "quick",
                  "llm_doctor_version": "0", "model_dirs": []})
-    value, absent = engine_slots.environ_value(RecordedHost(tmp_path), 77, "OLLAMA_NUM_PARALLEL")
+    recorded = RecordedHost(tmp_path)
+    assert engine_slots.environ_value(recorded, 77, "OLLAMA_NUM_PARALLEL") == ("1", None)
+    value, absent = engine_slots.environ_value(recorded, 77, "OLLAMA_KEEP_ALIVE")
     assert value is None and absent is not None and "masked" in absent
     value, absent = engine_slots.environ_value(LiveHost(), os.getpid(), "NO_SUCH_VARIABLE_H16")
     assert value is None and absent is not None and "not set" in absent

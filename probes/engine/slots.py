@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor import display
+from doctor.redact import MASK
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
 from doctor.values import count, field, page_json
@@ -38,10 +39,10 @@ from probes.engine.load import saved_sweep
 from probes.engine.metrics import scrape_all
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_normalise import EngineMetrics
+from probes.helpers.process_env import env_value
 
 TIMEOUT_S = 5.0
 PAGE_MAX_BYTES = 4 << 20
-ENVIRON_MAX_CHARS = 1 << 20  # /proc/<pid>/environ is at most ARG_MAX; this is past any real one
 TCP_ESTABLISHED = "01"  # include/net/tcp_states.h
 KINDS = ("llama.cpp", "ollama")
 # Ollama's FAQ: OLLAMA_NUM_PARALLEL "defaults to 1" (releases of 2024 chose 4 or 1 by memory;
@@ -79,20 +80,18 @@ class SlotsRecord:
 
 
 def environ_value(host: Host, pid: int, name: str) -> tuple[str | None, str | None]:
-    """(value, why absent) of one variable of ``/proc/<pid>/environ``. Only ``name`` is
-    kept; a recording masks every value, and a masked one is no value."""
+    """(value, why absent) of one variable of ``/proc/<pid>/environ`` (only ``name`` is
+    kept: probes/helpers/process_env.py). A recording keeps the values of
+    doctor.redact.KEPT_ENV only; any other comes back masked, and a masked one is no value."""
     path = f"/proc/{pid}/environ"
-    try:
-        raw = host.read_text(path)[:ENVIRON_MAX_CHARS]
-    except HostReadError as exc:
-        return None, str(exc)
-    for item in raw.split("\0"):
-        key, sep, value = item.partition("=")
-        if sep and key == name:
-            if value == "***":
-                return None, f"{name} masked in {path} (a recording keeps no values)"
-            return value, None
-    return None, f"{name} not set in {path} (Ollama's default applies)"
+    found = env_value(host, pid, name)
+    if found.reason is not None:
+        return None, f"{path}: {found.reason}"
+    if found.value == MASK:
+        return None, f"{name} masked in {path} (a recording keeps no values)"
+    if found.value is None:
+        return None, f"{name} not set in {path} (Ollama's default applies)"
+    return found.value, None
 
 
 def established_to(host: Host, port: int) -> int | None:
