@@ -327,7 +327,9 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=15.0,
         run=gpu_numa.probe,
         summary=gpu_numa.summary,
-        needs=("gpu.topology",),
+        # after, not needs: a failing NVML is this probe's own error to report (as every
+        # gpu.* probe reports it), not a skip for want of gpu.topology
+        after=("gpu.topology",),
     ),
 )
 

@@ -144,12 +144,12 @@ def _engine(host: Host, proc, gpus: tuple[int, ...], nodes_of_gpu: dict[int, int
 
 
 def probe(host: Host, options: ScanOptions) -> NumaRecord:
+    count = gpu_count(host)  # first: no GPU (or NVML failing) says so before the nodes do
     nmap = node_map(host)
     if nmap.reason:
         raise Skip(nmap.reason)
     if len(nmap.cpus) < 2:
         raise Skip("one NUMA node: the engine cannot sit on a node away from its GPUs")
-    count = gpu_count(host)
     topo = host.memo("gpu.topology", lambda: topology.probe(host, options))
     missing: dict[str, str] = {}
     nodes_of_gpu = _gpu_nodes(host, topo, count, missing)
