@@ -143,3 +143,40 @@ def test_live_this_process():
     if nodes.reason is None and placed.reason is None:
         assert set(placed.bytes_by_node) <= set(nodes.cpus)
         assert sum(placed.bytes_by_node.values()) > 1 << 20  # a Python process: > 1 MiB
+
+
+PLACEMENT_FILES = (GPU0_NODE, "fs/proc/23110/status", "fs/proc/23110/numa_maps",
+                   "fs/proc/23110/cgroup", "fs/proc/devices",
+                   "fs/sys/devices/system/node/node1/cpulist")
+HOSTILE = ("", "\0" * 4096, "-1\n", "99999\n", "1" * 5000, "N0=" + "9" * 400 + "\n",
+           "Cpus_allowed_list:\t0-65535\nMems_allowed_list:\t0-1023\n",
+           "Cpus_allowed_list:\t\nMems_allowed_list:\t\n",
+           "x N0=1 N1=2 kernelpagesize_kB=" + "9" * 30 + "\n" * 3,
+           "8:devices:/../../../..\n", "0::/\n" * 3000, "Character devices:\n508\n",
+           "\ufffd\u202e" * 300, "0-3,\n", ":" * 1000)
+
+
+def test_hostile_placement_files_never_sink_the_probes(tmp_path):
+    """Each placement file replaced by hostile text in turn: gpu.numa and gpu.devices end ok,
+    skipped or with an error naming what was wrong, never a traceback; bounded in time."""
+    import random
+    import time
+
+    specs = tuple(p for p in PROBES if p.name in ("gpu.topology", "gpu.numa", "gpu.devices"))
+    rng = random.Random(15)
+    start = time.monotonic()
+    tried = 0
+    for n in range(40):
+        if time.monotonic() - start > 15:
+            break
+        root = tmp_path / f"h{n}"
+        shutil.copytree(FIXTURE_HOSTS / "l40s-2socket-container-lost-gpu", root, symlinks=True)
+        for rel in rng.sample(PLACEMENT_FILES, 2):
+            (root / rel).write_text(rng.choice(HOSTILE))
+        report = scan(RecordedHost(root), ScanOptions(level=Level.QUICK), specs, RULES)
+        assert report.rule_errors == []
+        for p in report.probes:
+            assert p.status in ("ok", "skipped", "error"), (p.name, p.status, p.reason)
+            assert "internal error" not in (p.reason or "") and "Traceback" not in (p.reason or "")
+        tried += 1
+    assert tried >= 5
