@@ -200,7 +200,11 @@ def probe(host: Host, options: ScanOptions) -> DevicesRecord:
     uvm = _char_majors(host, missing)
     holders = topology.gpu_pids(host, count)
     out = []
-    for proc in engine_processes(host):
+    engines = engine_processes(host)
+    pids = {p.pid for p in engines}
+    for proc in engines:
+        if (topology.lineage(host, proc.pid) - {proc.pid}) & pids:
+            continue  # a worker (VLLM::EngineCore) of an engine listed on its own
         gpus = tuple(i for i, pids in holders.items()
                      if any(proc.pid in topology.lineage(host, pid) for pid in pids))
         out.append(_engine(host, proc, host_ns, gpus, minors, uvm))
