@@ -24,11 +24,13 @@ from probes.engine import (
 from probes.gpu import (
     bandwidth as gpu_bandwidth,
     collective as gpu_collective,
+    devices as gpu_devices,
     errors as gpu_errors,
     fabric as gpu_fabric,
     inventory as gpu_inventory,
     kv_alloc as gpu_kv_alloc,
     memory as gpu_memory,
+    numa as gpu_numa,
     p2p as gpu_p2p,
     pcie as gpu_pcie,
     runtime as gpu_runtime,
@@ -362,6 +364,27 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=20.0,
         run=engine_container.probe,
         summary=engine_container.summary,
+    ),
+    ProbeSpec(
+        name="gpu.devices",
+        level=Level.QUICK,
+        description="Each engine in a container: its /dev/nvidia* nodes and device-cgroup access; the host's /dev/char links for the NVIDIA devices",
+        reads="/proc/{self,1,<pid>}/ns/mnt, /proc/<pid>/root/dev/nvidia* (stat), /proc/<pid>/cgroup, /sys/fs/cgroup/devices/<path>/devices.list, /dev/char, /proc/devices; NVML nvmlDeviceGetName, GetMinorNumber, GetComputeRunningProcesses",
+        timeout_s=10.0,
+        run=gpu_devices.probe,
+        summary=gpu_devices.summary,
+    ),
+    ProbeSpec(
+        name="gpu.numa",
+        level=Level.QUICK,
+        description="Each engine's allowed CPUs and resident memory against its GPUs' NUMA node",
+        reads="gpu.topology; /sys/devices/system/node/node*/cpulist, /sys/bus/pci/devices/<bdf>/numa_node, /proc/<pid>/{status,numa_maps}; NVML nvmlDeviceGetPciInfo, GetComputeRunningProcesses",
+        timeout_s=15.0,
+        run=gpu_numa.probe,
+        summary=gpu_numa.summary,
+        # after, not needs: a failing NVML is this probe's own error to report (as every
+        # gpu.* probe reports it), not a skip for want of gpu.topology
+        after=("gpu.topology",),
     ),
 )
 
