@@ -197,14 +197,16 @@ def try_engine_pages(base: Path, work: Path, rng: random.Random, out: Outside, n
         out.reset()
         with _only_the_impostor():
             run = _alone(runner)(argv, bound_s, work)
-        verdict = check(run, out, True, (), out.touched())
+        touched = out.touched()
+        verdict = check(run, out, True, (), touched)
         errors, titles = judged(run.stdout) if run.rc in (0, 1, 2) else ([], [])
         if errors:
             verdict.add("rule-error")
         if titles:
             verdict.add("none-in-title")
         shown = "; ".join((errors + titles)[:1])[:160]
-        what = f"{level} {engine.describe()}" + (f" [{shown}]" if shown else "")
+        what = (f"{level} {engine.describe()}" + (f" [{shown}]" if shown else "")
+                + (f" [read outside: {', '.join(touched[:3])}]" if touched else ""))
         return [Tried("engine-pages", what, argv, run, verdict)]
     finally:
         engine.server.close()
