@@ -178,3 +178,28 @@ def test_a_calm_vllm_at_its_cap_stays_silent():
         kv, found = engine.findings()
     assert kv.requests_running == 6 and kv.requests_waiting == 0
     assert found == [], [f.title for f in found]
+
+
+def test_a_counter_that_went_backwards_is_no_rate_and_says_why(no_local_engines):
+    """The engine restarted between the two scrapes: its counters start again from 0."""
+    first = (PAGES / "vllm-v1-calm" / "metrics.2.txt").read_text()
+    second = (PAGES / "vllm-v1-calm" / "metrics.1.txt").read_text().replace(
+        'vllm:num_preemptions_total{engine="0",model_name="Qwen/Qwen3-8B"} 103.0',
+        'vllm:num_preemptions_total{engine="0",model_name="Qwen/Qwen3-8B"} 2.0')
+    pages = [first, second]
+
+    def answer(request: Request) -> bytes:
+        if request.path.startswith("/metrics"):
+            return response(200, pages.pop(0).encode() if len(pages) > 1 else pages[0].encode(),
+                            "Content-Type: text/plain")
+        return response(404, b"{}", "Content-Type: application/json")
+    with RawServer(answer) as server:
+        report = scan(LiveHost(), ScanOptions(level=Level.QUICK, endpoints=(server.origin,)),
+                      KV_PROBES, RULES)
+    probes = _judged(report)
+    (m,) = probes["engine.metrics"].record.engines
+    assert m.preemptions_in_window is None and m.preemptions_per_s is None
+    assert m.preemptions_total == 2.0
+    assert any(a.startswith("preemptions:") and "went from 103 to 2" in a for a in m.absent), m.absent
+    assert m.prompt_tokens_per_s is None  # prompt tokens went back too (first page is later)
+    assert not {f.rule for f in report.findings} & {"engine-preemption"}
