@@ -33,11 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests import fuzz_runs as fuzz  # noqa: E402
 
 PROBLEMS = ("traceback", "hang", "read-outside", "found-outside", "found-secret", "found-token",
-            "found-environment", "internal-error", "invalid-json", "harness-error")
+            "found-environment", "internal-error", "invalid-json", "harness-error",
+            "rule-error", "none-in-title")
 # Each kind's share of the inputs (tests/fuzz_runs.py TRIERS makes and checks them), and
 # the seconds one run of it may take before it counts as a hang (default: --bound).
 SHARES = {"host": 0.5, "rules": 0.3, "config": 0.2, "plan": 0.1, "daemon": 0.1, "endpoint": 0.2,
-          "report": 0.2}
+          "report": 0.2,
+          "engine-pages": 0.2}
 # A rule or config file is checked in milliseconds; one that takes seconds is already wrong.
 FILE_BOUND_S = 5.0
 BOUNDS = {"rules": FILE_BOUND_S, "config": FILE_BOUND_S, "plan": FILE_BOUND_S,

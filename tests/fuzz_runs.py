@@ -246,6 +246,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "daemon": _kind("fuzz_daemon", "try_daemon"),
     "endpoint": _kind("fuzz_endpoint", "try_endpoint"),
     "report": _kind("fuzz_report", "try_report"),
+    "engine-pages": _kind("fuzz_engine_pages", "try_engine_pages"),
 }
 
 

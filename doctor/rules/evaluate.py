@@ -3,6 +3,10 @@
 Each rule runs in its own bounded evaluator (doctor/rules/sandbox.py): a rule that goes past
 RULE_TIME_LIMIT_S, or builds values too large, becomes a ``rule_errors`` entry naming it,
 and the other rules still run. Work is linear in the number of items a rule walks.
+
+A value a record lacks is None. A condition that compares or computes with one is not met
+for that item (it is not judged, never a rule error), and evidence computed from one is
+None, which the title leaves out or shows with its reason (doctor/rules/titles.py).
 """
 
 from __future__ import annotations
@@ -101,18 +105,37 @@ def _items(rule: Rule, ev: Evaluator) -> list[Any]:
     return list(value)
 
 
+def _of_absent(exc: TypeError) -> bool:
+    """Whether an expression failed only because a value it used is absent (None): a
+    comparison or arithmetic with None, as Python words it."""
+    return "NoneType" in str(exc)
+
+
+def _run_or_absent(ev: Evaluator, compiled: Any, source: str) -> Any:
+    """The expression's value; None when a value it needs is absent. A record's figure that
+    is no number (NaN on an engine page, a field the host does not have) is None: it is not
+    judged, and no rule fails on it; any other error is the rule's own."""
+    try:
+        return ev.run(compiled, source)
+    except TypeError as exc:
+        if _of_absent(exc):
+            return None
+        raise
+
+
 def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
              time_limit_s: float) -> list[Finding]:
     ev = Evaluator({**roots, "params": params, "item": None}, time_limit_s)
     findings = []
     for item in _items(rule, ev):
         ev.names["item"] = item
-        if not ev.run(rule.compiled["when"], rule.when):
-            continue
+        if not _run_or_absent(ev, rule.compiled["when"], rule.when):
+            continue  # not met, or not judged: a value the condition needs is absent
         level = severity
-        if rule.critical_when and ev.run(rule.compiled["critical_when"], rule.critical_when):
+        if rule.critical_when and _run_or_absent(ev, rule.compiled["critical_when"],
+                                                 rule.critical_when):
             level = Severity.CRITICAL
-        evidence = {label: ev.run(rule.compiled[f"evidence.{label}"], expr)
+        evidence = {label: _run_or_absent(ev, rule.compiled[f"evidence.{label}"], expr)
                     for label, expr in rule.evidence.items()}
         missing = {label: reason for label, value in evidence.items() if value is None
                    and (reason := _reason(rule.compiled[f"evidence.{label}"], ev.names))}

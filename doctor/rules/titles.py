@@ -10,8 +10,9 @@ else is refused when the rule loads, with the column.
 A title never says "None". A part that names a value that may be absent goes in an
 optional segment, ``{? …}``, shown only when every field in it has a value:
 ``"GPU{gpu}: link x{width}{?, {replay_count} replays}"``. A field outside one whose value
-is None shows why (the reason its record's ``missing`` gives, else ``—``); a number that
-rounds to zero has no sign (doctor/display.py). The built-in rules' titles show neither
+is None shows why (the reason its record's ``missing`` gives, else ``—``), and so does
+"None" inside text an evidence expression built; a number that rounds to zero has no sign
+(doctor/display.py). The built-in rules' titles show neither
 (tests/test_no_none.py).
 """
 
@@ -33,6 +34,10 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_VALUE_CHARS = 200  # one field's text in a title
 MAX_TITLE_CHARS = 400
 MAX_LIST_ITEMS = 20  # a list or mapping in a title shows its first 20 entries
+# Python's word for an absent value, inside text an evidence expression built
+# ("1-3 " + str(pair.level)): a title shows "—" there (vLLM also writes "None" for a setting
+# it leaves unset, which is as absent)
+NONE_WORD = re.compile(r"\bNone\b")
 
 
 class TemplateError(ValueError):
@@ -190,6 +195,8 @@ def _part(part: str | tuple[str, str], fields: dict[str, Any], reasons: dict[str
                      else format(value, spec))
         except (ValueError, TypeError, OverflowError):  # 10**400 under .2f
             shown = display.text(value)
+        if isinstance(value, str):  # text an expression built with str(None) in it
+            shown = NONE_WORD.sub(display.ABSENT, shown)
     return _cut(shown, MAX_VALUE_CHARS)
 
 

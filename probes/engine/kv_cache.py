@@ -5,7 +5,8 @@ Sources: the engine's /metrics (two scrapes, via probes.engine.metrics), its con
 Fragmentation is the paged allocator's internal waste: a request of L tokens holds
 ceil(L / block) blocks, so the last block is partly empty; over the request-length mix
 the engine's own histograms record, that waste is a share of the allocated cache.
-Units: fractions 0-1, tokens, requests per second. No privilege needed.
+A page size of 1 (SGLang's default: KV allocated token by token) wastes nothing and has
+no block size to recommend. Units: fractions 0-1, tokens, requests per second. No privilege needed.
 Manual equivalent: ``curl -s :8000/metrics | grep -E 'kv_cache_usage|waiting|preempt'``.
 """
 
@@ -82,7 +83,9 @@ def view(engine: Engine | None, m: EngineMetrics) -> EngineKV:
     block = count(m.cache_config.get("block_size"), minimum=1) or (engine.block_size if engine else None)
     lengths = m.request_tokens_mix[:-1]  # the last point is the p99, kept apart
     waste = recommended = waste_rec = None
-    if lengths and block:
+    if block == 1:  # token-granular (SGLang's default page size): no last block to leave empty
+        waste = 0.0
+    elif lengths and block:
         waste = round(waste_fraction(lengths, block), 4)
         recommended, waste_rec = recommend_block(lengths)
         waste_rec = round(waste_rec, 4)

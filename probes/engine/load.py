@@ -93,6 +93,11 @@ def _from_metrics(host: Host, options: ScanOptions, target: Target):
     return f"{target.base_url}/metrics: not scraped"
 
 
+def _whole(value: float | None) -> int | None:
+    """A request count from a gauge (6.0, a mean over ranks 6.5 → 6); None for no count."""
+    return None if value is None else count(round(value))
+
+
 def live_load(host: Host, options: ScanOptions,
               target: Target) -> tuple[int | None, int | None, str | None, str | None]:
     """(running, waiting, source, error): engine.metrics' normalised gauges, else /slots."""
@@ -100,12 +105,13 @@ def live_load(host: Host, options: ScanOptions,
     scraped = _from_metrics(host, options, target)
     if isinstance(scraped, str):
         errors.append(scraped)
-    elif scraped.requests_running is not None:
-        waiting = scraped.requests_waiting
-        return (int(scraped.requests_running), None if waiting is None else int(waiting),
-                "/metrics", None)
-    else:
-        errors.append(f"{target.base_url}/metrics: no running-requests gauge")
+    elif (running := _whole(scraped.requests_running)) is not None:
+        return running, _whole(scraped.requests_waiting), "/metrics", None
+    else:  # engine.metrics says why: not exported, NaN or infinite, negative
+        why = next((a.partition(": ")[2] for a in scraped.absent
+                    if a.startswith(("running:", "requests_running:"))), "")
+        errors.append(f"{target.base_url}/metrics: no running-requests figure"
+                      + (f" ({why})" if why else ""))
     try:
         slots = host.http_get(f"{target.base_url}/slots", TIMEOUT_S, 8 << 20, _headers(target))
         data = page_json(slots.body) if slots.status == 200 else None

@@ -92,7 +92,13 @@ class _Reader:
             self.missing(figure, what)
             return None, None
         after, before = self.second.total(name), self.first.total(name)
-        if after is None or before is None or after < before:
+        if after is None or before is None:
+            self.absent.append(f"{figure}: {name} holds no finite value (NaN or infinite) "
+                               f"in the {'second' if after is None else 'first'} scrape")
+            return after, None
+        if after < before:  # a counter never goes down but when its engine restarts
+            self.absent.append(f"{figure}: {name} went from {before:g} to {after:g} between "
+                               "the scrapes (the engine restarted): no rate over them")
             return after, None
         return after, after - before
 
