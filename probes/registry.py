@@ -16,6 +16,7 @@ from probes.engine import (
     kv_cache as engine_kv,
     load as engine_load,
     metrics as engine_metrics,
+    offload as engine_offload,
     output as engine_output,
     slots as engine_slots,
     stacks as engine_stacks,
@@ -385,6 +386,20 @@ PROBES: tuple[ProbeSpec, ...] = (
         # after, not needs: a failing NVML is this probe's own error to report (as every
         # gpu.* probe reports it), not a skip for want of gpu.topology
         after=("gpu.topology",),
+    ),
+    ProbeSpec(
+        name="engine.offload",
+        level=Level.QUICK,
+        description="Each engine's share of its model on the CPU (llama.cpp -ngl, Ollama /api/ps size_vram, vLLM/SGLang --cpu-offload-gb) and the tokens/s it costs, estimated from memory bandwidths",
+        reads="/proc/<pid>/cmdline, the GGUF header or <model_path>/config.json, GET /api/ps (Ollama); NVML nvmlDeviceGetCount, GetName, GetMaxClockInfo(MEM), GetMemoryBusWidth, GetMaxPcieLinkGeneration/Width; host.memory_bandwidth's STREAM figure of this scan",
+        timeout_s=20.0,
+        run=engine_offload.probe,
+        summary=engine_offload.summary,
+        needs=("engine.discovery",),
+        # exclusive only to run after host.memory_bandwidth, an exclusive probe listed
+        # before it (the exclusive ones run after the rest, in this order), and use its
+        # figure where the level runs it; it measures nothing itself
+        exclusive=True,
     ),
 )
 
