@@ -18,6 +18,7 @@ from probes.engine import (
     metrics as engine_metrics,
     offload as engine_offload,
     output as engine_output,
+    quant as engine_quant,
     slots as engine_slots,
     stacks as engine_stacks,
     warmup as engine_warmup,
@@ -400,6 +401,16 @@ PROBES: tuple[ProbeSpec, ...] = (
         # before it (the exclusive ones run after the rest, in this order), and use its
         # figure where the level runs it; it measures nothing itself
         exclusive=True,
+    ),
+    ProbeSpec(
+        name="engine.quant",
+        level=Level.QUICK,
+        description="Each vLLM/SGLang engine's --quantization against its checkpoint's quantization_config and its GPUs: the slow AWQ/GPTQ kernel forced where Marlin runs",
+        reads="/proc/<pid>/cmdline, <model_path>/config.json (quantization_config) or quantize_config.json; NVML nvmlDeviceGetCount, GetCudaComputeCapability",
+        timeout_s=10.0,
+        run=engine_quant.probe,
+        summary=engine_quant.summary,
+        needs=("engine.discovery",),
     ),
 )
 
