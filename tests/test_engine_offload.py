@@ -134,3 +134,56 @@ def test_live_llama_server_ngl_0(tmp_path):
     else:
         assert [f.severity.name for f in mine] == ["CRITICAL"]
     assert [e for e in replayed.engines if e.engine == item.engine] == [item]
+
+
+def _edited(hosts: Path, tmp_path: Path, name: str, edit) -> RecordedHost:
+    import shutil
+
+    root = tmp_path / name
+    shutil.copytree(hosts / name, root, symlinks=True)
+    edit(root)
+    return RecordedHost(root)
+
+
+@pytest.mark.parametrize("value", ["1e308", "inf", "-4", "eight", "nan"])
+def test_a_cpu_offload_gb_that_is_no_size_is_named(hosts, tmp_path, value):
+    def edit(root: Path) -> None:
+        path = root / "fs" / "proc" / str(builder.PID) / "cmdline"
+        path.write_text(path.read_text().replace("--cpu-offload-gb\0008\0",
+                                                 f"--cpu-offload-gb\0{value}\0"))
+
+    record, findings = _scan(_edited(hosts, tmp_path, "a100-vllm-cpu-offload-gb-8", edit))
+    (item,) = record.engines
+    assert item.cpu_bytes is None and "is not a size in GiB" in item.missing["cpu_bytes"]
+    assert findings == []
+
+
+@pytest.mark.parametrize("value", ["-1", "twenty", "1e999", "20.5"])
+def test_an_ngl_that_is_no_count_is_named(hosts, tmp_path, value):
+    def edit(root: Path) -> None:
+        path = root / "fs" / "proc" / str(builder.PID) / "cmdline"
+        path.write_text(path.read_text().replace("-ngl\00020\0", f"-ngl\0{value}\0"))
+
+    record, findings = _scan(_edited(hosts, tmp_path, "a100-llama-cpp-ngl-20", edit))
+    (item,) = record.engines
+    assert item.layers_gpu is None and "is not a count" in item.missing["layers_gpu"]
+    assert findings == []
+
+
+@pytest.mark.parametrize("body", [
+    "not json", "[]", '{"models": {"a": 1}}', '{"models": [1, null, "x"]}',
+    '{"models": [{"name": "m", "size": NaN, "size_vram": 5}]}',
+    '{"models": [{"name": "m", "size": 10, "size_vram": 1e999}]}',
+    '{"models": [{"name": ["m"], "size": -10, "size_vram": -20}]}',
+])
+def test_a_hostile_api_ps_is_named_never_a_crash(hosts, tmp_path, body):
+    def edit(root: Path) -> None:
+        import json
+
+        entries = json.loads((root / "http.json").read_text())
+        (entry,) = [e for e in entries if e["url"].endswith("/api/ps")]
+        (root / entry["body_file"]).write_text(body)
+
+    record, findings = _scan(_edited(hosts, tmp_path, "a10-ollama-12-of-33", edit))
+    assert findings == []
+    assert record.not_read or all(e.cpu_share is None for e in record.engines)

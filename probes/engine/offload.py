@@ -48,6 +48,7 @@ from probes.helpers.gpu_common import Reader, gpu_count
 TIMEOUT_S = 5.0
 PAGE_MAX_BYTES = 4 << 20
 MAX_MODELS = 64  # of one Ollama's /api/ps
+MAX_OFFLOAD_GIB = 1 << 20  # a PiB of host memory: beyond it the flag is no size
 GIB = 1 << 30
 NGL_FLAGS = ("-ngl", "--gpu-layers", "--n-gpu-layers")
 NGL_ALL = ("all", "auto")  # llama-server --help: "an exact number, 'auto', or 'all' (default: auto)"
@@ -223,8 +224,8 @@ def _vllm(host: Host, engine: Engine, gpu: GpuSide, cpu_gbps, cpu_why) -> Engine
     elif why:
         missing["total_bytes"] = why
     cpu = None
-    if gib is None or gib < 0:
-        missing["cpu_bytes"] = f"--cpu-offload-gb {str(value)[:40]!r} is not a size in GiB"
+    if gib is None or not 0 <= gib <= MAX_OFFLOAD_GIB:
+        missing["cpu_bytes"] = f"--cpu-offload-gb {str(value)[:40]!r} is not a size in GiB (0 to {MAX_OFFLOAD_GIB})"
     else:
         # per GPU (vLLM's help: "The space in GiB to offload to CPU, per GPU"), at most all
         cpu = int(gib * GIB * (engine.tensor_parallel_size or 1))
