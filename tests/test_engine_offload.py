@@ -130,7 +130,7 @@ def test_live_llama_server_ngl_0(tmp_path):
     mine = [f for f in findings if f.evidence.get("engine") == item.engine]
     if item.gpu_absent is not None:  # this machine: no NVIDIA driver, no GPU
         assert mine == []
-        assert "no GPU on this host" in item.missing["cpu_share"]
+        assert "no GPU on this host" in item.missing["tokens_per_s"]
     else:
         assert [f.severity.name for f in mine] == ["CRITICAL"]
     assert [e for e in replayed.engines if e.engine == item.engine] == [item]

@@ -170,7 +170,8 @@ def _item(engine: Engine, model: str | None, source: str, gpu: GpuSide, cpu_gbps
     if share is None:
         missing.setdefault("cpu_share", "neither the layers nor the bytes on each side are known")
     if gpu.absent:
-        missing["cpu_share"] = missing["tokens_per_s"] = f"no GPU on this host ({gpu.absent})"
+        for name in ("tokens_per_s", "tokens_per_s_on_gpu", "slowdown", "gpu_bandwidth_gbps"):
+            missing[name] = f"no GPU on this host ({gpu.absent})"
         return EngineOffload(_label(engine), engine.kind, model, source, layers, layers_gpu,
                              total, cpu, share, gpu.absent, None, None, cpu_gbps, None, None,
                              None, missing)
