@@ -19,6 +19,7 @@ from probes.engine import (
     output as engine_output,
     slots as engine_slots,
     stacks as engine_stacks,
+    truncation as engine_truncation,
     warmup as engine_warmup,
 )
 from probes.gpu import (
@@ -220,6 +221,16 @@ PROBES: tuple[ProbeSpec, ...] = (
         summary=engine_slots.summary,
         needs=("engine.discovery",),
         after=("engine.metrics",),  # its second scrape holds the deferred requests
+    ),
+    ProbeSpec(
+        name="engine.truncation",
+        level=Level.QUICK,
+        description="Each engine's context limit (max_model_len, llama.cpp's per-slot n_ctx, Ollama's num_ctx) against the prompts it is sent",
+        reads="engine.discovery's pages (/v1/models, /props, /api/ps, /metrics prompt-length histogram); /proc/<pid>/environ OLLAMA_CONTEXT_LENGTH; the saved load sweep",
+        timeout_s=10.0,
+        run=engine_truncation.probe,
+        summary=engine_truncation.summary,
+        needs=("engine.discovery",),
     ),
     ProbeSpec(
         name="engine.frontend",
