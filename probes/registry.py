@@ -16,6 +16,7 @@ from probes.engine import (
     kv_cache as engine_kv,
     load as engine_load,
     metrics as engine_metrics,
+    ollama as engine_ollama,
     output as engine_output,
     slots as engine_slots,
     stacks as engine_stacks,
@@ -221,6 +222,16 @@ PROBES: tuple[ProbeSpec, ...] = (
         summary=engine_slots.summary,
         needs=("engine.discovery",),
         after=("engine.metrics",),  # its second scrape holds the deferred requests
+    ),
+    ProbeSpec(
+        name="engine.ollama",
+        level=Level.QUICK,
+        description="Each Ollama server's OLLAMA_* settings, the models it has pulled and loaded, and the loads and unloads between two reads of /api/ps",
+        reads="GET /api/version, /api/tags, /api/ps (twice, with engine.discovery's read); /proc/<pid>/environ OLLAMA_NUM_PARALLEL, OLLAMA_MAX_LOADED_MODELS, OLLAMA_KEEP_ALIVE, OLLAMA_CONTEXT_LENGTH, OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE; the process table (ollama runner)",
+        timeout_s=20.0,
+        run=engine_ollama.probe,
+        summary=engine_ollama.summary,
+        needs=("engine.discovery",),
     ),
     ProbeSpec(
         name="engine.truncation",
