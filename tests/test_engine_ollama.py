@@ -14,15 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from doctor.model import Level, ScanOptions
+from doctor.model import Level, ProbeResult, ScanOptions
+from doctor.rules.evaluate import evaluate
+from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordWriter
 from probes.engine import discovery, ollama
+from probes.registry import by_name
 
 pytestmark = pytest.mark.timeout(90)
 
 PAGES = Path(__file__).parent / "engine_pages"
 QUICK = ScanOptions(level=Level.QUICK)
+THRASH = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "model-reload-thrash")
 
 
 def start(tmp_path: Path, pages: str, env: dict[str, str], role: str = "serve"):
@@ -52,6 +56,13 @@ def mine(record, port: int):
     return found
 
 
+def thrash(engine: ollama.OllamaEngine):
+    findings, errors = evaluate([THRASH], [ProbeResult("engine.ollama", "ok", 0.0, None,
+                                                       ollama.OllamaRecord((engine,)))])
+    assert errors == []
+    return findings
+
+
 CALM_ENV = {"OLLAMA_NUM_PARALLEL": "2", "OLLAMA_KEEP_ALIVE": "24h", "OLLAMA_CONTEXT_LENGTH": "8192",
             "OLLAMA_FLASH_ATTENTION": "1", "OLLAMA_KV_CACHE_TYPE": "q8_0", "SECRET_TOKEN": "s3cret"}
 
@@ -79,6 +90,29 @@ def test_ollama_settings_models_and_version(tmp_path):
     assert (e.loads, e.unloads, e.context_changes, e.requests_seen) == ((), (), (), 0)
     assert e.read_interval_s is not None and e.read_interval_s >= 1.5
     assert "s3cret" not in repr(record)
+    assert thrash(e) == []  # the healthy partner of the reloading Ollama below
+
+
+def test_ollama_reloading_between_the_reads(tmp_path):
+    """OLLAMA_KEEP_ALIVE=10s; between discovery's /api/ps and engine.ollama's, llama3.2 came
+    back at num_ctx 8192 (it had 4096: a request asked for another num_ctx) and qwen2.5 was
+    unloaded (its keep-alive ran out)."""
+    process, port = start(tmp_path, "ollama-reloading", {"OLLAMA_KEEP_ALIVE": "10s"})
+    try:
+        host = LiveHost()
+        discovery.discover(host, QUICK)
+        record = ollama.probe(host, QUICK)
+    finally:
+        stop(process)
+    e = mine(record, port)
+    assert (e.keep_alive, e.keep_alive_s) == ("10s", 10.0)
+    assert (e.context_changes, e.unloads, e.loads) == (("llama3.2:3b",), ("qwen2.5:7b",), ())
+    assert e.read_interval_s is not None and e.request_keep_alive_s is not None
+    assert 9.0 <= e.request_keep_alive_s <= 10.0 + e.read_interval_s + 1.0
+    (finding,) = thrash(e)
+    assert finding.rule == "model-reload-thrash" and finding.severity.label == "warning"
+    assert "reloaded for another num_ctx: llama3.2:3b" in finding.title
+    assert "unloaded qwen2.5:7b" in finding.title and "server keep-alive 10 s" in finding.title
 
 
 def test_an_ollama_runner_is_no_engine_of_its_own(tmp_path):
@@ -143,3 +177,33 @@ def test_a_recording_keeps_the_settings_and_masks_the_rest(tmp_path):
         2, "24h", 8192, True, "q8_0")
     kept = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
     assert "s3cret" not in kept and "OLLAMA_KEEP_ALIVE=24h" in kept
+
+
+HOSTILE_PS = [
+    '{"models":[{"name":5,"size":"NaN","size_vram":-1,"context_length":1e999,"expires_at":12}]}',
+    '{"models":[{"name":"x","expires_at":"0001-01-01T00:00:00Z"},{"name":"x"},"junk",null]}',
+    '{"models":[{"name":"y","expires_at":"9999-12-31T23:59:59+14:00","context_length":"4096"}]}',
+    '{"models":{"name":"z"}}', '[]', 'not json', '{"models":[' + '{"name":"m"},' * 500 + '{}]}',
+]
+
+
+@pytest.mark.parametrize("page", HOSTILE_PS)
+def test_hostile_ps_pages_are_no_crash(tmp_path, page):
+    """Whatever /api/ps says, engine.ollama gives a record and the rule judges it."""
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "api_ps.json").write_text(page)
+    (pages / "api_version.json").write_text('{"version": ["0.12"]}')
+    (pages / "api_tags.json").write_text('{"models": 7}')
+    (tmp_path / "run").mkdir()
+    process, port = start(tmp_path / "run", str(pages), {"OLLAMA_KEEP_ALIVE": "1e999",
+                                                         "OLLAMA_NUM_PARALLEL": "-3",
+                                                         "OLLAMA_FLASH_ATTENTION": "maybe"})
+    try:
+        record = ollama.probe(LiveHost(), QUICK)
+    finally:
+        stop(process)
+    e = mine(record, port)
+    assert len(e.loaded) <= ollama.MAX_MODELS and e.version is None and e.available is None
+    assert (e.keep_alive_s, e.num_parallel, e.flash_attention) == (None, None, None)
+    thrash(e)
