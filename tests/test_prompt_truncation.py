@@ -179,3 +179,46 @@ def test_a_recording_keeps_ollama_context_length(tmp_path):
     engine = replace(blank("http://127.0.0.1:11434"), kind="ollama", pid=77)
     assert truncation._ollama_limit(RecordedHost(tmp_path), engine) == (
         2048, "OLLAMA_CONTEXT_LENGTH", None)
+
+
+class _Llama(BaseHTTPRequestHandler):
+    n_ctx = 2048
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        pages = {"/props": {"total_slots": 4, "model_path": "/models/gemma.gguf",
+                            "default_generation_settings": {"n_ctx": self.n_ctx}},
+                 "/slots": [{"id": i, "is_processing": False, "n_ctx": self.n_ctx} for i in range(4)]}
+        if self.path not in pages:
+            self.send_error(404)
+            return
+        data = json.dumps(pages[self.path]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.mark.parametrize("n_ctx", [2048, 8192])
+def test_llama_cpp_slot_context_against_the_sweep_prompts(tmp_path, monkeypatch, n_ctx):
+    """llama-server -c 8192 -np 4 gives each slot 2048 tokens (its /props n_ctx): the sweep's
+    3000-token prompts do not fit one; -c 32768 -np 4 (8192 a slot) stays silent."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    _Llama.n_ctx = n_ctx
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Llama)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        _save_sweep(base, 3000)
+        record = truncation.probe(LiveHost(), ScanOptions(endpoints=(base,)))
+    finally:
+        server.shutdown()
+        server.server_close()
+    (mine,) = [e for e in record.engines if e.base_url == base]
+    assert (mine.kind, mine.limit_tokens, mine.limit_from) == ("llama.cpp", n_ctx, "/props n_ctx (one slot)")
+    findings = _findings(mine)
+    assert [f.rule for f in findings] == (["prompt-truncation"] if n_ctx == 2048 else [])
