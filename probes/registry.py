@@ -17,10 +17,12 @@ from probes.engine import (
     load as engine_load,
     metrics as engine_metrics,
     offload as engine_offload,
+    ollama as engine_ollama,
     output as engine_output,
     quant as engine_quant,
     slots as engine_slots,
     stacks as engine_stacks,
+    truncation as engine_truncation,
     warmup as engine_warmup,
 )
 from probes.gpu import (
@@ -222,6 +224,26 @@ PROBES: tuple[ProbeSpec, ...] = (
         summary=engine_slots.summary,
         needs=("engine.discovery",),
         after=("engine.metrics",),  # its second scrape holds the deferred requests
+    ),
+    ProbeSpec(
+        name="engine.ollama",
+        level=Level.QUICK,
+        description="Each Ollama server's OLLAMA_* settings, the models it has pulled and loaded, and the loads and unloads between two reads of /api/ps",
+        reads="GET /api/version, /api/tags, /api/ps (twice, with engine.discovery's read); /proc/<pid>/environ OLLAMA_NUM_PARALLEL, OLLAMA_MAX_LOADED_MODELS, OLLAMA_KEEP_ALIVE, OLLAMA_CONTEXT_LENGTH, OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE; the process table (ollama runner)",
+        timeout_s=20.0,
+        run=engine_ollama.probe,
+        summary=engine_ollama.summary,
+        needs=("engine.discovery",),
+    ),
+    ProbeSpec(
+        name="engine.truncation",
+        level=Level.QUICK,
+        description="Each engine's context limit (max_model_len, llama.cpp's per-slot n_ctx, Ollama's num_ctx) against the prompts it is sent",
+        reads="engine.discovery's pages (/v1/models, /props, /api/ps, /metrics prompt-length histogram); /proc/<pid>/environ OLLAMA_CONTEXT_LENGTH; the saved load sweep",
+        timeout_s=10.0,
+        run=engine_truncation.probe,
+        summary=engine_truncation.summary,
+        needs=("engine.discovery",),
     ),
     ProbeSpec(
         name="engine.frontend",

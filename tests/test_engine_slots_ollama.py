@@ -93,12 +93,12 @@ def test_a_recording_keeps_this_value_and_masks_the_others(tmp_path):
     from doctor.seam.recorded import RecordedHost, RecordWriter
 
     writer = RecordWriter(tmp_path)
-    writer.file("/proc/77/environ", "HOME=/root\0OLLAMA_NUM_PARALLEL=1\0OLLAMA_KEEP_ALIVE=5m\0")
+    writer.file("/proc/77/environ", "HOME=/root\0OLLAMA_NUM_PARALLEL=1\0OLLAMA_ORIGINS=*\0")
     writer.save({"hostname": "t", "captured_at": "2026-12-01T00:00:00Z", "level": "quick",
                  "llm_doctor_version": "0", "model_dirs": []})
     recorded = RecordedHost(tmp_path)
     assert engine_slots.environ_value(recorded, 77, "OLLAMA_NUM_PARALLEL") == ("1", None)
-    value, absent = engine_slots.environ_value(recorded, 77, "OLLAMA_KEEP_ALIVE")
+    value, absent = engine_slots.environ_value(recorded, 77, "OLLAMA_ORIGINS")
     assert value is None and absent is not None and "masked" in absent
     value, absent = engine_slots.environ_value(LiveHost(), os.getpid(), "NO_SUCH_VARIABLE_H16")
     assert value is None and absent is not None and "not set" in absent

@@ -3,7 +3,10 @@
 Sources: the process table (``/proc/<pid>/cmdline`` and the listening sockets matched from
 ``/proc/net/tcp{,6}``, through probes.helpers.processes), then the engine's own pages over HTTP:
 ``/metrics`` (``vllm:cache_config_info``), ``/v1/models``, SGLang ``/server_info``, TGI
-``/info``, llama.cpp ``/props``, Ollama ``/api/ps``. Every request is bounded (2 s, 1 MiB)
+``/info``, llama.cpp ``/props``, Ollama ``/api/ps``. Ollama is its ``ollama serve`` process
+(the ``ollama runner`` children it starts, one per loaded model, serve none of its API and are
+no engine of their own) at its socket, else at its ``OLLAMA_HOST`` (``/proc/<pid>/environ``,
+that variable only), else at port 11434. Every request is bounded (2 s, 1 MiB)
 and an endpoint that does not answer is asked nothing more. No privilege is needed, but
 another user's sockets are only matched to its process when run as that user or root.
 An API key is reported as set or not, never its value. A model path an engine reports is
@@ -33,11 +36,12 @@ from doctor.endpoints import parse as parse_endpoint
 from doctor.seam.host import Host, HostReadError, Reason
 from doctor.model import ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
-from doctor.redact import safe_display
+from doctor.redact import MASK, safe_display
 from doctor.values import field, page_json, text
 from probes.helpers import engine_flags
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_names import kind_of_page
+from probes.helpers.process_env import env_value
 from probes.helpers.processes import engine_processes
 
 PAGE_TIMEOUT_S = 2.0  # JSON pages
@@ -45,6 +49,7 @@ PAGE_MAX_BYTES = 1 << 20
 METRICS_TIMEOUT_S = 3.0  # /metrics: engine.metrics takes this read as its first scrape
 METRICS_MAX_BYTES = 8 << 20  # real pages are 50-200 KB; 8 MiB leaves room for many LoRAs
 NO_ANSWER = ("refused", "timeout", "failed")  # outcomes where no HTTP answer came back
+OLLAMA_DEFAULT_PORT = 11434  # `ollama serve` without OLLAMA_HOST
 SNIPPET_CHARS = 60  # of a 5xx answer's message ("Loading model"), for people
 
 
@@ -114,14 +119,20 @@ def _discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
     basis: dict[str, str] = {}
     unbound: list[Engine] = []
     for proc in engine_processes(host):
+        if proc.engine == "ollama" and _ollama_runner(proc.cmdline):
+            continue  # the server's child for one loaded model: engine.ollama counts them
         engine = engine_flags.from_process(proc)
+        from_env = None  # Ollama takes its address from OLLAMA_HOST, not a flag
+        if engine.kind == "ollama" and not engine.listen and engine.pid is not None:
+            from_env = ollama_base_url(host, engine.pid)
+            engine = replace(engine, base_url=from_env or engine.base_url)
         if engine.base_url is None:
             unbound.append(engine)
         elif engine.base_url not in engines or _richer(engine, engines[engine.base_url]):
             # a worker (VLLM::EngineCore, sglang::scheduler) guessed at the server's port
             # yields to the process that holds the socket and carries the flags
             engines[engine.base_url] = engine
-            basis[engine.base_url] = _basis(engine, proc.cmdline)
+            basis[engine.base_url] = "flagged" if from_env else _basis(engine, proc.cmdline)
     auth = credentials(host, options)
     for url in options_endpoints(options):
         try:
@@ -143,6 +154,44 @@ def _discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
         if base in reached:
             reached[base] = replace(reached[base], kind=e.kind, basis=basis.get(base, "default"))
     return tuple(found + unbound)
+
+
+def _ollama_runner(cmdline: str) -> bool:
+    """``ollama runner --model <blob> --port N``: Ollama starts one per loaded model and
+    talks to it on a loopback port of its own; it serves none of Ollama's API."""
+    words = cmdline.split()
+    return len(words) > 1 and words[0].rsplit("/", 1)[-1] == "ollama" and words[1] == "runner"
+
+
+def ollama_base_url(host: Host, pid: int) -> str | None:
+    """Where ``ollama serve`` listens by its OLLAMA_HOST (``0.0.0.0:11434``, ``:8080``,
+    ``http://127.0.0.1``; port 11434 unless given), read from ``/proc/<pid>/environ`` (that
+    variable only) when its sockets cannot be matched; None when unset or unreadable."""
+    found = env_value(host, pid, "OLLAMA_HOST")
+    raw = (found.value or "").strip()
+    if not raw or raw == MASK:
+        return None
+    scheme, _, rest = raw.rpartition("://")
+    scheme = scheme if scheme in ("http", "https") else "http"
+    address, _, port_text = rest.split("/", 1)[0].rpartition(":")
+    if not address and not port_text.isdigit():  # "127.0.0.1": a host, no port
+        address, port_text = port_text, ""
+    port = int(port_text) if port_text.isdigit() and 0 < int(port_text) < 65536 else (
+        None if port_text else OLLAMA_DEFAULT_PORT)
+    if port is None:
+        return None
+    address = address.strip("[]")
+    if address in ("", "0.0.0.0", "::", "*", "localhost"):
+        address = "127.0.0.1"
+    if not all(c.isalnum() or c in ".-:" for c in address):
+        return None
+    return f"{scheme}://{'[' + address + ']' if ':' in address else address}:{port}"
+
+
+def ollama_ps_pages(host: Host) -> dict[str, tuple[object, float]]:
+    """The /api/ps answers discovery read (parsed JSON), by base URL, with time.monotonic()
+    of the read: engine.ollama takes them as its first read of the models loaded."""
+    return host.memo("engine.discovery.ollama_ps", dict)
 
 
 def _basis(engine: Engine, cmdline: str) -> str:
@@ -342,6 +391,8 @@ def _read_pages(host: Host, engine: Engine, headers: dict[str, str], tries: _Tri
         except ValueError:
             tries.status(path, answer, "not JSON")
             continue
+        if path == "/api/ps":
+            ollama_ps_pages(host)[base] = (data, time.monotonic())
         figures = reader(data)
         tries.status(path, answer, "an engine's page" if figures else "no engine's fields")
         if figures:
