@@ -258,3 +258,16 @@ def test_no_builtin_rule_is_keyed_by_something_that_churns():
         names = {f.name for f in dataclasses.fields(_item_type(rule.each))}
         default = next((n for n in DEFAULT_KEY_FIELDS if n in names), None)
         assert default not in ("pid", "name"), f"{rule.id}: keyed by its items' {default}"
+
+
+def test_an_engine_is_named_by_what_outlives_its_pid():
+    from probes.helpers.processes import Process, lasting_name
+
+    def proc(pid, listen=(), cmdline="python -m vllm.entrypoints.openai.api_server"):
+        return Process(pid, "python3", cmdline, "vllm", listen=listen)
+
+    assert lasting_name(proc(1, ("0.0.0.0:8000",))) == lasting_name(proc(2, ("0.0.0.0:8000",)))
+    assert lasting_name(proc(1, ("0.0.0.0:8000",))) == "vllm on 0.0.0.0:8000"
+    assert lasting_name(proc(7, cmdline="vllm serve /models/llama-3-8b")) == \
+        "vllm serving /models/llama-3-8b"
+    assert "7" not in lasting_name(proc(7)) and lasting_name(proc(7)) == "vllm"

@@ -53,7 +53,7 @@ def test_a_v1_device_cgroup_that_dropped_the_gpu_is_critical(tmp_path):
             if not line.startswith(("c 195:", "c 508:"))]
     listing.write_text("\n".join(kept) + "\n")
     found, record, report = findings(root)
-    assert found == [("gpu-lost-in-container", "critical", "vllm pid 23110")]
+    assert found == [("gpu-lost-in-container", "critical", "vllm")]
     engine = next(e for e in record.engines if e.pid == 23110)
     assert engine.nodes_missing == () and engine.cgroup_version == 1
     assert engine.cgroup_denied == ("nvidiactl (c 195:255)", "nvidia-uvm (c 508:0)",
@@ -109,7 +109,7 @@ def test_gpus_not_listed_by_nvml_any_one_gpu_node_is_enough(tmp_path):
     engine = next(e for e in record.engines if e.pid == 23110)
     assert engine.nodes_missing == ("nvidia0", "nvidia1") and engine.lost
     assert [f for f in found if f[0] == "gpu-lost-in-container"] == [
-        ("gpu-lost-in-container", "critical", "vllm pid 23110")]
+        ("gpu-lost-in-container", "critical", "vllm")]
 
 
 def test_dev_char_unreadable_is_not_judged_and_says_why(tmp_path):

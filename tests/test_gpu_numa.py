@@ -42,7 +42,7 @@ def test_sysfs_without_a_node_falls_back_to_nvml(tmp_path):
     root = copy_of(tmp_path, MISPLACED)
     (root / GPU0_NODE).write_text("-1\n")
     found, probe = numa_scan(root)
-    assert found == [("numa-misplaced", "warning", "vllm pid 23110")]
+    assert found == [("numa-misplaced", "warning", "vllm")]
     assert probe.record.engines[0].gpu_node == 0
 
 
@@ -71,7 +71,7 @@ def test_a_numa_maps_longer_than_read_is_summed_as_far_as_read(tmp_path):
     engine = probe.record.engines[0]
     assert engine.memory_partial is True
     assert engine.memory_bytes == numa_nodes.MAX_MAPS_LINES * 512 * 4096
-    assert found == [("numa-misplaced", "warning", "vllm pid 23110")]
+    assert found == [("numa-misplaced", "warning", "vllm")]
 
 
 def test_another_users_numa_maps_unreadable_judges_the_cpus_alone(tmp_path):
@@ -88,7 +88,7 @@ def test_another_users_numa_maps_unreadable_judges_the_cpus_alone(tmp_path):
     engine = probe.record.engines[0]
     assert engine.memory_bytes is None and engine.missing["memory_bytes"] == "no-permission"
     assert engine.cpus_elsewhere
-    assert found == [("numa-misplaced", "warning", "vllm pid 23110")]
+    assert found == [("numa-misplaced", "warning", "vllm")]
 
 
 def test_a_one_node_host_is_skipped_and_says_why(tmp_path):

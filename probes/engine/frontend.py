@@ -51,6 +51,9 @@ class Frontend:
     gpu_util_absent: str | None  # why gpu_util_max_pct is None
     gpus: int | None
     window_s: float
+    # the front end's listening sockets ("0.0.0.0:8000"; "" when unseen): what names the
+    # engine across restarts, where its pid does not
+    listen: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,15 +87,18 @@ def gpu_utilisation(host: Host) -> tuple[float | None, str | None, int | None]:
     return max(seen), None, gpus
 
 
-def _frontend_pid(kind: str, root: int, host: Host) -> tuple[int, str] | None:
-    """The front-end process of the tree rooted at ``root``, with its command line."""
+def _frontend_pid(kind: str, root: int, host: Host) -> tuple[int, str, str] | None:
+    """The front-end process of the tree rooted at ``root``: its pid, command line and
+    listening sockets."""
     table = process_table(host)
     if kind == "tgi":  # the launcher is the root; its router is a child of its own
         routers = [p for p in table if p.engine == "tgi" and "text-generation-router" in
                    p.cmdline.split(" ", 1)[0]]
-        return (routers[0].pid, routers[0].cmdline) if len(routers) == 1 else None
+        if len(routers) != 1:
+            return None
+        return routers[0].pid, routers[0].cmdline, ",".join(routers[0].listen)
     found = next((p for p in table if p.pid == root), None)
-    return (root, found.cmdline if found else "")
+    return (root, found.cmdline, ",".join(found.listen)) if found else (root, "", "")
 
 
 def probe(host: Host, options: ScanOptions) -> FrontendRecord:
@@ -108,7 +114,7 @@ def probe(host: Host, options: ScanOptions) -> FrontendRecord:
         front = _frontend_pid(tree.engine, tree.pid, host)
         if front is None:
             continue
-        pid, cmdline = front
+        pid, cmdline, listen = front
         cores, absent = by_pid.get(pid), None
         if cores is None:
             cores = 0.0 if complete else None
@@ -117,7 +123,7 @@ def probe(host: Host, options: ScanOptions) -> FrontendRecord:
         found.append(Frontend(
             tree.engine, ROLES[tree.engine], pid, tree.pid, tree.processes, cores, absent, rest,
             count(flag(cmdline.split(), *WORKER_FLAGS[tree.engine]), minimum=1),
-            util, util_absent, gpus, sample.window_s))
+            util, util_absent, gpus, sample.window_s, listen))
     if not found:
         raise Skip("TGI without exactly one text-generation-router: its front end is not known")
     return FrontendRecord(tuple(found))

@@ -30,7 +30,7 @@ from doctor.model import ScanOptions
 from doctor.seam.host import Host, HostReadError
 from probes.gpu import topology
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
-from probes.helpers.processes import engine_processes
+from probes.helpers.processes import engine_processes, lasting_name
 
 NVIDIA_MAJOR = 195  # nvidia.ko's fixed major (nvidia0..N-1 and nvidiactl at minor 255)
 CTL_MINOR = 255
@@ -53,6 +53,7 @@ class EngineDevices:
     cgroup_note: str | None  # CGROUP_V2, or why devices.list was not read
     lost: bool  # in a container, and a node or the cgroup's access to one gone
     missing: dict[str, str]
+    name: str = ""  # processes.lasting_name: the finding's key (a pid is not one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +161,7 @@ def _engine(host: Host, proc, host_ns: set[str], gpus: tuple[int, ...],
     gpu_nodes = {f"nvidia{minors[i]}": (NVIDIA_MAJOR, minors[i]) for i in wanted if i in minors}
     absent: list[str] = []
     if not in_container:  # its /dev is the host's: nothing of the container's to check
-        return EngineDevices(pid=proc.pid, engine=proc.engine or "?", mount_ns=ns,
+        return EngineDevices(pid=proc.pid, name=lasting_name(proc), engine=proc.engine or "?", mount_ns=ns,
                              in_container=in_container, gpus=gpus, nodes_missing=(),
                              cgroup_version=None, cgroup_denied=(), cgroup_note=None,
                              lost=False, missing=missing)
@@ -183,7 +184,7 @@ def _engine(host: Host, proc, host_ns: set[str], gpus: tuple[int, ...],
             absent = [n for n in absent if n not in gpu_nodes]
             denied = [d for d in denied if d.split(" ")[0] not in gpu_nodes]
     lost = bool(absent or denied)
-    return EngineDevices(pid=proc.pid, engine=proc.engine or "?", mount_ns=ns,
+    return EngineDevices(pid=proc.pid, name=lasting_name(proc), engine=proc.engine or "?", mount_ns=ns,
                          in_container=in_container, gpus=gpus, nodes_missing=tuple(absent),
                          cgroup_version=version, cgroup_denied=tuple(denied), cgroup_note=note,
                          lost=lost, missing=missing)

@@ -35,7 +35,7 @@ from probes.gpu import topology
 from probes.helpers.gpu_common import Reader, gpu_count, pci_bdf
 from probes.helpers.numa_nodes import (
     MemoryPlacement, format_cpulist, memory_placement, node_map, pci_numa_node, allowed)
-from probes.helpers.processes import engine_processes
+from probes.helpers.processes import engine_processes, lasting_name
 
 MAX_HOLDERS = 16  # numa_maps read per engine: its own and its GPU-holding workers'
 
@@ -58,6 +58,7 @@ class EngineNuma:
     memory_partial: bool  # numa_maps longer than read: the sums are a lower bound
     note: str | None  # why it is not judged (GPUs on several nodes, no GPU known)
     missing: dict[str, str]
+    name: str = ""  # processes.lasting_name: the finding's key (a pid is not one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +133,7 @@ def _engine(host: Host, proc, gpus: tuple[int, ...], nodes_of_gpu: dict[int, int
     elif size == 0:
         missing["memory_share_gpu_node"] = "not-found"  # numa_maps shows no resident page
     return EngineNuma(
-        pid=proc.pid, engine=proc.engine or "?", gpus=gpus, gpu_nodes=gpu_nodes,
+        pid=proc.pid, name=lasting_name(proc), engine=proc.engine or "?", gpus=gpus, gpu_nodes=gpu_nodes,
         gpu_node=gpu_node,
         cpus_allowed=None if where.cpus is None else format_cpulist(where.cpus),
         cpu_nodes=cpu_nodes, all_cpus=where.cpus is not None and host_cpus <= where.cpus,

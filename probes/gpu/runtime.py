@@ -43,7 +43,7 @@ from probes.gpu.inventory import cuda_version_text
 from probes.helpers.cuda_build import BuildError, build_arches, runs_on
 from probes.helpers.cuda_loaded import Loaded, TorchVersion, mapped, site_candidates, torch_version
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
-from probes.helpers.processes import Process, engine_processes
+from probes.helpers.processes import Process, engine_processes, lasting_name
 
 MAX_ENGINES = 8
 NOT_DATACENTER = ("geforce", "titan")  # consumer parts
@@ -77,6 +77,7 @@ class EngineRuntime:
     build_arches: str | None  # "sm_80,sm_86,sm_90,compute_90" from its .nv_fatbin
     arch_missing_gpus: str | None  # "GPU0 sm_120 (NVIDIA GeForce RTX 5090)": no kernel image
     missing: dict[str, str]
+    name: str = ""  # processes.lasting_name: the finding's key (a pid is not one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +195,7 @@ def read_engine(host: Host, p: Process, driver_code: int | None,
     unsupported = [f"GPU{g.index} ({g.name})" for g in gpus if g.datacenter is False]
     build, lacking = _arches(host, root, loaded, gpus, missing)
     return EngineRuntime(
-        pid=p.pid, engine=p.engine or "?", runtime_cuda=runtime, runtime_source=source,
+        pid=p.pid, name=lasting_name(p), engine=p.engine or "?", runtime_cuda=runtime, runtime_source=source,
         runtime_newer=newer(runtime, driver_code),
         torch_version=torch.version if torch else None, torch_cuda=torch.cuda if torch else None,
         torch_version_file=torch.path.removeprefix(root) if torch else None,

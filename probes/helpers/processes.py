@@ -164,6 +164,17 @@ def model_path_of(cmdline: str) -> str | None:
     return None
 
 
+def lasting_name(proc: Process) -> str:
+    """What names an engine across its restarts, for a finding's key (a pid changes with
+    every restart): its kind and listening sockets ("vllm on 0.0.0.0:8000"), else its kind
+    and model path, else its kind alone."""
+    kind = proc.engine or proc.comm or "engine"
+    if proc.listen:
+        return f"{kind} on {','.join(proc.listen)}"
+    model = model_path_of(proc.cmdline)
+    return f"{kind} serving {model}" if model else kind
+
+
 def redact(cmdline: str) -> str:
     """Kept for callers not yet moved to doctor.redact."""
     return redact_cmdline(cmdline)

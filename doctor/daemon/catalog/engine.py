@@ -351,6 +351,7 @@ TABLES = (
         each("engines", L.engine(pid="pid", kind="engine")),
         info("engines", "engine_frontend_info", "What the front-end process is", role="role"),
         unexported("engines.tree_pid", "the engine tree's root process: a process id, not a figure"),
+        unexported("engines.listen", "the front end's sockets: the alert key; the engine's endpoint label says it"),
         gauge("engines.tree_processes", "engine_frontend_tree_processes",
               "Processes in the engine tree (1: front end and engine core are one process)"),
         gauge("engines.frontend_cores", "engine_frontend_cpu_cores",

@@ -354,6 +354,7 @@ TABLES = (
               "1 for a datacenter part (forward compatibility supported), by its name"),
         missing("gpus.missing", "gpu_runtime_value_missing", "gpu.runtime"),
         each("engines", L.engine(pid="pid", kind="engine")),
+        unexported("engines.name", "the engine's lasting name: the alert key"),
         info("engines", "engine_cuda_runtime_info", "The CUDA runtime the engine loads, its "
              "torch's, whether it is newer than the driver's (major, minor) and the GPU "
              "architectures its build has kernels for", runtime="runtime_cuda",
@@ -423,6 +424,7 @@ TABLES = (
               "Engines or GPU processes in another mount namespace (containers)"),
         missing("missing", "gpu_devices_value_missing", "gpu.devices"),
         each("engines", L.engine(pid="pid", kind="engine")),
+        unexported("engines.name", "the engine's lasting name: the alert key"),
         unexported("engines.mount_ns", "a namespace inode: changes with every container"),
         gauge("engines.in_container", "gpu_engine_in_container",
               "1 when the engine runs in another mount namespace than the host's"),
@@ -442,6 +444,7 @@ TABLES = (
         of("length", "nodes", "numa_nodes", "NUMA nodes (/sys/devices/system/node/node*)"),
         unexported("node_cpus", "cpu lists: host.cpu's per-node CPUs"),
         each("engines", L.engine(pid="pid", kind="engine")),
+        unexported("engines.name", "the engine's lasting name: the alert key"),
         of("members", "engines.gpus", "gpu_numa_engine_gpu",
            "1 for each GPU where the engine or a worker holds a context", "gpu"),
         unexported("engines.gpu_nodes", "per GPU: llm_doctor_gpu_numa_node holds it"),
