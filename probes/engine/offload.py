@@ -43,6 +43,7 @@ from probes.engine.discovery import discover
 from probes.gpu.bandwidth import memory_ceiling_gbps
 from probes.gpu.pcie import link_ceiling_gbps
 from probes.helpers.engine_flags import Engine, flag
+from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import Reader, gpu_count
 
 TIMEOUT_S = 5.0
@@ -130,15 +131,6 @@ def host_bandwidth(host: Host) -> tuple[float | None, str | None]:
     return (gbps, None) if gbps and gbps > 0 else (None, f"host.memory_bandwidth gave {best!r:.40}")
 
 
-def _cmdline(host: Host, pid: int | None) -> list[str]:
-    if pid is None:
-        return []
-    try:
-        return host.read_text(f"/proc/{pid}/cmdline").replace("\0", " ").split()
-    except HostReadError:
-        return []
-
-
 def _estimate(total: int | None, cpu: int | None, gpu: GpuSide, cpu_gbps: float | None,
               missing: dict[str, str]) -> tuple[float | None, float | None, float | None]:
     """(tokens/s now, tokens/s all on the GPU, their ratio): time/token ~= gpu_bytes/gpu_bw
@@ -194,7 +186,7 @@ def _shape(host: Host, engine: Engine) -> tuple[ModelShape | None, str | None]:
 
 
 def _llama(host: Host, engine: Engine, gpu: GpuSide, cpu_gbps, cpu_why) -> EngineOffload:
-    value = flag(_cmdline(host, engine.pid), *NGL_FLAGS)
+    value = flag(argv_of(host, engine.pid), *NGL_FLAGS)
     shape, why = _shape(host, engine)
     missing = {"layers": why} if why else {}
     # llama.cpp counts the output layer as one more: "offloaded 33/33 layers to GPU" for
@@ -215,7 +207,7 @@ def _llama(host: Host, engine: Engine, gpu: GpuSide, cpu_gbps, cpu_why) -> Engin
 
 
 def _vllm(host: Host, engine: Engine, gpu: GpuSide, cpu_gbps, cpu_why) -> EngineOffload:
-    value = flag(_cmdline(host, engine.pid), "--cpu-offload-gb")
+    value = flag(argv_of(host, engine.pid), "--cpu-offload-gb")
     gib = number(value) if value is not None else 0.0
     missing: dict[str, str] = {}
     shape, why = _shape(host, engine)

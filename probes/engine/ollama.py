@@ -32,15 +32,15 @@ from datetime import datetime
 
 from doctor.model import Level, ScanOptions, Skip
 from doctor.redact import MASK
-from doctor.seam.host import Host, HostReadError, MeasurementError
-from doctor.values import count, field, non_negative, number, page_json, text
+from doctor.seam.host import Host, MeasurementError
+from doctor.values import count, field, non_negative, number, text
 from probes.engine.discovery import discover, ollama_ps_pages
 from probes.helpers.engine_flags import Engine
+from probes.helpers.engine_reads import json_page
 from probes.helpers.process_env import env_value
 from probes.helpers.processes import engine_processes
 
 TIMEOUT_S = 3.0
-PAGE_MAX_BYTES = 4 << 20
 MAX_MODELS = 64  # of /api/ps and /api/tags: a server with more is cut here
 READ_INTERVAL_S = {Level.QUICK: 2.0, Level.STANDARD: 3.0, Level.FULL: 5.0}
 DEFAULT_KEEP_ALIVE_S = 300.0  # Ollama's FAQ: "models are kept in memory for 5 minutes"
@@ -133,22 +133,6 @@ def _settings(host: Host, pid: int | None) -> tuple[dict[str, str | None], tuple
     return values, tuple(unset), None
 
 
-def _json(host: Host, url: str, errors: list[str]):
-    try:
-        page = host.http_get(url, TIMEOUT_S, PAGE_MAX_BYTES)
-    except HostReadError as exc:
-        errors.append(str(exc))
-        return None
-    if page.status != 200:
-        errors.append(f"{url}: HTTP {page.status}")
-        return None
-    try:
-        return page_json(page.body)
-    except ValueError:
-        errors.append(f"{url}: not JSON")
-        return None
-
-
 def _clock(host: Host, name: str, at: float | None = None) -> float | None:
     """Unix time at a read (``at``: its time.monotonic(), else now), recorded with a capture
     so its replay judges the same."""
@@ -226,9 +210,9 @@ def _one(host: Host, options: ScanOptions, engine: Engine) -> OllamaEngine:
     first_ps, first_at = ollama_ps_pages(host).get(base, (None, None))
     clock1 = _clock(host, f"engine.ollama clock 1 {base}", first_at)
     _wait(host, options, first_at)
-    version = text(field(_json(host, f"{base}/api/version", errors), "version"), 40)
-    tags = field(_json(host, f"{base}/api/tags", errors), "models")
-    ps = _json(host, f"{base}/api/ps", errors)
+    version = text(field(json_page(host, f"{base}/api/version", errors, TIMEOUT_S), "version"), 40)
+    tags = field(json_page(host, f"{base}/api/tags", errors, TIMEOUT_S), "models")
+    ps = json_page(host, f"{base}/api/ps", errors, TIMEOUT_S)
     clock2 = _clock(host, f"engine.ollama clock 2 {base}")
     loaded = _models(ps, clock2)
     compared = first_ps is not None and ps is not None

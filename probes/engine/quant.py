@@ -34,6 +34,7 @@ from doctor.seam.host import Host, HostReadError
 from doctor.values import count, field, page_json
 from probes.engine.discovery import discover
 from probes.helpers.engine_flags import Engine, flag
+from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import Reader, gpu_count
 
 KINDS = ("vllm", "sglang")
@@ -70,15 +71,6 @@ class QuantRecord:
 
 def _label(e: Engine) -> str:
     return f"{e.kind} at {e.base_url}" + (f" pid {e.pid}" if e.pid else "")
-
-
-def _cmdline(host: Host, pid: int | None) -> list[str]:
-    if pid is None:
-        return []
-    try:
-        return host.read_text(f"/proc/{pid}/cmdline").replace("\0", " ").split()
-    except HostReadError:
-        return []
 
 
 def marlin_fits(config: dict) -> tuple[bool | None, str | None]:
@@ -151,7 +143,7 @@ def probe(host: Host, options: ScanOptions) -> QuantRecord:
     items = []
     for engine in found:
         missing: dict[str, str] = {}
-        args = _cmdline(host, engine.pid)
+        args = argv_of(host, engine.pid)
         value = flag(args, "--quantization", "-q")
         told = value.lower()[:40] if value else None
         quant, source, why = (_quant_config(host, engine.model_path) if engine.model_path

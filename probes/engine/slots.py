@@ -33,16 +33,16 @@ from doctor import display
 from doctor.redact import MASK
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
-from doctor.values import count, field, page_json
+from doctor.values import count, field
 from probes.engine.discovery import discover
 from probes.engine.load import saved_sweep
 from probes.engine.metrics import scrape_all
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_normalise import EngineMetrics
+from probes.helpers.engine_reads import argv_of, json_page
 from probes.helpers.process_env import env_value
 
 TIMEOUT_S = 5.0
-PAGE_MAX_BYTES = 4 << 20
 TCP_ESTABLISHED = "01"  # include/net/tcp_states.h
 KINDS = ("llama.cpp", "ollama")
 # Ollama's FAQ: OLLAMA_NUM_PARALLEL "defaults to 1" (releases of 2024 chose 4 or 1 by memory;
@@ -116,36 +116,11 @@ def established_to(host: Host, port: int) -> int | None:
     return seen if read_any else None
 
 
-def _json(host: Host, url: str, errors: list[str]):
-    try:
-        page = host.http_get(url, TIMEOUT_S, PAGE_MAX_BYTES)
-    except HostReadError as exc:
-        errors.append(str(exc))
-        return None
-    if page.status != 200:
-        errors.append(f"{url}: HTTP {page.status}")
-        return None
-    try:
-        return page_json(page.body)
-    except ValueError:
-        errors.append(f"{url}: not JSON")
-        return None
-
-
 def _deferred(host: Host, options: ScanOptions, base_url: str) -> int | None:
     for item in scrape_all(host, options):
         if isinstance(item, EngineMetrics) and item.endpoint.rsplit("/metrics", 1)[0] == base_url:
             return count(item.requests_waiting)  # a gauge: 3.0; NaN or 2.5 is no count
     return None
-
-
-def _cmdline(host: Host, pid: int | None) -> list[str]:
-    if pid is None:
-        return []
-    try:
-        return host.read_text(f"/proc/{pid}/cmdline").replace("\0", " ").split()
-    except HostReadError:
-        return []
 
 
 def _sweep(host: Host, base_url: str, slots: int | None):
@@ -163,9 +138,9 @@ def _sweep(host: Host, base_url: str, slots: int | None):
 
 def _llama(host: Host, options: ScanOptions, engine: Engine, base_url: str) -> EngineSlots:
     errors: list[str] = []
-    props = _json(host, f"{base_url}/props", errors)
-    slots_page = _json(host, f"{base_url}/slots", errors)
-    args = _cmdline(host, engine.pid)
+    props = json_page(host, f"{base_url}/props", errors, TIMEOUT_S)
+    slots_page = json_page(host, f"{base_url}/slots", errors, TIMEOUT_S)
+    args = argv_of(host, engine.pid)
     slots = count(field(props, "total_slots"), minimum=1)
     slots_from = "/props total_slots" if slots else None
     if slots is None and (flagged := count(flag(args, "-np", "--parallel"), minimum=1)):
@@ -203,7 +178,7 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
             absent = f"OLLAMA_NUM_PARALLEL={value[:40]!r} is not a whole number of at least 1"
         elif value is None and absent and absent.startswith("OLLAMA_NUM_PARALLEL not set"):
             slots, absent, unset = OLLAMA_DEFAULT_PARALLEL, None, True
-    ps = _json(host, f"{base_url}/api/ps", errors)
+    ps = json_page(host, f"{base_url}/api/ps", errors, TIMEOUT_S)
     models = field(ps, "models")
     loaded = [m for m in models[:64] if isinstance(m, dict)] if isinstance(models, list) else []
     port = count(base_url.rsplit(":", 1)[-1].split("/")[0], minimum=1)
