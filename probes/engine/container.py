@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, MeasurementError
+from probes.gpu.topology import lineage
 from probes.helpers import cgroups, kernel_text
 from probes.helpers.engine_flags import FLAGS, _args, flag
 from probes.helpers.mounts import shm_of
@@ -151,7 +152,9 @@ def _number(value: object, name: str) -> float | None:
 def _cpu(host: Host, pids: tuple[int, ...]) -> dict:
     try:
         cg = cgroups.cgroup_dir(host, pids[0], "cpu")
-        quota = cgroups.cpu_quota(host, cg)
+        # engines sharing a cgroup see one reading of it (a recording keeps a file's first)
+        quota = host.memo(f"engine.container.cpu_quota:{cg.directory}",
+                          lambda: cgroups.cpu_quota(host, cg))
     except HostReadError as exc:
         return {"cpu_reason": str(exc)}
     out = {"cgroup_version": quota.version, "cpu_quota_cpus": quota.quota_cpus,
@@ -161,7 +164,8 @@ def _cpu(host: Host, pids: tuple[int, ...]) -> dict:
         return out | {"cpu_reason": "no CPU quota on the engine's cgroup or above it"}
     name = f"engine.container.cpu_sample:{quota.directory}"
     try:
-        got = host.measure(name, lambda: _sample(host, quota, pids))
+        # one sample a cgroup: engines sharing it share the sample (and its runnable count)
+        got = host.memo(name, lambda: host.measure(name, lambda: _sample(host, quota, pids)))
         if not isinstance(got, dict):
             raise MeasurementError(f"{name}: expected a mapping, got {type(got).__name__}")
         periods = _number(got.get("periods"), f"{name} periods")
@@ -182,7 +186,10 @@ def _cpu(host: Host, pids: tuple[int, ...]) -> dict:
 def _memory(host: Host, pids: tuple[int, ...]) -> dict:
     rss = _status_sum(host, pids, "VmRSS", 1024)
     try:
-        limit = cgroups.memory_limit(host, cgroups.cgroup_dir(host, pids[0], "memory"))
+        memory_cg = cgroups.cgroup_dir(host, pids[0], "memory")
+        # engines sharing a cgroup see one reading of it (a recording keeps a file's first)
+        limit = host.memo(f"engine.container.memory_limit:{memory_cg.directory}",
+                          lambda: cgroups.memory_limit(host, memory_cg))
     except HostReadError as exc:
         return {"rss_bytes": rss, "memory_reason": str(exc)}
     margin = limit.limit_bytes - rss if limit.limit_bytes is not None and rss is not None else None
@@ -210,13 +217,25 @@ def _tensor_parallel(proc: Process) -> int | None:
 
 
 def _groups(host: Host) -> dict[str, list[Process]]:
+    """The engines' processes, one group per engine: an engine's API server and its workers
+    share a cgroup, a mount namespace and an ancestor; two engines started from one shell
+    share the cgroup only, and stay two."""
+    engines = engine_processes(host)
+    pids = {p.pid for p in engines}
     groups: dict[str, list[Process]] = {}
-    for proc in engine_processes(host):
+    for proc in engines:
         try:
-            key = host.read_text(f"/proc/{proc.pid}/cgroup")
+            cgroup = host.read_text(f"/proc/{proc.pid}/cgroup")
         except HostReadError:
-            key = f"pid {proc.pid}"  # gone, or unreadable: judged alone
-        groups.setdefault(key, []).append(proc)
+            groups[f"pid {proc.pid}"] = [proc]  # gone, or unreadable: judged alone
+            continue
+        try:
+            mnt = host.read_link(f"/proc/{proc.pid}/ns/mnt")
+        except HostReadError:
+            mnt = "?"
+        root = min((a for a in lineage(host, proc.pid) if a in pids),
+                   key=lambda a: len(lineage(host, a)), default=proc.pid)  # the topmost engine
+        groups.setdefault(f"{cgroup}\0{mnt}\0{proc.engine}\0{root}", []).append(proc)
     return groups
 
 
