@@ -203,8 +203,10 @@ class Daemon:
     def beat(self) -> None:
         """One interval: start due probes, wait for them (at most 80% of the interval),
         evaluate, move the alerts, publish."""
-        if not self.scheduler.busy():
-            self.host.new_scan()  # a fresh per-scan memo (process table) for this beat
+        # A fresh per-scan memo (process table, host.cpu_load's sample) every beat, even while a
+        # slow probe still runs: it keeps what it already read, and nothing memoised outlives
+        # one beat (a memo kept while any probe ran served one CPU sample for minutes).
+        self.host.new_scan()
         now = time.monotonic()
         cycle = self.scheduler.start_due(now, self.serving())
         self._store(cycle.results)
