@@ -51,6 +51,10 @@ def _seconds(value: str | None, flag: str) -> float | None:
               help="An extra rule file (repeatable).")
 @click.option("--report-dir", metavar="DIR", default=None,
               help="Write an HTML incident report here when an alert fires.")
+@click.option("--state-file", metavar="FILE", default=None,
+              help="Write the last evaluation here after every beat, atomically, for "
+                   "'llm-doctor npd' and 'slurm-healthcheck' (default "
+                   "/var/lib/llm-doctor/state.json; '' writes none).")
 @click.option("--alertmanager", multiple=True, metavar="URL",
               help="Send alerts to this Alertmanager (v2 API; repeatable).")
 @click.option("--webhook", multiple=True, metavar="URL",
@@ -58,7 +62,7 @@ def _seconds(value: str | None, flag: str) -> float | None:
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)
 def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, config_path,
-           rule_files, report_dir, alertmanager, webhook, log_level) -> None:
+           rule_files, report_dir, state_file, alertmanager, webhook, log_level) -> None:
     """Run the probes on a schedule, export metrics, send alerts, write incident reports.
 
     \b
@@ -82,7 +86,7 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     flags = {"listen": listen, "interval_s": _seconds(interval, "--interval"),
              "kernel_interval_s": _seconds(kernel_interval, "--kernel-interval"),
-             "level": level, "report_dir": report_dir, "alertmanager": tuple(alertmanager),
+             "level": level, "report_dir": report_dir, "state_file": state_file, "alertmanager": tuple(alertmanager),
              "webhook": tuple(webhook), "model_dirs": tuple(model_dirs),
              "endpoints": tuple(endpoints)}  # each checked as its key is (settings.with_flags)
 

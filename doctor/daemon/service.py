@@ -24,7 +24,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from doctor.config import Config, ConfigError
-from doctor.daemon import incidents, sinks
+from doctor.daemon import incidents, sinks, state
 from doctor.daemon.alerts import Alert, AlertTracker, Transitions, held_findings
 from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.daemon.history import History
@@ -74,6 +74,7 @@ class Daemon:
         self.dispatcher = sinks.Dispatcher(self._sinks())
         self.evaluations = 0
         self.instance = self.host.describe().get("hostname", "localhost")
+        self._state_problem = ""  # the last reason the state file could not be written
 
     def _for_s(self) -> dict[str, float]:
         base = {r.id: r.for_s or 0.0 for r in self.loaded.rules}
@@ -256,7 +257,34 @@ class Daemon:
                     for a in self.tracker.active()],
             evaluated_at=wall, evaluations=self.evaluations))
         self.history.add(wall, self.collector.samples() + self._own_samples())
+        self._write_state(findings, wall)
         self._notify(moved, findings, wall)
+
+    def _report(self, findings, wall: float) -> ScanReport:
+        return ScanReport(host=self.host.describe(), level=self.loaded.options.level,
+                          started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall)),
+                          duration_s=0.0, probes=self.results(), findings=list(findings))
+
+    def _write_state(self, findings, wall: float) -> None:
+        """The evaluation to the state file (doctor/daemon/state.py); a failure is logged
+        when it starts and when it ends, not every beat."""
+        s = self.loaded.settings
+        if not s.state_file:
+            return
+        data = state.to_state(self._report(findings, wall), self.loaded.rules, s.interval_s,
+                              wall, self.evaluations)
+        try:
+            state.write(s.state_file, data)
+        except (OSError, ConfigError) as exc:
+            problem = f"cannot write the state file {s.state_file} (--state-file): {exc}"
+            if problem != self._state_problem:
+                log.error("%s; npd and slurm-healthcheck will read this host as unknown",
+                          problem)
+            self._state_problem = problem
+            return
+        if self._state_problem:
+            log.info("state file %s written again", s.state_file)
+        self._state_problem = ""
 
     def _own_samples(self) -> list[tuple[str, tuple[tuple[str, str], ...], float]]:
         return [("llm_doctor_probe_duration_seconds", (("probe", r.name),), r.duration_s)
@@ -288,9 +316,7 @@ class Daemon:
     def _incident_report(self, alert: Alert, findings, wall: float) -> str:
         from reports.html import render_incident
 
-        report = ScanReport(host=self.host.describe(), level=self.loaded.options.level,
-                            started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall)),
-                            duration_s=0.0, probes=self.results(), findings=list(findings))
+        report = self._report(findings, wall)
         try:
             html = render_incident(report, self.history, alert)
         except Exception as exc:  # a report must never stop the alert it belongs to

@@ -9,6 +9,7 @@
     level = "standard"               # quick: never run micro-kernels
     report_dir = "/var/lib/llm-doctor/reports"
     report_keep = 50                 # newest incident reports kept
+    state_file = "/var/lib/llm-doctor/state.json"  # the last evaluation, for the adapters; "" = none
     alertmanager = ["http://127.0.0.1:9093"]
     webhook = []
     resend_interval = "1m"           # firing alerts re-sent to Alertmanager
@@ -51,7 +52,8 @@ from doctor.vocabulary import suggest
 DURATIONS = {"interval": "interval_s", "kernel_interval": "kernel_interval_s",
              "resend_interval": "resend_s", "history": "history_s"}
 FLAGS = {"listen": "--listen", "interval_s": "--interval", "kernel_interval_s": "--kernel-interval",
-         "level": "--level", "report_dir": "--report-dir", "alertmanager": "--alertmanager",
+         "level": "--level", "report_dir": "--report-dir",
+         "state_file": "--state-file", "alertmanager": "--alertmanager",
          "webhook": "--webhook", "model_dirs": "--model-dir", "endpoints": "--endpoint",
          "rule_files": "--rules"}
 DAY_S = 86400.0
@@ -85,6 +87,8 @@ class Settings:
     level: str = ""  # "": as [scan] says, else standard (doctor/commands/setup.py)
     report_dir: str = ""
     report_keep: int = 50
+    # the last evaluation, atomically, for npd and slurm-healthcheck (doctor/daemon/state.py)
+    state_file: str = "/var/lib/llm-doctor/state.json"
     alertmanager: tuple[str, ...] = ()
     webhook: tuple[str, ...] = ()
     resend_s: float = 60.0
@@ -219,7 +223,7 @@ def _checked(at: str, attr: str, value: Any, given: Any = None) -> Any:
         if ":" in user:
             raise ConfigError(f"{at}: a basic-auth user name cannot hold ':' (RFC 7617)")
         return user
-    return _text(at, value, "a path")  # report_dir and the three files
+    return _text(at, value, "a path")  # report_dir, state_file and the three files
 
 
 def _strings(at: str, value: Any, what: str) -> tuple[str, ...]:
