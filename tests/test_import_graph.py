@@ -11,7 +11,8 @@ The layers, from the ground up:
 * ``doctor.workload``: the load generator, the knee, the capacity arithmetic, GGUF headers;
 * ``probes`` (by family, with their helpers and the registry);
 * ``reports``: the renderers, which show what the results carry and import no probe;
-* ``doctor.daemon`` and ``doctor.commands`` on top.
+* ``doctor.daemon``, then ``doctor.fleet`` (the adapters to schedulers and collectors, which
+  read the daemon's state file), then ``doctor.commands`` on top.
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def _layer(name: str) -> str:
     for prefix, layer in (("doctor.commands", "commands"), ("doctor.daemon", "daemon"),
+                          ("doctor.fleet", "fleet"),
                           ("doctor.workload", "workload"), ("reports", "reports"),
                           ("probes", "probes"), ("checks", "data"), ("playbooks", "data")):
         if name == prefix or name.startswith(prefix + "."):
@@ -134,7 +136,8 @@ ALLOWED = {
     "probes": {"core", "workload"},
     "reports": {"core", "data"},
     "daemon": {"core", "workload", "probes", "reports", "data"},
-    "commands": {"core", "workload", "probes", "reports", "daemon", "data"},
+    "fleet": {"core", "workload", "probes", "reports", "daemon", "data"},
+    "commands": {"core", "workload", "probes", "reports", "daemon", "fleet", "data"},
     "data": {"core"},  # the playbooks look causes up in the vocabulary
 }
 

@@ -59,22 +59,26 @@ def _seconds(value: str | None, flag: str) -> float | None:
               help="Send alerts to this Alertmanager (v2 API; repeatable).")
 @click.option("--webhook", multiple=True, metavar="URL",
               help="POST alerts as JSON to this URL (repeatable).")
+@click.option("--replay", metavar="DIR", default=None,
+              help="Run on a host recorded by 'llm-doctor capture DIR' instead of this one: "
+                   "for demos, fleet tests, or a customer's capture through your own alerting.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)
 def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, config_path,
-           rule_files, report_dir, state_file, alertmanager, webhook, log_level) -> None:
+           rule_files, report_dir, state_file, alertmanager, webhook, replay, log_level) -> None:
     """Run the probes on a schedule, export metrics, send alerts, write incident reports.
 
     \b
     llm-doctor daemon                                  serve 127.0.0.1:9411/metrics
     llm-doctor daemon --alertmanager http://127.0.0.1:9093 --report-dir /var/lib/llm-doctor
+    llm-doctor daemon --replay DIR --listen 127.0.0.1:0   a recorded host's metrics
     kill -HUP <pid>     re-read the config and rules
     kill -USR1 <pid>    run the micro-kernels now
     kill -TERM <pid>    stop
     """
     import signal
 
-    from doctor.commands.setup import load_daemon
+    from doctor.commands.setup import load_daemon, open_host
     from doctor.daemon.service import Daemon
 
     # Until the server is up (Daemon.run installs the daemon's handlers): SIGTERM and SIGINT
@@ -90,10 +94,12 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
              "webhook": tuple(webhook), "model_dirs": tuple(model_dirs),
              "endpoints": tuple(endpoints)}  # each checked as its key is (settings.with_flags)
 
-    def reload():  # the scan's options built as a scan builds them (doctor/commands/setup.py)
-        return load_daemon(config_path, rule_files, flags)
+    host = open_host(replay)  # a broken recording is a ConfigError naming its file
 
-    service = Daemon(reload(), reload)
+    def reload():  # the scan's options built as a scan builds them (doctor/commands/setup.py)
+        return load_daemon(config_path, rule_files, flags, host)
+
+    service = Daemon(reload(), reload, host=host)
     sys.exit(service.run())
 
 

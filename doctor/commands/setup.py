@@ -69,11 +69,13 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
 
 
 def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
-                flags: dict[str, Any]) -> Loaded:
+                flags: dict[str, Any], host: Host | None = None) -> Loaded:
     """The daemon's settings, config, rules and scan options, built as a scan's are: the
     flags, then [daemon], then [scan]; but requests go to an engine only with [daemon]
     requests = true (whatever [scan] says), and to one serving requests only with
-    kernels_while_serving. Raises ConfigError or RuleError naming the file."""
+    kernels_while_serving. A recorded ``host`` brings its capture's level, model
+    directories and endpoints, as for scan --replay. Raises ConfigError or RuleError naming
+    the file."""
     path = find_config(config_path)
     settings = with_flags(load_settings(path), **{**flags, "rule_files": tuple(rule_files)})
     rules, config = load_setup(config_path, settings.rule_files)
@@ -81,7 +83,7 @@ def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
     if unknown:
         raise ConfigError(f"{path}: [daemon.for] names no rule: {', '.join(sorted(unknown))}")
     options = scan_options(config, settings.level or None, settings.model_dirs, settings.endpoints,
-                           announce=logging.getLogger("llm-doctor.requests").info)
+                           host=host, announce=logging.getLogger("llm-doctor.requests").info)
     options = replace(options, requests=settings.requests,
                       busy_ok=settings.kernels_while_serving)
     return Loaded(settings, config, rules, options)
