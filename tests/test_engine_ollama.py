@@ -1,14 +1,10 @@
 """Ollama as an engine kind: real processes whose command line reads ``ollama serve`` (and
 ``ollama runner``), started with OLLAMA_* settings in their environment, answering Ollama's
-pages from tests/engine_pages/ollama-* (tests/engine_pages/ollama-impostor/serve.py). There
+pages from tests/engine_pages/ollama-* (tests/engine_pages/ollama_impostor.py). There
 is no Ollama here: its pages are recorded, its processes and sockets are real."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,34 +17,13 @@ from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordWriter
 from probes.engine import discovery, ollama
 from probes.registry import by_name
+from tests.ollama_process import start, stop
 
 pytestmark = pytest.mark.timeout(90)
 
 PAGES = Path(__file__).parent / "engine_pages"
 QUICK = ScanOptions(level=Level.QUICK)
 THRASH = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "model-reload-thrash")
-
-
-def start(tmp_path: Path, pages: str, env: dict[str, str], role: str = "serve"):
-    """The impostor as ``./ollama <role> PAGES``; (process, port)."""
-    if not (tmp_path / "ollama").exists():
-        (tmp_path / "ollama").symlink_to(os.path.realpath(sys.executable))
-    shutil.copy(PAGES / "ollama-impostor" / "serve.py", tmp_path / role)
-    full = {"PATH": os.environ.get("PATH", "/usr/bin"), "HOME": str(tmp_path), **env}
-    process = subprocess.Popen(["./ollama", role, str(PAGES / pages)], cwd=tmp_path, env=full,
-                               stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.strip().isdigit():
-        process.kill()
-        pytest.fail(f"the Ollama impostor did not start: {line!r}")
-    return process, int(line)
-
-
-def stop(*processes: subprocess.Popen) -> None:
-    for process in processes:
-        process.kill()
-        process.wait(10)
 
 
 def mine(record, port: int):

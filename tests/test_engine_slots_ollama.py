@@ -7,10 +7,8 @@ pages are recorded, its process and its connections are real."""
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from probes.engine import slots as engine_slots
 from probes.registry import by_name
+from tests.ollama_process import start
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,18 +29,7 @@ RULE = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "too-fe
 
 
 def _impostor(tmp_path: Path, parallel: str) -> tuple[subprocess.Popen, int]:
-    (tmp_path / "ollama").symlink_to(os.path.realpath(sys.executable))
-    shutil.copy(PAGES / "ollama_impostor.py", tmp_path / "serve")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "HOME": str(tmp_path),
-           "OLLAMA_NUM_PARALLEL": parallel, "OLLAMA_MAX_QUEUE": "512"}
-    process = subprocess.Popen(["./ollama", "serve", str(PAGES / "ollama")], cwd=tmp_path,
-                               env=env, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    assert process.stdout is not None
-    line = process.stdout.readline()  # the port, once it listens
-    if not line.strip().isdigit():
-        process.kill()
-        pytest.fail(f"the Ollama impostor did not start: {line!r}")
-    return process, int(line)
+    return start(tmp_path, "ollama", {"OLLAMA_NUM_PARALLEL": parallel, "OLLAMA_MAX_QUEUE": "512"})
 
 
 def _clients(port: int) -> list[socket.socket]:

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-import os
 import re
-import shutil
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -31,6 +28,7 @@ from doctor.seam.live import LiveHost
 from doctor.workload.knee import knee_path
 from probes.engine import truncation
 from probes.registry import by_name
+from tests.ollama_process import start
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,17 +44,7 @@ def _findings(engine: truncation.EngineTruncation):
 
 
 def _ollama(tmp_path: Path, pages: str, env_extra: dict[str, str]) -> tuple[subprocess.Popen, int]:
-    (tmp_path / "ollama").symlink_to(os.path.realpath(sys.executable))
-    shutil.copy(PAGES / "ollama_impostor.py", tmp_path / "serve")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "HOME": str(tmp_path), **env_extra}
-    process = subprocess.Popen(["./ollama", "serve", str(PAGES / pages)], cwd=tmp_path,
-                               env=env, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.strip().isdigit():
-        process.kill()
-        pytest.fail(f"the Ollama impostor did not start: {line!r}")
-    return process, int(line)
+    return start(tmp_path, pages, env_extra)
 
 
 def _save_sweep(base_url: str, prompt_tokens: int) -> None:
