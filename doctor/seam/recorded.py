@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import socket
 import threading
 import time
@@ -155,36 +156,90 @@ class RecordWriter:
     def _local(self, path: str) -> Path:
         return self.fs / path.lstrip("/")
 
-    def file(self, path: str, text: str) -> None:
+    def _target(self, link: Path) -> Path:
+        """Where the recorded link ``link`` (a path inside ``fs/``) points inside ``fs/``,
+        resolved as the recorded host resolves it (an absolute target is its path; ``..``
+        stops at its root), without following anything on this machine."""
+        at = "/" + link.relative_to(self.fs).as_posix()
+        host_path = posixpath.normpath(posixpath.join(posixpath.dirname(at), os.readlink(link)))
+        return self.fs / host_path.lstrip("/")
+
+    def _folder(self, local: Path, depth: int = 0) -> Path:
+        """Make ``local`` a folder of the recording and return where it is, through the
+        recorded links on its way, resolved by ``_target`` (never by this machine, where an
+        absolute target is this machine's path): in sysfs a path is read through a link
+        (``/sys/bus/pci/devices/X/vendor``) as often as it is listed."""
+        if depth > 40:  # a loop of links in what was recorded
+            raise OSError(f"{local}: too many levels of recorded links")
+        self.fs.mkdir(parents=True, exist_ok=True)
+        path = self.fs
+        for part in local.relative_to(self.fs).parts:
+            path = path / part
+            if path.is_symlink():
+                path = self._folder(self._target(path), depth + 1)
+            elif not path.is_dir():
+                path.mkdir()
+        return path
+
+    def _entry(self, path: str) -> Path:
+        """Where the file ``path`` of the recorded host is written: in its folder as
+        ``_folder`` resolves it, through a recorded link if the file itself is one."""
         local = self._local(path)
+        entry = self._folder(local.parent) / local.name
+        for _ in range(40):
+            if not entry.is_symlink():
+                return entry
+            target = self._target(entry)
+            entry = self._folder(target.parent) / target.name
+        raise OSError(f"{local}: too many levels of recorded links")
+
+    def file(self, path: str, text: str) -> None:
         with self._lock:
-            if not local.is_file():
-                local.parent.mkdir(parents=True, exist_ok=True)
-                local.write_text(_redacted(path, text))
+            entry = self._entry(path)
+            if not os.path.lexists(entry):
+                entry.write_text(_redacted(path, text))
 
     def byte_range(self, path: str, offset: int, data: bytes) -> None:
         """Bytes read from ``offset`` of a binary, written at that offset: the file is sparse,
         holding only the ranges a probe read (a library's headers, not its GB of code)."""
-        local = self._local(path)
         with self._lock:
-            local.parent.mkdir(parents=True, exist_ok=True)
-            with open(local, "r+b" if local.is_file() else "wb") as f:
+            entry = self._entry(path)
+            with open(entry, "r+b" if entry.is_file() else "wb") as f:
                 f.seek(offset)
                 f.write(data)
 
     def dir(self, path: str, names: Sequence[str] = ()) -> None:
-        local = self._local(path)
         with self._lock:
-            local.mkdir(parents=True, exist_ok=True)
-            for name in names:
-                (local / name).mkdir(parents=True, exist_ok=True)
+            folder = self._folder(self._local(path))
+            for name in names:  # an entry already recorded as a link stays one
+                if not os.path.lexists(folder / name):
+                    (folder / name).mkdir()
 
     def link(self, path: str, target: str) -> None:
         local = self._local(path)
         with self._lock:
-            local.parent.mkdir(parents=True, exist_ok=True)
-            if not local.is_symlink():
-                os.symlink(target, local)
+            entry = self._folder(local.parent) / local.name
+            if entry.is_symlink():
+                return
+            if entry.is_dir():  # listed before it was known as a link: its files move over
+                self._merge_into_link(entry, target)
+                return
+            if not os.path.lexists(entry):
+                os.symlink(target, entry)
+
+    def _merge_into_link(self, folder: Path, target: str) -> None:
+        """Replace ``folder`` (made by a listing) with a link to ``target``; what was
+        recorded in it moves to the target (what the target holds already wins)."""
+        import shutil
+
+        moved = folder.with_name(folder.name + ".listed")
+        folder.rename(moved)
+        os.symlink(target, folder)
+        into = self._folder(self._target(folder))
+        for child in list(moved.iterdir()):
+            if not os.path.lexists(into / child.name):
+                child.rename(into / child.name)
+        shutil.rmtree(moved)
 
     def stat(self, path: str, info: PathInfo) -> None:
         with self._lock:
