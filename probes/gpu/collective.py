@@ -245,7 +245,7 @@ def probe(host: Host, options: ScanOptions) -> CollectiveRecord:
     count = gpu_count(host)
     if count < 2:
         raise Skip("one GPU: an all-reduce needs two or more")
-    topo = host.memo("gpu.topology", lambda: topology.probe(host, options))
+    topo = topology.probe(host, options)  # memoised per scan
     groups, source = topology.talk_groups(host, count)
     groups = tuple(g for g in groups if len(g) > 1)[:MAX_GROUPS]
     if not groups:

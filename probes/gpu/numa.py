@@ -151,7 +151,7 @@ def probe(host: Host, options: ScanOptions) -> NumaRecord:
         raise Skip(nmap.reason)
     if len(nmap.cpus) < 2:
         raise Skip("one NUMA node: the engine cannot sit on a node away from its GPUs")
-    topo = host.memo("gpu.topology", lambda: topology.probe(host, options))
+    topo = topology.probe(host, options)  # memoised per scan
     missing: dict[str, str] = {}
     nodes_of_gpu = _gpu_nodes(host, topo, count, missing)
     holders = topology.gpu_pids(host, count)

@@ -222,7 +222,7 @@ def probe(host: Host, options: ScanOptions) -> P2pRecord:
     count = gpu_count(host)
     if count < 2:
         raise Skip("one GPU: no pair to judge")
-    topo = host.memo("gpu.topology", lambda: topology.probe(host, options))
+    topo = topology.probe(host, options)  # memoised per scan
     groups, source = topology.talk_groups(host, count)
     engines = [p for p, _ in topology.tp_engines(host)]
     placed = [(g, engines[i] if i < len(engines) else None) for i, g in enumerate(groups)

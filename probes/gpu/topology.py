@@ -196,6 +196,12 @@ def talk_groups(host: Host, count: int) -> tuple[tuple[tuple[int, ...], ...], st
 
 
 def probe(host: Host, options: ScanOptions) -> TopologyRecord:
+    """The GPUs' topology, read once per scan: gpu.peer_to_peer, gpu.numa and
+    gpu.collective build on it (they call this, not ``host.memo`` with the same key)."""
+    return host.memo("gpu.topology", lambda: _measured(host))
+
+
+def _measured(host: Host) -> TopologyRecord:
     count = gpu_count(host)
     groups, source = talk_groups(host, count)
     pairs = tuple(_pair(host, a, b, any(a in g and b in g for g in groups))
