@@ -64,3 +64,25 @@ def test_no_gpu_reading_falls_back_to_the_engine_core(tmp_path):
     findings, errors = evaluate([RULE], [ProbeResult("engine.frontend", "ok", 0.0, None, record)])
     assert errors == [] and [f.rule for f in findings] == ["frontend-cpu-bound"]
     assert "GPU" not in findings[0].title
+
+
+def test_the_engines_own_gpu_is_judged_not_a_busy_tenants(tmp_path):
+    """Another tenant's job at 95 % on GPU 1 does not hide an API server pinned beside its
+    own GPU 0 at 20 % (the host's busiest GPU did)."""
+    _, record, findings = _judged(tmp_path, "h100x2-vllm-pinned-beside-a-busy-tenant")
+    (engine,) = record.engines
+    assert (engine.gpu_util_max_pct, engine.gpu_util_scope, engine.gpus) == (20, "engine", 2)
+    assert [f.rule for f in findings] == ["frontend-cpu-bound"]
+    assert findings[0].evidence["gpu_util_scope"] == "engine"
+
+
+def test_an_idle_neighbour_gpu_does_not_make_a_busy_engine_look_starved(tmp_path):
+    _, record, findings = _judged(tmp_path, "h100x2-vllm-busy-beside-an-idle-gpu")
+    (engine,) = record.engines
+    assert (engine.gpu_util_max_pct, engine.gpu_util_scope) == (85, "engine")
+    assert findings == []
+
+
+def test_without_nvml_process_lists_every_gpu_is_judged(tmp_path):
+    _, record, _ = _judged(tmp_path, "h100-vllm-api-server-pinned")
+    assert record.engines[0].gpu_util_scope == "host"

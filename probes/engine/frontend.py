@@ -8,7 +8,9 @@ GPU of work. Sources: host.cpu_load's sample (no second sample: the same per-sca
 which holds each process of the ten busiest and each engine tree's total; the process
 table (probes/helpers/processes.py) for the router and the front end's flags; NVML
 ``nvmlDeviceGetUtilizationRates`` (``gpu``: percent of the sample period a kernel ran) of
-every GPU, through the host's one NVML funnel. Units: cores (1.0 = one core busy for the
+the engine's GPUs (those where a process of its tree holds a compute context, from NVML's
+process list as gpu.numa reads it; every GPU of the host when NVML lists none of them, as
+in a container that sees other pids), through the host's one NVML funnel. Units: cores (1.0 = one core busy for the
 whole window), percent. No privilege needed. Manual equivalent: ``top -H -p $(pgrep -f
 'vllm serve' | head -1)`` and ``nvidia-smi --query-gpu=utilization.gpu --format=csv``.
 """
@@ -24,6 +26,7 @@ from doctor.values import count, non_negative
 from probes.helpers.engine_flags import flag
 from probes.helpers.gpu_common import gpu_count, reason_of
 from probes.helpers.processes import process_table
+from probes.gpu import topology
 from probes.host import cpu_load
 
 KINDS = ("vllm", "sglang", "tgi")
@@ -47,13 +50,16 @@ class Frontend:
     frontend_absent: str | None  # why frontend_cores is None
     rest_cores: float | None  # the rest of the tree (engine core, workers), in cores
     workers: int | None  # --api-server-count / --tokenizer-worker-num / --validation-workers
-    gpu_util_max_pct: float | None  # busiest GPU, nvmlDeviceGetUtilizationRates .gpu
+    gpu_util_max_pct: float | None  # its busiest GPU, nvmlDeviceGetUtilizationRates .gpu
     gpu_util_absent: str | None  # why gpu_util_max_pct is None
     gpus: int | None
     window_s: float
     # the front end's listening sockets ("0.0.0.0:8000"; "" when unseen): what names the
     # engine across restarts, where its pid does not
     listen: str = ""
+    # whose GPUs gpu_util_max_pct is of: "engine" (where its tree holds a context) or "host"
+    # (every GPU: NVML listed none of the tree's processes)
+    gpu_util_scope: str = "host"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,16 +67,17 @@ class FrontendRecord:
     engines: tuple[Frontend, ...]
 
 
-def gpu_utilisation(host: Host) -> tuple[float | None, str | None, int | None]:
-    """(busiest GPU's utilisation %, why absent, GPUs): the host's GPUs, not only the
-    engine's, so the rule fires only when every GPU is under-used."""
+def gpu_utilisation(host: Host) -> tuple[dict[int, float] | None, str | None, int | None]:
+    """(each GPU's utilisation %, why absent, GPUs): None unless every GPU was read, since
+    one unread could be the busy one."""
     try:
         gpus = gpu_count(host)
     except Skip as exc:
         return None, str(exc), None
     except HostReadError as exc:
         return None, str(exc), None
-    seen, why = [], None
+    seen: dict[int, float] = {}
+    why = None
     for index in range(gpus):
         try:
             answer = host.nvml("nvmlDeviceGetUtilizationRates", index)
@@ -81,10 +88,28 @@ def gpu_utilisation(host: Host) -> tuple[float | None, str | None, int | None]:
         if value is None or value > 100:
             why = f"GPU {index}: nvmlDeviceGetUtilizationRates gave {str(answer)[:60]!r}"
             continue
-        seen.append(value)
-    if len(seen) < gpus:  # one GPU unread could be the busy one
+        seen[index] = value
+    if len(seen) < gpus or not seen:
         return None, why, gpus
-    return max(seen), None, gpus
+    return seen, None, gpus
+
+
+def engine_gpus(host: Host, root: int, gpus: int) -> tuple[int, ...]:
+    """The GPUs where a process of the tree rooted at ``root`` holds a compute context."""
+    holders = topology.gpu_pids(host, gpus)
+    return tuple(i for i, pids in holders.items()
+                 if any(root in topology.lineage(host, pid) for pid in pids))
+
+
+def _busiest(host: Host, root: int, util: dict[int, float] | None,
+             gpus: int | None) -> tuple[float | None, str]:
+    """The tree's busiest GPU's utilisation and its scope ("engine" or "host")."""
+    if util is None or not gpus:
+        return None, "host"
+    mine = engine_gpus(host, root, gpus)
+    if mine:
+        return max(util[i] for i in mine), "engine"
+    return max(util.values()), "host"
 
 
 def _frontend_pid(kind: str, root: int, host: Host) -> tuple[int, str, str] | None:
@@ -120,10 +145,11 @@ def probe(host: Host, options: ScanOptions) -> FrontendRecord:
             cores = 0.0 if complete else None
             absent = None if complete else "not among the ten busiest processes of the sample"
         rest = round(max(0.0, tree.cpu_cores - cores), 3) if cores is not None else None
+        busiest, scope = _busiest(host, tree.pid, util, gpus)
         found.append(Frontend(
             tree.engine, ROLES[tree.engine], pid, tree.pid, tree.processes, cores, absent, rest,
             count(flag(cmdline.split(), *WORKER_FLAGS[tree.engine]), minimum=1),
-            util, util_absent, gpus, sample.window_s, listen))
+            busiest, util_absent, gpus, sample.window_s, listen, scope))
     if not found:
         raise Skip("TGI without exactly one text-generation-router: its front end is not known")
     return FrontendRecord(tuple(found))

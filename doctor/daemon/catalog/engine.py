@@ -362,8 +362,11 @@ TABLES = (
         gauge("engines.workers", "engine_frontend_workers",
               "--api-server-count / --tokenizer-worker-num / --validation-workers as started"),
         gauge("engines.gpu_util_max_pct", "engine_frontend_busiest_gpu_utilization_ratio",
-              "The busiest GPU's utilisation (nvmlDeviceGetUtilizationRates)", 0.01),
+              "The utilisation of the engine's busiest GPU (every GPU's busiest when NVML lists "
+              "none of its processes; nvmlDeviceGetUtilizationRates)", 0.01),
         unexported("engines.gpu_util_absent", f"why the GPUs' utilisation is unknown: {FREE_TEXT}"),
+        unexported("engines.gpu_util_scope", "engine or host: whose GPUs the utilisation is of "
+                   "(the finding's evidence says it)"),
         gauge("engines.gpus", "engine_frontend_gpus", "GPUs whose utilisation was read"),
         gauge("engines.window_s", "engine_frontend_sample_window_seconds",
               "host.cpu_load's sample window"),
