@@ -447,7 +447,7 @@ def program_only(cmdline: str) -> str:
 # Variables whose values a recording keeps: what probes judge (probes/gpu/p2p.py), none a
 # secret (switches, levels, device lists and a cache directory).
 KEPT_ENV = frozenset({"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE",
-                      "CUDA_VISIBLE_DEVICES", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME",
+                      "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME",
                       "OLLAMA_NUM_PARALLEL", "OLLAMA_CONTEXT_LENGTH", "OLLAMA_KEEP_ALIVE",
                       "OLLAMA_MAX_LOADED_MODELS", "OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE",
                       "OLLAMA_HOST"})

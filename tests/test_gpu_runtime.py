@@ -339,3 +339,35 @@ def test_random_corruption_of_a_recorded_engine_never_sinks_the_probe(tmp_path):
         assert result.status in ("ok", "skipped"), (target, result.status, result.reason)
         assert report.rule_errors == []
         target.write_bytes(data)
+
+
+@pytest.mark.parametrize("text, order, names, want", [
+    (None, None, ("A", "B"), None),
+    ("1", None, ("A", "A"), (1,)),
+    ("1,0", "PCI_BUS_ID", ("A", "B"), (1, 0)),
+    ("1", None, ("A", "B"), None),  # fastest-first on two models: CUDA's 1 may be NVML's 0
+    ("0,1,x,2", None, ("A", "A", "A"), (0, 1)),  # CUDA stops at the first bad entry
+    ("0,5", None, ("A", "A"), (0,)),  # past the last GPU
+    ("", None, ("A",), ()),  # every device hidden
+    ("GPU-8f3a0c1e-0000", None, ("A",), None),
+    ("0,0", None, ("A", "A"), (0,)),
+])
+def test_cuda_visible_devices_as_nvml_indexes(text, order, names, want):
+    from probes.helpers.visible_gpus import parse
+
+    assert parse(text, len(names), order, names).indexes == want
+
+
+@pytest.mark.parametrize("environ, fires", [
+    ("CUDA_VISIBLE_DEVICES=0\0", True),
+    ("CUDA_VISIBLE_DEVICES=\0", False),  # it uses no GPU: no kernel image is missing for it
+    ("CUDA_VISIBLE_DEVICES=GPU-8f3a0c1e\0", True),  # not mapped: every GPU judged
+    ("PATH=/usr/bin\0", True),
+])
+def test_only_the_gpus_the_engine_may_use_are_judged(tmp_path, environ, fires):
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "rtx5090-torch-cu126", root, symlinks=True)
+    (root / "fs" / "proc" / "7310" / "environ").write_text(environ)
+    report, result = _runtime(root)
+    assert bool([f for f in report.findings if f.rule == "gpu-arch-not-in-build"]) is fires
+    assert result.record.engines[0].visible_gpus

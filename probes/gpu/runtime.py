@@ -44,6 +44,7 @@ from probes.helpers.cuda_build import BuildError, build_arches, runs_on
 from probes.helpers.cuda_loaded import Loaded, TorchVersion, mapped, site_candidates, torch_version
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 from probes.helpers.processes import Process, engine_processes, lasting_name
+from probes.helpers.visible_gpus import visible
 
 MAX_ENGINES = 8
 NOT_DATACENTER = ("geforce", "titan")  # consumer parts
@@ -78,6 +79,8 @@ class EngineRuntime:
     arch_missing_gpus: str | None  # "GPU0 sm_120 (NVIDIA GeForce RTX 5090)": no kernel image
     missing: dict[str, str]
     name: str = ""  # processes.lasting_name: the finding's key (a pid is not one)
+    # the GPUs judged for it: its CUDA_VISIBLE_DEVICES as NVML indexes, or why every GPU
+    visible_gpus: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +195,9 @@ def read_engine(host: Host, p: Process, driver_code: int | None,
         loaded = mapped("")
     torch = _torch(host, p, root, loaded, missing)
     runtime, source = _runtime(loaded, torch, root)
+    seen = visible(host, p.pid, len(gpus), tuple(g.name for g in gpus))
+    if seen.indexes is not None:  # a GPU it cannot use needs no kernel of its build
+        gpus = tuple(g for g in gpus if g.index in seen.indexes)
     unsupported = [f"GPU{g.index} ({g.name})" for g in gpus if g.datacenter is False]
     build, lacking = _arches(host, root, loaded, gpus, missing)
     return EngineRuntime(
@@ -202,7 +208,7 @@ def read_engine(host: Host, p: Process, driver_code: int | None,
         cudart=loaded.cudart, libcuda=loaded.libcuda, compat=loaded.compat,
         compat_unsupported_gpus=", ".join(unsupported) if loaded.compat and unsupported else None,
         build_library=loaded.torch_cuda_lib, build_arches=build, arch_missing_gpus=lacking,
-        missing=missing)
+        missing=missing, visible_gpus=seen.note)
 
 
 def probe(host: Host, options: ScanOptions) -> RuntimeRecord:

@@ -369,6 +369,7 @@ TABLES = (
         unexported("engines.build_library", "a path: high cardinality"),
         unexported("engines.compat_unsupported_gpus", f"the GPUs judged: {SENTENCE}"),
         unexported("engines.arch_missing_gpus", f"the GPUs judged: {SENTENCE}"),
+        unexported("engines.visible_gpus", f"its CUDA_VISIBLE_DEVICES as GPUs: {SENTENCE}"),
         missing("engines.missing", "engine_cuda_runtime_value_missing", "gpu.runtime engines"),
     )),
     Table("gpu.peer_to_peer", (
