@@ -1,0 +1,121 @@
+"""``llm-doctor npd``: node-problem-detector's custom plugin, and the config that runs it.
+
+As a plugin (``--family``) it reads the daemon's state file and answers within NPD's time
+limit: exit 0 OK, 1 a problem, 2 unknown, and one line of at most 80 bytes on stdout
+(doctor/fleet/npd.py). Whatever goes wrong (a bad flag, an unreadable state, a file that
+cannot be written, even a bug) is exit 2 with its line on stdout, so that NPD shows why in the
+condition's message: a Python traceback would exit 1, which NPD reads as a problem, and a node
+condition may cordon the node.
+
+This module imports nothing of the probes, the rules' loader or the renderers' heavy parts:
+``llm-doctor npd`` is dispatched here before the rest of the command line loads
+(doctor/commands/entry.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from doctor.daemon.state import DEFAULT_PATH, FAMILIES
+from doctor.fleet import npd as protocol
+
+EXIT_UNKNOWN = 2  # NPD reads every code but 0 and 1 as Unknown; 2 is its own Unknown
+
+
+def _say(code: int, line: str) -> NoReturn:
+    """The plugin's answer: its line on stdout and its code (sys.exit, which click passes
+    through both as ``llm-doctor npd`` alone and under the whole command line)."""
+    click.echo(line)
+    sys.exit(code)
+
+
+class _PluginCommand(click.Command):
+    """A usage error (a bad flag or value) is the plugin's unknown, exit 2 with its line on
+    stdout, not click's message on stderr: under NPD, stdout is the condition's message."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            _say(*protocol.unknown(f"usage: {exc.format_message()} (llm-doctor npd --help)"))
+
+
+@click.command(cls=_PluginCommand)
+@click.option("--family", type=click.Choice(FAMILIES),
+              help="Which condition to answer for: gpu, engine or host (the family of each "
+                   "rule is that of the first probe it reads).")
+@click.option("--state-file", metavar="FILE", default=DEFAULT_PATH, show_default=True,
+              help="The daemon's state file (its --state-file / daemon.state_file).")
+@click.option("--min-severity", type=click.Choice(list(protocol.MIN_SEVERITIES)),
+              default=protocol.DEFAULT_MIN_SEVERITY.label, show_default=True,
+              help="The least severe finding that makes the condition True. A node condition "
+                   "may cordon the node, so warnings are left to the exporter by default.")
+@click.option("--config", "write_config", is_flag=True,
+              help="Write node-problem-detector's custom plugin monitor JSON instead (one "
+                   "permanent rule per family) and exit.")
+@click.option("--output", "-o", metavar="FILE",
+              help="With --config: write the JSON to FILE (atomically) instead of stdout.")
+@click.option("--binary", metavar="PATH", default=protocol.BINARY, show_default=True,
+              help="With --config: the llm-doctor that NPD execs, as a path inside NPD's "
+                   "container (NPD refuses to start when it does not exist).")
+def npd(family, state_file, min_severity, write_config, output, binary) -> None:
+    """Answer node-problem-detector for one family, from the daemon's state file.
+
+    \b
+    llm-doctor npd --family gpu            exit 0 ok, 1 a problem, 2 unknown
+    llm-doctor npd --config -o llm-doctor-monitor.json
+
+    Prints one line (at most 80 bytes) that starts with the finding's rule id, or 'ok' or
+    'unknown'. A state that is absent, broken or older than three of the daemon's intervals
+    is unknown (2), never OK. See docs/kubernetes.md.
+    """
+    severity = protocol.MIN_SEVERITIES[min_severity]
+    if write_config:
+        _write_config(protocol.plugin_config(binary, state_file, severity), output)
+        return
+    if family is None:
+        _say(*protocol.unknown("usage: --family gpu|engine|host is needed "
+                               "(or --config to write NPD's config)"))
+    if output:
+        _say(*protocol.unknown("usage: -o/--output goes with --config only"))
+    _say(*protocol.answer(state_file, family, severity))
+
+
+def _write_config(config: dict[str, Any], output: str | None) -> None:
+    from doctor.output import write_atomic
+
+    text = json.dumps(config, indent=2) + "\n"
+    if not output:
+        click.echo(text, nl=False)
+        return
+    try:
+        write_atomic(output, text)
+    except OSError as exc:
+        _say(*protocol.unknown(f"{output}: cannot write the config: "
+                               f"{exc.strerror or exc}"))
+    click.echo(f"node-problem-detector config written to {output}", err=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``llm-doctor npd ARGS`` alone: exit 0, 1 or 2, never a traceback."""
+    try:
+        code = npd.main(argv if argv is not None else sys.argv[1:], prog_name="llm-doctor npd",
+                        standalone_mode=False)  # --help returns 0 here; answers sys.exit
+        sys.exit(code if isinstance(code, int) else 0)
+    except click.ClickException as exc:
+        _exit_unknown(exc.format_message())
+    except click.exceptions.Abort:
+        _exit_unknown("interrupted")
+    except KeyboardInterrupt:
+        _exit_unknown("interrupted")
+    except Exception as exc:  # a plugin's crash would exit 1 = a problem in NPD
+        _exit_unknown(f"llm-doctor npd failed: {type(exc).__name__}: {exc}")
+
+
+def _exit_unknown(why: str) -> NoReturn:
+    _say(*protocol.unknown(why))
