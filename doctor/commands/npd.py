@@ -26,6 +26,13 @@ from doctor.fleet import npd as protocol
 EXIT_UNKNOWN = 2  # NPD reads every code but 0 and 1 as Unknown; 2 is its own Unknown
 
 
+def _unknown(why: str) -> NoReturn:
+    """Unknown: the cut line on stdout (NPD's condition message), the whole on stderr (NPD
+    logs a plugin's stderr; a person at a terminal reads it)."""
+    click.echo(f"llm-doctor npd: {why}", err=True)
+    _say(*protocol.unknown(why))
+
+
 def _say(code: int, line: str) -> NoReturn:
     """The plugin's answer: its line on stdout and its code (sys.exit, which click passes
     through both as ``llm-doctor npd`` alone and under the whole command line)."""
@@ -42,7 +49,7 @@ class _PluginCommand(click.Command):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
-            _say(*protocol.unknown(f"usage: {exc.format_message()} (llm-doctor npd --help)"))
+            _unknown(f"usage: {exc.format_message()} (llm-doctor npd --help)")
 
 
 @click.command(cls=_PluginCommand)
@@ -79,10 +86,9 @@ def npd(family, state_file, min_severity, write_config, output, binary) -> None:
         _write_config(protocol.plugin_config(binary, state_file, severity), output)
         return
     if family is None:
-        _say(*protocol.unknown("usage: --family gpu|engine|host is needed "
-                               "(or --config to write NPD's config)"))
+        _unknown("usage: --family gpu|engine|host is needed (or --config to write NPD's config)")
     if output:
-        _say(*protocol.unknown("usage: -o/--output goes with --config only"))
+        _unknown("usage: -o/--output goes with --config only")
     _say(*protocol.answer(state_file, family, severity))
 
 
@@ -96,8 +102,7 @@ def _write_config(config: dict[str, Any], output: str | None) -> None:
     try:
         write_atomic(output, text)
     except OSError as exc:
-        _say(*protocol.unknown(f"{output}: cannot write the config: "
-                               f"{exc.strerror or exc}"))
+        _unknown(f"{output}: cannot write the config: {exc.strerror or exc}")
     click.echo(f"node-problem-detector config written to {output}", err=True)
 
 
@@ -108,14 +113,11 @@ def main(argv: list[str] | None = None) -> None:
                         standalone_mode=False)  # --help returns 0 here; answers sys.exit
         sys.exit(code if isinstance(code, int) else 0)
     except click.ClickException as exc:
-        _exit_unknown(exc.format_message())
+        _unknown(exc.format_message())
     except click.exceptions.Abort:
-        _exit_unknown("interrupted")
+        _unknown("interrupted")
     except KeyboardInterrupt:
-        _exit_unknown("interrupted")
+        _unknown("interrupted")
     except Exception as exc:  # a plugin's crash would exit 1 = a problem in NPD
-        _exit_unknown(f"llm-doctor npd failed: {type(exc).__name__}: {exc}")
+        _unknown(f"llm-doctor npd failed: {type(exc).__name__}: {exc}")
 
-
-def _exit_unknown(why: str) -> NoReturn:
-    _say(*protocol.unknown(why))
