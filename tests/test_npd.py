@@ -224,3 +224,28 @@ def test_fit_bytes_keeps_a_line_within_npds_byte_cut():
 
 def test_the_families_are_the_states():
     assert tuple(npd.BY_NAME) == state.FAMILIES
+
+
+def test_without_a_daemon_fallback_quick_answers_from_its_own_quick_scan(binary, tmp_path):
+    absent = tmp_path / "absent.json"
+    out = subprocess.run([str(binary), "npd", "--family", "host", "--state-file", str(absent),
+                          "--fallback-quick", "--fallback-budget", "30"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.count("\n") == 1 and len(out.stdout.strip().encode()) <= 80
+    assert not out.stdout.startswith("unknown"), out  # this machine, scanned at level quick
+    assert (out.returncode == 0) == out.stdout.startswith("ok host: "), out
+    assert not absent.exists()  # it answers; it writes no state
+    late = subprocess.run([str(binary), "npd", "--family", "host", "--state-file", str(absent),
+                           "--fallback-quick", "--fallback-budget", "0.001"],
+                          capture_output=True, text=True, timeout=60)
+    assert late.returncode == 2 and "the quick scan took longer than 0.001s" in late.stdout
+
+
+def test_fallback_quick_never_stands_in_for_a_stale_daemon(states, binary, tmp_path):
+    data = json.loads(states["h100-sxm-8x-gpu-lost"].read_text())
+    data["taken_at"] -= 3600
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps(data))
+    out = subprocess.run([str(binary), "npd", "--family", "gpu", "--state-file", str(stale),
+                          "--fallback-quick"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout.startswith("unknown the state in stale.json is ")

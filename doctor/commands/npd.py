@@ -15,7 +15,10 @@ This module imports nothing of the probes, the rules' loader or the renderers' h
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
+import time
 from typing import Any, NoReturn
 
 import click
@@ -24,6 +27,8 @@ from doctor.daemon.state import DEFAULT_PATH, FAMILIES
 from doctor.fleet import npd as protocol
 
 EXIT_UNKNOWN = 2  # NPD reads every code but 0 and 1 as Unknown; 2 is its own Unknown
+# under the 3 s rule timeout that 'npd --config' writes, with the start-up and the rules' load
+FALLBACK_BUDGET_S = 2.0
 
 
 def _unknown(why: str) -> NoReturn:
@@ -62,6 +67,13 @@ class _PluginCommand(click.Command):
               default=protocol.DEFAULT_MIN_SEVERITY.label, show_default=True,
               help="The least severe finding that makes the condition True. A node condition "
                    "may cordon the node, so warnings are left to the exporter by default.")
+@click.option("--fallback-quick", is_flag=True,
+              help="With no state file at all (no daemon on this node), run a quick-level "
+                   "scan here and answer from it, within --fallback-budget.")
+@click.option("--fallback-budget", type=click.FloatRange(min=0.001, max=60.0),
+              default=FALLBACK_BUDGET_S, show_default=True, metavar="SECONDS",
+              help="The quick scan's time; past it the answer is unknown. Keep it under the "
+                   "rule's timeout in NPD's config less the start-up (a few hundred ms).")
 @click.option("--config", "write_config", is_flag=True,
               help="Write node-problem-detector's custom plugin monitor JSON instead (one "
                    "permanent rule per family) and exit.")
@@ -70,7 +82,8 @@ class _PluginCommand(click.Command):
 @click.option("--binary", metavar="PATH", default=protocol.BINARY, show_default=True,
               help="With --config: the llm-doctor that NPD execs, as a path inside NPD's "
                    "container (NPD refuses to start when it does not exist).")
-def npd(family, state_file, min_severity, write_config, output, binary) -> None:
+def npd(family, state_file, min_severity, fallback_quick, fallback_budget, write_config, output,
+        binary) -> None:
     """Answer node-problem-detector for one family, from the daemon's state file.
 
     \b
@@ -89,7 +102,53 @@ def npd(family, state_file, min_severity, write_config, output, binary) -> None:
         _unknown("usage: --family gpu|engine|host is needed (or --config to write NPD's config)")
     if output:
         _unknown("usage: -o/--output goes with --config only")
+    if fallback_quick and not os.path.lexists(state_file):
+        _say(*_quick_answer(family, severity, fallback_budget, state_file))
     _say(*protocol.answer(state_file, family, severity))
+
+
+def _quick_answer(family: str, severity: Any, budget_s: float,
+                  state_file: str) -> tuple[int, str]:
+    """The answer from a quick-level scan of this node, run here; unknown when it does not
+    finish within ``budget_s``, counted from here (the rules' load included). Only this path
+    loads the probes and the rules."""
+    clock = time.monotonic()
+    from doctor.commands.setup import load_setup, open_host, scan_options
+    from doctor.config import ConfigError
+    from doctor.daemon.state import State, to_state
+    from doctor.rules.loader import RuleError
+    from doctor.scan import scan
+    from probes.registry import PROBES
+
+    try:
+        rules, config = load_setup(None)
+        options = scan_options(config, "quick", no_requests=True)
+    except (ConfigError, RuleError) as exc:
+        return protocol.unknown(f"no state file, and no quick scan: {exc}")
+    done: list[Any] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(scan(open_host(None), options, PROBES, rules, config))
+        except Exception as exc:  # said as the answer, on the main thread
+            failed.append(exc)
+
+    started = time.time()
+    worker = threading.Thread(target=run, name="npd quick scan", daemon=True)
+    worker.start()
+    worker.join(max(0.0, budget_s - (time.monotonic() - clock)))
+    if failed:
+        return protocol.unknown(f"no state file, and the quick scan failed: "
+                                f"{type(failed[0]).__name__}: {failed[0]}")
+    if not done:
+        # a probe still running holds nothing we need: it is left on its daemon thread
+        return protocol.unknown(f"no state file at {os.path.basename(state_file)}, and "
+                                f"the quick scan took longer than {budget_s:g}s")
+    data = to_state(done[0], rules, budget_s, started, 1)
+    quick = State("quick scan", "", started, budget_s, time.time() - started, data["families"],
+                  data["report"])
+    return protocol.judged(quick, family, severity)
 
 
 def _write_config(config: dict[str, Any], output: str | None) -> None:

@@ -80,6 +80,12 @@ def answer(path: str, family: str, min_severity: Severity = DEFAULT_MIN_SEVERITY
     if read.unknown:
         # the path is in NPD's config already; in 80 bytes it would hide why (stale, absent)
         read = replace(read, unknown=read.unknown.replace(read.path, os.path.basename(read.path)))
+    return judged(read, family, min_severity)
+
+
+def judged(read: daemon_state.State, family: str,
+           min_severity: Severity = DEFAULT_MIN_SEVERITY) -> tuple[int, str]:
+    """The exit code and the line for ``family`` from a state already read."""
     for width in range(MAX_OUTPUT_BYTES, 0, -1):  # narrower while its UTF-8 is too long
         verdict = judge(read, family, min_severity, width)
         if len(verdict.line.encode()) <= MAX_OUTPUT_BYTES:
