@@ -249,3 +249,9 @@ def test_fallback_quick_never_stands_in_for_a_stale_daemon(states, binary, tmp_p
     out = subprocess.run([str(binary), "npd", "--family", "gpu", "--state-file", str(stale),
                           "--fallback-quick"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stdout.startswith("unknown the state in stale.json is ")
+
+
+def test_fit_bytes_leaves_no_control_character_in_a_condition():
+    line = npd.fit_bytes("gpu-x critical: \x1b[31mred\x1b[0m \x00 \u202eevil \ud800 end")
+    assert line == "gpu-x critical: ?[31mred?[0m ? ?evil ? end"
+    assert line.encode()  # valid UTF-8: the lone surrogate is gone

@@ -47,7 +47,8 @@ def _say(code: int, line: str) -> NoReturn:
 
 class _PluginCommand(click.Command):
     """A usage error (a bad flag or value) is the plugin's unknown, exit 2 with its line on
-    stdout, not click's message on stderr: under NPD, stdout is the condition's message."""
+    stdout, not click's message on stderr (under NPD, stdout is the condition's message), and
+    so is any failure inside."""
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: click.Context | None = None, **extra: Any) -> click.Context:
@@ -55,6 +56,18 @@ class _PluginCommand(click.Command):
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
             _unknown(f"usage: {exc.format_message()} (llm-doctor npd --help)")
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Any failure inside is unknown too, under either entry: a Python traceback would exit
+        1, which NPD reads as a problem (and a problem may cordon the node)."""
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.Exit:
+            raise
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            _unknown("interrupted")
+        except Exception as exc:
+            _unknown(f"llm-doctor npd failed: {type(exc).__name__}: {exc}")
 
 
 @click.command(cls=_PluginCommand)
@@ -177,6 +190,4 @@ def main(argv: list[str] | None = None) -> None:
         _unknown("interrupted")
     except KeyboardInterrupt:
         _unknown("interrupted")
-    except Exception as exc:  # a plugin's crash would exit 1 = a problem in NPD
-        _unknown(f"llm-doctor npd failed: {type(exc).__name__}: {exc}")
 

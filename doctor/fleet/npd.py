@@ -18,6 +18,7 @@ bytes; ``plugin_config`` writes the JSON NPD loads, checked as its
 from __future__ import annotations
 
 import os
+import unicodedata
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -62,8 +63,10 @@ BY_NAME = {f.name: f for f in FAMILIES}  # the state's FAMILIES (tests/test_npd.
 
 def fit_bytes(line: str, limit: int = MAX_OUTPUT_BYTES) -> str:
     """``line`` on one line of at most ``limit`` bytes of UTF-8, cut at a character (an
-    ellipsis where it is cut), so that NPD's byte cut never splits a character."""
-    flat = " ".join(line.split())
+    ellipsis where it is cut), so that NPD's byte cut never splits a character. Control and
+    format characters (an escape sequence, a NUL, a bidi override, a lone surrogate that has
+    no UTF-8 at all) become "?": the line lands in the node's condition as it is."""
+    flat = "".join("?" if unicodedata.category(c)[0] == "C" else c for c in " ".join(line.split()))
     if len(flat.encode()) <= limit:
         return flat
     out = flat
