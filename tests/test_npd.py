@@ -92,7 +92,8 @@ def write_state(tmp: Path, host: str) -> Path:
 def states(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("npd")
     return {host: write_state(tmp, host) for host in
-            ("h100-sxm-8x-gpu-lost", "h100-sxm-8x-torch-cu128", "healthy-epyc-9654-vllm")}
+            ("h100-sxm-8x-gpu-lost", "h100-sxm-8x-gpu-gone", "h100-sxm-8x-torch-cu128",
+             "healthy-epyc-9654-vllm")}
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +125,11 @@ def test_a_gpu_fallen_off_the_bus_sets_the_gpu_condition_and_only_it(states, bin
     for family in ("engine", "host"):
         status, message, _ = _run_family(binary, path, family)
         assert (status, message.split()[0]) == ("OK", "ok"), message
+
+
+def test_a_gpu_gone_from_the_pci_bus_sets_the_gpu_condition(states, binary):
+    status, message, _ = _run_family(binary, states["h100-sxm-8x-gpu-gone"], "gpu")
+    assert status == "NonOK" and message.startswith("gpu-fallen-off-the-bus critical: "), message
 
 
 def test_healthy_hosts_are_ok_in_every_family(states, binary):
