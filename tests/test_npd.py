@@ -261,3 +261,12 @@ def test_fit_bytes_leaves_no_control_character_in_a_condition():
     line = npd.fit_bytes("gpu-x critical: \x1b[31mred\x1b[0m \x00 \u202eevil \ud800 end")
     assert line == "gpu-x critical: ?[31mred?[0m ? ?evil ? end"
     assert line.encode()  # valid UTF-8: the lone surrogate is gone
+
+
+def test_a_huge_flag_value_is_answered_at_once(binary):
+    """A 100,000-character --min-severity: the cut is linear, not a character at a time."""
+    start = time.monotonic()
+    out = subprocess.run([str(binary), "npd", "--family", "gpu", "--min-severity", "x" * 100_000],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout.startswith("unknown usage: ")
+    assert time.monotonic() - start < 5

@@ -69,7 +69,7 @@ def fit_bytes(line: str, limit: int = MAX_OUTPUT_BYTES) -> str:
     flat = "".join("?" if unicodedata.category(c)[0] == "C" else c for c in " ".join(line.split()))
     if len(flat.encode()) <= limit:
         return flat
-    out = flat
+    out = flat[:limit]  # a character is a byte at least: no more than this can fit
     while out and len((out + "…").encode()) > limit:
         out = out[:-1]
     return out.rstrip() + "…"
