@@ -341,6 +341,9 @@ from doctor.commands.daemon import daemon, report, rules_export  # noqa: E402 (t
 cli.add_command(daemon)
 cli.add_command(report)
 rules.add_command(rules_export)
+from doctor.commands.npd import npd  # noqa: E402 (node-problem-detector's plugin)
+
+cli.add_command(npd)
 
 
 def main() -> None:
