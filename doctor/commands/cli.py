@@ -341,6 +341,8 @@ from doctor.commands.daemon import daemon, report, rules_export  # noqa: E402 (t
 cli.add_command(daemon)
 cli.add_command(report)
 rules.add_command(rules_export)
+from doctor.commands.slurm import slurm_healthcheck  # noqa: E402
+cli.add_command(slurm_healthcheck)
 
 
 def main() -> None:

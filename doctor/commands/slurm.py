@@ -1,0 +1,84 @@
+"""``llm-doctor slurm-healthcheck``: Slurm's HealthCheckProgram and Prolog (docs/slurm.md).
+
+It reads the daemon's state file, never probes, and acts through scontrol:
+
+    healthcheck  drains the node at a critical finding, resumes it once the finding has cleared
+                 (only a node whose reason is ours), leaves alone a node someone else holds.
+                 Exit 0 ok, 1 a critical finding, 2 unknown (state absent, broken or stale:
+                 nothing changed), 3 scontrol could not be run or failed. slurmd does not act
+                 on the exit status; it logs a non-zero one with the output.
+    prolog       at a critical finding drains the node with our reason (so that the health
+                 check resumes it later) and exits 1: slurmd then requeues the job. Anything
+                 else exits 0 without calling scontrol: an unknown state never fails a job.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+import click
+
+from doctor.daemon import state
+from doctor.fleet.slurm import SlurmError, decide, parse_node, shown
+from doctor.fleet.slurm_scontrol import Scontrol
+from doctor.fleet.verdict import Status, Verdict, judge
+from doctor.model import Severity
+
+EXIT_ERROR = 3
+WIDTH = 200  # a line in slurmd's log, not a terminal
+
+
+def node_name(given: str | None) -> str:
+    """--node, else slurmd's SLURMD_NODENAME (set for HealthCheckProgram and Prolog), else
+    the short host name (slurmd's default NodeName)."""
+    return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+@click.command("slurm-healthcheck")
+@click.option("--state-file", metavar="FILE", default=state.DEFAULT_PATH, show_default=True,
+              help="The daemon's state file (its --state-file).")
+@click.option("--node", metavar="NAME", default=None,
+              help="The node's NodeName (default $SLURMD_NODENAME, else the short host name).")
+@click.option("--dry-run", is_flag=True,
+              help="Print the scontrol update line(s) instead of running them (the node is "
+                   "still read).")
+@click.option("--mode", type=click.Choice(["healthcheck", "prolog"]), default="healthcheck",
+              show_default=True,
+              help="healthcheck for HealthCheckProgram; prolog for Prolog (exits 1 at a "
+                   "critical finding, so that Slurm drains the node and requeues the job).")
+@click.option("--scontrol", "scontrol_path", metavar="PATH", default="scontrol",
+              show_default=True, help="The scontrol to run.")
+def slurm_healthcheck(state_file: str, node: str | None, dry_run: bool, mode: str,
+                      scontrol_path: str) -> None:
+    """Drain this Slurm node at a critical finding, resume it when cleared (docs/slurm.md)."""
+    verdict = judge(state.read(state_file), None, Severity.CRITICAL, width=WIDTH)
+    name = node_name(node)
+    if verdict.status is not Status.PROBLEM and (mode == "prolog"
+                                                 or verdict.status is Status.UNKNOWN):
+        # Nothing to change: an unknown state drains nothing and resumes nothing, and a
+        # prolog has no business with a healthy node.
+        click.echo(f"llm-doctor: {name} unchanged: {verdict.line}",
+                   err=verdict.status is Status.UNKNOWN)
+        sys.exit(int(verdict.status) if mode == "healthcheck" else 0)
+    try:
+        _act(verdict, name, dry_run, scontrol_path)
+    except SlurmError as exc:
+        click.echo(f"llm-doctor: {name}: {exc}", err=True)
+        if mode == "prolog":  # the finding stands: the job must not run here
+            sys.exit(1)
+        sys.exit(EXIT_ERROR)
+    sys.exit(1 if verdict.status is Status.PROBLEM else 0)
+
+
+def _act(verdict: Verdict, name: str, dry_run: bool, scontrol_path: str) -> None:
+    scontrol = Scontrol(scontrol_path)
+    action = decide(verdict, parse_node(scontrol.show_node(name), name))
+    if action.update and dry_run:
+        click.echo(shown(scontrol_path, action.update))
+        click.echo(f"llm-doctor: dry run, not done: {action.says}", err=True)
+        return
+    if action.update:
+        scontrol.run(*action.update)
+    click.echo(f"llm-doctor: {action.says}")
