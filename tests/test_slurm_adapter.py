@@ -160,3 +160,16 @@ def test_a_hanging_scontrol_is_cut_at_its_budget(tmp_path):
     with pytest.raises(SlurmError, match=r"scontrol show node vm --oneliner: no answer in 1s"):
         Scontrol(str(hanging), budget_s=1.0).show_node("vm")
     assert time.monotonic() - started < 10
+
+
+def test_the_module_entry_answers_as_the_cli_does(tmp_path, critical_state):
+    args = ("--state-file", str(critical_state), "--node", "vm", "--scontrol",
+            str(tmp_path / "nope"))
+    via_cli = _cli(*args)
+    via_module = subprocess.run([sys.executable, "-m", "doctor.commands.slurm", *args],
+                                cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert (via_module.returncode, via_module.stdout, via_module.stderr) == (
+        via_cli.returncode, via_cli.stdout, via_cli.stderr) and via_cli.returncode == 3
+    usage = subprocess.run([sys.executable, "-m", "doctor.commands.slurm", "--mode", "x"],
+                           cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 3 and "Traceback" not in usage.stderr
