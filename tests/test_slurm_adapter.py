@@ -116,8 +116,8 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 def test_a_missing_state_is_unknown_exit_2_and_calls_no_scontrol(tmp_path):
     done = _cli("--state-file", str(tmp_path / "none.json"), "--node", "vm",
                 "--scontrol", str(tmp_path / "no-scontrol"))
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("llm-doctor: vm unchanged: unknown no state file at ")
+    assert done.returncode == 2 and done.stderr == ""  # slurmd logs stdout only
+    assert done.stdout.startswith("llm-doctor: vm unchanged: unknown no state file at ")
     prolog = _cli("--mode", "prolog", "--state-file", str(tmp_path / "none.json"),
                   "--scontrol", str(tmp_path / "no-scontrol"))
     assert prolog.returncode == 0  # an unknown state never fails a job
@@ -135,9 +135,11 @@ def critical_state(tmp_path_factory):
 def test_scontrol_missing_or_failing_is_one_line_exit_3_and_a_prolog_still_fails(
         tmp_path, critical_state):
     missing = _cli("--state-file", str(critical_state), "--scontrol", str(tmp_path / "nope"))
-    assert missing.returncode == 3 and missing.stdout == ""
-    assert missing.stderr.count("\n") == 1 and "scontrol not found at" in missing.stderr
-    assert "Traceback" not in missing.stderr
+    assert missing.returncode == 3 and missing.stderr == ""
+    assert missing.stdout.count("\n") == 1 and "scontrol not found at" in missing.stdout
+    dry = _cli("--dry-run", "--state-file", str(critical_state), "--scontrol",
+               str(tmp_path / "nope"))
+    assert dry.returncode == 3 and dry.stdout == "" and "scontrol not found" in dry.stderr
     prolog = _cli("--mode", "prolog", "--state-file", str(critical_state),
                   "--scontrol", str(tmp_path / "nope"))
     assert prolog.returncode == 1  # the finding stands even when scontrol cannot drain
@@ -147,9 +149,9 @@ def test_scontrol_missing_or_failing_is_one_line_exit_3_and_a_prolog_still_fails
     failing.chmod(0o755)
     failed = _cli("--state-file", str(critical_state), "--node", "vm", "--scontrol",
                   str(failing))
-    assert failed.returncode == 3 and failed.stderr.count("\n") == 1
+    assert failed.returncode == 3 and failed.stdout.count("\n") == 1
     assert ("scontrol show node vm --oneliner failed (exit 1): slurm_load_node error: "
-            "Unable to contact slurm controller") in failed.stderr
+            "Unable to contact slurm controller") in failed.stdout
 
 
 def test_a_hanging_scontrol_is_cut_at_its_budget(tmp_path):

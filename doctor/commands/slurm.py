@@ -6,7 +6,8 @@ It reads the daemon's state file, never probes, and acts through scontrol:
                  (only a node whose reason is ours), leaves alone a node someone else holds.
                  Exit 0 ok, 1 a critical finding, 2 unknown (state absent, broken or stale:
                  nothing changed), 3 scontrol could not be run or failed. slurmd does not act
-                 on the exit status; it logs a non-zero one with the output.
+                 on the exit status; it logs a non-zero one with the program's stdout (not its
+                 stderr, Slurm 22.05), so every line goes to stdout in this mode.
     prolog       at a critical finding drains the node with our reason (so that the health
                  check resumes it later) and exits 1: slurmd then requeues the job. Anything
                  else exits 0 without calling scontrol: an unknown state never fails a job.
@@ -55,17 +56,19 @@ def slurm_healthcheck(state_file: str, node: str | None, dry_run: bool, mode: st
     """Drain this Slurm node at a critical finding, resume it when cleared (docs/slurm.md)."""
     verdict = judge(state.read(state_file), None, Severity.CRITICAL, width=WIDTH)
     name = node_name(node)
+    # slurmd logs a health check's stdout only: there, what went wrong goes to stdout too.
+    to_stderr = dry_run or mode == "prolog"
     if verdict.status is not Status.PROBLEM and (mode == "prolog"
                                                  or verdict.status is Status.UNKNOWN):
         # Nothing to change: an unknown state drains nothing and resumes nothing, and a
         # prolog has no business with a healthy node.
         click.echo(f"llm-doctor: {name} unchanged: {verdict.line}",
-                   err=verdict.status is Status.UNKNOWN)
+                   err=to_stderr and verdict.status is Status.UNKNOWN)
         sys.exit(int(verdict.status) if mode == "healthcheck" else 0)
     try:
         _act(verdict, name, dry_run, scontrol_path)
     except SlurmError as exc:
-        click.echo(f"llm-doctor: {name}: {exc}", err=True)
+        click.echo(f"llm-doctor: {name}: {exc}", err=to_stderr)
         if mode == "prolog":  # the finding stands: the job must not run here
             sys.exit(1)
         sys.exit(EXIT_ERROR)
@@ -81,7 +84,7 @@ def _act(verdict: Verdict, name: str, dry_run: bool, scontrol_path: str) -> None
         return
     if action.update:
         scontrol.run(*action.update)
-    click.echo(f"llm-doctor: {action.says}")
+    click.echo(f"llm-doctor: {action.says}", err=dry_run)  # dry run: stdout is the lines only
 
 
 def main() -> None:
