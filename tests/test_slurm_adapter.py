@@ -3,6 +3,7 @@ reason it writes, what it decides for each node state, and its errors (one line 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -175,3 +176,16 @@ def test_the_module_entry_answers_as_the_cli_does(tmp_path, critical_state):
     usage = subprocess.run([sys.executable, "-m", "doctor.commands.slurm", "--mode", "x"],
                            cwd=REPO, capture_output=True, text=True, timeout=60)
     assert usage.returncode == 3 and "Traceback" not in usage.stderr
+
+
+@pytest.mark.parametrize("name", ["vm State=DOWN", "n[1-4]", "a,b", "", "-x", "vm\nx"])
+def test_a_node_name_that_is_no_node_is_refused_in_one_line(tmp_path, name):
+    done = _cli("--state-file", str(tmp_path / "none.json"), "--node", name)
+    if name == "":  # --node '' falls back to $SLURMD_NODENAME, then the host name
+        assert done.returncode == 2
+        return
+    assert done.returncode == 3 and done.stdout.count("\n") == 1 and done.stderr == ""
+    assert done.stdout.startswith(f"llm-doctor: --node {name!r} is not a Slurm node name")
+    env = {**os.environ, "SLURMD_NODENAME": name}
+    via_env = _cli("--mode", "prolog", "--state-file", str(tmp_path / "none.json"), env=env)
+    assert via_env.returncode == 3 and "$SLURMD_NODENAME" in via_env.stderr

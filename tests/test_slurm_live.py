@@ -20,6 +20,7 @@ from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.daemon_helpers import need
 
 CRITICAL_HOST = FIXTURE_HOSTS / "h100-sxm-8x-gpu-lost"
+OTHER_HOST = FIXTURE_HOSTS / "h100-sxm-8x-gpu-gone"  # another critical rule: the bus says so
 HEALTHY_HOST = FIXTURE_HOSTS / "h100-sxm-8x-nvswitch"
 RULE = "gpu-hardware-errors"  # what the daemon finds on h100-sxm-8x-gpu-lost (XID 79)
 # The finding's title cut to the 120 characters of doctor/fleet/slurm.py's MAX_REASON.
@@ -32,12 +33,13 @@ OPS_REASON = "disk replacement, ticket 4711"
 def states(tmp_path_factory):
     work = tmp_path_factory.mktemp("states")
     critical = slurm_cluster.beat_state(CRITICAL_HOST, work / "critical.json", work, True)
+    other = slurm_cluster.beat_state(OTHER_HOST, work / "other.json", work, True)
     healthy = slurm_cluster.beat_state(HEALTHY_HOST, work / "healthy.json", work, False)
     stale = work / "stale.json"
     data = json.loads(healthy.read_text())
     data["taken_at"] -= 4 * data["interval_s"]  # older than three intervals
     stale.write_text(json.dumps(data))
-    return {"critical": critical, "healthy": healthy, "stale": stale}
+    return {"critical": critical, "other": other, "healthy": healthy, "stale": stale}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +93,18 @@ def test_a_critical_finding_drains_the_node_once_and_its_clearing_resumes_it(clu
     node = cluster.wait("the node resumed", lambda: _undrained(cluster))
     assert node.base == "IDLE" and node.reason == ""
     _say(cluster, "healthy state planted")
+
+
+def test_another_critical_finding_updates_our_own_reason(cluster, states):
+    cluster.plant("hc", states["critical"])
+    cluster.wait("the node drained with our reason", lambda: _drained_ours(cluster))
+    cluster.plant("hc", states["other"])
+    node = cluster.wait("our reason updated", lambda: (
+        n if (n := cluster.show()).our_rule == "gpu-fallen-off-the-bus" else None))
+    assert "DRAIN" in node.state
+    _say(cluster, "another critical finding")
+    cluster.plant("hc", states["healthy"])
+    cluster.wait("the node resumed", lambda: _undrained(cluster))
 
 
 def test_a_drain_another_party_set_is_left_alone(cluster, states):

@@ -16,6 +16,7 @@ It reads the daemon's state file, never probes, and acts through scontrol:
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 
@@ -29,12 +30,20 @@ from doctor.model import Severity
 
 EXIT_ERROR = 3
 WIDTH = 200  # a line in slurmd's log, not a terminal
+# A node name goes into NodeName=<name> as one argument: no blank, '=' or ',' (a node list).
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def node_name(given: str | None) -> str:
     """--node, else slurmd's SLURMD_NODENAME (set for HealthCheckProgram and Prolog), else
     the short host name (slurmd's default NodeName)."""
-    return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    name = given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    if not _NODE_NAME.fullmatch(name):
+        where = "--node" if given else ("$SLURMD_NODENAME" if os.environ.get("SLURMD_NODENAME")
+                                        else "the host name")
+        raise SlurmError(f"{where} {name!r} is not a Slurm node name (letters, digits, '.', "
+                         f"'-', '_'): pass the node's NodeName as --node NAME")
+    return name
 
 
 @click.command("slurm-healthcheck")
@@ -54,10 +63,14 @@ def node_name(given: str | None) -> str:
 def slurm_healthcheck(state_file: str, node: str | None, dry_run: bool, mode: str,
                       scontrol_path: str) -> None:
     """Drain this Slurm node at a critical finding, resume it when cleared (docs/slurm.md)."""
-    verdict = judge(state.read(state_file), None, Severity.CRITICAL, width=WIDTH)
-    name = node_name(node)
     # slurmd logs a health check's stdout only: there, what went wrong goes to stdout too.
     to_stderr = dry_run or mode == "prolog"
+    try:
+        name = node_name(node)
+    except SlurmError as exc:
+        click.echo(f"llm-doctor: {exc}", err=to_stderr)
+        sys.exit(EXIT_ERROR)
+    verdict = judge(state.read(state_file), None, Severity.CRITICAL, width=WIDTH)
     if verdict.status is not Status.PROBLEM and (mode == "prolog"
                                                  or verdict.status is Status.UNKNOWN):
         # Nothing to change: an unknown state drains nothing and resumes nothing, and a
