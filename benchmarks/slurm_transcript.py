@@ -4,7 +4,7 @@ Starts munged, slurmctld and slurmd in a temporary folder (tests/slurm_cluster.p
 ``llm-doctor slurm-healthcheck`` as slurmd's HealthCheckProgram and Prolog, plants state
 files a real daemon wrote on recorded hosts, and prints ``scontrol show node`` (its State= and
 Reason=) at each step: a critical finding drains the node, two more health checks change
-nothing, the finding's clearing resumes it; an operator's drain is left alone through a
+nothing, another critical finding updates our reason, its clearing resumes the node; an operator's drain is left alone through a
 critical and a healthy state; a prolog with the fault drains the node and requeues the job.
 Then it times ``--runs`` direct runs of slurm-healthcheck against the drained node (a fresh
 state, one scontrol call each: the idempotent case) and prints their median and max.
@@ -46,6 +46,9 @@ def story(cluster: slurm_cluster.Cluster, states: dict[str, Path]) -> None:
     _node(cluster, "HealthCheckProgram, critical state (h100-sxm-8x-gpu-lost)")
     cluster.wait_health_checks(2)
     _node(cluster, "two health checks later: no update (same stamp)")
+    cluster.plant("hc", states["other"])
+    _until(cluster, "our reason updated", lambda n: n.our_rule == "gpu-fallen-off-the-bus")
+    _node(cluster, "another critical finding (h100-sxm-8x-gpu-gone): our reason updated")
     cluster.plant("hc", states["healthy"])
     _until(cluster, "the resume", lambda n: n.state == "IDLE")
     _node(cluster, "healthy state (h100-sxm-8x-nvswitch): resumed")
@@ -108,6 +111,9 @@ def main() -> None:
             "critical": slurm_cluster.beat_state(FIXTURE_HOSTS / "h100-sxm-8x-gpu-lost",
                                                  work / "states" / "critical.json",
                                                  work / "states", True),
+            "other": slurm_cluster.beat_state(FIXTURE_HOSTS / "h100-sxm-8x-gpu-gone",
+                                              work / "states" / "other.json",
+                                              work / "states", True),
             "healthy": slurm_cluster.beat_state(FIXTURE_HOSTS / "h100-sxm-8x-nvswitch",
                                                 work / "states" / "healthy.json",
                                                 work / "states", False)}

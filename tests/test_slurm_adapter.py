@@ -189,3 +189,8 @@ def test_a_node_name_that_is_no_node_is_refused_in_one_line(tmp_path, name):
     env = {**os.environ, "SLURMD_NODENAME": name}
     via_env = _cli("--mode", "prolog", "--state-file", str(tmp_path / "none.json"), env=env)
     assert via_env.returncode == 3 and "$SLURMD_NODENAME" in via_env.stderr
+
+
+def test_control_characters_from_the_host_are_shown_not_obeyed(tmp_path):
+    done = _cli("--state-file", str(tmp_path / "x\x1b[2Jy.json"), "--node", "vm")
+    assert done.returncode == 2 and "\x1b" not in done.stdout and "x\\x1b[2Jy.json" in done.stdout

@@ -23,6 +23,7 @@ import sys
 import click
 
 from doctor.daemon import state
+from doctor.redact import safe_display
 from doctor.fleet.slurm import SlurmError, decide, parse_node, shown
 from doctor.fleet.slurm_scontrol import Scontrol
 from doctor.fleet.verdict import Status, Verdict, judge
@@ -32,6 +33,11 @@ EXIT_ERROR = 3
 WIDTH = 200  # a line in slurmd's log, not a terminal
 # A node name goes into NodeName=<name> as one argument: no blank, '=' or ',' (a node list).
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _say(line: str, err: bool = False) -> None:
+    """One line, its control characters shown as escapes: titles come from the host."""
+    click.echo(safe_display(line), err=err)
 
 
 def node_name(given: str | None) -> str:
@@ -68,20 +74,20 @@ def slurm_healthcheck(state_file: str, node: str | None, dry_run: bool, mode: st
     try:
         name = node_name(node)
     except SlurmError as exc:
-        click.echo(f"llm-doctor: {exc}", err=to_stderr)
+        _say(f"llm-doctor: {exc}", to_stderr)
         sys.exit(EXIT_ERROR)
     verdict = judge(state.read(state_file), None, Severity.CRITICAL, width=WIDTH)
     if verdict.status is not Status.PROBLEM and (mode == "prolog"
                                                  or verdict.status is Status.UNKNOWN):
         # Nothing to change: an unknown state drains nothing and resumes nothing, and a
         # prolog has no business with a healthy node.
-        click.echo(f"llm-doctor: {name} unchanged: {verdict.line}",
-                   err=to_stderr and verdict.status is Status.UNKNOWN)
+        _say(f"llm-doctor: {name} unchanged: {verdict.line}",
+             to_stderr and verdict.status is Status.UNKNOWN)
         sys.exit(int(verdict.status) if mode == "healthcheck" else 0)
     try:
         _act(verdict, name, dry_run, scontrol_path)
     except SlurmError as exc:
-        click.echo(f"llm-doctor: {name}: {exc}", err=to_stderr)
+        _say(f"llm-doctor: {name}: {exc}", to_stderr)
         if mode == "prolog":  # the finding stands: the job must not run here
             sys.exit(1)
         sys.exit(EXIT_ERROR)
@@ -92,12 +98,12 @@ def _act(verdict: Verdict, name: str, dry_run: bool, scontrol_path: str) -> None
     scontrol = Scontrol(scontrol_path)
     action = decide(verdict, parse_node(scontrol.show_node(name), name))
     if action.update and dry_run:
-        click.echo(shown(scontrol_path, action.update))
-        click.echo(f"llm-doctor: dry run, not done: {action.says}", err=True)
+        _say(shown(scontrol_path, action.update))
+        _say(f"llm-doctor: dry run, not done: {action.says}", True)
         return
     if action.update:
         scontrol.run(*action.update)
-    click.echo(f"llm-doctor: {action.says}", err=dry_run)  # dry run: stdout is the lines only
+    _say(f"llm-doctor: {action.says}", dry_run)  # dry run: stdout is the lines only
 
 
 def main() -> None:
