@@ -344,6 +344,8 @@ rules.add_command(rules_export)
 from doctor.commands.npd import npd  # noqa: E402 (node-problem-detector's plugin)
 
 cli.add_command(npd)
+from doctor.commands.slurm import slurm_healthcheck  # noqa: E402
+cli.add_command(slurm_healthcheck)
 
 
 def main() -> None:

@@ -1,0 +1,126 @@
+"""``llm-doctor slurm-healthcheck``: Slurm's HealthCheckProgram and Prolog (docs/slurm.md).
+
+It reads the daemon's state file, never probes, and acts through scontrol:
+
+    healthcheck  drains the node at a critical finding, resumes it once the finding has cleared
+                 (only a node whose reason is ours), leaves alone a node someone else holds.
+                 Exit 0 ok, 1 a critical finding, 2 unknown (state absent, broken or stale:
+                 nothing changed), 3 scontrol could not be run or failed. slurmd does not act
+                 on the exit status; it logs a non-zero one with the program's stdout (not its
+                 stderr, Slurm 22.05), so every line goes to stdout in this mode.
+    prolog       at a critical finding drains the node with our reason (so that the health
+                 check resumes it later) and exits 1: slurmd then requeues the job. Anything
+                 else exits 0 without calling scontrol: an unknown state never fails a job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+
+import click
+
+from doctor.daemon import state
+from doctor.redact import safe_display
+from doctor.fleet.slurm import SlurmError, decide, parse_node, shown
+from doctor.fleet.slurm_scontrol import Scontrol
+from doctor.fleet.verdict import Status, Verdict, judge
+from doctor.model import Severity
+
+EXIT_ERROR = 3
+WIDTH = 200  # a line in slurmd's log, not a terminal
+# A node name goes into NodeName=<name> as one argument: no blank, '=' or ',' (a node list).
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _say(line: str, err: bool = False) -> None:
+    """One line, its control characters shown as escapes: titles come from the host."""
+    click.echo(safe_display(line), err=err)
+
+
+def node_name(given: str | None) -> str:
+    """--node, else slurmd's SLURMD_NODENAME (set for HealthCheckProgram and Prolog), else
+    the short host name (slurmd's default NodeName)."""
+    name = given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    if not _NODE_NAME.fullmatch(name):
+        where = "--node" if given else ("$SLURMD_NODENAME" if os.environ.get("SLURMD_NODENAME")
+                                        else "the host name")
+        raise SlurmError(f"{where} {name!r} is not a Slurm node name (letters, digits, '.', "
+                         f"'-', '_'): pass the node's NodeName as --node NAME")
+    return name
+
+
+@click.command("slurm-healthcheck")
+@click.option("--state-file", metavar="FILE", default=state.DEFAULT_PATH, show_default=True,
+              help="The daemon's state file (its --state-file).")
+@click.option("--node", metavar="NAME", default=None,
+              help="The node's NodeName (default $SLURMD_NODENAME, else the short host name).")
+@click.option("--dry-run", is_flag=True,
+              help="Print the scontrol update line(s) instead of running them (the node is "
+                   "still read).")
+@click.option("--mode", type=click.Choice(["healthcheck", "prolog"]), default="healthcheck",
+              show_default=True,
+              help="healthcheck for HealthCheckProgram; prolog for Prolog (exits 1 at a "
+                   "critical finding, so that Slurm drains the node and requeues the job).")
+@click.option("--scontrol", "scontrol_path", metavar="PATH", default="scontrol",
+              show_default=True, help="The scontrol to run.")
+def slurm_healthcheck(state_file: str, node: str | None, dry_run: bool, mode: str,
+                      scontrol_path: str) -> None:
+    """Drain this Slurm node at a critical finding, resume it when cleared (docs/slurm.md)."""
+    # slurmd logs a health check's stdout only: there, what went wrong goes to stdout too.
+    to_stderr = dry_run or mode == "prolog"
+    try:
+        name = node_name(node)
+    except SlurmError as exc:
+        _say(f"llm-doctor: {exc}", to_stderr)
+        sys.exit(EXIT_ERROR)
+    verdict = judge(state.read(state_file), None, Severity.CRITICAL, width=WIDTH)
+    if verdict.status is not Status.PROBLEM and (mode == "prolog"
+                                                 or verdict.status is Status.UNKNOWN):
+        # Nothing to change: an unknown state drains nothing and resumes nothing, and a
+        # prolog has no business with a healthy node.
+        _say(f"llm-doctor: {name} unchanged: {verdict.line}",
+             to_stderr and verdict.status is Status.UNKNOWN)
+        sys.exit(int(verdict.status) if mode == "healthcheck" else 0)
+    try:
+        _act(verdict, name, dry_run, scontrol_path)
+    except SlurmError as exc:
+        _say(f"llm-doctor: {name}: {exc}", to_stderr)
+        if mode == "prolog":  # the finding stands: the job must not run here
+            sys.exit(1)
+        sys.exit(EXIT_ERROR)
+    sys.exit(1 if verdict.status is Status.PROBLEM else 0)
+
+
+def _act(verdict: Verdict, name: str, dry_run: bool, scontrol_path: str) -> None:
+    scontrol = Scontrol(scontrol_path)
+    action = decide(verdict, parse_node(scontrol.show_node(name), name))
+    if action.update and dry_run:
+        _say(shown(scontrol_path, action.update))
+        _say(f"llm-doctor: dry run, not done: {action.says}", True)
+        return
+    if action.update:
+        scontrol.run(*action.update)
+    _say(f"llm-doctor: {action.says}", dry_run)  # dry run: stdout is the lines only
+
+
+def main() -> None:
+    """``python -m doctor.commands.slurm``: the same command without the whole CLI's imports
+    (every probe and the daemon, ~0.6 s of a health check's time); usage errors exit 3 as
+    there."""
+    try:
+        slurm_healthcheck.main(prog_name="llm-doctor slurm-healthcheck", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_ERROR)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+if __name__ == "__main__":
+    main()

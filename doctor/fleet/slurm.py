@@ -1,0 +1,163 @@
+"""Slurm: what to do with a node, from the verdict on the daemon's state and the node as
+``scontrol show node <node> --oneliner`` shows it.
+
+The rules, for a HealthCheckProgram that slurmd runs every HealthCheckInterval (and that it
+kills at 60 s):
+
+* a critical finding on a node nobody holds: drain it, ``Reason="llm-doctor: <rule id>
+  <title>"`` (the prefix marks the reason as ours);
+* a critical finding on a node drained with our reason: nothing when the reason names the same
+  rule (idempotent: slurmd runs us again and again), our reason updated when the rule changed;
+* a node drained or down for a reason that is not ours (an operator's maintenance, slurmd's
+  "Prolog error", "Not responding"): left alone, whatever we found;
+* no critical finding any more, on a node drained with our reason: resumed;
+* an unknown verdict (state absent, broken, stale, or a probe failed): nothing is changed.
+  Our daemon being down says nothing about the node, so it neither drains nor resumes it.
+
+Same finding means the same rule id: a title carries figures (a temperature, a count) that
+move from beat to beat, and rewriting the reason each time would be noise in the node's
+history.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from doctor.config import ConfigError
+from doctor.fleet.verdict import Status, Verdict
+
+PREFIX = "llm-doctor:"
+# slurmctld keeps a node's reason whole, but sinfo -R, sview and most dashboards show a short
+# column; one line of 120 keeps the rule id and the gist visible everywhere.
+MAX_REASON = 120
+# A reason goes on the command line as Reason="..." in the line --dry-run prints, and slurmctld
+# appends " [user@time]" to it: quotes, shell metacharacters and brackets are dropped.
+_UNSAFE = re.compile(r"[^\x20-\x7e]|[\"'`$\\\[\]]")
+# scontrol -o prints "Key=value" pairs separated by blanks; some values hold blanks
+# (OS=Linux 6.1.0 #1 SMP ..., Reason=...), so a value runs to the next " Key=".
+_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=")
+# The reason's " [user@2026-12-01T19:37:52]" stamp, added by slurmctld.
+_STAMP = re.compile(r"\s*\[[^\[\]\s]*@[0-9T:\-]+\]\s*$")
+HELD_BASES = frozenset({"DOWN", "DRAINED", "DRAINING", "FAIL", "FAILING", "FUTURE"})
+HELD_FLAGS = frozenset({"DRAIN", "FAIL", "MAINT", "REBOOT_REQUESTED", "REBOOT_ISSUED"})
+
+
+class SlurmError(ConfigError):
+    """scontrol missing, failing, or saying something that is not a node (the message names
+    it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node as ``scontrol show node <name> --oneliner`` shows it."""
+
+    name: str
+    state: str  # the whole State= value: IDLE+DRAIN, MIXED, DOWN+NOT_RESPONDING
+    reason: str  # without slurmctld's [user@time] stamp; "" when none
+
+    @property
+    def base(self) -> str:
+        return self.state.partition("+")[0].upper()
+
+    @property
+    def flags(self) -> frozenset[str]:
+        return frozenset(f.upper() for f in self.state.split("+")[1:] if f)
+
+    @property
+    def held(self) -> bool:
+        """Drained, draining, down or failed: someone (maybe us) took it out of service."""
+        return self.base in HELD_BASES or bool(self.flags & HELD_FLAGS)
+
+    @property
+    def ours(self) -> bool:
+        return self.reason.startswith(PREFIX)
+
+    @property
+    def our_rule(self) -> str:
+        """The rule id our reason names ("" when the reason is not ours)."""
+        if not self.ours:
+            return ""
+        words = self.reason[len(PREFIX):].split()
+        return words[0] if words else ""
+
+
+def parse_node(text: str, name: str) -> Node:
+    """The node ``name`` from ``scontrol show node <name> --oneliner``'s output."""
+    for line in text.splitlines():
+        fields = _fields(line)
+        if fields.get("NodeName") != name:
+            continue
+        if "State" not in fields:
+            raise SlurmError(f"scontrol shows node {name} without a State= field: {line[:120]!r}")
+        reason = fields.get("Reason", "")
+        reason = "" if reason in ("(null)", "none") else _STAMP.sub("", reason).strip()
+        return Node(name, fields["State"].strip(), reason)
+    raise SlurmError(f"scontrol show node {name} does not show node {name}: "
+                     f"{' '.join(text.split())[:120]!r}; is --node (or SLURMD_NODENAME) its "
+                     f"name in slurm.conf?")
+
+
+def _fields(line: str) -> dict[str, str]:
+    keys = list(_KEY.finditer(line))
+    out: dict[str, str] = {}
+    for here, after in zip(keys, keys[1:] + [None]):
+        end = after.start() if after is not None else len(line)
+        key = here.group(1)
+        value = line[here.end():end].strip()
+        if key == "Reason":  # a reason may hold "a=b": it runs to its [user@time] stamp
+            rest = line[here.end():]
+            stamp = re.search(r"\s\[[^\[\]\s]*@[0-9T:\-]+\]", rest)
+            value = rest[:stamp.start()].strip() if stamp else value
+        out.setdefault(key, value)
+    return out
+
+
+def reason_for(finding: dict[str, object]) -> str:
+    """Our reason for ``finding``: the prefix, its rule id, its title, on one safe line."""
+    rule = _UNSAFE.sub("", str(finding.get("rule") or "unknown-rule")).replace(" ", "-")
+    title = _UNSAFE.sub(" ", str(finding.get("title") or ""))
+    text = " ".join(f"{PREFIX} {rule} {title}".split())
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3].rstrip() + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What to run (``update``: scontrol's arguments after ``scontrol``, () for nothing) and
+    one line saying why."""
+
+    update: tuple[str, ...]
+    says: str
+
+
+def decide(verdict: Verdict, node: Node) -> Action:
+    """The action for ``node`` under ``verdict`` (judged at critical)."""
+    held = f"{node.state} ({node.reason or 'no reason'})"
+    if verdict.status is Status.UNKNOWN:
+        return Action((), f"{node.name} left {node.state}: {verdict.line}")
+    if verdict.status is Status.PROBLEM:
+        assert verdict.finding is not None  # a PROBLEM names its finding
+        reason = reason_for(verdict.finding)
+        drain = ("update", f"NodeName={node.name}", "State=DRAIN", f"Reason={reason}")
+        if not node.held:
+            return Action(drain, f"{node.name} drained: {verdict.line}")
+        if not node.ours:
+            return Action((), f"{node.name} left alone, held by another party: {held}; "
+                              f"we found {verdict.line}")
+        if node.our_rule == str(verdict.finding.get("rule")):
+            return Action((), f"{node.name} already drained by llm-doctor: {verdict.line}")
+        return Action(drain, f"{node.name} reason updated (was {node.our_rule}): {verdict.line}")
+    if node.ours and "DRAIN" in node.flags | {node.base} and node.base != "DOWN":
+        return Action(("update", f"NodeName={node.name}", "State=RESUME"),
+                      f"{node.name} resumed, {node.our_rule} has cleared: {verdict.line}")
+    if node.held:
+        return Action((), f"{node.name} left {held}: not ours to resume; {verdict.line}")
+    return Action((), f"{node.name} {node.state}: {verdict.line}")
+
+
+def shown(scontrol: str, update: tuple[str, ...]) -> str:
+    """The scontrol line as a person would type it: the reason in double quotes (safe, as
+    reason_for dropped every character a shell reads inside them)."""
+    words = [f'Reason="{w[len("Reason="):]}"' if w.startswith("Reason=") else w for w in update]
+    return " ".join([shlex.quote(scontrol), *words])
