@@ -64,7 +64,8 @@ def test_bad_fleet_flags_are_refused_with_a_named_error(cli):
     for flags, named in ((("--fleet", "--outlier-ratio", "1.5"), "--outlier-ratio"),
                          (("--fleet", "--outlier-ratio", "0"), "--outlier-ratio"),
                          (("--fleet", "--outlier-for", "soon"), "--outlier-for"),
-                         (("--outlier-ratio", "0.7"), "--fleet")):
+                         (("--outlier-ratio", "0.7"), "--fleet"),
+                         (("--fleet", "--rules", "checks/host.toml"), "--rules")):
         result = cli("rules", "export", "--prometheus", *flags)
         assert result.returncode == 3, (flags, result.stderr)
         assert named in result.stderr and "Traceback" not in result.stderr, result.stderr

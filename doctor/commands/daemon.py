@@ -156,6 +156,9 @@ def rules_export(fmt, config_path, rule_files, output, job, fleet, outlier_ratio
     from doctor.commands.setup import load_daemon
     from doctor.output import write_atomic
 
+    if fleet and (config_path or rule_files):
+        raise click.UsageError("--config and --rules shape the per-host rules, not --fleet's: "
+                               "export those without --fleet")
     if fleet:
         from doctor.fleet import promfleet
 
