@@ -136,18 +136,40 @@ def _job_name(ctx, param, value: str) -> str:
 @click.option("--job", default="llm-doctor", show_default=True, callback=_job_name,
               help="The Prometheus scrape job that scrapes the daemons (LlmDoctorStale and "
                    "LlmDoctorAbsent watch up{job=...}).")
-def rules_export(fmt, config_path, rule_files, output, job) -> None:
+@click.option("--fleet", is_flag=True,
+              help="Instead: the rules across the fleet (job: recording rules per cause and GPU "
+                   "model, outlier alerts against a group's median; docs/fleet.md).")
+@click.option("--outlier-ratio", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=None, help="--fleet: a host below this times its group's median is an "
+                                 "outlier (default 0.8).")
+@click.option("--outlier-for", metavar="DURATION", default=None,
+              help="--fleet: how long before an outlier fires (default 15m).")
+def rules_export(fmt, config_path, rule_files, output, job, fleet, outlier_ratio,
+                 outlier_for) -> None:
     """Write Prometheus alerting rules, one per llm-doctor rule (check: promtool check rules).
 
     Per rule, one alert per severity its findings can have; LlmDoctorStale when a daemon's
     scrape fails, LlmDoctorAbsent when none is scraped. Give --job if your scrape config
-    names the job other than llm-doctor."""
+    names the job other than llm-doctor. With --fleet, the rules across hosts instead: load
+    both files into the Prometheus that scrapes the daemons."""
     from doctor.daemon.promrules import export
     from doctor.commands.setup import load_daemon
     from doctor.output import write_atomic
 
-    loaded = load_daemon(config_path, rule_files, {})
-    text = export(loaded.rules, loaded.settings.for_s, loaded.config.rules, job=job)
+    if fleet and (config_path or rule_files):
+        raise click.UsageError("--config and --rules shape the per-host rules, not --fleet's: "
+                               "export those without --fleet")
+    if fleet:
+        from doctor.fleet import promfleet
+
+        for_s = _seconds(outlier_for, "--outlier-for")
+        text = promfleet.export(job, outlier_ratio or promfleet.OUTLIER_RATIO,
+                                promfleet.OUTLIER_FOR_S if for_s is None else for_s)
+    elif outlier_ratio is not None or outlier_for is not None:
+        raise click.UsageError("--outlier-ratio and --outlier-for go with --fleet")
+    else:
+        loaded = load_daemon(config_path, rule_files, {})
+        text = export(loaded.rules, loaded.settings.for_s, loaded.config.rules, job=job)
     if output:
         write_atomic(output, text)
         click.echo(f"rules written to {output}", err=True)

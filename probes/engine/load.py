@@ -58,6 +58,8 @@ class EngineLoad:
     knee_file: str  # where the sweep is (or would be) kept
     error: str | None
     sweep: tuple[SweepPoint, ...] = ()  # the saved sweep's levels, in the order measured
+    # output tokens/s of the sweep's level at the knee (the fleet's outlier rules compare it)
+    knee_output_tokens_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +214,13 @@ def served_model(host: Host, target: Target) -> str | None:
         return None
 
 
+def knee_throughput(knee: int | None, points: tuple[SweepPoint, ...]) -> float | None:
+    """Output tokens/s of the usable level the knee was found at; None without a knee."""
+    at = [p.output_tokens_per_s for p in points if knee is not None and p.concurrency == knee
+          and p.usable and p.output_tokens_per_s is not None]
+    return at[0] if at else None
+
+
 def probe(host: Host, options: ScanOptions) -> LoadRecord:
     """Live concurrency of every engine endpoint, against its saved knee."""
     found = targets(host, options)
@@ -223,7 +232,8 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
         (knee, status, measured_at, path), points = saved_sweep(host, target.base_url)
         engines.append(EngineLoad(target.base_url, target.kind, served_model(host, target),
                                   running, waiting,
-                                  source, knee, status, measured_at, path, error, points))
+                                  source, knee, status, measured_at, path, error, points,
+                                  knee_throughput(knee, points)))
     return LoadRecord(tuple(engines), replica_groups(engines))
 
 

@@ -38,6 +38,9 @@ class GpuInventoryRecord:
     cuda_driver_version: str | None  # nvmlSystemGetCudaDriverVersion 12040 -> "12.4"
     gpus: tuple[GpuInfo, ...]
     missing: dict[str, str]
+    # the GPUs' nvmlDeviceGetName, "+"-joined in sorted order on a host that mixes models
+    # (it is then a fleet group of its own); None when no GPU answered a name
+    gpu_model: str | None = None
 
 
 def cuda_version_text(code: int | None) -> str | None:
@@ -76,12 +79,14 @@ def probe(host: Host, options: ScanOptions) -> GpuInventoryRecord:
     r = Reader(host)
     driver = r.text("driver_version", "nvmlSystemGetDriverVersion")
     cuda = r.integer("cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
+    gpus = tuple(read_gpu(host, i) for i in range(count))
     return GpuInventoryRecord(
         gpu_count=count,
         driver_version=driver,
         cuda_driver_version=cuda_version_text(cuda),
-        gpus=tuple(read_gpu(host, i) for i in range(count)),
+        gpus=gpus,
         missing=r.missing,
+        gpu_model="+".join(sorted({g.name for g in gpus if g.name})) or None,
     )
 
 

@@ -167,6 +167,8 @@ TABLES = (
               "Concurrency at the throughput knee 'llm-doctor load' measured"),
         of("timestamp", "engines.knee_measured_at", "engine_knee_measured_timestamp_seconds",
            "When that sweep ran"),
+        gauge("engines.knee_output_tokens_per_s", "engine_knee_output_tokens_per_second",
+              "Output tokens/s that sweep measured at its knee (the fleet rules compare hosts)"),
         unexported("engines.knee_file", "where the sweep is kept: a path for people"),
         # the saved sweep's levels are for the report's knee plot; the knee is their result
         each("engines.sweep", L.fields("concurrency")),

@@ -37,6 +37,10 @@ TABLES = (
              "version it supports (nvmlSystemGetCudaDriverVersion)",
              driver_version="driver_version", cuda_version="cuda_driver_version"),
         missing("missing", "gpu_driver_value_missing", "gpu.inventory"),
+        # one series per host: the labels the fleet rules group hosts by (docs/fleet.md)
+        info("", "host_fleet_info", "This host's GPU model (nvmlDeviceGetName, '+'-joined when "
+             "it mixes models), GPU count and driver: what the fleet rules group hosts by",
+             gpu_model="gpu_model", gpu_count="gpu_count", driver_version="driver_version"),
         each("gpus", L.gpu("index", "uuid", "name")),
         info("gpus", "gpu_info", "Each GPU's PCI bus id and compute mode (nvmlDeviceGetPciInfo, "
              "GetComputeMode)", bus_id="bus_id", compute_mode="compute_mode"),

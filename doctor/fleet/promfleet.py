@@ -1,0 +1,171 @@
+"""``llm-doctor rules export --prometheus --fleet``: recording and alerting rules across the
+hosts one Prometheus scrapes, over the daemons' metrics (docs/fleet.md).
+
+Recording rules, in Prometheus' ``level:metric:operations`` convention:
+
+* ``job:`` rules aggregate the fleet, fit for federation (a global Prometheus federates
+  ``{__name__=~"job:.*"}``): findings per cause and severity, per GPU model, the hosts that
+  have them, the hosts scraped and up, and each compared figure's median and host count per
+  group;
+* ``instance:`` rules reduce each host to one figure per comparison, labelled with its group
+  (``gpu_model``, ``driver_version`` from ``llm_doctor_host_fleet_info``).
+
+Outlier alerts: a host whose figure sits below ``ratio`` (0.8 unless given) times the median
+of the hosts with the same GPU model and driver (and, for the engine's knee, the same engine
+kind and model), only in a group of at least ``MIN_HOSTS`` hosts: the median of two is one of
+the two, and a fleet of two cannot say which one is slow. The alert's value is the ratio.
+
+A host with several GPUs is one figure, its slowest GPU's (``min``): tensor parallelism runs
+at its slowest rank, and a median over eight cards would hide the one bad card this looks for.
+
+YAML written by hand as in doctor/daemon/promrules.py (strings JSON-quoted); ``promtool check
+rules`` and ``promtool test rules`` (tests/promtool/fleet_rules_test.yml) check it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.daemon.promrules import JOB, _duration, _q, _rule_yaml
+
+OUTLIER_RATIO = 0.8  # below 0.8 x the group's median: well past run-to-run noise (a few %)
+OUTLIER_FOR_S = 900.0  # the figures change only when the kernels run again (every 6 h)
+MIN_HOSTS = 3
+GROUP = ("job", "gpu_model", "driver_version")
+FLEET_INFO = "llm_doctor_host_fleet_info"
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One figure compared across a group: its per-host reduction and its alert."""
+
+    name: str  # the alert's ``figure`` label
+    alert: str
+    metric: str  # the exported metric
+    selector: str  # extra matchers on it
+    what: str  # for people: "HBM copy bandwidth"
+    cause: str
+    check: str  # how a person looks closer
+    keep: tuple[str, ...] = ()  # labels kept per host beside job, instance (and grouped by)
+    recorded: str = ""  # the recorded rules' metric name, where the selector narrows it
+
+    @property
+    def base(self) -> str:
+        return self.recorded or self.metric
+
+    @property
+    def per_host(self) -> str:
+        level = "_".join(("instance", *self.keep))
+        return f"{level}:{self.base}:min"
+
+    @property
+    def median(self) -> str:
+        return f"job:{self.base}:median"
+
+    @property
+    def hosts(self) -> str:
+        return f"job:{self.base}:count"
+
+    @property
+    def group(self) -> str:
+        return ", ".join((*GROUP, *self.keep))
+
+
+FIGURES = (
+    Figure("hbm_bandwidth", "LlmDoctorFleetHbmBandwidthOutlier",
+           "llm_doctor_gpu_memory_copy_bytes_per_second", "", "HBM copy bandwidth",
+           "gpu-memory-bandwidth-low",
+           "'llm-doctor scan' on it sets the copy against the card's ceiling; "
+           "'nvidia-smi -q -d ROW_REMAPPER,CLOCK' shows remapped rows and the memory clock."),
+    Figure("pcie_h2d_bandwidth", "LlmDoctorFleetPcieBandwidthOutlier",
+           "llm_doctor_gpu_host_copy_bytes_per_second",
+           'direction="host_to_device", memory="pinned"', "PCIe host-to-device copy (pinned)",
+           "pcie-bandwidth-low",
+           "'llm-doctor scan' on it shows the link's trained generation and width against "
+           "the card's; 'nvidia-smi -q -d PCIE' the same.",
+           recorded="llm_doctor_gpu_host_to_device_pinned_copy_bytes_per_second"),
+    Figure("host_memory_bandwidth", "LlmDoctorFleetHostMemoryBandwidthOutlier",
+           "llm_doctor_host_memory_bandwidth_triad_bytes_per_second", "",
+           "host memory bandwidth (STREAM triad)", "host-memory-bandwidth-low",
+           "'llm-doctor scan' on it sets STREAM against the DIMMs' ceiling; "
+           "'dmidecode -t memory' lists the DIMMs and their configured speed."),
+    Figure("engine_knee_throughput", "LlmDoctorFleetKneeThroughputOutlier",
+           "llm_doctor_engine_knee_output_tokens_per_second", "",
+           "engine output tokens/s at its knee", "slowdown",
+           "Rerun 'llm-doctor load --endpoint URL' on it and on a neighbour; 'llm-doctor scan' "
+           "on it names what else differs (clocks, throttling, CPU contention).",
+           keep=("kind", "model")),
+)
+
+
+def _record(name: str, expr: str) -> list[str]:
+    return [f"      - record: {name}", f"        expr: {_q(expr)}"]
+
+
+def _sel(metric: str, job: str, extra: str = "") -> str:
+    return f'{metric}{{job="{job}"' + (f", {extra}" if extra else "") + "}"
+
+
+def _fleet_records(job: str) -> list[str]:
+    finding, info = _sel("llm_doctor_finding", job), _sel(FLEET_INFO, job)
+    up = _sel("up", job)
+    lines = _record("job:llm_doctor_findings:count",
+                    f"count by (job, cause, severity) ({finding})")
+    lines += _record("job:llm_doctor_findings_per_gpu_model:count",
+                     f"count by (job, gpu_model, cause, severity) ({finding} "
+                     f"* on (job, instance) group_left (gpu_model) {info})")
+    lines += _record("job:llm_doctor_hosts_with_findings:count",
+                     "count by (job, cause, severity) "
+                     f"(count by (job, instance, cause, severity) ({finding}))")
+    lines += _record("job:llm_doctor_hosts:count", f"count by (job) ({up})")
+    lines += _record("job:llm_doctor_hosts_up:sum", f"sum by (job) ({up})")
+    lines += _record("job:llm_doctor_hosts_per_gpu_model:count",
+                     f"count by ({', '.join(GROUP)}) ({info})")
+    return lines
+
+
+def _figure_records(figure: Figure, job: str) -> list[str]:
+    by = ", ".join(("job", "instance", *figure.keep))
+    source = _sel(figure.metric, job, figure.selector)
+    lines = _record(figure.per_host,
+                    f"min by ({by}) ({source}) * on (job, instance) "
+                    f"group_left (gpu_model, driver_version) {_sel(FLEET_INFO, job)}")
+    lines += _record(figure.median, f"quantile by ({figure.group}) (0.5, {figure.per_host})")
+    lines += _record(figure.hosts, f"count by ({figure.group}) ({figure.per_host})")
+    return lines
+
+
+def _outlier(figure: Figure, ratio: float, for_s: float) -> list[str]:
+    on = f"on ({figure.group})"
+    expr = (f"{figure.per_host} / {on} group_left () {figure.median} < {ratio:g} "
+            f"and {on} ({figure.hosts} >= {MIN_HOSTS})")
+    where = "{{ $labels.gpu_model }}, driver {{ $labels.driver_version }}"
+    if figure.keep:
+        where += ", " + ", ".join(f"{{{{ $labels.{k} }}}}" for k in figure.keep)
+    lines = _rule_yaml(
+        figure.alert, expr, for_s, "warning",
+        f"{{{{ $labels.instance }}}}: {figure.what} at {{{{ $value | humanizePercentage }}}} "
+        f"of the median of its group ({where})",
+        f"This host's {figure.what} sits below {ratio:g} x the median of the hosts with the "
+        f"same {figure.group.removeprefix('job, ')} (a group of {MIN_HOSTS} or more). "
+        + figure.check,
+        {"cause": figure.cause, "ratio": "{{ $value | printf \"%.2f\" }}"}
+        | ({"playbook": f"playbooks/{figure.cause}.md"} if figure.cause != "slowdown" else {}))
+    # the figure label goes with the alert's labels, after its severity
+    at = lines.index("        annotations:")
+    return lines[:at] + [f"          figure: {_q(figure.name)}"] + lines[at:]
+
+
+def export(job: str = JOB, ratio: float = OUTLIER_RATIO, for_s: float = OUTLIER_FOR_S) -> str:
+    """The fleet rules file's text: one group of recording rules, one of outlier alerts."""
+    lines = ["# Generated by 'llm-doctor rules export --prometheus --fleet'; regenerate, do not edit.",
+             f"# Outliers: below {ratio:g} x the median of a group of {MIN_HOSTS} or more hosts "
+             f"of one GPU model and driver, for {_duration(for_s)}.",
+             "groups:", "  - name: llm-doctor-fleet-records", "    rules:"]
+    lines += _fleet_records(job)
+    for figure in FIGURES:
+        lines += _figure_records(figure, job)
+    lines += ["  - name: llm-doctor-fleet-outliers", "    rules:"]
+    for figure in FIGURES:
+        lines += _outlier(figure, ratio, for_s)
+    return "\n".join(lines) + "\n"
