@@ -192,3 +192,19 @@ def test_a_live_daemon_writes_its_baseline_on_sigusr2_and_stops_cleanly(tmp_path
     assert kept.report["host"]["kind"] == "recorded"
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".json") == [
         "baseline.json", "state.json"]  # no temporary file left behind
+
+
+def test_a_reload_that_moves_the_state_file_writes_a_baseline_beside_the_new_one(tmp_path):
+    first = tmp_path / "a" / "state.json"
+    moved = tmp_path / "b" / "state.json"
+    daemon = _daemon(tmp_path, HEALTHY, str(first))
+    try:
+        _beat(daemon, 20, until=baseline.baseline_path(first))
+        assert baseline.baseline_path(first).exists()
+        (tmp_path / "llm-doctor.toml").write_text(
+            f'[daemon]\nlevel = "quick"\ninterval = "1s"\nstate_file = "{moved}"\n')
+        daemon.reload()
+        _beat(daemon, 20, until=baseline.baseline_path(moved))
+    finally:
+        daemon.dispatcher.close()
+    assert baseline.baseline_path(moved).exists() and moved.exists()
