@@ -86,6 +86,7 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     flags = {"listen": listen, "interval_s": _seconds(interval, "--interval"),

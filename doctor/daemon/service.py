@@ -4,7 +4,8 @@ SIGHUP re-reads the config file and the rules (a bad file is logged and the old 
 and the server's basic-auth password file and TLS certificate and key, so a rotated secret or
 a renewed certificate takes effect without a restart (connections already open keep theirs),
 SIGTERM and SIGINT stop it cleanly (the HTTP server closes, queued alerts are delivered),
-SIGUSR1 runs the micro-kernels at the next beat. One loop thread does everything but serve
+SIGUSR1 runs the micro-kernels at the next beat, SIGUSR2 writes the baseline (the next
+evaluation, whatever it finds: doctor/daemon/baseline.py). One loop thread does everything but serve
 /metrics and send alerts; probes run on their own threads (doctor/daemon/scheduler.py), and
 the server's threads are fixed at start (doctor/daemon/server.py), so no client can take the
 probes' threads. These handlers are installed once the server is up: until then SIGTERM has
@@ -24,7 +25,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from doctor.config import Config, ConfigError
-from doctor.daemon import incidents, sinks, state
+from doctor.daemon import baseline, incidents, sinks, state
 from doctor.daemon.alerts import Alert, AlertTracker, Transitions, held_findings
 from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.daemon.history import History
@@ -75,6 +76,8 @@ class Daemon:
         self.evaluations = 0
         self.instance = self.host.describe().get("hostname", "localhost")
         self._state_problem = ""  # the last reason the state file could not be written
+        self.baseline = baseline.Keeper()
+        self._baseline_said = ""  # the last reason logged for not writing one
 
     def _for_s(self) -> dict[str, float]:
         base = {r.id: r.for_s or 0.0 for r in self.loaded.rules}
@@ -96,6 +99,7 @@ class Daemon:
         signal.signal(signal.SIGINT, lambda *_: self.stop_event.set())
         signal.signal(signal.SIGHUP, lambda *_: self._request_reload())
         signal.signal(signal.SIGUSR1, lambda *_: self.scheduler.request_kernels())
+        signal.signal(signal.SIGUSR2, lambda *_: self.baseline.request())
 
     def _request_reload(self) -> None:
         self.reload_requested = True
@@ -258,6 +262,7 @@ class Daemon:
             evaluated_at=wall, evaluations=self.evaluations))
         self.history.add(wall, self.collector.samples() + self._own_samples())
         self._write_state(findings, wall)
+        self._write_baseline(results, findings, wall)
         self._notify(moved, findings, wall)
 
     def _report(self, findings, wall: float) -> ScanReport:
@@ -285,6 +290,37 @@ class Daemon:
         if self._state_problem:
             log.info("state file %s written again", s.state_file)
         self._state_problem = ""
+
+    def _write_baseline(self, results: list[ProbeResult], findings, wall: float) -> None:
+        """The baseline beside the state file, when doctor/daemon/baseline.py says it is due;
+        why none could be written is logged once per reason."""
+        s = self.loaded.settings
+        if not s.state_file:
+            if self.baseline.requested:
+                self._baseline_log(logging.WARNING, "SIGUSR2: no baseline is kept without a "
+                                   "state file (--state-file, daemon.state_file)")
+                self.baseline.failed()
+            return
+        path = baseline.baseline_path(s.state_file)
+        why = self.baseline.due(path, baseline.unhealthy(results, findings, self.scheduler.slots))
+        if not why:
+            return
+        data = state.to_state(self._report(findings, wall), self.loaded.rules, s.interval_s,
+                              wall, self.evaluations)
+        try:
+            baseline.write(path, data)
+        except (OSError, ConfigError) as exc:
+            self.baseline.failed()
+            self._baseline_log(logging.ERROR, f"cannot write the baseline {path}: {exc}")
+            return
+        self.baseline.written(path)
+        self._baseline_said = ""
+        log.info("baseline written to %s (%s)", path, why)
+
+    def _baseline_log(self, level: int, message: str) -> None:
+        if message != self._baseline_said:
+            log.log(level, "%s", message)
+        self._baseline_said = message
 
     def _own_samples(self) -> list[tuple[str, tuple[tuple[str, str], ...], float]]:
         return [("llm_doctor_probe_duration_seconds", (("probe", r.name),), r.duration_s)

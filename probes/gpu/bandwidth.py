@@ -3,7 +3,8 @@
 Runs the torch micro-kernels of ``probes.kernels.gpu_bandwidth`` and ``gpu_first_use`` in
 child processes through ``host.measure`` (so a replay gives the same figures), bound to the
 GPU's own CPUs (``nvmlDeviceGetCpuAffinity``) so that pinned memory is local to its NUMA node.
-Decimal GB/s. Level standard; about 2-4 s per GPU, plus the P2P matrix where there are
+Decimal GB/s, each with its run-to-run spread over the timed copies (``<figure>_spread``, a
+fraction: the noise floor a comparison holds it to). Level standard; about 2-4 s per GPU, plus the P2P matrix where there are
 several GPUs. Needs torch with CUDA; no root. Manual equivalent: nvbandwidth
 (``nvbandwidth -t device_local_copy host_to_device_memcpy_ce``), or CUDA samples'
 ``bandwidthTest`` and ``p2pBandwidthLatencyTest``.
@@ -27,6 +28,7 @@ from probes.helpers.gpu_common import Reader, gpu_count
 from probes.gpu.pcie import link_ceiling_gbps
 from probes.gpu.topology import AFFINITY_WORDS, cpu_list
 from probes.helpers.kernel_child import run_kernel
+from probes.kernels.spread import read_spread
 
 CHILD_TIMEOUT_S = 90.0
 # NVML reports 8192 bits for B200; the HBM3e stacks give 7680 (../shared/reference/gpu-facts.md).
@@ -55,13 +57,20 @@ class GpuBandwidth:
     index: int
     name: str | None
     d2d_gbps: float | None  # device-to-device copy, read + write counted
+    # each <figure>_spread: (max - min) / median of the timed copies' rates, the figure's
+    # run-to-run noise floor; None after one copy and in recordings from before it was kept
+    d2d_gbps_spread: float | None
     d2d_ceiling_gbps: float | None
     d2d_ceiling_source: str
     d2d_ratio: float | None
     h2d_pinned_gbps: float | None
+    h2d_pinned_gbps_spread: float | None
     d2h_pinned_gbps: float | None
+    d2h_pinned_gbps_spread: float | None
     h2d_pageable_gbps: float | None
+    h2d_pageable_gbps_spread: float | None
     d2h_pageable_gbps: float | None
+    d2h_pageable_gbps_spread: float | None
     link_gen: int | None  # during the host-to-device copy
     link_width: int | None
     link_ceiling_trained_gbps: float | None  # one direction, the link as it ran
@@ -99,6 +108,11 @@ def _gbps(data: dict, key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _spread(data: dict, key: str) -> float | None:
+    part = data.get(key)
+    return read_spread(part.get("spread")) if isinstance(part, dict) else None
+
+
 def read_gpu(host: Host, index: int, errors: dict[str, str]) -> GpuBandwidth:
     r = Reader(host)
     name = r.text("name", "nvmlDeviceGetName", index)
@@ -124,10 +138,15 @@ def read_gpu(host: Host, index: int, errors: dict[str, str]) -> GpuBandwidth:
                                 r.integer("width_max", "nvmlDeviceGetMaxPcieLinkWidth", index))
     d2d, h2d = _gbps(data, "d2d"), _gbps(data, "h2d_pinned")
     return GpuBandwidth(
-        index=index, name=name, d2d_gbps=d2d, d2d_ceiling_gbps=ceiling,
-        d2d_ceiling_source=source, d2d_ratio=_ratio(d2d, ceiling),
-        h2d_pinned_gbps=h2d, d2h_pinned_gbps=_gbps(data, "d2h_pinned"),
-        h2d_pageable_gbps=_gbps(data, "h2d_pageable"), d2h_pageable_gbps=_gbps(data, "d2h_pageable"),
+        index=index, name=name, d2d_gbps=d2d, d2d_gbps_spread=_spread(data, "d2d"),
+        d2d_ceiling_gbps=ceiling, d2d_ceiling_source=source, d2d_ratio=_ratio(d2d, ceiling),
+        h2d_pinned_gbps=h2d, h2d_pinned_gbps_spread=_spread(data, "h2d_pinned"),
+        d2h_pinned_gbps=_gbps(data, "d2h_pinned"),
+        d2h_pinned_gbps_spread=_spread(data, "d2h_pinned"),
+        h2d_pageable_gbps=_gbps(data, "h2d_pageable"),
+        h2d_pageable_gbps_spread=_spread(data, "h2d_pageable"),
+        d2h_pageable_gbps=_gbps(data, "d2h_pageable"),
+        d2h_pageable_gbps_spread=_spread(data, "d2h_pageable"),
         link_gen=gen, link_width=width, link_ceiling_trained_gbps=trained,
         link_ceiling_capable_gbps=capable, h2d_ratio_trained=_ratio(h2d, trained),
         h2d_ratio_capable=_ratio(h2d, capable), cpus=cpus, missing=r.missing)

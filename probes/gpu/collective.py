@@ -33,6 +33,7 @@ from doctor.seam.host import Host, HostReadError, MeasurementError
 from probes.gpu import pcie, topology
 from probes.helpers.gpu_common import gpu_count, reason_of
 from probes.helpers.kernel_child import run_kernel
+from probes.kernels.spread import read_spread
 
 LIMIT_S = 90.0  # per group: a cold torch import (~10 s) and NCCL's set-up on 8 GPUs (~10-30 s)
 CHILD_MARGIN_S = 20.0  # the launcher reports by LIMIT_S; this kills the launcher itself
@@ -67,6 +68,9 @@ class GroupCollective:
     seconds: float | None  # one all-reduce, the slowest rank's mean
     algbw_gbps: float | None  # size_bytes / seconds
     busbw_gbps: float | None  # algbw x 2(n-1)/n, as nccl-tests
+    # (max - min) / median of busbw over the timed blocks (probes/kernels/allreduce.py): its
+    # noise floor; None with one block and in recordings from before the kernel reported it
+    busbw_gbps_spread: float | None
     transport: str | None  # what NCCL chose for most channels: P2P/IPC, P2P/CUMEM, SHM, NET/IB
     transports: dict[str, int]  # channel connections per transport (NCCL_DEBUG=INFO lines)
     path: str | None
@@ -223,7 +227,8 @@ def group_record(gpus: tuple[int, ...], data: dict, ceiling: PathCeiling,
         group=",".join(map(str, gpus)) or "cpu", gpus=gpus, n=_integer(data, "n") or len(gpus), backend=backend,
         size_bytes=_integer(data, "bytes"), iterations=_integer(data, "iterations"),
         seconds=_number(data, "seconds"), algbw_gbps=_number(data, "algbw_gbps"),
-        busbw_gbps=busbw, transport=_text(data, "transport"), transports=transports,
+        busbw_gbps=busbw, busbw_gbps_spread=read_spread(data.get("busbw_gbps_spread")),
+        transport=_text(data, "transport"), transports=transports,
         path=ceiling.path, ceiling_gbps=ceiling.gbps, ceiling_source=ceiling.source,
         ratio=ratio, p2p_capable=ceiling.p2p_capable, outcome=str(outcome),
         failed_step=_text(data, "failed_step"), failure=failure,

@@ -4,7 +4,8 @@ Runs ``probes.kernels.stream`` in a child process, threads = physical cores (log
 where cpuinfo has no core ids), each array 4× the last-level cache and at least 256 MiB, as
 STREAM sizes them; decimal GB/s counted as STREAM counts them. The cost is bounded: huge
 pages for the first touch (where they come in faster: not in a VM whose balloon hands free
-memory back), and timed passes stop after BUDGET_S (best of 2 to 10). Up to
+memory back), and timed passes stop after BUDGET_S (best of 2 to 10; the spread of the
+passes' rates is each figure's noise floor, ``<figure>_spread``). Up to
 NUMPY_MAX_THREADS threads the numpy backend runs (no torch import: ~1.4 s of CPU, more than
 the measurement on a small VM); above, torch where installed. The child keeps the arrays out
 of the scan's own memory and can be killed on timeout. The child also reports how many cores
@@ -26,6 +27,7 @@ from probes.helpers.dimms import read_ceiling
 from probes.host.cpu import parse_cpuinfo
 from probes.host.memory import parse_meminfo
 from probes.helpers.kernel_child import run_kernel
+from probes.kernels.spread import read_spread
 
 MIN_ARRAY_BYTES = 256 * 1024 * 1024
 KERNEL_TIMEOUT_S = 120.0
@@ -45,7 +47,11 @@ class MemoryBandwidthRecord:
     threads: int
     array_bytes: int
     copy_gbps: float
+    # (max - min) / median of the timed passes' rates: the figure's run-to-run noise floor;
+    # None after one pass, and in recordings from before the kernel reported it
+    copy_gbps_spread: float | None
     triad_gbps: float
+    triad_gbps_spread: float | None
     kernel_s: float  # the measurement's own wall time (allocation, first touch, passes)
     dimms_populated: int | None
     channels: int | None  # populated memory channels
@@ -126,7 +132,9 @@ def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
         threads=result["threads"],
         array_bytes=result["array_bytes"],
         copy_gbps=round(result["copy_gbps"], 2),
+        copy_gbps_spread=read_spread(result.get("copy_gbps_spread")),
         triad_gbps=round(result["triad_gbps"], 2),
+        triad_gbps_spread=read_spread(result.get("triad_gbps_spread")),
         kernel_s=round(result["duration_s"], 2),
         dimms_populated=ceiling.dimms_populated,
         channels=ceiling.channels,

@@ -1,5 +1,5 @@
-"""Timed passes of a memory kernel: best of up to N within a time budget, and how busy the
-CPUs were with other work meanwhile.
+"""Timed passes of a memory kernel: best of up to N within a time budget, the spread of the
+passes' rates, and how busy the CPUs were with other work meanwhile.
 
 Source: ``/proc/stat`` (all CPUs' busy ticks, world-readable) and ``getrusage`` (this
 process's CPU time); units: seconds, and cores (CPU-seconds per second). No root needed.
@@ -14,6 +14,8 @@ import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from probes.kernels.spread import spread
 
 MIN_REPEATS = 2  # best of one pass is no best: a single interruption would be the figure
 
@@ -36,6 +38,9 @@ class Run:
     valid: bool = False
     huge_pages: bool | None = None
     simd: str | None = None  # the vector loops that ran (the backend's own name for them)
+    # (max - min) / median of the passes' rates (1 / seconds); None after one pass
+    copy_spread: float | None = None
+    triad_spread: float | None = None
 
 
 def _cpu_seconds() -> tuple[float | None, float]:
@@ -60,8 +65,10 @@ def _cpu_seconds() -> tuple[float | None, float]:
 def timed_passes(
     copy: Callable[[], None], triad: Callable[[], None], passes: Passes, sync: Callable[[], None]
 ) -> Run:
-    """Timed (copy, triad) passes until ``passes`` says stop; the fastest of each kernel."""
-    copy_best_s = triad_best_s = float("inf")
+    """Timed (copy, triad) passes until ``passes`` says stop; the fastest of each kernel, and
+    the spread of each kernel's rates over the passes."""
+    copy_s: list[float] = []
+    triad_s: list[float] = []
     minimum = min(MIN_REPEATS, passes.repeats)
     sync()
     busy_before, own_before = _cpu_seconds()
@@ -77,8 +84,8 @@ def timed_passes(
         triad()
         sync()
         end = time.perf_counter()
-        copy_best_s = min(copy_best_s, middle - start)
-        triad_best_s = min(triad_best_s, end - middle)
+        copy_s.append(middle - start)
+        triad_s.append(end - middle)
         ran += 1
         if ran >= minimum and end - first >= passes.budget_s:
             break
@@ -89,4 +96,10 @@ def timed_passes(
         # Ticks are 10 ms: a short window can read a little under this process's own time.
         other_s = (busy_after - busy_before) - (own_after - own_before)
         other = round(max(other_s, 0.0) / timed_s, 2)
-    return Run(copy_best_s, triad_best_s, ran, timed_s, other)
+    return Run(min(copy_s), min(triad_s), ran, timed_s, other,
+               copy_spread=_rate_spread(copy_s), triad_spread=_rate_spread(triad_s))
+
+
+def _rate_spread(seconds: list[float]) -> float | None:
+    """The spread of the rates (bytes are the same every pass: rate is 1 / seconds)."""
+    return spread([1.0 / s for s in seconds if s > 0])

@@ -8,7 +8,10 @@ time that many all-reduces of one float32 buffer: 256 MiB on GPUs (nccl-tests' l
 regime; ``all_reduce_perf -b 256M -e 256M``), 16 MiB on the CPU (gloo over loopback on a few
 cores; the output states the size). Figures as nccl-tests gives them (its PERFORMANCE.md):
 ``algbw = bytes / time`` of one all-reduce (the slowest rank's mean), ``busbw = algbw x
-2(n-1)/n``, decimal GB/s. The first warm-up all-reduce is checked (each rank contributes
+2(n-1)/n``, decimal GB/s. The timed all-reduces run in up to ``SPREAD_BLOCKS`` blocks, each
+timed to a synchronisation: ``busbw_gbps_spread`` is (max - min) / median of the blocks'
+busbw (each block as slow as its slowest rank), the figure's run-to-run noise floor; None
+with one block. The first warm-up all-reduce is checked (each rank contributes
 rank+1, every element must read n(n+1)/2).
 
 A hung NCCL ignores Python timeouts, so the launcher, which never imports torch, enforces
@@ -43,6 +46,7 @@ from collections import Counter
 from typing import IO, Any, Iterable
 
 from probes.kernels._cli import OneLineParser
+from probes.kernels.spread import spread
 
 GPU_BYTES = 256 << 20
 CPU_BYTES = 16 << 20
@@ -57,6 +61,7 @@ HOLD_S = 3600.0  # --hold-rank: that rank sleeps this long before its rendezvous
 EVENT_BYTES = 64 << 10  # what a worker may print: a few events of ~100 bytes
 NCCL_LOG_BYTES = 1 << 20  # the head of each worker's NCCL log: channel lines come first
 KILL_WAIT_S = 5.0
+SPREAD_BLOCKS = 5  # the timed all-reduces are timed in this many blocks, for their spread
 
 # "host:1234:1250 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"; the brackets hold
 # the CUDA device (older NCCL) or the bus id (2.12+, "0[1b000]"); net channels add [send].
@@ -97,6 +102,24 @@ def chosen_transport(counts: dict[str, int]) -> str | None:
 
 
 # ---- the worker: one rank ----------------------------------------------------------------
+
+def block_sizes(count: int, blocks: int = SPREAD_BLOCKS) -> list[int]:
+    """``count`` all-reduces split into up to ``blocks`` timed blocks, as even as they go:
+    each block ends with a synchronisation, which one large all-reduce's time dwarfs."""
+    blocks = max(1, min(blocks, count))
+    size, extra = divmod(count, blocks)
+    return [size + (1 if i < extra else 0) for i in range(blocks)]
+
+
+def _block_spread(done: list[dict], nbytes: int, world: int) -> float | None:
+    """The spread of busbw over the timed blocks, each block as slow as its slowest rank; None
+    where there was one block or a rank gave no block times."""
+    columns: list[list] = [c for c in (d.get("block_s") for d in done) if isinstance(c, list) and c]
+    if not columns or len(columns) != len(done) or len({len(c) for c in columns}) != 1:
+        return None
+    slowest = [max(float(c[i]) for c in columns) for i in range(len(columns[0]))]
+    return spread([bus_bandwidth(nbytes / s / 1e9, world) for s in slowest if s > 0])
+
 
 def _emit(rank: int, **event: Any) -> None:
     sys.stdout.write(json.dumps({"rank": rank, **event}) + "\n")
@@ -155,13 +178,18 @@ def worker(rank: int, world: int, device: str, port: int, nbytes: int, warmup: i
         dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
         count = int(agreed.item())
         enter("timed")
+        blocks = []  # seconds per all-reduce, block by block (the spread's repeats)
         t0 = time.perf_counter()
-        for _ in range(count):
-            dist.all_reduce(x)
-        sync()
+        for size in block_sizes(count):
+            start = time.perf_counter()
+            for _ in range(size):
+                dist.all_reduce(x)
+            sync()
+            blocks.append((time.perf_counter() - start) / size)
         elapsed = time.perf_counter() - t0
         steps_s[step] = round(time.perf_counter() - began, 4)
-        _emit(rank, done={"seconds": elapsed / count, "iterations": count, "steps_s": steps_s})
+        _emit(rank, done={"seconds": elapsed / count, "iterations": count, "steps_s": steps_s,
+                          "block_s": blocks})
         dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 -- the child's boundary: any failure is reported, named
         _emit(rank, error=f"{type(exc).__name__}: {str(exc)[:300]}", step=step)
@@ -404,7 +432,7 @@ def _result(devices: list[str], nbytes: int, ranks: list[_Rank], outcome: str,
     algbw = nbytes / seconds / 1e9
     out.update(seconds=seconds, iterations=min(int(d["iterations"]) for d in done),
                algbw_gbps=round(algbw, 3), busbw_gbps=round(bus_bandwidth(algbw, world), 3),
-               steps_s=steps)
+               busbw_gbps_spread=_block_spread(done, nbytes, world), steps_s=steps)
     return out
 
 

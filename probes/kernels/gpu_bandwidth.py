@@ -1,7 +1,8 @@
 """GPU copy micro-kernels (torch): device memory, host<->device (pinned, pageable), peer to peer.
 
 Each kernel warms up, then times ``repeats`` copies one by one and reports the median, in
-decimal GB/s (1e9 B/s). Timing: CUDA events on a GPU (the copy's own time on the device),
+decimal GB/s (1e9 B/s), and the run-to-run ``spread`` of the copies' rates ((max - min) /
+median, a fraction; None after one copy): the figure's noise floor. Timing: CUDA events on a GPU (the copy's own time on the device),
 ``time.perf_counter`` on the CPU (where the same code runs in the tests) and for peer copies
 (which span two devices' streams; timed to both devices' synchronisation). Every loop stops at
 ``budget_s`` whatever the repeat count. How the figures count bytes:
@@ -28,6 +29,7 @@ import time
 from typing import Callable
 
 from probes.kernels._cli import OneLineParser
+from probes.kernels.spread import spread
 
 GPU_BYTES = 256 << 20
 CPU_BYTES = 32 << 20
@@ -56,7 +58,8 @@ def _timer(device: str) -> Callable[[Callable[[], object]], float]:
 
 def median_gbps(op: Callable[[], object], nbytes_counted: int, device: str, warmup: int = 3,
                 repeats: int = 10, budget_s: float = 5.0) -> dict:
-    """Warm up, then the median of up to ``repeats`` timed calls within ``budget_s``."""
+    """Warm up, then the median of up to ``repeats`` timed calls within ``budget_s``, and the
+    spread of their rates."""
     timed = _timer(device)
     for _ in range(warmup):
         timed(op)
@@ -65,8 +68,10 @@ def median_gbps(op: Callable[[], object], nbytes_counted: int, device: str, warm
     while len(samples) < repeats and (not samples or time.perf_counter() < deadline):
         samples.append(timed(op))
     seconds = statistics.median(samples)
+    # a copy timed at 0 s (a coarse clock) has no rate: it is left out of the spread
+    rates = [nbytes_counted / s for s in samples if s > 0]
     return {"gbps": round(nbytes_counted / seconds / 1e9, 2), "median_s": seconds,
-            "repeats": len(samples), "bytes": nbytes_counted}
+            "repeats": len(samples), "bytes": nbytes_counted, "spread": spread(rates)}
 
 
 def device_copy(device: str, nbytes: int, **kw) -> dict:

@@ -20,7 +20,8 @@ Cost is bounded, since a VM may report its host's whole L3 (480 MiB: arrays of 1
   (see _map_arrays).
 - That fill is the warm-up; then timed (copy, triad) passes run until ``repeats`` are done or
   ``budget_s`` has passed, whichever comes first, but at least ``MIN_REPEATS``; the best
-  (fastest) pass of each kernel is reported, as STREAM does.
+  (fastest) pass of each kernel is reported, as STREAM does, with the spread of all the
+  passes' rates ((max - min) / median): the figure's run-to-run noise floor.
 
 A sample of the results is checked against the same recurrence replayed on scalars (STREAM's
 ``checkSTREAMresults``). While the timed passes run, the CPU time that other processes (and
@@ -103,7 +104,9 @@ def measure(
     Keys: backend, device, threads, dtype, array_bytes (per array, as allocated: elements * 8),
     elements, repeats (timed passes that ran: at most ``repeats``, fewer when ``budget_s`` ran
     out, never under MIN_REPEATS or ``repeats`` if smaller), copy_gbps, triad_gbps,
-    copy_best_s, triad_best_s, triad_passes (memory passes the backend's triad really makes:
+    copy_best_s, triad_best_s, copy_gbps_spread and triad_gbps_spread (each kernel's run-to-run
+    spread over the timed passes: (max - min) / median of the passes' rates, a fraction; None
+    after one pass), triad_passes (memory passes the backend's triad really makes:
     3, as STREAM counts), triad_scalar (q in a = b + q * c: 3 on torch, 1 on numpy), simd (the
     loops that ran: numpy's enabled dispatch targets or "baseline ...", torch's CPU capability;
     None on a GPU), valid, huge_pages (MADV_HUGEPAGE was accepted; None on a GPU), timed_s
@@ -144,6 +147,8 @@ def measure(
         "triad_gbps": TRIAD_BYTES_PER_ELEMENT * elements / run.triad_best_s / 1e9,
         "copy_best_s": run.copy_best_s,
         "triad_best_s": run.triad_best_s,
+        "copy_gbps_spread": run.copy_spread,
+        "triad_gbps_spread": run.triad_spread,
         "triad_passes": 3,
         "triad_scalar": NUMPY_SCALAR if backend == "numpy" else SCALAR,
         "simd": run.simd,

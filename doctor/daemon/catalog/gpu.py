@@ -10,6 +10,8 @@ from doctor.daemon.catalog.rows import (GBPS, MHZ, MIB, Table, counter, each, ga
 GPU = L.gpu()
 PAIR = L.fields("gpu_a=a", "gpu_b=b")
 SENTENCE = "a sentence for people, shown by the scan and kept in its JSON report"
+SPREAD = ("the figure's run-to-run spread within one measurement: the noise floor llm-doctor "
+          "diff holds a change to (the figure graphed over beats shows its spread)")
 
 # nvmlClocksEventReasons (nvml.h: nvmlClocksEventReasonGpuIdle 0x1 ... DisplayClockSetting
 # 0x100), with the names nvidia-smi -q prints; the same table as probes/gpu/thermal_power.py's
@@ -301,6 +303,8 @@ TABLES = (
               "Pinned host-to-device over the capable link's ceiling"),
         unexported("gpus.cpus", "the CPUs the kernel ran on: the GPU's affinity, "
                    "llm_doctor_gpu_cpu_affinity_info"),
+        *(unexported(f"gpus.{figure}_gbps_spread", SPREAD) for figure in
+          ("d2d", "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")),
         missing("gpus.missing", "gpu_bandwidth_value_missing", "gpu.bandwidth"),
         each("peers", PAIR),
         gauge("peers.gbps", "gpu_peer_copy_bytes_per_second", "Peer-to-peer copy bandwidth", GBPS),
@@ -335,6 +339,7 @@ TABLES = (
         of("counts", "groups.transports", "gpu_allreduce_channels",
            "NCCL's channel connections per transport", "transport"),
         unexported("groups.ceiling_source", "the ceiling's arithmetic, for people"),
+        unexported("groups.busbw_gbps_spread", SPREAD),
         unexported("groups.failure", f"why the run failed: {SENTENCE}"),
         unexported("groups.size_note", f"why the size is not 256 MiB (the CPU): {SENTENCE}"),
         gauge("groups.limit_s", "gpu_allreduce_limit_seconds", "The hard limit it ran under"),

@@ -179,5 +179,8 @@ TABLES = (
         gauge("other_busy_cores", "host_memory_bandwidth_other_busy_cores",
               "Cores other processes kept busy during the passes (/proc/stat)"),
         unexported("ceiling_reason", f"why there is no ceiling: {SENTENCE}"),
+        *(unexported(f"{figure}_gbps_spread", "the figure's run-to-run spread over the timed "
+                     "passes: the noise floor llm-doctor diff holds a change to (the figure "
+                     "graphed over beats shows its spread)") for figure in ("copy", "triad")),
     )),
 )

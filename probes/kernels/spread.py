@@ -1,0 +1,34 @@
+"""Run-to-run spread of a repeated measurement: the noise floor a comparison holds it to."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+
+def spread(values: Sequence[float]) -> float | None:
+    """(max - min) / median of the repeats, a fraction; None with fewer than two repeats (one
+    run has no spread, which is not a spread of zero) or a median that is not positive.
+
+    The range, not the standard deviation: with 2-10 repeats it is what was seen, and a
+    change smaller than it is inside what the same host gives twice running.
+    """
+    if len(values) < 2:
+        return None
+    middle = statistics.median(values)
+    if not middle > 0:
+        return None
+    return round((max(values) - min(values)) / middle, 4)
+
+
+def read_spread(value: object) -> float | None:
+    """A spread as a kernel's result (or a recording of one) holds it: a finite fraction of
+    zero or more, else None. Recordings from before the kernels reported one have none."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past float's range
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
