@@ -341,6 +341,9 @@ from doctor.commands.daemon import daemon, report, rules_export  # noqa: E402 (t
 cli.add_command(daemon)
 cli.add_command(report)
 rules.add_command(rules_export)
+from doctor.commands.diff import diff  # noqa: E402
+
+cli.add_command(diff)
 
 
 def main() -> None:
