@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.diff.facts import Records
+from doctor.redact import redact_text
 
 SAME_HOST, DIFFERENT, UNPROVEN = "same", "different", "unproven"
 STRONG = (("machine_id", "machine id"), ("product_uuid", "DMI product UUID"))
@@ -98,7 +99,8 @@ def comparability(before: dict[str, Any], after: dict[str, Any], rb: Records, ra
                    f"scan both sides at one level (--level)")
     mb, ma = models(rb), models(ra)
     if mb and ma and mb != ma:
-        why.append(f"the models differ ({', '.join(sorted(mb))} and {', '.join(sorted(ma))})")
+        why.append(redact_text(f"the models differ ({', '.join(sorted(mb))} and "
+                               f"{', '.join(sorted(ma))})"))
     sb, sa = engine_state(rb), engine_state(ra)
     if {sb, sa} == {"idle", "under load"}:
         why.append(f"the engine is {sb} before and {sa} after: compare idle with idle, "
