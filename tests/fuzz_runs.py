@@ -247,6 +247,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "endpoint": _kind("fuzz_endpoint", "try_endpoint"),
     "report": _kind("fuzz_report", "try_report"),
     "engine-pages": _kind("fuzz_engine_pages", "try_engine_pages"),
+    "diff": _kind("fuzz_diff", "try_diff"),
 }
 
 

@@ -48,7 +48,15 @@ def _secret(value: Any) -> bool:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _ratio(before: Any, after: Any) -> float | None:
+    if _number(before) and _number(after) and before != 0:
+        return round(after / before, 4)
+    return None
 
 
 def _argv(reading: Reading, before: Any, after: Any) -> str:
@@ -100,7 +108,7 @@ def _fact(fid: str, b: Reading | None, a: Reading | None, rb: Records, ra: Recor
         return Fact(**base, status=INCOMPLETE, before=vb, after=va,
                     note=f"{one.probe} did not report it {'before' if vb is None else 'after'}")
     numbers = _number(vb) and _number(va)
-    ratio = round(float(va) / float(vb), 4) if numbers and vb != 0 else None
+    ratio = _ratio(vb, va)
     if kind in MEASURED and numbers:
         assert vb is not None and va is not None  # numbers, both
         if not judge_numbers:

@@ -10,6 +10,7 @@ memory in use by the engine) are left out: they are the scan's business, not the
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
@@ -38,17 +39,23 @@ class Records:
         return [row for row in value if isinstance(row, dict)] if isinstance(value, list) else []
 
     def gpu(self, index: Any) -> str:
-        return f"gpu[{self.gpu_names.get(index, f'#{index}')}]"
+        return f"gpu[{self.gpu_names.get(as_key(index), f'#{as_key(index)}')}]"
 
     def engine_of_pid(self, pid: Any, fallback: str) -> str:
-        return f"engine[{self.engine_names.get(pid, fallback)}]"
+        return f"engine[{self.engine_names.get(as_key(pid), fallback)}]"
+
+
+def as_key(value: Any) -> Any:
+    """A record's index or pid as a dict key: a scalar as it is, anything else (a list in a
+    hand-made saved scan) as its text."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
 
 
 def _gpu_names(inventory: Data) -> dict[Any, str]:
     names = {}
     for gpu in inventory.get("gpus", []) if isinstance(inventory.get("gpus"), list) else []:
         if isinstance(gpu, dict) and isinstance(gpu.get("uuid"), str) and gpu["uuid"]:
-            names[gpu.get("index")] = gpu["uuid"]
+            names[as_key(gpu.get("index"))] = gpu["uuid"]
     return names
 
 
@@ -68,7 +75,7 @@ def _engine_names(discovery: Data) -> dict[Any, str]:
     names = {}
     for engine in discovery.get("engines", []) if isinstance(discovery.get("engines"), list) else []:
         if isinstance(engine, dict) and engine.get("pid") is not None:
-            names[engine["pid"]] = engine_name(engine.get("kind"), engine.get("base_url"))
+            names[as_key(engine["pid"])] = engine_name(engine.get("kind"), engine.get("base_url"))
     return names
 
 
@@ -94,7 +101,9 @@ def _fields(prefix: str, family: str, probe: str, row: Data, names: dict[str, st
 
 def _spread(row: Data, key: str) -> float | None:
     value = row.get(f"{key}_spread")
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 # --------------------------------------------------------------------------- GPU
@@ -195,7 +204,8 @@ def host_facts(r: Records) -> Iterator[Reading]:
         "model": "CPU model", "logical_cpus": "logical CPUs", "sockets": "sockets",
         "numa_nodes": "NUMA nodes", "energy_preference_counts": "energy preference (CPUs each)"})
     if "governor_counts" in cpu:
-        counts = cpu["governor_counts"] if isinstance(cpu["governor_counts"], dict) else {}
+        given = cpu["governor_counts"] if isinstance(cpu["governor_counts"], dict) else {}
+        counts = {g: n for g, n in given.items() if isinstance(n, int) and not isinstance(n, bool)}
         # the governor most CPUs run: one name a person compares, the counts beside it
         top = max(counts, key=lambda g: (counts[g], g)) if counts else None
         yield Reading("host.cpu.governor", "host", "CPU frequency governor (most CPUs)", top, CONFIG,
@@ -277,7 +287,8 @@ def _latency(r: Records) -> Iterator[Reading]:
     for engine in r.rows("engine.metrics", "engines"):
         at = f"engine[{engine_name(engine.get('kind'), engine.get('endpoint'))}]"
         samples = engine.get("latency_requests")
-        count = int(samples) if isinstance(samples, (int, float)) and not isinstance(samples, bool) else None
+        count = int(samples) if isinstance(samples, (int, float)) and not isinstance(samples, bool) \
+            and math.isfinite(samples) else None
         for name, label in LATENCIES.items():
             for p in ("p50", "p95", "p99"):
                 key = f"{name}_{p}_s"
