@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from doctor import display
@@ -50,6 +51,39 @@ def rows(diff: Diff) -> list[Fact]:
     """The changes, then the facts read on one side only (INCOMPLETE), for the tables."""
     return [f for f in diff.facts if f.status not in ("same",)
             and (f.status != INCOMPLETE or f.before is not None or f.after is not None)]
+
+
+_ENTITY = re.compile(r"^([a-z.]+\[[^\]]*\])\.")
+
+
+def grouped(diff: Diff) -> list[tuple[Fact, int]]:
+    """The changes for a table, with an entity that came or went whole (an engine started,
+    a GPU gone) as one row: (its first fact, how many facts it stands for). The JSON keeps
+    every fact."""
+    changes = list(diff.changes)
+    whole: dict[str, str] = {}
+    for entity in {m.group(1) for f in changes if (m := _ENTITY.match(f.id))}:
+        states = {f.status for f in diff.facts if f.id.startswith(entity + ".")} - {INCOMPLETE}
+        if len(states) == 1 and states <= {ADDED, REMOVED}:
+            whole[entity] = states.pop()
+    out: list[tuple[Fact, int]] = []
+    seen: set[str] = set()
+    for fact in changes:
+        m = _ENTITY.match(fact.id)
+        entity = m.group(1) if m else ""
+        if entity in whole:
+            if entity not in seen:
+                seen.add(entity)
+                n = sum(1 for f in changes if f.id.startswith(entity + "."))
+                out.append((fact, n))
+            continue
+        out.append((fact, 1))
+    return out
+
+
+def entity_of(fact: Fact) -> str:
+    m = _ENTITY.match(fact.id)
+    return m.group(1) if m else fact.id
 
 
 def change_text(fact: Fact) -> str:

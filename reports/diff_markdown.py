@@ -5,7 +5,7 @@ through the scan's own filters (reports/markdown.py: ``mdtext``, ``mdcode``)."""
 from __future__ import annotations
 
 from doctor.diff.model import INCOMPLETE, Diff
-from reports.diff_common import change_text, counts, figure, status_word
+from reports.diff_common import change_text, counts, entity_of, figure, grouped, status_word
 from reports.markdown import mdcode, mdtext
 
 
@@ -25,7 +25,11 @@ def render(diff: Diff, verbose: bool = False) -> str:
     out += ["## What changed", ""]
     if changes:
         out += ["| status | fact | change | ratio | causes |", "|---|---|---|---|---|"]
-        for fact in changes:
+        for fact, many in grouped(diff):
+            if many > 1:  # an engine, GPU or model that came or went whole
+                out.append(f"| {mdtext(status_word(fact))} | {mdcode(entity_of(fact), True)} | "
+                           f"{many} facts {fact.status} | | |")
+                continue
             out.append(f"| {mdtext(status_word(fact))} | {mdcode(fact.id, True)} {mdtext(fact.label)} | "
                        f"{mdtext(change_text(fact))} | {mdtext(figure(fact))} | "
                        f"{mdtext(', '.join(fact.causes))} |")

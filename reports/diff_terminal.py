@@ -12,7 +12,7 @@ from rich.text import Text
 
 from doctor.diff.model import IMPROVEMENT, INCOMPLETE, NO_CHANGE, NOT_COMPARABLE, REGRESSION, Diff
 from reports.common import show
-from reports.diff_common import change_text, counts, figure, status_word
+from reports.diff_common import change_text, counts, entity_of, figure, grouped, status_word
 
 STYLE = {REGRESSION: "bold red", IMPROVEMENT: "bold green", NO_CHANGE: "bold green",
          NOT_COMPARABLE: "bold yellow"}
@@ -35,7 +35,11 @@ def render(diff: Diff, console: Console, verbose: bool = False) -> None:
         table = Table(title="What changed (best explanation first)", show_lines=False, expand=False)
         for column in ("status", "fact", "change", "ratio", "causes"):
             table.add_column(column, overflow="fold")
-        for fact in changes:
+        for fact, many in grouped(diff):
+            if many > 1:  # an engine, GPU or model that came or went whole
+                table.add_row(Text(status_word(fact)), Text(show(entity_of(fact))),
+                              Text(f"{many} facts {fact.status}"), Text(""), Text(""))
+                continue
             table.add_row(Text(status_word(fact)), Text(f"{show(fact.id)}\n{show(fact.label)}"),
                           Text(change_text(fact)), Text(figure(fact)),
                           Text(show(", ".join(fact.causes))))

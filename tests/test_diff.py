@@ -208,3 +208,45 @@ def test_a_secret_that_changed_reads_changed_and_neither_value():
     for text in (markdown(diff), to_json(diff)):
         assert "OLD0000000001" not in text and "NEW9999999999" not in text
         assert "changed (neither value is shown)" in text or '"secret"' in text
+
+
+def test_a_driver_change_alone_is_a_change_at_warning():
+    before, after = saved("l40s-8x-acs-off"), saved("l40s-8x-acs-off")
+    probe(after, "gpu.inventory")["driver_version"] = "570.86.15"
+    diff = compare(before, after)
+    assert (diff.verdict, diff.exit_code) == (NO_CHANGE, 1)
+    assert [f.id for f in diff.changes] == ["gpu.driver.version"]
+    assert diff.changes[0].causes == ("driver-runtime-mismatch",) and diff.changes[0].direction == ""
+
+
+def test_a_cleared_finding_is_an_improvement():
+    diff = compare(saved("diff-l40s-8x-gpu0-x8"), saved("l40s-8x-acs-off"))
+    assert (diff.verdict, diff.exit_code) == ("improvement likely", 0)
+    assert [d.rule for d in diff.findings if d.state == "cleared"] == ["pcie-link-degraded"]
+
+
+def test_an_engine_that_came_whole_is_one_row_in_the_tables():
+    from reports.diff_common import grouped
+    from reports.diff_markdown import render as markdown
+    before, after = saved("vllm-v1-calm"), saved("vllm-v1-calm")
+    for name in ("engine.discovery", "engine.metrics", "engine.load"):
+        probe(before, name)["engines"] = []
+    for rows in (probe(before, "host.limits")["processes"],):
+        rows[:] = [r for r in rows if r.get("role") == "shell"]
+    diff = compare(before, after)
+    rows = grouped(diff)
+    engine_rows = [(f.id, n) for f, n in rows if f.id.startswith(VLLM)]
+    assert len(engine_rows) == 1 and engine_rows[0][1] > 5
+    assert f"`{VLLM}` | {engine_rows[0][1]} facts added" in markdown(diff)
+
+
+def test_hostile_records_give_a_diff_not_a_crash():
+    before, after = saved("l40s-8x-acs-off"), saved("l40s-8x-acs-off")
+    probe(after, "gpu.inventory")["gpus"][0]["index"] = [0]  # unhashable where a key goes
+    probe(after, "gpu.pcie")["gpus"][1]["index"] = {"a": 1}
+    probe(after, "host.cpu")["governor_counts"] = {"performance": [1], "powersave": "x"}
+    probe(after, "engine.discovery")["engines"][0]["pid"] = [30412]
+    probe(after, "gpu.topology")["pairs"] = "not a list"
+    diff = compare(before, after)
+    assert diff.verdict in (REGRESSION, NO_CHANGE, "improvement likely")
+    jsonschema.validate(diff_dict(diff), SCHEMA)

@@ -107,3 +107,13 @@ def test_a_live_side_takes_the_other_sides_level(cli, tmp_path):
     data, code = diff_json(cli, str(saved), "live", private_pids=True)
     assert data["after"]["level"] == "quick"
     assert [f["id"] for f in data["facts"] if f["status"] == "changed"] == [], data["line"]
+
+
+def test_two_levels_of_one_capture_are_not_comparable(cli, tmp_path):
+    quick = tmp_path / "quick.json"
+    host = str(FIXTURE_HOSTS / "a100-pcie-gen3x8")
+    result = cli("scan", "--replay", host, "--level", "quick", "--format", "json", "-o", str(quick))
+    assert result.returncode in (0, 1, 2), result.stderr
+    data, code = diff_json(cli, host, str(quick))
+    assert (data["verdict"], code, data["comparable"]) == ("not comparable", 3, False)
+    assert "levels differ (standard and quick)" in data["line"]
