@@ -250,3 +250,30 @@ def test_hostile_records_give_a_diff_not_a_crash():
     diff = compare(before, after)
     assert diff.verdict in (REGRESSION, NO_CHANGE, "improvement likely")
     jsonschema.validate(diff_dict(diff), SCHEMA)
+
+
+def test_other_processes_arguments_never_appear_even_when_they_changed():
+    before, after = saved("vllm-v1-calm"), saved("vllm-v1-calm")
+    for report, word in ((before, "--db-url PLANTED-BEFORE-ARG"), (after, "--db-url PLANTED-AFTER-ARG")):
+        for row in probe(report, "host.cpu_load")["top"]:
+            if row.get("engine") is None:
+                row["cmdline"] = f"/usr/bin/backup-agent {word}"
+    diff = compare(before, after)
+    from reports.diff_markdown import render as markdown
+    from reports.diff_json import render as to_json
+    for text in (markdown(diff), to_json(diff)):
+        assert "PLANTED-" not in text and "backup-agent" not in text
+    assert diff.changes == ()
+
+
+def test_an_ollama_upgrade_is_its_version():
+    before, after = saved("this-vm-epyc-2cpu"), saved("this-vm-epyc-2cpu")
+    for report, version, parallel in ((before, "0.5.7", 4), (after, "0.6.2", 1)):
+        report["probes"].append({"name": "engine.ollama", "status": "ok", "reason": None,
+                                 "duration_s": 0.1, "data": {"engines": [
+                                     {"base_url": "http://127.0.0.1:11434", "pid": 812,
+                                      "version": version, "num_parallel": parallel}]}})
+    diff = compare(before, after)
+    ids = [f.id for f in diff.changes]
+    assert ids == ["engine[ollama@127.0.0.1:11434].num_parallel", "engine[ollama@127.0.0.1:11434].version"]
+    assert diff.changes[0].direction == "worse" and diff.verdict == REGRESSION

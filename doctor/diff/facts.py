@@ -276,6 +276,13 @@ def engine_facts(r: Records) -> Iterator[Reading]:
         yield from _fields(f"{at}.cgroup", "engine", "engine.container", engine, {
             "cpu_quota_cpus": "CPU quota, CPUs", "memory_limit_bytes": "memory limit, bytes",
             "shm_bytes": "/dev/shm size, bytes", "cgroup_version": "cgroup version"})
+    for engine in r.rows("engine.ollama", "engines"):
+        yield from _fields(f"engine[{engine_name('ollama', engine.get('base_url'))}]", "engine",
+                           "engine.ollama", engine, {
+                               "version": "Ollama version (/api/version)",
+                               "num_parallel": "OLLAMA_NUM_PARALLEL", "context_length": "OLLAMA_CONTEXT_LENGTH",
+                               "keep_alive": "OLLAMA_KEEP_ALIVE", "kv_cache_type": "OLLAMA_KV_CACHE_TYPE",
+                               "flash_attention": "OLLAMA_FLASH_ATTENTION"})
     yield from _latency(r)
     yield from _knee(r)
 
@@ -317,7 +324,8 @@ EXTRACTORS: tuple[Callable[[Records], Iterator[Reading]], ...] = (gpu_facts, eng
 
 # What the issue asks to compare that no probe records yet: named in every diff, so that a
 # reader knows the diff is silent about them, not that they are the same.
-NOT_RECORDED = ("the engine's version and full argv (engine.discovery keeps the flags it judges)",
+NOT_RECORDED = ("the engine's version (Ollama's only) and full argv (engine.discovery keeps the "
+                "flags it judges)",
                 "NCCL's version", "the hash of the model's config.json")
 
 

@@ -111,6 +111,10 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     "engine[*].cgroup.cpu_quota_cpus": (("cpu-quota-throttled",), HIGHER),
     "engine[*].cgroup.memory_limit_bytes": (("memory-cgroup-oom",), HIGHER),
     "engine[*].cgroup.shm_bytes": (("shm-too-small",), HIGHER),
+    "engine[*].num_parallel": (("too-few-slots",), HIGHER),
+    "engine[*].context_length": (("prompt-truncation",), None),
+    "engine[*].keep_alive": (("model-reload-thrash",), None),
+    "engine[*].kv_cache_type": (("kv-cache-pressure",), None),
     "engine[*].knee.output_tokens_per_s": (("past-throughput-knee",), HIGHER),
     "engine[*].knee.concurrency": (("past-throughput-knee",), HIGHER),
 }
