@@ -70,7 +70,7 @@ def test_the_daemons_baseline_is_read_beside_the_state_file(cli, tmp_path):
     (lambda d: str(d), "a directory without host.toml is no recorded host"),
     (lambda d: (d / "x.json").write_text("{not json") and str(d / "x.json"), "x.json"),
     (lambda d: (d / "y.json").write_text('{"a": 1}') and str(d / "y.json"), "not an llm-doctor JSON report"),
-    (lambda d: "baseline", "baseline: no state file at"),
+    (lambda d: "baseline", "baseline: no baseline at"),
 ], ids=["absent", "plain-dir", "broken-json", "not-a-scan", "no-baseline"])
 def test_a_bad_side_is_one_line_and_exit_3(cli, tmp_path, make, expected):
     side = make(tmp_path)
@@ -117,3 +117,27 @@ def test_two_levels_of_one_capture_are_not_comparable(cli, tmp_path):
     data, code = diff_json(cli, host, str(quick))
     assert (data["verdict"], code, data["comparable"]) == ("not comparable", 3, False)
     assert "levels differ (standard and quick)" in data["line"]
+
+
+@pytest.mark.parametrize("content,expected", [
+    ("{broken", "baseline.json"),
+    (json.dumps({"kind": "llm-doctor-state", "state_version": 1, "taken_at": time.time() + 86400,
+                 "interval_s": 15.0, "families": {}, "report": {}}), "not an llm-doctor JSON report"),
+], ids=["broken", "no-report"])
+def test_a_broken_baseline_is_refused_in_one_line(cli, tmp_path, content, expected):
+    (tmp_path / "baseline.json").write_text(content)
+    result = cli("diff", "baseline", BASE, "--state-file", str(tmp_path / "state.json"))
+    assert result.returncode == 3 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and lines[0].startswith("llm-doctor: baseline:")
+
+
+def test_a_baseline_from_the_future_is_refused(cli, tmp_path):
+    saved = tmp_path / "scan.json"
+    assert cli("scan", "--replay", BASE, "--format", "json", "-o", str(saved)).returncode == 0
+    state = {"kind": "llm-doctor-state", "state_version": 1, "taken_at": time.time() + 86400,
+             "interval_s": 15.0, "daemon_pid": 1, "evaluations": 1, "families": {},
+             "report": json.loads(saved.read_text())}
+    (tmp_path / "baseline.json").write_text(json.dumps(state))
+    result = cli("diff", "baseline", BASE, "--state-file", str(tmp_path / "state.json"))
+    assert result.returncode == 3 and "in the future" in result.stderr

@@ -43,13 +43,29 @@ def baseline_path(state_file: str) -> Path:
     return Path(state_file).parent / "baseline.json"
 
 
+def state_file_of(given: str | None) -> str:
+    """--state-file, else the config's [daemon] state_file, else the daemon's default."""
+    if given is not None:
+        return given
+    from doctor.config import find_config
+    from doctor.daemon.settings import load_settings
+
+    return load_settings(find_config(None)).state_file
+
+
 def _baseline(state_file: str) -> dict[str, Any]:
+    if not state_file:
+        raise ScanCannotRun("baseline: the config's [daemon] state_file is \"\" (the daemon keeps no "
+                            "state, so no baseline); give --state-file FILE")
     path = baseline_path(state_file)
+    written = (f"'llm-doctor daemon' writes it beside its state file ({state_file}) at its first "
+               f"healthy evaluation and on kill -USR2; --state-file names another")
+    if not os.path.lexists(path):
+        raise ScanCannotRun(f"baseline: no baseline at {path}: {written}")
     found = daemon_state.read(path)
-    # a baseline is old by nature: its age is no reason to refuse it; absent or broken is
+    # a baseline is old by nature: its age is no reason to refuse it; broken or future is
     if found.unknown and (not found.report or found.age_s < -daemon_state.FUTURE_SLACK_S):
-        raise ScanCannotRun(f"baseline: {found.unknown}; the daemon writes {path} at its first "
-                            f"healthy evaluation and on kill -USR2 (its --state-file sets the folder)")
+        raise ScanCannotRun(f"baseline: {found.unknown}")
     return found.report
 
 
@@ -120,8 +136,9 @@ def _text(diff: Diff, fmt: str) -> str:
               help="Compare two hosts that are not one machine (refused otherwise).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
 @click.option("--output", "-o", metavar="FILE", help="Write the diff to FILE instead of stdout.")
-@click.option("--state-file", default=daemon_state.DEFAULT_PATH, show_default=True, metavar="FILE",
-              help="The daemon's state file: 'baseline' is baseline.json in its folder.")
+@click.option("--state-file", default=None, metavar="FILE",
+              help="The daemon's state file: 'baseline' is baseline.json in its folder "
+                   f"(default: the config's [daemon] state_file, else {daemon_state.DEFAULT_PATH}).")
 @click.option("--level", type=click.Choice(Level.names()), default=None,
               help="The level of a 'live' side (default: the other side's, else quick).")
 def diff(before, after, different_hosts, fmt, output, state_file, level) -> None:
@@ -142,7 +159,7 @@ def diff(before, after, different_hosts, fmt, output, state_file, level) -> None
             check_target(output)
         except OSError as exc:
             raise ScanCannotRun(f"{output}: cannot write the diff: {exc.strerror}") from None
-    result = run_diff(before, after, level, state_file, different_hosts)
+    result = run_diff(before, after, level, state_file_of(state_file), different_hosts)
     if fmt == "terminal" and output is None:
         from rich.console import Console
 
