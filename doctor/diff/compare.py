@@ -88,10 +88,11 @@ def _fact(fid: str, b: Reading | None, a: Reading | None, rb: Records, ra: Recor
         present = va if b is None else vb
         if not side_ok or present is None:
             missing = "before" if b is None else "after"
+            status = (rb if b is None else ra).status.get(one.probe) or "did not run"
+            why = (f"{one.probe} holds no value for it on either side" if side_ok
+                   else f"not read {missing}: {one.probe} {status}")
             return Fact(**base, status=INCOMPLETE, before=None if secret else vb,
-                        after=None if secret else va,
-                        note=f"not read {missing}: {one.probe} "
-                             f"{(rb if b is None else ra).status.get(one.probe) or 'did not run'}")
+                        after=None if secret else va, note=why)
         status = ADDED if b is None else REMOVED
         return Fact(**base, status=status, before=None if secret else vb, after=None if secret else va,
                     score=15.0, note=_argv(one, vb, va) if kind == FLAG else "")
