@@ -115,6 +115,11 @@ def _fact(fid: str, b: Reading | None, a: Reading | None, rb: Records, ra: Recor
         if not judge_numbers:
             return Fact(**base, status=INCOMPLETE, before=vb, after=va, ratio=ratio,
                         note="not judged: the states are not comparable")
+        busy = "; ".join(f"{side}: {r.contended}" for side, r in (("before", b), ("after", a))
+                         if r.contended)
+        if busy:  # a contended figure measures the neighbours, not the host
+            return Fact(**base, status=INCOMPLETE, before=vb, after=va, ratio=ratio,
+                        note=f"not judged: measured under contention ({busy})")
         floor = floor_of(kind, (b.spread, a.spread), (b.samples, a.samples),
                          _percentile(fid) if kind == LATENCY else None)
         if not outside(kind, float(vb), float(va), floor):

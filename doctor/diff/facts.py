@@ -11,6 +11,7 @@ memory in use by the engine) are left out: they are the scan's business, not the
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
@@ -189,6 +190,21 @@ def _gpu_memory(r: Records) -> Iterator[Reading]:
 
 # --------------------------------------------------------------------------- host
 
+# checks/host.toml's host-memory-bandwidth-low: a figure taken while other work kept more
+# than a quarter of the kernel's threads busy is contended, and not judged
+MAX_OTHER_BUSY_SHARE = 0.25
+
+
+def _contended(record: Data) -> str:
+    busy, threads = record.get("other_busy_cores"), record.get("threads")
+    if not isinstance(busy, (int, float)) or isinstance(busy, bool) or not math.isfinite(busy):
+        return ""
+    cores = threads if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else 1
+    if busy <= MAX_OTHER_BUSY_SHARE * cores:
+        return ""
+    return f"other work kept {busy:g} of its {cores} threads' cores busy"
+
+
 SYSCTLS = {"fs_file_max": "fs.file-max", "fs_nr_open": "fs.nr_open",
            "net_core_somaxconn": "net.core.somaxconn",
            "net_ipv4_tcp_max_syn_backlog": "net.ipv4.tcp_max_syn_backlog",
@@ -221,10 +237,12 @@ def host_facts(r: Records) -> Iterator[Reading]:
         yield from _fields(f"host.limits[{who}]", "host", "host.limits", proc, {
             "nofile_soft": "open files (soft)", "nofile_hard": "open files (hard)",
             "nproc_soft": "processes (soft)", "memlock_soft_bytes": "locked memory (soft), bytes"})
-    yield from _fields("host.memory_bandwidth", "host", "host.memory_bandwidth",
-                       r.data.get("host.memory_bandwidth", {}), {
-                           "copy_gbps": "host memory STREAM copy, GB/s",
-                           "triad_gbps": "host memory STREAM triad, GB/s"}, BANDWIDTH)
+    stream = r.data.get("host.memory_bandwidth", {})
+    busy = _contended(stream)
+    for reading in _fields("host.memory_bandwidth", "host", "host.memory_bandwidth", stream, {
+            "copy_gbps": "host memory STREAM copy, GB/s",
+            "triad_gbps": "host memory STREAM triad, GB/s"}, BANDWIDTH):
+        yield replace(reading, contended=busy)
     for path in r.rows("host.storage", "paths"):
         at = f"model[{path.get('path')}]"
         yield from _fields(at, "host", "host.storage", path, {

@@ -38,6 +38,7 @@ class Reading:
     samples: int | None = None  # a latency percentile: the requests it was taken over
     spread: float | None = None  # a kernel's run-to-run spread, (max-min)/median, when it gave one
     flag: str = ""  # an engine flag's spelling on the command line: --enforce-eager
+    contended: str = ""  # a measured figure taken while other work held the cores: why
 
 
 @dataclass(frozen=True, slots=True)
