@@ -141,3 +141,14 @@ def test_a_baseline_from_the_future_is_refused(cli, tmp_path):
     (tmp_path / "baseline.json").write_text(json.dumps(state))
     result = cli("diff", "baseline", BASE, "--state-file", str(tmp_path / "state.json"))
     assert result.returncode == 3 and "in the future" in result.stderr
+
+
+def test_a_capture_of_this_machine_against_it_live_changes_nothing(cli, tmp_path):
+    """What a capture keeps is what a live scan reads: its replay and a live quick scan a few
+    seconds later give the same facts, every one (no INCOMPLETE either)."""
+    capture = tmp_path / "here"
+    result = cli("capture", str(capture), "--level", "quick", "--no-progress", private_pids=True)
+    assert result.returncode in (0, 1, 2), result.stderr
+    data, code = diff_json(cli, str(capture), "live", private_pids=True)
+    assert [(f["id"], f["status"]) for f in data["facts"] if f["status"] != "same"] == []
+    assert (data["verdict"], code) == ("no material change", 0), data["line"]
