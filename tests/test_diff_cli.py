@@ -152,3 +152,14 @@ def test_a_capture_of_this_machine_against_it_live_changes_nothing(cli, tmp_path
     data, code = diff_json(cli, str(capture), "live", private_pids=True)
     assert [(f["id"], f["status"]) for f in data["facts"] if f["status"] != "same"] == []
     assert (data["verdict"], code) == ("no material change", 0), data["line"]
+
+
+def test_a_state_file_given_as_a_side_is_its_report(cli, tmp_path):
+    saved = tmp_path / "scan.json"
+    assert cli("scan", "--replay", BASE, "--format", "json", "-o", str(saved)).returncode == 0
+    state = {"kind": "llm-doctor-state", "state_version": 1, "taken_at": time.time() - 3600,
+             "interval_s": 15.0, "daemon_pid": 1, "evaluations": 9, "families": {},
+             "report": json.loads(saved.read_text())}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    data, code = diff_json(cli, str(tmp_path / "state.json"), X8)
+    assert (code, data["changes"]) == (2, [f"{GPU0}.pcie.width"])

@@ -90,11 +90,22 @@ def _resolve(side: _Side, state_file: str) -> None:
                                 f"recorded host; {_HINT}")
         side.report = _scanned(spec, None)
     elif path.is_file():
-        side.report = load_saved(path, ScanCannotRun)
+        side.report = _saved_or_state(path)
     elif os.path.lexists(spec):
         raise ScanCannotRun(f"{side.which} {spec}: neither a regular file nor a directory; {_HINT}")
     else:
         raise ScanCannotRun(f"{side.which} {spec}: no such file or directory; {_HINT}")
+
+
+def _saved_or_state(path: Path) -> dict[str, Any]:
+    """A saved JSON scan, or a state file of the daemon (its report is one), read as such."""
+    try:
+        return load_saved(path, ScanCannotRun)
+    except ScanCannotRun as not_a_scan:
+        found = daemon_state.read(path)
+        if found.report and not (found.unknown and found.age_s < -daemon_state.FUTURE_SLACK_S):
+            return found.report
+        raise not_a_scan from None
 
 
 def run_diff(before: str, after: str, level: str | None, state_file: str,
