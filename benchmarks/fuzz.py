@@ -40,12 +40,14 @@ PROBLEMS = ("traceback", "hang", "read-outside", "found-outside", "found-secret"
 SHARES = {"host": 0.5, "rules": 0.3, "config": 0.2, "plan": 0.1, "daemon": 0.1, "endpoint": 0.2,
           "report": 0.2,
           "engine-pages": 0.2,
-          "npd": 0.1}
+          "npd": 0.1,
+          "diff": 0.2}
 # A rule or config file is checked in milliseconds; one that takes seconds is already wrong.
 FILE_BOUND_S = 5.0
 BOUNDS = {"rules": FILE_BOUND_S, "config": FILE_BOUND_S, "plan": FILE_BOUND_S,
           "report": 10.0,  # report: a page in ~0.3 s
-          "npd": 5.0}
+          "npd": 5.0,
+          "diff": 10.0}
 
 
 def _worker(job: tuple[int, int, float, list[str], float]) -> dict:

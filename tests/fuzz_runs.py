@@ -248,6 +248,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "report": _kind("fuzz_report", "try_report"),
     "engine-pages": _kind("fuzz_engine_pages", "try_engine_pages"),
     "npd": _kind("fuzz_npd", "try_npd"),
+    "diff": _kind("fuzz_diff", "try_diff"),
 }
 
 

@@ -346,6 +346,9 @@ from doctor.commands.npd import npd  # noqa: E402 (node-problem-detector's plugi
 cli.add_command(npd)
 from doctor.commands.slurm import slurm_healthcheck  # noqa: E402
 cli.add_command(slurm_healthcheck)
+from doctor.commands.diff import diff  # noqa: E402
+
+cli.add_command(diff)
 
 
 def main() -> None:

@@ -1,0 +1,192 @@
+"""``llm-doctor diff BEFORE AFTER``: two states of one host compared, with a verdict.
+
+Each side is a capture directory (scanned as ``scan --replay`` does), a saved JSON scan
+(``scan --format json``), ``live`` (this host, scanned now) or ``baseline`` (the daemon's
+first healthy evaluation, ``baseline.json`` beside its state file). A live side is scanned
+at ``--level``, else at the other side's level (one level is what makes them comparable),
+else quick. Exit codes: 0 no material change, 1 changes at warning, 2 regression likely,
+3 could not compare (two different hosts, incomparable states, or a bad side, named).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from doctor.commands.setup import ScanCannotRun, load_setup, open_host, scan_options
+from doctor.daemon import state as daemon_state
+from doctor.diff.compare import compare
+from doctor.diff.model import Diff
+from doctor.model import Level
+from doctor.scan import scan
+from probes.registry import PROBES
+from reports.json_report import load as load_saved
+from reports.json_report import to_dict
+
+FORMATS = ("terminal", "json", "markdown")
+_HINT = ("give a capture directory (llm-doctor capture DIR), a saved JSON scan "
+         "(scan --format json -o FILE), 'live' or 'baseline'")
+
+
+class _Side:
+    def __init__(self, which: str, spec: str) -> None:
+        self.which, self.spec = which, spec
+        self.report: dict[str, Any] | None = None
+
+
+def baseline_path(state_file: str) -> Path:
+    return Path(state_file).parent / "baseline.json"
+
+
+def state_file_of(given: str | None) -> str:
+    """--state-file, else the config's [daemon] state_file, else the daemon's default."""
+    if given is not None:
+        return given
+    from doctor.config import find_config
+    from doctor.daemon.settings import load_settings
+
+    return load_settings(find_config(None)).state_file
+
+
+def _baseline(state_file: str) -> dict[str, Any]:
+    if not state_file:
+        raise ScanCannotRun("baseline: the config's [daemon] state_file is \"\" (the daemon keeps no "
+                            "state, so no baseline); give --state-file FILE")
+    path = baseline_path(state_file)
+    written = (f"'llm-doctor daemon' writes it beside its state file ({state_file}) at its first "
+               f"healthy evaluation and on kill -USR2; --state-file names another")
+    if not os.path.lexists(path):
+        raise ScanCannotRun(f"baseline: no baseline at {path}: {written}")
+    found = daemon_state.read(path)
+    # a baseline is old by nature: its age is no reason to refuse it; broken or future is
+    if found.unknown and (not found.report or found.age_s < -daemon_state.FUTURE_SLACK_S):
+        raise ScanCannotRun(f"baseline: {found.unknown}")
+    return found.report
+
+
+def _scanned(replay: str | None, level: str | None) -> dict[str, Any]:
+    rules, config = load_setup(None)
+    host = open_host(replay)
+    options = scan_options(config, level, host=host, no_requests=replay is None)
+    return to_dict(scan(host, options, PROBES, rules, config))
+
+
+def _resolve(side: _Side, state_file: str) -> None:
+    spec = side.spec
+    if spec == "live":
+        return
+    if spec == "baseline":
+        side.report = _baseline(state_file)
+        return
+    path = Path(spec)
+    if path.is_dir():
+        if not (path / "host.toml").is_file():
+            raise ScanCannotRun(f"{side.which} {spec}: a directory without host.toml is no "
+                                f"recorded host; {_HINT}")
+        side.report = _scanned(spec, None)
+    elif path.is_file():
+        side.report = _saved_or_state(path)
+    elif os.path.lexists(spec):
+        raise ScanCannotRun(f"{side.which} {spec}: neither a regular file nor a directory; {_HINT}")
+    else:
+        raise ScanCannotRun(f"{side.which} {spec}: no such file or directory; {_HINT}")
+
+
+def _saved_or_state(path: Path) -> dict[str, Any]:
+    """A saved JSON scan, or a state file of the daemon (its report is one), read as such."""
+    try:
+        return load_saved(path, ScanCannotRun)
+    except ScanCannotRun as not_a_scan:
+        found = daemon_state.read(path)
+        if found.report and not (found.unknown and found.age_s < -daemon_state.FUTURE_SLACK_S):
+            return found.report
+        raise not_a_scan from None
+
+
+def run_diff(before: str, after: str, level: str | None, state_file: str,
+             different_hosts: bool) -> Diff:
+    sides = _Side("BEFORE", before), _Side("AFTER", after)
+    for side in sides:
+        _resolve(side, state_file)
+    for side, other in (sides, sides[::-1]):
+        if side.report is None:
+            chosen = level or (other.report or {}).get("level") or "quick"
+            side.report = _scanned(None, chosen)
+    b, a = sides[0].report, sides[1].report
+    assert b is not None and a is not None
+    return compare(b, a, (before, after), different_hosts)
+
+
+def _text(diff: Diff, fmt: str) -> str:
+    if fmt == "json":
+        from reports.diff_json import render as to_json
+
+        return to_json(diff)
+    if fmt == "markdown":
+        from reports.diff_markdown import render as to_markdown
+
+        return to_markdown(diff)
+    from rich.console import Console
+
+    from reports.diff_terminal import render as to_terminal
+
+    console = Console(record=True, width=120, file=io.StringIO())
+    to_terminal(diff, console)
+    return console.export_text()
+
+
+@click.command()
+@click.argument("before", metavar="BEFORE")
+@click.argument("after", metavar="AFTER")
+@click.option("--different-hosts", is_flag=True,
+              help="Compare two hosts that are not one machine (refused otherwise).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
+@click.option("--output", "-o", metavar="FILE", help="Write the diff to FILE instead of stdout.")
+@click.option("--state-file", default=None, metavar="FILE",
+              help="The daemon's state file: 'baseline' is baseline.json in its folder "
+                   f"(default: the config's [daemon] state_file, else {daemon_state.DEFAULT_PATH}).")
+@click.option("--level", type=click.Choice(Level.names()), default=None,
+              help="The level of a 'live' side (default: the other side's, else quick).")
+def diff(before, after, different_hosts, fmt, output, state_file, level) -> None:
+    """What changed between two states of this host: BEFORE and AFTER are each a capture
+    directory, a saved JSON scan, 'live' (scan now) or 'baseline' (the daemon's).
+
+    \b
+    llm-doctor diff yesterday.json live          what changed since yesterday's scan
+    llm-doctor diff baseline live                since the daemon last found it healthy
+    llm-doctor diff /tmp/host-a /tmp/host-b --format markdown -o diff.md
+
+    Exit: 0 no material change, 1 changes at warning, 2 regression likely, 3 not compared.
+    """
+    if output:
+        from doctor.output import check_target
+
+        try:
+            check_target(output)
+        except OSError as exc:
+            raise ScanCannotRun(f"{output}: cannot write the diff: {exc.strerror}") from None
+    result = run_diff(before, after, level, state_file_of(state_file), different_hosts)
+    if fmt == "terminal" and output is None:
+        from rich.console import Console
+
+        from reports.diff_terminal import render as to_terminal
+
+        to_terminal(result, Console())
+    else:
+        text = _text(result, fmt)
+        if output:
+            from doctor.output import write_atomic
+
+            try:
+                write_atomic(output, text)
+            except OSError as exc:
+                raise ScanCannotRun(f"{output}: cannot write the diff: {exc.strerror}") from None
+            click.echo(f"diff written to {output}", err=True)
+        else:
+            click.echo(text, nl=False)
+    sys.exit(result.exit_code)

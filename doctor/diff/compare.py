@@ -1,0 +1,241 @@
+"""Two saved scans compared: the facts, the findings, and the verdict.
+
+The verdict, decided in this order:
+
+* ``not comparable`` (exit 3): two different hosts (without ``different_hosts``), or states
+  that cannot be judged against each other (doctor/diff/identity.py); no figure is judged.
+* ``regression likely`` (exit 2): a measured figure worse beyond its noise floor, a finding
+  raised at warning or above, or a setting changed the way its cause names as bad (a PCIe
+  width down, ``--enforce-eager`` added, swappiness up).
+* ``improvement likely`` (exit 0): none of those, and a figure better beyond its floor, a
+  finding cleared, or a setting changed the good way.
+* ``no material change``: exit 0, or 1 when a fact that bears on a cause changed with no
+  known good way (a driver version): a change at warning, for a person to read.
+
+The changes are ordered by how well each explains the difference: a measured figure first
+(it is the difference), then a change linked to a cause of a finding raised or cleared,
+then one in its cause's bad or good direction, then one that bears on a cause, then the
+rest; within a rank the larger ratio first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from doctor.diff import identity as ident
+from doctor.diff.facts import NOT_RECORDED, Records, readings
+from doctor.diff.links import link
+from doctor.diff.model import (ADDED, CHANGED, FLAG, IMPROVEMENT, INCOMPLETE, NO_CHANGE,
+                               NOT_COMPARABLE, REGRESSION, REMOVED, SAME, SECRET, Diff, Fact,
+                               FindingDelta, Reading, Side)
+from doctor.diff.noise import LATENCY, MEASURED, floor_of, outside
+from doctor.redact import MASK, redact_text
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+
+def _percentile(fact_id: str) -> float | None:
+    for p, q in (("_p99_", 0.99), ("_p95_", 0.95), ("_p50_", 0.5)):
+        if p in fact_id:
+            return q
+    return None
+
+
+def _secret(value: Any) -> bool:
+    return isinstance(value, str) and (MASK in value or redact_text(value) != value)
+
+
+def _number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _ratio(before: Any, after: Any) -> float | None:
+    if _number(before) and _number(after) and before != 0:
+        return round(after / before, 4)
+    return None
+
+
+def _argv(reading: Reading, before: Any, after: Any) -> str:
+    """The flag's change as an argv diff: ``+ --enforce-eager``, ``- --block-size 16``."""
+    def words(value: Any) -> str:
+        if value is True:
+            return reading.flag
+        return f"{reading.flag} {value}"
+    out = []
+    if before not in (None, False):
+        out.append(f"- {words(before)}")
+    if after not in (None, False):
+        out.append(f"+ {words(after)}")
+    return "; ".join(out)
+
+
+def _fact(fid: str, b: Reading | None, a: Reading | None, rb: Records, ra: Records,
+          judge_numbers: bool) -> Fact:
+    one = a or b
+    assert one is not None
+    causes, good = link(fid)
+    kind = one.kind
+    vb, va = (b.value if b else None), (a.value if a else None)
+    secret = _secret(vb) or _secret(va)
+    base: dict[str, Any] = dict(id=redact_text(fid), family=one.family, label=one.label,
+                kind=SECRET if secret else kind, causes=causes)
+    if b is None or a is None:
+        side_ok = (ra if b is None else rb).status.get(one.probe) == "ok"
+        present = va if b is None else vb
+        if not side_ok or present is None:
+            missing = "before" if b is None else "after"
+            status = (rb if b is None else ra).status.get(one.probe) or "did not run"
+            why = (f"{one.probe} holds no value for it on either side" if side_ok
+                   else f"not read {missing}: {one.probe} {status}")
+            return Fact(**base, status=INCOMPLETE, before=None if secret else vb,
+                        after=None if secret else va, note=why)
+        status = ADDED if b is None else REMOVED
+        return Fact(**base, status=status, before=None if secret else vb, after=None if secret else va,
+                    score=15.0, note=_argv(one, vb, va) if kind == FLAG else "")
+    if vb == va:
+        return Fact(**base, status=SAME, before=None if secret else vb, after=None if secret else va)
+    if secret:
+        return Fact(**base, status=CHANGED, before=None, after=None, score=30.0 if causes else 20.0,
+                    note="a secret: changed (neither value is shown)")
+    if kind == FLAG and (vb is None or va is None):
+        return Fact(**base, status=ADDED if vb is None else REMOVED, before=vb, after=va,
+                    direction=good.direction(vb, va) if good else "", score=0.0,
+                    note=_argv(one, vb, va))
+    if (vb is None) != (va is None):
+        return Fact(**base, status=INCOMPLETE, before=vb, after=va,
+                    note=f"{one.probe} did not report it {'before' if vb is None else 'after'}")
+    numbers = _number(vb) and _number(va)
+    ratio = _ratio(vb, va)
+    if kind in MEASURED and numbers:
+        assert vb is not None and va is not None  # numbers, both
+        if not judge_numbers:
+            return Fact(**base, status=INCOMPLETE, before=vb, after=va, ratio=ratio,
+                        note="not judged: the states are not comparable")
+        busy = "; ".join(f"{side}: {r.contended}" for side, r in (("before", b), ("after", a))
+                         if r.contended)
+        if busy:  # a contended figure measures the neighbours, not the host
+            return Fact(**base, status=INCOMPLETE, before=vb, after=va, ratio=ratio,
+                        note=f"not judged: measured under contention ({busy})")
+        floor = floor_of(kind, (b.spread, a.spread), (b.samples, a.samples),
+                         _percentile(fid) if kind == LATENCY else None)
+        if not outside(kind, float(vb), float(va), floor):
+            return Fact(**base, status=SAME, before=vb, after=va, ratio=ratio, floor=floor)
+        direction = good.direction(vb, va) if good else ""
+        return Fact(**base, status=CHANGED, before=vb, after=va, ratio=ratio, floor=floor,
+                    direction=direction)
+    direction = good.direction(vb, va) if good else ""
+    return Fact(**base, status=CHANGED, before=vb, after=va, ratio=ratio, direction=direction,
+                note=_argv(one, vb, va) if kind == FLAG else "")
+
+
+def _score(fact: Fact, raised_or_cleared: set[str]) -> float:
+    if fact.status in (SAME, INCOMPLETE):
+        return 0.0
+    magnitude = abs(math.log(fact.ratio)) if fact.ratio and fact.ratio > 0 else 0.0
+    if fact.kind in MEASURED:
+        return 100.0 + min(magnitude, 5.0)
+    if set(fact.causes) & raised_or_cleared:
+        return 80.0 + min(magnitude, 5.0)
+    if fact.direction:
+        return 60.0 + min(magnitude, 5.0)
+    if fact.causes:
+        return 40.0 + min(magnitude, 5.0)
+    return 20.0 if fact.status == CHANGED else 15.0
+
+
+def _findings(before: dict[str, Any], after: dict[str, Any]) -> tuple[FindingDelta, ...]:
+    def index(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(str(f.get("rule")), str(f.get("key", ""))): f for f in report.get("findings", [])}
+    fb, fa = index(before), index(after)
+    out = []
+    for key in sorted(fb.keys() | fa.keys()):
+        f = fa.get(key) or fb[key]
+        state = "unchanged" if key in fb and key in fa else ("raised" if key in fa else "cleared")
+        if state == "unchanged" and SEVERITY_RANK.get(str(fa[key].get("severity")), 0) > \
+                SEVERITY_RANK.get(str(fb[key].get("severity")), 0):
+            state = "raised"  # a warning become critical is a new problem
+        out.append(FindingDelta(redact_text(key[0]), redact_text(key[1]), str(f.get("cause", "")),
+                                state, str(f.get("severity", "")), redact_text(str(f.get("title", "")))))
+    order = {"raised": 0, "cleared": 1, "unchanged": 2}
+    return tuple(sorted(out, key=lambda d: (order[d.state], -SEVERITY_RANK.get(d.severity, 0), d.rule)))
+
+
+def _side(report: dict[str, Any], source: str, records: Records) -> Side:
+    host = report.get("host", {})
+    return Side(redact_text(source), redact_text(str(host.get("hostname", "?"))),
+                str(report.get("level", "?")), str(report.get("started_at", "?")),
+                ident.engine_state(records))
+
+
+def _shown(value: Any) -> str:
+    return "absent" if value is None else redact_text(str(value))
+
+
+def first_line(fact: Fact) -> str:
+    """A change as one line: its id, and what it went from and to."""
+    if fact.note and fact.kind != SECRET and fact.status in (ADDED, REMOVED) and fact.note.startswith(("+", "-")):
+        return f"{fact.id}: {fact.note}"
+    if fact.kind == SECRET:
+        return f"{fact.id}: changed"
+    if fact.status == ADDED:
+        return f"{fact.id}: added ({_shown(fact.after)})"
+    if fact.status == REMOVED:
+        return f"{fact.id}: removed (was {_shown(fact.before)})"
+    ratio = f", x{fact.ratio:g}" if fact.ratio is not None and fact.kind in MEASURED else ""
+    return f"{fact.id}: {_shown(fact.before)} -> {_shown(fact.after)}{ratio}"
+
+
+def compare(before: dict[str, Any], after: dict[str, Any], sources: tuple[str, str] = ("before", "after"),
+            different_hosts: bool = False) -> Diff:
+    """``before`` and ``after``: saved-scan dicts (reports/json_report.to_dict or load)."""
+    (rb, facts_b), (ra, facts_a) = readings(before), readings(after)
+    sides = _side(before, sources[0], rb), _side(after, sources[1], ra)
+    who, evidence = ident.identity(before, after, rb, ra)
+    findings = _findings(before, after)
+    if who == ident.DIFFERENT and not different_hosts:
+        line = ("two different hosts (" + "; ".join(evidence) + "): "
+                "pass --different-hosts to compare them anyway")
+        return Diff(NOT_COMPARABLE, line, 3, *sides, who, evidence, False, (line,), (), (),
+                    NOT_RECORDED)
+    why = ident.comparability(before, after, rb, ra)
+    facts = [_fact(fid, facts_b.get(fid), facts_a.get(fid), rb, ra, not why)
+             for fid in sorted(facts_b.keys() | facts_a.keys())]
+    moved = {d.cause for d in findings if d.state in ("raised", "cleared")}
+    facts = [_with_score(f, _score(f, moved)) for f in facts]
+    facts.sort(key=lambda f: (-f.score, f.id))
+    if why:
+        return Diff(NOT_COMPARABLE, "not comparable: " + "; ".join(why), 3, *sides, who, evidence,
+                    False, why, tuple(facts), findings, NOT_RECORDED)
+    verdict, line, code = _verdict(facts, findings)
+    return Diff(verdict, line, code, *sides, who, evidence, True, (), tuple(facts), findings,
+                NOT_RECORDED)
+
+
+def _with_score(fact: Fact, score: float) -> Fact:
+    return replace(fact, score=score)
+
+
+def _verdict(facts: list[Fact], findings: tuple[FindingDelta, ...]) -> tuple[str, str, int]:
+    changes = [f for f in facts if f.status not in (SAME, INCOMPLETE)]
+    raised = [d for d in findings if d.state == "raised" and SEVERITY_RANK.get(d.severity, 0) >= 1]
+    cleared = [d for d in findings if d.state == "cleared" and SEVERITY_RANK.get(d.severity, 0) >= 1]
+    worse = [f for f in changes if f.direction == "worse"]
+    better = [f for f in changes if f.direction == "better"]
+    if worse or raised:
+        first = worse[0] if worse and (not raised or worse[0].score >= 60) else None
+        line = first_line(first) if first else f"{raised[0].rule} raised: {raised[0].title}"
+        return REGRESSION, line, 2
+    if better or cleared:
+        line = first_line(better[0]) if better else f"{cleared[0].rule} cleared"
+        return IMPROVEMENT, line, 0
+    bearing = [f for f in changes if f.causes]
+    if bearing:
+        return NO_CHANGE, f"{len(bearing)} change(s) bear on causes, none known to be worse: " \
+                          + first_line(bearing[0]), 1
+    if changes:
+        return NO_CHANGE, f"{len(changes)} change(s), none that bears on a cause: " + first_line(changes[0]), 0
+    return NO_CHANGE, "no fact changed beyond its noise floor, no finding raised or cleared", 0

@@ -1,0 +1,108 @@
+"""Is it one host, and are its two states comparable?
+
+Identity comes from what names the machine rather than what it is called: the machine id
+(/etc/machine-id) and the DMI product UUID when the scan's host holds them, and the GPUs'
+UUIDs (gpu.inventory, from nvmlDeviceGetUUID). A hostname alone proves nothing (a
+reinstalled host keeps it, a fleet's images share it), but hostnames that differ with no
+stronger identifier agreeing mean two hosts. Where no identifier is recorded on both sides
+(a host without a GPU: no probe records the machine id yet), one hostname makes the two
+sides "unproven" and they are compared, saying so.
+
+Comparability: the same level (a quick scan measures nothing a standard one does), the same
+model served, and the engines idle in both or under load in both (a latency percentile of an
+idle engine says nothing against one under load).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from doctor.diff.facts import Records
+from doctor.redact import redact_text
+
+SAME_HOST, DIFFERENT, UNPROVEN = "same", "different", "unproven"
+STRONG = (("machine_id", "machine id"), ("product_uuid", "DMI product UUID"))
+
+
+def gpu_uuids(records: Records) -> set[str]:
+    return set(records.gpu_names.values())
+
+
+def identity(before: dict[str, Any], after: dict[str, Any], rb: Records, ra: Records
+             ) -> tuple[str, tuple[str, ...]]:
+    """(same | different | unproven, the evidence, one line each)."""
+    hb, ha = before.get("host", {}), after.get("host", {})
+    evidence: list[str] = []
+    agree = differ = False
+    for key, name in STRONG:
+        b, a = hb.get(key), ha.get(key)
+        if isinstance(b, str) and isinstance(a, str) and b and a:
+            if b == a:
+                agree = True
+                evidence.append(f"the {name} is the same")
+            else:
+                differ = True
+                evidence.append(f"the {name} differs")
+    ub, ua = gpu_uuids(rb), gpu_uuids(ra)
+    gpus_shared = bool(ub & ua)
+    if ub and ua:
+        if gpus_shared:
+            evidence.append(f"{len(ub & ua)} of {len(ub | ua)} GPU UUIDs are on both sides")
+        else:
+            differ = True
+            evidence.append("no GPU UUID is on both sides")
+    names = (str(hb.get("hostname", "?")), str(ha.get("hostname", "?")))
+    same_name = names[0] == names[1]
+    evidence.append(f"hostname {names[0]}" if same_name else f"hostnames {names[0]} and {names[1]}")
+    if differ:
+        return DIFFERENT, tuple(evidence)
+    if agree:
+        return SAME_HOST, tuple(evidence)
+    if not same_name:
+        if gpus_shared:
+            evidence.append("the GPUs agree but the hostnames do not: GPUs moved, or a renamed host")
+        return DIFFERENT, tuple(evidence)
+    if gpus_shared:
+        return SAME_HOST, tuple(evidence)
+    evidence.append("no machine id, DMI UUID or GPU UUID is recorded on both sides")
+    return UNPROVEN, tuple(evidence)
+
+
+def engine_state(records: Records) -> str:
+    """idle | under load | no engine | unknown, from engine.load and engine.metrics."""
+    if records.status.get("engine.discovery") != "ok":
+        return "unknown"
+    if not records.rows("engine.discovery", "engines"):
+        return "no engine"
+    running: list[float] = []
+    for row in records.rows("engine.load", "engines"):
+        if isinstance(row.get("running"), (int, float)):
+            running.append(row["running"])
+    for row in records.rows("engine.metrics", "engines"):
+        if isinstance(row.get("requests_running"), (int, float)):
+            running.append(row["requests_running"])
+    if not running:
+        return "unknown"
+    return "under load" if any(n > 0 for n in running) else "idle"
+
+
+def models(records: Records) -> set[str]:
+    return {str(e.get("model")) for e in records.rows("engine.discovery", "engines") if e.get("model")}
+
+
+def comparability(before: dict[str, Any], after: dict[str, Any], rb: Records, ra: Records
+                  ) -> tuple[str, ...]:
+    """Why the two states cannot be judged against each other; empty when they can."""
+    why = []
+    if before.get("level") != after.get("level"):
+        why.append(f"the levels differ ({before.get('level')} and {after.get('level')}): "
+                   f"scan both sides at one level (--level)")
+    mb, ma = models(rb), models(ra)
+    if mb and ma and mb != ma:
+        why.append(redact_text(f"the models differ ({', '.join(sorted(mb))} and "
+                               f"{', '.join(sorted(ma))})"))
+    sb, sa = engine_state(rb), engine_state(ra)
+    if {sb, sa} == {"idle", "under load"}:
+        why.append(f"the engine is {sb} before and {sa} after: compare idle with idle, "
+                   f"or load with load")
+    return tuple(why)

@@ -1,0 +1,95 @@
+"""What the diff's renderers share: a fact's values and ratio as people read them."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from doctor import display
+from doctor.diff.compare import first_line
+from doctor.diff.model import ADDED, INCOMPLETE, REMOVED, SECRET, Diff, Fact
+from reports.common import show
+
+__all__ = ["first_line", "value", "figure", "status_word", "counts", "rows"]
+
+
+def value(fact: Fact, side: str) -> str:
+    """One side's value: a secret reads "(secret)", absent reads "—"."""
+    if fact.kind == SECRET:
+        return "(secret)"
+    raw: Any = fact.before if side == "before" else fact.after
+    if raw is None:
+        return "—"
+    return show(display.text(raw) if isinstance(raw, float) else raw)
+
+
+def figure(fact: Fact) -> str:
+    """The ratio and the floor it was held to, for a number that changed: "x0.50 (floor 10%)"."""
+    parts = []
+    if fact.ratio is not None:
+        parts.append(f"x{fact.ratio:.2f}")
+    if fact.floor is not None:
+        parts.append(f"(floor {fact.floor:.0%})")
+    return " ".join(parts)
+
+
+def status_word(fact: Fact) -> str:
+    word = fact.status.upper()
+    if fact.direction:
+        word += f" ({fact.direction})"
+    return word
+
+
+def counts(diff: Diff) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for fact in diff.facts:
+        out[fact.status] = out.get(fact.status, 0) + 1
+    return out
+
+
+def rows(diff: Diff) -> list[Fact]:
+    """The changes, then the facts read on one side only (INCOMPLETE), for the tables."""
+    return [f for f in diff.facts if f.status not in ("same",)
+            and (f.status != INCOMPLETE or f.before is not None or f.after is not None)]
+
+
+_ENTITY = re.compile(r"^([a-z.]+\[[^\]]*\])\.")
+
+
+def grouped(diff: Diff) -> list[tuple[Fact, int]]:
+    """The changes for a table, with an entity that came or went whole (an engine started,
+    a GPU gone) as one row: (its first fact, how many facts it stands for). The JSON keeps
+    every fact."""
+    changes = list(diff.changes)
+    whole: dict[str, str] = {}
+    for entity in {m.group(1) for f in changes if (m := _ENTITY.match(f.id))}:
+        states = {f.status for f in diff.facts if f.id.startswith(entity + ".")} - {INCOMPLETE}
+        if len(states) == 1 and states <= {ADDED, REMOVED}:
+            whole[entity] = states.pop()
+    out: list[tuple[Fact, int]] = []
+    seen: set[str] = set()
+    for fact in changes:
+        m = _ENTITY.match(fact.id)
+        entity = m.group(1) if m else ""
+        if entity in whole:
+            if entity not in seen:
+                seen.add(entity)
+                n = sum(1 for f in changes if f.id.startswith(entity + "."))
+                out.append((fact, n))
+            continue
+        out.append((fact, 1))
+    return out
+
+
+def entity_of(fact: Fact) -> str:
+    m = _ENTITY.match(fact.id)
+    return m.group(1) if m else fact.id
+
+
+def change_text(fact: Fact) -> str:
+    """A flag's argv form, or a secret's "changed", else before → after."""
+    if fact.kind == SECRET:
+        return "changed (neither value is shown)"
+    if fact.note and fact.status in (ADDED, REMOVED, "changed") and fact.note[:1] in "+-":
+        return fact.note
+    return f"{value(fact, 'before')} → {value(fact, 'after')}"

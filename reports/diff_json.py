@@ -1,0 +1,62 @@
+"""The diff as JSON: a documented, versioned schema (docs/diff-schema.json).
+
+``diff_schema_version`` changes only when a field is removed or changes meaning; new fields
+may appear in any release. A secret's fact holds null on both sides, never its value; every
+string passes through ``doctor.redact.redact_text`` on the way out (the second lock: the
+diff already masks), and numbers JSON cannot hold (NaN, infinities) are null.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from typing import Any
+
+from doctor import __version__
+from doctor.diff.model import Diff
+from doctor.redact import redact_text
+
+DIFF_SCHEMA_VERSION = 1
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {redact_text(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def to_dict(diff: Diff) -> dict[str, Any]:
+    facts = []
+    for fact in diff.facts:
+        row = asdict(fact)
+        row["causes"] = list(fact.causes)
+        row["score"] = round(fact.score, 3)
+        facts.append(row)
+    data = {
+        "diff_schema_version": DIFF_SCHEMA_VERSION,
+        "tool": {"name": "llm-doctor", "version": __version__},
+        "verdict": diff.verdict,
+        "line": diff.line,
+        "exit_code": diff.exit_code,
+        "before": asdict(diff.before),
+        "after": asdict(diff.after),
+        "identity": {"result": diff.identity, "evidence": list(diff.identity_evidence)},
+        "comparable": diff.comparable,
+        "not_comparable": list(diff.not_comparable),
+        "changes": [f.id for f in diff.changes],
+        "facts": facts,
+        "findings": [asdict(d) for d in diff.findings],
+        "not_recorded": list(diff.missing_facts),
+    }
+    return _clean(data)
+
+
+def render(diff: Diff) -> str:
+    return json.dumps(to_dict(diff), indent=2, allow_nan=False) + "\n"
