@@ -341,6 +341,9 @@ from doctor.commands.daemon import daemon, report, rules_export  # noqa: E402 (t
 cli.add_command(daemon)
 cli.add_command(report)
 rules.add_command(rules_export)
+from doctor.commands.fix import fix  # noqa: E402 (fix plans: docs/fix.md)
+
+cli.add_command(fix)
 
 
 def main() -> None:

@@ -84,6 +84,7 @@ class Step:
     flags: FlagDiff | None = None
     manual: tuple[str, ...] = ()
     restart_to_take: bool = False  # in place on disk, the running engine keeps the old value
+    probes: tuple[str, ...] = ()   # the probes its rule reads: the verify scan runs them
 
     @property
     def finding(self) -> str:

@@ -25,14 +25,15 @@ def build_plan(report: dict, source: str, rule_probes: dict[str, tuple[str, ...]
     for finding in findings:
         built = build(finding, scan)
         if isinstance(built, Step):
-            steps.append(dataclasses.replace(built, id=f"{len(steps) + 1:02d}-{built.rule}"))
+            steps.append(dataclasses.replace(built, id=f"{len(steps) + 1:02d}-{built.rule}",
+                                             probes=tuple(rule_probes.get(built.rule, ()))))
         else:
             no_steps.append(built)
     host = report.get("host")
     host = host if isinstance(host, dict) else {}
     hostname = str(host.get("hostname") or "unknown host")
     digest = hashlib.sha256("\n".join([hostname] + [s.finding for s in steps]).encode()).hexdigest()[:6]
-    probes = sorted({p for s in steps for p in rule_probes.get(s.rule, ())})
+    probes = sorted({p for s in steps for p in s.probes})
     return Plan(id=f"{now.strftime('%Y%m%dT%H%M%SZ')}-{digest}",
                 created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), host=hostname, source=source,
                 probes=tuple(probes), steps=tuple(steps), no_steps=tuple(no_steps))
