@@ -37,7 +37,8 @@ put_file() {
   else
     old=/dev/null
     if [ -f "$1" ]; then old=$1; fi
-    say "  --- $1 (now)" "  +++ $1 (after)"
+    say "  --- $1 (now)"
+    say "  +++ $1 (after)"
     diff -u "$old" "$new" | tail -n +3 | sed 's/^/  /' || true
     if [ "$APPLY" = 1 ]; then
       mkdir -p "$PLAN_DIR" "$(dirname "$1")"
