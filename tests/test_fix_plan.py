@@ -133,3 +133,15 @@ def test_findings_without_a_step_say_why():
     assert plan.steps == ()
     assert sorted(n.rule for n in plan.no_steps) == ["engine-preemption", "kv-cache-pressure"]
     assert all(n.why for n in plan.no_steps)
+
+
+def test_rebuilding_the_fix_host_gives_the_committed_tree(tmp_path):
+    from tests.fixtures.build_fix_hosts import BUILDERS as HOSTS, write_host
+
+    for name in HOSTS:
+        write_host(name, tmp_path)
+        built = {p.relative_to(tmp_path / name): p.read_bytes()
+                 for p in (tmp_path / name).rglob("*") if p.is_file()}
+        committed = {p.relative_to(FIXTURE_HOSTS / name): p.read_bytes()
+                     for p in (FIXTURE_HOSTS / name).rglob("*") if p.is_file()}
+        assert built == committed, f"{name}: re-run tests/fixtures/build_fix_hosts.py"
