@@ -35,14 +35,14 @@ class Scan:
     date: str  # YYYY-MM-DD, for the files' headers
 
     def data(self, probe: str) -> dict:
-        for result in self.report.get("probes") or ():
+        for result in _items(self.report.get("probes")):
             if isinstance(result, dict) and result.get("name") == probe and result.get("status") == "ok":
                 data = result.get("data")
                 return data if isinstance(data, dict) else {}
         return {}
 
     def has_finding(self, rule: str) -> bool:
-        return any(isinstance(f, dict) and f.get("rule") == rule for f in self.report.get("findings") or ())
+        return any(f.get("rule") == rule for f in _items(self.report.get("findings")))
 
 
 Built = Step | str  # a step, or why this finding gets none
@@ -50,7 +50,7 @@ Builder = Callable[[dict, Scan, str], Built]
 
 
 def header(finding: dict, scan: Scan, comment: str = "#") -> str:
-    key = f" ({finding['key']})" if finding.get("key") else ""
+    key = f" ({_one_line(finding['key'])})" if finding.get("key") else ""
     return (f"{comment} Written by llm-doctor fix on {scan.date} for the finding "
             f"{finding['rule']}{key}:\n{comment} {_one_line(finding.get('title', ''))}\n"
             f"{comment} 'llm-doctor fix --revert PLAN' removes it and restores what it replaced.\n")
@@ -63,6 +63,11 @@ def _one_line(text: str) -> str:
 def _evidence(finding: dict) -> dict:
     evidence = finding.get("evidence")
     return evidence if isinstance(evidence, dict) else {}
+
+
+def _items(value: object) -> list[dict]:
+    """The dicts of a list in a probe's data; anything else (a hostile saved scan) is none."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _int(value: object) -> int | None:
@@ -120,7 +125,7 @@ def swap(finding: dict, scan: Scan, date: str) -> Built:
 
 
 def governor(finding: dict, scan: Scan, date: str) -> Built:
-    cpus = [c for c in scan.data("host.cpu").get("cpus") or () if isinstance(c, dict)]
+    cpus = _items(scan.data("host.cpu").get("cpus"))
     base = "/sys/devices/system/cpu/cpu{}/cpufreq/"
     live = []
     for cpu in cpus:
@@ -148,8 +153,8 @@ def governor(finding: dict, scan: Scan, date: str) -> Built:
 
 def _engine_unit(scan: Scan, pid: int | None) -> tuple[str | None, str | None]:
     """(systemd unit, container cgroup) of the engine with ``pid``, from engine.container."""
-    for engine in scan.data("engine.container").get("engines") or ():
-        if not isinstance(engine, dict) or engine.get("pid") != pid:
+    for engine in _items(scan.data("engine.container").get("engines")):
+        if engine.get("pid") != pid:
             continue
         cgroup = str(engine.get("cgroup") or "")
         last = cgroup.rstrip("/").rsplit("/", 1)[-1]
@@ -181,7 +186,7 @@ def limit(finding: dict, scan: Scan, date: str) -> Built:
     directive, value = ("LimitNOFILE", NOFILE) if nofile else ("LimitNPROC", NPROC)
     item = "nofile" if nofile else "nproc"
     pid = _pid_of(evidence.get("process"))
-    if evidence.get("role") == "engine" or finding.get("key", "").startswith("engine "):
+    if evidence.get("role") == "engine" or str(finding.get("key") or "").startswith("engine "):
         unit, container = _engine_unit(scan, pid)
         if container:
             return _manual(finding, [

@@ -105,7 +105,7 @@ def _step_sh(step: Step) -> list[str]:
            f"# revert: {_comment(step.revert)}",
            f"say {_q(f'{step.id} [{step.kind.value}, risk {step.risk.value}]: {_comment(step.title)}')}"]
     for n, change in enumerate(step.files, 1):
-        if EOF_MARK in change.content:  # never: the catalogue writes these files
+        if EOF_MARK in change.content.splitlines():  # never: each line is the catalogue's
             raise ValueError(f"{change.path}: content holds the here-document's end mark")
         out += [f"put_file {_q(change.path)} {_q(f'{step.id}.file{n}')} <<'{EOF_MARK}'",
                 change.content.rstrip("\n"), EOF_MARK]
