@@ -70,3 +70,39 @@ def test_somaxconn_raised_verified_and_reverted_in_a_network_namespace(tmp_path)
     assert out["after_revert"] == "128\n"
     assert list((tmp_path / "root").iterdir()) == []  # the sysctl.d file and its folders gone
     assert open("/proc/sys/net/core/somaxconn").read() == host_value  # never the host's
+
+
+SCRIPT_RUN = """set -eu
+mount -t tmpfs tmpfs /etc/sysctl.d
+start=$(cat /proc/sys/net/core/somaxconn)
+trap 'echo "$start" > /proc/sys/net/core/somaxconn' EXIT
+echo 128 > /proc/sys/net/core/somaxconn
+"$PY" -m doctor.commands.cli fix --only network-backlog-small -o "$WORK/plan.sh"
+sh "$WORK/plan.sh" > "$WORK/dry.txt"
+cat /proc/sys/net/core/somaxconn > "$WORK/after_dry.txt"
+PLAN_DIR="$WORK/saved" sh "$WORK/plan.sh" --apply > "$WORK/apply.txt"
+cat /proc/sys/net/core/somaxconn > "$WORK/after_apply.txt"
+cp /etc/sysctl.d/60-llm-doctor-network-backlog-small.conf "$WORK/conf.txt"
+PLAN_DIR="$WORK/saved" sh "$WORK/plan.sh" --apply > "$WORK/again.txt"
+"""
+
+
+def test_the_script_applies_in_namespaces_of_its_own(tmp_path):
+    """The script itself, with --apply, in a mount namespace (a tmpfs over /etc/sysctl.d) and
+    a network namespace of its own: the dry run changes nothing, --apply writes the file and
+    the value (saving the old one), a second --apply finds both in place."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the live fix test runs as root (CI runs as root)")
+        pytest.skip("needs root for namespaces of its own")
+    done = subprocess.run(["unshare", "--mount", "--net", "--", "sh", "-c", SCRIPT_RUN],
+                          capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env={**os.environ, "PY": sys.executable, "WORK": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    read = lambda name: (tmp_path / name).read_text()  # noqa: E731
+    assert "net.core.somaxconn: 128 -> 4096" in read("dry.txt") and read("after_dry.txt") == "128\n"
+    assert "written: /etc/sysctl.d/60-llm-doctor-network-backlog-small.conf" in read("apply.txt")
+    assert read("after_apply.txt") == "4096\n" and "net.core.somaxconn = 4096\n" in read("conf.txt")
+    assert (tmp_path / "saved/01-network-backlog-small.live1").read_text() == "128\n"
+    assert "in place: net.core.somaxconn = 4096" in read("again.txt")
+    assert "written:" not in read("again.txt")
