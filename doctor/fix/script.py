@@ -181,6 +181,8 @@ def to_markdown(plan: Plan) -> str:
            f"`llm-doctor fix --revert {plan.id}`.", "",
            "| step | finding | kind | risk |", "|---|---|---|---|"]
     out += [f"| {s.id} | `{s.finding}` | {s.kind.value} | {s.risk.value} |" for s in plan.steps]
+    if not plan.steps:
+        out[-2:] = ["No step: the scan found nothing with a machine-side fix."]
     out.append("")
     for step in plan.steps:
         out += _md_step(step)
