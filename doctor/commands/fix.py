@@ -160,6 +160,9 @@ def fix(replay, saved, fmt, output, root, do_apply, live, revert_id, plans_dir, 
 
 
 def _apply(plan: Plan, plans: Path, root: str | None, live: bool, replay, saved, config_path, level) -> int:
+    if not plan.steps:
+        click.echo("nothing to apply: the scan found nothing with a machine-side fix")
+        return 0
     plan = _fresh_id(plan, plans)
     try:
         outcomes = apply_plan(plan, plans / plan.id, to_json(plan), Path(root) if root else None, live)
