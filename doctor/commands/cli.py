@@ -341,14 +341,15 @@ from doctor.commands.daemon import daemon, report, rules_export  # noqa: E402 (t
 cli.add_command(daemon)
 cli.add_command(report)
 rules.add_command(rules_export)
+from doctor.commands.diff import diff  # noqa: E402 (what changed: docs/diff.md)
+from doctor.commands.fix import fix  # noqa: E402 (fix plans: docs/fix.md)
 from doctor.commands.npd import npd  # noqa: E402 (node-problem-detector's plugin)
-
-cli.add_command(npd)
-from doctor.commands.slurm import slurm_healthcheck  # noqa: E402
-cli.add_command(slurm_healthcheck)
-from doctor.commands.diff import diff  # noqa: E402
+from doctor.commands.slurm import slurm_healthcheck  # noqa: E402 (docs/slurm.md)
 
 cli.add_command(diff)
+cli.add_command(fix)
+cli.add_command(npd)
+cli.add_command(slurm_healthcheck)
 
 
 def main() -> None:

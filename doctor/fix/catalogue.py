@@ -1,0 +1,410 @@
+"""One step builder per cause: a finding of a saved scan in, a step (or why none) out.
+
+``BUILDERS`` maps the causes with a machine-side fix to the function that writes its step;
+``NO_STEP`` says, for every other cause of the vocabulary, why the plan holds no command
+for it (tests/test_fix_catalogue.py checks that each cause is in exactly one of them). A
+builder reads the finding's evidence and, where the evidence is not enough, the probe data
+the saved scan carries (``Scan.data``); it never reads the host.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from doctor.fix.model import Command, FileWrite, FlagDiff, Kind, LiveWrite, NoStep, Risk, Step
+
+NOFILE = 1048576   # the playbook's value: every connection and weight shard holds one
+NPROC = 65536
+SOMAXCONN = 4096
+SYN_BACKLOG = 4096
+SOCKET_BUFFER_BYTES = 16777216
+SWAPPINESS = 1
+GPU_MEMORY_FRACTION = "0.90"   # 000 §4.2: keep 8-12 % free
+SGLANG_MEM_FRACTION = "0.85"
+DEV_CHAR_LINKS = ("nvidia-ctk", "system", "create-dev-char-symlinks", "--create-all")
+DEV_CHAR_RULE_PATH = "/etc/udev/rules.d/71-llm-doctor-nvidia-dev-char.rules"
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """The parts of a saved scan (docs/report-schema.json) a builder reads."""
+
+    report: dict
+    date: str  # YYYY-MM-DD, for the files' headers
+
+    def data(self, probe: str) -> dict:
+        for result in _items(self.report.get("probes")):
+            if isinstance(result, dict) and result.get("name") == probe and result.get("status") == "ok":
+                data = result.get("data")
+                return data if isinstance(data, dict) else {}
+        return {}
+
+    def has_finding(self, rule: str) -> bool:
+        return any(f.get("rule") == rule for f in _items(self.report.get("findings")))
+
+
+Built = Step | str  # a step, or why this finding gets none
+Builder = Callable[[dict, Scan, str], Built]
+
+
+def header(finding: dict, scan: Scan, comment: str = "#") -> str:
+    key = f" ({_one_line(finding['key'])})" if finding.get("key") else ""
+    return (f"{comment} Written by llm-doctor fix on {scan.date} for the finding "
+            f"{finding['rule']}{key}:\n{comment} {_one_line(finding.get('title', ''))}\n"
+            f"{comment} 'llm-doctor fix --revert PLAN' removes it and restores what it replaced.\n")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())[:200]
+
+
+def _evidence(finding: dict) -> dict:
+    evidence = finding.get("evidence")
+    return evidence if isinstance(evidence, dict) else {}
+
+
+def _items(value: object) -> list[dict]:
+    """The dicts of a list in a probe's data; anything else (a hostile saved scan) is none."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _step(finding: dict, kind: Kind, risk: Risk, title: str, check: str, verify: str,
+          revert: str, **parts) -> Step:
+    return Step(id="", rule=finding["rule"], key=str(finding.get("key") or ""),
+                cause=finding["cause"], kind=kind, risk=risk, title=title, check=check,
+                verify=verify, revert=revert, **parts)
+
+
+def _sysctl_step(finding: dict, scan: Scan, wanted: list[tuple[str, int | None, int]],
+                 lower: bool = False) -> Built:
+    """A sysctl.d file with the settings short of ``wanted`` (below it, or above it when
+    ``lower``) and their live values."""
+    low = [(name, seen, new) for name, seen, new in wanted
+           if seen is None or (seen > new if lower else seen < new)]
+    if not low:
+        return "the evidence shows no setting below the value the plan would set"
+    path = f"/etc/sysctl.d/60-llm-doctor-{finding['rule']}.conf"
+    body = "".join(f"{name} = {new}\n" for name, _, new in low)
+    live = tuple(LiveWrite("/proc/sys/" + name.replace(".", "/"), name,
+                           None if seen is None else str(seen), str(new)) for name, seen, new in low)
+    names = ", ".join(name for name, _, _ in low)
+    return _step(finding, Kind.FILE, Risk.NONE, f"Set {names} now and at every boot",
+                 check=f"sysctl {' '.join(n for n, _, _ in low)} shows the new values and {path} holds them",
+                 verify="a scan of host.sysctl no longer raises the finding",
+                 revert=f"delete {path} and write the saved live values back",
+                 files=(FileWrite(path, header(finding, scan) + body),), live=live)
+
+
+def network_backlog(finding: dict, scan: Scan, date: str) -> Built:
+    sysctl = scan.data("host.sysctl")
+    if finding["rule"] == "network-socket-buffers-default":
+        return _sysctl_step(finding, scan, [
+            ("net.core.rmem_max", _int(sysctl.get("net_core_rmem_max_bytes")), SOCKET_BUFFER_BYTES),
+            ("net.core.wmem_max", _int(sysctl.get("net_core_wmem_max_bytes")), SOCKET_BUFFER_BYTES)])
+    evidence = _evidence(finding)
+    return _sysctl_step(finding, scan, [
+        ("net.core.somaxconn", _int(evidence.get("somaxconn")), SOMAXCONN),
+        ("net.ipv4.tcp_max_syn_backlog", _int(evidence.get("syn_backlog")), SYN_BACKLOG)])
+
+
+def swap(finding: dict, scan: Scan, date: str) -> Built:
+    if finding["rule"] != "swap-swappiness-high":
+        return _manual(finding, [
+            "Find what is swapped out: `grep VmSwap /proc/*/status | sort -k2 -n | tail`.",
+            "Give the host memory back (stop or move that process), then pull pages back in "
+            "with `swapoff -a && swapon -a` in a quiet hour: it stalls the host while it runs.",
+        ], Risk.DISRUPTIVE, "Swap in use: free memory, then bring the pages back")
+    return _sysctl_step(finding, scan, [
+        ("vm.swappiness", _int(_evidence(finding).get("swappiness")), SWAPPINESS)], lower=True)
+
+
+def governor(finding: dict, scan: Scan, date: str) -> Built:
+    cpus = _items(scan.data("host.cpu").get("cpus"))
+    base = "/sys/devices/system/cpu/cpu{}/cpufreq/"
+    live = []
+    for cpu in cpus:
+        n = _int(cpu.get("cpu"))
+        if n is None:
+            continue
+        if cpu.get("governor") not in (None, "performance"):
+            live.append(LiveWrite(base.format(n) + "scaling_governor", f"cpu{n} scaling_governor",
+                                  str(cpu["governor"]), "performance"))
+        if cpu.get("energy_preference") not in (None, "performance"):
+            live.append(LiveWrite(base.format(n) + "energy_performance_preference",
+                                  f"cpu{n} energy_performance_preference",
+                                  str(cpu["energy_preference"]), "performance"))
+    if not live:
+        return "the saved scan has no per-CPU governor readings (host.cpu's cpus) to change"
+    return _step(finding, Kind.LIVE, Risk.NONE,
+                 f"Set the performance governor and energy preference on {len(cpus)} CPUs",
+                 check="cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor | sort | uniq -c",
+                 verify="a scan of host.cpu no longer raises the finding",
+                 revert="write each CPU's saved governor and energy preference back",
+                 live=tuple(live),
+                 manual=("It lasts until the next boot: set the BIOS power profile to performance "
+                         "(or the distribution's cpupower service) to keep it.",))
+
+
+def _engine_unit(scan: Scan, pid: int | None) -> tuple[str | None, str | None]:
+    """(systemd unit, container cgroup) of the engine with ``pid``, from engine.container."""
+    for engine in _items(scan.data("engine.container").get("engines")):
+        if engine.get("pid") != pid:
+            continue
+        cgroup = str(engine.get("cgroup") or "")
+        last = cgroup.rstrip("/").rsplit("/", 1)[-1]
+        if re.fullmatch(r"docker-[0-9a-f]{12,64}\.scope", last) or "/docker/" in cgroup:
+            return None, cgroup
+        if re.fullmatch(r"[A-Za-z0-9@_.:-]+\.service", last) and not last.startswith(("user@", "session-")):
+            return last, None
+    return None, None
+
+
+def _pid_of(text: object) -> int | None:
+    match = re.search(r"\bpid (\d+)\b", str(text or ""))
+    return int(match.group(1)) if match else None
+
+
+def _dev_char_guard(scan: Scan) -> tuple[Command, ...]:
+    """nvidia-ctk's links first where they are missing: without them a daemon-reload drops
+    the device rules of every GPU container (the NVIDIA container toolkit's known issue)."""
+    missing = scan.data("gpu.devices").get("char_links_missing")
+    if scan.has_finding("gpu-dev-char-links-missing") or (isinstance(missing, list) and missing):
+        return (Command(DEV_CHAR_LINKS, (), "the /dev/char links to the NVIDIA devices are missing: "
+                        "without them the daemon-reload detaches the GPUs from running containers"),)
+    return ()
+
+
+def limit(finding: dict, scan: Scan, date: str) -> Built:
+    evidence = _evidence(finding)
+    nofile = finding["cause"] == "fd-limit-low"
+    directive, value = ("LimitNOFILE", NOFILE) if nofile else ("LimitNPROC", NPROC)
+    item = "nofile" if nofile else "nproc"
+    pid = _pid_of(evidence.get("process"))
+    if evidence.get("role") == "engine" or str(finding.get("key") or "").startswith("engine "):
+        unit, container = _engine_unit(scan, pid)
+        if container:
+            return _manual(finding, [
+                f"The engine runs in a container ({container}): start it with "
+                f"`--ulimit {item}={value}:{value}` (docker run, or `ulimits:` in compose) and "
+                "restart it when traffic allows."], Risk.RESTARTS_ENGINE,
+                f"Raise the container's {item} limit at its next start")
+        if unit is None:
+            return _manual(finding, [
+                f"The engine (pid {pid}) runs under no systemd unit llm-doctor can name: raise "
+                f"the limit in the shell or script that starts it (`ulimit -{'n' if nofile else 'u'} {value}`) "
+                "and restart it."], Risk.RESTARTS_ENGINE, f"Raise the engine's {item} limit where it starts")
+        path = f"/etc/systemd/system/{unit}.d/llm-doctor.conf"
+        body = f"[Service]\n{directive}={value}\n"
+        return _step(finding, Kind.FILE, Risk.RESTARTS_ENGINE,
+                     f"{directive}={value} for {unit} in a drop-in; it takes at the engine's next restart",
+                     check=f"systemctl show {unit} -p {directive} shows {value}",
+                     verify=f"after `systemctl restart {unit}`: grep 'Max open files' /proc/$(systemctl show -p MainPID --value {unit})/limits",
+                     revert=f"delete {path}, then systemctl daemon-reload",
+                     files=(FileWrite(path, header(finding, scan) + body),),
+                     commands=_dev_char_guard(scan) + (Command(("systemctl", "daemon-reload"), ("systemctl", "daemon-reload"),
+                                                               "systemd reads the drop-in"),),
+                     manual=(f"Restart the engine when traffic allows: `systemctl restart {unit}`.",),
+                     restart_to_take=True)
+    path = "/etc/security/limits.d/60-llm-doctor.conf"
+    body = f"*    soft    {item}    {value}\n*    hard    {item}    {value}\n"
+    return _step(finding, Kind.FILE, Risk.NONE, f"{item} {value} for new login sessions (pam_limits)",
+                 check=f"grep {item} {path}", verify=f"in a new login shell: ulimit -{'n' if nofile else 'u'}",
+                 revert=f"delete {path}", files=(FileWrite(path, header(finding, scan) + body),),
+                 manual=("It takes in new login sessions: log in again before starting the engine.",),
+                 restart_to_take=True)
+
+
+def _gpus(text: object) -> list[str]:
+    return [g for g in re.split(r"[,\s]+", str(text or "")) if g.isdigit()]
+
+
+def persistence(finding: dict, scan: Scan, date: str) -> Built:
+    gpus = _gpus(_evidence(finding).get("gpus"))
+    if not gpus:
+        return "the finding names no GPU index"
+    ids = ",".join(gpus)
+    return _step(finding, Kind.LIVE, Risk.NONE, f"Persistence mode on for GPU {ids}",
+                 check=f"nvidia-smi -i {ids} --query-gpu=persistence_mode --format=csv,noheader shows Enabled",
+                 verify="a scan of gpu.inventory no longer raises the finding",
+                 revert=f"nvidia-smi -i {ids} -pm 0",
+                 commands=(Command(("nvidia-smi", "-i", ids, "-pm", "1"), ("nvidia-smi", "-i", ids, "-pm", "0"),
+                                   "the driver keeps the GPU state between clients"),),
+                 manual=("To keep it across reboots: `systemctl enable --now nvidia-persistenced`.",))
+
+
+def power_cap(finding: dict, scan: Scan, date: str) -> Built:
+    evidence = _evidence(finding)
+    gpu, now, default = evidence.get("gpu"), evidence.get("power_limit_w"), evidence.get("power_default_limit_w")
+    if _int(gpu) is None or not isinstance(now, (int, float)) or not isinstance(default, (int, float)):
+        return "the finding lacks the GPU index or its limits"
+    watts, old = f"{default:g}", f"{now:g}"
+    return _step(finding, Kind.LIVE, Risk.NONE, f"GPU{gpu}: power limit {old} W back to its default {watts} W",
+                 check=f"nvidia-smi -i {gpu} --query-gpu=power.limit --format=csv,noheader shows {watts} W",
+                 verify="a scan of gpu.thermal_power no longer raises the finding",
+                 revert=f"nvidia-smi -i {gpu} -pl {old}",
+                 commands=(Command(("nvidia-smi", "-i", str(gpu), "-pl", watts), ("nvidia-smi", "-i", str(gpu), "-pl", old),
+                                   "the board's default limit"),),
+                 manual=("Remove the cap from whatever set it (boot scripts, DCGM or BMC policy) or it returns.",))
+
+
+def _engine_where(scan: Scan, finding: dict) -> tuple[str, str]:
+    engine = str(_evidence(finding).get("engine") or finding.get("key") or "the engine")
+    unit, container = _engine_unit(scan, _pid_of(engine))
+    if unit:
+        return engine, f"ExecStart= of {unit} (`systemctl cat {unit}`); edit with `systemctl edit {unit}`"
+    if container:
+        return engine, f"the container's command ({container}): its compose file or `docker run` line"
+    return engine, "the command line that starts the engine"
+
+
+def engine_flag(finding: dict, scan: Scan, date: str) -> Built:
+    engine, where = _engine_where(scan, finding)
+    sglang = engine.startswith("sglang")
+    if finding["cause"] == "cuda-graphs-disabled":
+        remove: tuple[str, ...] = ("--disable-cuda-graph",) if sglang else ("--enforce-eager",)
+        add: tuple[str, ...] = ()
+        title = f"Drop {remove[0]}: CUDA graphs back on"
+    else:
+        seen = _evidence(finding).get("gpu_memory_utilization")
+        flag, value = (("--mem-fraction-static", SGLANG_MEM_FRACTION) if sglang
+                       else ("--gpu-memory-utilization", GPU_MEMORY_FRACTION))
+        remove = (flag, f"{seen:g}") if isinstance(seen, (int, float)) else (flag,)
+        add = (flag, value)
+        title = f"{flag} {value}: leave headroom"
+    return _step(finding, Kind.ENGINE_FLAG, Risk.RESTARTS_ENGINE, title,
+                 check="the engine's argv (`tr '\\0' ' ' < /proc/PID/cmdline`)",
+                 verify="after the engine's restart a scan of engine.discovery no longer raises the finding",
+                 revert="put the removed flags back and restart the engine",
+                 flags=FlagDiff(engine, remove, add, where),
+                 manual=("llm-doctor edits no engine flag and restarts nothing: make the change "
+                         f"in {where}, then restart the engine when traffic allows.",))
+
+
+def dev_char(finding: dict, scan: Scan, date: str) -> Built:
+    if finding["rule"] != "gpu-dev-char-links-missing":
+        return ("the engine lost its GPUs inside its container: restart the container after "
+                "fixing the cause (gpu-dev-char-links-missing's step, where the scan raises it)")
+    rule = ('ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", '
+            'RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all"\n')
+    return _step(finding, Kind.FILE, Risk.NONE, "Create the /dev/char links to the NVIDIA devices, now and at every boot",
+                 check="ls -l /dev/char | grep nvidia shows a link per device",
+                 verify="a scan of gpu.devices no longer raises the finding",
+                 revert=f"delete {DEV_CHAR_RULE_PATH} (links already made stay: they are harmless)",
+                 files=(FileWrite(DEV_CHAR_RULE_PATH, header(finding, scan) + rule),),
+                 commands=(Command(DEV_CHAR_LINKS, (), "the links, now"),))
+
+
+def _manual(finding: dict, items: list[str], risk: Risk, title: str) -> Step:
+    return _step(finding, Kind.MANUAL, risk, title, check="see the playbook's Confirm section",
+                 verify="scan again after the change", revert="undo the change by hand",
+                 manual=tuple(items))
+
+
+def manual(items: list[str], risk: Risk, title: str) -> Builder:
+    return lambda finding, scan, date: _manual(finding, items, risk, title)
+
+
+def p2p(finding: dict, scan: Scan, date: str) -> Built:
+    return _manual(finding, [
+        "If a bridge above the GPUs has ACS redirect on: turn ACS off in the BIOS "
+        "(PCIe ACS / 'ACS Control'); a reboot.",
+        "If the IOMMU is not in passthrough: add `iommu=pt` (Intel also `intel_iommu=on`) to "
+        "GRUB_CMDLINE_LINUX in /etc/default/grub, `update-grub`, reboot.",
+        "If NCCL_P2P_DISABLE or --disable-custom-all-reduce is set for the engine: remove it "
+        "from the engine's environment or argv and restart it.",
+    ], Risk.NEEDS_REBOOT, "P2P between the GPUs: BIOS, kernel command line or engine settings")
+
+
+BUILDERS: dict[str, Builder] = {
+    "network-backlog-small": network_backlog,
+    "swap-active": swap,
+    "cpu-powersave-governor": governor,
+    "fd-limit-low": limit,
+    "process-limit-low": limit,
+    "gpu-persistence-mode-off": persistence,
+    "gpu-power-capped": power_cap,
+    "cuda-graphs-disabled": engine_flag,
+    "gpu-memory-no-headroom": engine_flag,
+    "gpu-lost-in-container": dev_char,
+    "gpu-p2p-blocked": p2p,
+    "pcie-link-degraded": manual([
+        "Drain the host, power it off, reseat the card (and its riser) in its slot.",
+        "Check the BIOS PCIe generation setting for that slot (Auto or the card's generation).",
+    ], Risk.DISRUPTIVE, "Reseat the card: its link trained below its capability"),
+    "pcie-topology-shared-path": manual([
+        "Move the GPUs that talk to each other behind separate CPU root ports (another slot), "
+        "or run one engine instance per GPU.",
+    ], Risk.DISRUPTIVE, "Change the slots of the GPUs (hands on the machine)"),
+    "nvswitch-fabric-down": manual([
+        "`systemctl enable --now nvidia-fabricmanager` (its version must match the driver's), "
+        "then restart the engines; a fabric that stays down needs the vendor.",
+    ], Risk.RESTARTS_ENGINE, "Start the fabric manager"),
+    "gpu-hardware-errors": manual([
+        "Drain the GPU, then `nvidia-smi -i GPU -r` (no process may hold it) or reboot; "
+        "repeated errors or a lost GPU: open a case with the vendor (RMA).",
+    ], Risk.DISRUPTIVE, "Drain and reset the GPU, or replace it"),
+    "host-memory-bandwidth-low": manual([
+        "Populate every memory channel with matched DIMMs at the rated speed, and check the "
+        "BIOS memory frequency (dmidecode -t memory shows the configured speed).",
+    ], Risk.DISRUPTIVE, "Memory population or speed (hands on the machine)"),
+    "gpu-thermal-throttling": manual([
+        "Check the fans, the airflow and the room: clean the filters, close blanking panels; "
+        "the card should stay near 70 °C under load.",
+    ], Risk.NONE, "Cooling (hands on the machine)"),
+    "mig-mps-misconfigured": manual([
+        "Change the MIG layout or stop the MPS daemon in a maintenance window "
+        "(`nvidia-smi mig -dci/-dgi`, `echo quit | nvidia-cuda-mps-control`): every process on "
+        "the GPU stops.",
+    ], Risk.DISRUPTIVE, "MIG or MPS in the way: change the layout"),
+}
+
+_ENGINE = "an engine setting to review with the workload's owner; the playbook names the flag"
+NO_STEP: dict[str, str] = {
+    "gpu-power-throttling": "the power brake or board limit is the hardware's or the BMC's: the playbook says where to look",
+    "pcie-bandwidth-low": "a measurement: fix the link or topology finding it comes with",
+    "gpu-memory-bandwidth-low": "a measurement: look at the thermal, power and hardware-error findings beside it",
+    "gpu-memory-held-by-other-process": "another process holds the memory: which one may stop is the owner's call",
+    "cpu-contention": "another workload takes the CPU: moving or stopping it is the owner's call",
+    "verbose-logging": _ENGINE,
+    "kv-cache-pressure": _ENGINE,
+    "kv-cache-fragmentation": _ENGINE,
+    "engine-preemption": _ENGINE,
+    "engine-not-warmed-up": "a warm-up before traffic: `llm-doctor warmup --endpoint URL`, in the deployment",
+    "model-on-slow-disk": "moving the weights to another disk is a data move to plan",
+    "model-does-not-fit": "a model, quantization or GPU count choice",
+    "context-oversized": _ENGINE,
+    "batch-token-budget-small": _ENGINE,
+    "past-throughput-knee": "the offered load: scale out or cap concurrency in front of the engine",
+    "multi-gpu-load-skew": "routing between replicas: the load balancer's configuration",
+    "output-repetition": "sampling parameters of the clients' requests",
+    "endpoint-unauthenticated": "an API key or a bind address for the engine: a deployment change to review",
+    "shm-too-small": "the container's --shm-size or --ipc=host: a deployment change to review",
+    "driver-runtime-mismatch": "a driver or engine image upgrade, planned with the vendor's matrix",
+    "model-offloaded-to-cpu": _ENGINE,
+    "cpu-quota-throttled": "the container's CPU quota: a deployment change to review",
+    "frontend-cpu-bound": _ENGINE,
+    "too-few-slots": _ENGINE,
+    "model-reload-thrash": _ENGINE,
+    "prompt-truncation": _ENGINE,
+    "model-on-network-fs": "moving the weights to a local disk is a data move to plan",
+    "memory-cgroup-oom": "the container's memory limit: a deployment change to review",
+    "numa-misplaced": "the engine's CPU and memory binding (numactl, cpuset): a deployment change to review",
+    "slow-quant-kernel": _ENGINE,
+    "engine-unreachable": "the engine is down or not an engine: see its playbook first; nothing to change on the host",
+}
+
+
+def build(finding: dict, scan: Scan) -> Step | NoStep:
+    cause, rule = str(finding.get("cause")), str(finding.get("rule"))
+    key = str(finding.get("key") or "")
+    builder = BUILDERS.get(cause)
+    if builder is None:
+        return NoStep(rule, key, cause, NO_STEP.get(cause, "no step is known for this cause"))
+    built = builder(finding, scan, scan.date)
+    return NoStep(rule, key, cause, built) if isinstance(built, str) else built

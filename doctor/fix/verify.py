@@ -1,0 +1,33 @@
+"""After ``--apply``: each step fixed, not fixed, or needing a restart, by a second scan
+with the probes the plan's findings came from (its ``report`` as a saved scan's dict)."""
+
+from __future__ import annotations
+
+from doctor.fix.apply import Outcome
+from doctor.fix.model import Plan
+
+FIXED = "fixed"
+NOT_FIXED = "not fixed"
+NEEDS_RESTART = "needs a restart"
+NOT_APPLIED = "not applied"
+UNKNOWN = "unknown"
+
+
+def judge(plan: Plan, outcomes: list[Outcome], report: dict) -> dict[str, str]:
+    """Step id -> verdict. A step whose finding is gone is fixed; one still raised is not,
+    unless its change takes only when the engine restarts (a unit's LimitNOFILE)."""
+    raised = {(f.get("rule"), str(f.get("key") or "")) for f in report.get("findings") or ()
+              if isinstance(f, dict)}
+    ran = {p.get("name"): p.get("status") for p in report.get("probes") or () if isinstance(p, dict)}
+    done = {o.step: o.status for o in outcomes}
+    out = {}
+    for step in plan.steps:
+        if done.get(step.id) not in ("applied", "in place"):
+            out[step.id] = NOT_APPLIED
+        elif (step.rule, step.key) in raised:
+            out[step.id] = NEEDS_RESTART if step.restart_to_take else NOT_FIXED
+        elif not step.probes or any(ran.get(p) != "ok" for p in step.probes):
+            out[step.id] = UNKNOWN  # a probe of the plan failed: its silence proves nothing
+        else:
+            out[step.id] = FIXED
+    return out
