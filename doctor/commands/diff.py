@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from doctor.commands.setup import ScanCannotRun, load_setup, open_host, scan_options
+from doctor.daemon import baseline
 from doctor.daemon import state as daemon_state
 from doctor.diff.compare import compare
 from doctor.diff.model import Diff
@@ -39,10 +40,6 @@ class _Side:
         self.report: dict[str, Any] | None = None
 
 
-def baseline_path(state_file: str) -> Path:
-    return Path(state_file).parent / "baseline.json"
-
-
 def state_file_of(given: str | None) -> str:
     """--state-file, else the config's [daemon] state_file, else the daemon's default."""
     if given is not None:
@@ -57,14 +54,13 @@ def _baseline(state_file: str) -> dict[str, Any]:
     if not state_file:
         raise ScanCannotRun("baseline: the config's [daemon] state_file is \"\" (the daemon keeps no "
                             "state, so no baseline); give --state-file FILE")
-    path = baseline_path(state_file)
+    path = baseline.baseline_path(state_file)
     written = (f"'llm-doctor daemon' writes it beside its state file ({state_file}) at its first "
                f"healthy evaluation and on kill -USR2; --state-file names another")
     if not os.path.lexists(path):
         raise ScanCannotRun(f"baseline: no baseline at {path}: {written}")
-    found = daemon_state.read(path)
-    # a baseline is old by nature: its age is no reason to refuse it; broken or future is
-    if found.unknown and (not found.report or found.age_s < -daemon_state.FUTURE_SLACK_S):
+    found = baseline.read(path)  # old by nature: its age is no reason to refuse it
+    if found.unknown:  # absent, broken or dated in the future
         raise ScanCannotRun(f"baseline: {found.unknown}")
     return found.report
 
