@@ -16,9 +16,9 @@ from tests.live_stack import Proc, daemon, free_port, get, prometheus_query, wai
 
 HOSTS = REPO / "tests/fixtures/hosts"
 FLEET = ("h100-pcie-fleet-a", "h100-pcie-fleet-b", "h100-pcie-fleet-hbm-low")
-# a replayed host's engine looks busy (its GPU memory is held): let the kernels' recorded
-# results come in anyway, once at start as on a live host
-CONFIG = "[daemon]\nkernels_while_serving = true\n"
+# a replayed host's engine looks busy (its GPU memory is held); daemon --replay lets the
+# kernels' recorded results come in anyway (they cost it nothing), once at start as live
+CONFIG = "[daemon]\n"
 ALERT = "LlmDoctorFleetHbmBandwidthOutlier"
 
 

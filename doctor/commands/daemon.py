@@ -93,7 +93,9 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
              "kernel_interval_s": _seconds(kernel_interval, "--kernel-interval"),
              "level": level, "report_dir": report_dir, "state_file": state_file, "alertmanager": tuple(alertmanager),
              "webhook": tuple(webhook), "model_dirs": tuple(model_dirs),
-             "endpoints": tuple(endpoints)}  # each checked as its key is (settings.with_flags)
+             "endpoints": tuple(endpoints),  # each checked as its key is (settings.with_flags)
+             # a recording's kernel results cost its engine nothing: replayed while it serves
+             "kernels_while_serving": True if replay else None}
 
     host = open_host(replay)  # a broken recording is a ConfigError naming its file
 

@@ -106,12 +106,14 @@ def _act(verdict: Verdict, name: str, dry_run: bool, scontrol_path: str) -> None
     _say(f"llm-doctor: {action.says}", dry_run)  # dry run: stdout is the lines only
 
 
-def main() -> None:
-    """``python -m doctor.commands.slurm``: the same command without the whole CLI's imports
+def main(args: list[str] | None = None) -> None:
+    """``python -m doctor.commands.slurm`` (and ``llm-doctor slurm-healthcheck``, which
+    doctor/commands/entry.py sends here): the same command without the whole CLI's imports
     (every probe and the daemon, ~0.6 s of a health check's time); usage errors exit 3 as
-    there."""
+    there. ``args``: the command's arguments (default: the process's)."""
     try:
-        slurm_healthcheck.main(prog_name="llm-doctor slurm-healthcheck", standalone_mode=False)
+        slurm_healthcheck.main(args=args, prog_name="llm-doctor slurm-healthcheck",
+                               standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

@@ -27,13 +27,11 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from doctor.config import ConfigError
 from doctor.jsonfile import read_json
 from doctor.model import ScanReport
 from doctor.output import write_atomic
-from doctor.rules.loader import Rule
 from reports.json_report import MAX_SAVED_BYTES, SAVED_DEPTH, check, to_dict
 
 KIND = "llm-doctor-state"
@@ -43,12 +41,16 @@ STALE_INTERVALS = 3  # older than three beats: the daemon is stopped, hung or fa
 FUTURE_SLACK_S = 60.0  # clocks of a host and its container agree within this
 FAMILIES = ("gpu", "engine", "host")
 
+if TYPE_CHECKING:  # the adapters read states under a scheduler's clock: no rules loaded
+    from doctor.rules.loader import Rule
 
-class StateError(ConfigError):
-    """A state file that cannot be read or is not a state (the message names it)."""
+
+class StateError(Exception):
+    """A state file that cannot be read or is not a state (the message names it); ``read``
+    turns it into the State's ``unknown``."""
 
 
-def family_of(rule: Rule) -> str:
+def family_of(rule: "Rule") -> str:
     """A rule's family: that of the first probe it reads (``gpu.nvml`` → gpu)."""
     for probe in rule.probes:
         head = probe.partition(".")[0]
@@ -57,7 +59,7 @@ def family_of(rule: Rule) -> str:
     return "host"
 
 
-def to_state(report: ScanReport, rules: list[Rule], interval_s: float, taken_at: float,
+def to_state(report: ScanReport, rules: "list[Rule]", interval_s: float, taken_at: float,
              evaluations: int) -> dict[str, Any]:
     return {"kind": KIND, "state_version": STATE_VERSION, "taken_at": round(taken_at, 3),
             "interval_s": interval_s, "daemon_pid": os.getpid(), "evaluations": evaluations,
