@@ -52,3 +52,11 @@ def test_the_line_fits_its_width_and_keeps_its_id():
         assert len(line) <= width and line.startswith("gpu-lost critical: ")
         assert line.endswith("(+1 more)")
     assert "\n" not in judge(_state([_finding("kv", "warning", "a\nb")]), "engine").line
+
+
+def test_a_family_whose_probes_were_all_skipped_says_why_it_is_ok():
+    state = _state([], [{"name": "gpu.nvml", "status": "skipped", "reason": "no NVIDIA driver"},
+                        {"name": "gpu.topology", "status": "skipped", "reason": "no NVIDIA driver"}])
+    verdict = judge(state, "gpu")
+    assert verdict.status is Status.OK
+    assert verdict.line == "ok gpu: no probe ran (gpu.nvml: no NVIDIA driver)"

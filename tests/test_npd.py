@@ -137,7 +137,9 @@ def test_healthy_hosts_are_ok_in_every_family(states, binary):
         for family in npd.BY_NAME:
             status, message, _ = _run_family(binary, states[host], family)
             assert status == "OK", (host, family, message)
-            assert message.startswith(f"ok {family}: ") and "nothing at critical" in message
+            assert message.startswith(f"ok {family}: ")
+            # the healthy EPYC has no GPU: its GPU family says why nothing was judged
+            assert "nothing at critical" in message or "no probe ran" in message, message
 
 
 def test_a_warning_sets_the_condition_only_with_min_severity_warning(states, binary):

@@ -76,6 +76,10 @@ def judge(state: State, family: str | None = None, min_severity: Severity = Seve
         return Verdict(Status.UNKNOWN, cut(f"unknown {p.get('name')} failed: "
                                            f"{p.get('reason') or 'no reason given'}", width))
     ran = sum(p.get("status") == "ok" for p in probes)
+    if probes and not ran:  # a CPU node's GPU family, or a GPU node whose driver is gone
+        skipped = probes[0]
+        return Verdict(Status.OK, cut(f"ok {what}: no probe ran ({skipped.get('name')}: "
+                                      f"{skipped.get('reason') or 'skipped'})", width))
     return Verdict(Status.OK, cut(f"ok {what}: {ran} probes ran, nothing at "
                                   f"{min_severity.label} or worse "
                                   f"({state.age_s:.0f}s ago)", width))
