@@ -12,6 +12,7 @@ import re
 import pytest
 
 from doctor.diff.compare import compare
+from reports.diff_common import grouped
 from reports.diff_html import render
 from tests.conftest import FIXTURE_HOSTS
 from tests.test_diff import GPU0, GPU4, VLLM, _upgrade, probe, saved
@@ -118,6 +119,36 @@ def test_hostile_values_are_escaped_and_a_changed_secret_reads_changed():
     assert secret[2] == "changed (neither value is shown)"
 
 
+def _poisoned(value, keys: bool):
+    """Every string of a record (and each key, with ``keys``) with SCRIPT appended."""
+    if isinstance(value, str):
+        return value + SCRIPT
+    if isinstance(value, dict):
+        return {(k + SCRIPT if keys and isinstance(k, str) else k): _poisoned(v, keys)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_poisoned(v, keys) for v in value]
+    return value
+
+
+def _everywhere(keys: bool = False) -> tuple[dict, dict]:
+    before, after = saved("vllm-v1-calm"), saved("vllm-v1-calm")
+    after["probes"] = [dict(p, data=_poisoned(p["data"], keys)) for p in after["probes"]]
+    before["host"] = _poisoned(before["host"], keys=False)
+    return before, after
+
+
+def test_host_text_made_hostile_everywhere_stays_text():
+    for keys in (False, True):  # a key made hostile loses its record: the facts go REMOVED
+        before, after = _everywhere(keys)
+        for diff in (compare(before, after), compare(before, after, different_hosts=True)):
+            page = render(diff)
+            assert not re.search(r"<(script|img)", page) and 'onerror="' not in page
+    before, after = _everywhere()
+    page = render(compare(before, after, different_hosts=True))
+    assert page.count("&lt;script&gt;window.__xss = 1&lt;/script&gt;&#34;&#39;&gt;") >= 10  # as text
+
+
 def test_a_diff_with_nothing_changed_says_so():
     page = render(compare(saved("l40s-8x-acs-off"), saved("l40s-8x-acs-off")))
     assert "no material change" in page and "No CHANGED, ADDED or REMOVED fact." in page
@@ -151,12 +182,13 @@ def test_the_cli_writes_the_page(cli, tmp_path):
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("pair", ["x8", "hostile"])
+@pytest.mark.parametrize("pair", ["x8", "hostile", "everywhere"])
 def test_opens_in_headless_chromium_without_errors_or_requests(tmp_path, pair):
     sync_api = pytest.importorskip("playwright.sync_api") if os.environ.get("CI") != "true" \
         else __import__("playwright.sync_api", fromlist=["sync_playwright"])
     diff = compare(saved("l40s-8x-acs-off"), saved("diff-l40s-8x-gpu0-x8")) if pair == "x8" \
-        else compare(*_hostile_pair())
+        else compare(*_hostile_pair()) if pair == "hostile" \
+        else compare(*_everywhere(), different_hosts=True)
     page_file = tmp_path / "diff.html"
     page_file.write_text(render(diff))
     url = page_file.as_uri()
@@ -175,13 +207,13 @@ def test_opens_in_headless_chromium_without_errors_or_requests(tmp_path, pair):
             page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 10_000
             assert page.evaluate("window.__xss") is None
-            assert page.locator("table.changes tr").count() == len(diff.changes) + 1
+            assert page.locator("table.changes tr").count() == len(grouped(diff)) + 1
             # nothing wider than the page: the table wraps its long ids
             assert page.evaluate("document.documentElement.scrollWidth") <= 1280
             text = page.inner_text("body")
             lines = [line for line in text.splitlines() if line.strip()]
             assert lines[1].startswith(diff.verdict)  # under the title, before anything else
-            if pair == "hostile":
+            if pair != "x8":
                 assert "<script>window.__xss = 1</script>" in text  # shown as text
                 assert all(key not in text for key in KEYS)
             else:
