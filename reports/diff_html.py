@@ -32,7 +32,7 @@ BADGE = {REGRESSION: "critical", IMPROVEMENT: "ok", NO_CHANGE: "ok", NOT_COMPARA
 # Plots of changed numbers: each is a few hundred bytes of SVG; an 8-GPU host whose every
 # figure moved has 24 bandwidths, and a page of more says no more than the table does.
 MAX_PLOTS = 24
-TITLE_CHARS = 80  # 12 px bold text is about 7 px a character: a plot is 560 px wide
+TITLE_CHARS = 70  # 12 px bold text is about 7.5 px a character, GPU UUIDs' digits more: a plot is 560 px wide
 
 
 def _number(raw: Any) -> bool:
@@ -72,6 +72,15 @@ def _value(fact: Fact, side: str) -> str:
     if fact.kind != SECRET and isinstance(raw, float) and math.isfinite(raw):
         return show(display.written(raw))
     return value(fact, side)
+
+
+def _ratio(fact: Fact) -> str:
+    """The ratio and the floor, the floor of an absolute kind in its unit ("floor ±1024 MiB"),
+    not as the 0% its relative floor reads."""
+    if fact.kind not in ABSOLUTE:
+        return figure(fact)
+    ratio = f"x{fact.ratio:.2f} " if fact.ratio is not None else ""
+    return f"{ratio}(floor ±{ABSOLUTE[fact.kind]:g} {_unit(fact)})"
 
 
 def _plot(fact: Fact) -> Markup:
@@ -117,7 +126,8 @@ def _row(fact: Fact, many: int) -> dict[str, Any]:
     row: dict[str, Any] = {
         "status": status_word(fact), "state": fact.status, "id": show(fact.id),
         "label": show(fact.label), "whole": False, "secret": fact.kind == SECRET,
-        "before": _value(fact, "before"), "after": _value(fact, "after"), "ratio": figure(fact),
+        "before": _value(fact, "before"), "after": _value(fact, "after"), "ratio": _ratio(fact),
+        "numbers": _number(fact.before) or _number(fact.after),
         "direction": fact.direction, "causes": _causes(fact.causes), "note": ""}
     if fact.kind != SECRET and fact.note and fact.note[:1] in "+-" \
             and fact.status in (ADDED, REMOVED, CHANGED):

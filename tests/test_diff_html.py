@@ -94,6 +94,15 @@ def test_a_measured_figure_is_drawn_with_its_noise_floor():
     assert (before_cell, after_cell, ratio) == ("2400", "1150", "x0.48 (floor 10%)")
 
 
+def test_an_absolute_floor_reads_in_its_unit():
+    page = render(compare(saved("l40s-8x-acs-off"), saved("diff-l40s-8x-gpu4-held")))
+    _, fact, before, after, ratio, _ = _cells(_rows(page)[0])
+    assert fact.startswith(f"{GPU4}.memory.held_by_others_mib")
+    assert (before, after, ratio) == ("0", "20480", "(floor ±1024 MiB)")  # not "floor 0%"
+    (svg,) = [s for s in re.findall(r"<svg .*?</svg>", page, re.S) if "held_by_others_mib" in s]
+    assert "noise floor ±1024 MiB" in svg and ">20480 MiB</text>" in svg
+
+
 def _hostile_pair() -> tuple[dict, dict]:
     before, after = saved("vllm-v1-calm"), saved("vllm-v1-calm")
     probe(after, "host.cpu")["governor"] = SCRIPT
