@@ -29,7 +29,7 @@ from probes.registry import PROBES
 from reports.json_report import load as load_saved
 from reports.json_report import to_dict
 
-FORMATS = ("terminal", "json", "markdown")
+FORMATS = ("terminal", "json", "markdown", "html")
 _HINT = ("give a capture directory (llm-doctor capture DIR), a saved JSON scan "
          "(scan --format json -o FILE), 'live' or 'baseline'")
 
@@ -127,6 +127,10 @@ def _text(diff: Diff, fmt: str) -> str:
         from reports.diff_markdown import render as to_markdown
 
         return to_markdown(diff)
+    if fmt == "html":
+        from reports.diff_html import render as to_html
+
+        return to_html(diff)
     from rich.console import Console
 
     from reports.diff_terminal import render as to_terminal
@@ -156,6 +160,7 @@ def diff(before, after, different_hosts, fmt, output, state_file, level) -> None
     llm-doctor diff yesterday.json live          what changed since yesterday's scan
     llm-doctor diff baseline live                since the daemon last found it healthy
     llm-doctor diff /tmp/host-a /tmp/host-b --format markdown -o diff.md
+    llm-doctor diff monday.json live --format html -o diff.html
 
     Exit: 0 no material change, 1 changes at warning, 2 regression likely, 3 not compared.
     """
