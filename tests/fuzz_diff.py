@@ -21,7 +21,7 @@ from tests.fuzz_inputs import Outside
 from tests.fuzz_report import NEEDLES, SOURCES, _base, make_report
 from tests.fuzz_runs import Run, Tried, check
 
-FORMATS = ("json", "json", "terminal", "markdown")
+FORMATS = ("json", "json", "terminal", "markdown", "html")
 
 
 def try_diff(base: Path, work: Path, rng: random.Random, out: Outside, n: int, bound_s: float,
