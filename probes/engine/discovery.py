@@ -418,7 +418,7 @@ def _read_pages(host: Host, engine: Engine, headers: dict[str, str], tries: _Tri
     version, why = engine_version.read(
         kind, asked, None if hung else lambda path: _get(host, f"{base}{path}", headers))
     return replace(engine, kind=kind, config_from=tuple(dict.fromkeys(sources)), error=error,
-                   version=version, version_reason=why, **found)
+                   version=version, version_reason=why or None, **found)
 
 
 def _on_this_host(base_url: str) -> bool:
