@@ -37,12 +37,12 @@ class Unread(str):
 def clean(value: Any) -> tuple[str | None, str | None]:
     """(the version, None) or (None, why it is not one)."""
     if not isinstance(value, str):
-        return None, f"not a string ({type(value).__name__})"
+        return None, f"is not a string ({type(value).__name__})"
     value = value.strip()
     if not value:
-        return None, "empty"
+        return None, "is empty"
     if len(value) > MAX_CHARS:
-        return None, f"{len(value)} characters, longer than a version ({MAX_CHARS} at most)"
+        return None, f"is {len(value)} characters, longer than a version ({MAX_CHARS} at most)"
     if not VERSION.fullmatch(value):
         return None, "holds characters no version has (letters, digits and . _ + - ~ only)"
     return value, None
@@ -75,7 +75,7 @@ def read(kind: str, asked: dict[str, Any], fetch: Callable[[str], Any] | None
         version, why = clean(data[key])
         if version is not None:
             return version, ""
-        reasons.append(f"{path}: {key} is {why}")
+        reasons.append(f"{path}: {key} {why}")
     return None, "not served: " + "; ".join(reasons)
 
 
