@@ -1,12 +1,12 @@
 """Is it one host, and are its two states comparable?
 
 Identity comes from what names the machine rather than what it is called: the machine id
-(/etc/machine-id) and the DMI product UUID when the scan's host holds them, and the GPUs'
-UUIDs (gpu.inventory, from nvmlDeviceGetUUID). A hostname alone proves nothing (a
-reinstalled host keeps it, a fleet's images share it), but hostnames that differ with no
-stronger identifier agreeing mean two hosts. Where no identifier is recorded on both sides
-(a host without a GPU: no probe records the machine id yet), one hostname makes the two
-sides "unproven" and they are compared, saying so.
+(/etc/machine-id) and the DMI product UUID, which the scan's host holds when they were read
+(doctor/seam/identity.py; a capture made before they were read lacks them, and the DMI UUID
+is root only), and the GPUs' UUIDs (gpu.inventory, from nvmlDeviceGetUUID). A hostname alone
+proves nothing (a reinstalled host keeps it, a fleet's images share it), but hostnames that
+differ with no stronger identifier agreeing mean two hosts. Where no identifier is recorded
+on both sides, one hostname makes the two sides "unproven" and they are compared, saying so.
 
 Comparability: the same level (a quick scan measures nothing a standard one does), the same
 model served, and the engines idle in both or under load in both (a latency percentile of an
@@ -43,6 +43,11 @@ def identity(before: dict[str, Any], after: dict[str, Any], rb: Records, ra: Rec
             else:
                 differ = True
                 evidence.append(f"the {name} differs")
+        elif isinstance(b, str) and b or isinstance(a, str) and a:
+            side = "before" if not (isinstance(b, str) and b) else "after"
+            why = (hb if side == "before" else ha).get(f"{key}_reason")
+            evidence.append(f"the {name} is not read {side}"
+                            + (f" ({redact_text(str(why))[:120]})" if why else ""))
     ub, ua = gpu_uuids(rb), gpu_uuids(ra)
     gpus_shared = bool(ub & ua)
     if ub and ua:

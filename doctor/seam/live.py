@@ -14,7 +14,7 @@ import stat
 import subprocess
 from typing import Any, Callable, Sequence
 
-from doctor.seam import http, nvml
+from doctor.seam import http, identity, nvml
 from doctor.seam.host import CommandOutput, HostReadError, HttpResponse, Memo, PathInfo, Reason
 
 MAX_READ_BYTES = 4 * 1024 * 1024  # a file read by a probe; the kernel log's tail beyond it
@@ -159,7 +159,8 @@ class LiveHost(Memo):
         return nvml.query(name, *args)
 
     def describe(self) -> dict[str, str]:
-        return {"kind": "live", "hostname": socket.gethostname()}
+        # the machine id and DMI UUID through read_text: a recording host keeps them
+        return {"kind": "live", "hostname": socket.gethostname(), **identity.identity(self.read_text)}
 
 
 def _read_bounded(f, limit: int = MAX_READ_BYTES) -> bytes:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from doctor.seam import identity
 from doctor.seam import read_kinds as kinds
 from doctor.seam.host import (CommandOutput, HostReadError, HttpResponse, MeasurementError, Memo,
                               PathInfo, Reason)
@@ -129,6 +130,8 @@ class RecordedHost(_KindReads):
             "path": str(self.root),
             "hostname": str(meta.get("hostname", "?")),
             "captured_at": str(meta.get("captured_at", "?")),
+            # absent from a capture made before they were read: identity falls back
+            **identity.identity(self.read_text),
         }
 
 
@@ -363,7 +366,8 @@ class RecordingHost(_KindReads):
         return value
 
     def describe(self) -> dict[str, str]:
-        return self.live.describe()
+        # the live host's, its identity read through this host so that it is recorded
+        return {**self.live.describe(), **identity.identity(self.read_text)}
 
     def save(self, meta: dict[str, Any]) -> None:
         self.writer.save(meta)

@@ -3,7 +3,8 @@
 Sources: the process table (``/proc/<pid>/cmdline`` and the listening sockets matched from
 ``/proc/net/tcp{,6}``, through probes.helpers.processes), then the engine's own pages over HTTP:
 ``/metrics`` (``vllm:cache_config_info``), ``/v1/models``, SGLang ``/server_info``, TGI
-``/info``, llama.cpp ``/props``, Ollama ``/api/ps``. Ollama is its ``ollama serve`` process
+``/info``, llama.cpp ``/props``, Ollama ``/api/ps``, and vLLM's ``/version`` (the engine's
+version, probes/helpers/engine_version.py; the others state it on the pages above). Ollama is its ``ollama serve`` process
 (the ``ollama runner`` children it starts, one per loaded model, serve none of its API and are
 no engine of their own) at its socket, else at its ``OLLAMA_HOST`` (``/proc/<pid>/environ``,
 that variable only), else at port 11434. Every request is bounded (2 s, 1 MiB)
@@ -38,7 +39,7 @@ from doctor.model import ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
 from doctor.redact import MASK, safe_display
 from doctor.values import field, page_json, text
-from probes.helpers import engine_flags
+from probes.helpers import engine_flags, engine_version
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_names import kind_of_page
 from probes.helpers.process_env import env_value
@@ -371,26 +372,34 @@ def _read_pages(host: Host, engine: Engine, headers: dict[str, str], tries: _Tri
                 sources.append("/metrics")
     else:
         tries.status("/metrics", metrics)
+    asked: dict[str, object] = {}  # path → its JSON, or what came back instead (the version's)
+    hung = False
     for path, reader in engine_flags.PAGES.get(kind, engine_flags.PROBE_ORDER):
         try:
             answer = _get(host, f"{base}{path}", headers)
         except HostReadError as exc:
             tries.error(path, exc)
+            asked[path] = engine_version.Unread(exc.reason.value)
             if exc.reason is Reason.TIMEOUT:
+                hung = True
                 break  # an endpoint that stops answering is asked nothing more
             continue
         if answer.status in (401, 403):
             tries.status(path, answer)
+            asked[path] = engine_version.Unread(f"HTTP {answer.status}")
             found["api_key_set"] = True
             continue
         if answer.status != 200:
             tries.status(path, answer)
+            asked[path] = engine_version.Unread(f"HTTP {answer.status}")
             continue
         try:
             data = page_json(answer.body)
         except ValueError:
             tries.status(path, answer, "not JSON")
+            asked[path] = engine_version.Unread("not JSON")
             continue
+        asked[path] = data
         if path == "/api/ps":
             ollama_ps_pages(host)[base] = (data, time.monotonic())
         figures = reader(data)
@@ -405,8 +414,11 @@ def _read_pages(host: Host, engine: Engine, headers: dict[str, str], tries: _Tri
     if engine.pid is None and not _on_this_host(base):
         # an engine elsewhere names a path on its own machine: nothing here to read there
         found["model_path"] = None
+    # not part of reachability (tries): a page that states a version, not one that finds an engine
+    version, why = engine_version.read(
+        kind, asked, None if hung else lambda path: _get(host, f"{base}{path}", headers))
     return replace(engine, kind=kind, config_from=tuple(dict.fromkeys(sources)), error=error,
-                   **found)
+                   version=version, version_reason=why or None, **found)
 
 
 def _on_this_host(base_url: str) -> bool:

@@ -39,6 +39,10 @@ class Engine:
     source: str  # "process", "endpoint" or "process+endpoint"
     config_from: tuple[str, ...]  # where the figures came from: flags, /metrics, /v1/models…
     error: str | None  # why its pages could not be read, naming the URL; None when they could
+    # the version the engine states (probes/helpers/engine_version.py: vLLM /version, SGLang
+    # /server_info, TGI /info, llama.cpp /props build_info); None with version_reason, why
+    version: str | None = None
+    version_reason: str | None = "not read: no page of the engine was read"
 
 
 # figure → (flags per engine). A flag with no value (enforce_eager) is a switch.

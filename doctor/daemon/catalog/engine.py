@@ -49,9 +49,11 @@ TABLES = (
         gauge("engine_count", "engine_discovered_engines",
               "Serving engines found (process table and --endpoint)"),
         each("engines", L.engine(url="base_url", pid="pid", kind="kind", model="model")),
-        info("engines", "engine_info", "Each engine: its weights' path, KV-cache dtype, and how "
-             "it was found (process, endpoint, process+endpoint)", model_path="model_path",
-             kv_cache_dtype="kv_cache_dtype", source="source"),
+        info("engines", "engine_info", "Each engine: its weights' path, KV-cache dtype, how "
+             "it was found (process, endpoint, process+endpoint), and the version it states",
+             model_path="model_path", kv_cache_dtype="kv_cache_dtype", source="source",
+             version="version"),
+        unexported("engines.version_reason", "why the version is absent: for people"),
         gauge("engines.gpu_memory_utilization", "engine_gpu_memory_utilization_ratio",
               "vLLM --gpu-memory-utilization, SGLang --mem-fraction-static"),
         gauge("engines.max_num_seqs", "engine_max_sequences",
