@@ -105,6 +105,9 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     "engine[*].flag.block_size": (("kv-cache-fragmentation",), None),
     "engine[*].flag.kv_cache_dtype": (("kv-cache-pressure",), None),
     "engine[*].flag.tensor_parallel_size": (("multi-gpu-load-skew",), None),
+    # a new engine release brings its own torch and CUDA runtime (the upgrade regressions of
+    # the engines' trackers): named at warning, worse only by what was measured with it
+    "engine[*].version": (("driver-runtime-mismatch",), None),
     "engine[*].torch_version": (("driver-runtime-mismatch",), None),
     "engine[*].runtime_cuda": (("driver-runtime-mismatch",), None),
     "engine[*].numa.cpus_elsewhere": (("numa-misplaced",), OFF),
