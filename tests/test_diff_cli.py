@@ -163,3 +163,22 @@ def test_a_state_file_given_as_a_side_is_its_report(cli, tmp_path):
     (tmp_path / "state.json").write_text(json.dumps(state))
     data, code = diff_json(cli, str(tmp_path / "state.json"), X8)
     assert (code, data["changes"]) == (2, [f"{GPU0}.pcie.width"])
+
+
+def test_two_standard_captures_of_this_machine_a_minute_apart_change_nothing(cli, tmp_path):
+    """The issue's test of the noise floors: this machine captured twice at level standard
+    (STREAM and the other measurements run), a minute apart, then compared: what was
+    measured moved by its noise, and nothing reads CHANGED."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for n, capture in enumerate((first, second)):
+        if n:
+            time.sleep(60)
+        result = cli("capture", str(capture), "--level", "standard", "--no-requests",
+                     "--no-progress", private_pids=True)
+        assert result.returncode in (0, 1, 2), result.stderr
+    data, code = diff_json(cli, str(first), str(second))
+    assert data["before"]["level"] == data["after"]["level"] == "standard"
+    measured = [f for f in data["facts"] if "bandwidth" in f["id"] or "gbps" in f["id"]]
+    assert measured, [f["id"] for f in data["facts"]]
+    assert [f["id"] for f in data["facts"] if f["status"] == "changed"] == [], data["line"]
+    assert (data["verdict"], code) == ("no material change", 0), data["line"]
