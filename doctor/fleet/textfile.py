@@ -37,6 +37,7 @@ left out, since node_exporter refuses a whole file that holds a duplicate series
 from __future__ import annotations
 
 import calendar
+import re
 import time
 from typing import Iterable, Iterator
 
@@ -49,6 +50,7 @@ from doctor.model import Finding, ScanReport, Severity
 
 WRITTEN = f"{PREFIX}_textfile_written_timestamp_seconds"
 MAX_LABEL = 1024  # characters: a model path or a GPU name fits; a 10 MB string from a hostile file does not
+_SURROGATE = re.compile("[\ud800-\udfff]")  # not UTF-8: the writer would raise on it
 # the daemon's series a textfile leaves out: node_exporter answers the scrape, not llm-doctor
 _NOT_IN_ANY = {f"{PREFIX}_scrape_timestamp_seconds"}
 _NOT_IN_A_SCAN = _NOT_IN_ANY | {f"{PREFIX}_alert", f"{PREFIX}_evaluations"}
@@ -73,7 +75,7 @@ def exit_code(findings: Iterable[Finding]) -> int:
 def _label(value: str) -> str:
     if len(value) > MAX_LABEL:
         value = value[:MAX_LABEL - 1] + "…"
-    return value.encode("utf-8", "replace").decode("utf-8")
+    return _SURROGATE.sub("\ufffd", value)
 
 
 def _writable(families: Iterable[Metric]) -> list[Metric]:
