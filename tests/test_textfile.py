@@ -12,8 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from doctor.config import ConfigError
+from doctor.daemon.settings import load_settings, with_flags
 from doctor.fleet.textfile import MAX_LABEL, scan_text
 from doctor.model import Finding, Level, ScanReport, Severity
 from tests.conftest import FIXTURE_HOSTS, REPO
@@ -193,3 +196,18 @@ def test_series_that_meet_once_cut_are_written_once():
     assert samples["llm_doctor_scan_exit_code"][0].value == 2.0
     assert samples["llm_doctor_last_evaluation_timestamp_seconds"][0].value == 1796119201.5
     assert samples["llm_doctor_textfile_written_timestamp_seconds"][0].value == 1796119202.0
+
+
+def test_the_daemons_textfile_setting_is_checked_as_the_others(tmp_path):
+    config = tmp_path / "llm-doctor.toml"
+    config.write_text('[daemon]\ntextfile = "/var/lib/node_exporter/textfile/llm-doctor.prom"\n')
+    assert load_settings(config).textfile == "/var/lib/node_exporter/textfile/llm-doctor.prom"
+    for value, why in (('"/var/lib/node_exporter/textfile/llm-doctor.txt"', "named *.prom"),
+                       ("5", "must be a string"), ('"a\\nb.prom"', "control character")):
+        config.write_text(f"[daemon]\n\ntextfile = {value}\n")
+        with pytest.raises(ConfigError) as raised:
+            load_settings(config)
+        assert f"{config}:3: daemon.textfile" in str(raised.value) and why in str(raised.value)
+    with pytest.raises(ConfigError, match=r"^--textfile = 'llm-doctor': node_exporter's textfile"):
+        with_flags(load_settings(None), textfile="llm-doctor")
+    assert with_flags(load_settings(None), textfile="").textfile == ""  # '' writes none
