@@ -181,7 +181,7 @@ def test_a_hostile_host_still_gives_a_valid_file(cli, tmp_path):
 
 def test_series_that_meet_once_cut_are_written_once():
     """Two keys that differ only past MAX_LABEL characters would be one series twice, and
-    node_exporter refuses a whole file that holds a duplicate."""
+    node_exporter drops the repeat and logs a gathering error at every scrape."""
     def finding(key: str) -> Finding:
         return Finding(rule="cpu-contention", cause="cpu-contention", symptoms=("slowdown",),
                        severity=Severity.CRITICAL, title="t", evidence={}, remediation="r",

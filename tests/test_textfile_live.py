@@ -41,9 +41,16 @@ def node_exporter(tmp_path):
         proc.stop()
 
 
+GATHERING = ("promhttp_metric_handler_errors_total", (("cause", "gathering"),))
+
+
 def _scrape(url: str) -> Series:
+    """node_exporter's page, which must say it read every file (a file it cannot parse is a
+    scrape error) and gathered every series (a series twice is a gathering error: it logs
+    it and drops the repeat)."""
     got = _series(get(url))
     assert got[("node_textfile_scrape_error", ())] == 0.0, "node_exporter could not read a file"
+    assert got.get(GATHERING, 0.0) == 0.0, "node_exporter dropped a series it had seen"
     return got
 
 
@@ -126,3 +133,32 @@ def test_a_textfile_the_daemon_cannot_write_is_logged_once_and_again_when_it_can
         wait_for("the log to say so", lambda: f"textfile {out} written again" in proc.log(), 10)
     finally:
         proc.stop()
+
+
+def test_node_exporter_takes_the_textfile_of_every_recorded_host(node_exporter):
+    """Every committed recorded host, scanned at its level: node_exporter reads the file and
+    gathers every series of it (promtool does not mind a series twice; node_exporter drops
+    the repeat and counts a gathering error)."""
+    from doctor.fleet.textfile import scan_text
+    from doctor.model import Level, ScanOptions
+    from doctor.output import write_atomic
+    from doctor.scan import scan
+    from doctor.seam.recorded import RecordedHost
+    from probes.registry import PROBES
+    from tests.test_exporter_fixtures import HOSTS, RULES
+
+    folder, url = node_exporter
+    refused: list[str] = []
+    for path in HOSTS:
+        host = RecordedHost(path)
+        meta = host.manifest["host"]
+        options = ScanOptions(level=Level.parse(meta.get("level", "standard")),
+                              model_dirs=tuple(meta.get("model_dirs", [])))
+        text = scan_text(scan(host, options, PROBES, RULES))
+        write_atomic(folder / "llm-doctor.prom", text)
+        got = _series(get(url))
+        if got[("node_textfile_scrape_error", ())] != 0.0 or got.get(GATHERING, 0.0) != 0.0 \
+                or ("llm_doctor_textfile_written_timestamp_seconds", ()) not in got:
+            refused.append(path.name)
+            break  # the gathering errors count up from here: the first host is the one
+    assert not refused, f"node_exporter could not read or gather the textfile of {refused}"

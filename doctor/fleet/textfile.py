@@ -31,7 +31,8 @@ evidence may hold what a secret scan would mask); the finding's key is redacted 
 exporter's is. Label values are escaped by prometheus-client's writer; one that cannot be
 written as UTF-8 (a lone surrogate from a hostile file) or is longer than ``MAX_LABEL``
 characters is made writable here, and a series that then repeats one already written is
-left out, since node_exporter refuses a whole file that holds a duplicate series.
+left out: node_exporter would drop it anyway and log a gathering error at every scrape
+(``promhttp_metric_handler_errors_total{cause="gathering"}``).
 """
 
 from __future__ import annotations
