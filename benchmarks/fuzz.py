@@ -39,7 +39,8 @@ PROBLEMS = ("traceback", "hang", "read-outside", "found-outside", "found-secret"
 # the seconds one run of it may take before it counts as a hang (default: --bound).
 SHARES = {"host": 0.5, "rules": 0.3, "config": 0.2, "plan": 0.1, "daemon": 0.1, "endpoint": 0.2,
           "report": 0.2,
-          "engine-pages": 0.2}
+          "engine-pages": 0.2,
+          "textfile": 0.2}
 # A rule or config file is checked in milliseconds; one that takes seconds is already wrong.
 FILE_BOUND_S = 5.0
 BOUNDS = {"rules": FILE_BOUND_S, "config": FILE_BOUND_S, "plan": FILE_BOUND_S,

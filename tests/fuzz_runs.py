@@ -247,6 +247,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "endpoint": _kind("fuzz_endpoint", "try_endpoint"),
     "report": _kind("fuzz_report", "try_report"),
     "engine-pages": _kind("fuzz_engine_pages", "try_engine_pages"),
+    "textfile": _kind("fuzz_textfile", "try_textfile"),
 }
 
 
