@@ -45,11 +45,19 @@ def _hostile(rng: random.Random) -> str:
     return "".join(rng.choice(LABELS) for _ in range(rng.choice((1, 2, 3))))
 
 
+def _plain(path: Path, root: Path) -> bool:
+    """A regular file of the input, not a link nor under one: the host mutations leave FIFOs
+    (a read would block this harness), devices, and links to the outside markers (which
+    this harness must neither read nor write)."""
+    return (path.is_file() and not path.is_symlink()
+            and path.resolve().is_relative_to(root.resolve()))
+
+
 def _plant_labels(root: Path, rng: random.Random) -> str:
     """Hostile text where labels come from; returns what was planted where."""
     done = []
     cpuinfo = root / "fs/proc/cpuinfo"
-    if cpuinfo.is_file() and rng.random() < 0.5:
+    if _plain(cpuinfo, root) and rng.random() < 0.5:
         lines = cpuinfo.read_text(errors="replace").splitlines()
         value = _hostile(rng).replace("\n", " ")  # a line of cpuinfo holds no newline
         cpuinfo.write_text("\n".join(f"model name\t: {value}" if line.startswith("model name")
@@ -57,6 +65,8 @@ def _plant_labels(root: Path, rng: random.Random) -> str:
                            errors="surrogatepass")
         done.append("cpuinfo model")
     measurements = root / "measurements.json"
+    if not _plain(measurements, root):
+        return " + ".join(done) or "no label source"
     try:
         data = json.loads(measurements.read_text())
         top = data["host.cpu_load"]["top"]
