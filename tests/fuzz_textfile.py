@@ -29,7 +29,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.fuzz_inputs import HOSTS, Outside, make_host
+from tests.fuzz_inputs import HOSTS, Outside, _replace, make_host
 from tests.fuzz_runs import Run, Tried, check
 
 SOURCES = ("xeon-gold-6338-2socket-powersave", "vllm-v1-kv-pressure", "h100-sxm-8x-nvswitch",
@@ -60,9 +60,10 @@ def _plant_labels(root: Path, rng: random.Random) -> str:
     if _plain(cpuinfo, root) and rng.random() < 0.5:
         lines = cpuinfo.read_text(errors="replace").splitlines()
         value = _hostile(rng).replace("\n", " ")  # a line of cpuinfo holds no newline
-        cpuinfo.write_text("\n".join(f"model name\t: {value}" if line.startswith("model name")
-                                     else line for line in lines) + "\n",
-                           errors="surrogatepass")
+        text = "\n".join(f"model name\t: {value}" if line.startswith("model name") else line
+                         for line in lines) + "\n"
+        # replaced, never edited: the copy's fs/ files are hard links to the committed host
+        _replace(cpuinfo, text.encode("utf-8", "surrogatepass"))
         done.append("cpuinfo model")
     measurements = root / "measurements.json"
     if not _plain(measurements, root):
@@ -70,13 +71,13 @@ def _plant_labels(root: Path, rng: random.Random) -> str:
     try:
         data = json.loads(measurements.read_text())
         top = data["host.cpu_load"]["top"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # a mutated file
         return " + ".join(done) or "no label source"
     if isinstance(top, list):
         for item in top[:rng.choice((1, 2, 5))]:
             if isinstance(item, dict):
                 item["comm"] = _hostile(rng)
-        measurements.write_text(json.dumps(data))
+        _replace(measurements, json.dumps(data).encode())
         done.append("process names")
     return " + ".join(done) or "no label source"
 
