@@ -41,7 +41,8 @@ SHARES = {"host": 0.5, "rules": 0.3, "config": 0.2, "plan": 0.1, "daemon": 0.1, 
           "report": 0.2,
           "engine-pages": 0.2,
           "npd": 0.1,
-          "diff": 0.2}
+          "diff": 0.2,
+          "textfile": 0.2}
 # A rule or config file is checked in milliseconds; one that takes seconds is already wrong.
 FILE_BOUND_S = 5.0
 BOUNDS = {"rules": FILE_BOUND_S, "config": FILE_BOUND_S, "plan": FILE_BOUND_S,

@@ -249,6 +249,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "engine-pages": _kind("fuzz_engine_pages", "try_engine_pages"),
     "npd": _kind("fuzz_npd", "try_npd"),
     "diff": _kind("fuzz_diff", "try_diff"),
+    "textfile": _kind("fuzz_textfile", "try_textfile"),
 }
 
 

@@ -55,6 +55,10 @@ def _seconds(value: str | None, flag: str) -> float | None:
               help="Write the last evaluation here after every beat, atomically, for "
                    "'llm-doctor npd' and 'slurm-healthcheck' (default "
                    "/var/lib/llm-doctor/state.json; '' writes none).")
+@click.option("--textfile", metavar="FILE", default=None,
+              help="Also write the metrics to FILE after every beat, atomically, for "
+                   "node_exporter's textfile collector (a name ending in .prom in its "
+                   "--collector.textfile.directory; docs/textfile.md).")
 @click.option("--alertmanager", multiple=True, metavar="URL",
               help="Send alerts to this Alertmanager (v2 API; repeatable).")
 @click.option("--webhook", multiple=True, metavar="URL",
@@ -65,7 +69,7 @@ def _seconds(value: str | None, flag: str) -> float | None:
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)
 def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, config_path,
-           rule_files, report_dir, state_file, alertmanager, webhook, replay, log_level) -> None:
+           rule_files, report_dir, state_file, textfile, alertmanager, webhook, replay, log_level) -> None:
     """Run the probes on a schedule, export metrics, send alerts, write incident reports.
 
     \b
@@ -80,6 +84,7 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
 
     from doctor.commands.setup import load_daemon, open_host
     from doctor.daemon.service import Daemon
+    from doctor.fleet.textfile import daemon_text
 
     # Until the server is up (Daemon.run installs the daemon's handlers): SIGTERM and SIGINT
     # stop it wherever its start is, and a reload or kernel request has nothing to act on yet.
@@ -91,7 +96,8 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     flags = {"listen": listen, "interval_s": _seconds(interval, "--interval"),
              "kernel_interval_s": _seconds(kernel_interval, "--kernel-interval"),
-             "level": level, "report_dir": report_dir, "state_file": state_file, "alertmanager": tuple(alertmanager),
+             "level": level, "report_dir": report_dir, "state_file": state_file,
+             "textfile": textfile, "alertmanager": tuple(alertmanager),
              "webhook": tuple(webhook), "model_dirs": tuple(model_dirs),
              "endpoints": tuple(endpoints),  # each checked as its key is (settings.with_flags)
              # a recording's kernel results cost its engine nothing: replayed while it serves
@@ -102,7 +108,7 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
     def reload():  # the scan's options built as a scan builds them (doctor/commands/setup.py)
         return load_daemon(config_path, rule_files, flags, host)
 
-    service = Daemon(reload(), reload, host=host)
+    service = Daemon(reload(), reload, host=host, textfile=daemon_text)
     sys.exit(service.run())
 
 

@@ -134,6 +134,13 @@ def _html(report: ScanReport, verbose: bool = False) -> str:
     return render(report, verbose=verbose)
 
 
+def _prom(report: ScanReport, verbose: bool = False) -> str:
+    """node_exporter's textfile collector's format (doctor/fleet/textfile.py)."""
+    from doctor.fleet.textfile import scan_text
+
+    return scan_text(report)
+
+
 # Output formats: one table. Each renders a whole report to text; ``verbose`` gives every
 # probe its own row (else a family skipped for one reason is one row).
 FORMATS: dict[str, Callable[[ScanReport, bool], str]] = {
@@ -141,6 +148,7 @@ FORMATS: dict[str, Callable[[ScanReport, bool], str]] = {
     "json": _json,
     "markdown": _markdown,
     "html": _html,
+    "prom": _prom,
 }
 
 

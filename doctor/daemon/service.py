@@ -20,7 +20,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -33,6 +33,7 @@ from doctor.daemon.scheduler import Scheduler
 from doctor.daemon.metrics_app import metrics_app, tls_context
 from doctor.daemon.server import MetricsServer, serve
 from doctor.daemon.settings import Settings
+from doctor.output import write_atomic
 from doctor.rules.evaluate import evaluate
 from doctor.seam.host import Host
 from doctor.seam.live import LiveHost
@@ -58,7 +59,8 @@ class Loaded:
 
 
 class Daemon:
-    def __init__(self, loaded: Loaded, reload: Any, host: Host | None = None) -> None:
+    def __init__(self, loaded: Loaded, reload: Any, host: Host | None = None,
+                 textfile: Callable[[DoctorCollector, float], str] | None = None) -> None:
         self.loaded, self._reload = loaded, reload
         self.host = host or LiveHost()
         self.stop_event = threading.Event()
@@ -78,6 +80,10 @@ class Daemon:
         self._state_problem = ""  # the last reason the state file could not be written
         self.baseline = baseline.Keeper()
         self._baseline_said = ""  # the last reason logged for not writing one
+        # renders daemon.textfile (doctor/fleet/textfile.daemon_text: a layer above, so the
+        # command hands it in); None writes no textfile
+        self.textfile = textfile
+        self._textfile_problem = ""
 
     def _for_s(self) -> dict[str, float]:
         base = {r.id: r.for_s or 0.0 for r in self.loaded.rules}
@@ -263,6 +269,7 @@ class Daemon:
         self.history.add(wall, self.collector.samples() + self._own_samples())
         self._write_state(findings, wall)
         self._write_baseline(results, findings, wall)
+        self._write_textfile(wall)
         self._notify(moved, findings, wall)
 
     def _report(self, findings, wall: float) -> ScanReport:
@@ -321,6 +328,24 @@ class Daemon:
         if message != self._baseline_said:
             log.log(level, "%s", message)
         self._baseline_said = message
+
+    def _write_textfile(self, wall: float) -> None:
+        """The exporter's series to node_exporter's textfile (daemon.textfile), atomically;
+        a failure is logged when it starts and when it ends, as the state file's."""
+        path = self.loaded.settings.textfile
+        if not path or self.textfile is None:
+            return
+        try:
+            write_atomic(path, self.textfile(self.collector, wall))
+        except OSError as exc:
+            problem = f"cannot write the textfile {path} (--textfile): {exc.strerror or exc}"
+            if problem != self._textfile_problem:
+                log.error("%s; node_exporter serves the last one written, if any", problem)
+            self._textfile_problem = problem
+            return
+        if self._textfile_problem:
+            log.info("textfile %s written again", path)
+        self._textfile_problem = ""
 
     def _own_samples(self) -> list[tuple[str, tuple[tuple[str, str], ...], float]]:
         return [("llm_doctor_probe_duration_seconds", (("probe", r.name),), r.duration_s)

@@ -10,6 +10,7 @@
     report_dir = "/var/lib/llm-doctor/reports"
     report_keep = 50                 # newest incident reports kept
     state_file = "/var/lib/llm-doctor/state.json"  # the last evaluation, for the adapters; "" = none
+    textfile = ""                    # node_exporter's textfile collector: DIR/llm-doctor.prom
     alertmanager = ["http://127.0.0.1:9093"]
     webhook = []
     resend_interval = "1m"           # firing alerts re-sent to Alertmanager
@@ -53,7 +54,7 @@ DURATIONS = {"interval": "interval_s", "kernel_interval": "kernel_interval_s",
              "resend_interval": "resend_s", "history": "history_s"}
 FLAGS = {"listen": "--listen", "interval_s": "--interval", "kernel_interval_s": "--kernel-interval",
          "level": "--level", "report_dir": "--report-dir",
-         "state_file": "--state-file", "alertmanager": "--alertmanager",
+         "state_file": "--state-file", "textfile": "--textfile", "alertmanager": "--alertmanager",
          "webhook": "--webhook", "model_dirs": "--model-dir", "endpoints": "--endpoint",
          "rule_files": "--rules"}
 DAY_S = 86400.0
@@ -89,6 +90,9 @@ class Settings:
     report_keep: int = 50
     # the last evaluation, atomically, for npd and slurm-healthcheck (doctor/daemon/state.py)
     state_file: str = "/var/lib/llm-doctor/state.json"
+    # the exporter's series after every beat, atomically, for node_exporter's textfile
+    # collector (doctor/fleet/textfile.py); "" = none
+    textfile: str = ""
     alertmanager: tuple[str, ...] = ()
     webhook: tuple[str, ...] = ()
     resend_s: float = 60.0
@@ -223,6 +227,13 @@ def _checked(at: str, attr: str, value: Any, given: Any = None) -> Any:
         if ":" in user:
             raise ConfigError(f"{at}: a basic-auth user name cannot hold ':' (RFC 7617)")
         return user
+    if attr == "textfile":
+        path = _text(at, value, "a path ending in .prom")
+        if path and not path.endswith(".prom"):  # node_exporter would never read it
+            raise ConfigError(f"{at} = {_shown(path)}: node_exporter's textfile collector "
+                              "reads only files named *.prom; name it e.g. "
+                              "/var/lib/node_exporter/textfile/llm-doctor.prom")
+        return path
     return _text(at, value, "a path")  # report_dir, state_file and the three files
 
 
