@@ -326,3 +326,22 @@ def test_a_finding_key_with_a_secret_reaches_neither_metrics_nor_alertmanager(ke
     for shown in (page, labels["key"]):
         assert "0123456789abcdef" not in shown and "hunter2" not in shown
     assert "127.0.0.1:8000" in page or "gw.example" in page or "worker" in page
+
+
+def test_a_label_no_writer_can_write_is_made_writable_and_the_scrape_answers():
+    """A lone surrogate (a hostile recording's measurements.json can hold "\\udcff") or a
+    10 MB string in a label: the page is still written (it answered 500 to every scrape)."""
+    from doctor.daemon.exporter import MAX_LABEL
+    from tests.daemon_helpers import finding
+
+    collector = DoctorCollector({})
+    hostile = "GPU-\udcff-0"
+    collector.publish(Snapshot(findings=[finding(key=hostile), finding(key="k" * 10_000_000),
+                                         finding(key="k" * 10_000_001)], evaluations=1))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    page = generate_latest(registry).decode()
+    keys = [s.labels["key"] for fam in text_string_to_metric_families(page)
+            if fam.name == "llm_doctor_finding" for s in fam.samples]
+    assert "GPU-\ufffd-0" in keys
+    assert sorted(len(k) for k in keys if k.startswith("kkk")) == [MAX_LABEL]  # met once cut

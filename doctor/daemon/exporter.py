@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import threading
 import time
 from collections import Counter
@@ -222,6 +223,30 @@ def families(rows: list[Series]) -> list[Any]:
     return list(out.values())
 
 
+MAX_LABEL = 1024  # characters: a model path or a GPU name fits; a 10 MB string does not
+_SURROGATE = re.compile("[\ud800-\udfff]")  # not UTF-8: the exposition writer raises on it
+
+
+def _cut(value: str) -> str:
+    return value if len(value) <= MAX_LABEL else value[:MAX_LABEL - 1] + "…"
+
+
+def writable(family: Any) -> Any:
+    """``family`` with every label value one the exposition writer can write (a lone
+    surrogate from a hostile file as U+FFFD, cut at MAX_LABEL characters) and no series twice
+    (two values that meet once cut): one such label answered every scrape with a 500."""
+    seen: set[tuple] = set()
+    kept = []
+    for sample in family.samples:
+        labels = {k: _SURROGATE.sub("\ufffd", _cut(v)) for k, v in sample.labels.items()}
+        identity = (sample.name, tuple(sorted(labels.items())))
+        if identity not in seen:
+            seen.add(identity)
+            kept.append(sample._replace(labels=labels))
+    family.samples = kept
+    return family
+
+
 @dataclass(slots=True)
 class Snapshot:
     """What the collector exports: replaced as a whole after each evaluation."""
@@ -247,8 +272,9 @@ class DoctorCollector(Collector):
         """Replace what scrapes see; the families are built here, once per evaluation, so
         that a scrape only writes them out."""
         rows, wrong = series(snapshot.results)
-        built = [*families(rows), self._unexported(wrong), *self._probes(snapshot),
-                 *self._findings(snapshot), *self._heartbeat(snapshot)]
+        built = [writable(f) for f in (*families(rows), self._unexported(wrong),
+                                        *self._probes(snapshot), *self._findings(snapshot),
+                                        *self._heartbeat(snapshot))]
         kept = [(m.name, labels, value)
                 for m, labels, value in rows if m.kept and math.isfinite(value)]
         with self._lock:
