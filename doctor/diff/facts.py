@@ -288,6 +288,9 @@ def engine_facts(r: Records) -> Iterator[Reading]:
         yield from _fields(at, "engine", "gpu.runtime", engine, {
             "torch_version": "torch version", "torch_cuda": "torch built for CUDA",
             "runtime_cuda": "CUDA runtime the engine loads"})
+        if "nccl" in engine:  # a scan saved before NCCL was read has no field: no fact
+            yield Reading(f"{at}.nccl_version", "engine", "NCCL version the engine loads (libnccl mapped)",
+                          _scalar(engine["nccl"]), CONFIG, "gpu.runtime")
     for engine in r.rows("gpu.numa", "engines"):
         at = r.engine_of_pid(engine.get("pid"), str(engine.get("name") or engine.get("engine")))
         yield from _fields(f"{at}.numa", "engine", "gpu.numa", engine, {
@@ -347,7 +350,7 @@ EXTRACTORS: tuple[Callable[[Records], Iterator[Reading]], ...] = (gpu_facts, eng
 # What the issue asks to compare that no probe records yet: named in every diff, so that a
 # reader knows the diff is silent about them, not that they are the same.
 NOT_RECORDED = ("the engine's full argv (engine.discovery keeps the flags it judges)",
-                "NCCL's version", "the hash of the model's config.json")
+                "the hash of the model's config.json")
 
 
 def readings(report: Data) -> tuple[Records, dict[str, Reading]]:

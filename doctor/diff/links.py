@@ -110,6 +110,8 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     "engine[*].version": (("driver-runtime-mismatch",), None),
     "engine[*].torch_version": (("driver-runtime-mismatch",), None),
     "engine[*].runtime_cuda": (("driver-runtime-mismatch",), None),
+    # no cause of the vocabulary is a NCCL release: the change is named, bearing on none
+    "engine[*].nccl_version": ((), None),
     "engine[*].numa.cpus_elsewhere": (("numa-misplaced",), OFF),
     "engine[*].cgroup.cpu_quota_cpus": (("cpu-quota-throttled",), HIGHER),
     "engine[*].cgroup.memory_limit_bytes": (("memory-cgroup-oom",), HIGHER),
