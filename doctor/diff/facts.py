@@ -308,6 +308,11 @@ def engine_facts(r: Records) -> Iterator[Reading]:
                                "num_parallel": "OLLAMA_NUM_PARALLEL", "context_length": "OLLAMA_CONTEXT_LENGTH",
                                "keep_alive": "OLLAMA_KEEP_ALIVE", "kv_cache_type": "OLLAMA_KV_CACHE_TYPE",
                                "flash_attention": "OLLAMA_FLASH_ATTENTION"})
+    for engine in r.rows("engine.capacity", "engines"):
+        if "config_sha256" in engine and isinstance(engine.get("model_path"), str):
+            yield Reading(f"model[{engine['model_path']}].config_hash", "engine",
+                          "model's config.json (sha256, 16 hex digits)", _scalar(engine["config_sha256"]),
+                          CONFIG, "engine.capacity")
     yield from _latency(r)
     yield from _knee(r)
 
@@ -349,8 +354,7 @@ EXTRACTORS: tuple[Callable[[Records], Iterator[Reading]], ...] = (gpu_facts, eng
 
 # What the issue asks to compare that no probe records yet: named in every diff, so that a
 # reader knows the diff is silent about them, not that they are the same.
-NOT_RECORDED = ("the engine's full argv (engine.discovery keeps the flags it judges)",
-                "the hash of the model's config.json")
+NOT_RECORDED = ("the engine's full argv (engine.discovery keeps the flags it judges)",)
 
 
 def readings(report: Data) -> tuple[Records, dict[str, Reading]]:

@@ -97,6 +97,9 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     "model[*].read_mbps": (("model-on-slow-disk",), HIGHER),
     "model[*].rotational": (("model-on-slow-disk",), OFF),
     "model[*].network_fs": (("model-on-network-fs",), OFF),
+    # another config at the same path is another model (or a changed max_position_embeddings,
+    # rope scaling, dtype): it bears on what the engine can hold, no way of it is the good one
+    "model[*].config_hash": (("context-oversized", "kv-cache-pressure"), None),
     "engine[*].flag.enforce_eager": (("cuda-graphs-disabled",), OFF),
     "engine[*].flag.gpu_memory_utilization": (("gpu-memory-no-headroom", "kv-cache-pressure"), None),
     "engine[*].flag.max_num_seqs": (("too-few-slots",), None),

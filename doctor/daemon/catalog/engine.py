@@ -154,6 +154,8 @@ TABLES = (
         gauge("engines.fits", "engine_model_fits", "1 when the model fits its budget"),
         gauge("engines.max_concurrency", "engine_max_full_context_sequences",
               "Full-context sequences that fit beside the weights"),
+        unexported("engines.model_path", "a path: high cardinality (the model label names the model)"),
+        unexported("engines.config_sha256", "a hash of config.json, for llm-doctor diff: high cardinality"),
         of("length", "not_sized", "engine_capacity_not_sized",
            "Engines that could not be sized (the scan says why)"),
     )),
