@@ -9,14 +9,15 @@ import json
 import shutil
 
 from doctor.diff.compare import compare
-from doctor.diff.facts import NOT_RECORDED
-from doctor.diff.model import CHANGED, SAME
+from doctor.diff.facts import NOT_RECORDED, argv_flags
+from doctor.diff.model import ADDED, CHANGED, REMOVED, SAME
 from doctor.model import Level, ScanOptions
 from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.helpers.cuda_loaded import mapped
 from probes.registry import PROBES, by_name
+from reports.diff_json import to_dict as diff_dict
 from reports.json_report import to_dict
 from tests.conftest import FIXTURE_HOSTS
 from tests.test_fixtures import replay
@@ -138,3 +139,66 @@ def test_the_config_hash_survives_a_capture_and_its_replay(tmp_path):
     replayed = next(p for p in scan(RecordedHost(tmp_path / "cap"), options, capacity, RULES).probes)
     assert (replayed.status, replayed.record) == (original.status, original.record)
     assert original.record.engines[0].config_sha256 is not None
+
+
+# --- the engine's full argv ----------------------------------------------------------------
+
+VLLM_HOST, VLLM_PID = "vllm-v1-calm", 48213
+VLLM = "engine[vllm@127.0.0.1:8000]"
+
+
+def _with_argv(tmp_path, label: str, *extra: str):
+    root = _host(tmp_path, VLLM_HOST, label)
+    cmdline = root / "fs" / "proc" / str(VLLM_PID) / "cmdline"
+    args = cmdline.read_bytes().rstrip(b"\0").split(b"\0")
+    args = args[:args.index(b"--api-key")]  # the key is given below, in the clear
+    cmdline.write_bytes(b"\0".join(args + [a.encode() for a in extra]) + b"\0")
+    return root
+
+
+def test_every_flag_of_the_argv_is_a_fact_and_a_changed_key_is_never_shown(tmp_path):
+    before = to_dict(replay(_with_argv(tmp_path, "before", "--swap-space", "4", "--enable-prefix-caching",
+                                       "--api-key", "sk-before-0123456789")))
+    after = to_dict(replay(_with_argv(tmp_path, "after", "--swap-space=16", "--disable-log-requests",
+                                      "--api-key", "sk-after-9876543210")))
+    diff = compare(before, after)
+    moved = {f.id: f for f in diff.facts if f.status in (CHANGED, ADDED, REMOVED)}
+    assert {k: (f.status, f.before, f.after) for k, f in moved.items()} == {
+        f"{VLLM}.argv.--swap-space": (CHANGED, "4", "16"),
+        f"{VLLM}.argv.--enable-prefix-caching": (REMOVED, True, None),
+        f"{VLLM}.argv.--disable-log-requests": (ADDED, None, True)}
+    assert moved[f"{VLLM}.argv.--disable-log-requests"].note == "+ --disable-log-requests"
+    (key,) = [f for f in diff.facts if f.id == f"{VLLM}.argv.--api-key"]
+    assert (key.kind, key.before, key.after) == ("secret", None, None)
+    text = json.dumps(diff_dict(diff))
+    assert "sk-before" not in text and "sk-after" not in text and "0123456789" not in text
+    # the flags engine.discovery judges stay their own facts, not twice
+    assert not any(f.id.endswith(("argv.--model", "argv.--max-num-seqs")) for f in diff.facts)
+    assert {f.id for f in diff.facts if f.id.startswith(f"{VLLM}.argv.")} >= {
+        f"{VLLM}.argv.program", f"{VLLM}.argv.-m", f"{VLLM}.argv.--port"}
+    assert NOT_RECORDED == ()
+
+
+def test_argv_flags_reads_values_switches_repeats_and_negative_numbers():
+    assert argv_flags(["/usr/bin/python3", "-m", "sglang.launch_server", "--tp", "2", "--x=a=b",
+                       "--seed", "-1", "--cuda-graph", "--lora", "a", "--lora", "b", "extra"]) == {
+        "program": "/usr/bin/python3", "-m": "sglang.launch_server", "--tp": "2", "--x": "a=b",
+        "--seed": "-1", "--cuda-graph": True, "--lora": "a,b", "args": "extra"}
+    assert argv_flags([]) == {}
+
+
+def test_the_argv_is_kept_masked_in_the_record_and_replays_the_same(tmp_path):
+    root = _with_argv(tmp_path, "source", "--api-key", "sk-secret-0123456789", "--served-model-name", "a b")
+    source = RecordedHost(root)
+    options = ScanOptions(level=Level.QUICK)
+    discovery = [p for p in PROBES if p.name == "engine.discovery"]
+    original = next(p for p in scan(source, options, discovery, RULES).probes)
+    (command,) = original.record.argv
+    assert command.pid == VLLM_PID and command.reason is None
+    assert command.argv[-4:] == ("--api-key", "***", "--served-model-name", "a b")
+    capture = RecordingHost(source, tmp_path / "cap")
+    scan(capture, options, discovery, RULES)
+    capture.save({"level": "quick"})
+    replayed = next(p for p in scan(RecordedHost(tmp_path / "cap"), options, discovery, RULES).probes)
+    assert (replayed.status, replayed.record) == (original.status, original.record)
+    assert b"sk-secret" not in b"".join(p.read_bytes() for p in (tmp_path / "cap").rglob("*") if p.is_file())
