@@ -187,6 +187,18 @@ def test_argv_flags_reads_values_switches_repeats_and_negative_numbers():
     assert argv_flags([]) == {}
 
 
+def test_an_added_custom_all_reduce_off_bears_on_p2p():
+    def saved_argv(*args: str) -> dict:
+        return {"probes": [{"name": "engine.discovery", "status": "ok", "data": {
+            "engines": [{"pid": 7, "kind": "vllm", "base_url": "http://127.0.0.1:8000"}],
+            "argv": [{"pid": 7, "argv": ["vllm", "serve", "/m", *args], "reason": None}]}}]}
+    diff = compare(saved_argv(), saved_argv("--disable-custom-all-reduce"))
+    (first,) = diff.changes
+    assert (first.id, first.status, first.direction) == (
+        f"{VLLM}.argv.--disable-custom-all-reduce", ADDED, "worse")
+    assert first.causes == ("gpu-p2p-blocked",) and first.note == "+ --disable-custom-all-reduce"
+
+
 def test_the_argv_is_kept_masked_in_the_record_and_replays_the_same(tmp_path):
     root = _with_argv(tmp_path, "source", "--api-key", "sk-secret-0123456789", "--served-model-name", "a b")
     source = RecordedHost(root)

@@ -321,6 +321,9 @@ def engine_facts(r: Records) -> Iterator[Reading]:
 # the spellings whose figure is already a fact (ENGINE_FLAGS, with its meaning and link):
 # the argv facts leave them out so one change is one fact
 _JUDGED = {flag for flag, _ in ENGINE_FLAGS.values()}
+# switches a cause names (links.py): read on every side, None when not given, so that adding
+# one is judged as the flag it is (ADDED with its direction), not as a fact one side lacks
+ARGV_SWITCHES = ("--disable-custom-all-reduce",)
 
 
 def argv_flags(argv: list[Any]) -> dict[str, Any]:
@@ -366,7 +369,8 @@ def _argv(r: Records) -> Iterator[Reading]:
         if command.get("reason") or not isinstance(command.get("argv"), list):
             continue
         at = r.engine_of_pid(command.get("pid"), f"pid {as_key(command.get('pid'))}")
-        for name, value in argv_flags(command["argv"]).items():
+        flags = argv_flags(command["argv"])
+        for name, value in {**dict.fromkeys(ARGV_SWITCHES), **flags}.items():
             if name in _JUDGED:
                 continue
             label = {"program": "the engine's program", "args": "its positional arguments"}.get(

@@ -101,6 +101,8 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     # rope scaling, dtype): it bears on what the engine can hold, no way of it is the good one
     "model[*].config_hash": (("context-oversized", "kv-cache-pressure"), None),
     "engine[*].flag.enforce_eager": (("cuda-graphs-disabled",), OFF),
+    # flags of the whole argv that a cause names (../shared/domain.md)
+    "engine[*].argv.--disable-custom-all-reduce": (("gpu-p2p-blocked",), OFF),
     "engine[*].flag.gpu_memory_utilization": (("gpu-memory-no-headroom", "kv-cache-pressure"), None),
     "engine[*].flag.max_num_seqs": (("too-few-slots",), None),
     "engine[*].flag.max_num_batched_tokens": (("batch-token-budget-small",), HIGHER),
