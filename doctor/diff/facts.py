@@ -288,6 +288,9 @@ def engine_facts(r: Records) -> Iterator[Reading]:
         yield from _fields(at, "engine", "gpu.runtime", engine, {
             "torch_version": "torch version", "torch_cuda": "torch built for CUDA",
             "runtime_cuda": "CUDA runtime the engine loads"})
+        if "nccl" in engine:  # a scan saved before NCCL was read has no field: no fact
+            yield Reading(f"{at}.nccl_version", "engine", "NCCL version the engine loads (libnccl mapped)",
+                          _scalar(engine["nccl"]), CONFIG, "gpu.runtime")
     for engine in r.rows("gpu.numa", "engines"):
         at = r.engine_of_pid(engine.get("pid"), str(engine.get("name") or engine.get("engine")))
         yield from _fields(f"{at}.numa", "engine", "gpu.numa", engine, {
@@ -305,8 +308,76 @@ def engine_facts(r: Records) -> Iterator[Reading]:
                                "num_parallel": "OLLAMA_NUM_PARALLEL", "context_length": "OLLAMA_CONTEXT_LENGTH",
                                "keep_alive": "OLLAMA_KEEP_ALIVE", "kv_cache_type": "OLLAMA_KV_CACHE_TYPE",
                                "flash_attention": "OLLAMA_FLASH_ATTENTION"})
+    for engine in r.rows("engine.capacity", "engines"):
+        if "config_sha256" in engine and isinstance(engine.get("model_path"), str):
+            yield Reading(f"model[{engine['model_path']}].config_hash", "engine",
+                          "model's config.json (sha256, 16 hex digits)", _scalar(engine["config_sha256"]),
+                          CONFIG, "engine.capacity")
+    yield from _argv(r)
     yield from _latency(r)
     yield from _knee(r)
+
+
+# the spellings whose figure is already a fact (ENGINE_FLAGS, with its meaning and link):
+# the argv facts leave them out so one change is one fact
+_JUDGED = {flag for flag, _ in ENGINE_FLAGS.values()}
+# switches a cause names (links.py): read on every side, None when not given, so that adding
+# one is judged as the flag it is (ADDED with its direction), not as a fact one side lacks
+ARGV_SWITCHES = ("--disable-custom-all-reduce",)
+
+
+def argv_flags(argv: list[Any]) -> dict[str, Any]:
+    """A command line's flags: ``--flag value`` and ``--flag=value`` as their value (given
+    twice: the values joined by a comma), a switch as True; the program and its positional
+    arguments as ``program`` and ``args``."""
+    words = [w for w in argv if isinstance(w, str)]
+    found: dict[str, Any] = {}
+    if words:
+        found["program"] = words[0]
+    positional: list[str] = []
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if not _is_flag(word):
+            positional.append(word)
+            i += 1
+            continue
+        name, eq, value = word.partition("=")
+        given: Any = value if eq else True
+        if not eq and i + 1 < len(words) and not _is_flag(words[i + 1]):
+            given, i = words[i + 1], i + 1
+        old = found.get(name)
+        found[name] = given if old is None else f"{old},{given}"
+        i += 1
+    if positional:
+        found["args"] = " ".join(positional)
+    return found
+
+
+def _is_flag(word: str) -> bool:
+    if not word.startswith("-") or word == "-":
+        return False
+    try:
+        float(word)
+    except ValueError:
+        return True
+    return False  # a negative number is a value
+
+
+def _argv(r: Records) -> Iterator[Reading]:
+    for command in r.rows("engine.discovery", "argv"):
+        if command.get("reason") or not isinstance(command.get("argv"), list):
+            continue
+        at = r.engine_of_pid(command.get("pid"), f"pid {as_key(command.get('pid'))}")
+        flags = argv_flags(command["argv"])
+        for name, value in {**dict.fromkeys(ARGV_SWITCHES), **flags}.items():
+            if name in _JUDGED:
+                continue
+            label = {"program": "the engine's program", "args": "its positional arguments"}.get(
+                name, f"flag {name}")
+            yield Reading(f"{at}.argv.{name}", "engine", label, value,
+                          CONFIG if name in ("program", "args") else FLAG, "engine.discovery",
+                          flag=name)
 
 
 LATENCIES = {"ttft": "time to first token", "itl": "inter-token latency", "e2e": "end-to-end latency"}
@@ -346,8 +417,7 @@ EXTRACTORS: tuple[Callable[[Records], Iterator[Reading]], ...] = (gpu_facts, eng
 
 # What the issue asks to compare that no probe records yet: named in every diff, so that a
 # reader knows the diff is silent about them, not that they are the same.
-NOT_RECORDED = ("the engine's full argv (engine.discovery keeps the flags it judges)",
-                "NCCL's version", "the hash of the model's config.json")
+NOT_RECORDED: tuple[str, ...] = ()
 
 
 def readings(report: Data) -> tuple[Records, dict[str, Reading]]:

@@ -97,7 +97,12 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     "model[*].read_mbps": (("model-on-slow-disk",), HIGHER),
     "model[*].rotational": (("model-on-slow-disk",), OFF),
     "model[*].network_fs": (("model-on-network-fs",), OFF),
+    # another config at the same path is another model (or a changed max_position_embeddings,
+    # rope scaling, dtype): it bears on what the engine can hold, no way of it is the good one
+    "model[*].config_hash": (("context-oversized", "kv-cache-pressure"), None),
     "engine[*].flag.enforce_eager": (("cuda-graphs-disabled",), OFF),
+    # flags of the whole argv that a cause names (../shared/domain.md)
+    "engine[*].argv.--disable-custom-all-reduce": (("gpu-p2p-blocked",), OFF),
     "engine[*].flag.gpu_memory_utilization": (("gpu-memory-no-headroom", "kv-cache-pressure"), None),
     "engine[*].flag.max_num_seqs": (("too-few-slots",), None),
     "engine[*].flag.max_num_batched_tokens": (("batch-token-budget-small",), HIGHER),
@@ -110,6 +115,8 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     "engine[*].version": (("driver-runtime-mismatch",), None),
     "engine[*].torch_version": (("driver-runtime-mismatch",), None),
     "engine[*].runtime_cuda": (("driver-runtime-mismatch",), None),
+    # no cause of the vocabulary is a NCCL release: the change is named, bearing on none
+    "engine[*].nccl_version": ((), None),
     "engine[*].numa.cpus_elsewhere": (("numa-misplaced",), OFF),
     "engine[*].cgroup.cpu_quota_cpus": (("cpu-quota-throttled",), HIGHER),
     "engine[*].cgroup.memory_limit_bytes": (("memory-cgroup-oom",), HIGHER),

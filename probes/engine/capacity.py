@@ -8,12 +8,16 @@ gpu_memory_utilization, tensor_parallel_size, KV-cache dtype) and the GPU's memo
 ``nvmlDeviceGetMemoryInfo`` of GPU 0, bytes). The arithmetic is ``llm-doctor plan``'s
 (doctor/workload/plan.py, ../shared/domain.md §3) for one sequence at the full context: the least
 vLLM needs to start ("To serve at least one request with the model's max seq len …").
-No privilege needed. Manual equivalent:
-``llm-doctor plan --model <path> --gpu-memory <total> --context <max_model_len>``.
+The record keeps the sha256 of config.json's text as read (its first 16 hex digits; UTF-8,
+so a JSON file's own bytes), for ``llm-doctor diff``: the same path with another config is
+another model. No privilege needed. Manual equivalent:
+``llm-doctor plan --model <path> --gpu-memory <total> --context <max_model_len>``,
+``sha256sum <model_path>/config.json | cut -c1-16``.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass
 
 from doctor.seam.host import Host, HostReadError, MeasurementError
@@ -46,6 +50,8 @@ class EngineCapacity:
     sequences: int  # whose KV is reserved at start: 1 (vLLM, SGLang), llama.cpp's slots
     fits: bool
     max_concurrency: int  # full-context sequences that fit beside the weights
+    model_path: str  # the engine's --model: a directory, or a .gguf file
+    config_sha256: str | None  # <model_path>/config.json's sha256, 16 hex digits; None: a .gguf
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +73,25 @@ def _shape_from(values: object, name: str) -> ModelShape:
     return shape_from_values(values, f"measurements.json, {name}", "capture the host again")
 
 
-def model_shape(host: Host, model_path: str) -> ModelShape:
-    """The shape of the model at ``model_path`` (a directory with config.json, or a .gguf)."""
+CONFIG_HASH_DIGITS = 16  # of a sha256: enough to tell two configs apart, short to read
+
+
+def model_config(host: Host, model_path: str) -> tuple[ModelShape, str | None]:
+    """The shape of the model at ``model_path`` (a directory with config.json, or a .gguf),
+    and the sha256 (CONFIG_HASH_DIGITS hex digits) of the config.json text it was read from."""
     model = model_path.rstrip("/")
     if model.endswith(".gguf"):
         name = f"engine.capacity.gguf:{model}"
-        return _shape_from(host.measure(name, lambda: _gguf_shape(model)), name)
+        return _shape_from(host.measure(name, lambda: _gguf_shape(model)), name), None
     path = f"{model}/config.json"
-    return shape_from_config(parse_config(host.read_text(path), path), path)
+    text = host.read_text(path)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:CONFIG_HASH_DIGITS]
+    return shape_from_config(parse_config(text, path), path), digest
+
+
+def model_shape(host: Host, model_path: str) -> ModelShape:
+    """The shape of the model at ``model_path`` (a directory with config.json, or a .gguf)."""
+    return model_config(host, model_path)[0]
 
 
 def _gpu_total_bytes(host: Host) -> int:
@@ -102,7 +119,8 @@ def _reserved(engine: Engine) -> tuple[int | None, int]:
     return engine.max_model_len, 1
 
 
-def size(engine: Engine, shape: ModelShape, gpu_total: int) -> EngineCapacity:
+def size(engine: Engine, shape: ModelShape, gpu_total: int,
+         config_sha256: str | None = None) -> EngineCapacity:
     """PlanError when the engine's own figures are out of range (make_plan checks them)."""
     gpus = engine.tensor_parallel_size or 1
     if not 1 <= gpus <= MAX_GPUS:
@@ -117,7 +135,8 @@ def size(engine: Engine, shape: ModelShape, gpu_total: int) -> EngineCapacity:
         kv_gb_per_sequence=round(plan.kv_cache_bytes / sequences / 1e9, 2),
         budget_gb=round(plan.budget_bytes / 1e9, 2), gpu_memory_gb=round(gpu_total / 1e9, 2),
         gpus=gpus, context=plan.context, sequences=sequences, fits=plan.fits,
-        max_concurrency=plan.max_concurrency)
+        max_concurrency=plan.max_concurrency, model_path=engine.model_path or "",
+        config_sha256=config_sha256)
 
 
 def probe(host: Host, options: ScanOptions) -> CapacityRecord:
@@ -134,7 +153,8 @@ def probe(host: Host, options: ScanOptions) -> CapacityRecord:
     sized, left_out = [], []
     for engine in engines:
         try:
-            sized.append(size(engine, model_shape(host, engine.model_path or ""), gpu_total))
+            shape, digest = model_config(host, engine.model_path or "")
+            sized.append(size(engine, shape, gpu_total, digest))
         except (HostReadError, ModelFileError, PlanError, MeasurementError) as exc:  # named, each
             left_out.append(f"{_label(engine)}: {exc}")
     return CapacityRecord(tuple(sized), tuple(left_out))

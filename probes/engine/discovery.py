@@ -10,7 +10,9 @@ no engine of their own) at its socket, else at its ``OLLAMA_HOST`` (``/proc/<pid
 that variable only), else at port 11434. Every request is bounded (2 s, 1 MiB)
 and an endpoint that does not answer is asked nothing more. No privilege is needed, but
 another user's sockets are only matched to its process when run as that user or root.
-An API key is reported as set or not, never its value. A model path an engine reports is
+An API key is reported as set or not, never its value. Each engine process's whole argv is
+kept (``argv``: ``/proc/<pid>/cmdline``, secrets masked by doctor.redact) for ``llm-doctor
+diff``, which compares every flag. A model path an engine reports is
 kept only for an engine on this host (a process here, or a loopback endpoint): other
 probes read files under it, and an engine elsewhere names paths on its own machine.
 Manual equivalent:
@@ -37,7 +39,7 @@ from doctor.endpoints import parse as parse_endpoint
 from doctor.seam.host import Host, HostReadError, Reason
 from doctor.model import ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
-from doctor.redact import MASK, safe_display
+from doctor.redact import MASK, redact_cmdline, safe_display
 from doctor.values import field, page_json, text
 from probes.helpers import engine_flags, engine_version
 from probes.helpers.engine_flags import Engine
@@ -74,11 +76,25 @@ class Reachability:
     tried: tuple[str, ...]  # each page asked and its answer: "/metrics: HTTP 404"
 
 
+MAX_ARGS = 512  # of one engine's argv kept
+MAX_ARG_CHARS = 1024  # of one argument kept
+
+
+@dataclass(frozen=True, slots=True)
+class EngineArgv:
+    """An engine process's whole command line, for ``llm-doctor diff`` to compare every flag."""
+
+    pid: int
+    argv: tuple[str, ...]  # /proc/<pid>/cmdline split at its NULs, secrets as *** (doctor.redact)
+    reason: str | None  # why it was not read; None when it was
+
+
 @dataclass(frozen=True, slots=True)
 class DiscoveryRecord:
     engines: tuple[Engine, ...]
     engine_count: int
     reachability: tuple[Reachability, ...] = ()  # one per engine with a URL, in engines' order
+    argv: tuple[EngineArgv, ...] = ()  # one per engine with a pid, in engines' order
 
 
 def discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
@@ -426,13 +442,27 @@ def _on_this_host(base_url: str) -> bool:
     return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
+def engine_argv(host: Host, pid: int) -> EngineArgv:
+    """``/proc/<pid>/cmdline`` as its arguments, masked where they hold a secret (an
+    engine's command line is kept whole, as a capture keeps it; the NULs between arguments
+    are kept through the masking, so an argument with spaces stays one)."""
+    try:
+        raw = host.read_text(f"/proc/{pid}/cmdline")
+    except HostReadError as exc:
+        return EngineArgv(pid, (), str(getattr(exc.reason, "value", exc.reason)))
+    args = redact_cmdline(raw).rstrip("\0").split("\0")
+    return EngineArgv(pid, tuple(a[:MAX_ARG_CHARS] for a in args[:MAX_ARGS] if a), None)
+
+
 def probe(host: Host, options: ScanOptions) -> DiscoveryRecord:
     engines = discover(host, options)
     if not engines:
         raise Skip("no serving engine in the process table and no --endpoint given")
     reached = reachability(host, options)
+    pids = dict.fromkeys(e.pid for e in engines if e.pid is not None)
     return DiscoveryRecord(engines, len(engines),
-                           tuple(reached[e.base_url] for e in engines if e.base_url in reached))
+                           tuple(reached[e.base_url] for e in engines if e.base_url in reached),
+                           tuple(engine_argv(host, pid) for pid in pids))
 
 
 def summary(record: DiscoveryRecord) -> str:

@@ -72,6 +72,7 @@ class EngineRuntime:
     torch_version_file: str | None  # as the engine sees it
     cudart: str | None  # /proc/<pid>/maps: the libcudart mapped
     libcuda: str | None  # /proc/<pid>/maps: the libcuda mapped
+    nccl: str | None  # /proc/<pid>/maps: libnccl.so.2.21.5 mapped -> "2.21.5"; None: not mapped (yet)
     compat: bool  # that libcuda comes from a forward-compatibility (compat) directory
     compat_unsupported_gpus: str | None  # compat on parts without forward compatibility
     build_library: str | None  # the library whose kernels were read (libtorch_cuda.so)
@@ -205,7 +206,7 @@ def read_engine(host: Host, p: Process, driver_code: int | None,
         runtime_newer=newer(runtime, driver_code),
         torch_version=torch.version if torch else None, torch_cuda=torch.cuda if torch else None,
         torch_version_file=torch.path.removeprefix(root) if torch else None,
-        cudart=loaded.cudart, libcuda=loaded.libcuda, compat=loaded.compat,
+        cudart=loaded.cudart, libcuda=loaded.libcuda, nccl=loaded.nccl, compat=loaded.compat,
         compat_unsupported_gpus=", ".join(unsupported) if loaded.compat and unsupported else None,
         build_library=loaded.torch_cuda_lib, build_arches=build, arch_missing_gpus=lacking,
         missing=missing, visible_gpus=seen.note)

@@ -4,7 +4,10 @@ Sources, through the host seam, no root for one's own processes (another user's 
 * ``/proc/<pid>/maps``: the files mapped into the process: ``libcudart.so.12.8.90`` (a CUDA
   toolkit's runtime, its version in the name) or ``nvidia/cuda_runtime/lib/libcudart.so.12``
   (the pip wheel's, major only: ``.so.12`` is the soname, not the release), ``libcuda.so.*``
-  (the driver's, or a forward-compatibility copy from a ``compat`` directory), and
+  (the driver's, or a forward-compatibility copy from a ``compat`` directory),
+  ``libnccl.so.2.21.5`` (NCCL, its version in the name: the pip wheel ``nvidia-nccl-cu12``
+  and the system package both install the full name; the soname ``libnccl.so.2`` alone says
+  the major only, and is not taken for a version), and
   ``torch/lib/libtorch_cuda.so``, whose directory gives the engine's site-packages;
 * ``/proc/<pid>/exe`` and the command line's interpreter, when torch is not mapped (yet):
   their ``lib/python3.*/{site,dist}-packages``;
@@ -13,7 +16,7 @@ Sources, through the host seam, no root for one's own processes (another user's 
   when it is under MAX_VERSION_FILE bytes.
 
 Files are read as the process sees them, under ``/proc/<pid>/root`` (an engine in a
-container has its own /usr). Manual equivalent: ``grep -E 'libcud|libtorch' /proc/<pid>/maps``,
+container has its own /usr). Manual equivalent: ``grep -E 'libcud|libnccl|libtorch' /proc/<pid>/maps``,
 ``cat <site-packages>/torch/version.py``.
 """
 
@@ -33,6 +36,8 @@ MAX_SITE_DIRS = 8
 # libcudart.so.11.0 of every 11.x, libcudart-d0da41ae.so.11.0 (bundled in old torch wheels)
 _CUDART = re.compile(r"libcudart(?:-[0-9a-f]{8})?\.so\.(\d+)(?:\.(\d+)\.\d+|\.\d+)?$")
 _LIBCUDA = re.compile(r"libcuda\.so(?:\.\d+)*$")
+# libnccl.so.2.21.5; torch's old wheels bundled libnccl-<hash>.so.2 (no version: not taken)
+_NCCL = re.compile(r"libnccl(?:-[0-9a-f]{8})?\.so\.(\d{1,3}\.\d{1,4}\.\d{1,4})$")
 _TORCH_LIB = "/torch/lib/"
 _VERSION_LINE = re.compile(r"""^(cuda|__version__|hip)\s*(?::[^=\n]*)?=\s*(?:(['"])([^'"\n]{0,64})\2|None)\s*$""",
                            re.MULTILINE)
@@ -48,11 +53,12 @@ class Loaded:
     compat: bool  # that libcuda is a forward-compatibility copy (a compat directory)
     torch_cuda_lib: str | None  # torch/lib/libtorch_cuda.so mapped
     site_packages: str | None  # the directory above torch/
+    nccl: str | None = None  # libnccl.so.2.21.5 mapped -> "2.21.5"; None: none, or the soname only
 
 
 def mapped(maps: str) -> Loaded:
     """The CUDA libraries in a ``/proc/<pid>/maps`` text."""
-    cudart = cudart_version = libcuda = torch_lib = site = None
+    cudart = cudart_version = libcuda = torch_lib = site = nccl = None
     for n, line in enumerate(maps.splitlines()):
         if n >= MAX_MAPS_LINES:
             break
@@ -66,13 +72,15 @@ def mapped(maps: str) -> Loaded:
             cudart, cudart_version = path, m[1] + (f".{m[2]}" if m[2] else "")
         elif _LIBCUDA.fullmatch(name) and libcuda is None:
             libcuda = path
+        elif (n_m := _NCCL.fullmatch(name)) and nccl is None:
+            nccl = n_m[1]
         if _TORCH_LIB in path:
             site = site or path[:path.index(_TORCH_LIB)]
             if torch_lib is None and name.startswith("libtorch_cuda.so"):
                 torch_lib = path
     compat = libcuda is not None and any(
         part == "compat" or part.endswith("-compat") for part in posixpath.dirname(libcuda).split("/"))
-    return Loaded(cudart, cudart_version, libcuda, compat, torch_lib, site)
+    return Loaded(cudart, cudart_version, libcuda, compat, torch_lib, site, nccl)
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,11 @@ TABLES = (
         unexported("engines.listen", "its listening sockets: engine.exposure's listeners"),
         unexported("engines.config_from", "where each figure was read (flags, /metrics...): "
                    "provenance for people"),
+        each("argv", L.fields("pid")),
+        *(unexported(f"argv.{f}", why) for f, why in (
+            ("pid", "the engine's pid: engines.pid holds it"),
+            ("argv", "the engine's command line, secrets masked: for llm-doctor diff"),
+            ("reason", "why the command line was not read: for people"))),
         each("reachability", L.engine(url="endpoint", pid="pid", kind="kind")),
         gauge("reachability.reachable", "engine_reachable",
               "1 when the engine answered discovery as an engine (or asked for a key), 0 when "
@@ -154,6 +159,8 @@ TABLES = (
         gauge("engines.fits", "engine_model_fits", "1 when the model fits its budget"),
         gauge("engines.max_concurrency", "engine_max_full_context_sequences",
               "Full-context sequences that fit beside the weights"),
+        unexported("engines.model_path", "a path: high cardinality (the model label names the model)"),
+        unexported("engines.config_sha256", "a hash of config.json, for llm-doctor diff: high cardinality"),
         of("length", "not_sized", "engine_capacity_not_sized",
            "Engines that could not be sized (the scan says why)"),
     )),

@@ -375,6 +375,7 @@ TABLES = (
         unexported("engines.torch_version_file", "a path: high cardinality"),
         unexported("engines.cudart", "a path: high cardinality"),
         unexported("engines.libcuda", "a path: high cardinality"),
+        unexported("engines.nccl", "NCCL's version, for llm-doctor diff (a version, not a measure)"),
         unexported("engines.build_library", "a path: high cardinality"),
         unexported("engines.compat_unsupported_gpus", f"the GPUs judged: {SENTENCE}"),
         unexported("engines.arch_missing_gpus", f"the GPUs judged: {SENTENCE}"),
