@@ -48,6 +48,8 @@ def render(diff: Diff, verbose: bool = False) -> str:
     unchanged = sum(1 for d in diff.findings if d.state == "unchanged")
     n = counts(diff)
     out += ["", f"{n.get('same', 0)} facts the same, {n.get(INCOMPLETE, 0)} read on one side only, "
-                f"{unchanged} finding(s) on both sides.", "",
-            "Not recorded by any probe yet, so not compared: " + mdtext("; ".join(diff.missing_facts)) + "."]
+                f"{unchanged} finding(s) on both sides."]
+    if diff.missing_facts:
+        out += ["", "Not recorded by any probe yet, so not compared: "
+                + mdtext("; ".join(diff.missing_facts)) + "."]
     return "\n".join(out) + "\n"

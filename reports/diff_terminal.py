@@ -63,5 +63,6 @@ def render(diff: Diff, console: Console, verbose: bool = False) -> None:
         for fact in diff.facts:
             if fact.status == INCOMPLETE:
                 console.print(Text(f"incomplete: {show(fact.id)}: {show(fact.note)}", style="dim"))
-    console.print(Text("not recorded by any probe yet, so not compared: "
-                       + show("; ".join(diff.missing_facts)), style="dim"))
+    if diff.missing_facts:
+        console.print(Text("not recorded by any probe yet, so not compared: "
+                           + show("; ".join(diff.missing_facts)), style="dim"))
