@@ -83,12 +83,17 @@ def alertmanager(binary: str, folder: Path) -> tuple[Proc, str]:
     return proc, url
 
 
-def prometheus(binary: str, folder: Path, target: str) -> tuple[Proc, str]:
+def prometheus(binary: str, folder: Path, target: str | list[str],
+               rules: Path | None = None) -> tuple[Proc, str]:
+    """A Prometheus on loopback scraping ``target`` (one address or several) every second,
+    with the alerting and recording rules of ``rules`` loaded; (process, its URL)."""
     port = free_port()
     config = folder / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                      "scrape_configs:\n  - job_name: llm-doctor\n"
-                      f"    static_configs:\n      - targets: ['{target}']\n")
+    targets = [target] if isinstance(target, str) else list(target)
+    loaded = f"rule_files:\n  - {rules}\n" if rules else ""
+    config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n" + loaded
+                      + "scrape_configs:\n  - job_name: llm-doctor\n"
+                      f"    static_configs:\n      - targets: {json.dumps(targets)}\n")
     proc = Proc("prometheus", [binary, f"--config.file={config}",
                                f"--storage.tsdb.path={folder / 'prom-data'}",
                                f"--web.listen-address=127.0.0.1:{port}"], folder)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 from tests.conftest import REPO
 from tests.daemon_helpers import need
-from tests.live_stack import Proc, daemon, free_port, get, prometheus_query, wait_for
+from tests.live_stack import Proc, daemon, get, prometheus, prometheus_query, wait_for
 
 HOSTS = REPO / "tests/fixtures/hosts"
 FLEET = ("h100-pcie-fleet-a", "h100-pcie-fleet-b", "h100-pcie-fleet-hbm-low")
@@ -20,21 +19,6 @@ FLEET = ("h100-pcie-fleet-a", "h100-pcie-fleet-b", "h100-pcie-fleet-hbm-low")
 # kernels' recorded results come in anyway (they cost it nothing), once at start as live
 CONFIG = "[daemon]\n"
 ALERT = "LlmDoctorFleetHbmBandwidthOutlier"
-
-
-def _prometheus(binary: str, folder: Path, targets: list[str], rules: Path) -> tuple[Proc, str]:
-    port = free_port()
-    config = folder / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                      f"rule_files:\n  - {rules}\n"
-                      "scrape_configs:\n  - job_name: llm-doctor\n"
-                      f"    static_configs:\n      - targets: {json.dumps(targets)}\n")
-    proc = Proc("prometheus", [binary, f"--config.file={config}",
-                               f"--storage.tsdb.path={folder / 'prom-data'}",
-                               f"--web.listen-address=127.0.0.1:{port}"], folder)
-    url = f"http://127.0.0.1:{port}"
-    wait_for("Prometheus ready", lambda: get(url + "/-/ready") is not None, 30)
-    return proc, url
 
 
 def _firing(url: str) -> set[str]:
@@ -63,7 +47,7 @@ def test_the_hbm_outlier_of_a_fleet_of_three_fires_for_that_host_only(cli, tmp_p
             procs.append(proc)
             addresses.append(address)
         outlier = addresses[2]
-        prom, url = _prometheus(binary, tmp_path, addresses, rules)
+        prom, url = prometheus(binary, tmp_path, addresses, rules)
         procs.append(prom)
 
         # each replayed daemon exports its recorded HBM copy (the kernels run at start)
