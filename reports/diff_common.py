@@ -8,6 +8,7 @@ from typing import Any
 from doctor import display
 from doctor.diff.compare import first_line
 from doctor.diff.model import ADDED, INCOMPLETE, REMOVED, SECRET, Diff, Fact
+from doctor.diff.noise import ABSOLUTE
 from reports.common import show
 
 __all__ = ["first_line", "value", "figure", "status_word", "counts", "rows"]
@@ -28,7 +29,9 @@ def figure(fact: Fact) -> str:
     parts = []
     if fact.ratio is not None:
         parts.append(f"x{fact.ratio:.2f}")
-    if fact.floor is not None:
+    if fact.kind in ABSOLUTE:  # a floor in its unit, not the 0% its relative floor reads
+        parts.append(f"(floor ±{ABSOLUTE[fact.kind]:g} MiB)")
+    elif fact.floor is not None:
         parts.append(f"(floor {fact.floor:.0%})")
     return " ".join(parts)
 

@@ -77,10 +77,7 @@ def _value(fact: Fact, side: str) -> str:
 def _ratio(fact: Fact) -> str:
     """The ratio and the floor, the floor of an absolute kind in its unit ("floor ±1024 MiB"),
     not as the 0% its relative floor reads."""
-    if fact.kind not in ABSOLUTE:
-        return figure(fact)
-    ratio = f"x{fact.ratio:.2f} " if fact.ratio is not None else ""
-    return f"{ratio}(floor ±{ABSOLUTE[fact.kind]:g} {_unit(fact)})"
+    return figure(fact)
 
 
 def _plot(fact: Fact) -> Markup:

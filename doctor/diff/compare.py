@@ -172,7 +172,11 @@ def _side(report: dict[str, Any], source: str, records: Records) -> Side:
 
 
 def _shown(value: Any) -> str:
-    return "absent" if value is None else redact_text(str(value))
+    if value is None:
+        return "absent"
+    if isinstance(value, float):  # 2400.0 reads 2400, 0.4792 reads 0.4792
+        return f"{value:.6g}"
+    return redact_text(str(value))
 
 
 def first_line(fact: Fact) -> str:
