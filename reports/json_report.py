@@ -265,7 +265,8 @@ def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
     host = c.object(data["host"], ["host"], ("hostname",))
     if "kind" in host:
         c.one_of(host["kind"], ["host", "kind"], HOST_KINDS)
-    for key in ("hostname", "path", "captured_at"):
+    for key in ("hostname", "path", "captured_at", "machine_id", "machine_id_reason",
+                "product_uuid", "product_uuid_reason"):
         if key in host:
             c.string(host[key], ["host", key])
     c.one_of(data["level"], ["level"], LEVELS)
