@@ -22,6 +22,31 @@ SYMPTOMS: tuple[str, ...] = (
     "multi-gpu-slower-than-one",
 )
 
+# Each row in the operators' words, as a report heads it (doctor.i18n translates it: the
+# Chinese is the seed articles' own words, ../shared/domain.md §1).
+SYMPTOM_WORDS: dict[str, str] = {
+    "startup-oom": "Out of GPU memory at startup",
+    "slow-first-token": "First token too slow",
+    "queueing-under-load": "Requests queue as soon as concurrency rises",
+    "stream-cutoff": "Generation stops mid-stream",
+    "multi-gpu-imbalance": "Load uneven across GPUs",
+    "garbled-output": "Output garbled or repeating",
+    "slowdown": "Inference suddenly slower, slower the longer it runs",
+    "crash-under-concurrency": "Crashes when concurrent requests pile up",
+    "low-gpu-utilization": "Low GPU compute utilisation",
+    "memory-bandwidth-bound": "GPU memory bandwidth is the limit",
+    "kernel-fragmentation": "Scattered small kernels",
+    "multi-gpu-slower-than-one": "Several GPUs slower than one",
+}
+
+
+def symptom_words(symptom: str) -> str:
+    """A symptom row in the current language's words; an unknown id as it is."""
+    from doctor.i18n import t
+
+    return t(SYMPTOM_WORDS[symptom]) if symptom in SYMPTOM_WORDS else symptom
+
+
 CAUSES: tuple[str, ...] = (
     "gpu-thermal-throttling",
     "gpu-power-throttling",

@@ -13,11 +13,13 @@ from pathlib import Path
 import click
 
 from doctor import __version__
+from doctor.commands import lang
 from doctor.commands import load as cli_load
 from doctor.commands.setup import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
                         scan_options)
 from doctor.commands.plan import plan
 from doctor.config import ConfigError
+from doctor.i18n import LangError
 from doctor.seam.host import Host
 from doctor.seam.http import display_url
 from doctor.seam.live import LiveHost
@@ -350,10 +352,16 @@ cli.add_command(diff)
 cli.add_command(fix)
 cli.add_command(npd)
 cli.add_command(slurm_healthcheck)
+lang.install(cli)  # --lang on every command (doctor/commands/lang.py)
 
 
 def main() -> None:
     """Entry point: maps every expected failure to one clear line and exit code 3."""
+    try:
+        lang.choose(cli, sys.argv[1:])
+    except LangError as exc:
+        click.echo(f"llm-doctor: {exc}", err=True)
+        sys.exit(EXIT_UNKNOWN)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as exc:

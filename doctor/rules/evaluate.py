@@ -22,6 +22,7 @@ from doctor.rules.expressions import chain_of
 from doctor.rules.loader import DEFAULT_KEY_FIELDS, Rule
 from doctor.rules.sandbox import Evaluator, LimitExceeded
 from doctor.vocabulary import FIRST_CAUSES
+from doctor.i18n import current
 from doctor.rules.titles import render
 
 RULE_TIME_LIMIT_S = 2.0  # wall time for one rule over all its items; real rules take < 10 ms
@@ -147,9 +148,9 @@ def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
             cause=rule.cause,
             symptoms=rule.symptoms,
             severity=level,
-            title=render(rule.template, {**params, **evidence}, missing),
+            title=render(rule.title_in(current()), {**params, **evidence}, missing),
             evidence=evidence,
-            remediation=rule.remediation,
+            remediation=rule.remediation_in(current()),
             playbook=f"playbooks/{rule.playbook}.md",
             key=str(key)[:MAX_KEY_CHARS],
             missing=missing,

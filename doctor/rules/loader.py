@@ -53,6 +53,8 @@ from doctor.rules.expressions import (
 )
 from doctor.model import ProbeSpec, Severity
 from doctor.rules.sandbox import FUNCTIONS
+from doctor.rules import texts as rule_texts
+from doctor.rules.texts import Texts as RuleTexts
 from doctor.rules.titles import Template, TemplateError
 from doctor.rules.titles import parse as parse_title
 from doctor.tomlfile import MAX_RULE_FILE_BYTES, LineIndex, read_toml
@@ -108,6 +110,17 @@ class Rule:
     for_s: float | None = None  # `for` in seconds: how long the daemon waits before firing
     key: str | None = None  # the `key` expression (with each); None: DEFAULT_KEY_FIELDS
     template: Template = field(default_factory=lambda: Template(()))  # the parsed title
+    # lang → the title and remediation in that language (doctor/rules/texts.py)
+    texts: dict[str, RuleTexts] = field(default_factory=dict)
+
+    def title_in(self, lang: str) -> Template:
+        """The title's template in ``lang``, else the English one."""
+        texts = self.texts.get(lang)
+        return texts.template if texts else self.template
+
+    def remediation_in(self, lang: str) -> str:
+        texts = self.texts.get(lang)
+        return texts.remediation if texts else self.remediation
 
 
 def _kind(value: Any) -> str:
@@ -333,7 +346,21 @@ def load_file(path: Path, probes: dict[str, ProbeSpec]) -> list[Rule]:
                             f"{seen[rule.id]}")
         seen[rule.id] = rule.source
         rules.append(rule)
-    return rules
+    return _translated(path, rules)
+
+
+def _translated(path: Path, rules: list[Rule]) -> list[Rule]:
+    """``rules`` with the texts of each translation file beside ``path``."""
+    import dataclasses
+
+    names_of = {rule.id: [*rule.evidence, *rule.params] for rule in rules}
+    by_lang = {lang: rule_texts.load(file, names_of, RuleError)
+               for lang, file in rule_texts.translations_of(path).items()}
+    if not by_lang:
+        return rules
+    return [dataclasses.replace(rule, texts={lang: texts[rule.id] for lang, texts
+                                             in by_lang.items() if rule.id in texts})
+            for rule in rules]
 
 
 def builtin_files() -> list[Path]:

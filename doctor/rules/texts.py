@@ -1,0 +1,72 @@
+"""A rule file's texts in other languages: ``<folder>/<lang>/<file name>`` beside it.
+
+``checks/host.toml``'s Chinese is ``checks/zh_CN/host.toml``, one table per rule id::
+
+    [fd-limit-low]
+    title = "{process}：打开文件数上限 {nofile_soft} 低于 {min_nofile}"
+    remediation = "启动引擎前调高打开文件数上限：……"
+
+A title is a template of the same kind as the English one (doctor/rules/titles.py) and may
+use the same fields, no others; a rule the file does not name reads in English. A users'
+rule file may carry its own translations the same way. Every error names the file, the
+line and the rule id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from doctor.i18n import LANGS, SOURCE
+from doctor.rules.titles import Template, TemplateError
+from doctor.rules.titles import parse as parse_title
+from doctor.tomlfile import MAX_RULE_FILE_BYTES, LineIndex, read_toml
+from doctor.vocabulary import suggest
+
+KEYS = ("title", "remediation")
+
+
+@dataclass(frozen=True, slots=True)
+class Texts:
+    """One rule's title (parsed) and remediation in one language."""
+
+    title: str
+    template: Template
+    remediation: str
+
+
+def translations_of(path: Path) -> dict[str, Path]:
+    """lang → the file that translates rule file ``path``, for each that exists."""
+    return {lang: path.parent / lang / path.name for lang in LANGS
+            if lang != SOURCE and (path.parent / lang / path.name).is_file()}
+
+
+def load(path: Path, names_of: dict[str, list[str]], error: type[Exception]) -> dict[str, Texts]:
+    """rule id → its Texts from translation file ``path``; ``names_of`` gives each rule id
+    of the English file the fields its title may use."""
+    text, data = read_toml(path, "rule translation file", error, MAX_RULE_FILE_BYTES)
+    lines = LineIndex(text)
+    out: dict[str, Texts] = {}
+    for rid, table in data.items():
+        where = f"{path}:{lines.table(rid)}: rule '{rid}'"
+        if rid not in names_of:
+            raise error(f"{where}: no rule of that id in {path.parent.parent / path.name}"
+                        f"{suggest(rid, names_of)}; a translation names a rule of the file "
+                        "it translates")
+        if not isinstance(table, dict):
+            raise error(f"{where}: must be a table with title and remediation")
+        extra = sorted(set(table) - set(KEYS))
+        if extra:
+            raise error(f"{path}:{lines.table(rid, extra[0])}: rule '{rid}': unknown key "
+                        f"'{extra[0]}'{suggest(extra[0], KEYS)}; a translation holds "
+                        f"{' and '.join(KEYS)}")
+        for key in KEYS:
+            if not isinstance(table.get(key), str) or not table[key].strip():
+                raise error(f"{path}:{lines.table(rid, key)}: rule '{rid}': '{key}' must be "
+                            "a non-empty string")
+        try:
+            template = parse_title(table["title"], names_of[rid])
+        except TemplateError as exc:
+            raise error(f"{path}:{lines.table(rid, 'title')}: rule '{rid}': title: {exc}") from None
+        out[rid] = Texts(table["title"], template, table["remediation"])
+    return out
