@@ -149,6 +149,15 @@ def t(msgid: str, /, **params: Any) -> str:
 
 
 def lazy(msgid: str) -> str:
-    """Marks a literal for the catalogue where it is written (a table of labels, click's
-    help) and returns it untranslated; ``t`` translates it where it is shown."""
+    """Marks a literal for the catalogue where it is written (a table of labels, a probe's
+    description in the registry) and returns it untranslated; ``translated`` gives it in the
+    current language where it is shown."""
     return msgid
+
+
+def translated(text: str) -> str:
+    """``text`` (a literal marked with ``lazy`` where it was written) in the current
+    language, as it is where the catalogue has no entry. Nothing is filled in."""
+    if _current == SOURCE or not isinstance(text, str):
+        return text
+    return catalogue(_current).get(text, text)
