@@ -1,0 +1,81 @@
+"""Every committed recorded host, scanned in Chinese, renders in every format, and its
+terminal, Markdown and HTML reports hold no English sentence outside code, ids and numbers
+(tests/zh_text.py says what is stripped)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from doctor.commands.setup import FORMATS, render
+from doctor.i18n import Speaking
+from doctor.model import Level, ScanOptions
+from doctor.rules.loader import builtin_files, load_rules
+from doctor.scan import scan
+from doctor.seam.recorded import RecordedHost
+from probes.registry import PROBES, by_name
+from tests.conftest import FIXTURE_HOSTS
+from tests.zh_text import english_runs, has_cjk, visible_text
+
+HOSTS = sorted(p for p in FIXTURE_HOSTS.iterdir() if (p / "host.toml").is_file())
+PROSE = ("terminal", "markdown", "html")
+
+
+def _replay(path: Path, lang: str):
+    with Speaking(lang):
+        rules = load_rules(builtin_files(), by_name())
+        host = RecordedHost(path)
+        meta = host.manifest["host"]
+        options = ScanOptions(level=Level.parse(meta.get("level", "full")),
+                              model_dirs=tuple(meta.get("model_dirs", [])))
+        report = scan(host, options, PROBES, rules)
+        return report, {fmt: render(report, fmt, verbose=True) for fmt in FORMATS}
+
+
+def _prose(fmt: str, text: str) -> str:
+    return visible_text(text) if fmt == "html" else text
+
+
+def test_the_checker_finds_english_and_passes_what_is_never_translated():
+    assert english_runs("打开文件数上限 open files limit 低于 16384") == ["open files limit"]
+    assert english_runs("`ulimit -n 1048576` fd-limit-low host.limits 1,024 GiB 显存 "
+                        "gpu_memory_utilization --max-num-seqs NVIDIA GeForce RTX 4090") == []
+
+
+@pytest.mark.parametrize("path", HOSTS, ids=[p.name for p in HOSTS])
+def test_a_recorded_host_reads_in_chinese_in_every_format(path):
+    report, outputs = _replay(path, "zh_CN")
+    assert set(outputs) == set(FORMATS)
+    assert json.loads(outputs["json"])["lang"] == "zh_CN"
+    problems = []
+    for fmt in PROSE:
+        text = _prose(fmt, outputs[fmt])
+        assert has_cjk(text), fmt
+        problems += [f"{fmt}: {run!r}" for run in english_runs(text)]
+    assert problems == []
+
+
+@pytest.mark.parametrize("path", HOSTS[::6], ids=[p.name for p in HOSTS[::6]])
+def test_json_in_english_and_chinese_differs_only_in_text_and_lang(path):
+    _, en = _replay(path, "en")
+    _, zh = _replay(path, "zh_CN")
+    a, b = json.loads(en["json"]), json.loads(zh["json"])
+    assert (a.pop("lang"), b.pop("lang")) == ("en", "zh_CN")
+    assert _neutral(a) == _neutral(b)
+    assert a != b  # the texts differ
+
+
+TEXT_KEYS = {"title", "remediation", "summary", "reason", "description", "message", "note", "text"}
+TIMING = {"duration_s", "started_at", "finished_at", "generated_at"}
+
+
+def _neutral(value, key: str = ""):
+    """The JSON with its human-readable text fields and timings blanked."""
+    if isinstance(value, dict):
+        return {k: ("" if k in TIMING or (k in TEXT_KEYS or k.endswith("_reason")) and
+                    isinstance(v, str) else _neutral(v, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_neutral(v, key) for v in value]
+    return value

@@ -1,0 +1,79 @@
+"""Is a Chinese report free of English sentences? What is left once code, ids and numbers go.
+
+``english_runs(text)`` strips what is never translated: code spans (`` `…` ``), URLs, paths,
+flags (``--max-num-seqs``), ids and names with a digit, dot, dash, underscore, slash, colon,
+``=`` or ``@`` in them (``fd-limit-low``, ``host.limits``, ``gpu_memory_utilization``,
+``H100``, ``x16``), numbers with their units, and then lists every run of three or more
+Latin words in a row that each have a lowercase letter (``open files limit``). Product names
+(``NVIDIA``, ``GeForce RTX``, ``AMD EPYC``) are shorter or capitals only, and survive.
+``visible_text(html)`` is the text a browser shows, without code, pre, kbd, script and
+style elements.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+CODE_SPAN = re.compile(r"`[^`\n]*`")
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
+# a token with any character that prose words do not have: ids, paths, flags, numbers
+MARKED = re.compile(r"\S*[0-9_./\\:=@<>#$%{}\[\]|~^*+-]\S*")
+WORD = re.compile(r"[A-Za-z]*[a-z][A-Za-z]*(?:'[a-z]+)?")
+SEPARATOR = re.compile(r"[^A-Za-z' ]+")  # anything else ends a run: CJK, punctuation, boxes
+MIN_RUN = 3
+
+
+def english_runs(text: str, min_run: int = MIN_RUN) -> list[str]:
+    """Runs of ``min_run`` or more English words left in ``text`` (see the module)."""
+    text = CODE_SPAN.sub(" | ", text)
+    text = URL.sub(" | ", text)
+    text = MARKED.sub(" | ", text)
+    found: list[str] = []
+    for chunk in SEPARATOR.split(text):
+        words = chunk.split()
+        run: list[str] = []
+        for word in [*words, ""]:
+            if word and WORD.fullmatch(word):
+                run.append(word)
+                continue
+            if len(run) >= min_run:
+                found.append(" ".join(run))
+            run = []
+    return found
+
+
+class _Visible(HTMLParser):
+    HIDDEN = {"code", "pre", "kbd", "samp", "script", "style", "title"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.depth = 0
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag in self.HIDDEN:
+            self.depth += 1
+        elif tag in ("br", "p", "div", "tr", "td", "th", "li", "h1", "h2", "h3", "h4",
+                     "section", "table", "summary", "details", "text", "tspan", "span", "dt", "dd"):
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.HIDDEN and self.depth:
+            self.depth -= 1
+        else:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.depth:
+            self.parts.append(data)
+
+
+def visible_text(html: str) -> str:
+    parser = _Visible()
+    parser.feed(html)
+    return "".join(parser.parts)
+
+
+def has_cjk(text: str) -> bool:
+    return re.search(r"[\u4e00-\u9fff]", text) is not None
