@@ -104,3 +104,57 @@ def test_a_broken_translation_file_is_refused_naming_file_line_and_rule(tmp_path
     assert f"{tmp_path / LANG / SOURCE.name}:{line}:" in message
     assert "rule 'gpu-allreduce-bandwi" in message
     assert said in message
+
+
+# What a zh title may show in Latin script: code, ids, paths, URLs, numbers, units, product
+# names, and the engines' own error messages in double quotes (what an operator greps the
+# log for). What is left must hold no three lowercase Latin words in a row.
+QUOTED = re.compile(r'"[^"]*"|`[^`]*`|(?:https?:/)?(?<![\w.])/[^\s"`，。：；（）、]*')
+PRODUCTS = {"vllm", "sglang", "tgi", "llama.cpp", "ollama", "nvidia", "nvml", "cuda", "nccl",
+            "pcie", "nvlink", "numa", "mig", "mps", "python", "python3", "torch", "docker"}
+TOKEN = re.compile(r"[^\s,;:()（）：，；、]+")
+
+
+def english_run(text: str) -> list[str]:
+    """The first run of three plain lowercase Latin words in ``text`` (ids, numbers and
+    product names break a run)."""
+    run: list[str] = []
+    for token in TOKEN.findall(QUOTED.sub(" ", text)):
+        if re.fullmatch(r"[a-z]+", token) and token not in PRODUCTS:
+            run.append(token)
+            if len(run) == 3:
+                return run
+        else:
+            run = []
+    return []
+
+
+# Fields a probe fills with English words for people; they need the probe's own translation.
+PROBE_TEXT = {"engine-unreachable": "answer"}  # probes/engine/discovery.py Reachability.answer
+
+
+def _firing_cases():
+    from tests.test_rule_cases import all_cases
+    return [p for p in all_cases() if p.values[1]["expect"]]
+
+
+@pytest.mark.parametrize("rule_id,case", _firing_cases())
+def test_firing_case_reads_in_chinese(rule_id, case):
+    """The zh title of every firing table case shows no absent field, no "None", no
+    unfilled brace, and no English phrase of its own (three Latin words in a row)."""
+    from doctor import display
+    from doctor.i18n import Speaking
+    from doctor.rules.evaluate import evaluate
+    from tests.test_rule_cases import results_for
+
+    rule = next(r for r in RULES if r.id == rule_id)
+    with Speaking(LANG):
+        findings, errors = evaluate([rule], results_for(case["records"]))
+    assert errors == []
+    for finding in findings:
+        title = finding.title
+        assert "{" not in title and display.ABSENT not in title and "None" not in title, title
+        assert not re.search(r"[：，；]\s*[；，）]|[：，；]$", title), f"{rule_id}: empty part: {title}"
+        if rule_id in PROBE_TEXT:
+            title = title.replace(str(finding.evidence[PROBE_TEXT[rule_id]]), "")
+        assert english_run(title) == [], f"{rule_id}: English in the zh title: {title}"
