@@ -1,6 +1,7 @@
 """Is a Chinese report free of English sentences? What is left once code, ids and numbers go.
 
-``english_runs(text)`` strips what is never translated: code spans (`` `…` ``), URLs, paths,
+``english_runs(text)`` strips what is never translated: code spans (`` `…` ``), quotations of
+an engine's own words (``"…"``, ``“…”``, ``'…'``), URLs, paths,
 flags (``--max-num-seqs``), ids and names with a digit, dot, dash, underscore, slash, colon,
 ``=`` or ``@`` in them (``fd-limit-low``, ``host.limits``, ``gpu_memory_utilization``,
 ``H100``, ``x16``), numbers with their units, and then lists every run of three or more
@@ -16,6 +17,9 @@ import re
 from html.parser import HTMLParser
 
 CODE_SPAN = re.compile(r"`[^`\n]*`")
+# an engine's or a tool's own words quoted as they are ("CUDA driver version is insufficient
+# for CUDA runtime version", “Replays Since Reset”, 'truncating input prompt'): never translated
+QUOTED = re.compile(r'"[^"\n]{1,300}"|“[^”\n]{1,300}”|(?<![A-Za-z])\'[^\'\n]{1,300}\'(?![A-Za-z])')
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 # a token with any character that prose words do not have: ids, paths, flags, numbers
 MARKED = re.compile(r"\S*[0-9_./\\:=@<>#$%{}\[\]|~^*+-]\S*")
@@ -27,6 +31,7 @@ MIN_RUN = 3
 def english_runs(text: str, min_run: int = MIN_RUN) -> list[str]:
     """Runs of ``min_run`` or more English words left in ``text`` (see the module)."""
     text = CODE_SPAN.sub(" | ", text)
+    text = QUOTED.sub(" | ", text)
     text = URL.sub(" | ", text)
     text = MARKED.sub(" | ", text)
     found: list[str] = []
