@@ -15,6 +15,7 @@ import click
 from doctor import __version__
 from doctor.commands import lang
 from doctor.commands import load as cli_load
+from doctor.commands.filled import FilledCommand, FilledOption
 from doctor.commands.setup import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
                         scan_options)
 from doctor.commands.plan import plan
@@ -119,13 +120,18 @@ def _emit(report: ScanReport, fmt: str, output: str | None, verbose: bool = Fals
 
 
 _COSTS = [spec.cost for spec in PROBES if spec.cost is not None]
+
+
+def _level_figures() -> dict[str, object]:
+    """What the standard level sends at most, for --level's help."""
+    return {"requests": sum(c.requests for c in _COSTS), "seconds": sum(c.seconds for c in _COSTS)}
+
 _COMMON = [
-    click.option("--level", type=LEVELS, default=None,
+    click.option("--level", type=LEVELS, default=None, cls=FilledOption, fill=_level_figures,
                  help="quick: read-only (about a second). standard (default): adds bounded "
                       "micro-kernels (memory bandwidth, a 1 GiB read of the weights; seconds) "
-                      "and each engine's warm-up and output sampling (up to "
-                      f"{sum(c.requests for c in _COSTS)} completion requests, "
-                      f"{sum(c.seconds for c in _COSTS):g} s; see --no-requests). "
+                      "and each engine's warm-up and output sampling (up to {requests} "
+                      "completion requests, {seconds:g} s; see --no-requests). "
                       "full: longer measurements (reads up to 16 GiB of the weights)."),
     click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
                  help="Where the model weights live (repeatable). Engines' own --model paths "
@@ -188,11 +194,14 @@ def cli() -> None:
     """
 
 
-def _scan_help() -> str:
-    """scan's help, with what its probes send as they declare it (their COST)."""
-    costs = "\n".join(f"  {spec.name:<14} {spec.cost.text()}" for spec in PROBES
-                      if spec.cost is not None)
-    return f"""Scan this host (or a recorded one) and report findings with remediations.
+def _scan_costs() -> dict[str, object]:
+    """What scan's probes send, as they declare it (their COST), for scan's help."""
+    return {"costs": "\n".join(f"  {spec.name:<14} {spec.cost.text()}" for spec in PROBES
+                               if spec.cost is not None)}
+
+
+# {costs} is filled where the help is shown (doctor/commands/filled.py), after the lookup.
+SCAN_HELP = """Scan this host (or a recorded one) and report findings with remediations.
 
 Each finding names its cause id, the troubleshooting-table rows it explains, the
 evidence measured, the first step to take and a playbook. Run it as the user that
@@ -213,7 +222,7 @@ Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
 """
 
 
-@cli.command(help=_scan_help())
+@cli.command(cls=FilledCommand, fill=_scan_costs, help=SCAN_HELP)
 @_common
 @click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
               "instead of this one (docs/recorded-host.md).")
