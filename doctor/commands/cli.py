@@ -16,6 +16,7 @@ from doctor import __version__
 from doctor.commands import lang
 from doctor.commands import load as cli_load
 from doctor.commands.filled import FilledCommand, FilledOption
+from doctor.commands.click_words import speak_click_too
 from doctor.commands.setup import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
                         scan_options)
 from doctor.commands.plan import plan
@@ -362,6 +363,7 @@ cli.add_command(fix)
 cli.add_command(npd)
 cli.add_command(slurm_healthcheck)
 lang.install(cli)  # --lang on every command (doctor/commands/lang.py)
+speak_click_too()  # click's plurals, and help measured in columns (doctor/commands/click_words.py)
 
 
 def main() -> None:
