@@ -8,8 +8,9 @@ its plural messages, and the width of Chinese text in its help.
   English form has its own entry (doctor/i18n/zh_CN/click.toml); Chinese has one form.
 * click wraps help in characters, but a Chinese character takes two columns of a terminal:
   its ``term_len`` and ``_truncate_visible`` are rebound to count display columns (East
-  Asian wide and full-width characters as two), and a run of Chinese with no blank in it is
-  cut where the column ends, as Chinese is.
+  Asian wide and full-width characters as two), and its wrapper may break a line between
+  any two Chinese characters (Chinese has no blanks), never before a closing mark (，。）)
+  nor after an opening one (（).
 
 For text with no wide character both give what click's own give, so English help and
 errors are unchanged: this is done once at import, whatever the language.
@@ -17,7 +18,9 @@ errors are unchanged: this is done once at import, whatever the language.
 
 from __future__ import annotations
 
+import re
 import sys
+import textwrap
 import unicodedata
 
 from doctor.i18n import translated
@@ -66,6 +69,20 @@ def _truncate_visible(text: str, n: int) -> str:
     return text[:cut]
 
 
+_WIDE = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
+# one Chinese character with the marks that may not be parted from it, or a run of the rest
+_PIECE = re.compile(f"[（《「『“]*[{_WIDE}][，。：；）、！？」』》”]*|[^{_WIDE}]+")
+
+
+def _split(self: textwrap.TextWrapper, text: str) -> list[str]:
+    """textwrap's chunks, each Chinese character a chunk of its own (a break may fall
+    between any two)."""
+    out: list[str] = []
+    for chunk in textwrap.TextWrapper._split(self, text):  # type: ignore[attr-defined]
+        out += [chunk] if chunk.isascii() else _PIECE.findall(chunk)
+    return out
+
+
 def speak_click_too() -> None:
     """click's ``ngettext`` through the catalogue, and its help measured in columns."""
     import click._textwrap  # noqa: F401 (click imports it only once it wraps)
@@ -79,6 +96,7 @@ def speak_click_too() -> None:
         module = sys.modules.get(name)
         if module is not None and hasattr(module, "term_len"):
             module.term_len = term_len  # type: ignore[attr-defined]
-    textwrap = sys.modules.get("click._textwrap")
-    if textwrap is not None:
-        textwrap._truncate_visible = _truncate_visible  # type: ignore[attr-defined]
+    wrapping = sys.modules.get("click._textwrap")
+    if wrapping is not None:
+        wrapping._truncate_visible = _truncate_visible  # type: ignore[attr-defined]
+        wrapping.TextWrapper._split = _split  # type: ignore[attr-defined]
