@@ -121,7 +121,8 @@ def test_help_in_chinese_fits_80_columns_and_keeps_the_example_columns(monkeypat
     examples = [line for line in out.splitlines() if line.startswith("  llm-doctor scan ")]
     # the column after the commands starts where it does in English (38 columns in)
     assert {term_len(line[:40]) for line in examples if "  " in line[19:]} <= {40}
-    for path in [("scan",), ("load",), ("npd",), ("daemon",)]:
+    for path in [("scan",), ("load",), ("npd",), ("daemon",), ("plan",), ("warmup",),
+                 ("slurm-healthcheck",), ("rules", "export")]:
         code, out, _ = run_cli(monkeypatch, capsys, *path, "--help", "--lang", "zh_CN")
         wide = [line for line in out.splitlines() if term_len(line) > 80
                 and " " in line.strip()  # a single token longer than the line is not cut
