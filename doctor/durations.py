@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 import re
 
+from doctor.i18n import t
+
 UNITS = {"s": 1, "m": 60, "h": 3600}
 MAX_SECONDS = 10 * 365 * 86400  # ten years: past any rule's window or daemon interval
 MAX_DIGITS = 12  # of the whole number: a million years of seconds; refused before int()
 _NUMBER = re.compile(r"([0-9]*)(?:\.([0-9]*))?([smh]?)")
-LIKE = "a duration like 30s, 5m or 1h"
 
 
 class DurationError(ValueError):
@@ -28,21 +29,25 @@ class DurationError(ValueError):
 
 def _shown(text: str) -> str:
     """What was written, quoted, cut to a readable length."""
-    return repr(text) if len(text) <= 24 else f"{text[:12]!r}… ({len(text)} characters)"
+    return repr(text) if len(text) <= 24 else t("{start}… ({length} characters)",
+                                                start=repr(text[:12]), length=len(text))
 
 
 def parse(value: object) -> float:
     """Seconds in ``value`` (see the module's grammar); DurationError otherwise."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise DurationError(f"{value!r:.40} is not {LIKE}")
+        raise DurationError(t("{value} is not a duration like 30s, 5m or 1h",
+                              value=f"{value!r:.40}"))
     if isinstance(value, str):
         seconds = _seconds_of(value)
     elif isinstance(value, float) and not math.isfinite(value):
-        raise DurationError(f"{value} is not {LIKE}: a duration is a finite number of seconds")
+        raise DurationError(t("{value} is not a duration like 30s, 5m or 1h: a duration is a "
+                              "finite number of seconds", value=value))
     else:
         seconds = value
     if seconds < 0:
-        raise DurationError(f"{value!r:.40} is negative; a duration is 0 or more seconds")
+        raise DurationError(t("{value} is negative; a duration is 0 or more seconds",
+                              value=f"{value!r:.40}"))
     if seconds > MAX_SECONDS:
         raise _too_long(value)
     return float(seconds)
@@ -55,16 +60,18 @@ def _too_long(value: str | int | float) -> DurationError:
         shown = f"{value:g}"
     else:  # an int: str() of one of thousands of digits is refused by Python itself
         digits = str(value) if value.bit_length() < 4000 else ""
-        shown = digits if 0 < len(digits) <= 24 else f"a number of {len(digits) or '1,000+'} digits"
-    return DurationError(f"{shown} is over ten years; a duration is at most {MAX_SECONDS}s")
+        shown = digits if 0 < len(digits) <= 24 else t("a number of {count} digits",
+                                                       count=len(digits) or "1,000+")
+    return DurationError(t("{value} is over ten years; a duration is at most {most}s",
+                           value=shown, most=MAX_SECONDS))
 
 
 def _seconds_of(written: str) -> float:
     match = _NUMBER.fullmatch(written.strip())
     whole, fraction, unit = match.groups() if match else ("", None, "")
     if not match or not (whole or fraction) or (unit and fraction is not None):
-        raise DurationError(f"{_shown(written)} is not {LIKE} (a whole number with s, m or h, "
-                            "or a number of seconds)")
+        raise DurationError(t("{value} is not a duration like 30s, 5m or 1h (a whole number "
+                              "with s, m or h, or a number of seconds)", value=_shown(written)))
     whole = whole.lstrip("0") or "0"
     if len(whole) > MAX_DIGITS:
         raise _too_long(written)

@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from doctor.i18n import t
 from doctor.redact import redact_text
 from doctor.tomlfile import read_text
 
@@ -39,22 +40,23 @@ class _Unheld:
 
 
 def _constant(name: str) -> _Unheld:
-    return _Unheld(f"{name} (not JSON: write null for a value that is absent)")
+    return _Unheld(t("{name} (not JSON: write null for a value that is absent)", name=name))
 
 
 def _float(text: str) -> float | _Unheld:
     value = float(text)
-    return value if math.isfinite(value) else _Unheld(f"{text[:40]} (beyond any float)")
+    return value if math.isfinite(value) else _Unheld(t("{text} (beyond any float)",
+                                                        text=text[:40]))
 
 
 def _int(text: str) -> int | _Unheld:
     digits = len(text.lstrip("-"))
     if digits > 19:  # never converted: a 5,000-digit integer costs, and past 4,300 raises
-        return _Unheld(f"an integer of {digits} digits")
+        return _Unheld(t("an integer of {digits} digits", digits=digits))
     value = int(text)
     if -MAX_INTEGER < value < MAX_INTEGER:
         return value
-    return _Unheld(f"{value} (beyond a 64-bit integer)")
+    return _Unheld(t("{value} (beyond a 64-bit integer)", value=value))
 
 
 def json_path(parts: list[str | int]) -> str:
@@ -68,7 +70,7 @@ def json_path(parts: list[str | int]) -> str:
             out.append(("." if out else "") + part)
         else:
             out.append(f"[{json.dumps(part)[:60]}]")
-    return redact_text("".join(out)) or "the top level"
+    return redact_text("".join(out)) or t("the top level")
 
 
 def _trail(link: tuple | None) -> list[str | int]:
@@ -86,12 +88,14 @@ def check_values(doc: Any, where: str, error: type[Exception], max_depth: int) -
     while stack:
         value, depth, link = stack.pop()
         if isinstance(value, _Unheld):
-            raise error(f"{where}: {json_path(_trail(link))}: {value.what}; a report holds "
-                        "finite numbers and integers under 2^63 only")
+            raise error(t("{where}: {key}: {what}; a report holds finite numbers and integers "
+                          "under 2^63 only", where=where, key=json_path(_trail(link)),
+                          what=value.what))
         if isinstance(value, (dict, list)):
             if depth > max_depth:
-                raise error(f"{where}: {json_path(_trail(link))}: nested deeper than "
-                            f"{max_depth} levels; no report nests this deep")
+                raise error(t("{where}: {key}: nested deeper than {depth} levels; no report "
+                              "nests this deep", where=where, key=json_path(_trail(link)),
+                              depth=max_depth))
             items = value.items() if isinstance(value, dict) else enumerate(value)
             stack.extend((item, depth + 1, (key, link)) for key, item in items)
 
@@ -101,10 +105,12 @@ def parse(text: str, where: str, error: type[Exception], max_depth: int) -> Any:
     try:
         doc = json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
     except json.JSONDecodeError as exc:
-        raise error(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+        raise error(t("{where}:{line}:{column}: not valid JSON ({error})", where=where,
+                      line=exc.lineno, column=exc.colno, error=exc.msg)) from None
     except RecursionError:  # the parser recurses once per level of [[[...]]] or {"a":{...}}
-        raise error(f"{where}: nested deeper than {max_depth} levels (more than the JSON "
-                    "parser can follow); no report nests this deep") from None
+        raise error(t("{where}: nested deeper than {depth} levels (more than the JSON parser "
+                      "can follow); no report nests this deep", where=where,
+                      depth=max_depth)) from None
     check_values(doc, where, error, max_depth)
     return doc
 

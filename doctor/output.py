@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from doctor.i18n import t
+
 # The paths that name an already open descriptor of this process.
 _FD_PATH = re.compile(r"/(?:dev/fd|proc/self/fd)/(\d+)")
 _STD_PATHS = {"-": 1, "/dev/stdout": 1, "/dev/stderr": 2}
@@ -63,8 +65,8 @@ def _write_device(path: str, text: str) -> None:
         if stat.S_ISCHR(info.st_mode):
             device = (os.major(info.st_rdev), os.minor(info.st_rdev))
             if device not in _SINK_DEVICES and not os.isatty(fd):
-                raise _refuse(path, "is a character device that is not a terminal or "
-                                    "/dev/null; name a file instead")
+                raise _refuse(path, t("is a character device that is not a terminal or "
+                                      "/dev/null; name a file instead"))
         os.set_blocking(fd, True)
         _write_fd(fd, text)
     finally:
@@ -102,18 +104,20 @@ def check_target(path: str | Path) -> None:
     except FileNotFoundError:
         folder = Path(name).parent if str(Path(name).parent) else Path(".")
         if not folder.is_dir() or not os.access(folder, os.W_OK):
-            raise _refuse(name, f"{folder} is not a writable directory", errno.EACCES) from None
+            raise _refuse(name, t("{folder} is not a writable directory", folder=folder),
+                          errno.EACCES) from None
         return
     mode = info.st_mode
     if stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
         return
     if stat.S_ISDIR(mode):
-        raise _refuse(name, "is a directory; name a file inside it", errno.EISDIR)
+        raise _refuse(name, t("is a directory; name a file inside it"), errno.EISDIR)
     if stat.S_ISLNK(mode):
-        raise _refuse(name, f"is a symbolic link (to {os.readlink(name)}); llm-doctor does "
-                            "not write through links: name the target itself")
-    raise _refuse(name, "is not a regular file, terminal, /dev/null or FIFO; name a file "
-                        "instead")
+        raise _refuse(name, t("is a symbolic link (to {target}); llm-doctor does not write "
+                              "through links: name the target itself",
+                              target=os.readlink(name)))
+    raise _refuse(name, t("is not a regular file, terminal, /dev/null or FIFO; name a file "
+                          "instead"))
 
 
 def write_atomic(path: str | Path, text: str) -> None:
@@ -134,7 +138,7 @@ def write_atomic(path: str | Path, text: str) -> None:
             _write_device(name, text)
         except OSError as exc:
             if exc.errno == errno.ENXIO:  # a FIFO that nobody reads
-                raise _refuse(name, "is a FIFO with no reader; start the reader first",
+                raise _refuse(name, t("is a FIFO with no reader; start the reader first"),
                               errno.ENXIO) from None
             raise
         return

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor._toml import tomllib
+from doctor.i18n import t
 
 MAX_CONFIG_BYTES = 1 << 20  # 1 MiB; a config is a few lines
 MAX_RULE_FILE_BYTES = 4 << 20  # 4 MiB: up to 1,000 rules of 4 KiB (the built-in ones are 1.2 KiB)
@@ -32,39 +33,55 @@ _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\- ]+?)\s*=""")
 
 
+def noun(what: str) -> str:
+    """What a file is (``what``, as the callers name it) in the current language."""
+    return {"config file": t("config file"), "rule file": t("rule file"),
+            "rule translation file": t("rule translation file"), "state file": t("state file"),
+            "saved scan": t("saved scan"),
+            "model's config.json": t("model's config.json")}.get(what, what)
+
+
 def read_text(path: Path, what: str, error: type[Exception], max_bytes: int) -> str:
     """The text of ``path`` if it is a regular UTF-8 file of at most ``max_bytes``.
 
     Opened non-blocking and checked with fstat before any read, so a FIFO or a device
     is refused at once rather than read forever.
     """
+    what = noun(what)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise error(f"{path}: cannot read the {what}: {exc.strerror}") from None
+        raise error(t("{path}: cannot read the {what}: {reason}", path=path, what=what,
+                      reason=exc.strerror)) from None
     try:
         info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise error(t("{path}: the {what} is a directory (a FIFO, a device or a socket is "
+                          "never read); name a regular file", path=path, what=what))
         if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise error(f"{path}: the {what} is {kind} (a FIFO, a device or a socket is "
-                        "never read); name a regular file")
+            raise error(t("{path}: the {what} is not a regular file (a FIFO, a device or a "
+                          "socket is never read); name a regular file", path=path, what=what))
         if info.st_size > max_bytes:
-            raise error(f"{path}: the {what} is {info.st_size:,} bytes; the limit is "
-                        f"{_mib(max_bytes)}: split it into several files")
+            raise error(t("{path}: the {what} is {size:,} bytes; the limit is {limit}: split it "
+                          "into several files", path=path, what=what, size=info.st_size,
+                          limit=_mib(max_bytes)))
         data = _read_at_most(fd, max_bytes + 1)
     except OSError as exc:
-        raise error(f"{path}: cannot read the {what}: {exc.strerror}") from None
+        raise error(t("{path}: cannot read the {what}: {reason}", path=path, what=what,
+                      reason=exc.strerror)) from None
     finally:
         os.close(fd)
     if len(data) > max_bytes:  # it grew while we looked
-        raise error(f"{path}: the {what} is over {_mib(max_bytes)}: split it")
+        raise error(t("{path}: the {what} is over {limit}: split it", path=path, what=what,
+                      limit=_mib(max_bytes)))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise error(f"{path}:{line}: byte 0x{data[exc.start]:02x} at column {column} is not "
-                    "UTF-8; save the file as UTF-8") from None
+        raise error(t("{path}:{line}: byte 0x{byte:02x} at column {column} is not UTF-8; save "
+                      "the file as UTF-8", path=path, line=line, byte=data[exc.start],
+                      column=column)) from None
 
 
 def _read_at_most(fd: int, limit: int) -> bytes:
@@ -84,18 +101,21 @@ def parse(text: str, path: Path, error: type[Exception]) -> dict[str, Any]:
     problem = check_shape(text)
     if problem:
         line, what = problem
-        raise error(f"{path}:{line}: {what}; llm-doctor's files need a few") from None
+        raise error(t("{path}:{line}: {what}; llm-doctor's files need a few", path=path,
+                      line=line, what=what)) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise error(f"{path}: not valid TOML: {exc}") from None
+        raise error(t("{path}: not valid TOML: {error}", path=path, error=exc)) from None
     except RecursionError:  # tomllib recurses once per level of [[[...]]] or {a={b=...}}
-        raise error(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
+        raise error(t("{path}: not valid TOML: arrays or tables nested too deeply",
+                      path=path)) from None
     except ValueError as exc:  # int() of an integer of more than 4,300 digits
         found = re.search(r"[0-9_]{4300}", text)
         line = text.count("\n", 0, found.start()) + 1 if found else 1
-        raise error(f"{path}:{line}: not valid TOML: an integer of thousands of digits "
-                    f"({str(exc)[:60]}); TOML integers are 64-bit") from None
+        raise error(t("{path}:{line}: not valid TOML: an integer of thousands of digits "
+                      "({error}); TOML integers are 64-bit", path=path, line=line,
+                      error=str(exc)[:60])) from None
 
 
 # What the shape check must see as one token: strings (whatever they hold; an unterminated
@@ -110,8 +130,9 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 
 
-_TOO_DEEP = (f"arrays or tables nested too deeply: more than {MAX_DEPTH} levels (each part of "
-             "a dotted key counts as one)")
+def _too_deep() -> str:
+    return t("arrays or tables nested too deeply: more than {depth} levels (each part of a "
+             "dotted key counts as one)", depth=MAX_DEPTH)
 
 
 def check_shape(text: str) -> tuple[int, str] | None:
@@ -134,11 +155,12 @@ def check_shape(text: str) -> tuple[int, str] | None:
         elif mark == "." and in_key:
             parts += 1
             if parts > MAX_KEY_PARTS:
-                return line, f"a dotted key or [table] name of more than {MAX_KEY_PARTS} parts"
+                return line, t("a dotted key or [table] name of more than {parts} parts",
+                               parts=MAX_KEY_PARTS)
         elif mark == "=" and in_key:
             value_depth = (stack[-1][1] if stack else table) + parts
             if value_depth > MAX_DEPTH:
-                return line, _TOO_DEEP
+                return line, _too_deep()
             in_key = False
         elif mark == "[" and in_key and not stack:  # a [table] or [[array of tables]]
             header = True
@@ -147,7 +169,7 @@ def check_shape(text: str) -> tuple[int, str] | None:
         elif mark in "[{" and not in_key:
             depth = stack[-1][1] + 1 if stack and stack[-1][0] == "[" else value_depth
             if depth > MAX_DEPTH:
-                return line, _TOO_DEEP
+                return line, _too_deep()
             stack.append((mark, depth))
             in_key, parts = mark == "{", 1
         elif mark in "]}" and stack:
@@ -159,7 +181,7 @@ def check_shape(text: str) -> tuple[int, str] | None:
 
 
 def _mib(size: int) -> str:
-    return f"{size:,} bytes ({size >> 20} MiB)"
+    return t("{size:,} bytes ({mib} MiB)", size=size, mib=size >> 20)
 
 
 def read_toml(path: Path, what: str, error: type[Exception],

@@ -15,11 +15,13 @@ import click
 from doctor import __version__
 from doctor.commands import lang
 from doctor.commands import load as cli_load
+from doctor.commands.filled import FilledCommand, FilledOption
+from doctor.commands.click_words import speak_click_too
 from doctor.commands.setup import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
                         scan_options)
 from doctor.commands.plan import plan
 from doctor.config import ConfigError
-from doctor.i18n import LangError
+from doctor.i18n import LangError, t, translated
 from doctor.seam.host import Host
 from doctor.seam.http import display_url
 from doctor.seam.live import LiveHost
@@ -36,7 +38,7 @@ def _progress(console):
     """A spinner naming the running probes, on stderr, only when stderr is a terminal."""
     if not console.is_terminal:
         return None, None
-    status = console.status("starting probes…")
+    status = console.status(t("starting probes…"))
     running: list[str] = []
 
     def on_event(event, spec, result):
@@ -44,7 +46,7 @@ def _progress(console):
             running.append(spec.name)
         elif spec.name in running:
             running.remove(spec.name)
-        status.update(f"running {', '.join(running) or '…'}")
+        status.update(t("running {probes}", probes=", ".join(running) or "…"))
 
     return status, on_event
 
@@ -57,7 +59,8 @@ def _check_output(output: str | None) -> None:
         try:
             check_target(output)
         except OSError as exc:
-            raise ScanCannotRun(f"{output}: cannot write the report: {exc.strerror}") from None
+            raise ScanCannotRun(t("{output}: cannot write the report: {reason}", output=output,
+                                  reason=exc.strerror)) from None
 
 
 def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bool) -> ScanReport:
@@ -90,10 +93,10 @@ def _say_sent(report: ScanReport, host: Host) -> None:
         click.echo(f"{name} {item.text()}", err=True)
     for result in costly:
         if result.status in ("error", "timeout"):  # it may have sent before it failed
-            click.echo(f"{result.name} ended {result.status}: what it sent is not known, "
-                       "at most what it said it would", err=True)
+            click.echo(t("{probe} ended {status}: what it sent is not known, at most what it "
+                         "said it would", probe=result.name, status=result.status), err=True)
     if costly and all(r.status == "skipped" for r in costly):
-        click.echo("no request was sent to an engine", err=True)
+        click.echo(t("no request was sent to an engine"), err=True)
 
 
 def _emit(report: ScanReport, fmt: str, output: str | None, verbose: bool = False) -> None:
@@ -111,21 +114,27 @@ def _emit(report: ScanReport, fmt: str, output: str | None, verbose: bool = Fals
         try:
             write_atomic(output, text)
         except OSError as exc:
-            raise ScanCannotRun(f"{output}: cannot write the report: {exc.strerror}") from None
+            raise ScanCannotRun(t("{output}: cannot write the report: {reason}", output=output,
+                                  reason=exc.strerror)) from None
         if output not in ("-", "/dev/stdout", "/dev/stderr"):
-            click.echo(f"report written to {output}", err=True)
+            click.echo(t("report written to {output}", output=output), err=True)
     else:
         click.echo(text, nl=False)
 
 
 _COSTS = [spec.cost for spec in PROBES if spec.cost is not None]
+
+
+def _level_figures() -> dict[str, object]:
+    """What the standard level sends at most, for --level's help."""
+    return {"requests": sum(c.requests for c in _COSTS), "seconds": sum(c.seconds for c in _COSTS)}
+
 _COMMON = [
-    click.option("--level", type=LEVELS, default=None,
+    click.option("--level", type=LEVELS, default=None, cls=FilledOption, fill=_level_figures,
                  help="quick: read-only (about a second). standard (default): adds bounded "
                       "micro-kernels (memory bandwidth, a 1 GiB read of the weights; seconds) "
-                      "and each engine's warm-up and output sampling (up to "
-                      f"{sum(c.requests for c in _COSTS)} completion requests, "
-                      f"{sum(c.seconds for c in _COSTS):g} s; see --no-requests). "
+                      "and each engine's warm-up and output sampling (up to {requests} "
+                      "completion requests, {seconds:g} s; see --no-requests). "
                       "full: longer measurements (reads up to 16 GiB of the weights)."),
     click.option("--model-dir", "model_dirs", multiple=True, metavar="DIR",
                  help="Where the model weights live (repeatable). Engines' own --model paths "
@@ -188,11 +197,14 @@ def cli() -> None:
     """
 
 
-def _scan_help() -> str:
-    """scan's help, with what its probes send as they declare it (their COST)."""
-    costs = "\n".join(f"  {spec.name:<14} {spec.cost.text()}" for spec in PROBES
-                      if spec.cost is not None)
-    return f"""Scan this host (or a recorded one) and report findings with remediations.
+def _scan_costs() -> dict[str, object]:
+    """What scan's probes send, as they declare it (their COST), for scan's help."""
+    return {"costs": "\n".join(f"  {spec.name:<14} {spec.cost.text()}" for spec in PROBES
+                               if spec.cost is not None)}
+
+
+# {costs} is filled where the help is shown (doctor/commands/filled.py), after the lookup.
+SCAN_HELP = """Scan this host (or a recorded one) and report findings with remediations.
 
 Each finding names its cause id, the troubleshooting-table rows it explains, the
 evidence measured, the first step to take and a playbook. Run it as the user that
@@ -213,7 +225,7 @@ Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
 """
 
 
-@cli.command(help=_scan_help())
+@cli.command(cls=FilledCommand, fill=_scan_costs, help=SCAN_HELP)
 @_common
 @click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
               "instead of this one (docs/recorded-host.md).")
@@ -247,7 +259,8 @@ def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fm
     """
     root = Path(directory)
     if root.exists() and any(root.iterdir()) and not force:
-        raise ScanCannotRun(f"{root} is not empty; choose a new directory or pass --force")
+        raise ScanCannotRun(t("{root} is not empty; choose a new directory or pass --force",
+                              root=root))
     _check_output(output)
     rules, config = load_setup(config_path, rule_files)
     options = scan_options(config, level, model_dirs, tuple(endpoints), no_requests=no_requests,
@@ -261,8 +274,8 @@ def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fm
                     # without their keys: a replay answers from the recording, keyed the same
                     "endpoints": [display_url(u) for u in options.endpoints]})
     _emit(report, fmt, output, verbose)
-    click.echo(f"recorded host written to {root}; replay: llm-doctor scan --replay {root}",
-               err=True)
+    click.echo(t("recorded host written to {root}; replay: llm-doctor scan --replay {root}",
+                 root=root), err=True)
     sys.exit(report.exit_code())
 
 
@@ -275,12 +288,14 @@ def probes(fields) -> None:
     from doctor.rules.schema import record_fields
 
     for spec in PROBES:
-        click.echo(f"{click.style(spec.name, bold=True)}  (level {spec.level.name.lower()}, "
-                   f"timeout {spec.timeout_s:g} s)")
-        click.echo(f"    {spec.description}")
-        click.echo(f"    reads: {spec.reads}")
+        click.echo(t("{name}  (level {level}, timeout {timeout:g} s)",
+                     name=click.style(spec.name, bold=True), level=spec.level.name.lower(),
+                     timeout=spec.timeout_s))
+        click.echo(f"    {translated(spec.description)}")
+        click.echo("    " + t("reads: {reads}", reads=spec.reads))
         if spec.cost is not None:
-            click.echo(f"    sends each engine: {spec.cost.text()} (--no-requests skips it)")
+            click.echo("    " + t("sends each engine: {cost} (--no-requests skips it)",
+                                  cost=spec.cost.text()))
         if fields:
             for name, type_name in record_fields(spec):
                 click.echo(f"      {spec.name}.{name}: {type_name}")
@@ -297,11 +312,18 @@ def rules(ctx, config_path) -> None:
     for rule in loaded:
         params = {**rule.params, **{k: v for k, v in config.rules.get(rule.id, {}).items()
                                     if k in rule.params}}
-        click.echo(f"{click.style(rule.id, bold=True)}  [{rule.severity.label}]  cause {rule.cause}"
-                   f"  ({rule.source.rsplit('/', 1)[-1]})")
-        click.echo(f"    rows: {', '.join(rule.symptoms)}")
+        click.echo(t("{rule}  [{severity}]  cause {cause}  ({file})",
+                     rule=click.style(rule.id, bold=True), severity=_severity(rule.severity.label),
+                     cause=rule.cause, file=rule.source.rsplit("/", 1)[-1]))
+        click.echo("    " + t("rows: {rows}", rows=", ".join(rule.symptoms)))
         if params:
-            click.echo(f"    params: {', '.join(f'{k}={v}' for k, v in params.items())}")
+            click.echo("    " + t("params: {params}",
+                                  params=", ".join(f"{k}={v}" for k, v in params.items())))
+
+
+def _severity(label: str) -> str:
+    """A severity's name as people read it (the label itself is an id in JSON)."""
+    return {"critical": t("critical"), "warning": t("warning"), "info": t("info")}.get(label, label)
 
 
 @rules.command("check")
@@ -311,9 +333,11 @@ def rules_check(files) -> None:
     for name in files:
         loaded = load_file(Path(name), by_name())
         if not loaded:
-            raise RuleError(f"{name}: holds no [[rule]] tables (format: 'llm-doctor rules --help')")
-        more = f", … and {len(loaded) - 20} more" if len(loaded) > 20 else ""
-        click.echo(f"{name}: {len(loaded)} rule(s) ok: {', '.join(r.id for r in loaded[:20])}{more}")
+            raise RuleError(t("{file}: holds no [[rule]] tables (format: 'llm-doctor rules --help')",
+                              file=name))
+        more = t(", … and {count} more", count=len(loaded) - 20) if len(loaded) > 20 else ""
+        click.echo(t("{file}: {count} rule(s) ok: {ids}{more}", file=name, count=len(loaded),
+                     ids=", ".join(r.id for r in loaded[:20]), more=more))
 
 
 @cli.command()
@@ -329,9 +353,9 @@ def playbook(cause) -> None:
     text = text_of(cause)  # a known cause id only: never a path built from the argument
     if text is None:
         known = [c for c in CAUSES if text_of(c) is not None]
-        hint = suggest(cause, known) or ("; 'llm-doctor rules' shows each rule's cause id, "
-                                         "playbooks/README.md lists them all")
-        raise ScanCannotRun(f"no playbook for '{cause}'{hint}")
+        hint = suggest(cause, known) or t("; 'llm-doctor rules' shows each rule's cause id, "
+                                          "playbooks/README.md lists them all")
+        raise ScanCannotRun(t("no playbook for '{cause}'{hint}", cause=cause, hint=hint))
     Console().print(Markdown(text))
 
 
@@ -353,6 +377,7 @@ cli.add_command(fix)
 cli.add_command(npd)
 cli.add_command(slurm_healthcheck)
 lang.install(cli)  # --lang on every command (doctor/commands/lang.py)
+speak_click_too()  # click's plurals, and help measured in columns (doctor/commands/click_words.py)
 
 
 def main() -> None:
@@ -367,7 +392,7 @@ def main() -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        click.echo(t("aborted"), err=True)
         sys.exit(EXIT_UNKNOWN)
     except click.ClickException as exc:  # usage errors: exit 3, not click's 2 (= critical)
         exc.show()
@@ -381,7 +406,7 @@ def main() -> None:
         click.echo(f"llm-doctor: {exc.filename or ''}: {exc.strerror}", err=True)
         sys.exit(EXIT_UNKNOWN)
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+        click.echo(t("interrupted"), err=True)
         sys.exit(130)
 
 

@@ -13,6 +13,7 @@ import click
 from doctor.model import Level
 from doctor.commands.load import ENDPOINT
 from doctor.config import ConfigError
+from doctor.i18n import t
 
 _DURATION = click.STRING
 
@@ -124,14 +125,14 @@ def report(snapshot, output) -> None:
     # someone else's file: a guarded read, strict JSON, the schema's fields and types
     data = load(Path(snapshot), ConfigError)
     write_atomic(output, render_data(data))
-    click.echo(f"report written to {output}", err=True)
+    click.echo(t("report written to {output}", output=output), err=True)
 
 
 def _job_name(ctx, param, value: str) -> str:
     """A job name that goes into PromQL and YAML as it is: letters, digits and ``_.:/-``."""
     if not re.fullmatch(r"[A-Za-z0-9_.:/-]{1,100}", value):
-        raise click.BadParameter(f"{value!r}: a job name of letters, digits and _.:/- "
-                                 "(as in your scrape config's job_name)", ctx, param)
+        raise click.BadParameter(t("{value}: a job name of letters, digits and _.:/- (as in your "
+                                   "scrape config's job_name)", value=repr(value)), ctx, param)
     return value
 
 
@@ -166,8 +167,8 @@ def rules_export(fmt, config_path, rule_files, output, job, fleet, outlier_ratio
     from doctor.output import write_atomic
 
     if fleet and (config_path or rule_files):
-        raise click.UsageError("--config and --rules shape the per-host rules, not --fleet's: "
-                               "export those without --fleet")
+        raise click.UsageError(t("--config and --rules shape the per-host rules, not --fleet's: "
+                                 "export those without --fleet"))
     if fleet:
         from doctor.fleet import promfleet
 
@@ -175,12 +176,12 @@ def rules_export(fmt, config_path, rule_files, output, job, fleet, outlier_ratio
         text = promfleet.export(job, outlier_ratio or promfleet.OUTLIER_RATIO,
                                 promfleet.OUTLIER_FOR_S if for_s is None else for_s)
     elif outlier_ratio is not None or outlier_for is not None:
-        raise click.UsageError("--outlier-ratio and --outlier-for go with --fleet")
+        raise click.UsageError(t("--outlier-ratio and --outlier-for go with --fleet"))
     else:
         loaded = load_daemon(config_path, rule_files, {})
         text = export(loaded.rules, loaded.settings.for_s, loaded.config.rules, job=job)
     if output:
         write_atomic(output, text)
-        click.echo(f"rules written to {output}", err=True)
+        click.echo(t("rules written to {output}", output=output), err=True)
     else:
         click.echo(text, nl=False)

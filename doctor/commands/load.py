@@ -16,6 +16,7 @@ from dataclasses import asdict
 
 import click
 
+from doctor.i18n import t
 from doctor.workload.loadgen import Endpoint, LoadError, Workload
 
 API = click.Choice(["completions", "chat"])
@@ -43,8 +44,8 @@ ENDPOINT = EndpointURL()
 def _api_key(ctx, param, value: str | None) -> str | None:
     """--api-key goes into a header: printable ASCII only (never shown when refused)."""
     if value is not None and not all(" " < c < "\x7f" for c in value):
-        raise click.BadParameter("the key must be printable ASCII with no spaces or control "
-                                 "characters", ctx, param)
+        raise click.BadParameter(t("the key must be printable ASCII with no spaces or control "
+                                   "characters"), ctx, param)
     return value
 class Finite(click.FloatRange):
     """A float range that refuses NaN and infinities: click's own lets NaN through (every
@@ -55,7 +56,7 @@ class Finite(click.FloatRange):
     def convert(self, value, param, ctx):
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
+            self.fail(t("{value} is not a finite number", value=repr(value)), param, ctx)
         return number
 
 
@@ -70,11 +71,13 @@ class Levels(click.ParamType):
         try:
             levels = [int(part) for part in str(value).split(",") if part.strip()]
         except ValueError:
-            self.fail(f"{value!r}: expected concurrency levels such as 1,2,4,8", param, ctx)
+            self.fail(t("{value}: expected concurrency levels such as 1,2,4,8", value=repr(value)),
+                      param, ctx)
         if not levels or len(levels) > 32 or any(not 1 <= n <= 4096 for n in levels):
-            self.fail(f"{value!r}: expected 1 to 32 levels, each from 1 to 4096", param, ctx)
+            self.fail(t("{value}: expected 1 to 32 levels, each from 1 to 4096", value=repr(value)),
+                      param, ctx)
         if len(set(levels)) != len(levels):
-            self.fail(f"{value!r}: a level is given twice", param, ctx)
+            self.fail(t("{value}: a level is given twice", value=repr(value)), param, ctx)
         return tuple(sorted(levels))
 
 
@@ -98,19 +101,20 @@ def _write(text: str, output: str | None) -> None:
         from doctor.output import write_atomic
 
         write_atomic(output, text)
-        click.echo(f"written to {output}", err=True)
+        click.echo(t("written to {output}", output=output), err=True)
     else:
         click.echo(text, nl=not text.endswith("\n"))
 
 
-_UNREACHABLE_HINT = ("Is the engine running there, and does it serve /v1/completions (try "
-                     "--api chat, --model NAME or --api-key)?")
+def _unreachable_hint() -> str:
+    return t("Is the engine running there, and does it serve /v1/completions (try --api chat, "
+             "--model NAME or --api-key)?")
 
 
 def _fail_if_unreachable(errors: int, requests: int, first_error: str | None, url: str) -> None:
     if requests and errors == requests:
-        click.echo(f"llm-doctor: {url}: every request failed: {first_error}. "
-                   f"{_UNREACHABLE_HINT}", err=True)
+        click.echo("llm-doctor: " + t("{url}: every request failed: {error}. {hint}", url=url,
+                                      error=first_error, hint=_unreachable_hint()), err=True)
         sys.exit(3)
 
 
@@ -153,8 +157,8 @@ def warmup(endpoint, api, model, api_key, fmt, output, max_rounds, max_seconds) 
 
     def on_round(index, results):
         ttfts = sorted(r.ttft_s * 1000 for r in results if r.ttft_s is not None)
-        median = f"{ttfts[len(ttfts) // 2]:.0f} ms" if ttfts else "no answer"
-        click.echo(f"round {index}: median TTFT {median}", err=True)
+        median = f"{ttfts[len(ttfts) // 2]:.0f} ms" if ttfts else t("no answer")
+        click.echo(t("round {index}: median TTFT {median}", index=index, median=median), err=True)
 
     rounds = engine_warmup.measure(target, max_rounds, max_seconds, until_settled=True,
                                    on_round=on_round)
@@ -163,32 +167,40 @@ def warmup(endpoint, api, model, api_key, fmt, output, max_rounds, max_seconds) 
     if fmt == "json":
         _write(json.dumps(asdict(result), indent=2) + "\n", output)
         return
-    state = "settled" if result.settled else "not settled within the bounds"
-    _write(f"{result.base_url}: {result.rounds} rounds, {result.requests} requests, {state}\n"
-           f"  TTFT  first {result.first_ttft_ms} ms  steady {result.steady_ttft_ms} ms  "
-           f"(first round median {result.first_round_ttft_ms}, last {result.last_round_ttft_ms})\n"
-           f"  ITL   first {result.first_itl_ms} ms  steady {result.steady_itl_ms} ms\n", output)
+    state = t("settled") if result.settled else t("not settled within the bounds")
+    _write(t("{url}: {rounds} rounds, {requests} requests, {state}", url=result.base_url,
+             rounds=result.rounds, requests=result.requests, state=state) + "\n"
+           + t("  TTFT  first {first} ms  steady {steady} ms  (first round median {first_round}, "
+               "last {last_round})", first=result.first_ttft_ms, steady=result.steady_ttft_ms,
+               first_round=result.first_round_ttft_ms, last_round=result.last_round_ttft_ms) + "\n"
+           + t("  ITL   first {first} ms  steady {steady} ms", first=result.first_itl_ms,
+               steady=result.steady_itl_ms) + "\n", output)
 
 
 def _progress_callback(console):
     def on_level(event, concurrency, stats):
         if event == "start":
-            console.print(f"concurrency {concurrency}: running…", style="dim")
+            console.print(t("concurrency {concurrency}: running…", concurrency=concurrency),
+                          style="dim")
             return
         if event == "progress":
-            console.print(f"concurrency {concurrency}: so far {stats.completed} of the "
-                          f"{stats.min_requests} requests it needs, "
-                          f"{stats.output_tokens_per_s:g} tok/s, TTFT p50 {stats.ttft.p50_ms} "
-                          f"ms, e2e p50 {stats.e2e.p50_ms} ms", style="dim")
+            console.print(t("concurrency {concurrency}: so far {completed} of the {needed} "
+                            "requests it needs, {tok_s:g} tok/s, TTFT p50 {ttft} ms, e2e p50 "
+                            "{e2e} ms", concurrency=concurrency, completed=stats.completed,
+                            needed=stats.min_requests, tok_s=stats.output_tokens_per_s,
+                            ttft=stats.ttft.p50_ms, e2e=stats.e2e.p50_ms), style="dim")
             return
         spread = stats.throughput_windows
+        windows = (t("{low:g}–{high:g} in {count} windows", low=min(spread), high=max(spread),
+                     count=len(spread)) if len(spread) > 1 else
+                   t("{low:g}–{high:g} in 1 window", low=min(spread), high=max(spread)))
         console.print(
-            f"concurrency {concurrency}: {stats.output_tokens_per_s:g} tok/s "
-            f"({min(spread):g}–{max(spread):g} in {len(spread)} "
-            f"window{'s' if len(spread) > 1 else ''}), "
-            f"{stats.completed} completed, {stats.cut} cut, {stats.errors} errors, "
-            f"TTFT p50 {stats.ttft.p50_ms} ms, e2e p50 {stats.e2e.p50_ms} ms"
-            + (f"; not judged: {stats.unusable}" if stats.unusable else ""))
+            t("concurrency {concurrency}: {tok_s:g} tok/s ({windows}), {completed} completed, "
+              "{cut} cut, {errors} errors, TTFT p50 {ttft} ms, e2e p50 {e2e} ms",
+              concurrency=concurrency, tok_s=stats.output_tokens_per_s, windows=windows,
+              completed=stats.completed, cut=stats.cut, errors=stats.errors,
+              ttft=stats.ttft.p50_ms, e2e=stats.e2e.p50_ms)
+            + (t("; not judged: {why}", why=stats.unusable) if stats.unusable else ""))
     return on_level
 
 
@@ -218,33 +230,34 @@ def _table(document: dict) -> str:
                     f"{_share(lv['cached_share']):>6}  {_trio(lv['ttft']):<20} "
                     f"{_trio(lv['e2e']):<22} {_trio(lv['itl_pooled'], count=True):<26} "
                     f"{_trio(lv['itl_per_request_mean'])}")
-    rows.append("percentiles p50/p95/p99 of the completed ('done') requests, itl_pooled of "
-                "their n token gaps; * = the largest sample (p95 of fewer than 20, p99 of "
-                "fewer than 100); itl_pooled: every gap between tokens; itl_per_request_mean: "
-                "each request's mean gap; cut: in flight when the level's time ended, neither "
-                "samples nor errors; windows: tok/s in equal parts of the level (its spread)")
+    rows.append(t("percentiles p50/p95/p99 of the completed ('done') requests, itl_pooled of "
+                  "their n token gaps; * = the largest sample (p95 of fewer than 20, p99 of "
+                  "fewer than 100); itl_pooled: every gap between tokens; itl_per_request_mean: "
+                  "each request's mean gap; cut: in flight when the level's time ended, neither "
+                  "samples nor errors; windows: tok/s in equal parts of the level (its spread)"))
     for lv in document["levels"]:
         if lv["client_late"]:
-            rows.append(f"c={lv['concurrency']}: the client could not keep up: "
-                        f"{lv['client_late']}")
+            rows.append(t("c={concurrency}: the client could not keep up: {why}",
+                          concurrency=lv["concurrency"], why=lv["client_late"]))
     cache = document["prompt_cache"]
     if cache["reported"]:
-        rows.append(f"prompt cache: {cache['cached_prompt_tokens']} of {cache['prompt_tokens']} "
-                    f"prompt tokens ({_share(cache['share'])}) served from the engine's cache, "
-                    f"as it reported")
+        rows.append(t("prompt cache: {cached} of {prompt} prompt tokens ({share}) served from the "
+                      "engine's cache, as it reported", cached=cache["cached_prompt_tokens"],
+                      prompt=cache["prompt_tokens"], share=_share(cache["share"])))
     else:
-        rows.append("prompt cache: not reported by the engine (cached: n/r)")
+        rows.append(t("prompt cache: not reported by the engine (cached: n/r)"))
     seed = document["settings"].get("seed")
-    rows.append(f"prompts: fresh, seed {seed} (--seed {seed} repeats them); "
-                f"stopped: {document['stopped']}")
+    rows.append(t("prompts: fresh, seed {seed} (--seed {seed} repeats them); stopped: {stopped}",
+                  seed=seed, stopped=document["stopped"]))
     knee = document["knee"]
-    rows.append(f"knee: {knee['status']}; {knee['explanation']}")
-    rows += [f"  not judged: {line}" for line in knee["left_out"]]
+    rows.append(t("knee: {status}; {explanation}", status=knee["status"],
+                  explanation=knee["explanation"]))
+    rows += ["  " + t("not judged: {why}", why=line) for line in knee["left_out"]]
     if knee["recommended_concurrency"]:
-        rows.append(f"recommended: at most {knee['recommended_concurrency']} concurrent requests "
-                    f"per replica (vLLM/SGLang --max-num-seqs / --max-running-requests "
-                    f"{knee['recommended_max_num_seqs']}, llama.cpp -np "
-                    f"{knee['recommended_max_num_seqs']})")
+        rows.append(t("recommended: at most {concurrency} concurrent requests per replica "
+                      "(vLLM/SGLang --max-num-seqs / --max-running-requests {seqs}, llama.cpp "
+                      "-np {seqs})", concurrency=knee["recommended_concurrency"],
+                      seqs=knee["recommended_max_num_seqs"]))
     return "\n".join(rows) + "\n"
 
 
@@ -302,7 +315,7 @@ def load(endpoint, api, model, api_key, fmt, output, prompt_tokens, output_token
     from doctor.workload import knee as knee_mod
 
     if level_list and max_concurrency:
-        raise click.BadParameter("give --levels or --max-concurrency, not both",
+        raise click.BadParameter(t("give --levels or --max-concurrency, not both"),
                                  param_hint="--levels")
     levels = list(level_list or knee_mod.concurrency_levels(max_concurrency or 64))
     target = _endpoint(endpoint, api, model, api_key)
@@ -314,10 +327,11 @@ def load(endpoint, api, model, api_key, fmt, output, prompt_tokens, output_token
                                 seconds_per_level, min_requests, seed,
                                 _progress_callback(Console(stderr=True, soft_wrap=True)))
     except LoadError as exc:
-        click.echo(f"llm-doctor: {exc}. {_UNREACHABLE_HINT}", err=True)
+        click.echo(f"llm-doctor: {exc}. {_unreachable_hint()}", err=True)
         sys.exit(3)
     if not result.levels:
-        click.echo(f"llm-doctor: {target.base_url}: no level ran: {result.stopped}", err=True)
+        click.echo("llm-doctor: " + t("{url}: no level ran: {stopped}", url=target.base_url,
+                                      stopped=result.stopped), err=True)
         sys.exit(3)
     first = result.levels[0]
     _fail_if_unreachable(first.errors, first.completed + first.errors, first.first_error,
@@ -332,5 +346,5 @@ def load(endpoint, api, model, api_key, fmt, output, prompt_tokens, output_token
                                    result.stopped)
     if not no_save:
         path = knee_mod.save_sweep(document)
-        click.echo(f"saved for the scan's past-throughput-knee rule: {path}", err=True)
+        click.echo(t("saved for the scan's past-throughput-knee rule: {path}", path=path), err=True)
     _write(json.dumps(document, indent=2) + "\n" if fmt == "json" else _table(document), output)

@@ -23,8 +23,11 @@ from typing import Any, NoReturn
 
 import click
 
+from doctor.commands import lang
+from doctor.commands.click_words import speak_click_too
 from doctor.daemon.state import DEFAULT_PATH, FAMILIES
 from doctor.fleet import npd as protocol
+from doctor.i18n import LangError, t
 
 EXIT_UNKNOWN = 2  # NPD reads every code but 0 and 1 as Unknown; 2 is its own Unknown
 # under the 3 s rule timeout that 'npd --config' writes, with the start-up and the rules' load
@@ -55,7 +58,7 @@ class _PluginCommand(click.Command):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
-            _unknown(f"usage: {exc.format_message()} (llm-doctor npd --help)")
+            _unknown(t("usage: {message} (llm-doctor npd --help)", message=exc.format_message()))
 
     def invoke(self, ctx: click.Context) -> Any:
         """Any failure inside is unknown too, under either entry: a Python traceback would exit
@@ -65,9 +68,9 @@ class _PluginCommand(click.Command):
         except click.exceptions.Exit:
             raise
         except (click.exceptions.Abort, KeyboardInterrupt):
-            _unknown("interrupted")
+            _unknown(t("interrupted"))
         except Exception as exc:
-            _unknown(f"llm-doctor npd failed: {type(exc).__name__}: {exc}")
+            _unknown(t("llm-doctor npd failed: {error}", error=f"{type(exc).__name__}: {exc}"))
 
 
 @click.command(cls=_PluginCommand)
@@ -112,9 +115,9 @@ def npd(family, state_file, min_severity, fallback_quick, fallback_budget, write
         _write_config(protocol.plugin_config(binary, state_file, severity), output)
         return
     if family is None:
-        _unknown("usage: --family gpu|engine|host is needed (or --config to write NPD's config)")
+        _unknown(t("usage: --family gpu|engine|host is needed (or --config to write NPD's config)"))
     if output:
-        _unknown("usage: -o/--output goes with --config only")
+        _unknown(t("usage: -o/--output goes with --config only"))
     if fallback_quick and not os.path.lexists(state_file):
         _say(*_quick_answer(family, severity, fallback_budget, state_file))
     _say(*protocol.answer(state_file, family, severity))
@@ -137,7 +140,7 @@ def _quick_answer(family: str, severity: Any, budget_s: float,
         rules, config = load_setup(None)
         options = scan_options(config, "quick", no_requests=True)
     except (ConfigError, RuleError) as exc:
-        return protocol.unknown(f"no state file, and no quick scan: {exc}")
+        return protocol.unknown(t("no state file, and no quick scan: {error}", error=exc))
     done: list[Any] = []
     failed: list[BaseException] = []
 
@@ -152,12 +155,13 @@ def _quick_answer(family: str, severity: Any, budget_s: float,
     worker.start()
     worker.join(max(0.0, budget_s - (time.monotonic() - clock)))
     if failed:
-        return protocol.unknown(f"no state file, and the quick scan failed: "
-                                f"{type(failed[0]).__name__}: {failed[0]}")
+        return protocol.unknown(t("no state file, and the quick scan failed: {error}",
+                                  error=f"{type(failed[0]).__name__}: {failed[0]}"))
     if not done:
         # a probe still running holds nothing we need: it is left on its daemon thread
-        return protocol.unknown(f"no state file at {os.path.basename(state_file)}, and "
-                                f"the quick scan took longer than {budget_s:g}s")
+        return protocol.unknown(t("no state file at {file}, and the quick scan took longer than "
+                                  "{budget:g}s", file=os.path.basename(state_file),
+                                  budget=budget_s))
     data = to_state(done[0], rules, budget_s, started, 1)
     quick = State("quick scan", "", started, budget_s, time.time() - started, data["families"],
                   data["report"])
@@ -174,20 +178,31 @@ def _write_config(config: dict[str, Any], output: str | None) -> None:
     try:
         write_atomic(output, text)
     except OSError as exc:
-        _unknown(f"{output}: cannot write the config: {exc.strerror or exc}")
-    click.echo(f"node-problem-detector config written to {output}", err=True)
+        _unknown(t("{output}: cannot write the config: {reason}", output=output,
+                   reason=exc.strerror or exc))
+    click.echo(t("node-problem-detector config written to {output}", output=output), err=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``llm-doctor npd ARGS`` alone: exit 0, 1 or 2, never a traceback."""
+    """``llm-doctor npd ARGS`` alone: exit 0, 1 or 2, never a traceback. The language is
+    chosen as the whole command line chooses it (--lang, LLM_DOCTOR_LANG, the locale)."""
+    args = argv if argv is not None else sys.argv[1:]
     try:
-        code = npd.main(argv if argv is not None else sys.argv[1:], prog_name="llm-doctor npd",
+        lang.choose(npd, args)
+    except LangError as exc:
+        _unknown(str(exc))
+    try:
+        code = npd.main(args, prog_name="llm-doctor npd",
                         standalone_mode=False)  # --help returns 0 here; answers sys.exit
         sys.exit(code if isinstance(code, int) else 0)
     except click.ClickException as exc:
         _unknown(exc.format_message())
     except click.exceptions.Abort:
-        _unknown("interrupted")
+        _unknown(t("interrupted"))
     except KeyboardInterrupt:
-        _unknown("interrupted")
+        _unknown(t("interrupted"))
+
+
+lang.install(npd)  # --lang here too: this module runs alone (doctor/commands/entry.py)
+speak_click_too()
 

@@ -22,6 +22,7 @@ from doctor.seam.recorded_store import RecordedHostError
 from doctor.workload.model_shape import DTYPE_BYTES, LIMITS, ModelFileError, read_shape
 from doctor.workload.plan import (ENGINES, MAX_CONCURRENCY, PlanError, default_engine,
                                   make_plan, parse_size, render)
+from doctor.i18n import t
 from doctor.redact import safe_display
 from probes.helpers.kernel_text import MalformedError
 from probes.host.memory import parse_meminfo
@@ -43,13 +44,14 @@ class _Size(click.ParamType):
 
 def _finite(ctx, param, value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):  # FloatRange lets NaN through
-        raise click.BadParameter(f"{value} is not a number from 0.05 to 1")
+        raise click.BadParameter(t("{value} is not a number from 0.05 to 1", value=value))
     return value
 
 
 # NVML's answers for a host with no GPU to plan for (doctor/seam/nvml.py maps them)
 NO_GPU = {Reason.LIBRARY_MISSING.value}
-GIVE_IT = "pass --gpu-memory SIZE (the memory to plan for, e.g. 24GiB)"
+def _give_it() -> str:
+    return t("pass --gpu-memory SIZE (the memory to plan for, e.g. 24GiB)")
 
 
 def _host_memory(host: Host) -> tuple[int, str, str]:
@@ -57,34 +59,37 @@ def _host_memory(host: Host) -> tuple[int, str, str]:
     try:
         count = host.nvml("nvmlDeviceGetCount")
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise click.ClickException(f"NVML nvmlDeviceGetCount answered {count!r:.40}, not "
-                                       f"a count of GPUs; {GIVE_IT}")
+            raise click.ClickException(t("NVML nvmlDeviceGetCount answered {answer}, not a count "
+                                         "of GPUs; {hint}", answer=f"{count!r:.40}",
+                                         hint=_give_it()))
         if count:
             info = host.nvml("nvmlDeviceGetMemoryInfo", 0)
             total = info.get("total") if isinstance(info, dict) else None
             if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
-                raise click.ClickException(f"NVML nvmlDeviceGetMemoryInfo(0) answered "
-                                           f"{info!r:.60}, not a memory size; {GIVE_IT}")
+                raise click.ClickException(t("NVML nvmlDeviceGetMemoryInfo(0) answered {answer}, "
+                                             "not a memory size; {hint}",
+                                             answer=f"{info!r:.60}", hint=_give_it()))
             return total, "gpu", (f"GPU 0's total from NVML, 1 of {count} GPUs; --gpu-memory "
                                   "for all the cards a model is split over")
         no_gpu = "NVML finds no GPU"
     except HostReadError as exc:
         reason = getattr(exc.reason, "value", exc.reason)
         if reason not in NO_GPU:  # a GPU that will not answer is not a host without one
-            raise click.ClickException(f"no GPU memory figure: {exc}; {GIVE_IT}") from None
+            raise click.ClickException(t("no GPU memory figure: {error}; {hint}", error=exc,
+                                         hint=_give_it())) from None
         no_gpu = "no GPU (NVML: no library or driver)"
     try:
         kb = parse_meminfo(host.read_text("/proc/meminfo"))
     except (HostReadError, MalformedError) as exc:
-        raise click.ClickException(f"no GPU and no host memory figure: {exc}; "
-                                   f"{GIVE_IT}") from None
+        raise click.ClickException(t("no GPU and no host memory figure: {error}; {hint}",
+                                     error=exc, hint=_give_it())) from None
     for key, said in (("MemAvailable", "available"), ("MemTotal", "total")):
         if kb.get(key):
             return (kb[key] * 1024, "host",
                     f"{no_gpu}; the host's {said} memory, {key} of /proc/meminfo, for a CPU "
                     "engine")
-    raise click.ClickException(f"no GPU, and /proc/meminfo gives no MemAvailable or MemTotal; "
-                               f"{GIVE_IT}")
+    raise click.ClickException(t("no GPU, and /proc/meminfo gives no MemAvailable or MemTotal; "
+                                 "{hint}", hint=_give_it()))
 
 
 @click.command()
@@ -135,11 +140,12 @@ def plan(model_path, gpu_memory, engine, dtype, kv_dtype, context, concurrency,
     try:
         shape = read_shape(model_path)
         if context and shape.max_context and context > shape.max_context:
-            raise click.ClickException(
-                f"{shape.source}: --context {context:,} is above the model's own maximum of "
-                f"{shape.max_context:,} tokens (its max_position_embeddings or "
-                f"<arch>.context_length); give --context {shape.max_context} or less (vLLM "
-                "refuses a longer --max-model-len, llama.cpp runs one past its training)")
+            raise click.ClickException(t(
+                "{source}: --context {context:,} is above the model's own maximum of "
+                "{maximum:,} tokens (its max_position_embeddings or <arch>.context_length); "
+                "give --context {maximum} or less (vLLM refuses a longer --max-model-len, "
+                "llama.cpp runs one past its training)", source=shape.source, context=context,
+                maximum=shape.max_context))
         if gpu_memory is None:
             memory, kind, source = _host_memory(open_host(replay))
         else:
@@ -155,8 +161,8 @@ def plan(model_path, gpu_memory, engine, dtype, kv_dtype, context, concurrency,
     except (ModelFileError, PlanError, RecordedHostError) as exc:
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:  # allow_nan: validation should have made this impossible
-        raise click.ClickException(f"{safe_display(model_path)}: the plan holds a figure that "
-                                   f"is not finite ({exc}); please report it with the model "
-                                   "file") from None
+        raise click.ClickException(t("{model}: the plan holds a figure that is not finite "
+                                     "({error}); please report it with the model file",
+                                     model=safe_display(model_path), error=exc)) from None
     click.echo(text, nl=False)
     raise SystemExit(0 if result.fits else 1)

@@ -18,6 +18,7 @@ from doctor.daemon.service import Loaded
 from doctor.daemon.settings import load_settings, with_flags
 from doctor.seam.host import Host
 from doctor.seam.live import LiveHost
+from doctor.i18n import t
 from doctor.model import Level, ScanOptions, ScanReport
 from probes.registry import by_name
 from doctor.rules.loader import Rule, builtin_files, load_rules
@@ -59,7 +60,8 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
     meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
     chosen = level or meta.get("level") or config.scan.get("level", "standard")
     if chosen not in Level.names():
-        raise ConfigError(f"{config.path}: scan.level = {chosen!r}; use quick, standard or full")
+        raise ConfigError(t("{file}: scan.level = {value}; use quick, standard or full",
+                            file=config.path, value=repr(chosen)))
     dirs = tuple(model_dirs) or tuple(meta.get("model_dirs", [])) or tuple(config.scan.get("model_dirs", []))
     urls = (tuple(endpoints) or tuple(meta.get("endpoints", []))
             or tuple(config.scan.get("endpoints", [])))
@@ -81,7 +83,8 @@ def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
     rules, config = load_setup(config_path, settings.rule_files)
     unknown = set(settings.for_s) - {r.id for r in rules}
     if unknown:
-        raise ConfigError(f"{path}: [daemon.for] names no rule: {', '.join(sorted(unknown))}")
+        raise ConfigError(t("{file}: [daemon.for] names no rule: {ids}", file=path,
+                            ids=", ".join(sorted(unknown))))
     options = scan_options(config, settings.level or None, settings.model_dirs, settings.endpoints,
                            host=host, announce=logging.getLogger("llm-doctor.requests").info)
     options = replace(options, requests=settings.requests,
@@ -94,11 +97,12 @@ def check_model_dirs(options: ScanOptions) -> None:
         try:
             os.stat(path)
         except FileNotFoundError:
-            raise ScanCannotRun(f"--model-dir {path}: no such file or directory") from None
+            raise ScanCannotRun(t("--model-dir {path}: no such file or directory",
+                                  path=path)) from None
         except PermissionError:  # a folder on the way this user may not enter
-            raise ScanCannotRun(f"--model-dir {path}: this user may not look inside a folder on "
-                                "its way (permission denied); run as the user that runs the "
-                                "engine, or as root") from None
+            raise ScanCannotRun(t("--model-dir {path}: this user may not look inside a folder on "
+                                  "its way (permission denied); run as the user that runs the "
+                                  "engine, or as root", path=path)) from None
         except OSError as exc:
             raise ScanCannotRun(f"--model-dir {path}: {exc.strerror}") from None
 

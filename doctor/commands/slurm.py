@@ -22,11 +22,14 @@ import sys
 
 import click
 
+from doctor.commands import lang
+from doctor.commands.click_words import speak_click_too
 from doctor.daemon import state
 from doctor.redact import safe_display
 from doctor.fleet.slurm import SlurmError, decide, parse_node, shown
 from doctor.fleet.slurm_scontrol import Scontrol
 from doctor.fleet.verdict import Status, Verdict, judge
+from doctor.i18n import LangError, t
 from doctor.model import Severity
 
 EXIT_ERROR = 3
@@ -46,9 +49,10 @@ def node_name(given: str | None) -> str:
     name = given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     if not _NODE_NAME.fullmatch(name):
         where = "--node" if given else ("$SLURMD_NODENAME" if os.environ.get("SLURMD_NODENAME")
-                                        else "the host name")
-        raise SlurmError(f"{where} {name!r} is not a Slurm node name (letters, digits, '.', "
-                         f"'-', '_'): pass the node's NodeName as --node NAME")
+                                        else t("the host name"))
+        raise SlurmError(t("{where} {name} is not a Slurm node name (letters, digits, '.', '-', "
+                           "'_'): pass the node's NodeName as --node NAME", where=where,
+                           name=repr(name)))
     return name
 
 
@@ -81,7 +85,7 @@ def slurm_healthcheck(state_file: str, node: str | None, dry_run: bool, mode: st
                                                  or verdict.status is Status.UNKNOWN):
         # Nothing to change: an unknown state drains nothing and resumes nothing, and a
         # prolog has no business with a healthy node.
-        _say(f"llm-doctor: {name} unchanged: {verdict.line}",
+        _say("llm-doctor: " + t("{node} unchanged: {verdict}", node=name, verdict=verdict.line),
              to_stderr and verdict.status is Status.UNKNOWN)
         sys.exit(int(verdict.status) if mode == "healthcheck" else 0)
     try:
@@ -99,7 +103,7 @@ def _act(verdict: Verdict, name: str, dry_run: bool, scontrol_path: str) -> None
     action = decide(verdict, parse_node(scontrol.show_node(name), name))
     if action.update and dry_run:
         _say(shown(scontrol_path, action.update))
-        _say(f"llm-doctor: dry run, not done: {action.says}", True)
+        _say("llm-doctor: " + t("dry run, not done: {says}", says=action.says), True)
         return
     if action.update:
         scontrol.run(*action.update)
@@ -110,7 +114,14 @@ def main(args: list[str] | None = None) -> None:
     """``python -m doctor.commands.slurm`` (and ``llm-doctor slurm-healthcheck``, which
     doctor/commands/entry.py sends here): the same command without the whole CLI's imports
     (every probe and the daemon, ~0.6 s of a health check's time); usage errors exit 3 as
-    there. ``args``: the command's arguments (default: the process's)."""
+    there. ``args``: the command's arguments (default: the process's). The language is
+    chosen as the whole command line chooses it (--lang, LLM_DOCTOR_LANG, the locale)."""
+    args = list(args if args is not None else sys.argv[1:])
+    try:
+        lang.choose(slurm_healthcheck, args)
+    except LangError as exc:
+        click.echo(f"llm-doctor: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
     try:
         slurm_healthcheck.main(args=args, prog_name="llm-doctor slurm-healthcheck",
                                standalone_mode=False)
@@ -120,8 +131,12 @@ def main(args: list[str] | None = None) -> None:
         exc.show()
         sys.exit(EXIT_ERROR)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        click.echo(t("aborted"), err=True)
         sys.exit(EXIT_ERROR)
+
+
+lang.install(slurm_healthcheck)  # --lang here too: this module runs alone (entry.py)
+speak_click_too()
 
 
 if __name__ == "__main__":

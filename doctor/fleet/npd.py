@@ -24,6 +24,7 @@ from typing import Any
 
 from doctor.daemon import state as daemon_state
 from doctor.fleet.verdict import Status, judge
+from doctor.i18n import lazy, translated
 from doctor.model import Severity
 
 MAX_OUTPUT_BYTES = 80  # NPD's default max_output_length, in bytes
@@ -52,11 +53,12 @@ class Family:
 
 FAMILIES = (
     Family("gpu", "LlmDoctorGPUProblem", "LlmDoctorGPUProblem", "LlmDoctorGPUHealthy",
-           "llm-doctor finds no GPU problem on this node"),
+           lazy("llm-doctor finds no GPU problem on this node")),
     Family("engine", "LlmDoctorEngineProblem", "LlmDoctorEngineProblem",
-           "LlmDoctorEngineHealthy", "llm-doctor finds no serving-engine problem on this node"),
+           "LlmDoctorEngineHealthy",
+           lazy("llm-doctor finds no serving-engine problem on this node")),
     Family("host", "LlmDoctorHostProblem", "LlmDoctorHostProblem", "LlmDoctorHostHealthy",
-           "llm-doctor finds no host (CPU, memory, disk, limits) problem on this node"),
+           lazy("llm-doctor finds no host (CPU, memory, disk, limits) problem on this node")),
 )
 BY_NAME = {f.name: f for f in FAMILIES}  # the state's FAMILIES (tests/test_npd.py checks)
 
@@ -98,7 +100,7 @@ def judged(read: daemon_state.State, family: str,
 
 def unknown(why: str) -> tuple[int, str]:
     """A misuse of the plugin (a bad flag): unknown, as NPD reads any code but 0 and 1."""
-    return int(Status.UNKNOWN), fit_bytes(f"unknown {why}")
+    return int(Status.UNKNOWN), fit_bytes("unknown " + why)
 
 
 def plugin_config(binary: str = BINARY, state_file: str = daemon_state.DEFAULT_PATH,
@@ -120,7 +122,9 @@ def plugin_config(binary: str = BINARY, state_file: str = daemon_state.DEFAULT_P
         },
         "source": SOURCE,
         "metricsReporting": True,
-        "conditions": [{"type": f.condition, "reason": f.ok_reason, "message": f.ok_message}
+        # the healthy message in the language the config is written in (kubectl shows it)
+        "conditions": [{"type": f.condition, "reason": f.ok_reason,
+                        "message": translated(f.ok_message)}
                        for f in FAMILIES],
         "rules": [{"type": "permanent", "condition": f.condition, "reason": f.reason,
                    "path": binary,

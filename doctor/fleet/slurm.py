@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from doctor.config import ConfigError
 from doctor.fleet.verdict import Status, Verdict
+from doctor.i18n import t
 
 PREFIX = "llm-doctor:"
 # slurmctld keeps a node's reason whole, but sinfo -R, sview and most dashboards show a short
@@ -34,7 +35,9 @@ PREFIX = "llm-doctor:"
 MAX_REASON = 120
 # A reason goes on the command line as Reason="..." in the line --dry-run prints, and slurmctld
 # appends " [user@time]" to it: quotes, shell metacharacters and brackets are dropped.
-_UNSAFE = re.compile(r"[^\x20-\x7e]|[\"'`$\\\[\]]")
+# Chinese (CJK ideographs, CJK and full-width punctuation) is kept: a title in Chinese is
+# read in sinfo, and none of it means anything to a shell.
+_UNSAFE = re.compile(r"[^\x20-\x7e\u3000-\u303f\u4e00-\u9fff\uff01-\uff5e]|[\"'`$\\\[\]]")
 # scontrol -o prints "Key=value" pairs separated by blanks; some values hold blanks
 # (OS=Linux 6.1.0 #1 SMP ..., Reason=...), so a value runs to the next " Key=".
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=")
@@ -90,13 +93,14 @@ def parse_node(text: str, name: str) -> Node:
         if fields.get("NodeName") != name:
             continue
         if "State" not in fields:
-            raise SlurmError(f"scontrol shows node {name} without a State= field: {line[:120]!r}")
+            raise SlurmError(t("scontrol shows node {node} without a State= field: {line}",
+                               node=name, line=repr(line[:120])))
         reason = fields.get("Reason", "")
         reason = "" if reason in ("(null)", "none") else _STAMP.sub("", reason).strip()
         return Node(name, fields["State"].strip(), reason)
-    raise SlurmError(f"scontrol show node {name} does not show node {name}: "
-                     f"{' '.join(text.split())[:120]!r}; is --node (or SLURMD_NODENAME) its "
-                     f"name in slurm.conf?")
+    raise SlurmError(t("scontrol show node {node} does not show node {node}: {output}; is "
+                       "--node (or SLURMD_NODENAME) its name in slurm.conf?", node=name,
+                       output=repr(" ".join(text.split())[:120])))
 
 
 def _fields(line: str) -> dict[str, str]:
@@ -133,27 +137,34 @@ class Action:
 
 def decide(verdict: Verdict, node: Node) -> Action:
     """The action for ``node`` under ``verdict`` (judged at critical)."""
-    held = f"{node.state} ({node.reason or 'no reason'})"
+    held = t("{state} ({reason})", state=node.state, reason=node.reason or t("no reason"))
     if verdict.status is Status.UNKNOWN:
-        return Action((), f"{node.name} left {node.state}: {verdict.line}")
+        return Action((), t("{node} left {state}: {verdict}", node=node.name, state=node.state,
+                            verdict=verdict.line))
     if verdict.status is Status.PROBLEM:
         assert verdict.finding is not None  # a PROBLEM names its finding
         reason = reason_for(verdict.finding)
         drain = ("update", f"NodeName={node.name}", "State=DRAIN", f"Reason={reason}")
         if not node.held:
-            return Action(drain, f"{node.name} drained: {verdict.line}")
+            return Action(drain, t("{node} drained: {verdict}", node=node.name,
+                                   verdict=verdict.line))
         if not node.ours:
-            return Action((), f"{node.name} left alone, held by another party: {held}; "
-                              f"we found {verdict.line}")
+            return Action((), t("{node} left alone, held by another party: {held}; we found "
+                                "{verdict}", node=node.name, held=held, verdict=verdict.line))
         if node.our_rule == str(verdict.finding.get("rule")):
-            return Action((), f"{node.name} already drained by llm-doctor: {verdict.line}")
-        return Action(drain, f"{node.name} reason updated (was {node.our_rule}): {verdict.line}")
+            return Action((), t("{node} already drained by llm-doctor: {verdict}",
+                                node=node.name, verdict=verdict.line))
+        return Action(drain, t("{node} reason updated (was {rule}): {verdict}", node=node.name,
+                               rule=node.our_rule, verdict=verdict.line))
     if node.ours and "DRAIN" in node.flags | {node.base} and node.base != "DOWN":
         return Action(("update", f"NodeName={node.name}", "State=RESUME"),
-                      f"{node.name} resumed, {node.our_rule} has cleared: {verdict.line}")
+                      t("{node} resumed, {rule} has cleared: {verdict}", node=node.name,
+                        rule=node.our_rule, verdict=verdict.line))
     if node.held:
-        return Action((), f"{node.name} left {held}: not ours to resume; {verdict.line}")
-    return Action((), f"{node.name} {node.state}: {verdict.line}")
+        return Action((), t("{node} left {held}: not ours to resume; {verdict}", node=node.name,
+                            held=held, verdict=verdict.line))
+    return Action((), t("{node} {state}: {verdict}", node=node.name, state=node.state,
+                        verdict=verdict.line))
 
 
 def shown(scontrol: str, update: tuple[str, ...]) -> str:

@@ -14,6 +14,7 @@ import subprocess
 import time
 
 from doctor.fleet.slurm import SlurmError
+from doctor.i18n import t
 
 CALL_S = 15.0
 BUDGET_S = 40.0
@@ -25,8 +26,8 @@ class Scontrol:
     def __init__(self, path: str = "scontrol", budget_s: float = BUDGET_S) -> None:
         found = shutil.which(path) if os.sep not in path else path
         if not found or not os.access(found, os.X_OK):
-            raise SlurmError(f"scontrol not found at {path!r}: install Slurm's client "
-                             f"(slurm-client) or pass --scontrol PATH")
+            raise SlurmError(t("scontrol not found at {path}: install Slurm's client "
+                               "(slurm-client) or pass --scontrol PATH", path=repr(path)))
         self.path = found
         self.deadline = time.monotonic() + budget_s
 
@@ -35,18 +36,21 @@ class Scontrol:
         left = min(CALL_S, self.deadline - time.monotonic())
         line = " ".join(["scontrol", *args])
         if left <= 0:
-            raise SlurmError(f"{line}: no time left within {BUDGET_S:g}s")
+            raise SlurmError(t("{command}: no time left within {budget:g}s", command=line,
+                               budget=BUDGET_S))
         try:
             done = subprocess.run([self.path, *args], capture_output=True, text=True,
                                   errors="replace", timeout=left, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise SlurmError(f"{line}: no answer in {left:.0f}s; is slurmctld up "
-                             f"('scontrol ping')?") from None
+            raise SlurmError(t("{command}: no answer in {seconds:.0f}s; is slurmctld up "
+                               "('scontrol ping')?", command=line, seconds=left)) from None
         except OSError as exc:
-            raise SlurmError(f"{line}: cannot run {self.path}: {exc.strerror}") from None
+            raise SlurmError(t("{command}: cannot run {path}: {reason}", command=line,
+                               path=self.path, reason=exc.strerror)) from None
         if done.returncode != 0:
-            said = " ".join((done.stderr or done.stdout).split())[:200] or "no message"
-            raise SlurmError(f"{line} failed (exit {done.returncode}): {said}")
+            said = " ".join((done.stderr or done.stdout).split())[:200] or t("no message")
+            raise SlurmError(t("{command} failed (exit {code}): {said}", command=line,
+                               code=done.returncode, said=said))
         return done.stdout
 
     def show_node(self, name: str) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.daemon.state import State
+from doctor.i18n import t
 from doctor.model import Severity
 
 _SEVERITIES = {s.label: s for s in Severity}
@@ -52,6 +53,12 @@ def cut(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[:max(0, width - 1)].rstrip() + "…"
 
 
+def severity_name(severity: Severity) -> str:
+    """A severity as people read it in the current language (``label`` is the id)."""
+    return {"critical": t("critical"), "warning": t("warning"),
+            "info": t("info")}.get(severity.label, severity.label)
+
+
 def judge(state: State, family: str | None = None, min_severity: Severity = Severity.WARNING,
           width: int = 80) -> Verdict:
     """The verdict on ``family`` (None: the whole host) from ``state``."""
@@ -63,8 +70,9 @@ def judge(state: State, family: str | None = None, min_severity: Severity = Seve
     if problems:
         worst = max(severity_of(f) for f in problems)
         first = next(f for f in problems if severity_of(f) == worst)
-        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        line = f"{first.get('rule', '?')} {worst.label}: {first.get('title', '')}"
+        more = t(" (+{count} more)", count=len(problems) - 1) if len(problems) > 1 else ""
+        line = t("{rule} {severity}: {title}", rule=first.get("rule", "?"),
+                 severity=severity_name(worst), title=first.get("title", ""))
         if more and len(line) + len(more) > width:
             line = cut(line, width - len(more))
         return Verdict(Status.PROBLEM, cut(line + more, width), first, problems)
@@ -73,13 +81,16 @@ def judge(state: State, family: str | None = None, min_severity: Severity = Seve
     failed = [p for p in probes if p.get("status") == "error"]
     if failed:
         p = failed[0]
-        return Verdict(Status.UNKNOWN, cut(f"unknown {p.get('name')} failed: "
-                                           f"{p.get('reason') or 'no reason given'}", width))
+        return Verdict(Status.UNKNOWN, cut(t("unknown {probe} failed: {reason}", probe=p.get("name"),
+                                             reason=p.get("reason") or t("no reason given")),
+                                           width))
     ran = sum(p.get("status") == "ok" for p in probes)
     if probes and not ran:  # a CPU node's GPU family, or a GPU node whose driver is gone
         skipped = probes[0]
-        return Verdict(Status.OK, cut(f"ok {what}: no probe ran ({skipped.get('name')}: "
-                                      f"{skipped.get('reason') or 'skipped'})", width))
-    return Verdict(Status.OK, cut(f"ok {what}: {ran} probes ran, nothing at "
-                                  f"{min_severity.label} or worse "
-                                  f"({state.age_s:.0f}s ago)", width))
+        return Verdict(Status.OK, cut(t("ok {family}: no probe ran ({probe}: {reason})",
+                                        family=what, probe=skipped.get("name"),
+                                        reason=skipped.get("reason") or t("skipped")), width))
+    return Verdict(Status.OK, cut(t("ok {family}: {ran} probes ran, nothing at {severity} or "
+                                    "worse ({age:.0f}s ago)", family=what, ran=ran,
+                                    severity=severity_name(min_severity), age=state.age_s),
+                                  width))

@@ -17,6 +17,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 from doctor.model import ProbeSpec
+from doctor.i18n import t
 from doctor.rules.sandbox import ALLOWED_NODES, FUNCTIONS
 from doctor.vocabulary import suggest
 
@@ -72,20 +73,22 @@ class Schema:
         probe = f"{root}.{chain[1]}"
         if probe not in self.records:
             names = [n.split(".", 1)[1] for n in self.records if n.startswith(root + ".")]
-            return None, f"no probe '{probe}'{suggest(chain[1], names)}"
+            return None, t("no probe '{probe}'{hint}", probe=probe, hint=suggest(chain[1], names))
         return self.walk(self.records[probe], chain[2:], probe)
 
     def walk(self, tp: Any, attrs: list[str], where: str) -> tuple[Any, str | None]:
         for attr in attrs:
             tp = optional_inner(tp)
             if typing.get_origin(tp) in (tuple, list):
-                return None, (f"'{where}' is a list: take its items with each = \"{where}\" "
-                              f"(then item.{attr}) or any(x.{attr} ... for x in {where})")
+                return None, t("'{where}' is a list: take its items with each = \"{where}\" (then "
+                               "item.{attr}) or any(x.{attr} ... for x in {where})", where=where,
+                               attr=attr)
             if not is_dataclass(tp):
                 return Any, None  # dicts and free-form values: keys are data, not schema
             names = {f.name for f in fields(tp)}
             if attr not in names:
-                return None, f"'{where}' has no field '{attr}'{suggest(attr, names)}"
+                return None, t("'{where}' has no field '{attr}'{hint}", where=where, attr=attr,
+                               hint=suggest(attr, names))
             tp = _hints(typing.cast(Any, tp))[attr]
             where = f"{where}.{attr}"
         return tp, None
@@ -109,7 +112,7 @@ def _check_names(nodes: list[ast.AST], schema: Schema, params: dict,
     inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
     for node in nodes:
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-            return f"'.{node.attr}': names starting with _ are not available"
+            return t("'.{name}': names starting with _ are not available", name=node.attr)
     for node in nodes:
         if id(node) in inner:
             continue  # the outermost attribute of a chain checks the whole chain
@@ -121,10 +124,11 @@ def _check_names(nodes: list[ast.AST], schema: Schema, params: dict,
             continue
         if root == "params":
             if len(chain) > 1 and chain[1] not in params:
-                return f"no parameter '{chain[1]}'{suggest(chain[1], params)} in [rule.params]"
+                return t("no parameter '{name}'{hint} in [rule.params]", name=chain[1],
+                         hint=suggest(chain[1], params))
         elif root == "item":
             if item_type is None:
-                return "'item' is only defined in a rule with 'each'"
+                return t("'item' is only defined in a rule with 'each'")
             _, err = schema.walk(item_type, chain[1:], "item")
             if err:
                 return err
@@ -134,7 +138,7 @@ def _check_names(nodes: list[ast.AST], schema: Schema, params: dict,
                 return err
         else:
             known = sorted(schema.roots() | {"params", "item", *FUNCTIONS})
-            return f"unknown name '{root}'{suggest(root, known)}"
+            return t("unknown name '{name}'{hint}", name=root, hint=suggest(root, known))
     return None
 
 
@@ -158,32 +162,36 @@ def _parse(flat: str, what: str) -> ast.expr:
         return ast.parse(flat, mode="eval").body
     except SyntaxError as exc:
         offset = exc.offset or 1
-        raise ExpressionError(f"'{what}' is not a valid expression at column {offset}: "
-                              f"{exc.msg}\n    {flat}\n    {' ' * (offset - 1)}^") from None
+        raise ExpressionError(t("'{what}' is not a valid expression at column {column}: {error}",
+                                what=what, column=offset, error=exc.msg)
+                              + f"\n    {flat}\n    {' ' * (offset - 1)}^") from None
     except (RecursionError, MemoryError, ValueError) as exc:  # ValueError: a NUL byte
-        reason = "nested too deeply" if not isinstance(exc, ValueError) else str(exc)
-        raise ExpressionError(f"'{what}' is not a valid expression: {reason}") from None
+        reason = t("nested too deeply") if not isinstance(exc, ValueError) else str(exc)
+        raise ExpressionError(t("'{what}' is not a valid expression: {reason}", what=what,
+                                reason=reason)) from None
 
 
 def compile_expression(expr: Any, what: str, schema: Schema, params: dict,
                        item_type: Any) -> ast.expr:
     """The parsed expression, every name in it checked; raises ExpressionError."""
     if not isinstance(expr, str) or not expr.strip():
-        raise ExpressionError(f"'{what}' must be a non-empty expression string, "
-                              f"not {type(expr).__name__} {expr!r:.60}")
+        raise ExpressionError(t("'{what}' must be a non-empty expression string, not {kind}",
+                                what=what, kind=f"{type(expr).__name__} {expr!r:.60}"))
     if len(expr) > MAX_CHARS:
-        raise ExpressionError(f"'{what}' is {len(expr)} characters long; the limit is "
-                              f"{MAX_CHARS}: split it, or move constants to [rule.params]")
+        raise ExpressionError(t("'{what}' is {length} characters long; the limit is {limit}: "
+                                "split it, or move constants to [rule.params]", what=what,
+                                length=len(expr), limit=MAX_CHARS))
     flat = " ".join(line.strip() for line in expr.strip().splitlines())  # TOML """…""" spans lines
     tree = _parse(flat, what)
     nodes, depth = _nodes(tree)
     if depth > MAX_DEPTH:
-        raise ExpressionError(f"'{what}' nests more than {MAX_DEPTH} levels deep; "
-                              "write it flatter")
+        raise ExpressionError(t("'{what}' nests more than {depth} levels deep; write it flatter",
+                                what=what, depth=MAX_DEPTH))
     for node in nodes:
         if not isinstance(node, ALLOWED_NODES):
-            raise ExpressionError(f"'{what}': {type(node).__name__} is not available in a "
-                                  f"rule expression (docs/rules.md lists what is)\n    {flat}")
+            raise ExpressionError(t("'{what}': {node} is not available in a rule expression "
+                                    "(docs/rules.md lists what is)", what=what,
+                                    node=type(node).__name__) + f"\n    {flat}")
     err = _check_names(nodes, schema, params, item_type)
     if err:
         raise ExpressionError(f"'{what}': {err}\n    {flat}")

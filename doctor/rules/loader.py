@@ -43,6 +43,7 @@ from typing import Any
 from doctor import __version__
 from doctor.durations import DurationError
 from doctor.durations import parse as parse_duration
+from doctor.i18n import t
 from doctor.rules.expressions import (
     ExpressionError,
     Schema,
@@ -126,10 +127,11 @@ class Rule:
 def _kind(value: Any) -> str:
     """A TOML value's type as a person writes it, for messages."""
     if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
+        return t("boolean {value}", value=str(value).lower())
     if isinstance(value, (datetime.date, datetime.time)):
-        return f"date/time {value}"
-    names = {int: "number", float: "number", str: "string", list: "array", dict: "table"}
+        return t("date/time {value}", value=value)
+    names = {int: t("number"), float: t("number"), str: t("string"), list: t("array"),
+             dict: t("table")}
     shown = repr(value) if not isinstance(value, (list, dict)) else ""
     return f"{names.get(type(value), type(value).__name__)} {shown}".strip()[:80]
 
@@ -147,10 +149,12 @@ class _Fields:
     def text(self, key: str, pattern: re.Pattern | None = None) -> str:
         value = self.raw[key]
         if not isinstance(value, str) or not value.strip():
-            raise self.error(key, f"'{key}' must be a non-empty string, not {_kind(value)}")
+            raise self.error(key, t("'{key}' must be a non-empty string, not {kind}", key=key,
+                                    kind=_kind(value)))
         if pattern and not pattern.match(value):
-            raise self.error(key, f"'{key}' = {value[:80]!r}: use letters, digits and . _ : - "
-                                  "(at most 80, starting with a letter or digit)")
+            raise self.error(key, t("'{key}' = {value}: use letters, digits and . _ : - (at most "
+                                    "80, starting with a letter or digit)", key=key,
+                                    value=repr(value[:80])))
         return value
 
     def strings(self, key: str, single_ok: bool = False, empty_ok: bool = False) -> tuple[str, ...]:
@@ -159,18 +163,23 @@ class _Fields:
             value = [value]
         if (not isinstance(value, list) or (not value and not empty_ok)
                 or not all(isinstance(v, str) for v in value)):
-            raise self.error(key, f"'{key}' must be {'an' if empty_ok else 'a non-empty'} array "
-                                  f"of strings (e.g. {key} = [\"...\"]), not {_kind(value)}")
+            raise self.error(key, t("'{key}' must be an array of strings (e.g. {key} = "
+                                    "[\"...\"]), not {kind}", key=key, kind=_kind(value))
+                             if empty_ok else
+                             t("'{key}' must be a non-empty array of strings (e.g. {key} = "
+                               "[\"...\"]), not {kind}", key=key, kind=_kind(value)))
         return tuple(value)
 
     def table(self, key: str) -> dict[str, Any]:
         value = self.raw.get(key, {})
         if not isinstance(value, dict):
-            raise self.error(key, f"'{key}' must be a table ([rule.{key}]), not {_kind(value)}")
+            raise self.error(key, t("'{key}' must be a table ([rule.{key}]), not {kind}", key=key,
+                                    kind=_kind(value)))
         for name in value:
             if not name.isidentifier():
-                raise self.error(name, f"'{key}.{name}': a {key} name must be a word of letters, "
-                                       "digits and _ (it is used as params.NAME or {NAME})")
+                raise self.error(name, t("'{key}.{name}': a {key} name must be a word of "
+                                         "letters, digits and _ (it is used as params.NAME or "
+                                         "{{NAME}})", key=key, name=name))
         return dict(value)
 
 
@@ -187,38 +196,42 @@ def _checked(f: _Fields, probes: dict[str, ProbeSpec]) -> dict[str, Any]:
     raw = f.raw
     for key in raw:
         if key not in REQUIRED + OPTIONAL:
-            raise f.error(key, f"unknown field '{key}'{suggest(key, REQUIRED + OPTIONAL)}")
+            raise f.error(key, t("unknown field '{key}'{hint}", key=key,
+                                 hint=suggest(key, REQUIRED + OPTIONAL)))
     for key in REQUIRED:
         if key not in raw:
-            raise f.error(None, f"missing field '{key}'")
+            raise f.error(None, t("missing field '{key}'", key=key))
     out: dict[str, Any] = {"id": f.text("id", IDENTIFIER), "cause": f.text("cause")}
     if out["cause"] not in CAUSES:
-        raise f.error("cause", f"unknown cause id '{out['cause']}'{suggest(out['cause'], CAUSES)}; "
-                               "the cause ids are the playbooks' names (playbooks/README.md)")
+        raise f.error("cause", t("unknown cause id '{cause}'{hint}; the cause ids are the "
+                                 "playbooks' names (playbooks/README.md)", cause=out["cause"],
+                                 hint=suggest(out["cause"], CAUSES)))
     # A security finding explains no troubleshooting row: endpoint-unauthenticated (domain.md).
     out["symptoms"] = f.strings("symptoms", empty_ok=True)
     for symptom in out["symptoms"]:
         if symptom not in SYMPTOMS:
-            raise f.error("symptoms", f"unknown symptom row '{symptom}'{suggest(symptom, SYMPTOMS)}; "
-                                      f"rows: {', '.join(SYMPTOMS)}")
+            raise f.error("symptoms", t("unknown symptom row '{symptom}'{hint}; rows: {rows}",
+                                        symptom=symptom, hint=suggest(symptom, SYMPTOMS),
+                                        rows=", ".join(SYMPTOMS)))
     severity = f.text("severity")
     if severity.upper() not in Severity.__members__:
-        raise f.error("severity", f"severity '{severity}' is not one of info, warning, critical")
+        raise f.error("severity", t("severity '{severity}' is not one of info, warning, critical",
+                                    severity=severity))
     out["severity"] = Severity[severity.upper()]
     out["probes"] = f.strings("probes", single_ok=True)
     for name in out["probes"]:
         if name not in probes:
-            raise f.error("probes", f"no probe '{name}'{suggest(name, probes)}; "
-                                    "'llm-doctor probes' lists them")
+            raise f.error("probes", t("no probe '{name}'{hint}; 'llm-doctor probes' lists them",
+                                      name=name, hint=suggest(name, probes)))
     out["for_s"] = None
     if raw.get("for") is not None:
         if not isinstance(raw["for"], str):
-            raise f.error("for", f"'for' must be a duration like \"30s\", \"5m\" or \"1h\", "
-                                 f"not {_kind(raw['for'])}")
+            raise f.error("for", t("'for' must be a duration like \"30s\", \"5m\" or \"1h\", not "
+                                   "{kind}", kind=_kind(raw["for"])))
         try:
             out["for_s"] = parse_duration(raw["for"])
         except DurationError as exc:
-            raise f.error("for", f"'for' must be a duration: {exc}") from None
+            raise f.error("for", t("'for' must be a duration: {error}", error=exc)) from None
     for key in ("title", "remediation"):
         out[key] = f.text(key)
     out["playbook"] = f.text("playbook", IDENTIFIER)
@@ -227,8 +240,8 @@ def _checked(f: _Fields, probes: dict[str, ProbeSpec]) -> dict[str, Any]:
     out["params"] = f.table("params")
     for name, value in out["params"].items():
         if not _param_ok(value):
-            raise f.error(name, f"'params.{name}' must be a number, string, boolean or an "
-                                f"array of them, not {_kind(value)}")
+            raise f.error(name, t("'params.{name}' must be a number, string, boolean or an "
+                                  "array of them, not {kind}", name=name, kind=_kind(value)))
     out["evidence"] = f.table("evidence")
     return out
 
@@ -257,7 +270,7 @@ def _compile_all(f: _Fields, out: dict[str, Any], schema: Schema) -> dict[str, a
             item_type = element_type(schema.resolve(chain)[0])
     if raw.get("key") is not None:
         if item_type is None:
-            raise f.error("key", "'key' names the item a finding is about: it needs 'each'")
+            raise f.error("key", t("'key' names the item a finding is about: it needs 'each'"))
         trees["key"] = compiled("key", "key", item_type)
     trees["when"] = compiled("when", "when", item_type)
     if raw.get("critical_when") is not None:
@@ -297,36 +310,40 @@ def _check_format(data: dict, path: Path, lines: LineIndex) -> None:
     version = data.get("format", RULE_FORMAT)
     where = f"{path}:{lines.table('', 'format')}"
     if not isinstance(version, int) or isinstance(version, bool):
-        raise RuleError(f"{where}: 'format' must be a whole number (format = {RULE_FORMAT}), "
-                        f"not {_kind(version)}")
-    reads = f"llm-doctor {__version__} reads rule format {RULE_FORMAT}"
+        raise RuleError(t("{where}: 'format' must be a whole number (format = {format}), not "
+                          "{kind}", where=where, format=RULE_FORMAT, kind=_kind(version)))
+    reads = t("llm-doctor {version} reads rule format {format}", version=__version__,
+              format=RULE_FORMAT)
     if version > RULE_FORMAT:
-        raise RuleError(f"{where}: this file is written in rule format {version}, newer than "
-                        f"{reads}; upgrade llm-doctor, or rewrite the file in format "
-                        f"{RULE_FORMAT} (docs/rules.md)")
+        raise RuleError(t("{where}: this file is written in rule format {written}, newer than "
+                          "{reads}; upgrade llm-doctor, or rewrite the file in format {format} "
+                          "(docs/rules.md)", where=where, written=version, reads=reads,
+                          format=RULE_FORMAT))
     if version < RULE_FORMAT:
-        raise RuleError(f"{where}: this file says rule format {version}, which does not exist "
-                        f"or is no longer read; {reads} (docs/rules.md)")
+        raise RuleError(t("{where}: this file says rule format {written}, which does not exist "
+                          "or is no longer read; {reads} (docs/rules.md)", where=where,
+                          written=version, reads=reads))
 
 
 def _raw_rules(data: dict, path: Path, lines: LineIndex) -> list[dict]:
     extra = sorted(set(data) - {"rule", "format"})
     if extra:
-        raise RuleError(f"{path}:{lines.table(extra[0])}: unknown top-level key or table "
-                        f"'{extra[0]}'{suggest(extra[0], ['rule', 'format'])}; a rule file "
-                        "holds format = 1 and [[rule]] tables")
+        raise RuleError(f"{path}:{lines.table(extra[0])}: " + t(
+            "unknown top-level key or table '{key}'{hint}; a rule file holds format = 1 and "
+            "[[rule]] tables", key=extra[0], hint=suggest(extra[0], ["rule", "format"])))
     raws = data.get("rule", [])
     if not isinstance(raws, list):
-        raise RuleError(f"{path}:{lines.table('rule')}: 'rule' must be [[rule]] tables (an "
-                        f"array of tables), not {_kind(raws)}")
+        raise RuleError(f"{path}:{lines.table('rule')}: " + t(
+            "'rule' must be [[rule]] tables (an array of tables), not {kind}", kind=_kind(raws)))
     for index, raw in enumerate(raws):
         if not isinstance(raw, dict):
-            raise RuleError(f"{path}:{lines.entry('rule', index)}: rule #{index + 1} must be "
-                            f"a [[rule]] table, not {_kind(raw)}")
+            raise RuleError(f"{path}:{lines.entry('rule', index)}: " + t(
+                "rule #{number} must be a [[rule]] table, not {kind}", number=index + 1,
+                kind=_kind(raw)))
     if len(raws) > MAX_RULES_PER_FILE:
-        raise RuleError(f"{path}:{lines.entry('rule', MAX_RULES_PER_FILE)}: {len(raws)} rules "
-                        f"in one file; the limit is {MAX_RULES_PER_FILE}: split it into "
-                        "several files (--rules is repeatable)")
+        raise RuleError(f"{path}:{lines.entry('rule', MAX_RULES_PER_FILE)}: " + t(
+            "{count} rules in one file; the limit is {limit}: split it into several files "
+            "(--rules is repeatable)", count=len(raws), limit=MAX_RULES_PER_FILE))
     return raws
 
 
@@ -342,8 +359,8 @@ def load_file(path: Path, probes: dict[str, ProbeSpec]) -> list[Rule]:
     for index, raw in enumerate(raws):
         rule = _rule(raw, index, path, lines, schema, probes)
         if rule.id in seen:
-            raise RuleError(f"{rule.source}: rule id '{rule.id}' is already defined at "
-                            f"{seen[rule.id]}")
+            raise RuleError(f"{rule.source}: " + t("rule id '{rule}' is already defined at "
+                                                   "{where}", rule=rule.id, where=seen[rule.id]))
         seen[rule.id] = rule.source
         rules.append(rule)
     return _translated(path, rules)
@@ -375,8 +392,9 @@ def load_rules(files: list[Path], probes: dict[str, ProbeSpec]) -> list[Rule]:
     for path in files:
         for rule in load_file(path, probes):
             if rule.id in seen:
-                raise RuleError(f"{rule.source}: rule id '{rule.id}' is already defined at "
-                                f"{seen[rule.id]}")
+                raise RuleError(f"{rule.source}: " + t("rule id '{rule}' is already defined "
+                                                       "at {where}", rule=rule.id,
+                                                       where=seen[rule.id]))
             seen[rule.id] = rule.source
             rules.append(rule)
     return rules

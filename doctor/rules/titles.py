@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor import display
+from doctor.i18n import t
 from doctor.vocabulary import suggest
 
 # [[fill]align][sign][z][#][0][width][grouping][.precision][type], width and precision
@@ -86,25 +87,26 @@ def _parts(source: str, names: Collection[str], offset: int, in_segment: bool) -
             literal.append(char)
             i += 2
         elif char == "}":
-            raise TemplateError(f"unmatched '}}' at column {column}; write '}}}}' for a literal brace")
+            raise TemplateError(t("unmatched '}}' at column {column}; write '}}}}' for a literal "
+                                  "brace", column=column))
         elif char == "{" and source[i + 1:i + 2] == "?":
             if in_segment:
-                raise TemplateError(f"'{{?' at column {column} is inside another optional "
-                                    "segment; segments do not nest")
+                raise TemplateError(t("'{{?' at column {column} is inside another optional "
+                                      "segment; segments do not nest", column=column))
             end = _segment_end(source, i, offset)
             parts.append("".join(literal))
             literal = []
             inner = _parts(source[i + 2:end], names, offset + i + 2, in_segment=True)
             if not any(isinstance(p, tuple) for p in inner):
-                raise TemplateError(f"the optional segment at column {column} names no field; "
-                                    "write its text without {? }")
+                raise TemplateError(t("the optional segment at column {column} names no field; "
+                                      "write its text without {{? }}", column=column))
             parts.append(Segment(tuple(p for p in inner if not isinstance(p, Segment))))
             i = end + 1
         elif char == "{":
             end = source.find("}", i + 1)
             if end < 0:
-                raise TemplateError(f"'{{' at column {column} is never closed; write '{{{{' for "
-                                    "a literal brace")
+                raise TemplateError(t("'{{' at column {column} is never closed; write '{{{{' for "
+                                      "a literal brace", column=column))
             parts.append("".join(literal))
             literal = []
             parts.append(_field(source[i + 1:end], column, names))
@@ -133,23 +135,24 @@ def _segment_end(source: str, start: int, offset: int) -> int:
             return i
         else:
             i += 1
-    raise TemplateError(f"the optional segment '{{?' at column {offset + start + 1} is never "
-                        "closed; end it with '}'")
+    raise TemplateError(t("the optional segment '{{?' at column {column} is never closed; end "
+                          "it with '}}'", column=offset + start + 1))
 
 
 def _field(inner: str, column: int, names: Collection[str]) -> tuple[str, str]:
     name, _, spec = inner.partition(":")
     if not NAME.fullmatch(name):
-        raise TemplateError(
-            f"{{{inner}}} at column {column}: a title field is {{label}} or {{label:spec}}, "
-            "an evidence label or a parameter; attributes, indexes and conversions "
-            "(., [ ], !) are not allowed")
+        raise TemplateError(t(
+            "{{{inner}}} at column {column}: a title field is {{label}} or {{label:spec}}, an "
+            "evidence label or a parameter; attributes, indexes and conversions (., [ ], !) are "
+            "not allowed", inner=inner, column=column))
     if name not in names:
-        raise TemplateError(f"title uses {{{name}}}, which is neither an evidence label nor a "
-                            f"parameter{suggest(name, names)}")
+        raise TemplateError(t("title uses {{{name}}}, which is neither an evidence label nor a "
+                              "parameter{hint}", name=name, hint=suggest(name, names)))
     if not SPEC.fullmatch(spec) or "{" in spec:
-        raise TemplateError(f"{{{inner}}} at column {column}: '{spec}' is not a plain format "
-                            "spec (fill, align, sign, width up to 999, grouping, precision, type)")
+        raise TemplateError(t("{{{inner}}} at column {column}: '{spec}' is not a plain format "
+                              "spec (fill, align, sign, width up to 999, grouping, precision, "
+                              "type)", inner=inner, column=column, spec=spec))
     return name, spec
 
 
