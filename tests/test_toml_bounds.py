@@ -131,12 +131,14 @@ def test_through_the_command_line_exit_3_quickly(tmp_path, cli):
 
 
 def test_no_module_hands_text_to_tomllib_but_tomlfile():
-    """The bound holds only if every TOML text goes through doctor.tomlfile.parse."""
+    """The bound holds only if every TOML text goes through doctor.tomlfile.parse. The one
+    other reader is doctor/i18n's, of the catalogues installed with llm-doctor (package data,
+    never a user's file; tomlfile's own messages are translated, so it cannot use tomlfile)."""
     calls = []
     for folder in ("doctor", "probes", "reports", "checks", "playbooks"):
         for path in (REPO / folder).rglob("*.py"):
             for number, line in enumerate(path.read_text().splitlines(), 1):
-                if re.search(r"\btomllib\.loads?\(", line):
+                if re.search(r"\btomllib\.loads?\(", line) and path != REPO / "doctor/i18n/__init__.py":
                     calls.append(f"{path.relative_to(REPO)}:{number}")
     assert calls == ["doctor/tomlfile.py:" + str(_line_of_loads())], calls
 
