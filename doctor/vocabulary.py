@@ -7,6 +7,8 @@ against domain.md: its causes, in its order, then llm-doctor's own (OWN_CAUSES).
 
 import difflib
 
+from doctor.i18n import lazy, translated
+
 SYMPTOMS: tuple[str, ...] = (
     "startup-oom",
     "slow-first-token",
@@ -25,26 +27,24 @@ SYMPTOMS: tuple[str, ...] = (
 # Each row in the operators' words, as a report heads it (doctor.i18n translates it: the
 # Chinese is the seed articles' own words, ../shared/domain.md §1).
 SYMPTOM_WORDS: dict[str, str] = {
-    "startup-oom": "Out of GPU memory at startup",
-    "slow-first-token": "First token too slow",
-    "queueing-under-load": "Requests queue as soon as concurrency rises",
-    "stream-cutoff": "Generation stops mid-stream",
-    "multi-gpu-imbalance": "Load uneven across GPUs",
-    "garbled-output": "Output garbled or repeating",
-    "slowdown": "Inference suddenly slower, slower the longer it runs",
-    "crash-under-concurrency": "Crashes when concurrent requests pile up",
-    "low-gpu-utilization": "Low GPU compute utilisation",
-    "memory-bandwidth-bound": "GPU memory bandwidth is the limit",
-    "kernel-fragmentation": "Scattered small kernels",
-    "multi-gpu-slower-than-one": "Several GPUs slower than one",
+    "startup-oom": lazy("Out of GPU memory at startup"),
+    "slow-first-token": lazy("First token too slow"),
+    "queueing-under-load": lazy("Requests queue as soon as concurrency rises"),
+    "stream-cutoff": lazy("Generation stops mid-stream"),
+    "multi-gpu-imbalance": lazy("Load uneven across GPUs"),
+    "garbled-output": lazy("Output garbled or repeating"),
+    "slowdown": lazy("Inference suddenly slower, slower the longer it runs"),
+    "crash-under-concurrency": lazy("Crashes when concurrent requests pile up"),
+    "low-gpu-utilization": lazy("Low GPU compute utilisation"),
+    "memory-bandwidth-bound": lazy("GPU memory bandwidth is the limit"),
+    "kernel-fragmentation": lazy("Scattered small kernels"),
+    "multi-gpu-slower-than-one": lazy("Several GPUs slower than one"),
 }
 
 
 def symptom_words(symptom: str) -> str:
     """A symptom row in the current language's words; an unknown id as it is."""
-    from doctor.i18n import t
-
-    return t(SYMPTOM_WORDS[symptom]) if symptom in SYMPTOM_WORDS else symptom
+    return translated(SYMPTOM_WORDS[symptom]) if symptom in SYMPTOM_WORDS else symptom
 
 
 CAUSES: tuple[str, ...] = (

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from doctor.i18n import LANGS, LangError, current, parse_lang, resolve, set_lang, t
+from doctor.i18n import LANGS, LangError, current, parse_lang, resolve, set_lang, t, translated
 
 _CLICK_MODULES = ("click.core", "click.decorators", "click.exceptions", "click.formatting",
                   "click.parser", "click.types", "click.utils", "click.termui")
@@ -72,7 +72,7 @@ def _english(obj: Any, attr: str) -> str | None:
 def _text(english: str | None) -> str | None:
     if not english:
         return english
-    return t(inspect.cleandoc(english)) if current() != "en" else english
+    return translated(inspect.cleandoc(english)) if current() != "en" else english
 
 
 def translate(root: click.Command) -> None:
@@ -83,6 +83,8 @@ def translate(root: click.Command) -> None:
         for param in command.params:
             if isinstance(param, click.Option):
                 param.help = _text(_english(param, "help"))
+        if getattr(command, "_help_option", None) is not None:
+            command._help_option = None  # click makes its --help once, in the language then
     speak_click()
 
 

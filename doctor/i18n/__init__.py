@@ -50,8 +50,8 @@ def parse_lang(text: object, where: str = "--lang") -> str:
     word = str(text).strip()
     lang = _from_locale(word)
     if lang is None:
-        raise LangError(f"{where}: {word[:40]!r} is not a language llm-doctor speaks; "
-                        f"use {' or '.join(LANGS)}")
+        raise LangError(t("{where}: {word!r} is not a language llm-doctor speaks; use {choices}",
+                          where=where, word=word[:40], choices=" or ".join(LANGS)))
     return lang
 
 
