@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor import __version__
+from doctor.i18n import LANGS, current
 from doctor.jsonfile import json_path, read_json
 from doctor.model import Finding, ProbeResult, ScanReport
 from doctor.redact import MASK, masked_list, redact_text, secret_name
@@ -160,6 +161,7 @@ def to_dict(report: ScanReport) -> dict[str, Any]:
     raw = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "llm-doctor", "version": __version__},
+        "lang": current(),  # the language of the text fields; every other field is the same
         "host": host,
         "level": report.level.name.lower(),
         "started_at": report.started_at,
@@ -269,6 +271,8 @@ def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
                 "product_uuid", "product_uuid_reason"):
         if key in host:
             c.string(host[key], ["host", key])
+    if "lang" in data:  # written since languages came; an older report has none
+        c.one_of(data["lang"], ["lang"], LANGS)
     c.one_of(data["level"], ["level"], LEVELS)
     c.string(data["started_at"], ["started_at"])
     c.number(data["duration_s"], ["duration_s"])
