@@ -3,6 +3,8 @@
 Looked for at ``--config PATH``, else ``./llm-doctor.toml``, else
 ``$XDG_CONFIG_HOME/llm-doctor/config.toml`` (``~/.config/llm-doctor/config.toml``)::
 
+    lang = "zh_CN"                  # the daemon's language: en | zh_CN (--lang wins over it)
+
     [scan]
     level = "standard"              # quick | standard | full
     model_dirs = ["/models/llama-3-8b"]
@@ -27,6 +29,7 @@ from typing import Any
 
 from doctor.endpoints import EndpointError
 from doctor.endpoints import parse as parse_endpoint
+from doctor.i18n import LangError, parse_lang
 from doctor.model import Level
 from doctor.rules.loader import Rule, RuleError
 from doctor.vocabulary import suggest
@@ -48,6 +51,9 @@ class Config:
     scan: dict[str, Any] = field(default_factory=dict)
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     lines: LineIndex | None = field(default=None, repr=False, compare=False)
+    # top-level ``lang``: the language the daemon speaks (its logs, alerts and incident
+    # reports) unless --lang is given; None: LLM_DOCTOR_LANG, then the locale
+    lang: str | None = None
 
     def where(self, table: str, key: str | None = None) -> str:
         """``FILE:LINE`` of a table or key, for messages."""
@@ -134,6 +140,8 @@ def load_config(path: Path | None) -> Config:
     text, data = read_toml(path, "config file", ConfigError, MAX_CONFIG_BYTES)
     config = Config(path=path, lines=LineIndex(text))
     for key in data:
+        if key == "lang":
+            continue
         if key not in ("scan", "rules", "daemon"):
             raise ConfigError(f"{config.where(key)}: unknown table [{key}]"
                               f"{suggest(key, ['scan', 'rules', 'daemon'])}; expected [scan], "
@@ -143,7 +151,20 @@ def load_config(path: Path | None) -> Config:
     scan, rules = data.get("scan", {}), data.get("rules", {})
     _check_scan(config, scan)
     _check_overrides(config, rules)
-    return Config(path=path, scan=scan, rules=rules, lines=config.lines)
+    return Config(path=path, scan=scan, rules=rules, lines=config.lines,
+                  lang=_lang(config, data["lang"]) if "lang" in data else None)
+
+
+def _lang(config: Config, value: Any) -> str:
+    """The top-level ``lang`` (``zh_CN``, ``zh-CN``, ``en``), or an error naming its line."""
+    where = config.where("", "lang")
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: lang must be a string, \"en\" or \"zh_CN\", not "
+                          f"{_kind(value)} {value!r:.60}")
+    try:
+        return parse_lang(value, f"{where}: lang")
+    except LangError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_param(at: str, default: Any, value: Any) -> None:
