@@ -53,7 +53,7 @@ def _symptom(value: Any) -> str:
 
 def _words(data: dict[str, Any], counts: dict[str, int]) -> dict[str, str]:
     """The page's own words in the report's language (the template holds no English)."""
-    host = data.get("host") if isinstance(data.get("host"), dict) else {}
+    host: dict[str, Any] = data["host"] if isinstance(data.get("host"), dict) else {}
     hostname = host.get("hostname", t("host"))
     before, _, after = t("Probes of one family skipped for one reason share a row; "
                          "{verbose} shows each.", verbose="\0").partition("\0")

@@ -77,7 +77,7 @@ def _words(data: dict, counts: dict[str, int]) -> dict[str, str]:
         "title": t("llm-doctor report: {hostname}", hostname=mdtext(host.get("hostname", ""))),
         "verdict": t("Verdict:"), "host": t("Host:"), "scan": t("Scan:"),
         "counts": t("{critical} critical, {warning} warning, {info} info", **counts),
-        "captured": t(", captured "),
+        "captured": t(", captured "), "open": t(" ("), "close": t(")"), "comma": t(", "),
         "scan_line": t("level {level}, started {started}, {duration:.1f} s, llm-doctor {version}",
                        level=data["level"], started=mdtext(data["started_at"]),
                        duration=data["duration_s"], version=data["tool"]["version"]),

@@ -57,7 +57,7 @@ def _findings(report: ScanReport) -> list[RenderableType]:
     for f in report.findings:
         cause = show(f.cause)
         symptoms = f.symptoms if isinstance(f.symptoms, (list, tuple)) else [f.symptoms]
-        rows = ", ".join(symptom_text(s) for s in symptoms)
+        rows = t(", ").join(symptom_text(s) for s in symptoms)
         # keys masked like values, and a value under a secret's name whole (doctor/redact.py)
         shown = redact_data(f.evidence if isinstance(f.evidence, dict) else {"value": f.evidence})
         missing = f.missing if isinstance(f.missing, dict) else {}
