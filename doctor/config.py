@@ -3,6 +3,8 @@
 Looked for at ``--config PATH``, else ``./llm-doctor.toml``, else
 ``$XDG_CONFIG_HOME/llm-doctor/config.toml`` (``~/.config/llm-doctor/config.toml``)::
 
+    lang = "zh_CN"                  # the daemon's language: en | zh_CN (--lang wins over it)
+
     [scan]
     level = "standard"              # quick | standard | full
     model_dirs = ["/models/llama-3-8b"]
@@ -27,6 +29,7 @@ from typing import Any
 
 from doctor.endpoints import EndpointError
 from doctor.endpoints import parse as parse_endpoint
+from doctor.i18n import LangError, parse_lang, t
 from doctor.model import Level
 from doctor.rules.loader import Rule, RuleError
 from doctor.vocabulary import suggest
@@ -48,6 +51,9 @@ class Config:
     scan: dict[str, Any] = field(default_factory=dict)
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     lines: LineIndex | None = field(default=None, repr=False, compare=False)
+    # top-level ``lang``: the language the daemon speaks (its logs, alerts and incident
+    # reports) unless --lang is given; None: LLM_DOCTOR_LANG, then the locale
+    lang: str | None = None
 
     def where(self, table: str, key: str | None = None) -> str:
         """``FILE:LINE`` of a table or key, for messages."""
@@ -59,7 +65,7 @@ def find_config(explicit: str | None) -> Path | None:
     if explicit:
         path = Path(explicit)
         if not path.exists():
-            raise ConfigError(f"{path}: config file not found (given with --config)")
+            raise ConfigError(t("{path}: config file not found (given with --config)", path=path))
         return path
     local = Path("llm-doctor.toml")
     if local.exists():  # a FIFO or directory here is refused by load_config, not skipped
@@ -77,20 +83,24 @@ def _kind(value: Any) -> str:
 
 def _check_scan(config: Config, scan: Any) -> None:
     if not isinstance(scan, dict):
-        raise ConfigError(f"{config.where('', 'scan')}: 'scan' must be a table ([scan] with "
-                          f"level, model_dirs, rule_files), not a {_kind(scan)}")
+        raise ConfigError(t("{where}: 'scan' must be a table ([scan] with level, model_dirs, "
+                            "rule_files), not a {kind}", where=config.where("", "scan"),
+                            kind=_kind(scan)))
     for key, value in scan.items():
         at = f"{config.where('scan', key)}: scan.{key}"
         if key not in SCAN_KEYS:
-            raise ConfigError(f"{config.where('scan', key)}: unknown key scan.{key}"
-                              f"{suggest(key, SCAN_KEYS)}")
+            raise ConfigError(t("{where}: unknown key scan.{key}{suggestion}",
+                                where=config.where("scan", key), key=key,
+                                suggestion=suggest(key, SCAN_KEYS)))
         if key == "level":
             if value not in LEVELS:
-                raise ConfigError(f"{at} = {value!r:.60}; use quick, standard or full")
+                raise ConfigError(t("{at} = {value}; use quick, standard or full", at=at,
+                                    value=f"{value!r:.60}"))
         elif key == "requests":
             if not isinstance(value, bool):
-                raise ConfigError(f"{at} = {value!r:.60}: must be true or false (false: the "
-                                  "scan sends no request to an engine, as --no-requests)")
+                raise ConfigError(t("{at} = {value}: must be true or false (false: the scan "
+                                    "sends no request to an engine, as --no-requests)", at=at,
+                                    value=f"{value!r:.60}"))
         elif key == "endpoints" and isinstance(value, list) and len(value) <= MAX_PATHS:
             for item in value:
                 try:
@@ -99,8 +109,9 @@ def _check_scan(config: Config, scan: Any) -> None:
                     raise ConfigError(f"{at}: {exc}") from None
         elif (not isinstance(value, list) or len(value) > MAX_PATHS
               or not all(isinstance(v, str) and v and "\0" not in v for v in value)):
-            raise ConfigError(f"{at} must be an array of paths (strings), e.g. "
-                              f"{key} = [\"/models/llama\"], not {_kind(value)} {value!r:.60}")
+            raise ConfigError(t("{at} must be an array of paths (strings), e.g. "
+                                "{key} = [\"/models/llama\"], not {kind} {value}", at=at, key=key,
+                                kind=_kind(value), value=f"{value!r:.60}"))
 
 
 def _override_at(config: Config, rid: str) -> str:
@@ -112,19 +123,20 @@ def _override_at(config: Config, rid: str) -> str:
 
 def _check_overrides(config: Config, rules: Any) -> None:
     if not isinstance(rules, dict):
-        raise ConfigError(f"{config.where('', 'rules')}: 'rules' must hold tables "
-                          f"([rules.<rule id>]), not a {_kind(rules)}")
+        raise ConfigError(t("{where}: 'rules' must hold tables ([rules.<rule id>]), not a {kind}",
+                            where=config.where("", "rules"), kind=_kind(rules)))
     for rid, override in rules.items():
         where = _override_at(config, rid)
         if not isinstance(override, dict):
-            raise ConfigError(f"{where}: rules.{rid} must be a table ([rules.{rid}] with the "
-                              f"rule's parameters), not a {_kind(override)}")
+            raise ConfigError(t("{where}: rules.{rule} must be a table ([rules.{rule}] with the "
+                                "rule's parameters), not a {kind}", where=where, rule=rid,
+                                kind=_kind(override)))
         for key, value in override.items():
             at = f"{config.where(f'rules.{rid}', key)}: rules.{rid}.{key}"
             if key == "severity" and value not in ("info", "warning", "critical"):
-                raise ConfigError(f"{at}: must be info, warning or critical")
+                raise ConfigError(t("{at}: must be info, warning or critical", at=at))
             if key == "enabled" and not isinstance(value, bool):
-                raise ConfigError(f"{at}: must be true or false")
+                raise ConfigError(t("{at}: must be true or false", at=at))
 
 
 def load_config(path: Path | None) -> Config:
@@ -134,16 +146,32 @@ def load_config(path: Path | None) -> Config:
     text, data = read_toml(path, "config file", ConfigError, MAX_CONFIG_BYTES)
     config = Config(path=path, lines=LineIndex(text))
     for key in data:
+        if key == "lang":
+            continue
         if key not in ("scan", "rules", "daemon"):
-            raise ConfigError(f"{config.where(key)}: unknown table [{key}]"
-                              f"{suggest(key, ['scan', 'rules', 'daemon'])}; expected [scan], "
-                              "[rules.<id>] or [daemon]")
+            raise ConfigError(t("{where}: unknown table [{key}]{suggestion}; expected [scan], "
+                                "[rules.<id>] or [daemon]", where=config.where(key), key=key,
+                                suggestion=suggest(key, ["scan", "rules", "daemon"])))
     if not isinstance(data.get("daemon", {}), dict):  # its keys: doctor/daemon/settings.py
-        raise ConfigError(f"{config.where('daemon')}: daemon must be a table ([daemon])")
+        raise ConfigError(t("{where}: daemon must be a table ([daemon])",
+                            where=config.where("daemon")))
     scan, rules = data.get("scan", {}), data.get("rules", {})
     _check_scan(config, scan)
     _check_overrides(config, rules)
-    return Config(path=path, scan=scan, rules=rules, lines=config.lines)
+    return Config(path=path, scan=scan, rules=rules, lines=config.lines,
+                  lang=_lang(config, data["lang"]) if "lang" in data else None)
+
+
+def _lang(config: Config, value: Any) -> str:
+    """The top-level ``lang`` (``zh_CN``, ``zh-CN``, ``en``), or an error naming its line."""
+    where = config.where("", "lang")
+    if not isinstance(value, str):
+        raise ConfigError(t("{where}: lang must be a string, \"en\" or \"zh_CN\", not {kind} {value}",
+                            where=where, kind=_kind(value), value=f"{value!r:.60}"))
+    try:
+        return parse_lang(value, f"{where}: lang")
+    except LangError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_param(at: str, default: Any, value: Any) -> None:
@@ -151,8 +179,9 @@ def _check_param(at: str, default: Any, value: Any) -> None:
     ok = (isinstance(value, (int, float)) and not isinstance(value, bool)) if numeric \
         else isinstance(value, type(default))
     if not ok:
-        raise ConfigError(f"{at}: must be a {type(default).__name__} like the "
-                          f"default ({default!r}), not {value!r:.60}")
+        raise ConfigError(t("{at}: must be a {type} like the default ({default}), not {value}",
+                            at=at, type=type(default).__name__, default=repr(default),
+                            value=f"{value!r:.60}"))
 
 
 def check_against_rules(config: Config, rules: list[Rule]) -> None:
@@ -162,17 +191,19 @@ def check_against_rules(config: Config, rules: list[Rule]) -> None:
     by_id = {r.id: r for r in rules}
     for rid, override in config.rules.items():
         if rid not in by_id:
-            raise ConfigError(f"{_override_at(config, rid)}: [rules.{rid}]: no such rule"
-                              f"{suggest(rid, by_id)}; 'llm-doctor rules' lists them")
+            raise ConfigError(t("{where}: [rules.{rule}]: no such rule{suggestion}; "
+                                "'llm-doctor rules' lists them", where=_override_at(config, rid),
+                                rule=rid, suggestion=suggest(rid, by_id)))
         rule = by_id[rid]
         for key, value in override.items():
             at = f"{config.where(f'rules.{rid}', key)}: rules.{rid}.{key}"
             if key in RULE_KEYS:
                 continue  # checked when the file loaded
             if key not in rule.params:
-                raise ConfigError(f"{at}: rule '{rid}' has no parameter '{key}'"
-                                  f"{suggest(key, [*rule.params, *RULE_KEYS])}; its parameters: "
-                                  f"{', '.join(rule.params) or 'none'}")
+                raise ConfigError(t("{at}: rule '{rule}' has no parameter '{key}'{suggestion}; "
+                                    "its parameters: {params}", at=at, rule=rid, key=key,
+                                    suggestion=suggest(key, [*rule.params, *RULE_KEYS]),
+                                    params=", ".join(rule.params) or t("none")))
             _check_param(at, rule.params[key], value)
 
 

@@ -18,10 +18,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from doctor.i18n import t
+
 ABSENT = "—"  # a value with no reason known: not read, not applicable
 MAX_ITEMS = 20  # a list or mapping shows its first 20 entries
 
-# doctor.seam.host.Reason values, as a reader says them.
+# doctor.seam.host.Reason values, as a reader says them (in English; ``reason_words`` gives
+# them in the current language).
 REASON_WORDS = {
     "not-found": "not found",
     "no-permission": "not read (no permission)",
@@ -35,27 +38,40 @@ REASON_WORDS = {
 _NONZERO = re.compile(r"[1-9]")
 
 
+def reason_words() -> dict[str, str]:
+    """REASON_WORDS in the current language."""
+    return {
+        "not-found": t("not found"),
+        "no-permission": t("not read (no permission)"),
+        "timeout": t("not read (timed out)"),
+        "failed": t("not read (the read failed)"),
+        "not-supported": t("not supported"),
+        "device-lost": t("not read (the GPU fell off the bus)"),
+        "library-missing": t("not read (no NVIDIA library)"),
+    }
+
+
 def why(reason: object) -> str:
     """A ``missing`` reason as words (``no-permission`` → "not read (no permission)"); a
     sentence stays as it is; no reason is ``—``."""
     if reason is None or reason == "":
         return ABSENT
     text = reason if isinstance(reason, str) else str(reason)
-    return REASON_WORDS.get(text, text)
+    return reason_words().get(text, text)
 
 
 NOT_A_NUMBER = "not a number"
 
 
 def flag(value: bool) -> str:
-    return "yes" if value else "no"
+    return t("yes") if value else t("no")
 
 
 def number(value: float | int, spec: str = "") -> str:
     """``format(value, spec)``, without the sign of a value that rounds to zero; NaN as
     "not a number" and infinities as ∞, never ``nan`` or ``inf``."""
     if isinstance(value, float) and not math.isfinite(value):
-        return NOT_A_NUMBER if math.isnan(value) else ("-∞" if value < 0 else "∞")
+        return t("not a number") if math.isnan(value) else ("-∞" if value < 0 else "∞")
     text = format(value, spec)
     if (isinstance(value, float) and math.isfinite(value) and "-" in text
             and not _NONZERO.search(text.split("e")[0])):
@@ -82,7 +98,7 @@ def text(value: Any, reason: object = None, spec: str = "") -> str:
     try:
         return _text(value, reason, spec)
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-        return f"(unprintable {type(value).__name__}: {str(exc)[:80]})"
+        return t("(unprintable {type}: {error})", type=type(value).__name__, error=str(exc)[:80])
 
 
 def _text(value: Any, reason: object, spec: str) -> str:
@@ -115,5 +131,5 @@ def field(record: Any, name: str, spec: str = "") -> str:
 
 def _joined(shown: list[str], count: int) -> str:
     if not shown:
-        return "none"
+        return t("none")
     return ", ".join(shown) + (", …" if count > len(shown) else "")

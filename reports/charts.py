@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 import textwrap
+import unicodedata
 
 from doctor.display import number
+from doctor.i18n import t
 
 WIDTH = 560
 LABEL_W, NOTE_W = 92, 168  # px of the viewBox: row labels on the left, the value on the right
@@ -46,10 +48,10 @@ def _head(title: str, desc: str, height: float, kind: str) -> list[str]:
 def not_measured(title: str, why: str) -> str:
     """The box a plot leaves when nothing it draws was measured: its title and why, the why
     wrapped onto up to three lines (a path breaks at its slashes)."""
-    why = why or "not measured"
-    lines = _wrapped(f"not measured: {why}", 84, 3)
+    why = why or t("not measured")
+    lines = _wrapped(t("not measured: {why}", why=why), 84, 3)
     height = 36 + 15 * len(lines)
-    parts = _head(title, f"Not measured: {why}", height + 4, "empty")
+    parts = _head(title, t("Not measured: {why}", why=why), height + 4, "empty")
     parts.append(f'<rect x="0.5" y="22.5" width="{WIDTH - 1}" height="{height - 22}" class="frame"/>')
     for i, line in enumerate(lines):
         parts.append(f'<text x="10" y="{42 + 15 * i}" class="nm">{escape(line)}</text>')
@@ -66,6 +68,12 @@ def _wrapped(text: str, width: int, most: int) -> list[str]:
     if len(lines) > most:
         lines = lines[:most - 1] + [_cut(lines[most - 1] + " …", width)]
     return lines
+
+
+def text_width(text: str) -> float:
+    """About how wide ``text`` is at the legend's 10 px: 6.2 px a Latin letter, 10 px a CJK
+    character (full width), so that a Chinese legend's entries do not overlap."""
+    return sum(10.0 if unicodedata.east_asian_width(c) in "WF" else 6.2 for c in text)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -144,7 +152,7 @@ def _legend(entries: list[tuple[str, str, int]], y: float) -> list[str]:
             out.append(f'<line x1="{x0 + 5:.0f}" x2="{x0 + 5:.0f}" y1="{y - 11}" y2="{y + 1}" '
                        f'stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/>')
         out.append(f'<text x="{x0 + 14:.0f}" y="{y}" class="lg">{escape(_cut(name, 30))}</text>')
-        x0 += 24 + 6.2 * min(len(name), 30)
+        x0 += 24 + text_width(_cut(name, 30))
     return out
 
 
@@ -178,7 +186,7 @@ def curve(title: str, desc: str, x_name: str, levels: Sequence[int], left: Curve
     if mark is not None and mark in levels:
         mx = x(list(levels).index(mark))
         out.append(f'<line x1="{mx:.1f}" x2="{mx:.1f}" y1="{top}" y2="{bottom}" class="knee"/>')
-        out.append(f'<text x="{mx + 4:.1f}" y="{top + 12}" class="lg">knee at {mark}</text>')
+        out.append(f'<text x="{mx + 4:.1f}" y="{top + 12}" class="lg">{escape(t("knee at {level}", level=mark))}</text>')
     for side, axis, colour in (("left", left, PART_COLOURS[0]), ("right", right, "#d62728")):
         known = [v for v in axis.values if v is not None]
         high = max(known + [0.0]) * 1.1 or 1.0
@@ -208,11 +216,11 @@ def curve(title: str, desc: str, x_name: str, levels: Sequence[int], left: Curve
     legend_y = height - 4
     out.append(f'<rect x="{x0}" y="{legend_y - 9}" width="10" height="10" fill="{PART_COLOURS[0]}"/>'
                f'<text x="{x0 + 14}" y="{legend_y}" class="lg">{escape(left.name)}</text>')
-    rx = x0 + 40 + 6.2 * len(left.name)
+    rx = x0 + 40 + text_width(left.name)
     out.append(f'<rect x="{rx:.0f}" y="{legend_y - 9}" width="10" height="10" fill="#d62728"/>'
                f'<text x="{rx + 14:.0f}" y="{legend_y}" class="lg">{escape(right.name)}</text>')
     if any(hollow):
-        hx = rx + 40 + 6.2 * len(right.name)
+        hx = rx + 40 + text_width(right.name)
         out.append(f'<circle cx="{hx + 5:.0f}" cy="{legend_y - 4}" r="3.5" stroke="#555" fill="#fff"/>'
-                   f'<text x="{hx + 14:.0f}" y="{legend_y}" class="lg">level not judged</text>')
+                   f'<text x="{hx + 14:.0f}" y="{legend_y}" class="lg">{escape(t("level not judged"))}</text>')
     return "".join(out) + "</svg>"

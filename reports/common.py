@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from doctor import display
+from doctor.i18n import current, t
 from doctor.model import ProbeResult
 from doctor.redact import redact_text, safe_display
+from doctor.vocabulary import SYMPTOM_WORDS, symptom_words
 
 
 def show(value: Any) -> str:
@@ -22,8 +24,30 @@ def show(value: Any) -> str:
     try:
         text = value if isinstance(value, str) else str(value)
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits
-        text = f"(unprintable {type(value).__name__}: {exc})"
+        text = t("(unprintable {type}: {error})", type=type(value).__name__, error=exc)
     return safe_display(redact_text(text))
+
+
+def severity_word(label: object) -> str:
+    """A severity (``critical``) as the report's language says it (严重); anything else as
+    it is, made safe to show."""
+    words = {"critical": t("critical"), "warning": t("warning"), "info": t("info")}
+    return words.get(label, show(label)) if isinstance(label, str) else show(label)
+
+
+def status_word(status: object) -> str:
+    """A probe's status (``ok``, ``skipped``, ``error``, ``timeout``) in the report's language."""
+    words = {"ok": t("ok"), "skipped": t("skipped"), "error": t("error"), "timeout": t("timeout")}
+    return words.get(status, show(status)) if isinstance(status, str) else show(status)
+
+
+def symptom_text(symptom: object) -> str:
+    """A symptom row id, followed in a translated report by the row's own words
+    (``slow-first-token 首个token延迟过高``); the English report keeps the id alone."""
+    shown = show(symptom)
+    if current() == "en" or not isinstance(symptom, str) or symptom not in SYMPTOM_WORDS:
+        return shown
+    return f"{shown} {symptom_words(symptom)}"
 
 
 def probe_summary(result: ProbeResult) -> str:
@@ -68,6 +92,7 @@ def probe_rows(rows: list[dict[str, Any]], verbose: bool = False) -> list[dict[s
 def _group_name(group: list[dict[str, Any]], families: dict[str, int]) -> str:
     family = str(group[0]["name"]).partition(".")[0]
     if len(group) == families[family]:
-        return f"{family}.* ({len(group)} probes)"
+        return t("{family}.* ({count} probes)", family=family, count=len(group))
     members = ",".join(str(r["name"]).partition(".")[2] for r in group)
-    return f"{family}.{{{members}}} ({len(group)} probes)"
+    return t("{family}.{{{members}}} ({count} probes)", family=family, members=members,
+             count=len(group))

@@ -17,8 +17,10 @@ import jinja2
 from markupsafe import Markup, escape
 
 from doctor import display
+from doctor.i18n import current, t
 from doctor.model import ScanReport, key_from_evidence
-from reports.common import probe_rows, probe_summary, show
+from doctor.vocabulary import SYMPTOM_WORDS, symptom_words
+from reports.common import probe_rows, probe_summary, severity_word, show, status_word
 from reports.json_report import sanitized, to_dict
 from reports.plots import sections
 from reports.svg import MAX_SERIES, line_chart
@@ -35,6 +37,48 @@ WIDE_RECORD_FIELDS = 6
 # An engine's text that is Python's spelling of a value (vLLM's cache_config_info labels:
 # enable_prefix_caching="True", sliding_window="None"), as a person writes it.
 PYTHON_WORDS = {"True": "yes", "False": "no", "None": display.ABSENT}
+HTML_LANG = {"en": "en", "zh_CN": "zh-CN"}  # BCP 47, as <html lang> wants it
+
+
+def _python_words() -> dict[str, str]:
+    return {"True": t("yes"), "False": t("no"), "None": display.ABSENT}
+
+
+def _symptom(value: Any) -> str:
+    """A symptom row's words in a translated report (beside its id); nothing in English."""
+    if current() == "en" or not isinstance(value, str) or value not in SYMPTOM_WORDS:
+        return ""
+    return symptom_words(value)
+
+
+def _words(data: dict[str, Any], counts: dict[str, int]) -> dict[str, str]:
+    """The page's own words in the report's language (the template holds no English)."""
+    host: dict[str, Any] = data["host"] if isinstance(data.get("host"), dict) else {}
+    hostname = host.get("hostname", t("host"))
+    before, _, after = t("Probes of one family skipped for one reason share a row; "
+                         "{verbose} shows each.", verbose="\0").partition("\0")
+    return {
+        "html_lang": HTML_LANG.get(current(), "en"), "host": t("host"),
+        "title": t("llm-doctor report: {hostname}", hostname=hostname),
+        "verdict": t("Verdict"), "counts": t("{critical} critical, {warning} warning, {info} info",
+                                              **counts),
+        "scanned": t("scanned {started} at level {level}", started=data.get("started_at", ""),
+                     level=data.get("level", "")),
+        "alert_firing": t("Alert firing:"), "since": t("since"), "colon": t(": "),
+        "findings": t("Findings"),
+        "no_findings": t("No findings: nothing measured crossed a rule's threshold."),
+        "cause": t("Cause"), "rule": t("rule"), "item": t("item"),
+        "row": t("troubleshooting row"), "rows": t("troubleshooting rows"),
+        "first_step": t("First step:"), "evidence": t("evidence"), "value": t("value"),
+        "playbook": t("Playbook"), "rule_errors": t("Rules that could not be evaluated"),
+        "measured": t("What was measured"), "last_hour": t("The last hour"),
+        "probes": t("Probes"), "probe": t("probe"), "status": t("status"),
+        "seconds": t("seconds"), "summary": t("summary or reason"),
+        "grouped_before": before, "grouped_after": after, "topology": t("GPU topology:"),
+        "topology_legend": t("NV: NVLink; PIX/PXB: one PCIe switch; PHB: the CPU's root complex; "
+                             "NODE: across root complexes in one NUMA node; SYS: across sockets."),
+        "engine": t("Engine:"), "records": t("Records"), "yes": t("yes"), "no": t("no"),
+    }
 
 
 def _redacted(value: Any) -> Any:
@@ -156,6 +200,9 @@ def _environment() -> jinja2.Environment:
     env.filters["number"] = display.number  # no -0.00
     env.filters["written"] = display.written  # no -0.00, no 48.0 requests
     env.filters["key"] = _breakable
+    env.filters["severity"] = severity_word
+    env.filters["status"] = status_word
+    env.filters["symptom"] = _symptom
     env.tests["mapping"] = lambda v: isinstance(v, dict)
     env.tests["sequence_of_mappings"] = lambda v: (isinstance(v, list) and bool(v)
                                                    and all(isinstance(i, dict) for i in v))
@@ -191,7 +238,9 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
     table = probe_rows(probes, verbose)
     return template.render({
         **data, "counts": counts, "alert": alert_info, "charts": _charts(history, findings),
-        "plots": sections(probes), "wide": WIDE_RECORD_FIELDS, "python_words": PYTHON_WORDS,
+        "plots": sections(probes), "wide": WIDE_RECORD_FIELDS, "python_words": _python_words(),
+        "w": _words(data, counts),
+        "verdict_word": t("ok") if data.get("verdict") == "ok" else severity_word(data.get("verdict")),
         "probe_table": table, "grouped": len(table) < len(probes),
         "topology": [p for p in probes if p["name"].startswith("gpu.") and p["data"]],
         "pair_matrices": _pair_matrices([p for p in probes if p["data"]]),

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor import __version__
+from doctor.i18n import LANGS, current, t
 from doctor.jsonfile import json_path, read_json
 from doctor.model import Finding, ProbeResult, ScanReport
 from doctor.redact import MASK, masked_list, redact_text, secret_name
@@ -60,10 +61,10 @@ class _Sanitizer:
         if isinstance(value, float):
             if math.isfinite(value):
                 return value
-            self.note(path, f"{value} is not a JSON number; shown as null")
+            self.note(path, t("{value} is not a JSON number; shown as null", value=value))
             return None
         if len(path) >= MAX_DEPTH:
-            self.note(path, f"nested deeper than {MAX_DEPTH} levels; cut")
+            self.note(path, t("nested deeper than {depth} levels; cut", depth=MAX_DEPTH))
             return f"(nested deeper than {MAX_DEPTH} levels)"
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
@@ -72,18 +73,18 @@ class _Sanitizer:
         if isinstance(value, (list, tuple)):  # an argv list masked as its text would be
             return masked_list([self.value(v, (*path, str(i))) for i, v in enumerate(value)], value)
         if isinstance(value, (set, frozenset)):
-            self.note(path, "a set; shown as a list")
+            self.note(path, t("a set; shown as a list"))
             return [self.value(v, (*path, str(i))) for i, v in enumerate(value)]
         if isinstance(value, (bytes, bytearray)):
-            self.note(path, "bytes; shown as text (UTF-8, invalid bytes replaced)")
+            self.note(path, t("bytes; shown as text (UTF-8, invalid bytes replaced)"))
             return bytes(value).decode("utf-8", "replace")
-        self.note(path, f"a {type(value).__name__}; shown as text")
+        self.note(path, t("a {type}; shown as text", type=type(value).__name__))
         return self.text(value)
 
     def _integer(self, value: int, path: tuple[str, ...]) -> Any:
         if -MAX_SAFE_INTEGER < value < MAX_SAFE_INTEGER:
             return int(value)  # an IntEnum as its number
-        self.note(path, f"an integer of {value.bit_length()} bits; shown as text")
+        self.note(path, t("an integer of {bits} bits; shown as text", bits=value.bit_length()))
         return self.text(value)
 
     def mapping(self, value: dict, path: tuple[str, ...]) -> dict[str, Any]:
@@ -92,7 +93,7 @@ class _Sanitizer:
         for key, item in value.items():
             name = redact_text(key if isinstance(key, str) else self.text(key))
             if name in out:  # {1: ..., "1": ...}: JSON objects hold one of each name
-                self.note((*path, name), "a second key of this name; dropped")
+                self.note((*path, name), t("a second key of this name; dropped"))
                 continue
             if by_key and isinstance(item, str) and item and isinstance(key, str) and secret_name(key):
                 out[name] = MASK
@@ -160,6 +161,7 @@ def to_dict(report: ScanReport) -> dict[str, Any]:
     raw = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "llm-doctor", "version": __version__},
+        "lang": current(),  # the language of the text fields; every other field is the same
         "host": host,
         "level": report.level.name.lower(),
         "started_at": report.started_at,
@@ -190,7 +192,8 @@ def sanitized(data: dict[str, Any]) -> dict[str, Any]:
 
 MAX_SAVED_BYTES = 32 << 20  # 300 times the largest committed host's report (105 KB)
 SAVED_DEPTH = MAX_DEPTH + 2  # to_dict cuts deeper values; the top level and a probe count
-_HINT = "write the file with 'llm-doctor scan --format json -o FILE'"
+def _hint() -> str:
+    return t("write the file with 'llm-doctor scan --format json -o FILE'")
 # docs/report-schema.json, as the renderers read it
 _TOP = ("schema_version", "tool", "host", "level", "started_at", "duration_s", "verdict",
         "exit_code", "probes", "findings", "rule_errors")
@@ -209,42 +212,43 @@ class _Check:
         self.where, self.error = where, error
 
     def fail(self, path: list[str | int], expected: str, value: Any) -> None:
-        raise self.error(f"{self.where}: {json_path(path)}: expected {expected}, got "
-                         f"{_shown(value)}; {_HINT}")
+        raise self.error(t("{where}: {path}: expected {expected}, got {value}; {hint}",
+                           where=self.where, path=json_path(path), expected=expected,
+                           value=_shown(value), hint=_hint()))
 
     def object(self, value: Any, path: list[str | int], required: tuple[str, ...] = ()) -> dict:
         if not isinstance(value, dict):
-            self.fail(path, "an object", value)
+            self.fail(path, t("an object"), value)
         for key in required:
             if key not in value:
-                raise self.error(f"{self.where}: {json_path(path)}: the field '{key}' is "
-                                 f"missing; {_HINT}")
+                raise self.error(t("{where}: {path}: the field '{key}' is missing; {hint}",
+                                   where=self.where, path=json_path(path), key=key, hint=_hint()))
         return value
 
     def array(self, value: Any, path: list[str | int]) -> list:
         if not isinstance(value, list):
-            self.fail(path, "an array", value)
+            self.fail(path, t("an array"), value)
         return value
 
     def string(self, value: Any, path: list[str | int], nullable: bool = False) -> None:
         if not (isinstance(value, str) or (nullable and value is None)):
-            self.fail(path, "a string or null" if nullable else "a string", value)
+            self.fail(path, t("a string or null") if nullable else t("a string"), value)
 
     def number(self, value: Any, path: list[str | int]) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            self.fail(path, "a number of seconds, 0 or more", value)
+            self.fail(path, t("a number of seconds, 0 or more"), value)
 
     def one_of(self, value: Any, path: list[str | int], allowed: tuple) -> None:
         # bool is an int in Python, not in JSON: true is not 1
         if isinstance(value, bool) or value not in allowed or isinstance(value, (dict, list)):
-            self.fail(path, "one of " + ", ".join(map(json.dumps, allowed)), value)
+            self.fail(path, t("one of {choices}", choices=", ".join(map(json.dumps, allowed))), value)
 
 
 def _shown(value: Any) -> str:
     if isinstance(value, dict):
-        return f"an object of {len(value)} field(s)"
+        return t("an object of {count} field(s)", count=len(value))
     if isinstance(value, list):
-        return f"an array of {len(value)} item(s)"
+        return t("an array of {count} item(s)", count=len(value))
     text = redact_text(json.dumps(value))
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -254,7 +258,8 @@ def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
     ``error`` naming ``where`` and the JSON path of the first field that does not."""
     if not isinstance(data, dict) or data.get("schema_version") != 1 \
             or isinstance(data.get("schema_version"), bool):
-        raise error(f"{where}: not an llm-doctor JSON report (schema_version 1); {_HINT}")
+        raise error(t("{where}: not an llm-doctor JSON report (schema_version 1); {hint}",
+                      where=where, hint=_hint()))
     c = _Check(where, error)
     c.object(data, [], _TOP)
     tool = c.object(data["tool"], ["tool"], ("name", "version"))
@@ -269,6 +274,8 @@ def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
                 "product_uuid", "product_uuid_reason"):
         if key in host:
             c.string(host[key], ["host", key])
+    if "lang" in data:  # written since languages came; an older report has none
+        c.one_of(data["lang"], ["lang"], LANGS)
     c.one_of(data["level"], ["level"], LEVELS)
     c.string(data["started_at"], ["started_at"])
     c.number(data["duration_s"], ["duration_s"])
@@ -279,7 +286,7 @@ def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
         c.object(probe, at, _PROBE)
         c.string(probe["name"], [*at, "name"])
         if not _PROBE_NAME.match(probe["name"]):
-            c.fail([*at, "name"], "a probe name like \"host.limits\"", probe["name"])
+            c.fail([*at, "name"], t("a probe name like \"host.limits\""), probe["name"])
         c.one_of(probe["status"], [*at, "status"], STATUSES)
         c.string(probe["reason"], [*at, "reason"], nullable=True)
         c.number(probe["duration_s"], [*at, "duration_s"])

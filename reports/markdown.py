@@ -12,8 +12,10 @@ import re
 
 import jinja2
 
+from doctor.i18n import current, t
 from doctor.model import ScanReport
-from reports.common import evidence_text, probe_rows, probe_summary, show
+from doctor.vocabulary import SYMPTOM_WORDS, symptom_words
+from reports.common import evidence_text, probe_rows, probe_summary, severity_word, show, status_word
 from reports.json_report import to_dict
 
 # CommonMark lets a backslash escape any ASCII punctuation; these are the ones that can
@@ -50,6 +52,45 @@ def mdrule(value: object) -> str:
     return show(" ".join(text.splitlines()))
 
 
+def mdsymptom(value: object) -> str:
+    """A symptom row id as a code span, and in a translated report the row's words after it."""
+    code = mdcode(value)
+    if current() == "en" or not isinstance(value, str) or value not in SYMPTOM_WORDS:
+        return code
+    return f"{code} {mdtext(symptom_words(value))}"
+
+
+def verdict_word(verdict: object) -> str:
+    return t("ok") if verdict == "ok" else severity_word(verdict)
+
+
+def kind_word(kind: object) -> str:
+    """``recorded`` or ``live`` (a host's kind) as the report's language says it."""
+    return {"recorded": t("recorded"), "live": t("live")}.get(kind, show(kind)) if isinstance(
+        kind, str) else show(kind)
+
+
+def _words(data: dict, counts: dict[str, int]) -> dict[str, str]:
+    """The template's own words in the report's language (the template holds no English)."""
+    host = data.get("host") or {}
+    return {
+        "title": t("llm-doctor report: {hostname}", hostname=mdtext(host.get("hostname", ""))),
+        "verdict": t("Verdict:"), "host": t("Host:"), "scan": t("Scan:"),
+        "counts": t("{critical} critical, {warning} warning, {info} info", **counts),
+        "captured": t(", captured "), "open": t(" ("), "close": t(")"), "comma": t(", "),
+        "scan_line": t("level {level}, started {started}, {duration:.1f} s, llm-doctor {version}",
+                       level=data["level"], started=mdtext(data["started_at"]),
+                       duration=data["duration_s"], version=data["tool"]["version"]),
+        "findings": t("Findings"), "no_findings": t("No findings."), "colon": t(": "),
+        "rule": t("Rule:"), "cause": t("cause:"), "symptoms": t("symptom rows:"), "do": t("Do:"),
+        "playbook": t("Playbook:"), "evidence": t("evidence"), "value": t("value"),
+        "rule_errors": t("Rule errors"), "replaced": t("Values JSON cannot hold"),
+        "probes": t("Probes"), "probe": t("probe"), "status": t("status"), "time": t("time"),
+        "saw": t("what it saw"),
+        "grouped": t("Probes of one family skipped for one reason share a row; `--verbose` shows each."),
+    }
+
+
 def render(report: ScanReport, verbose: bool = False) -> str:
     """The report; ``verbose`` gives every probe its own row (else a family skipped for one
     reason is one row)."""
@@ -66,6 +107,9 @@ def render(report: ScanReport, verbose: bool = False) -> str:
     env.filters["mdcodecell"] = lambda value: mdcode(value, in_table=True)
     env.filters["mdrule"] = mdrule
     env.filters["mdvalue"] = mdvalue
+    env.filters["mdsymptom"] = mdsymptom
+    env.filters["severity"] = severity_word
+    env.filters["status"] = status_word
     data = to_dict(report)
     for probe, result in zip(data["probes"], report.probes):
         probe["summary"] = probe_summary(result)
@@ -73,4 +117,9 @@ def render(report: ScanReport, verbose: bool = False) -> str:
     data["grouped"] = len(data["probes"]) < len(report.probes)
     counts = {s: sum(1 for f in data["findings"] if f["severity"] == s)
               for s in ("critical", "warning", "info")}
-    return env.get_template("report.md.j2").render(counts=counts, **data)
+    host = dict(data["host"])
+    if "kind" in host:
+        host["kind"] = kind_word(host["kind"])
+    return env.get_template("report.md.j2").render(
+        **{**data, "host": host}, counts=counts, w=_words(data, counts),
+        verdict_word=verdict_word(data["verdict"]))

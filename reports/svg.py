@@ -9,6 +9,10 @@ from __future__ import annotations
 import time
 from html import escape
 
+from rich.cells import cell_len
+
+from doctor import i18n
+
 WIDTH, PLOT_HEIGHT = 640, 180  # PLOT_HEIGHT: title, plot and time axis; the legend adds rows
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 22, 26
 # Tableau's ten: enough for an 8-GPU host's series, each its own colour.
@@ -40,11 +44,11 @@ def _legend(labels: list[str], ceiling: float | None,
     entries, x, row = [], float(LEFT), 0
     texts = [(label, i) for i, label in enumerate(labels)]
     if ceiling is not None:
-        texts.append((f"ceiling {_fmt(ceiling)}", CEILING))
+        texts.append((i18n.t("ceiling {value}", value=_fmt(ceiling)), CEILING))
     if omitted:
-        texts.append((f"+{omitted} more series not drawn", NOTE))
+        texts.append((i18n.t("+{omitted} more series not drawn", omitted=omitted), NOTE))
     for text, index in texts:
-        width = SWATCH + 4 + len(text) * LEGEND_CHAR_W + 14
+        width = SWATCH + 4 + cell_len(text) * LEGEND_CHAR_W + 14  # a CJK character: 2 cells
         if x > LEFT and x + width > WIDTH - RIGHT:
             x, row = float(LEFT), row + 1
         entries.append((x, row, text, index))

@@ -11,10 +11,12 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from doctor.i18n import t
 from doctor.model import ScanReport, Severity
 from doctor.redact import redact_data
 from playbooks import path_of
-from reports.common import evidence_text, probe_rows, probe_summary, show
+from reports.common import (evidence_text, probe_rows, probe_summary, severity_word, show,
+                            status_word, symptom_text)
 
 STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "cyan"}
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "error": "red", "timeout": "red"}
@@ -24,28 +26,30 @@ def verdict(report: ScanReport) -> Text:
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in Severity}
     worst = report.worst
     if worst is None or worst == Severity.INFO:
-        head = Text("OK", style="bold green")
-        tail = "nothing at warning or above"
+        head = Text(t("OK"), style="bold green")
+        tail = t("nothing at warning or above")
     else:
-        head = Text(worst.label.upper(), style=STYLE[worst])
-        tail = f"{counts[Severity.CRITICAL]} critical, {counts[Severity.WARNING]} warning"
+        head = Text(severity_word(worst.label).upper(), style=STYLE[worst])
+        tail = t("{critical} critical, {warning} warning", critical=counts[Severity.CRITICAL],
+                 warning=counts[Severity.WARNING])
     if counts[Severity.INFO]:
-        tail += f", {counts[Severity.INFO]} info"
+        tail += t(", {info} info", info=counts[Severity.INFO])
     failed = sum(1 for p in report.probes if p.status in ("error", "timeout"))
     if failed:
-        tail += f"; {failed} probe(s) failed"
+        tail += t("; {failed} probe(s) failed", failed=failed)
     host = show(report.host.get("hostname", "?"))
-    source = ("recorded " + show(report.host.get("captured_at", ""))
-              if report.host.get("kind") == "recorded" else "live")
-    return Text.assemble(head, f" — {tail} — {host} ({source}), level {report.level.name.lower()}, "
-                         f"{report.duration_s:.1f} s")
+    source = (t("recorded {captured_at}", captured_at=show(report.host.get("captured_at", "")))
+              if report.host.get("kind") == "recorded" else t("live"))
+    return Text.assemble(head, t(" — {tail} — {host} ({source}), level {level}, {duration:.1f} s",
+                                 tail=tail, host=host, source=source,
+                                 level=report.level.name.lower(), duration=report.duration_s))
 
 
 def _playbook_line(cause: object) -> str:
     path = path_of(cause)
     if path is None:
-        return f"playbook: none for cause {show(cause)} in this llm-doctor"
-    return f"playbook: llm-doctor playbook {show(cause)}  ({show(path)})"
+        return t("playbook: none for cause {cause} in this llm-doctor", cause=show(cause))
+    return t("playbook: llm-doctor playbook {cause}  ({path})", cause=show(cause), path=show(path))
 
 
 def _findings(report: ScanReport) -> list[RenderableType]:
@@ -53,18 +57,19 @@ def _findings(report: ScanReport) -> list[RenderableType]:
     for f in report.findings:
         cause = show(f.cause)
         symptoms = f.symptoms if isinstance(f.symptoms, (list, tuple)) else [f.symptoms]
-        rows = ", ".join(show(s) for s in symptoms)
+        rows = t(", ").join(symptom_text(s) for s in symptoms)
         # keys masked like values, and a value under a secret's name whole (doctor/redact.py)
         shown = redact_data(f.evidence if isinstance(f.evidence, dict) else {"value": f.evidence})
         missing = f.missing if isinstance(f.missing, dict) else {}
         evidence = ", ".join(f"{show(k)}={evidence_text(v, missing.get(k))}" for k, v in shown.items())
         details = [
-            Text(f"{show(f.rule)} · cause {cause} · rows {rows}", style="dim"),
-            Text("evidence: " + evidence),
-            Text.assemble(("do: ", "bold"), show(f.remediation)),
+            Text(t("{rule} · cause {cause} · rows {rows}", rule=show(f.rule), cause=cause, rows=rows),
+                 style="dim"),
+            Text(t("evidence: {evidence}", evidence=evidence)),
+            Text.assemble((t("do: "), "bold"), show(f.remediation)),
             Text(_playbook_line(f.cause), style="dim"),
         ]
-        blocks.append(Text.assemble((f"[{f.severity.label}] ", STYLE[f.severity]),
+        blocks.append(Text.assemble((f"[{severity_word(f.severity.label)}] ", STYLE[f.severity]),
                                     (show(f.title), "bold")))
         blocks += [Padding(line, (0, 0, 0, 2)) for line in details]  # wrapped lines stay indented
         blocks.append(Text(""))
@@ -72,18 +77,18 @@ def _findings(report: ScanReport) -> list[RenderableType]:
 
 
 def _probes(report: ScanReport, verbose: bool) -> Table:
-    table = Table(title="Probes", title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("probe", no_wrap=True)
-    table.add_column("status")
-    table.add_column("time", justify="right")
-    table.add_column("what it saw", overflow="fold")
+    table = Table(title=t("Probes"), title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column(t("probe"), no_wrap=True)
+    table.add_column(t("status"))
+    table.add_column(t("time"), justify="right")
+    table.add_column(t("what it saw"), overflow="fold")
     rows = probe_rows([{"name": show(p.name), "status": p.status, "duration_s": p.duration_s,
                         "summary": probe_summary(p)} for p in report.probes], verbose)
     for row in rows:
-        table.add_row(Text(row["name"]), Text(row["status"], style=STATUS_STYLE.get(row["status"], "")),
+        table.add_row(Text(row["name"]), Text(status_word(row["status"]), style=STATUS_STYLE.get(row["status"], "")),
                       f"{row['duration_s']:.2f}s", Text(row["summary"]))
     if len(rows) < len(report.probes):
-        table.caption = "probes skipped for one reason share a row; --verbose shows each"
+        table.caption = t("probes skipped for one reason share a row; --verbose shows each")
         table.caption_justify = "left"
     return table
 
@@ -94,6 +99,6 @@ def render(report: ScanReport, console: Console, verbose: bool = False) -> None:
     parts: list[RenderableType] = [verdict(report), Text("")]
     parts += _findings(report)
     for message in report.rule_errors:
-        parts.append(Text(f"rule error: {show(message)}", style="red"))
+        parts.append(Text(t("rule error: {message}", message=show(message)), style="red"))
     parts.append(_probes(report, verbose))
     console.print(Group(*parts))

@@ -109,7 +109,11 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
     def reload():  # the scan's options built as a scan builds them (doctor/commands/setup.py)
         return load_daemon(config_path, rule_files, flags, host)
 
-    service = Daemon(reload(), reload, host=host, textfile=daemon_text)
+    # --lang wins over the config's lang, which wins over LLM_DOCTOR_LANG and the locale
+    from doctor.commands.lang import argv_lang
+
+    service = Daemon(reload(), reload, host=host, textfile=daemon_text,
+                     lang_flag=argv_lang(sys.argv[1:]))
     sys.exit(service.run())
 
 

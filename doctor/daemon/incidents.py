@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from doctor.i18n import t
 from doctor.output import write_atomic
 
 log = logging.getLogger("llm-doctor.reports")
@@ -33,13 +34,13 @@ def unusable(folder: str) -> str | None:
     try:
         os.makedirs(folder, exist_ok=True)
         if not stat.S_ISDIR(os.stat(folder).st_mode):
-            return "is not a directory"
+            return t("is not a directory")
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".incident-check-"):
             pass
     except FileExistsError:
-        return "exists and is not a directory"
+        return t("exists and is not a directory")
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
-        return f"cannot write a report there: {getattr(exc, 'strerror', None) or exc}"
+        return t("cannot write a report there: {error}", error=getattr(exc, "strerror", None) or exc)
     return None
 
 
@@ -50,12 +51,14 @@ def write_report(folder: str, name: str, html: str, keep: int) -> Path | None:
         root.mkdir(parents=True, exist_ok=True)
         write_atomic(root / name, html)
     except OSError as exc:
-        log.error("cannot write incident report %s: %s", root / name, exc.strerror or exc)
+        log.error("%s", t("cannot write incident report {path}: {error}", path=root / name,
+                          error=exc.strerror or exc))
         return None
     reports = sorted(root.glob("incident-*.html"))
     for old in reports[: max(0, len(reports) - max(1, keep))]:
         try:
             old.unlink()
         except OSError as exc:
-            log.error("cannot remove old report %s: %s", old, exc.strerror)
+            log.error("%s", t("cannot remove old report {path}: {error}", path=old,
+                              error=exc.strerror))
     return root / name

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from doctor.config import ConfigError
 from doctor.daemon.settings import Settings, read_setting_file
+from doctor.i18n import t
 
 MAX_PASSWORD_BYTES = 4096
 MAX_PEM_BYTES = 1 << 20  # a certificate chain is a few KiB
@@ -29,15 +30,15 @@ def metrics_app(registry: CollectorRegistry, settings: Settings) -> Callable:
     """The WSGI app to serve; ConfigError when the basic-auth settings are wrong."""
     app = _routes(make_wsgi_app(registry))
     if bool(settings.basic_auth_user) != bool(settings.basic_auth_password_file):
-        raise ConfigError("basic auth needs both daemon.basic_auth_user and "
-                          "daemon.basic_auth_password_file")
+        raise ConfigError(t("basic auth needs both daemon.basic_auth_user and "
+                            "daemon.basic_auth_password_file"))
     if not settings.basic_auth_user:
         return app
     password = read_setting_file("basic_auth_password_file", settings.basic_auth_password_file,
-                                 "basic-auth password file", MAX_PASSWORD_BYTES).strip()
+                                 t("basic-auth password file"), MAX_PASSWORD_BYTES).strip()
     if not password:
-        raise ConfigError(f"daemon.basic_auth_password_file {settings.basic_auth_password_file}: "
-                          "the file is empty; write the password in it")
+        raise ConfigError(t("daemon.basic_auth_password_file {path}: the file is empty; write "
+                            "the password in it", path=settings.basic_auth_password_file))
     return _basic_auth(app, settings.basic_auth_user, password)
 
 
@@ -98,20 +99,21 @@ def _routes(metrics: Callable) -> Callable:
 def tls_context(settings: Settings) -> ssl.SSLContext | None:
     """The server's TLS context from daemon.tls_cert_file and tls_key_file; None without."""
     if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
-        raise ConfigError("TLS needs both daemon.tls_cert_file and daemon.tls_key_file")
+        raise ConfigError(t("TLS needs both daemon.tls_cert_file and daemon.tls_key_file"))
     if not settings.tls_cert_file:
         return None
     # Read first through the guarded reader: a FIFO, a device or a huge file is refused at
     # once, and load_cert_chain (which opens the paths itself) then reads what was checked.
-    read_setting_file("tls_cert_file", settings.tls_cert_file, "TLS certificate", MAX_PEM_BYTES)
-    read_setting_file("tls_key_file", settings.tls_key_file, "TLS key", MAX_PEM_BYTES)
+    read_setting_file("tls_cert_file", settings.tls_cert_file, t("TLS certificate"), MAX_PEM_BYTES)
+    read_setting_file("tls_key_file", settings.tls_key_file, t("TLS key"), MAX_PEM_BYTES)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.options |= ssl.OP_NO_RENEGOTIATION  # a renegotiating client is a CPU sink
     try:
         context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"daemon.tls_cert_file {settings.tls_cert_file}, daemon.tls_key_file "
-                          f"{settings.tls_key_file}: cannot load the TLS certificate and key: "
-                          f"{exc}; give a PEM certificate and its unencrypted key") from None
+        raise ConfigError(t("daemon.tls_cert_file {cert}, daemon.tls_key_file {key}: cannot load "
+                            "the TLS certificate and key: {error}; give a PEM certificate and "
+                            "its unencrypted key", cert=settings.tls_cert_file,
+                            key=settings.tls_key_file, error=exc)) from None
     return context

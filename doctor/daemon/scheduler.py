@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from doctor.seam.host import Host
 from doctor.model import ProbeResult, ProbeSpec, ScanOptions
 from doctor.runner import ProbeCall, unmet  # the runner's isolation boundary, reused as is
+from doctor.i18n import t
 
 
 @dataclass(slots=True)
@@ -158,7 +159,8 @@ class Scheduler:
             elif not slot.timeout_reported and now - slot.started > slot.spec.timeout_s:
                 slot.timeout_reported = True
                 slot.last = ProbeResult(slot.spec.name, "timeout", slot.spec.timeout_s,
-                                        f"no result within {slot.spec.timeout_s:g} s")
+                                        t("no result within {timeout:g} s",
+                                          timeout=slot.spec.timeout_s))
                 out.append(slot.last)
         return out
 
@@ -172,7 +174,8 @@ class Scheduler:
             if slot.timeout_reported:  # hung: say so on every beat, start nothing
                 cycle.results.append(ProbeResult(
                     slot.spec.name, "timeout", now - slot.started,
-                    f"still running since {now - slot.started:.0f} s ago; not started again"))
+                    t("still running since {seconds:.0f} s ago; not started again",
+                      seconds=now - slot.started)))
             return
         slot.call = ProbeCall(slot.spec, self.host, self.options)
         slot.started, slot.timeout_reported = now, False
@@ -182,7 +185,8 @@ class Scheduler:
             slot.call = None
             cycle.results.append(ProbeResult(
                 slot.spec.name, "error", 0.0,
-                f"cannot start a thread for this probe ({exc}): the daemon is at its thread or "
-                "address-space limit (ulimit -u, ulimit -v); tried again at its next run"))
+                t("cannot start a thread for this probe ({error}): the daemon is at its thread or "
+                  "address-space limit (ulimit -u, ulimit -v); tried again at its next run",
+                  error=exc)))
             return
         cycle.started.append(slot.spec.name)

@@ -52,6 +52,7 @@ from doctor.config import ConfigError
 from doctor.daemon.http_request import BadRequest, Request, parse_request, response
 from doctor.daemon.metrics_app import metrics_app, tls_context
 from doctor.daemon.settings import Settings
+from doctor.i18n import t
 
 log = logging.getLogger("llm-doctor.seam.http")
 
@@ -141,7 +142,8 @@ class MetricsServer:
                     # The loop's isolation boundary: a bug met by one connection closes that
                     # connection (one log line), never the loop every scrape needs.
                     except Exception as exc:  # noqa: BLE001
-                        log.error("the metrics server dropped a connection: %s", _one_line(exc))
+                        log.error("%s", t("the metrics server dropped a connection: {error}",
+                                            error=_one_line(exc)))
                         if isinstance(key.data, _Conn):
                             self._close(key.data)
         finally:
@@ -191,8 +193,8 @@ class MetricsServer:
             except OSError as exc:  # out of descriptors or memory: free one, or wait a little
                 if exc.errno == errno.ECONNABORTED:
                     continue
-                self._warn("accept", f"cannot accept a connection: {exc.strerror}; closing "
-                                     "the longest idle one")
+                self._warn("accept", t("cannot accept a connection: {error}; closing the "
+                                       "longest idle one", error=exc.strerror))
                 if not self._evict():
                     self._selector.unregister(self.socket)
                     self._accept_paused_until = now + 0.1
@@ -223,8 +225,8 @@ class MetricsServer:
                    or [c for c in self._conns if c.state == _WRITE])
         if not waiting:
             return False
-        self._warn("limit", f"{self.limits.max_connections} connections open: closing the "
-                            "longest idle ones for new ones")
+        self._warn("limit", t("{count} connections open: closing the longest idle ones for "
+                              "new ones", count=self.limits.max_connections))
         self._close(min(waiting, key=lambda c: (c.since, c.serial)))
         return True
 
@@ -388,7 +390,8 @@ class MetricsServer:
         # The server's isolation boundary: a bug behind one request must not reach the wire
         # (a traceback tells an attacker the code) nor stop the next scrape.
         except Exception as exc:  # noqa: BLE001
-            log.error("%s from %s: %s; answered 500", conn.head, conn.peer, _one_line(exc))
+            log.error("%s", t("{request} from {peer}: {error}; answered 500", request=conn.head,
+                                peer=conn.peer, error=_one_line(exc)))
             return response("500 Internal Server Error", [("Content-Type", "text/plain")],
                             b"the daemon could not answer this request; its log says why\n",
                             conn.keep_alive)
@@ -446,8 +449,9 @@ def _listener(host: str, port: int, backlog: int, listen: str) -> socket.socket:
         sock.listen(backlog)
     except OSError as exc:
         sock.close()
-        raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}; choose another "
-                          "address with --listen or daemon.listen") from None
+        raise ConfigError(t("cannot listen on {listen}: {error}; choose another address with "
+                            "--listen or daemon.listen", listen=listen,
+                            error=exc.strerror or exc)) from None
     return sock
 
 
@@ -464,6 +468,7 @@ def serve(registry: CollectorRegistry, settings: Settings,
         thread.start()
     except RuntimeError as exc:  # "can't start new thread": at start, nothing else to blame
         listener.close()
-        raise ConfigError(f"cannot start the metrics server's threads ({exc}): the daemon is at "
-                          "its thread or address-space limit (ulimit -u, ulimit -v)") from None
+        raise ConfigError(t("cannot start the metrics server's threads ({error}): the daemon is "
+                            "at its thread or address-space limit (ulimit -u, ulimit -v)",
+                            error=exc)) from None
     return server, thread

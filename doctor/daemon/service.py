@@ -10,6 +10,11 @@ evaluation, whatever it finds: doctor/daemon/baseline.py). One loop thread does 
 the server's threads are fixed at start (doctor/daemon/server.py), so no client can take the
 probes' threads. These handlers are installed once the server is up: until then SIGTERM has
 its default action and stops the daemon at any point of its start.
+
+The daemon speaks one language (its logs, its alerts' summaries and descriptions, its
+incident reports): ``--lang``, else the config file's top-level ``lang``, else
+LLM_DOCTOR_LANG, then the locale (``daemon_lang``); a reload that changes ``lang`` changes it.
+Metric names, label names and label values are the same in every language.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from doctor.daemon.scheduler import Scheduler
 from doctor.daemon.metrics_app import metrics_app, tls_context
 from doctor.daemon.server import MetricsServer, serve
 from doctor.daemon.settings import Settings
+from doctor.i18n import current, parse_lang, resolve, set_lang, t
 from doctor.output import write_atomic
 from doctor.rules.evaluate import evaluate
 from doctor.seam.host import Host
@@ -48,6 +54,17 @@ log = logging.getLogger("llm-doctor")
 _RESTART_KEYS = ("listen",)
 
 
+def daemon_lang(config: Config, flag: str | None = None,
+                env: dict[str, str] | None = None) -> str:
+    """The daemon's language: ``flag`` (--lang), else the config's ``lang``, else
+    LLM_DOCTOR_LANG, then the locale, else English (doctor.i18n.resolve)."""
+    if flag:
+        return parse_lang(flag)
+    if config.lang:
+        return config.lang
+    return resolve(None, env)
+
+
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """Everything a reload replaces at once."""
@@ -60,8 +77,11 @@ class Loaded:
 
 class Daemon:
     def __init__(self, loaded: Loaded, reload: Any, host: Host | None = None,
-                 textfile: Callable[[DoctorCollector, float], str] | None = None) -> None:
+                 textfile: Callable[[DoctorCollector, float], str] | None = None,
+                 lang_flag: str | None = None) -> None:
         self.loaded, self._reload = loaded, reload
+        self.lang_flag = lang_flag  # --lang as given; None: the config's lang decides
+        set_lang(daemon_lang(loaded.config, lang_flag))
         self.host = host or LiveHost()
         self.stop_event = threading.Event()
         self.reload_requested = False
@@ -116,33 +136,41 @@ class Daemon:
         try:
             loaded = self._reload()
         except Exception as exc:  # ConfigError, RuleError, OSError: the message names the file
-            log.error("reload failed, keeping the previous configuration: %s", exc)
+            log.error("%s", t("reload failed, keeping the previous configuration: {error}",
+                                error=exc))
             return
         problem = self._unusable(loaded.settings)
         if problem:
-            log.error("reload failed, keeping the previous configuration: %s", problem)
+            log.error("%s", t("reload failed, keeping the previous configuration: {error}",
+                                error=problem))
             return
         try:
             served = self._served(loaded.settings)
         except ConfigError as exc:  # names the file and the setting
-            log.error("reload failed, keeping the previous configuration: %s", exc)
+            log.error("%s", t("reload failed, keeping the previous configuration: {error}",
+                                error=exc))
             return
         changed = [key for key in _RESTART_KEYS
                    if getattr(loaded.settings, key) != getattr(self.loaded.settings, key)]
         if bool(loaded.settings.tls_cert_file) != bool(self.loaded.settings.tls_cert_file):
             changed.append("tls_cert_file")
         if changed:
-            log.warning("%s: changes need a restart; still serving on %s as before",
-                        ", ".join(f"daemon.{k}" for k in changed), self.loaded.settings.listen)
+            log.warning("%s", t("{keys}: changes need a restart; still serving on {listen} as before",
+                                  keys=", ".join(f"daemon.{k}" for k in changed),
+                                  listen=self.loaded.settings.listen))
         if served is not None and self.server is not None:
             app, tls = served
             self.server.app = app
             if (tls is None) == (self.server.tls is None):
                 self.server.tls = tls
-            log.info("metrics server: basic auth %s, TLS %s (read again)",
-                     "on" if loaded.settings.basic_auth_user else "off",
-                     loaded.settings.tls_cert_file or "off")
+            log.info("%s", t("metrics server: basic auth {auth}, TLS {tls} (read again)",
+                               auth=t("on") if loaded.settings.basic_auth_user else t("off"),
+                               tls=loaded.settings.tls_cert_file or t("off")))
         self.loaded = loaded
+        before = current()
+        set_lang(daemon_lang(loaded.config, self.lang_flag))
+        if current() != before:
+            log.info("%s", t("language: {lang}", lang=current()))
         self.tracker.for_s = self._for_s()
         self.tracker.resolve_after = loaded.settings.resolve_after
         self.scheduler.reconfigure(PROBES, loaded.options, loaded.settings.interval_s,
@@ -155,8 +183,8 @@ class Daemon:
         gone = self.tracker.forget(enabled, wall)
         expires = 4 * max(loaded.settings.resend_s, loaded.settings.interval_s)
         self.dispatcher.submit(sinks.payloads(gone, self.instance, wall, expires), "resolved")
-        log.info("configuration reloaded: %d rules, interval %gs", len(loaded.rules),
-                 loaded.settings.interval_s)
+        log.info("%s", t("configuration reloaded: {rules} rules, interval {interval:g}s",
+                           rules=len(loaded.rules), interval=loaded.settings.interval_s))
 
     def _served(self, settings: Settings) -> tuple[Any, ssl.SSLContext | None] | None:
         """The server's app and TLS context built from ``settings`` (the password file and
@@ -171,8 +199,8 @@ class Daemon:
         if not settings.report_dir:
             return None
         why = incidents.unusable(settings.report_dir)
-        return why and (f"the incident report folder {settings.report_dir} (--report-dir or "
-                        f"daemon.report_dir) {why}")
+        return why and t("the incident report folder {folder} (--report-dir or "
+                         "daemon.report_dir) {why}", folder=settings.report_dir, why=why)
 
     # the loop -----------------------------------------------------------------------------
     def run(self) -> int:
@@ -186,7 +214,8 @@ class Daemon:
         host, port = server.server_address[:2]
         scheme = "https" if self.loaded.settings.tls_cert_file else "http"
         shown = f"[{host}]" if ":" in host else host
-        log.info("serving metrics on %s://%s:%d/metrics", scheme, shown, port)
+        log.info("%s", t("serving metrics on {scheme}://{host}:{port}/metrics", scheme=scheme,
+                           host=shown, port=port))
         try:
             while not self.stop_event.is_set():
                 started = time.monotonic()
@@ -197,14 +226,14 @@ class Daemon:
                 # The daemon's isolation boundary: a bug in one beat (a rule, a record of a
                 # shape nobody expected) is logged with its traceback and the next beat runs.
                 except Exception:  # noqa: BLE001
-                    log.exception("this beat failed; the daemon carries on")
+                    log.exception("%s", t("this beat failed; the daemon carries on"))
                 self.stop_event.wait(max(0.0, started + self.loaded.settings.interval_s
                                          - time.monotonic()))
         finally:
             server.shutdown()
             server.server_close()
             self.dispatcher.close()
-            log.info("stopped")
+            log.info("%s", t("stopped"))
         return 0
 
     def serving(self) -> bool:
@@ -248,7 +277,7 @@ class Daemon:
         results = self.results()
         findings, errors = evaluate(self.loaded.rules, results, self.loaded.config)
         for message in errors:
-            log.error("rule error: %s", message)
+            log.error("%s", t("rule error: {message}", message=message))
         ok = {r.name for r in results if r.status == "ok"}
         evaluated = {r.id for r in self.loaded.rules if set(r.probes) <= ok}
         wall = time.time()
@@ -288,14 +317,15 @@ class Daemon:
         try:
             state.write(s.state_file, data)
         except (OSError, ConfigError) as exc:
-            problem = f"cannot write the state file {s.state_file} (--state-file): {exc}"
+            problem = t("cannot write the state file {path} (--state-file): {error}",
+                        path=s.state_file, error=exc)
             if problem != self._state_problem:
-                log.error("%s; npd and slurm-healthcheck will read this host as unknown",
-                          problem)
+                log.error("%s", t("{problem}; npd and slurm-healthcheck will read this host as "
+                                    "unknown", problem=problem))
             self._state_problem = problem
             return
         if self._state_problem:
-            log.info("state file %s written again", s.state_file)
+            log.info("%s", t("state file {path} written again", path=s.state_file))
         self._state_problem = ""
 
     def _write_baseline(self, results: list[ProbeResult], findings, wall: float) -> None:
@@ -304,8 +334,8 @@ class Daemon:
         s = self.loaded.settings
         if not s.state_file:
             if self.baseline.requested:
-                self._baseline_log(logging.WARNING, "SIGUSR2: no baseline is kept without a "
-                                   "state file (--state-file, daemon.state_file)")
+                self._baseline_log(logging.WARNING, t("SIGUSR2: no baseline is kept without a "
+                                                      "state file (--state-file, daemon.state_file)"))
                 self.baseline.failed()
             return
         path = baseline.baseline_path(s.state_file)
@@ -318,11 +348,12 @@ class Daemon:
             baseline.write(path, data)
         except (OSError, ConfigError) as exc:
             self.baseline.failed()
-            self._baseline_log(logging.ERROR, f"cannot write the baseline {path}: {exc}")
+            self._baseline_log(logging.ERROR, t("cannot write the baseline {path}: {error}",
+                                                path=path, error=exc))
             return
         self.baseline.written(path)
         self._baseline_said = ""
-        log.info("baseline written to %s (%s)", path, why)
+        log.info("%s", t("baseline written to {path} ({why})", path=path, why=why))
 
     def _baseline_log(self, level: int, message: str) -> None:
         if message != self._baseline_said:
@@ -338,13 +369,15 @@ class Daemon:
         try:
             write_atomic(path, self.textfile(self.collector, wall))
         except OSError as exc:
-            problem = f"cannot write the textfile {path} (--textfile): {exc.strerror or exc}"
+            problem = t("cannot write the textfile {path} (--textfile): {error}", path=path,
+                        error=exc.strerror or exc)
             if problem != self._textfile_problem:
-                log.error("%s; node_exporter serves the last one written, if any", problem)
+                log.error("%s", t("{problem}; node_exporter serves the last one written, if any",
+                                    problem=problem))
             self._textfile_problem = problem
             return
         if self._textfile_problem:
-            log.info("textfile %s written again", path)
+            log.info("%s", t("textfile {path} written again", path=path))
         self._textfile_problem = ""
 
     def _own_samples(self) -> list[tuple[str, tuple[tuple[str, str], ...], float]]:
@@ -381,11 +414,12 @@ class Daemon:
         try:
             html = render_incident(report, self.history, alert)
         except Exception as exc:  # a report must never stop the alert it belongs to
-            log.error("cannot render the incident report for %s: %s", alert.rule, exc)
+            log.error("%s", t("cannot render the incident report for {rule}: {error}",
+                                rule=alert.rule, error=exc))
             return ""
         name = incidents.report_name(alert.rule, alert.key, wall)
         path = incidents.write_report(self.loaded.settings.report_dir, name, html,
                                       self.loaded.settings.report_keep)
         if path:
-            log.info("incident report written to %s", path)
+            log.info("%s", t("incident report written to {path}", path=path))
         return str(path or "")

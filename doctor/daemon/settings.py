@@ -47,6 +47,7 @@ from doctor.config import ConfigError
 from doctor.durations import parse as parse_duration
 from doctor.endpoints import EndpointError
 from doctor.endpoints import parse as parse_endpoint
+from doctor.i18n import lazy, t, translated
 from doctor.tomlfile import LineIndex, read_text
 from doctor.vocabulary import suggest
 
@@ -60,11 +61,11 @@ FLAGS = {"listen": "--listen", "interval_s": "--interval", "kernel_interval_s": 
 DAY_S = 86400.0
 # The range of each number, in its unit (seconds, reports, evaluations), and why.
 BOUNDS: dict[str, tuple[float, float, str]] = {
-    "interval_s": (1.0, DAY_S, "between 1s and 24h (each beat starts the probes' threads)"),
-    "resend_s": (1.0, DAY_S, "between 1s and 24h"),
-    "history_s": (60.0, 30 * DAY_S, "between 1m and 720h"),
-    "report_keep": (1, 100_000, "a whole number from 1 to 100000"),
-    "resolve_after": (1, 1000, "a whole number from 1 to 1000 (evaluations)"),
+    "interval_s": (1.0, DAY_S, lazy("between 1s and 24h (each beat starts the probes' threads)")),
+    "resend_s": (1.0, DAY_S, lazy("between 1s and 24h")),
+    "history_s": (60.0, 30 * DAY_S, lazy("between 1m and 720h")),
+    "report_keep": (1, 100_000, lazy("a whole number from 1 to 100000")),
+    "resolve_after": (1, 1000, lazy("a whole number from 1 to 1000 (evaluations)")),
 }
 KERNEL_MIN_S = 60.0  # a micro-kernel loads the machine for seconds: not more than once a minute
 MAX_FOR_S = 30 * DAY_S
@@ -114,30 +115,32 @@ class Settings:
         try:
             return parse_listen(self.listen)
         except ValueError as exc:
-            raise ConfigError(f"listen address {_shown(self.listen)}: {exc}") from None
+            raise ConfigError(t("listen address {value}: {error}", value=_shown(self.listen),
+                                error=exc)) from None
 
 
 def parse_listen(text: str) -> tuple[str, int]:
     """HOST:PORT as (host, port); ValueError saying what is wrong with it."""
     if len(text) > 300 or not text.isprintable():
-        raise ValueError("holds a control character or is too long; "
-                         "write HOST:PORT, e.g. 127.0.0.1:9411")
+        raise ValueError(t("holds a control character or is too long; "
+                           "write HOST:PORT, e.g. 127.0.0.1:9411"))
     host, colon, port = text.rpartition(":")
     if not colon or not host:
-        raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:9411 or [::1]:9411")
+        raise ValueError(t("must be HOST:PORT, e.g. 127.0.0.1:9411 or [::1]:9411"))
     if not _PORT.fullmatch(port) or int(port) > 65535:
-        raise ValueError(f"the port {port!r:.20} is not a number from 0 to 65535 "
-                         "(HOST:PORT, e.g. 127.0.0.1:9411)")
+        raise ValueError(t("the port {port} is not a number from 0 to 65535 "
+                           "(HOST:PORT, e.g. 127.0.0.1:9411)", port=f"{port!r:.20}"))
     if host.startswith("[") and host.endswith("]"):
         try:
             ipaddress.IPv6Address(host[1:-1])
         except ValueError:
-            raise ValueError(f"{host!r:.60} is not an IPv6 address like [::1]") from None
+            raise ValueError(t("{host} is not an IPv6 address like [::1]",
+                               host=f"{host!r:.60}")) from None
         return host[1:-1], int(port)
     if ":" in host:
-        raise ValueError("HOST:PORT with one colon; an IPv6 address goes in brackets, [::1]:9411")
+        raise ValueError(t("HOST:PORT with one colon; an IPv6 address goes in brackets, [::1]:9411"))
     if len(host) > 253 or not _HOST_NAME.fullmatch(host):
-        raise ValueError(f"{host!r:.60} is not an IPv4 address or a host name")
+        raise ValueError(t("{host} is not an IPv4 address or a host name", host=f"{host!r:.60}"))
     return host, int(port)
 
 
@@ -145,7 +148,7 @@ def _shown(value: Any) -> str:
     """A value for a message: short, escaped, a 400-digit number said as such (Python will
     not even print one of over 4,300 digits)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
-        return f"a {int(value.bit_length() * math.log10(2)) + 1}-digit number"
+        return t("a {digits}-digit number", digits=int(value.bit_length() * math.log10(2)) + 1)
     return f"{value!r:.80}"
 
 
@@ -155,42 +158,47 @@ def _number(at: str, attr: str, value: Any, given: Any) -> float | int:
     whole = isinstance(getattr(Settings(), attr), int)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             whole and not isinstance(value, int)):
-        kind = "a whole number" if whole else "a duration like \"30s\" or a number of seconds"
-        raise ConfigError(f"{at} = {_shown(given)}: must be {kind}")
+        kind = t("a whole number") if whole else t("a duration like \"30s\" or a number of seconds")
+        raise ConfigError(t("{at} = {value}: must be {kind}", at=at, value=_shown(given), kind=kind))
     if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{at} = {_shown(given)}: must be a finite number")
+        raise ConfigError(t("{at} = {value}: must be a finite number", at=at, value=_shown(given)))
     if attr == "kernel_interval_s":
         if value != 0 and not KERNEL_MIN_S <= value <= 30 * DAY_S:
-            raise ConfigError(f"{at} = {_shown(given)}: must be 0s (only on SIGUSR1) or "
-                              "between 1m and 720h")
+            raise ConfigError(t("{at} = {value}: must be 0s (only on SIGUSR1) or "
+                                "between 1m and 720h", at=at, value=_shown(given)))
     elif attr in BOUNDS:
         low, high, what = BOUNDS[attr]
         if not low <= value <= high:
-            raise ConfigError(f"{at} = {_shown(given)}: must be {what}")
+            raise ConfigError(t("{at} = {value}: must be {kind}", at=at, value=_shown(given),
+                                kind=translated(what)))
     return value if whole else float(value)
 
 
 def _text(at: str, value: Any, what: str) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"{at} = {_shown(value)}: must be a string ({what})")
+        raise ConfigError(t("{at} = {value}: must be a string ({what})", at=at,
+                            value=_shown(value), what=what))
     if len(value) > MAX_TEXT or not value.isprintable():
-        raise ConfigError(f"{at} = {_shown(value)}: holds a control character or is over "
-                          f"{MAX_TEXT} characters; write {what}")
+        raise ConfigError(t("{at} = {value}: holds a control character or is over {max} "
+                            "characters; write {what}", at=at, value=_shown(value),
+                            max=MAX_TEXT, what=what))
     return value
 
 
 def _url(at: str, value: Any) -> str:
-    text = _text(at, value, "a URL like http://127.0.0.1:9093")
+    text = _text(at, value, t("a URL like http://127.0.0.1:9093"))
     try:
         parts = urlsplit(text)
         parts.port  # noqa: B018 (ValueError when it is not a number from 0 to 65535)
     except ValueError as exc:
-        raise ConfigError(f"{at} = {_shown(text)}: not a URL ({exc})") from None
+        raise ConfigError(t("{at} = {value}: not a URL ({error})", at=at, value=_shown(text),
+                            error=exc)) from None
     if parts.scheme not in ("http", "https") or not parts.hostname or " " in text:
-        raise ConfigError(f"{at} = {_shown(text)}: must be an http:// or https:// URL with a host")
+        raise ConfigError(t("{at} = {value}: must be an http:// or https:// URL with a host",
+                            at=at, value=_shown(text)))
     if "@" in parts.netloc:
-        raise ConfigError(f"{at}: a user or password in the URL is never sent (and would be "
-                          "logged with a failed delivery); give the URL without it")
+        raise ConfigError(t("{at}: a user or password in the URL is never sent (and would be "
+                            "logged with a failed delivery); give the URL without it", at=at))
     return text
 
 
@@ -200,41 +208,44 @@ def _checked(at: str, attr: str, value: Any, given: Any = None) -> Any:
     if attr in BOUNDS or attr == "kernel_interval_s":
         return _number(at, attr, value, value if given is None else given)
     if attr == "endpoints":
-        return tuple(_endpoint(at, v) for v in _strings(at, value, "endpoint URLs"))
+        return tuple(_endpoint(at, v) for v in _strings(at, value, t("endpoint URLs")))
     if attr in ("model_dirs", "rule_files"):
-        return _strings(at, value, "paths")
+        return _strings(at, value, t("paths"))
     if attr in ("alertmanager", "webhook"):
         if not isinstance(value, (list, tuple)) or len(value) > MAX_URLS:
-            raise ConfigError(f"{at}: must be a list of at most {MAX_URLS} URLs, "
-                              "e.g. [\"http://127.0.0.1:9093\"]")
+            raise ConfigError(t("{at}: must be a list of at most {max} URLs, "
+                                "e.g. [\"http://127.0.0.1:9093\"]", at=at, max=MAX_URLS))
         return tuple(_url(at, v) for v in value)
     if attr in ("kernels_while_serving", "requests"):
         if not isinstance(value, bool):
-            raise ConfigError(f"{at} = {_shown(value)}: must be true or false")
+            raise ConfigError(t("{at} = {value}: must be true or false", at=at, value=_shown(value)))
         return value
     if attr == "level":
         if value not in LEVELS:  # noqa: SIM102
-            raise ConfigError(f"{at} = {_shown(value)}; use quick, standard or full")
+            raise ConfigError(t("{at} = {value}; use quick, standard or full", at=at,
+                                value=_shown(value)))
         return value
     if attr == "listen":
         try:
             parse_listen(_text(at, value, "HOST:PORT"))
         except ValueError as exc:
-            raise ConfigError(f"{at} = {_shown(value)}: {exc}") from None
+            raise ConfigError(t("{at} = {value}: {error}", at=at, value=_shown(value),
+                                error=exc)) from None
         return value
     if attr == "basic_auth_user":
-        user = _text(at, value, "a user name")
+        user = _text(at, value, t("a user name"))
         if ":" in user:
-            raise ConfigError(f"{at}: a basic-auth user name cannot hold ':' (RFC 7617)")
+            raise ConfigError(t("{at}: a basic-auth user name cannot hold ':' (RFC 7617)", at=at))
         return user
     if attr == "textfile":
-        path = _text(at, value, "a path ending in .prom")
+        path = _text(at, value, t("a path ending in .prom"))
         if path and not path.endswith(".prom"):  # node_exporter would never read it
-            raise ConfigError(f"{at} = {_shown(path)}: node_exporter's textfile collector "
-                              "reads only files named *.prom; name it e.g. "
-                              "/var/lib/node_exporter/textfile/llm-doctor.prom")
+            raise ConfigError(t("{at} = {value}: node_exporter's textfile collector reads only "
+                                "files named *.prom; name it e.g. "
+                                "/var/lib/node_exporter/textfile/llm-doctor.prom", at=at,
+                                value=_shown(path)))
         return path
-    return _text(at, value, "a path")  # report_dir, state_file and the three files
+    return _text(at, value, t("a path"))  # report_dir, state_file and the three files
 
 
 def _strings(at: str, value: Any, what: str) -> tuple[str, ...]:
@@ -242,8 +253,8 @@ def _strings(at: str, value: Any, what: str) -> tuple[str, ...]:
         value = [value]
     if (not isinstance(value, (list, tuple)) or len(value) > MAX_URLS
             or not all(isinstance(v, str) and v and "\0" not in v for v in value)):
-        raise ConfigError(f"{at}: must be a list of at most {MAX_URLS} {what} (strings), "
-                          f"not {_shown(value)}")
+        raise ConfigError(t("{at}: must be a list of at most {max} {what} (strings), not {value}",
+                            at=at, max=MAX_URLS, what=what, value=_shown(value)))
     return tuple(value)
 
 
@@ -270,8 +281,8 @@ def _value(at: str, key: str, attr: str, value: Any) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return value  # seconds, checked for range by _checked
         if not isinstance(value, str):  # [], {} or false would read as "no duration": 0 s
-            raise ConfigError(f"{at} = {_shown(value)}: must be a duration like \"30s\" or a "
-                              "number of seconds")
+            raise ConfigError(t("{at} = {value}: must be a duration like \"30s\" or a number "
+                                "of seconds", at=at, value=_shown(value)))
         try:  # "30s" (doctor/durations.py: bounded, finite)
             return parse_duration(value)
         except ValueError as exc:
@@ -292,7 +303,7 @@ def load_settings(path: Path | None) -> Settings:
     text, data = read_toml(path, "config file", ConfigError, MAX_CONFIG_BYTES)
     table = data.get("daemon", {})
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: daemon must be a table ([daemon])")
+        raise ConfigError(t("{where}: daemon must be a table ([daemon])", where=path))
     lines = LineIndex(text)
     keys = _keys()
     values: dict[str, Any] = {}
@@ -301,7 +312,8 @@ def load_settings(path: Path | None) -> Settings:
         at = f"{where}: daemon.{key}"
         if key == "for":
             if not isinstance(value, dict):
-                raise ConfigError(f"{path}: [daemon.for] must be a table of rule = \"5m\"")
+                raise ConfigError(t("{path}: [daemon.for] must be a table of rule = \"5m\"",
+                                    path=path))
             try:
                 values["for_s"] = {rule: parse_duration(v) for rule, v in value.items()}
             except ValueError as exc:
@@ -309,8 +321,8 @@ def load_settings(path: Path | None) -> Settings:
             _check_for(path, lines, values["for_s"])
             continue
         if key not in keys:
-            raise ConfigError(f"{where}: unknown key daemon.{key}"
-                              f"{suggest(key, keys)}; docs/daemon.md lists them")
+            raise ConfigError(t("{where}: unknown key daemon.{key}{suggestion}; docs/daemon.md "
+                                "lists them", where=where, key=key, suggestion=suggest(key, keys)))
         values[keys[key]] = _checked(at, keys[key], _value(at, key, keys[key], value), value)
     settings = Settings(**values)
     _check_pairs(path, settings)
@@ -320,16 +332,18 @@ def load_settings(path: Path | None) -> Settings:
 def _check_for(path: Path, lines: LineIndex, for_s: dict[str, float]) -> None:
     for rule, seconds in for_s.items():
         if not 0 <= seconds <= MAX_FOR_S or len(rule) > 200 or not rule.isprintable():
-            raise ConfigError(f"{path}:{lines.table('daemon.for', rule)}: [daemon.for] "
-                              f"{_shown(rule)}: a rule id with a window from 0s to 720h")
+            raise ConfigError(t("{where}: [daemon.for] {rule}: a rule id with a window from 0s "
+                                "to 720h", where=f"{path}:{lines.table('daemon.for', rule)}",
+                                rule=_shown(rule)))
 
 
 def _check_pairs(path: Path, settings: Settings) -> None:
     if bool(settings.basic_auth_user) != bool(settings.basic_auth_password_file):
-        raise ConfigError(f"{path}: basic auth needs both daemon.basic_auth_user and "
-                          "daemon.basic_auth_password_file")
+        raise ConfigError(t("{path}: basic auth needs both daemon.basic_auth_user and "
+                            "daemon.basic_auth_password_file", path=path))
     if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
-        raise ConfigError(f"{path}: TLS needs both daemon.tls_cert_file and daemon.tls_key_file")
+        raise ConfigError(t("{path}: TLS needs both daemon.tls_cert_file and daemon.tls_key_file",
+                            path=path))
 
 
 def with_flags(settings: Settings, **flags: Any) -> Settings:
@@ -348,7 +362,8 @@ def read_setting_file(key: str, path: str, what: str, max_bytes: int) -> str:
     ``max_bytes``, opened without blocking (doctor/tomlfile.read_text), else ConfigError
     naming the key."""
     if not path or "\0" in path:
-        raise ConfigError(f"daemon.{key} = {_shown(path)}: name the {what}")
+        raise ConfigError(t("daemon.{key} = {value}: name the {what}", key=key, value=_shown(path),
+                            what=what))
     try:
         return read_text(Path(path), what, _Unreadable, max_bytes)
     except _Unreadable as exc:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from doctor.daemon.alerts import Alert
 from doctor.daemon.catalog.labels import finding_key
+from doctor.i18n import t
 
 log = logging.getLogger("llm-doctor.alerts")
 
@@ -68,8 +69,9 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
     an error that names it (point the setting at the final URL)."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102
-        raise urllib.error.HTTPError(req.full_url, code, f"redirected to {newurl}; configure that URL "
-                                     "instead (alerts do not follow redirects)", headers, fp)
+        raise urllib.error.HTTPError(req.full_url, code, t(
+            "redirected to {url}; configure that URL instead (alerts do not follow redirects)",
+            url=newurl), headers, fp)
 
 
 _OPENER = urllib.request.build_opener(_NoRedirect)
@@ -110,8 +112,11 @@ class LogSink:
     def send(self, alerts: list[dict[str, Any]], status: str) -> None:
         for a in alerts:
             labels = a["labels"]
-            log.warning("alert %s: %s %s [%s] %s", status, labels["rule"], labels.get("key", ""),
-                        labels["severity"], a["annotations"]["summary"])
+            said = {"firing": t("alert firing"), "resolved": t("alert resolved")}
+            log.warning("%s", t("{alert}: {rule} {key} [{severity}] {summary}",
+                                alert=said.get(status, status), rule=labels["rule"],
+                                key=labels.get("key", ""), severity=labels["severity"],
+                                summary=a["annotations"]["summary"]))
 
 
 class Dispatcher:
@@ -136,8 +141,8 @@ class Dispatcher:
         try:
             self._queue.put_nowait((alerts, status, only))
         except queue.Full:
-            log.error("alert queue full: %d alert(s) dropped; are the receivers reachable?",
-                      len(alerts))
+            log.error("%s", t("alert queue full: {count} alert(s) dropped; are the receivers "
+                              "reachable?", count=len(alerts)))
 
     def _run(self) -> None:
         while True:
@@ -154,8 +159,9 @@ class Dispatcher:
                 except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, timeouts,
                     # HTTP errors (URLError and HTTPError are OSErrors), malformed answers
                     self.failures += 1
-                    log.error("cannot send %d alert(s) to %s: %s", len(alerts),
-                              getattr(sink, "url", type(sink).__name__), exc)
+                    log.error("%s", t("cannot send {count} alert(s) to {url}: {error}",
+                                      count=len(alerts),
+                                      url=getattr(sink, "url", type(sink).__name__), error=exc))
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Deliver what is queued (up to ``timeout_s``), then stop the thread."""
