@@ -78,7 +78,9 @@ def _findings(report: ScanReport) -> list[RenderableType]:
 
 def _probes(report: ScanReport, verbose: bool) -> Table:
     table = Table(title=t("Probes"), title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column(t("probe"), no_wrap=True)
+    # a family's row names its probes in braces (engine.{discovery,metrics,…}): folded, it
+    # leaves the other columns their room at 80 columns
+    table.add_column(t("probe"), overflow="fold", max_width=36)
     table.add_column(t("status"))
     table.add_column(t("time"), justify="right")
     table.add_column(t("what it saw"), overflow="fold")
