@@ -12,6 +12,7 @@ import shlex
 
 from doctor.fix.model import Plan, Step
 from doctor.fix.plan import to_dict
+from doctor.i18n import t
 
 EOF_MARK = "LLM_DOCTOR_EOF"
 
@@ -99,11 +100,14 @@ def _comment(text: str) -> str:
 
 
 def _step_sh(step: Step) -> list[str]:
-    out = ["", f"# {step.id}: finding {_comment(step.finding)}; cause {step.cause}; kind {step.kind.value}; "
-           f"risk {step.risk.value}",
-           f"# check: {_comment(step.check)}", f"# verify: {_comment(step.verify)}",
-           f"# revert: {_comment(step.revert)}",
-           f"say {_q(f'{step.id} [{step.kind.value}, risk {step.risk.value}]: {_comment(step.title)}')}"]
+    out = ["", "# " + t("{id}: finding {finding}; cause {cause}; kind {kind}; risk {risk}", id=step.id,
+                        finding=_comment(step.finding), cause=step.cause, kind=step.kind.value,
+                        risk=step.risk.value),
+           "# " + t("check: {text}", text=_comment(step.check)),
+           "# " + t("verify: {text}", text=_comment(step.verify)),
+           "# " + t("revert: {text}", text=_comment(step.revert)),
+           "say " + _q(t("{id} [{kind}, risk {risk}]: {title}", id=step.id, kind=step.kind.value,
+                         risk=step.risk.value, title=_comment(step.title)))]
     for n, change in enumerate(step.files, 1):
         if EOF_MARK in change.content.splitlines():  # never: each line is the catalogue's
             raise ValueError(f"{change.path}: content holds the here-document's end mark")
@@ -116,32 +120,35 @@ def _step_sh(step: Step) -> list[str]:
             out.append("guard_dev_char")
         out.append("run " + " ".join(_q(a) for a in command.argv))
     if step.flags:
-        out.append(f"say {_q(f'  engine flags of {step.flags.engine} (shown, not applied; they live in {step.flags.where}):')}")
+        out.append("say " + _q("  " + t("engine flags of {engine} (shown, not applied; they live in {where}):",
+                                         engine=step.flags.engine, where=step.flags.where)))
         if step.flags.remove:
             out.append(f"say {_q('  - ' + ' '.join(step.flags.remove))}")
         if step.flags.add:
             out.append(f"say {_q('  + ' + ' '.join(step.flags.add))}")
     for item in step.manual:
-        out.append(f"say {_q('  by hand: ' + _comment(item))}")
+        out.append("say " + _q("  " + t("by hand: {item}", item=_comment(item))))
     return out
 
 
 def to_sh(plan: Plan, plan_dir: str) -> str:
     lines = ["#!/bin/sh",
              "# shellcheck disable=SC2016  # the messages quote commands in backticks, as printed",
-             f"# llm-doctor fix plan {plan.id}: {len(plan.steps)} step(s) for {_comment(plan.host)}, "
-             f"from {_comment(plan.source)}, {plan.created_at}.",
-             "# Read it first. As it is, it changes nothing: it prints each change as a diff.",
-             "# With --apply it makes them, saving each file and value it replaces under $PLAN_DIR;",
-             "# the first step that fails stops it. Engine flags and manual steps are only printed.",
-             "# 'llm-doctor fix --apply' does the same and keeps what 'llm-doctor fix --revert ID' needs."]
+             "# " + t("llm-doctor fix plan {id}: {n} step(s) for {host}, from {source}, {created}.",
+                      id=plan.id, n=len(plan.steps), host=_comment(plan.host),
+                      source=_comment(plan.source), created=plan.created_at),
+             "# " + t("Read it first. As it is, it changes nothing: it prints each change as a diff."),
+             "# " + t("With --apply it makes them, saving each file and value it replaces under $PLAN_DIR;"),
+             "# " + t("the first step that fails stops it. Engine flags and manual steps are only printed."),
+             "# " + t("'llm-doctor fix --apply' does the same and keeps what 'llm-doctor fix --revert ID' needs.")]
     lines.append(PRELUDE % {"plan_dir": _q(plan_dir)})
     for step in plan.steps:
         lines += _step_sh(step)
     if plan.no_steps:
-        lines += ["", "# Findings without a step:"]
+        lines += ["", "# " + t("Findings without a step:")]
         lines += [f"# - {_comment(n.rule)} {_comment(n.key)}: {_comment(n.why)}" for n in plan.no_steps]
-    lines += ["", "if [ \"$APPLY\" = 1 ]; then say 'applied'; else say 'dry run: nothing changed (--apply makes the changes)'; fi", ""]
+    lines += ["", f"if [ \"$APPLY\" = 1 ]; then say {_q(t('applied'))}; "
+              f"else say {_q(t('dry run: nothing changed (--apply makes the changes)'))}; fi", ""]
     return "\n".join(lines)
 
 
@@ -151,22 +158,25 @@ def to_json(plan: Plan) -> str:
 
 def _md_step(step: Step) -> list[str]:
     out = [f"### {step.id}: {step.title}", "",
-           f"- finding: `{step.finding}` (cause `{step.cause}`)",
-           f"- kind: {step.kind.value}; risk: {step.risk.value}",
-           f"- check: {step.check}", f"- verify: {step.verify}", f"- revert: {step.revert}", ""]
+           "- " + t("finding: `{finding}` (cause `{cause}`)", finding=step.finding, cause=step.cause),
+           "- " + t("kind: {kind}; risk: {risk}", kind=step.kind.value, risk=step.risk.value),
+           "- " + t("check: {text}", text=step.check), "- " + t("verify: {text}", text=step.verify),
+           "- " + t("revert: {text}", text=step.revert), ""]
     for change in step.files:
-        out += [f"File `{change.path}`:", "", "```", change.content.rstrip("\n"), "```", ""]
+        out += [t("File `{path}`:", path=change.path), "", "```", change.content.rstrip("\n"), "```", ""]
     if step.live:
-        out += ["| setting | now | after |", "|---|---|---|"]
+        out += [f"| {t('setting')} | {t('now')} | {t('after')} |", "|---|---|---|"]
         out += [f"| `{v.name}` | {v.seen if v.seen is not None else '?'} | {v.new} |" for v in step.live]
         out.append("")
     for command in step.commands:
-        undo = f" (undo: `{shlex.join(command.undo)}`)" if command.undo else ""
-        out.append(f"- run `{shlex.join(command.argv)}`{undo}: {command.why}")
+        undo = t(" (undo: `{command}`)", command=shlex.join(command.undo)) if command.undo else ""
+        out.append("- " + t("run `{command}`{undo}: {why}", command=shlex.join(command.argv), undo=undo,
+                             why=command.why))
     if step.commands:
         out.append("")
     if step.flags:
-        out += [f"Engine flags of {step.flags.engine} (shown, not applied; they live in {step.flags.where}):",
+        out += [t("Engine flags of {engine} (shown, not applied; they live in {where}):",
+                  engine=step.flags.engine, where=step.flags.where),
                 "", "```diff"]
         out += [f"- {' '.join(step.flags.remove)}"] if step.flags.remove else []
         out += [f"+ {' '.join(step.flags.add)}"] if step.flags.add else []
@@ -176,18 +186,18 @@ def _md_step(step: Step) -> list[str]:
 
 
 def to_markdown(plan: Plan) -> str:
-    out = [f"# Change: llm-doctor fix plan {plan.id}", "",
-           f"Host `{plan.host}`, from {plan.source}, {plan.created_at}. Rollback: "
-           f"`llm-doctor fix --revert {plan.id}`.", "",
-           "| step | finding | kind | risk |", "|---|---|---|---|"]
+    out = [t("# Change: llm-doctor fix plan {id}", id=plan.id), "",
+           t("Host `{host}`, from {source}, {created}. Rollback: `llm-doctor fix --revert {id}`.",
+             host=plan.host, source=plan.source, created=plan.created_at, id=plan.id), "",
+           f"| {t('step')} | {t('finding')} | {t('kind')} | {t('risk')} |", "|---|---|---|---|"]
     out += [f"| {s.id} | `{s.finding}` | {s.kind.value} | {s.risk.value} |" for s in plan.steps]
     if not plan.steps:
-        out[-2:] = ["No step: the scan found nothing with a machine-side fix."]
+        out[-2:] = [t("No step: the scan found nothing with a machine-side fix.")]
     out.append("")
     for step in plan.steps:
         out += _md_step(step)
     if plan.no_steps:
-        out += ["## Findings without a step", ""]
+        out += ["## " + t("Findings without a step"), ""]
         out += [f"- `{(n.rule + ' ' + n.key).strip()}`: {n.why}" for n in plan.no_steps]
         out.append("")
     return "\n".join(out)
