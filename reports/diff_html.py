@@ -107,11 +107,12 @@ def _plot(fact: Fact) -> Markup:
     said_before, said_after = side_text("before"), side_text("after")
     rows_ = [Bar(said_before, ((said_before, before),), marks, f"{display.written(before)}{suffix}"),
              Bar(said_after, ((said_after, after),), marks, f"{display.written(after)}{suffix}{ratio}")]
-    title = show(f"{fact.label}: {entity_of(fact)}" if entity_of(fact) != fact.id else fact.label)
+    title = show(t("{label}: {entity}", label=fact.label, entity=entity_of(fact))
+                 if entity_of(fact) != fact.id else fact.label)
     if len(title) > TITLE_CHARS:  # a model's path: the plot's <desc> holds the whole id
         title = title[:TITLE_CHARS - 1] + "…"
     desc = show(t("{id}: before {before}, after {after}; {floor}", id=fact.id,
-                  before=display.written(before) + suffix, after=display.written(after) + suffix + ratio,
+                  before=display.written(before), after=display.written(after) + suffix + ratio,
                   floor=floor_text))
     return Markup(bars(title, desc, show(unit), rows_))  # noqa: S704 (reports/charts.py escapes every text)
 
@@ -148,8 +149,9 @@ def words() -> dict[str, str]:
     """The page's own words (headings, column names, legends) in the current language; the
     template writes no English of its own."""
     return {
+        "page": t("llm-doctor diff: {host} {verdict}"), "heading": t("llm-doctor diff: {host}"),
         "compared": t("What was compared"), "source": t("source"), "host": t("host"),
-        "level": t("level"), "taken": t("taken"), "engine": t("engine"), "identity": t("Identity"),
+        "level": t("level"), "taken": t("taken"), "engine": t("engine"), "identity": t("Identity:"),
         "not_comparable": t("Not comparable"), "no_figure": t("no measured figure is judged."),
         "changed": t("What changed (best explanation first)"), "status": t("status"),
         "fact": t("fact"), "before": t("before"), "after": t("after"), "ratio": t("ratio"),
@@ -160,13 +162,13 @@ def words() -> dict[str, str]:
         "one_side": t("Read on one side only ({n})"), "why": t("why"),
         "figures": t("Changed figures, before and after"),
         "figures_legend": t("Each bar pair is one figure; the dashed ticks are the noise floor around "
-                            "the before value (a measured figure is CHANGED only outside it). A setting "
+                            "the before value\n(a measured figure is CHANGED only outside it). A setting "
                             "has no floor."),
         "unplotted": t("{n} more changed figure(s) not drawn; the table above lists each."),
         "findings": t("Findings"), "raised": t("Raised ({n})"), "cleared": t("Cleared ({n})"),
         "unchanged": t("Unchanged ({n})"), "severity": t("severity"), "rule": t("rule"),
         "cause": t("cause"), "title": t("title"), "none": t("None."), "both_sides": t("On both sides"),
-        "totals": t("{same} facts the same, {incomplete} read on one side only (incomplete), "
+        "totals": t("{same} facts the same, {incomplete} read on one side only (incomplete),\n"
                     "{unchanged} finding(s) on both sides."),
         "missing": t("Not recorded by any probe yet, so not compared: {facts}."),
         "playbooks": t("Playbooks of the causes named"), "playbook": t("Playbook"),
@@ -203,7 +205,7 @@ def render(diff: Diff, verbose: bool = False) -> str:
         verdict=verdict_text(diff.verdict), badge=BADGE.get(diff.verdict, "info"), line=show(diff.line),
         lang=HTML_LANG.get(current(), "en"), font=FONT_STACK, w=words(),
         sides=sides, identity=identity_text(diff.identity), different=diff.identity == "different",
-        evidence=[show(e) for e in diff.identity_evidence],
+        evidence=show(t("; ").join(diff.identity_evidence)),
         not_comparable=[show(w) for w in diff.not_comparable], compared=bool(diff.facts),
         changes=changes, incomplete=incomplete, findings=findings, verbose=verbose,
         plots=[_plot(f) for f in figures[:MAX_PLOTS]], unplotted=len(figures) - MAX_PLOTS,

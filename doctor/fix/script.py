@@ -95,6 +95,11 @@ def _q(text: object) -> str:
     return shlex.quote(str(text))
 
 
+def _quoted(text: str) -> str:
+    """``text`` in single quotes always (``_q`` leaves a plain word bare)."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
 def _comment(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -147,8 +152,8 @@ def to_sh(plan: Plan, plan_dir: str) -> str:
     if plan.no_steps:
         lines += ["", "# " + t("Findings without a step:")]
         lines += [f"# - {_comment(n.rule)} {_comment(n.key)}: {_comment(n.why)}" for n in plan.no_steps]
-    lines += ["", f"if [ \"$APPLY\" = 1 ]; then say {_q(t('applied'))}; "
-              f"else say {_q(t('dry run: nothing changed (--apply makes the changes)'))}; fi", ""]
+    lines += ["", f"if [ \"$APPLY\" = 1 ]; then say {_quoted(t('applied'))}; "
+              f"else say {_quoted(t('dry run: nothing changed (--apply makes the changes)'))}; fi", ""]
     return "\n".join(lines)
 
 
