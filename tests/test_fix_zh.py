@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
 from datetime import datetime, timezone
 
 import jsonschema
@@ -16,7 +17,7 @@ import pytest
 from doctor.commands.fix import _scan
 from doctor.fix.model import Plan
 from doctor.fix.plan import build_plan, to_dict
-from doctor.fix.script import EOF_MARK, PRELUDE, _q, to_markdown, to_sh
+from doctor.fix.script import EOF_MARK, PRELUDE, _q, prelude_words, to_markdown, to_sh
 from doctor.i18n import Speaking
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.test_diff_zh import CJK, english_runs
@@ -42,9 +43,9 @@ def _plans(host: str) -> tuple[Plan, Plan]:
 
 def _sh_words(script: str) -> str:
     """What the script says to a person: its comments and ``say`` messages, without the
-    shell functions of the prelude (code), the files' contents (here-documents) and the
-    commands it runs."""
-    script = script.replace(PRELUDE % {"plan_dir": _q(PLAN_DIR)}, "\n")
+    shell functions of the prelude (code, checked alone below), the files' contents
+    (here-documents) and the commands it runs."""
+    script = script.replace(PRELUDE % {"plan_dir": _q(PLAN_DIR), **prelude_words()}, "\n")
     script = re.sub(rf"<<'{EOF_MARK}'\n.*?\n{EOF_MARK}\n", "\n", script, flags=re.S)
     kept = [line for line in script.splitlines()[2:]  # the shebang and the linter's directive
             if line.startswith(("# ", "say ", "if "))]
@@ -55,10 +56,10 @@ def _sh_words(script: str) -> str:
 def test_every_format_speaks_chinese(host):
     _, plan = _plans(host)
     with Speaking("zh_CN"):
-        script = to_sh(plan, PLAN_DIR)
+        said_by_script = _sh_words(to_sh(plan, PLAN_DIR))
         ticket = to_markdown(plan)
     jsonschema.validate(to_dict(plan), SCHEMA)
-    for name, text in (("sh", _sh_words(script)), ("markdown", ticket)):
+    for name, text in (("sh", said_by_script), ("markdown", ticket)):
         assert CJK.search(text), name
         assert english_runs(text) == [], (name, text)
     said = [s.title for s in plan.steps] + [n.why for n in plan.no_steps]
@@ -100,7 +101,8 @@ def test_the_commands_and_files_of_the_script_are_the_english_ones():
         zh_sh = to_sh(chinese, PLAN_DIR)
 
     def code(script: str) -> list[str]:
-        return [line for line in script.splitlines() if not line.startswith(("# ", "say ", "if "))]
+        return [line for line in script.splitlines()
+                if not line.strip().startswith(("# ", "say ", "if "))]
     assert code(zh_sh) == code(en_sh)
     assert "修复计划" in zh_sh and "请先通读" in zh_sh
 
@@ -115,3 +117,16 @@ def test_the_command_line_speaks_chinese(cli):
     assert refused.returncode != 0 and "只能指定其一" in refused.stderr
     helped = cli("fix", "--help", "--lang", "zh_CN")
     assert helped.returncode == 0 and "生成修复计划" in helped.stdout and "立即执行修改" in helped.stdout
+
+
+def test_the_prelude_prints_chinese_and_stays_valid_shell():
+    with Speaking("zh_CN"):
+        words = prelude_words()
+        script = to_sh(_plans("fix-epyc-9654-vllm-systemd")[1], PLAN_DIR)
+    assert all(CJK.search(text) for text in words.values())
+    assert english_runs(" ".join(words.values())) == []
+    assert f'say "  {words["run"]}"' in script and "已就位：$1" in script
+    checked = subprocess.run(["sh", "-n"], input=script, text=True, capture_output=True, check=False)
+    assert checked.returncode == 0, checked.stderr
+    english = prelude_words()
+    assert english["run"] == "run: $*" and english["in_place_value"] == "in place: $2 = $3"

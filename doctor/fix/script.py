@@ -34,19 +34,19 @@ put_file() {
   new=$(mktemp)
   cat > "$new"
   if [ -f "$1" ] && cmp -s "$new" "$1"; then
-    say "  in place: $1"
+    say "  %(in_place_file)s"
   else
     old=/dev/null
     if [ -f "$1" ]; then old=$1; fi
-    say "  --- $1 (now)"
-    say "  +++ $1 (after)"
+    say "  --- %(now)s"
+    say "  +++ %(after)s"
     diff -u "$old" "$new" | tail -n +3 | sed 's/^/  /' || true
     if [ "$APPLY" = 1 ]; then
       mkdir -p "$PLAN_DIR" "$(dirname "$1")"
       if [ -f "$1" ]; then cp -p "$1" "$PLAN_DIR/$2"; fi
       cp "$new" "$1"
       chmod 0644 "$1"
-      say "  written: $1"
+      say "  %(written)s"
     fi
   fi
   rm -f "$new"
@@ -55,12 +55,12 @@ put_file() {
 # set_value PATH NAME NEW SAVED_NAME: a live setting, its value now and the new one.
 set_value() {
   if [ ! -e "$1" ]; then
-    say "  $2: $1 is absent on this host, skipped"
+    say "  %(absent)s"
     return 0
   fi
   old=$(cat "$1")
   if [ "$old" = "$3" ]; then
-    say "  in place: $2 = $3"
+    say "  %(in_place_value)s"
     return 0
   fi
   say "  $2: $old -> $3"
@@ -73,7 +73,7 @@ set_value() {
 
 # run COMMAND...: printed, and run with --apply.
 run() {
-  say "  run: $*"
+  say "  %(run)s"
   if [ "$APPLY" = 1 ]; then
     "$@"
   fi
@@ -84,11 +84,31 @@ run() {
 # (195:255 is /dev/nvidiactl's number, fixed by the driver).
 guard_dev_char() {
   if [ "$APPLY" = 1 ] && [ -e /dev/nvidiactl ] && [ ! -e /dev/char/195:255 ]; then
-    say "  stopped: /dev/char lacks the NVIDIA links; run 'nvidia-ctk system create-dev-char-symlinks --create-all' first" >&2
+    say "  %(stopped)s" >&2
     exit 1
   fi
 }
 '''
+
+
+def prelude_words() -> dict[str, str]:
+    """What the prelude's functions print, in the current language: each goes inside a
+    double-quoted shell word, its shell parameters ($1, $2, $3, $*) filled in as they are."""
+    words = {
+        "in_place_file": t("in place: {path}", path="$1"),
+        "now": t("{path} (now)", path="$1"), "after": t("{path} (after)", path="$1"),
+        "written": t("written: {path}", path="$1"),
+        "absent": t("{name}: {path} is absent on this host, skipped", name="$2", path="$1"),
+        "in_place_value": t("in place: {name} = {value}", name="$2", value="$3"),
+        "run": t("run: {command}", command="$*"),
+        "stopped": t("stopped: /dev/char lacks the NVIDIA links; run "
+                     "'nvidia-ctk system create-dev-char-symlinks --create-all' first"),
+    }
+    for key, text in words.items():  # a catalogue's text must not end the shell word early
+        if any(c in text.replace("$1", "").replace("$2", "").replace("$3", "").replace("$*", "")
+               for c in '"$`\\%'):
+            raise ValueError(f"the prelude's {key!r} holds a character the shell would read: {text!r}")
+    return words
 
 
 def _q(text: object) -> str:
@@ -146,7 +166,7 @@ def to_sh(plan: Plan, plan_dir: str) -> str:
              "# " + t("With --apply it makes them, saving each file and value it replaces under $PLAN_DIR;"),
              "# " + t("the first step that fails stops it. Engine flags and manual steps are only printed."),
              "# " + t("'llm-doctor fix --apply' does the same and keeps what 'llm-doctor fix --revert ID' needs.")]
-    lines.append(PRELUDE % {"plan_dir": _q(plan_dir)})
+    lines.append(PRELUDE % {"plan_dir": _q(plan_dir), **prelude_words()})
     for step in plan.steps:
         lines += _step_sh(step)
     if plan.no_steps:
