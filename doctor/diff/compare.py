@@ -31,10 +31,13 @@ from doctor.diff.model import (ADDED, CHANGED, FLAG, IMPROVEMENT, INCOMPLETE, NO
                                NOT_COMPARABLE, REGRESSION, REMOVED, SAME, SECRET, Diff, Fact,
                                FindingDelta, Reading, Side)
 from doctor.diff.noise import LATENCY, MEASURED, floor_of, outside
-from doctor.i18n import t
+from doctor.i18n import lazy, t, translated
 from doctor.redact import MASK, redact_text
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+# a probe's status (a saved scan's data) as a note says it
+PROBE_STATUS = {"ok": lazy("ok"), "skipped": lazy("skipped"), "error": lazy("error"),
+                "timeout": lazy("timeout")}
 
 
 def _percentile(fact_id: str) -> float | None:
@@ -88,7 +91,8 @@ def _fact(fid: str, b: Reading | None, a: Reading | None, rb: Records, ra: Recor
         side_ok = (ra if b is None else rb).status.get(one.probe) == "ok"
         present = va if b is None else vb
         if not side_ok or present is None:
-            status = (rb if b is None else ra).status.get(one.probe) or t("did not run")
+            given = (rb if b is None else ra).status.get(one.probe)
+            status = translated(PROBE_STATUS.get(given, given)) if given else t("did not run")
             if side_ok:
                 why = t("{probe} holds no value for it on either side", probe=one.probe)
             elif b is None:
