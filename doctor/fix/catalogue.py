@@ -179,8 +179,9 @@ def _dev_char_guard(scan: Scan) -> tuple[Command, ...]:
     the device rules of every GPU container (the NVIDIA container toolkit's known issue)."""
     missing = scan.data("gpu.devices").get("char_links_missing")
     if scan.has_finding("gpu-dev-char-links-missing") or (isinstance(missing, list) and missing):
-        return (Command(DEV_CHAR_LINKS, (), t("the /dev/char links to the NVIDIA devices are missing: "
-                        "without them the daemon-reload detaches the GPUs from running containers")),)
+        why = t("the /dev/char links to the NVIDIA devices are missing: "
+                "without them the daemon-reload detaches the GPUs from running containers")
+        return (Command(DEV_CHAR_LINKS, (), why),)
     return ()
 
 
@@ -331,11 +332,11 @@ def manual(items: list[str], risk: Risk, title: str) -> Builder:
 def p2p(finding: dict, scan: Scan, date: str) -> Built:
     return _manual(finding, [
         t("If a bridge above the GPUs has ACS redirect on: turn ACS off in the BIOS "
-        "(PCIe ACS / 'ACS Control'); a reboot."),
+          "(PCIe ACS / 'ACS Control'); a reboot."),
         t("If the IOMMU is not in passthrough: add `iommu=pt` (Intel also `intel_iommu=on`) to "
-        "GRUB_CMDLINE_LINUX in /etc/default/grub, `update-grub`, reboot."),
+          "GRUB_CMDLINE_LINUX in /etc/default/grub, `update-grub`, reboot."),
         t("If NCCL_P2P_DISABLE or --disable-custom-all-reduce is set for the engine: remove it "
-        "from the engine's environment or argv and restart it."),
+          "from the engine's environment or argv and restart it."),
     ], Risk.NEEDS_REBOOT, t("P2P between the GPUs: BIOS, kernel command line or engine settings"))
 
 
@@ -357,28 +358,28 @@ BUILDERS: dict[str, Builder] = {
     ], Risk.DISRUPTIVE, lazy("Reseat the card: its link trained below its capability")),
     "pcie-topology-shared-path": manual([
         lazy("Move the GPUs that talk to each other behind separate CPU root ports (another slot), "
-        "or run one engine instance per GPU."),
+             "or run one engine instance per GPU."),
     ], Risk.DISRUPTIVE, lazy("Change the slots of the GPUs (hands on the machine)")),
     "nvswitch-fabric-down": manual([
         lazy("`systemctl enable --now nvidia-fabricmanager` (its version must match the driver's), "
-        "then restart the engines; a fabric that stays down needs the vendor."),
+             "then restart the engines; a fabric that stays down needs the vendor."),
     ], Risk.RESTARTS_ENGINE, lazy("Start the fabric manager")),
     "gpu-hardware-errors": manual([
         lazy("Drain the GPU, then `nvidia-smi -i GPU -r` (no process may hold it) or reboot; "
-        "repeated errors or a lost GPU: open a case with the vendor (RMA)."),
+             "repeated errors or a lost GPU: open a case with the vendor (RMA)."),
     ], Risk.DISRUPTIVE, lazy("Drain and reset the GPU, or replace it")),
     "host-memory-bandwidth-low": manual([
         lazy("Populate every memory channel with matched DIMMs at the rated speed, and check the "
-        "BIOS memory frequency (dmidecode -t memory shows the configured speed)."),
+             "BIOS memory frequency (dmidecode -t memory shows the configured speed)."),
     ], Risk.DISRUPTIVE, lazy("Memory population or speed (hands on the machine)")),
     "gpu-thermal-throttling": manual([
         lazy("Check the fans, the airflow and the room: clean the filters, close blanking panels; "
-        "the card should stay near 70 °C under load."),
+             "the card should stay near 70 °C under load."),
     ], Risk.NONE, lazy("Cooling (hands on the machine)")),
     "mig-mps-misconfigured": manual([
         lazy("Change the MIG layout or stop the MPS daemon in a maintenance window "
-        "(`nvidia-smi mig -dci/-dgi`, `echo quit | nvidia-cuda-mps-control`): every process on "
-        "the GPU stops."),
+             "(`nvidia-smi mig -dci/-dgi`, `echo quit | nvidia-cuda-mps-control`): every process on "
+             "the GPU stops."),
     ], Risk.DISRUPTIVE, lazy("MIG or MPS in the way: change the layout")),
 }
 
