@@ -7,17 +7,53 @@ from typing import Any
 
 from doctor import display
 from doctor.diff.compare import first_line
-from doctor.diff.model import ADDED, INCOMPLETE, REMOVED, SECRET, Diff, Fact
+from doctor.diff.identity import engine_state_text
+from doctor.diff.model import (ADDED, CHANGED, IMPROVEMENT, INCOMPLETE, NO_CHANGE,
+                               NOT_COMPARABLE, REGRESSION, REMOVED, SAME, SECRET, Diff, Fact)
 from doctor.diff.noise import ABSOLUTE
+from doctor.i18n import lazy, t, translated
 from reports.common import show
 
-__all__ = ["first_line", "value", "figure", "status_word", "counts", "rows"]
+__all__ = ["first_line", "value", "figure", "status_word", "counts", "rows", "verdict_text",
+           "identity_text", "whole_text", "state_text", "severity_text", "side_text", "engine_state_text"]
+
+# The data words of the diff (its JSON's enums, docs/diff-schema.json) as a person reads them
+VERDICTS = {REGRESSION: lazy("regression likely"), IMPROVEMENT: lazy("improvement likely"),
+            NO_CHANGE: lazy("no material change"), NOT_COMPARABLE: lazy("not comparable")}
+STATUSES = {SAME: lazy("SAME"), CHANGED: lazy("CHANGED"), ADDED: lazy("ADDED"), REMOVED: lazy("REMOVED"),
+            INCOMPLETE: lazy("INCOMPLETE")}
+DIRECTIONS = {"worse": lazy("worse"), "better": lazy("better")}
+IDENTITIES = {"same": lazy("same"), "different": lazy("different"), "unproven": lazy("unproven")}
+STATES = {"raised": lazy("raised"), "cleared": lazy("cleared"), "unchanged": lazy("unchanged")}
+SEVERITIES = {"critical": lazy("critical"), "warning": lazy("warning"), "info": lazy("info")}
+SIDES = {"before": lazy("before"), "after": lazy("after")}
+
+
+def verdict_text(verdict: str) -> str:
+    return translated(VERDICTS.get(verdict, verdict))
+
+
+def identity_text(identity: str) -> str:
+    return translated(IDENTITIES.get(identity, identity))
+
+
+def state_text(state: str) -> str:
+    """A finding's state: raised, cleared or unchanged."""
+    return translated(STATES.get(state, state))
+
+
+def severity_text(severity: str) -> str:
+    return translated(SEVERITIES.get(severity, severity))
+
+
+def side_text(side: str) -> str:
+    return translated(SIDES.get(side, side))
 
 
 def value(fact: Fact, side: str) -> str:
     """One side's value: a secret reads "(secret)", absent reads "—"."""
     if fact.kind == SECRET:
-        return "(secret)"
+        return t("(secret)")
     raw: Any = fact.before if side == "before" else fact.after
     if raw is None:
         return "—"
@@ -30,16 +66,16 @@ def figure(fact: Fact) -> str:
     if fact.ratio is not None:
         parts.append(f"x{fact.ratio:.2f}")
     if fact.kind in ABSOLUTE:  # a floor in its unit, not the 0% its relative floor reads
-        parts.append(f"(floor ±{ABSOLUTE[fact.kind]:g} MiB)")
+        parts.append(t("(floor ±{mib:g} MiB)", mib=ABSOLUTE[fact.kind]))
     elif fact.floor is not None:
-        parts.append(f"(floor {fact.floor:.0%})")
+        parts.append(t("(floor {floor:.0%})", floor=fact.floor))
     return " ".join(parts)
 
 
 def status_word(fact: Fact) -> str:
-    word = fact.status.upper()
+    word = translated(STATUSES.get(fact.status, fact.status.upper()))
     if fact.direction:
-        word += f" ({fact.direction})"
+        word += t(" ({direction})", direction=translated(DIRECTIONS.get(fact.direction, fact.direction)))
     return word
 
 
@@ -89,10 +125,19 @@ def entity_of(fact: Fact) -> str:
     return m.group(1) if m else fact.id
 
 
+def whole_text(fact: Fact, many: int) -> str:
+    """The row of an entity that came or went whole: "5 facts added"."""
+    if fact.status == ADDED:
+        return t("{n} facts added", n=many)
+    if fact.status == REMOVED:
+        return t("{n} facts removed", n=many)
+    return f"{many} facts {fact.status}"
+
+
 def change_text(fact: Fact) -> str:
     """A flag's argv form, or a secret's "changed", else before → after."""
     if fact.kind == SECRET:
-        return "changed (neither value is shown)"
+        return t("changed (neither value is shown)")
     if fact.note and fact.status in (ADDED, REMOVED, "changed") and fact.note[:1] in "+-":
         return fact.note
     return f"{value(fact, 'before')} → {value(fact, 'after')}"

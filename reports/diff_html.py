@@ -22,10 +22,13 @@ from doctor import display
 from doctor.diff.model import (ADDED, CHANGED, IMPROVEMENT, INCOMPLETE, NO_CHANGE, NOT_COMPARABLE,
                                REGRESSION, REMOVED, SECRET, Diff, Fact)
 from doctor.diff.noise import ABSOLUTE, MEASURED, THROUGHPUT
+from doctor.i18n import current, t
 from doctor.vocabulary import CAUSES
 from reports.charts import Bar, bars
 from reports.common import show
-from reports.diff_common import counts, entity_of, figure, grouped, rows, status_word, value
+from reports.diff_common import (counts, engine_state_text, entity_of, figure, grouped, identity_text,
+                                 rows, severity_text, side_text, status_word, value, verdict_text,
+                                 whole_text)
 from reports.html import _playbook  # one renderer of a playbook's sections for both pages
 
 BADGE = {REGRESSION: "critical", IMPROVEMENT: "ok", NO_CHANGE: "ok", NOT_COMPARABLE: "warning"}
@@ -33,6 +36,11 @@ BADGE = {REGRESSION: "critical", IMPROVEMENT: "ok", NO_CHANGE: "ok", NOT_COMPARA
 # figure moved has 24 bandwidths, and a page of more says no more than the table does.
 MAX_PLOTS = 24
 TITLE_CHARS = 70  # 12 px bold text is about 7.5 px a character, GPU UUIDs' digits more: a plot is 560 px wide
+# The system's fonts, CJK ones included (the page stays offline: no web font); the scan's
+# page (reports/html.py) uses the same stack
+FONT_STACK = ('system-ui, -apple-system, "Segoe UI", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei", '
+              '"Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Micro Hei", sans-serif')
+HTML_LANG = {"en": "en", "zh_CN": "zh-CN"}  # the language's BCP 47 tag for <html lang>
 
 
 def _number(raw: Any) -> bool:
@@ -47,8 +55,9 @@ def _number(raw: Any) -> bool:
 
 
 def _unit(fact: Fact) -> str:
-    """The unit a fact's label ends with ("HBM copy (D2D), GB/s" → GB/s), else its label."""
-    head, sep, tail = fact.label.rpartition(", ")
+    """The unit a fact's label ends with ("HBM copy (D2D), GB/s" → GB/s; the Chinese label's
+    full-width comma too), else its label."""
+    head, sep, tail = fact.label.replace("，", ", ").rpartition(", ")
     if sep and tail and len(tail) <= 12:
         return tail
     if fact.kind == THROUGHPUT:
@@ -85,22 +94,26 @@ def _plot(fact: Fact) -> Markup:
     unit = _unit(fact)
     band = _band(fact, before)
     if band is None:
-        floor_text = "no noise floor: a setting, any difference is a change"
+        floor_text = t("no noise floor: a setting, any difference is a change")
         marks: tuple[tuple[str, float], ...] = ()
     else:
-        name = ("noise floor ±" + (f"{ABSOLUTE[fact.kind]:g} {unit}" if fact.kind in ABSOLUTE
-                                   else f"{fact.floor:.0%}"))
-        floor_text = f"{name} around before: {display.written(band[0])} to {display.written(band[1])}"
+        name = (t("noise floor ±{width:g} {unit}", width=ABSOLUTE[fact.kind], unit=unit)
+                if fact.kind in ABSOLUTE else t("noise floor ±{floor:.0%}", floor=fact.floor))
+        floor_text = t("{name} around before: {low} to {high}", name=name, low=display.written(band[0]),
+                       high=display.written(band[1]))
         marks = ((name, band[0]), (name, band[1]))
     suffix = "" if unit == fact.label else f" {unit}"
     ratio = f" (x{fact.ratio:.2f})" if fact.ratio is not None else ""
-    rows_ = [Bar("before", (("before", before),), marks, f"{display.written(before)}{suffix}"),
-             Bar("after", (("after", after),), marks, f"{display.written(after)}{suffix}{ratio}")]
-    title = show(f"{fact.label}: {entity_of(fact)}" if entity_of(fact) != fact.id else fact.label)
+    said_before, said_after = side_text("before"), side_text("after")
+    rows_ = [Bar(said_before, ((said_before, before),), marks, f"{display.written(before)}{suffix}"),
+             Bar(said_after, ((said_after, after),), marks, f"{display.written(after)}{suffix}{ratio}")]
+    title = show(t("{label}: {entity}", label=fact.label, entity=entity_of(fact))
+                 if entity_of(fact) != fact.id else fact.label)
     if len(title) > TITLE_CHARS:  # a model's path: the plot's <desc> holds the whole id
         title = title[:TITLE_CHARS - 1] + "…"
-    desc = show(f"{fact.id}: before {display.written(before)}, after {display.written(after)}{suffix}"
-                f"{ratio}; {floor_text}")
+    desc = show(t("{id}: before {before}, after {after}; {floor}", id=fact.id,
+                  before=display.written(before), after=display.written(after) + suffix + ratio,
+                  floor=floor_text))
     return Markup(bars(title, desc, show(unit), rows_))  # noqa: S704 (reports/charts.py escapes every text)
 
 
@@ -119,7 +132,7 @@ def _causes(causes: tuple[str, ...]) -> list[tuple[str, str]]:
 def _row(fact: Fact, many: int) -> dict[str, Any]:
     if many > 1:  # an engine, GPU or model that came or went whole
         return {"status": status_word(fact), "state": fact.status, "id": show(entity_of(fact)),
-                "label": f"{many} facts {fact.status}", "whole": True, "causes": []}
+                "label": whole_text(fact, many), "whole": True, "causes": []}
     row: dict[str, Any] = {
         "status": status_word(fact), "state": fact.status, "id": show(fact.id),
         "label": show(fact.label), "whole": False, "secret": fact.kind == SECRET,
@@ -130,6 +143,37 @@ def _row(fact: Fact, many: int) -> dict[str, Any]:
             and fact.status in (ADDED, REMOVED, CHANGED):
         row["note"] = show(fact.note)  # the argv form: + --enforce-eager
     return row
+
+
+def words() -> dict[str, str]:
+    """The page's own words (headings, column names, legends) in the current language; the
+    template writes no English of its own."""
+    return {
+        "page": t("llm-doctor diff: {host} {verdict}"), "heading": t("llm-doctor diff: {host}"),
+        "compared": t("What was compared"), "source": t("source"), "host": t("host"),
+        "level": t("level"), "taken": t("taken"), "engine": t("engine"), "identity": t("Identity:"),
+        "not_comparable": t("Not comparable"), "no_figure": t("no measured figure is judged."),
+        "changed": t("What changed (best explanation first)"), "status": t("status"),
+        "fact": t("fact"), "before": t("before"), "after": t("after"), "ratio": t("ratio"),
+        "causes": t("causes"), "secret": t("changed (neither value is shown)"),
+        "none_changed": t("No CHANGED, ADDED or REMOVED fact."),
+        "nothing_hosts": t("Nothing compared: two different hosts."),
+        "nothing_states": t("Nothing compared: the states are not comparable."),
+        "one_side": t("Read on one side only ({n})"), "why": t("why"),
+        "figures": t("Changed figures, before and after"),
+        "figures_legend": t("Each bar pair is one figure; the dashed ticks are the noise floor around "
+                            "the before value\n(a measured figure is CHANGED only outside it). A setting "
+                            "has no floor."),
+        "unplotted": t("{n} more changed figure(s) not drawn; the table above lists each."),
+        "findings": t("Findings"), "raised": t("Raised ({n})"), "cleared": t("Cleared ({n})"),
+        "unchanged": t("Unchanged ({n})"), "severity": t("severity"), "rule": t("rule"),
+        "cause": t("cause"), "title": t("title"), "none": t("None."), "both_sides": t("On both sides"),
+        "totals": t("{same} facts the same, {incomplete} read on one side only (incomplete),\n"
+                    "{unchanged} finding(s) on both sides."),
+        "missing": t("Not recorded by any probe yet, so not compared: {facts}."),
+        "playbooks": t("Playbooks of the causes named"), "playbook": t("Playbook"),
+        "playbook_summary": t("What it means, how to confirm and fix it"),
+    }
 
 
 def _environment() -> jinja2.Environment:
@@ -144,6 +188,7 @@ def render(diff: Diff, verbose: bool = False) -> str:
                    "after": _value(f, "after"), "note": show(f.note)}
                   for f in rows(diff) if f.status == INCOMPLETE]
     findings = {state: [{"rule": show(d.rule), "key": show(d.key), "severity": show(d.severity),
+                         "severity_text": show(severity_text(d.severity)),
                          "title": show(d.title), "cause": _causes((d.cause,))[0]}
                         for d in diff.findings if d.state == state]
                 for state in ("raised", "cleared", "unchanged")}
@@ -152,16 +197,18 @@ def render(diff: Diff, verbose: bool = False) -> str:
     linked.update(dict.fromkeys(d.cause for d in diff.findings if d.state != "unchanged"))
     playbooks = [(c, show(c), sections) for c in linked if c in CAUSES and (sections := _playbook(c))]
     n = counts(diff)
-    sides = [(name, {k: show(v) for k, v in (("source", s.source), ("host", s.hostname),
-                                             ("level", s.level), ("taken", s.started_at),
-                                             ("engine", s.engine_state))})
+    sides = [(side_text(name), {k: show(v) for k, v in (("source", s.source), ("host", s.hostname),
+                                                        ("level", s.level), ("taken", s.started_at),
+                                                        ("engine", engine_state_text(s.engine_state)))})
              for name, s in (("before", diff.before), ("after", diff.after))]
     return _environment().get_template("diff.html.j2").render(
-        verdict=diff.verdict, badge=BADGE.get(diff.verdict, "info"), line=show(diff.line),
-        sides=sides, identity=diff.identity, evidence=[show(e) for e in diff.identity_evidence],
+        verdict=verdict_text(diff.verdict), badge=BADGE.get(diff.verdict, "info"), line=show(diff.line),
+        lang=HTML_LANG.get(current(), "en"), font=FONT_STACK, w=words(),
+        sides=sides, identity=identity_text(diff.identity), different=diff.identity == "different",
+        evidence=show(t("; ").join(diff.identity_evidence)),
         not_comparable=[show(w) for w in diff.not_comparable], compared=bool(diff.facts),
         changes=changes, incomplete=incomplete, findings=findings, verbose=verbose,
         plots=[_plot(f) for f in figures[:MAX_PLOTS]], unplotted=len(figures) - MAX_PLOTS,
         playbooks=playbooks, same=n.get("same", 0), n_incomplete=n.get(INCOMPLETE, 0),
-        missing=[show(m) for m in diff.missing_facts],
+        missing=show(t("; ").join(diff.missing_facts)),
         title=show(diff.after.hostname or diff.before.hostname or "host"))

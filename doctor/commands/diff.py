@@ -23,6 +23,7 @@ from doctor.daemon import baseline
 from doctor.daemon import state as daemon_state
 from doctor.diff.compare import compare
 from doctor.diff.model import Diff
+from doctor.i18n import t
 from doctor.model import Level
 from doctor.scan import scan
 from probes.registry import PROBES
@@ -30,8 +31,11 @@ from reports.json_report import load as load_saved
 from reports.json_report import to_dict
 
 FORMATS = ("terminal", "json", "markdown", "html")
-_HINT = ("give a capture directory (llm-doctor capture DIR), a saved JSON scan "
-         "(scan --format json -o FILE), 'live' or 'baseline'")
+
+
+def _hint() -> str:
+    return t("give a capture directory (llm-doctor capture DIR), a saved JSON scan "
+             "(scan --format json -o FILE), 'live' or 'baseline'")
 
 
 class _Side:
@@ -52,16 +56,16 @@ def state_file_of(given: str | None) -> str:
 
 def _baseline(state_file: str) -> dict[str, Any]:
     if not state_file:
-        raise ScanCannotRun("baseline: the config's [daemon] state_file is \"\" (the daemon keeps no "
-                            "state, so no baseline); give --state-file FILE")
+        raise ScanCannotRun(t("baseline: the config's [daemon] state_file is \"\" (the daemon keeps no "
+                              "state, so no baseline); give --state-file FILE"))
     path = baseline.baseline_path(state_file)
-    written = (f"'llm-doctor daemon' writes it beside its state file ({state_file}) at its first "
-               f"healthy evaluation and on kill -USR2; --state-file names another")
     if not os.path.lexists(path):
-        raise ScanCannotRun(f"baseline: no baseline at {path}: {written}")
+        raise ScanCannotRun(t("baseline: no baseline at {path}: 'llm-doctor daemon' writes it beside its "
+                              "state file ({state_file}) at its first healthy evaluation and on kill "
+                              "-USR2; --state-file names another", path=path, state_file=state_file))
     found = baseline.read(path)  # old by nature: its age is no reason to refuse it
     if found.unknown:  # absent, broken or dated in the future
-        raise ScanCannotRun(f"baseline: {found.unknown}")
+        raise ScanCannotRun(t("baseline: {why}", why=found.unknown))
     return found.report
 
 
@@ -82,15 +86,17 @@ def _resolve(side: _Side, state_file: str) -> None:
     path = Path(spec)
     if path.is_dir():
         if not (path / "host.toml").is_file():
-            raise ScanCannotRun(f"{side.which} {spec}: a directory without host.toml is no "
-                                f"recorded host; {_HINT}")
+            raise ScanCannotRun(t("{side} {spec}: a directory without host.toml is no recorded host; "
+                                  "{hint}", side=side.which, spec=spec, hint=_hint()))
         side.report = _scanned(spec, None)
     elif path.is_file():
         side.report = _saved_or_state(path)
     elif os.path.lexists(spec):
-        raise ScanCannotRun(f"{side.which} {spec}: neither a regular file nor a directory; {_HINT}")
+        raise ScanCannotRun(t("{side} {spec}: neither a regular file nor a directory; {hint}",
+                              side=side.which, spec=spec, hint=_hint()))
     else:
-        raise ScanCannotRun(f"{side.which} {spec}: no such file or directory; {_HINT}")
+        raise ScanCannotRun(t("{side} {spec}: no such file or directory; {hint}", side=side.which,
+                              spec=spec, hint=_hint()))
 
 
 def _saved_or_state(path: Path) -> dict[str, Any]:
@@ -170,7 +176,8 @@ def diff(before, after, different_hosts, fmt, output, state_file, level) -> None
         try:
             check_target(output)
         except OSError as exc:
-            raise ScanCannotRun(f"{output}: cannot write the diff: {exc.strerror}") from None
+            raise ScanCannotRun(t("{output}: cannot write the diff: {why}", output=output,
+                                  why=exc.strerror)) from None
     result = run_diff(before, after, level, state_file_of(state_file), different_hosts)
     if fmt == "terminal" and output is None:
         from rich.console import Console
@@ -186,8 +193,9 @@ def diff(before, after, different_hosts, fmt, output, state_file, level) -> None
             try:
                 write_atomic(output, text)
             except OSError as exc:
-                raise ScanCannotRun(f"{output}: cannot write the diff: {exc.strerror}") from None
-            click.echo(f"diff written to {output}", err=True)
+                raise ScanCannotRun(t("{output}: cannot write the diff: {why}", output=output,
+                                      why=exc.strerror)) from None
+            click.echo(t("diff written to {output}", output=output), err=True)
         else:
             click.echo(text, nl=False)
     sys.exit(result.exit_code)

@@ -12,11 +12,12 @@ from pathlib import Path
 import click
 
 from doctor.commands.setup import ScanCannotRun, load_setup, open_host, scan_options
-from doctor.fix.apply import FixError, apply_plan, revert_plan
+from doctor.fix.apply import FixError, apply_plan, revert_plan, status_said
 from doctor.fix.model import Plan
 from doctor.fix.plan import build_plan
 from doctor.fix.script import to_json, to_markdown, to_sh
-from doctor.fix.verify import judge
+from doctor.fix.verify import judge, said
+from doctor.i18n import t
 from doctor.model import Level
 from probes.registry import PROBES
 
@@ -79,8 +80,9 @@ def _emit(text: str, output: str | None) -> None:
     try:
         write_atomic(output, text)
     except OSError as exc:
-        raise ScanCannotRun(f"{output}: cannot write the plan: {exc.strerror}") from None
-    click.echo(f"plan written to {output}", err=True)
+        raise ScanCannotRun(t("{output}: cannot write the plan: {why}", output=output,
+                              why=exc.strerror)) from None
+    click.echo(t("plan written to {output}", output=output), err=True)
 
 
 @click.command()
@@ -116,40 +118,41 @@ def fix(replay, saved, fmt, output, root, do_apply, live, revert_id, plans_dir, 
     plans = _plans_dir(plans_dir, root)
     if revert_id is not None:
         if do_apply or replay or saved:
-            raise ScanCannotRun("--revert ID takes no --apply, --replay or --from: it puts back what plan ID saved")
+            raise ScanCannotRun(t("--revert ID takes no --apply, --replay or --from: it puts back what plan ID saved"))
         if not PLAN_ID.fullmatch(revert_id):
-            raise ScanCannotRun(f"--revert {revert_id!r}: not a plan id (as 'fix --apply' prints it, "
-                                "e.g. 20261201T194100Z-3fa2c1)")
+            raise ScanCannotRun(t("--revert {id!r}: not a plan id (as 'fix --apply' prints it, "
+                                  "e.g. 20261201T194100Z-3fa2c1)", id=revert_id))
         try:
             for line in revert_plan(plans / revert_id):
                 click.echo(line)
         except FixError as exc:
             raise ScanCannotRun(str(exc)) from None
-        click.echo(f"plan {revert_id} reverted")
+        click.echo(t("plan {id} reverted", id=revert_id))
         return
     if replay and saved:
-        raise ScanCannotRun("--replay and --from each give the findings: name one")
+        raise ScanCannotRun(t("--replay and --from each give the findings: name one"))
     if do_apply and (replay or saved) and not root:
-        raise ScanCannotRun("--apply with --replay or --from would change this host by another scan's "
-                            "findings: add --root DIR to write the files under DIR")
+        raise ScanCannotRun(t("--apply with --replay or --from would change this host by another scan's "
+                              "findings: add --root DIR to write the files under DIR"))
     if live and not root:
-        raise ScanCannotRun("--live goes with --root (without --root, --apply writes live settings anyway)")
+        raise ScanCannotRun(t("--live goes with --root (without --root, --apply writes live settings anyway)"))
     if saved:
         from reports.json_report import load
 
         report = load(Path(saved), ScanCannotRun)
         rule_probes = _rule_probes(config_path)
-        source = f"saved scan {saved}"
+        source = t("saved scan {path}", path=saved)
     else:
         first = None
         if only:
             rule_probes = _rule_probes(config_path)
             unknown = [r for r in only if r not in rule_probes]
             if unknown:
-                raise ScanCannotRun(f"--only {unknown[0]}: no such rule ('llm-doctor rules' lists them)")
+                raise ScanCannotRun(t("--only {rule}: no such rule ('llm-doctor rules' lists them)",
+                                      rule=unknown[0]))
             first = {p for r in only for p in rule_probes[r]}
         report, rule_probes = _scan(replay, config_path, level, first)
-        source = f"replay {replay}" if replay else "live scan"
+        source = t("replay {path}", path=replay) if replay else t("live scan")
     plan = build_plan(report, source, rule_probes, only=tuple(only))
     if not do_apply:
         text = {"sh": lambda: to_sh(plan, str(plans / plan.id)), "json": lambda: to_json(plan),
@@ -161,27 +164,28 @@ def fix(replay, saved, fmt, output, root, do_apply, live, revert_id, plans_dir, 
 
 def _apply(plan: Plan, plans: Path, root: str | None, live: bool, replay, saved, config_path, level) -> int:
     if not plan.steps:
-        click.echo("nothing to apply: the scan found nothing with a machine-side fix")
+        click.echo(t("nothing to apply: the scan found nothing with a machine-side fix"))
         return 0
     plan = _fresh_id(plan, plans)
     try:
         outcomes = apply_plan(plan, plans / plan.id, to_json(plan), Path(root) if root else None, live)
     except FixError as exc:
         raise ScanCannotRun(str(exc)) from None
-    click.echo(f"plan {plan.id}: {len(plan.steps)} step(s)")
+    click.echo(t("plan {id}: {n} step(s)", id=plan.id, n=len(plan.steps)))
     for outcome in outcomes:
-        click.echo(f"  {outcome.step}: {outcome.status}" + (f" ({outcome.detail})" if outcome.detail else ""))
+        click.echo(f"  {outcome.step}: {status_said(outcome.status)}"
+                   + (t(" ({detail})", detail=outcome.detail) if outcome.detail else ""))
     failed = any(o.status == "failed" for o in outcomes)
     if failed:
-        click.echo("stopped at the failed step; the steps before it stay applied", err=True)
+        click.echo(t("stopped at the failed step; the steps before it stay applied"), err=True)
     if replay or saved or (root and not live):
-        click.echo("verify: not scanned (the plan came from another scan, or only files under --root changed)")
+        click.echo(t("verify: not scanned (the plan came from another scan, or only files under --root changed)"))
     elif plan.probes:
         after, _ = _scan(None, config_path, level, set(plan.probes))
         verdicts = judge(plan, outcomes, after)
         (plans / plan.id / "verify.json").write_text(json.dumps(verdicts, indent=1) + "\n")
         for step_id, verdict in verdicts.items():
-            click.echo(f"  verify {step_id}: {verdict}")
+            click.echo("  " + t("verify {step}: {verdict}", step=step_id, verdict=said(verdict)))
     flag = f" --plans-dir {plans}" if str(plans) != PLANS_DIR else ""
-    click.echo(f"revert: llm-doctor fix --revert {plan.id}{flag}")
+    click.echo(t("revert: {command}", command=f"llm-doctor fix --revert {plan.id}{flag}"))
     return 1 if failed else 0

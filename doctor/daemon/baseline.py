@@ -22,11 +22,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from doctor.daemon import state
+from doctor.i18n import lazy, t, translated
 from doctor.model import ProbeResult, Severity
 
 NAME = "baseline.json"
 DONE = ("ok", "skipped")  # a probe's statuses that count as reported for a baseline
-FIRST_HEALTHY = "the first healthy evaluation since the daemon started"
+FIRST_HEALTHY = lazy("the first healthy evaluation since the daemon started")
 ON_REQUEST = "SIGUSR2"
 
 
@@ -42,13 +43,14 @@ def unhealthy(results: Iterable[ProbeResult], findings: Iterable, probes: Iterab
     it can. ``probes``: the names the daemon runs at its level."""
     raised = [f for f in findings if f.severity >= Severity.WARNING]
     if raised:
-        return f"{len(raised)} finding(s) at warning or above, first {raised[0].rule}"
+        return t("{n} finding(s) at warning or above, first {rule}", n=len(raised), rule=raised[0].rule)
     status = {r.name: r.status for r in results}
     unreported = [name for name in probes if status.get(name) not in DONE]
     if unreported:
         first = unreported[0]
-        how = status.get(first, "not reported yet")
-        return f"{len(unreported)} probe(s) not done, first {first} ({how})"
+        how = status[first] if first in status else t("not reported yet")
+        return t("{n} probe(s) not done, first {probe} ({status})", n=len(unreported), probe=first,
+                 status=how)
     return ""
 
 
@@ -68,7 +70,7 @@ class Keeper:
         if self.requested:
             return ON_REQUEST
         if self.written_to != str(path) and not why_not_healthy:
-            return FIRST_HEALTHY
+            return translated(FIRST_HEALTHY)
         return ""
 
     def written(self, path: Path) -> None:

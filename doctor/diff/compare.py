@@ -31,9 +31,13 @@ from doctor.diff.model import (ADDED, CHANGED, FLAG, IMPROVEMENT, INCOMPLETE, NO
                                NOT_COMPARABLE, REGRESSION, REMOVED, SAME, SECRET, Diff, Fact,
                                FindingDelta, Reading, Side)
 from doctor.diff.noise import LATENCY, MEASURED, floor_of, outside
+from doctor.i18n import lazy, t, translated
 from doctor.redact import MASK, redact_text
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+# a probe's status (a saved scan's data) as a note says it
+PROBE_STATUS = {"ok": lazy("ok"), "skipped": lazy("skipped"), "error": lazy("error"),
+                "timeout": lazy("timeout")}
 
 
 def _percentile(fact_id: str) -> float | None:
@@ -87,10 +91,14 @@ def _fact(fid: str, b: Reading | None, a: Reading | None, rb: Records, ra: Recor
         side_ok = (ra if b is None else rb).status.get(one.probe) == "ok"
         present = va if b is None else vb
         if not side_ok or present is None:
-            missing = "before" if b is None else "after"
-            status = (rb if b is None else ra).status.get(one.probe) or "did not run"
-            why = (f"{one.probe} holds no value for it on either side" if side_ok
-                   else f"not read {missing}: {one.probe} {status}")
+            given = (rb if b is None else ra).status.get(one.probe)
+            status = translated(PROBE_STATUS.get(given, given)) if given else t("did not run")
+            if side_ok:
+                why = t("{probe} holds no value for it on either side", probe=one.probe)
+            elif b is None:
+                why = t("not read before: {probe} {status}", probe=one.probe, status=status)
+            else:
+                why = t("not read after: {probe} {status}", probe=one.probe, status=status)
             return Fact(**base, status=INCOMPLETE, before=None if secret else vb,
                         after=None if secret else va, note=why)
         status = ADDED if b is None else REMOVED
@@ -100,26 +108,27 @@ def _fact(fid: str, b: Reading | None, a: Reading | None, rb: Records, ra: Recor
         return Fact(**base, status=SAME, before=None if secret else vb, after=None if secret else va)
     if secret:
         return Fact(**base, status=CHANGED, before=None, after=None, score=30.0 if causes else 20.0,
-                    note="a secret: changed (neither value is shown)")
+                    note=t("a secret: changed (neither value is shown)"))
     if kind == FLAG and (vb is None or va is None):
         return Fact(**base, status=ADDED if vb is None else REMOVED, before=vb, after=va,
                     direction=good.direction(vb, va) if good else "", score=0.0,
                     note=_argv(one, vb, va))
     if (vb is None) != (va is None):
         return Fact(**base, status=INCOMPLETE, before=vb, after=va,
-                    note=f"{one.probe} did not report it {'before' if vb is None else 'after'}")
+                    note=t("{probe} did not report it before", probe=one.probe) if vb is None
+                    else t("{probe} did not report it after", probe=one.probe))
     numbers = _number(vb) and _number(va)
     ratio = _ratio(vb, va)
     if kind in MEASURED and numbers:
         assert vb is not None and va is not None  # numbers, both
         if not judge_numbers:
             return Fact(**base, status=INCOMPLETE, before=vb, after=va, ratio=ratio,
-                        note="not judged: the states are not comparable")
-        busy = "; ".join(f"{side}: {r.contended}" for side, r in (("before", b), ("after", a))
-                         if r.contended)
+                        note=t("not judged: the states are not comparable"))
+        busy = "; ".join(t("{side}: {why}", side=side, why=r.contended)
+                         for side, r in ((t("before"), b), (t("after"), a)) if r.contended)
         if busy:  # a contended figure measures the neighbours, not the host
             return Fact(**base, status=INCOMPLETE, before=vb, after=va, ratio=ratio,
-                        note=f"not judged: measured under contention ({busy})")
+                        note=t("not judged: measured under contention ({busy})", busy=busy))
         floor = floor_of(kind, (b.spread, a.spread), (b.samples, a.samples),
                          _percentile(fid) if kind == LATENCY else None)
         if not outside(kind, float(vb), float(va), floor):
@@ -173,7 +182,7 @@ def _side(report: dict[str, Any], source: str, records: Records) -> Side:
 
 def _shown(value: Any) -> str:
     if value is None:
-        return "absent"
+        return t("absent")
     if isinstance(value, float):  # 2400.0 reads 2400, 0.4792 reads 0.4792
         return f"{value:.6g}"
     return redact_text(str(value))
@@ -184,11 +193,11 @@ def first_line(fact: Fact) -> str:
     if fact.note and fact.kind != SECRET and fact.status in (ADDED, REMOVED) and fact.note.startswith(("+", "-")):
         return f"{fact.id}: {fact.note}"
     if fact.kind == SECRET:
-        return f"{fact.id}: changed"
+        return t("{id}: changed", id=fact.id)
     if fact.status == ADDED:
-        return f"{fact.id}: added ({_shown(fact.after)})"
+        return t("{id}: added ({value})", id=fact.id, value=_shown(fact.after))
     if fact.status == REMOVED:
-        return f"{fact.id}: removed (was {_shown(fact.before)})"
+        return t("{id}: removed (was {value})", id=fact.id, value=_shown(fact.before))
     ratio = f", x{fact.ratio:g}" if fact.ratio is not None and fact.kind in MEASURED else ""
     return f"{fact.id}: {_shown(fact.before)} -> {_shown(fact.after)}{ratio}"
 
@@ -201,8 +210,8 @@ def compare(before: dict[str, Any], after: dict[str, Any], sources: tuple[str, s
     who, evidence = ident.identity(before, after, rb, ra)
     findings = _findings(before, after)
     if who == ident.DIFFERENT and not different_hosts:
-        line = ("two different hosts (" + "; ".join(evidence) + "): "
-                "pass --different-hosts to compare them anyway")
+        line = t("two different hosts ({evidence}): pass --different-hosts to compare them anyway",
+                 evidence=t("; ").join(evidence))
         return Diff(NOT_COMPARABLE, line, 3, *sides, who, evidence, False, (line,), (), (),
                     NOT_RECORDED)
     why = ident.comparability(before, after, rb, ra)
@@ -212,7 +221,7 @@ def compare(before: dict[str, Any], after: dict[str, Any], sources: tuple[str, s
     facts = [_with_score(f, _score(f, moved)) for f in facts]
     facts.sort(key=lambda f: (-f.score, f.id))
     if why:
-        return Diff(NOT_COMPARABLE, "not comparable: " + "; ".join(why), 3, *sides, who, evidence,
+        return Diff(NOT_COMPARABLE, t("not comparable: {why}", why=t("; ").join(why)), 3, *sides, who, evidence,
                     False, why, tuple(facts), findings, NOT_RECORDED)
     verdict, line, code = _verdict(facts, findings)
     return Diff(verdict, line, code, *sides, who, evidence, True, (), tuple(facts), findings,
@@ -231,15 +240,17 @@ def _verdict(facts: list[Fact], findings: tuple[FindingDelta, ...]) -> tuple[str
     better = [f for f in changes if f.direction == "better"]
     if worse or raised:
         first = worse[0] if worse and (not raised or worse[0].score >= 60) else None
-        line = first_line(first) if first else f"{raised[0].rule} raised: {raised[0].title}"
+        line = first_line(first) if first else t("{rule} raised: {title}", rule=raised[0].rule,
+                                                  title=raised[0].title)
         return REGRESSION, line, 2
     if better or cleared:
-        line = first_line(better[0]) if better else f"{cleared[0].rule} cleared"
+        line = first_line(better[0]) if better else t("{rule} cleared", rule=cleared[0].rule)
         return IMPROVEMENT, line, 0
     bearing = [f for f in changes if f.causes]
     if bearing:
-        return NO_CHANGE, f"{len(bearing)} change(s) bear on causes, none known to be worse: " \
-                          + first_line(bearing[0]), 1
+        return NO_CHANGE, t("{n} change(s) bear on causes, none known to be worse: {first}",
+                            n=len(bearing), first=first_line(bearing[0])), 1
     if changes:
-        return NO_CHANGE, f"{len(changes)} change(s), none that bears on a cause: " + first_line(changes[0]), 0
-    return NO_CHANGE, "no fact changed beyond its noise floor, no finding raised or cleared", 0
+        return NO_CHANGE, t("{n} change(s), none that bears on a cause: {first}", n=len(changes),
+                            first=first_line(changes[0])), 0
+    return NO_CHANGE, t("no fact changed beyond its noise floor, no finding raised or cleared"), 0

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 from doctor.diff.model import CONFIG, FLAG, Reading
+from doctor.i18n import lazy, t, translated
 from doctor.diff.noise import BANDWIDTH, LATENCY, MIB, STORAGE, THROUGHPUT
 
 Data = dict[str, Any]
@@ -96,7 +97,7 @@ def _fields(prefix: str, family: str, probe: str, row: Data, names: dict[str, st
             kind: str = CONFIG) -> Iterator[Reading]:
     for key, label in names.items():
         if key in row:
-            yield Reading(f"{prefix}.{key}", family, label, _scalar(row[key]), kind, probe,
+            yield Reading(f"{prefix}.{key}", family, translated(label), _scalar(row[key]), kind, probe,
                           spread=_spread(row, key))
 
 
@@ -111,62 +112,62 @@ def _spread(row: Data, key: str) -> float | None:
 
 def gpu_facts(r: Records) -> Iterator[Reading]:
     inventory = r.data.get("gpu.inventory", {})
-    for key, label in (("driver_version", "NVIDIA driver version"),
-                       ("cuda_driver_version", "CUDA version the driver supports")):
+    for key, label in (("driver_version", lazy("NVIDIA driver version")),
+                       ("cuda_driver_version", lazy("CUDA version the driver supports"))):
         if key in inventory:
             short = "version" if key == "driver_version" else "cuda"
-            yield Reading(f"gpu.driver.{short}", "gpu", label, _scalar(inventory[key]), CONFIG,
+            yield Reading(f"gpu.driver.{short}", "gpu", translated(label), _scalar(inventory[key]), CONFIG,
                           "gpu.inventory")
     for gpu in r.rows("gpu.inventory", "gpus"):
         yield from _fields(r.gpu(gpu.get("index")), "gpu", "gpu.inventory", gpu, {
-            "name": "model", "memory_total_mib": "memory, MiB", "persistence_mode": "persistence mode",
-            "mig_enabled": "MIG mode", "compute_mode": "compute mode"})
+            "name": lazy("model"), "memory_total_mib": lazy("memory, MiB"), "persistence_mode": lazy("persistence mode"),
+            "mig_enabled": lazy("MIG mode"), "compute_mode": lazy("compute mode")})
     for gpu in r.rows("gpu.pcie", "gpus"):
         at = r.gpu(gpu.get("index"))
         if "width_current" in gpu:
-            yield Reading(f"{at}.pcie.width", "gpu", "PCIe link width", _scalar(gpu["width_current"]),
+            yield Reading(f"{at}.pcie.width", "gpu", t("PCIe link width"), _scalar(gpu["width_current"]),
                           CONFIG, "gpu.pcie")
         # gen_current is left out: an idle GPU trains its link down to Gen1 and back
         yield from _fields(f"{at}.pcie", "gpu", "gpu.pcie", gpu, {
-            "gen_max": "PCIe generation (link's maximum)", "width_max": "PCIe width (maximum)",
-            "gen_loaded": "PCIe generation under load", "width_loaded": "PCIe width under load"})
+            "gen_max": lazy("PCIe generation (link's maximum)"), "width_max": lazy("PCIe width (maximum)"),
+            "gen_loaded": lazy("PCIe generation under load"), "width_loaded": lazy("PCIe width under load")})
     for gpu in r.rows("gpu.thermal_power", "gpus"):
         yield from _fields(r.gpu(gpu.get("index")), "gpu", "gpu.thermal_power", gpu, {
-            "power_limit_w": "power cap, W", "sm_clock_max_mhz": "SM clock maximum, MHz",
-            "mem_clock_max_mhz": "memory clock maximum, MHz"})
+            "power_limit_w": lazy("power cap, W"), "sm_clock_max_mhz": lazy("SM clock maximum, MHz"),
+            "mem_clock_max_mhz": lazy("memory clock maximum, MHz")})
     for gpu in r.rows("gpu.errors", "gpus"):
         yield from _fields(r.gpu(gpu.get("index")), "gpu", "gpu.errors", gpu, {
-            "ecc_enabled": "ECC mode", "ecc_uncorrected_aggregate": "uncorrected ECC errors (lifetime)",
-            "remapped_rows_corrected": "rows remapped (correctable)",
-            "remapped_rows_uncorrected": "rows remapped (uncorrectable)",
-            "remap_pending": "row remap pending"})
+            "ecc_enabled": lazy("ECC mode"), "ecc_uncorrected_aggregate": lazy("uncorrected ECC errors (lifetime)"),
+            "remapped_rows_corrected": lazy("rows remapped (correctable)"),
+            "remapped_rows_uncorrected": lazy("rows remapped (uncorrectable)"),
+            "remap_pending": lazy("row remap pending")})
     for gpu in r.rows("gpu.topology", "gpus"):
         yield from _fields(r.gpu(gpu.get("index")), "gpu", "gpu.topology", gpu,
-                           {"numa_node": "NUMA node"})
+                           {"numa_node": lazy("NUMA node")})
     for pair in r.rows("gpu.topology", "pairs"):
         at = f"gpu.topology[{pair.get('a')}-{pair.get('b')}]"
         yield from _fields(at, "gpu", "gpu.topology", pair, {
-            "level": "path between the pair (nvidia-smi topo -m)", "p2p_read": "P2P read status"})
+            "level": lazy("path between the pair (nvidia-smi topo -m)"), "p2p_read": lazy("P2P read status")})
     yield from _p2p(r)
     yield from _gpu_memory(r)
     for gpu in r.rows("gpu.bandwidth", "gpus"):
         yield from _fields(f"{r.gpu(gpu.get('index'))}.bandwidth", "gpu", "gpu.bandwidth", gpu, {
-            "d2d_gbps": "HBM copy (D2D), GB/s", "h2d_pinned_gbps": "host to GPU (pinned), GB/s",
-            "d2h_pinned_gbps": "GPU to host (pinned), GB/s"}, BANDWIDTH)
+            "d2d_gbps": lazy("HBM copy (D2D), GB/s"), "h2d_pinned_gbps": lazy("host to GPU (pinned), GB/s"),
+            "d2h_pinned_gbps": lazy("GPU to host (pinned), GB/s")}, BANDWIDTH)
     for group in r.rows("gpu.collective", "groups"):
         yield from _fields(f"gpu.collective[{group.get('group')}]", "gpu", "gpu.collective", group,
-                           {"busbw_gbps": "all-reduce bus bandwidth, GB/s"}, BANDWIDTH)
+                           {"busbw_gbps": lazy("all-reduce bus bandwidth, GB/s")}, BANDWIDTH)
 
 
 def _p2p(r: Records) -> Iterator[Reading]:
     data = r.data.get("gpu.peer_to_peer", {})
     if "iommu_mode" in data:
-        yield Reading("gpu.iommu_mode", "gpu", "IOMMU mode", _scalar(data["iommu_mode"]), CONFIG,
+        yield Reading("gpu.iommu_mode", "gpu", t("IOMMU mode"), _scalar(data["iommu_mode"]), CONFIG,
                       "gpu.peer_to_peer")
     for bridge in r.rows("gpu.peer_to_peer", "bridges"):
         if bridge.get("acs_control") is None and bridge.get("reason"):
             continue  # no ACS capability: nothing a BIOS can turn on
-        yield Reading(f"pcie.bridge[{bridge.get('bdf')}].acs", "gpu", "ACS redirects enabled",
+        yield Reading(f"pcie.bridge[{bridge.get('bdf')}].acs", "gpu", t("ACS redirects enabled"),
                       _scalar(bridge.get("enabled") or "none"), CONFIG, "gpu.peer_to_peer")
 
 
@@ -175,7 +176,7 @@ def _gpu_memory(r: Records) -> Iterator[Reading]:
         at = r.gpu(gpu.get("index"))
         if "used_by_others_mib" in gpu:
             yield Reading(f"{at}.memory.held_by_others_mib", "gpu",
-                          "memory held by processes other than the engines, MiB",
+                          t("memory held by processes other than the engines, MiB"),
                           _scalar(gpu["used_by_others_mib"]), MIB, "gpu.memory")
     if "gpu.memory" in r.data:
         counts: dict[str, int] = {r.gpu(g.get("index")): 0 for g in r.rows("gpu.memory", "gpus")}
@@ -184,7 +185,7 @@ def _gpu_memory(r: Records) -> Iterator[Reading]:
                 at = r.gpu(proc.get("gpu"))
                 counts[at] = counts.get(at, 0) + 1
         for at, n in counts.items():
-            yield Reading(f"{at}.memory.other_processes", "gpu", "other processes on the GPU", n,
+            yield Reading(f"{at}.memory.other_processes", "gpu", t("other processes on the GPU"), n,
                           CONFIG, "gpu.memory")
 
 
@@ -202,7 +203,7 @@ def _contended(record: Data) -> str:
     cores = threads if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else 1
     if busy <= MAX_OTHER_BUSY_SHARE * cores:
         return ""
-    return f"other work kept {busy:g} of its {cores} threads' cores busy"
+    return t("other work kept {busy:g} of its {cores} threads' cores busy", busy=busy, cores=cores)
 
 
 SYSCTLS = {"fs_file_max": "fs.file-max", "fs_nr_open": "fs.nr_open",
@@ -210,101 +211,101 @@ SYSCTLS = {"fs_file_max": "fs.file-max", "fs_nr_open": "fs.nr_open",
            "net_ipv4_tcp_max_syn_backlog": "net.ipv4.tcp_max_syn_backlog",
            "net_core_rmem_max_bytes": "net.core.rmem_max", "net_core_wmem_max_bytes": "net.core.wmem_max",
            "vm_swappiness": "vm.swappiness", "vm_overcommit_memory": "vm.overcommit_memory",
-           "thp_enabled": "transparent huge pages (enabled)", "thp_defrag": "transparent huge pages (defrag)"}
+           "thp_enabled": lazy("transparent huge pages (enabled)"), "thp_defrag": lazy("transparent huge pages (defrag)")}
 
 
 def host_facts(r: Records) -> Iterator[Reading]:
     yield from _fields("host.sysctl", "host", "host.sysctl", r.data.get("host.sysctl", {}), SYSCTLS)
     cpu = r.data.get("host.cpu", {})
     yield from _fields("host.cpu", "host", "host.cpu", cpu, {
-        "model": "CPU model", "logical_cpus": "logical CPUs", "sockets": "sockets",
-        "numa_nodes": "NUMA nodes", "energy_preference_counts": "energy preference (CPUs each)"})
+        "model": lazy("CPU model"), "logical_cpus": lazy("logical CPUs"), "sockets": lazy("sockets"),
+        "numa_nodes": lazy("NUMA nodes"), "energy_preference_counts": lazy("energy preference (CPUs each)")})
     if "governor_counts" in cpu:
         given = cpu["governor_counts"] if isinstance(cpu["governor_counts"], dict) else {}
         counts = {g: n for g, n in given.items() if isinstance(n, int) and not isinstance(n, bool)}
         # the governor most CPUs run: one name a person compares, the counts beside it
         top = max(counts, key=lambda g: (counts[g], g)) if counts else None
-        yield Reading("host.cpu.governor", "host", "CPU frequency governor (most CPUs)", top, CONFIG,
+        yield Reading("host.cpu.governor", "host", t("CPU frequency governor (most CPUs)"), top, CONFIG,
                       "host.cpu")
     yield from _fields("host.memory", "host", "host.memory", r.data.get("host.memory", {}), {
-        "total_mib": "memory, MiB", "swap_total_mib": "swap, MiB", "huge_pages_total": "huge pages"})
+        "total_mib": lazy("memory, MiB"), "swap_total_mib": lazy("swap, MiB"), "huge_pages_total": lazy("huge pages")})
     memory = r.data.get("host.memory", {})
     if "swap_used_mib" in memory:
-        yield Reading("host.memory.swap_used_mib", "host", "swap in use, MiB",
+        yield Reading("host.memory.swap_used_mib", "host", t("swap in use, MiB"),
                       _scalar(memory["swap_used_mib"]), MIB, "host.memory")
     for proc in r.rows("host.limits", "processes"):
         who = "shell" if proc.get("role") == "shell" else f"{proc.get('engine') or proc.get('comm')}"
         yield from _fields(f"host.limits[{who}]", "host", "host.limits", proc, {
-            "nofile_soft": "open files (soft)", "nofile_hard": "open files (hard)",
-            "nproc_soft": "processes (soft)", "memlock_soft_bytes": "locked memory (soft), bytes"})
+            "nofile_soft": lazy("open files (soft)"), "nofile_hard": lazy("open files (hard)"),
+            "nproc_soft": lazy("processes (soft)"), "memlock_soft_bytes": lazy("locked memory (soft), bytes")})
     stream = r.data.get("host.memory_bandwidth", {})
     busy = _contended(stream)
     for reading in _fields("host.memory_bandwidth", "host", "host.memory_bandwidth", stream, {
-            "copy_gbps": "host memory STREAM copy, GB/s",
-            "triad_gbps": "host memory STREAM triad, GB/s"}, BANDWIDTH):
+            "copy_gbps": lazy("host memory STREAM copy, GB/s"),
+            "triad_gbps": lazy("host memory STREAM triad, GB/s")}, BANDWIDTH):
         yield replace(reading, contended=busy)
     for path in r.rows("host.storage", "paths"):
         at = f"model[{path.get('path')}]"
         yield from _fields(at, "host", "host.storage", path, {
-            "weights_bytes": "weights, bytes", "weight_files": "weight files",
-            "fs_type": "file system", "block_device": "block device", "rotational": "rotational disk",
-            "network_fs": "network file system"})
-        yield from _fields(at, "host", "host.storage", path, {"read_mbps": "weights read, MB/s"}, STORAGE)
+            "weights_bytes": lazy("weights, bytes"), "weight_files": lazy("weight files"),
+            "fs_type": lazy("file system"), "block_device": lazy("block device"), "rotational": lazy("rotational disk"),
+            "network_fs": lazy("network file system")})
+        yield from _fields(at, "host", "host.storage", path, {"read_mbps": lazy("weights read, MB/s")}, STORAGE)
 
 
 # --------------------------------------------------------------------------- engines
 
 ENGINE_FLAGS = {  # the record's field → (its flag, what a person reads)
-    "model": ("--model", "model"),
-    "gpu_memory_utilization": ("--gpu-memory-utilization", "GPU memory share"),
-    "max_num_seqs": ("--max-num-seqs", "sequences at once"),
-    "max_num_batched_tokens": ("--max-num-batched-tokens", "tokens per batch"),
-    "block_size": ("--block-size", "KV block size"),
-    "max_model_len": ("--max-model-len", "context length"),
-    "kv_cache_dtype": ("--kv-cache-dtype", "KV cache type"),
-    "tensor_parallel_size": ("--tensor-parallel-size", "tensor parallel size"),
-    "enforce_eager": ("--enforce-eager", "CUDA graphs off (eager)"),
+    "model": ("--model", lazy("model")),
+    "gpu_memory_utilization": ("--gpu-memory-utilization", lazy("GPU memory share")),
+    "max_num_seqs": ("--max-num-seqs", lazy("sequences at once")),
+    "max_num_batched_tokens": ("--max-num-batched-tokens", lazy("tokens per batch")),
+    "block_size": ("--block-size", lazy("KV block size")),
+    "max_model_len": ("--max-model-len", lazy("context length")),
+    "kv_cache_dtype": ("--kv-cache-dtype", lazy("KV cache type")),
+    "tensor_parallel_size": ("--tensor-parallel-size", lazy("tensor parallel size")),
+    "enforce_eager": ("--enforce-eager", lazy("CUDA graphs off (eager)")),
 }
 
 
 def engine_facts(r: Records) -> Iterator[Reading]:
     for engine in r.rows("engine.discovery", "engines"):
         at = f"engine[{engine_name(engine.get('kind'), engine.get('base_url'))}]"
-        yield Reading(f"{at}.kind", "engine", "engine kind", _scalar(engine.get("kind")), CONFIG,
+        yield Reading(f"{at}.kind", "engine", t("engine kind"), _scalar(engine.get("kind")), CONFIG,
                       "engine.discovery")
         if engine.get("kind") != "ollama":  # engine.ollama's /api/version is Ollama's, below
             # always yielded: a scan saved before versions were read has none (INCOMPLETE)
-            yield Reading(f"{at}.version", "engine", "engine version (as the engine states it)",
+            yield Reading(f"{at}.version", "engine", t("engine version (as the engine states it)"),
                           _scalar(engine.get("version")), CONFIG, "engine.discovery")
         for key, (flag, label) in ENGINE_FLAGS.items():
             if key in engine:
-                yield Reading(f"{at}.flag.{key}", "engine", label, _scalar(engine[key]), FLAG,
+                yield Reading(f"{at}.flag.{key}", "engine", translated(label), _scalar(engine[key]), FLAG,
                               "engine.discovery", flag=flag)
         if "api_key_set" in engine:
-            yield Reading(f"{at}.api_key_set", "engine", "API key required",
+            yield Reading(f"{at}.api_key_set", "engine", t("API key required"),
                           _scalar(engine["api_key_set"]), CONFIG, "engine.discovery")
     for engine in r.rows("gpu.runtime", "engines"):
         at = r.engine_of_pid(engine.get("pid"), str(engine.get("name") or engine.get("engine")))
         yield from _fields(at, "engine", "gpu.runtime", engine, {
-            "torch_version": "torch version", "torch_cuda": "torch built for CUDA",
-            "runtime_cuda": "CUDA runtime the engine loads"})
+            "torch_version": lazy("torch version"), "torch_cuda": lazy("torch built for CUDA"),
+            "runtime_cuda": lazy("CUDA runtime the engine loads")})
         if "nccl" in engine:  # a scan saved before NCCL was read has no field: no fact
-            yield Reading(f"{at}.nccl_version", "engine", "NCCL version the engine loads (libnccl mapped)",
+            yield Reading(f"{at}.nccl_version", "engine", t("NCCL version the engine loads (libnccl mapped)"),
                           _scalar(engine["nccl"]), CONFIG, "gpu.runtime")
     for engine in r.rows("gpu.numa", "engines"):
         at = r.engine_of_pid(engine.get("pid"), str(engine.get("name") or engine.get("engine")))
         yield from _fields(f"{at}.numa", "engine", "gpu.numa", engine, {
-            "gpu_node": "its GPUs' NUMA node", "cpus_elsewhere": "runs on CPUs of another node",
-            "memory_node": "its memory's NUMA node"})
+            "gpu_node": lazy("its GPUs' NUMA node"), "cpus_elsewhere": lazy("runs on CPUs of another node"),
+            "memory_node": lazy("its memory's NUMA node")})
     for engine in r.rows("engine.container", "engines"):
         at = r.engine_of_pid(engine.get("pid"), str(engine.get("engine")))
         yield from _fields(f"{at}.cgroup", "engine", "engine.container", engine, {
-            "cpu_quota_cpus": "CPU quota, CPUs", "memory_limit_bytes": "memory limit, bytes",
-            "shm_bytes": "/dev/shm size, bytes", "cgroup_version": "cgroup version"})
+            "cpu_quota_cpus": lazy("CPU quota, CPUs"), "memory_limit_bytes": lazy("memory limit, bytes"),
+            "shm_bytes": lazy("/dev/shm size, bytes"), "cgroup_version": lazy("cgroup version")})
     for engine in r.rows("engine.ollama", "engines"):
         yield from _fields(f"engine[{engine_name('ollama', engine.get('base_url'))}]", "engine",
                            "engine.ollama", engine, {
-                               "version": "Ollama version (/api/version)",
+                               "version": lazy("Ollama version (/api/version)"),
                                "num_parallel": "OLLAMA_NUM_PARALLEL", "context_length": "OLLAMA_CONTEXT_LENGTH",
                                "keep_alive": "OLLAMA_KEEP_ALIVE", "kv_cache_type": "OLLAMA_KV_CACHE_TYPE",
                                "flash_attention": "OLLAMA_FLASH_ATTENTION"})
@@ -373,14 +374,14 @@ def _argv(r: Records) -> Iterator[Reading]:
         for name, value in {**dict.fromkeys(ARGV_SWITCHES), **flags}.items():
             if name in _JUDGED:
                 continue
-            label = {"program": "the engine's program", "args": "its positional arguments"}.get(
-                name, f"flag {name}")
+            label = {"program": t("the engine's program"), "args": t("its positional arguments")}.get(
+                name) or t("flag {name}", name=name)
             yield Reading(f"{at}.argv.{name}", "engine", label, value,
                           CONFIG if name in ("program", "args") else FLAG, "engine.discovery",
                           flag=name)
 
 
-LATENCIES = {"ttft": "time to first token", "itl": "inter-token latency", "e2e": "end-to-end latency"}
+LATENCIES = {"ttft": lazy("time to first token"), "itl": lazy("inter-token latency"), "e2e": lazy("end-to-end latency")}
 
 
 def _latency(r: Records) -> Iterator[Reading]:
@@ -393,7 +394,7 @@ def _latency(r: Records) -> Iterator[Reading]:
             for p in ("p50", "p95", "p99"):
                 key = f"{name}_{p}_s"
                 if key in engine:
-                    yield Reading(f"{at}.latency.{key}", "engine", f"{label} {p}, s",
+                    yield Reading(f"{at}.latency.{key}", "engine", t("{label} {p}, s", label=translated(label), p=p),
                                   _scalar(engine[key]), LATENCY, "engine.metrics", samples=count)
 
 
@@ -403,12 +404,12 @@ def _knee(r: Records) -> Iterator[Reading]:
             continue
         at = f"engine[{engine_name(engine.get('kind'), engine.get('base_url'))}]"
         knee = engine.get("knee_concurrency")
-        yield Reading(f"{at}.knee.concurrency", "engine", "concurrency at the knee", _scalar(knee),
+        yield Reading(f"{at}.knee.concurrency", "engine", t("concurrency at the knee"), _scalar(knee),
                       CONFIG, "engine.load")
         sweep = engine["sweep"] if isinstance(engine.get("sweep"), list) else []
         at_knee = [p for p in sweep if isinstance(p, dict) and p.get("concurrency") == knee]
         if at_knee:
-            yield Reading(f"{at}.knee.output_tokens_per_s", "engine", "output tokens/s at the knee",
+            yield Reading(f"{at}.knee.output_tokens_per_s", "engine", t("output tokens/s at the knee"),
                           _scalar(at_knee[0].get("output_tokens_per_s")), THROUGHPUT, "engine.load",
                           spread=_spread(at_knee[0], "output_tokens_per_s"))
 

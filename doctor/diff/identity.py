@@ -18,10 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.diff.facts import Records
+from doctor.i18n import lazy, t, translated
 from doctor.redact import redact_text
 
 SAME_HOST, DIFFERENT, UNPROVEN = "same", "different", "unproven"
-STRONG = (("machine_id", "machine id"), ("product_uuid", "DMI product UUID"))
+STRONG = (("machine_id", lazy("machine id")), ("product_uuid", lazy("DMI product UUID")))
 
 
 def gpu_uuids(records: Records) -> set[str]:
@@ -34,42 +35,45 @@ def identity(before: dict[str, Any], after: dict[str, Any], rb: Records, ra: Rec
     hb, ha = before.get("host", {}), after.get("host", {})
     evidence: list[str] = []
     agree = differ = False
-    for key, name in STRONG:
+    for key, english in STRONG:
+        name = translated(english)
         b, a = hb.get(key), ha.get(key)
         if isinstance(b, str) and isinstance(a, str) and b and a:
             if b == a:
                 agree = True
-                evidence.append(f"the {name} is the same")
+                evidence.append(t("the {name} is the same", name=name))
             else:
                 differ = True
-                evidence.append(f"the {name} differs")
+                evidence.append(t("the {name} differs", name=name))
         elif isinstance(b, str) and b or isinstance(a, str) and a:
-            side = "before" if not (isinstance(b, str) and b) else "after"
-            why = (hb if side == "before" else ha).get(f"{key}_reason")
-            evidence.append(f"the {name} is not read {side}"
-                            + (f" ({redact_text(str(why))[:120]})" if why else ""))
+            unread_before = not (isinstance(b, str) and b)
+            why = (hb if unread_before else ha).get(f"{key}_reason")
+            said = (t("the {name} is not read before", name=name) if unread_before
+                    else t("the {name} is not read after", name=name))
+            evidence.append(said + (t(" ({why})", why=redact_text(str(why))[:120]) if why else ""))
     ub, ua = gpu_uuids(rb), gpu_uuids(ra)
     gpus_shared = bool(ub & ua)
     if ub and ua:
         if gpus_shared:
-            evidence.append(f"{len(ub & ua)} of {len(ub | ua)} GPU UUIDs are on both sides")
+            evidence.append(t("{shared} of {all} GPU UUIDs are on both sides", shared=len(ub & ua), all=len(ub | ua)))
         else:
             differ = True
-            evidence.append("no GPU UUID is on both sides")
+            evidence.append(t("no GPU UUID is on both sides"))
     names = (str(hb.get("hostname", "?")), str(ha.get("hostname", "?")))
     same_name = names[0] == names[1]
-    evidence.append(f"hostname {names[0]}" if same_name else f"hostnames {names[0]} and {names[1]}")
+    evidence.append(t("hostname {name}", name=names[0]) if same_name
+                    else t("hostnames {before} and {after}", before=names[0], after=names[1]))
     if differ:
         return DIFFERENT, tuple(evidence)
     if agree:
         return SAME_HOST, tuple(evidence)
     if not same_name:
         if gpus_shared:
-            evidence.append("the GPUs agree but the hostnames do not: GPUs moved, or a renamed host")
+            evidence.append(t("the GPUs agree but the hostnames do not: GPUs moved, or a renamed host"))
         return DIFFERENT, tuple(evidence)
     if gpus_shared:
         return SAME_HOST, tuple(evidence)
-    evidence.append("no machine id, DMI UUID or GPU UUID is recorded on both sides")
+    evidence.append(t("no machine id, DMI UUID or GPU UUID is recorded on both sides"))
     return UNPROVEN, tuple(evidence)
 
 
@@ -91,6 +95,15 @@ def engine_state(records: Records) -> str:
     return "under load" if any(n > 0 for n in running) else "idle"
 
 
+ENGINE_STATES = {"idle": lazy("idle"), "under load": lazy("under load"),
+                 "no engine": lazy("no engine"), "unknown": lazy("unknown")}
+
+
+def engine_state_text(state: str) -> str:
+    """An engine state (data: the JSON's ``engine_state``) as a person reads it."""
+    return translated(ENGINE_STATES.get(state, state))
+
+
 def models(records: Records) -> set[str]:
     return {str(e.get("model")) for e in records.rows("engine.discovery", "engines") if e.get("model")}
 
@@ -100,14 +113,14 @@ def comparability(before: dict[str, Any], after: dict[str, Any], rb: Records, ra
     """Why the two states cannot be judged against each other; empty when they can."""
     why = []
     if before.get("level") != after.get("level"):
-        why.append(f"the levels differ ({before.get('level')} and {after.get('level')}): "
-                   f"scan both sides at one level (--level)")
+        why.append(t("the levels differ ({before} and {after}): scan both sides at one level (--level)",
+                     before=before.get("level"), after=after.get("level")))
     mb, ma = models(rb), models(ra)
     if mb and ma and mb != ma:
-        why.append(redact_text(f"the models differ ({', '.join(sorted(mb))} and "
-                               f"{', '.join(sorted(ma))})"))
+        why.append(redact_text(t("the models differ ({before} and {after})",
+                                 before=", ".join(sorted(mb)), after=", ".join(sorted(ma)))))
     sb, sa = engine_state(rb), engine_state(ra)
     if {sb, sa} == {"idle", "under load"}:
-        why.append(f"the engine is {sb} before and {sa} after: compare idle with idle, "
-                   f"or load with load")
+        why.append(t("the engine is {before} before and {after} after: compare idle with idle, "
+                     "or load with load", before=engine_state_text(sb), after=engine_state_text(sa)))
     return tuple(why)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.fix.model import Command, FileWrite, LiveWrite, Plan, Step
+from doctor.i18n import lazy, t, translated
 
 COMMAND_TIMEOUT_S = 120
 NVIDIACTL = Path("/dev/nvidiactl")
@@ -40,6 +41,15 @@ class Outcome:
     detail: str
 
 
+# An outcome's status as a person reads it (plan.json, the journal and verify read the words)
+STATUS_SAID = {"applied": lazy("applied"), "in place": lazy("in place"), "shown": lazy("shown"),
+               "skipped": lazy("skipped"), "failed": lazy("failed")}
+
+
+def status_said(status: str) -> str:
+    return translated(STATUS_SAID.get(status, status))
+
+
 Runner = Callable[[tuple[str, ...]], str | None]  # None: ran; else why it failed
 
 
@@ -48,12 +58,14 @@ def run_command(argv: tuple[str, ...]) -> str | None:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
                               check=False)
     except FileNotFoundError:
-        return f"{argv[0]}: not found on this host"
+        return t("{program}: not found on this host", program=argv[0])
     except subprocess.TimeoutExpired:
-        return f"{' '.join(argv)}: still running after {COMMAND_TIMEOUT_S} s, stopped"
+        return t("{command}: still running after {seconds} s, stopped", command=" ".join(argv),
+                 seconds=COMMAND_TIMEOUT_S)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
-        return f"{' '.join(argv)}: exit {done.returncode} {tail[0][:200]}".rstrip()
+        return t("{command}: exit {code} {tail}", command=" ".join(argv), code=done.returncode,
+                 tail=tail[0][:200]).rstrip()
     return None
 
 
@@ -77,10 +89,11 @@ class Journal:
         try:
             plan_dir.mkdir(parents=True, exist_ok=False)
         except FileExistsError:
-            raise FixError(f"{plan_dir}: a plan of that id is already there; run again for a new id") from None
+            raise FixError(t("{path}: a plan of that id is already there; run again for a new id",
+                             path=plan_dir)) from None
         except OSError as exc:
-            raise FixError(f"{plan_dir}: cannot make the plan directory ({exc.strerror}); "
-                           "choose another with --plans-dir") from None
+            raise FixError(t("{path}: cannot make the plan directory ({why}); choose another with --plans-dir",
+                             path=plan_dir, why=exc.strerror)) from None
         (plan_dir / "plan.json").write_text(plan_json)
         self.save()
 
@@ -97,7 +110,7 @@ def _apply_file(change: FileWrite, step: Step, root: Path | None, journal: Journ
     target = _target(change.path, root)
     new = change.content.encode()
     if target.is_symlink() or (target.exists() and not target.is_file()):
-        raise FixError(f"{target}: not a regular file; llm-doctor writes only its own files")
+        raise FixError(t("{path}: not a regular file; llm-doctor writes only its own files", path=target))
     old = target.read_bytes() if target.exists() else None
     if old == new:
         return False
@@ -120,39 +133,43 @@ def _apply_live(value: LiveWrite, step: Step, journal: Journal) -> bool:
     try:
         old = target.read_text()
     except OSError as exc:
-        raise FixError(f"{value.path} ({value.name}): cannot read it ({exc.strerror})") from None
+        raise FixError(t("{path} ({name}): cannot read it ({why})", path=value.path, name=value.name,
+                         why=exc.strerror)) from None
     if old.strip() == value.new:
         return False
     journal.add({"step": step.id, "type": "live", "path": value.path, "name": value.name, "old": old})
     try:
         target.write_text(value.new + "\n")
     except OSError as exc:
-        raise FixError(f"{value.path} ({value.name}): cannot write {value.new} ({exc.strerror})") from None
+        raise FixError(t("{path} ({name}): cannot write {value} ({why})", path=value.path, name=value.name,
+                         value=value.new, why=exc.strerror)) from None
     return True
 
 
 def _guard(command: Command) -> None:
     if command.argv[:2] == ("systemctl", "daemon-reload") and NVIDIACTL.exists() and not NVIDIACTL_LINK.exists():
-        raise FixError("/dev/char lacks the NVIDIA links: a daemon-reload would detach the GPUs of running "
-                       "containers; run 'nvidia-ctk system create-dev-char-symlinks --create-all' first")
+        raise FixError(t("/dev/char lacks the NVIDIA links: a daemon-reload would detach the GPUs of running "
+                         "containers; run 'nvidia-ctk system create-dev-char-symlinks --create-all' first"))
 
 
 def apply_step(step: Step, root: Path | None, live: bool, journal: Journal, run: Runner) -> Outcome:
     if not (step.files or step.live or step.commands):
-        return Outcome(step.id, "shown", "not applied: " + ("an engine flag diff" if step.flags else "a manual step"))
+        return Outcome(step.id, "shown", t("not applied: an engine flag diff") if step.flags
+                       else t("not applied: a manual step"))
     changed, skipped = 0, []
     try:
         for change in step.files:
             changed += _apply_file(change, step, root, journal)
         if step.live and root is not None and not live:
-            skipped.append(f"{len(step.live)} live setting(s) left alone under --root (--live writes them)")
+            skipped.append(t("{n} live setting(s) left alone under --root (--live writes them)",
+                             n=len(step.live)))
         else:
             for value in step.live:
                 changed += _apply_live(value, step, journal)
         if step.commands and root is not None:
-            skipped.append(f"{len(step.commands)} command(s) not run under --root")
+            skipped.append(t("{n} command(s) not run under --root", n=len(step.commands)))
         elif step.commands and changed == 0 and step.files:
-            skipped.append("commands not run: the files were already in place")
+            skipped.append(t("commands not run: the files were already in place"))
         else:
             for command in step.commands:
                 _guard(command)
@@ -167,7 +184,7 @@ def apply_step(step: Step, root: Path | None, live: bool, journal: Journal, run:
     except OSError as exc:
         return Outcome(step.id, "failed", f"{exc.filename}: {exc.strerror}")
     status = "applied" if changed else ("skipped" if skipped and not (step.files or step.live) else "in place")
-    return Outcome(step.id, status, "; ".join(skipped))
+    return Outcome(step.id, status, t("; ").join(skipped))
 
 
 def apply_plan(plan: Plan, plan_dir: Path, plan_json: str, root: Path | None = None,
@@ -190,14 +207,14 @@ def revert_plan(plan_dir: Path, run: Runner = run_command) -> list[str]:
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
-        raise FixError(f"{path}: no such plan; 'llm-doctor fix --apply' writes one "
-                       "(its id is printed; --plans-dir must be the same)") from None
+        raise FixError(t("{path}: no such plan; 'llm-doctor fix --apply' writes one "
+                         "(its id is printed; --plans-dir must be the same)", path=path)) from None
     except (OSError, ValueError) as exc:
-        raise FixError(f"{path}: cannot read the plan's journal ({exc})") from None
+        raise FixError(t("{path}: cannot read the plan's journal ({why})", path=path, why=exc)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
-        raise FixError(f"{path}: not a journal llm-doctor wrote")
+        raise FixError(t("{path}: not a journal llm-doctor wrote", path=path))
     if doc.get("reverted"):
-        raise FixError(f"{path}: this plan was reverted already")
+        raise FixError(t("{path}: this plan was reverted already", path=path))
     done = []
     reload = ("systemctl", "daemon-reload")
     entries = doc["entries"]
@@ -210,7 +227,7 @@ def revert_plan(plan_dir: Path, run: Runner = run_command) -> list[str]:
         failed = run(reload)
         if failed:
             raise FixError(failed)
-        done.append("ran systemctl daemon-reload")
+        done.append(t("ran {command}", command="systemctl daemon-reload"))
     doc["reverted"] = True
     _write_atomic(path, json.dumps(doc, indent=1).encode(), 0o600)
     return done
@@ -227,21 +244,22 @@ def _undo(entry: dict, run: Runner) -> str:
                     Path(folder).rmdir()
                 except OSError:
                     break  # something else was put there since: left as it is
-            return f"removed {target}"
+            return t("removed {path}", path=target)
         _write_atomic(target, base64.b64decode(entry["old"]), int(entry.get("mode", 0o644)))
-        return f"restored {target}"
+        return t("restored {path}", path=target)
     if kind == "live":
         try:
             Path(entry["path"]).write_text(entry["old"])
         except OSError as exc:
-            raise FixError(f"{entry['path']}: cannot write the saved value back ({exc.strerror})") from None
+            raise FixError(t("{path}: cannot write the saved value back ({why})", path=entry["path"],
+                             why=exc.strerror)) from None
         return f"{entry.get('name', entry['path'])} = {entry['old'].strip()}"
     if kind == "command":
         undo = tuple(entry.get("undo") or ())
         if not undo:
-            return f"nothing to undo for {' '.join(entry['argv'])}"
+            return t("nothing to undo for {command}", command=" ".join(entry["argv"]))
         failed = run(undo)
         if failed:
             raise FixError(failed)
-        return f"ran {' '.join(undo)}"
-    raise FixError(f"journal entry of unknown type {kind!r}")
+        return t("ran {command}", command=" ".join(undo))
+    raise FixError(t("journal entry of unknown type {kind!r}", kind=kind))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from doctor.fix.model import Command, FileWrite, FlagDiff, Kind, LiveWrite, NoStep, Risk, Step
+from doctor.i18n import lazy, t, translated
 
 NOFILE = 1048576   # the playbook's value: every connection and weight shard holds one
 NPROC = 65536
@@ -50,6 +51,8 @@ Builder = Callable[[dict, Scan, str], Built]
 
 
 def header(finding: dict, scan: Scan, comment: str = "#") -> str:
+    # the file's own words: English in every language, so a file is the same bytes whatever
+    # language planned it (its title line is the finding's, as the scan wrote it)
     key = f" ({_one_line(finding['key'])})" if finding.get("key") else ""
     return (f"{comment} Written by llm-doctor fix on {scan.date} for the finding "
             f"{finding['rule']}{key}:\n{comment} {_one_line(finding.get('title', ''))}\n"
@@ -88,16 +91,17 @@ def _sysctl_step(finding: dict, scan: Scan, wanted: list[tuple[str, int | None, 
     low = [(name, seen, new) for name, seen, new in wanted
            if seen is None or (seen > new if lower else seen < new)]
     if not low:
-        return "the evidence shows no setting below the value the plan would set"
+        return t("the evidence shows no setting below the value the plan would set")
     path = f"/etc/sysctl.d/60-llm-doctor-{finding['rule']}.conf"
     body = "".join(f"{name} = {new}\n" for name, _, new in low)
     live = tuple(LiveWrite("/proc/sys/" + name.replace(".", "/"), name,
                            None if seen is None else str(seen), str(new)) for name, seen, new in low)
     names = ", ".join(name for name, _, _ in low)
-    return _step(finding, Kind.FILE, Risk.NONE, f"Set {names} now and at every boot",
-                 check=f"sysctl {' '.join(n for n, _, _ in low)} shows the new values and {path} holds them",
-                 verify="a scan of host.sysctl no longer raises the finding",
-                 revert=f"delete {path} and write the saved live values back",
+    return _step(finding, Kind.FILE, Risk.NONE, t("Set {names} now and at every boot", names=names),
+                 check=t("sysctl {keys} shows the new values and {path} holds them",
+                         keys=" ".join(n for n, _, _ in low), path=path),
+                 verify=t("a scan of host.sysctl no longer raises the finding"),
+                 revert=t("delete {path} and write the saved live values back", path=path),
                  files=(FileWrite(path, header(finding, scan) + body),), live=live)
 
 
@@ -116,10 +120,10 @@ def network_backlog(finding: dict, scan: Scan, date: str) -> Built:
 def swap(finding: dict, scan: Scan, date: str) -> Built:
     if finding["rule"] != "swap-swappiness-high":
         return _manual(finding, [
-            "Find what is swapped out: `grep VmSwap /proc/*/status | sort -k2 -n | tail`.",
-            "Give the host memory back (stop or move that process), then pull pages back in "
-            "with `swapoff -a && swapon -a` in a quiet hour: it stalls the host while it runs.",
-        ], Risk.DISRUPTIVE, "Swap in use: free memory, then bring the pages back")
+            t("Find what is swapped out: `grep VmSwap /proc/*/status | sort -k2 -n | tail`."),
+            t("Give the host memory back (stop or move that process), then pull pages back in "
+              "with `swapoff -a && swapon -a` in a quiet hour: it stalls the host while it runs."),
+        ], Risk.DISRUPTIVE, t("Swap in use: free memory, then bring the pages back"))
     return _sysctl_step(finding, scan, [
         ("vm.swappiness", _int(_evidence(finding).get("swappiness")), SWAPPINESS)], lower=True)
 
@@ -140,15 +144,15 @@ def governor(finding: dict, scan: Scan, date: str) -> Built:
                                   f"cpu{n} energy_performance_preference",
                                   str(cpu["energy_preference"]), "performance"))
     if not live:
-        return "the saved scan has no per-CPU governor readings (host.cpu's cpus) to change"
+        return t("the saved scan has no per-CPU governor readings (host.cpu's cpus) to change")
     return _step(finding, Kind.LIVE, Risk.NONE,
-                 f"Set the performance governor and energy preference on {len(cpus)} CPUs",
+                 t("Set the performance governor and energy preference on {n} CPUs", n=len(cpus)),
                  check="cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor | sort | uniq -c",
-                 verify="a scan of host.cpu no longer raises the finding",
-                 revert="write each CPU's saved governor and energy preference back",
+                 verify=t("a scan of host.cpu no longer raises the finding"),
+                 revert=t("write each CPU's saved governor and energy preference back"),
                  live=tuple(live),
-                 manual=("It lasts until the next boot: set the BIOS power profile to performance "
-                         "(or the distribution's cpupower service) to keep it.",))
+                 manual=(t("It lasts until the next boot: set the BIOS power profile to performance "
+                           "(or the distribution's cpupower service) to keep it."),))
 
 
 def _engine_unit(scan: Scan, pid: int | None) -> tuple[str | None, str | None]:
@@ -175,8 +179,9 @@ def _dev_char_guard(scan: Scan) -> tuple[Command, ...]:
     the device rules of every GPU container (the NVIDIA container toolkit's known issue)."""
     missing = scan.data("gpu.devices").get("char_links_missing")
     if scan.has_finding("gpu-dev-char-links-missing") or (isinstance(missing, list) and missing):
-        return (Command(DEV_CHAR_LINKS, (), "the /dev/char links to the NVIDIA devices are missing: "
-                        "without them the daemon-reload detaches the GPUs from running containers"),)
+        why = t("the /dev/char links to the NVIDIA devices are missing: "
+                "without them the daemon-reload detaches the GPUs from running containers")
+        return (Command(DEV_CHAR_LINKS, (), why),)
     return ()
 
 
@@ -190,33 +195,39 @@ def limit(finding: dict, scan: Scan, date: str) -> Built:
         unit, container = _engine_unit(scan, pid)
         if container:
             return _manual(finding, [
-                f"The engine runs in a container ({container}): start it with "
-                f"`--ulimit {item}={value}:{value}` (docker run, or `ulimits:` in compose) and "
-                "restart it when traffic allows."], Risk.RESTARTS_ENGINE,
-                f"Raise the container's {item} limit at its next start")
+                t("The engine runs in a container ({container}): start it with "
+                  "`--ulimit {item}={value}:{value}` (docker run, or `ulimits:` in compose) and "
+                  "restart it when traffic allows.", container=container, item=item, value=value)],
+                Risk.RESTARTS_ENGINE, t("Raise the container's {item} limit at its next start", item=item))
         if unit is None:
             return _manual(finding, [
-                f"The engine (pid {pid}) runs under no systemd unit llm-doctor can name: raise "
-                f"the limit in the shell or script that starts it (`ulimit -{'n' if nofile else 'u'} {value}`) "
-                "and restart it."], Risk.RESTARTS_ENGINE, f"Raise the engine's {item} limit where it starts")
+                t("The engine (pid {pid}) runs under no systemd unit llm-doctor can name: raise "
+                  "the limit in the shell or script that starts it (`ulimit -{letter} {value}`) "
+                  "and restart it.", pid=pid, letter="n" if nofile else "u", value=value)],
+                Risk.RESTARTS_ENGINE, t("Raise the engine's {item} limit where it starts", item=item))
         path = f"/etc/systemd/system/{unit}.d/llm-doctor.conf"
         body = f"[Service]\n{directive}={value}\n"
         return _step(finding, Kind.FILE, Risk.RESTARTS_ENGINE,
-                     f"{directive}={value} for {unit} in a drop-in; it takes at the engine's next restart",
-                     check=f"systemctl show {unit} -p {directive} shows {value}",
-                     verify=f"after `systemctl restart {unit}`: grep 'Max open files' /proc/$(systemctl show -p MainPID --value {unit})/limits",
-                     revert=f"delete {path}, then systemctl daemon-reload",
+                     t("{directive}={value} for {unit} in a drop-in; it takes at the engine's next restart",
+                       directive=directive, value=value, unit=unit),
+                     check=t("systemctl show {unit} -p {directive} shows {value}", unit=unit,
+                             directive=directive, value=value),
+                     verify=t("after `systemctl restart {unit}`: grep 'Max open files' "
+                              "/proc/$(systemctl show -p MainPID --value {unit})/limits", unit=unit),
+                     revert=t("delete {path}, then systemctl daemon-reload", path=path),
                      files=(FileWrite(path, header(finding, scan) + body),),
                      commands=_dev_char_guard(scan) + (Command(("systemctl", "daemon-reload"), ("systemctl", "daemon-reload"),
-                                                               "systemd reads the drop-in"),),
-                     manual=(f"Restart the engine when traffic allows: `systemctl restart {unit}`.",),
+                                                               t("systemd reads the drop-in")),),
+                     manual=(t("Restart the engine when traffic allows: `systemctl restart {unit}`.", unit=unit),),
                      restart_to_take=True)
     path = "/etc/security/limits.d/60-llm-doctor.conf"
     body = f"*    soft    {item}    {value}\n*    hard    {item}    {value}\n"
-    return _step(finding, Kind.FILE, Risk.NONE, f"{item} {value} for new login sessions (pam_limits)",
-                 check=f"grep {item} {path}", verify=f"in a new login shell: ulimit -{'n' if nofile else 'u'}",
-                 revert=f"delete {path}", files=(FileWrite(path, header(finding, scan) + body),),
-                 manual=("It takes in new login sessions: log in again before starting the engine.",),
+    return _step(finding, Kind.FILE, Risk.NONE,
+                 t("{item} {value} for new login sessions (pam_limits)", item=item, value=value),
+                 check=f"grep {item} {path}",
+                 verify=t("in a new login shell: ulimit -{letter}", letter="n" if nofile else "u"),
+                 revert=t("delete {path}", path=path), files=(FileWrite(path, header(finding, scan) + body),),
+                 manual=(t("It takes in new login sessions: log in again before starting the engine."),),
                  restart_to_take=True)
 
 
@@ -227,40 +238,45 @@ def _gpus(text: object) -> list[str]:
 def persistence(finding: dict, scan: Scan, date: str) -> Built:
     gpus = _gpus(_evidence(finding).get("gpus"))
     if not gpus:
-        return "the finding names no GPU index"
+        return t("the finding names no GPU index")
     ids = ",".join(gpus)
-    return _step(finding, Kind.LIVE, Risk.NONE, f"Persistence mode on for GPU {ids}",
-                 check=f"nvidia-smi -i {ids} --query-gpu=persistence_mode --format=csv,noheader shows Enabled",
-                 verify="a scan of gpu.inventory no longer raises the finding",
+    return _step(finding, Kind.LIVE, Risk.NONE, t("Persistence mode on for GPU {ids}", ids=ids),
+                 check=t("nvidia-smi -i {ids} --query-gpu=persistence_mode --format=csv,noheader shows Enabled",
+                         ids=ids),
+                 verify=t("a scan of gpu.inventory no longer raises the finding"),
                  revert=f"nvidia-smi -i {ids} -pm 0",
                  commands=(Command(("nvidia-smi", "-i", ids, "-pm", "1"), ("nvidia-smi", "-i", ids, "-pm", "0"),
-                                   "the driver keeps the GPU state between clients"),),
-                 manual=("To keep it across reboots: `systemctl enable --now nvidia-persistenced`.",))
+                                   t("the driver keeps the GPU state between clients")),),
+                 manual=(t("To keep it across reboots: `systemctl enable --now nvidia-persistenced`."),))
 
 
 def power_cap(finding: dict, scan: Scan, date: str) -> Built:
     evidence = _evidence(finding)
     gpu, now, default = evidence.get("gpu"), evidence.get("power_limit_w"), evidence.get("power_default_limit_w")
     if _int(gpu) is None or not isinstance(now, (int, float)) or not isinstance(default, (int, float)):
-        return "the finding lacks the GPU index or its limits"
+        return t("the finding lacks the GPU index or its limits")
     watts, old = f"{default:g}", f"{now:g}"
-    return _step(finding, Kind.LIVE, Risk.NONE, f"GPU{gpu}: power limit {old} W back to its default {watts} W",
-                 check=f"nvidia-smi -i {gpu} --query-gpu=power.limit --format=csv,noheader shows {watts} W",
-                 verify="a scan of gpu.thermal_power no longer raises the finding",
+    return _step(finding, Kind.LIVE, Risk.NONE,
+                 t("GPU{gpu}: power limit {old} W back to its default {watts} W", gpu=gpu, old=old, watts=watts),
+                 check=t("nvidia-smi -i {gpu} --query-gpu=power.limit --format=csv,noheader shows {watts} W",
+                         gpu=gpu, watts=watts),
+                 verify=t("a scan of gpu.thermal_power no longer raises the finding"),
                  revert=f"nvidia-smi -i {gpu} -pl {old}",
                  commands=(Command(("nvidia-smi", "-i", str(gpu), "-pl", watts), ("nvidia-smi", "-i", str(gpu), "-pl", old),
-                                   "the board's default limit"),),
-                 manual=("Remove the cap from whatever set it (boot scripts, DCGM or BMC policy) or it returns.",))
+                                   t("the board's default limit")),),
+                 manual=(t("Remove the cap from whatever set it (boot scripts, DCGM or BMC policy) or it returns."),))
 
 
 def _engine_where(scan: Scan, finding: dict) -> tuple[str, str]:
-    engine = str(_evidence(finding).get("engine") or finding.get("key") or "the engine")
+    engine = str(_evidence(finding).get("engine") or finding.get("key") or t("the engine"))
     unit, container = _engine_unit(scan, _pid_of(engine))
     if unit:
-        return engine, f"ExecStart= of {unit} (`systemctl cat {unit}`); edit with `systemctl edit {unit}`"
+        return engine, t("ExecStart= of {unit} (`systemctl cat {unit}`); edit with `systemctl edit {unit}`",
+                         unit=unit)
     if container:
-        return engine, f"the container's command ({container}): its compose file or `docker run` line"
-    return engine, "the command line that starts the engine"
+        return engine, t("the container's command ({container}): its compose file or `docker run` line",
+                         container=container)
+    return engine, t("the command line that starts the engine")
 
 
 def engine_flag(finding: dict, scan: Scan, date: str) -> Built:
@@ -269,41 +285,44 @@ def engine_flag(finding: dict, scan: Scan, date: str) -> Built:
     if finding["cause"] == "cuda-graphs-disabled":
         remove: tuple[str, ...] = ("--disable-cuda-graph",) if sglang else ("--enforce-eager",)
         add: tuple[str, ...] = ()
-        title = f"Drop {remove[0]}: CUDA graphs back on"
+        title = t("Drop {flag}: CUDA graphs back on", flag=remove[0])
     else:
         seen = _evidence(finding).get("gpu_memory_utilization")
         flag, value = (("--mem-fraction-static", SGLANG_MEM_FRACTION) if sglang
                        else ("--gpu-memory-utilization", GPU_MEMORY_FRACTION))
         remove = (flag, f"{seen:g}") if isinstance(seen, (int, float)) else (flag,)
         add = (flag, value)
-        title = f"{flag} {value}: leave headroom"
+        title = t("{flag} {value}: leave headroom", flag=flag, value=value)
     return _step(finding, Kind.ENGINE_FLAG, Risk.RESTARTS_ENGINE, title,
-                 check="the engine's argv (`tr '\\0' ' ' < /proc/PID/cmdline`)",
-                 verify="after the engine's restart a scan of engine.discovery no longer raises the finding",
-                 revert="put the removed flags back and restart the engine",
+                 check=t("the engine's argv (`tr '\\0' ' ' < /proc/PID/cmdline`)"),
+                 verify=t("after the engine's restart a scan of engine.discovery no longer raises the finding"),
+                 revert=t("put the removed flags back and restart the engine"),
                  flags=FlagDiff(engine, remove, add, where),
-                 manual=("llm-doctor edits no engine flag and restarts nothing: make the change "
-                         f"in {where}, then restart the engine when traffic allows.",))
+                 manual=(t("llm-doctor edits no engine flag and restarts nothing: make the change "
+                           "in {where}, then restart the engine when traffic allows.", where=where),))
 
 
 def dev_char(finding: dict, scan: Scan, date: str) -> Built:
     if finding["rule"] != "gpu-dev-char-links-missing":
-        return ("the engine lost its GPUs inside its container: restart the container after "
-                "fixing the cause (gpu-dev-char-links-missing's step, where the scan raises it)")
+        return t("the engine lost its GPUs inside its container: restart the container after "
+                 "fixing the cause (gpu-dev-char-links-missing's step, where the scan raises it)")
     rule = ('ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", '
             'RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all"\n')
-    return _step(finding, Kind.FILE, Risk.NONE, "Create the /dev/char links to the NVIDIA devices, now and at every boot",
-                 check="ls -l /dev/char | grep nvidia shows a link per device",
-                 verify="a scan of gpu.devices no longer raises the finding",
-                 revert=f"delete {DEV_CHAR_RULE_PATH} (links already made stay: they are harmless)",
+    return _step(finding, Kind.FILE, Risk.NONE,
+                 t("Create the /dev/char links to the NVIDIA devices, now and at every boot"),
+                 check=t("ls -l /dev/char | grep nvidia shows a link per device"),
+                 verify=t("a scan of gpu.devices no longer raises the finding"),
+                 revert=t("delete {path} (links already made stay: they are harmless)", path=DEV_CHAR_RULE_PATH),
                  files=(FileWrite(DEV_CHAR_RULE_PATH, header(finding, scan) + rule),),
-                 commands=(Command(DEV_CHAR_LINKS, (), "the links, now"),))
+                 commands=(Command(DEV_CHAR_LINKS, (), t("the links, now")),))
 
 
 def _manual(finding: dict, items: list[str], risk: Risk, title: str) -> Step:
-    return _step(finding, Kind.MANUAL, risk, title, check="see the playbook's Confirm section",
-                 verify="scan again after the change", revert="undo the change by hand",
-                 manual=tuple(items))
+    """``items`` and ``title`` in the current language, or literals marked with ``lazy``
+    (the module's tables), translated here."""
+    return _step(finding, Kind.MANUAL, risk, translated(title), check=t("see the playbook's Confirm section"),
+                 verify=t("scan again after the change"), revert=t("undo the change by hand"),
+                 manual=tuple(translated(item) for item in items))
 
 
 def manual(items: list[str], risk: Risk, title: str) -> Builder:
@@ -312,13 +331,13 @@ def manual(items: list[str], risk: Risk, title: str) -> Builder:
 
 def p2p(finding: dict, scan: Scan, date: str) -> Built:
     return _manual(finding, [
-        "If a bridge above the GPUs has ACS redirect on: turn ACS off in the BIOS "
-        "(PCIe ACS / 'ACS Control'); a reboot.",
-        "If the IOMMU is not in passthrough: add `iommu=pt` (Intel also `intel_iommu=on`) to "
-        "GRUB_CMDLINE_LINUX in /etc/default/grub, `update-grub`, reboot.",
-        "If NCCL_P2P_DISABLE or --disable-custom-all-reduce is set for the engine: remove it "
-        "from the engine's environment or argv and restart it.",
-    ], Risk.NEEDS_REBOOT, "P2P between the GPUs: BIOS, kernel command line or engine settings")
+        t("If a bridge above the GPUs has ACS redirect on: turn ACS off in the BIOS "
+          "(PCIe ACS / 'ACS Control'); a reboot."),
+        t("If the IOMMU is not in passthrough: add `iommu=pt` (Intel also `intel_iommu=on`) to "
+          "GRUB_CMDLINE_LINUX in /etc/default/grub, `update-grub`, reboot."),
+        t("If NCCL_P2P_DISABLE or --disable-custom-all-reduce is set for the engine: remove it "
+          "from the engine's environment or argv and restart it."),
+    ], Risk.NEEDS_REBOOT, t("P2P between the GPUs: BIOS, kernel command line or engine settings"))
 
 
 BUILDERS: dict[str, Builder] = {
@@ -334,69 +353,69 @@ BUILDERS: dict[str, Builder] = {
     "gpu-lost-in-container": dev_char,
     "gpu-p2p-blocked": p2p,
     "pcie-link-degraded": manual([
-        "Drain the host, power it off, reseat the card (and its riser) in its slot.",
-        "Check the BIOS PCIe generation setting for that slot (Auto or the card's generation).",
-    ], Risk.DISRUPTIVE, "Reseat the card: its link trained below its capability"),
+        lazy("Drain the host, power it off, reseat the card (and its riser) in its slot."),
+        lazy("Check the BIOS PCIe generation setting for that slot (Auto or the card's generation)."),
+    ], Risk.DISRUPTIVE, lazy("Reseat the card: its link trained below its capability")),
     "pcie-topology-shared-path": manual([
-        "Move the GPUs that talk to each other behind separate CPU root ports (another slot), "
-        "or run one engine instance per GPU.",
-    ], Risk.DISRUPTIVE, "Change the slots of the GPUs (hands on the machine)"),
+        lazy("Move the GPUs that talk to each other behind separate CPU root ports (another slot), "
+             "or run one engine instance per GPU."),
+    ], Risk.DISRUPTIVE, lazy("Change the slots of the GPUs (hands on the machine)")),
     "nvswitch-fabric-down": manual([
-        "`systemctl enable --now nvidia-fabricmanager` (its version must match the driver's), "
-        "then restart the engines; a fabric that stays down needs the vendor.",
-    ], Risk.RESTARTS_ENGINE, "Start the fabric manager"),
+        lazy("`systemctl enable --now nvidia-fabricmanager` (its version must match the driver's), "
+             "then restart the engines; a fabric that stays down needs the vendor."),
+    ], Risk.RESTARTS_ENGINE, lazy("Start the fabric manager")),
     "gpu-hardware-errors": manual([
-        "Drain the GPU, then `nvidia-smi -i GPU -r` (no process may hold it) or reboot; "
-        "repeated errors or a lost GPU: open a case with the vendor (RMA).",
-    ], Risk.DISRUPTIVE, "Drain and reset the GPU, or replace it"),
+        lazy("Drain the GPU, then `nvidia-smi -i GPU -r` (no process may hold it) or reboot; "
+             "repeated errors or a lost GPU: open a case with the vendor (RMA)."),
+    ], Risk.DISRUPTIVE, lazy("Drain and reset the GPU, or replace it")),
     "host-memory-bandwidth-low": manual([
-        "Populate every memory channel with matched DIMMs at the rated speed, and check the "
-        "BIOS memory frequency (dmidecode -t memory shows the configured speed).",
-    ], Risk.DISRUPTIVE, "Memory population or speed (hands on the machine)"),
+        lazy("Populate every memory channel with matched DIMMs at the rated speed, and check the "
+             "BIOS memory frequency (dmidecode -t memory shows the configured speed)."),
+    ], Risk.DISRUPTIVE, lazy("Memory population or speed (hands on the machine)")),
     "gpu-thermal-throttling": manual([
-        "Check the fans, the airflow and the room: clean the filters, close blanking panels; "
-        "the card should stay near 70 °C under load.",
-    ], Risk.NONE, "Cooling (hands on the machine)"),
+        lazy("Check the fans, the airflow and the room: clean the filters, close blanking panels; "
+             "the card should stay near 70 °C under load."),
+    ], Risk.NONE, lazy("Cooling (hands on the machine)")),
     "mig-mps-misconfigured": manual([
-        "Change the MIG layout or stop the MPS daemon in a maintenance window "
-        "(`nvidia-smi mig -dci/-dgi`, `echo quit | nvidia-cuda-mps-control`): every process on "
-        "the GPU stops.",
-    ], Risk.DISRUPTIVE, "MIG or MPS in the way: change the layout"),
+        lazy("Change the MIG layout or stop the MPS daemon in a maintenance window "
+             "(`nvidia-smi mig -dci/-dgi`, `echo quit | nvidia-cuda-mps-control`): every process on "
+             "the GPU stops."),
+    ], Risk.DISRUPTIVE, lazy("MIG or MPS in the way: change the layout")),
 }
 
-_ENGINE = "an engine setting to review with the workload's owner; the playbook names the flag"
+_ENGINE = lazy("an engine setting to review with the workload's owner; the playbook names the flag")
 NO_STEP: dict[str, str] = {
-    "gpu-power-throttling": "the power brake or board limit is the hardware's or the BMC's: the playbook says where to look",
-    "pcie-bandwidth-low": "a measurement: fix the link or topology finding it comes with",
-    "gpu-memory-bandwidth-low": "a measurement: look at the thermal, power and hardware-error findings beside it",
-    "gpu-memory-held-by-other-process": "another process holds the memory: which one may stop is the owner's call",
-    "cpu-contention": "another workload takes the CPU: moving or stopping it is the owner's call",
+    "gpu-power-throttling": lazy("the power brake or board limit is the hardware's or the BMC's: the playbook says where to look"),
+    "pcie-bandwidth-low": lazy("a measurement: fix the link or topology finding it comes with"),
+    "gpu-memory-bandwidth-low": lazy("a measurement: look at the thermal, power and hardware-error findings beside it"),
+    "gpu-memory-held-by-other-process": lazy("another process holds the memory: which one may stop is the owner's call"),
+    "cpu-contention": lazy("another workload takes the CPU: moving or stopping it is the owner's call"),
     "verbose-logging": _ENGINE,
     "kv-cache-pressure": _ENGINE,
     "kv-cache-fragmentation": _ENGINE,
     "engine-preemption": _ENGINE,
-    "engine-not-warmed-up": "a warm-up before traffic: `llm-doctor warmup --endpoint URL`, in the deployment",
-    "model-on-slow-disk": "moving the weights to another disk is a data move to plan",
-    "model-does-not-fit": "a model, quantization or GPU count choice",
+    "engine-not-warmed-up": lazy("a warm-up before traffic: `llm-doctor warmup --endpoint URL`, in the deployment"),
+    "model-on-slow-disk": lazy("moving the weights to another disk is a data move to plan"),
+    "model-does-not-fit": lazy("a model, quantization or GPU count choice"),
     "context-oversized": _ENGINE,
     "batch-token-budget-small": _ENGINE,
-    "past-throughput-knee": "the offered load: scale out or cap concurrency in front of the engine",
-    "multi-gpu-load-skew": "routing between replicas: the load balancer's configuration",
-    "output-repetition": "sampling parameters of the clients' requests",
-    "endpoint-unauthenticated": "an API key or a bind address for the engine: a deployment change to review",
-    "shm-too-small": "the container's --shm-size or --ipc=host: a deployment change to review",
-    "driver-runtime-mismatch": "a driver or engine image upgrade, planned with the vendor's matrix",
+    "past-throughput-knee": lazy("the offered load: scale out or cap concurrency in front of the engine"),
+    "multi-gpu-load-skew": lazy("routing between replicas: the load balancer's configuration"),
+    "output-repetition": lazy("sampling parameters of the clients' requests"),
+    "endpoint-unauthenticated": lazy("an API key or a bind address for the engine: a deployment change to review"),
+    "shm-too-small": lazy("the container's --shm-size or --ipc=host: a deployment change to review"),
+    "driver-runtime-mismatch": lazy("a driver or engine image upgrade, planned with the vendor's matrix"),
     "model-offloaded-to-cpu": _ENGINE,
-    "cpu-quota-throttled": "the container's CPU quota: a deployment change to review",
+    "cpu-quota-throttled": lazy("the container's CPU quota: a deployment change to review"),
     "frontend-cpu-bound": _ENGINE,
     "too-few-slots": _ENGINE,
     "model-reload-thrash": _ENGINE,
     "prompt-truncation": _ENGINE,
-    "model-on-network-fs": "moving the weights to a local disk is a data move to plan",
-    "memory-cgroup-oom": "the container's memory limit: a deployment change to review",
-    "numa-misplaced": "the engine's CPU and memory binding (numactl, cpuset): a deployment change to review",
+    "model-on-network-fs": lazy("moving the weights to a local disk is a data move to plan"),
+    "memory-cgroup-oom": lazy("the container's memory limit: a deployment change to review"),
+    "numa-misplaced": lazy("the engine's CPU and memory binding (numactl, cpuset): a deployment change to review"),
     "slow-quant-kernel": _ENGINE,
-    "engine-unreachable": "the engine is down or not an engine: see its playbook first; nothing to change on the host",
+    "engine-unreachable": lazy("the engine is down or not an engine: see its playbook first; nothing to change on the host"),
 }
 
 
@@ -405,6 +424,6 @@ def build(finding: dict, scan: Scan) -> Step | NoStep:
     key = str(finding.get("key") or "")
     builder = BUILDERS.get(cause)
     if builder is None:
-        return NoStep(rule, key, cause, NO_STEP.get(cause, "no step is known for this cause"))
+        return NoStep(rule, key, cause, translated(NO_STEP.get(cause, lazy("no step is known for this cause"))))
     built = builder(finding, scan, scan.date)
     return NoStep(rule, key, cause, built) if isinstance(built, str) else built

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 from doctor.fix.apply import Outcome
 from doctor.fix.model import Plan
+from doctor.i18n import lazy, translated
 
 FIXED = "fixed"
 NOT_FIXED = "not fixed"
 NEEDS_RESTART = "needs a restart"
 NOT_APPLIED = "not applied"
 UNKNOWN = "unknown"
+# The verdicts as a person reads them (verify.json keeps the words above: they are data)
+SAID = {FIXED: lazy("fixed"), NOT_FIXED: lazy("not fixed"), NEEDS_RESTART: lazy("needs a restart"),
+        NOT_APPLIED: lazy("not applied"), UNKNOWN: lazy("unknown")}
+
+
+def said(verdict: str) -> str:
+    return translated(SAID.get(verdict, verdict))
 
 
 def judge(plan: Plan, outcomes: list[Outcome], report: dict) -> dict[str, str]:
