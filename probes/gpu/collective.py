@@ -30,6 +30,7 @@ from typing import Any
 
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.i18n import t
 from probes.gpu import pcie, topology
 from probes.helpers.gpu_common import gpu_count, reason_of
 from probes.helpers.kernel_child import run_kernel
@@ -249,12 +250,12 @@ def on_cpu(host: Host, ranks: int = 2, limit_s: float = 30.0,
 def probe(host: Host, options: ScanOptions) -> CollectiveRecord:
     count = gpu_count(host)
     if count < 2:
-        raise Skip("one GPU: an all-reduce needs two or more")
+        raise Skip(t("one GPU: an all-reduce needs two or more"))
     topo = topology.probe(host, options)  # memoised per scan
     groups, source = topology.talk_groups(host, count)
     groups = tuple(g for g in groups if len(g) > 1)[:MAX_GROUPS]
     if not groups:
-        raise Skip(f"no group of GPUs must talk ({source})")
+        raise Skip(t("no group of GPUs must talk ({source})", source=source))
     out = []
     for gpus in groups:
         missing: dict[str, str] = {}
@@ -267,14 +268,16 @@ def probe(host: Host, options: ScanOptions) -> CollectiveRecord:
 
 def describe(g: GroupCollective) -> str:
     """One group in one line for people."""
-    who = f"GPU {','.join(map(str, g.gpus))}" if g.gpus else f"{g.n} CPU ranks"
+    who = f"GPU {','.join(map(str, g.gpus))}" if g.gpus else t("{n} CPU ranks", n=g.n)
     if g.outcome != "ok":
-        kill = "" if g.kill_latency_s is None else f" (kill took {g.kill_latency_s * 1000:.0f} ms)"
+        kill = ("" if g.kill_latency_s is None
+                else t(" (kill took {ms:.0f} ms)", ms=g.kill_latency_s * 1000))
         return f"{who}: {g.outcome}{kill}: {g.failure}"
     busbw = f"busbw {g.busbw_gbps:g} GB/s" if g.busbw_gbps is not None else "busbw ?"
-    ceiling = (f" = {g.ratio:g} of {g.ceiling_gbps:g} GB/s ({g.path})"
+    ceiling = (t(" = {ratio:g} of {ceiling:g} GB/s ({path})", ratio=g.ratio,
+                 ceiling=g.ceiling_gbps, path=g.path)
                if g.ratio is not None and g.ceiling_gbps else "")
-    via = f" via {g.transport}" if g.transport else ""
+    via = t(" via {transport}", transport=g.transport) if g.transport else ""
     return f"{who}: {busbw}{ceiling}{via}"
 
 

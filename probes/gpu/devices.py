@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from doctor.model import ScanOptions
 from doctor.seam.host import Host, HostReadError
+from doctor.i18n import t
 from probes.gpu import topology
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 from probes.helpers.processes import engine_processes, lasting_name
@@ -223,8 +224,9 @@ def probe(host: Host, options: ScanOptions) -> DevicesRecord:
 def summary(record: DevicesRecord) -> str:
     lost = [f"{e.engine} pid {e.pid}" for e in record.engines if e.lost]
     contained = sum(1 for e in record.engines if e.in_container)
-    links = ("/dev/char not read" if record.char_links_missing is None
-             else f"/dev/char lacks {len(record.char_links_missing)} NVIDIA links"
-             if record.char_links_missing else "/dev/char links present")
-    return (f"{contained} engine(s) in a container" + (f", GPU nodes gone: {', '.join(lost)}"
-                                                        if lost else "") + f"; {links}")
+    links = (t("/dev/char not read") if record.char_links_missing is None
+             else t("/dev/char lacks {n} NVIDIA links", n=len(record.char_links_missing))
+             if record.char_links_missing else t("/dev/char links present"))
+    return (t("{n} engine(s) in a container", n=contained)
+            + (t(", GPU nodes gone: {engines}", engines=", ".join(lost)) if lost else "")
+            + f"; {links}")

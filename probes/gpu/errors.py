@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions
+from doctor.i18n import t
 from probes.helpers.gpu_common import (
     Reader, driver_gpus, gpu_count, nvidia_pci, pci_bdf, reason_of)
 from probes.helpers.xid import XidEvent, parse_kernel_log, same_bus
@@ -246,8 +247,8 @@ def summary(record: GpuErrorsRecord) -> str:
     bad = [g.index for g in record.gpus if g.remap_failed or g.remap_pending
            or (g.ecc_uncorrected_volatile or 0) > 0]
     lost = [g.index for g in record.gpus if g.lost]
-    return (f"XIDs {xids or 'none'} ({record.xid_source}); "
-            + (f"memory errors on GPU {bad}" if bad else "no pending memory errors")
-            + (f"; GPU {lost} lost (GPU_IS_LOST)" if lost else "")
-            + (f"; {len(record.absent)} GPU(s) on the bus NVML does not count: "
-               + ", ".join(a.bus_id for a in record.absent) if record.absent else ""))
+    return (t("XIDs {xids} ({source}); ", xids=xids or t("none"), source=record.xid_source)
+            + (t("memory errors on GPU {gpus}", gpus=bad) if bad else t("no pending memory errors"))
+            + (t("; GPU {gpus} lost (GPU_IS_LOST)", gpus=lost) if lost else "")
+            + (t("; {n} GPU(s) on the bus NVML does not count: {bus_ids}", n=len(record.absent),
+                 bus_ids=", ".join(a.bus_id for a in record.absent)) if record.absent else ""))
