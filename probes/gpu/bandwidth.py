@@ -203,4 +203,4 @@ def summary(record: BandwidthRecord) -> str:
         first = record.errors[f"gpu.bandwidth.{unmeasured[0]}"]
         gpus = ",".join(str(i) for i in unmeasured)
         parts.append(t("GPU {gpus} not measured ({why})", gpus=gpus, why=first))
-    return "; ".join(parts)
+    return t("; ").join(parts)

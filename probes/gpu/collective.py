@@ -282,4 +282,4 @@ def describe(g: GroupCollective) -> str:
 
 
 def summary(record: CollectiveRecord) -> str:
-    return "; ".join(describe(g) for g in record.groups)
+    return t("; ").join(describe(g) for g in record.groups)

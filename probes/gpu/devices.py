@@ -229,4 +229,4 @@ def summary(record: DevicesRecord) -> str:
              if record.char_links_missing else t("/dev/char links present"))
     return (t("{n} engine(s) in a container", n=contained)
             + (t(", GPU nodes gone: {engines}", engines=", ".join(lost)) if lost else "")
-            + f"; {links}")
+            + t("; ") + links)

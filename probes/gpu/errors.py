@@ -85,13 +85,14 @@ def read_kernel_log(host: Host) -> tuple[list[XidEvent], str]:
         out = host.run(["dmesg"], timeout_s=5.0)
         if out.rc == 0:
             return parse_kernel_log(out.stdout), "dmesg"
-        why = f"dmesg exited {out.rc}: {out.stderr.strip()[:120]}"
+        why = t("dmesg exited {rc}: {stderr}", rc=out.rc, stderr=out.stderr.strip()[:120])
     except HostReadError as exc:
         why = f"dmesg: {reason_of(exc)}"
     try:
         return parse_kernel_log(host.read_text(KERN_LOG)), KERN_LOG
     except HostReadError as exc:
-        return [], (f"{why}; {KERN_LOG}: {reason_of(exc)} (run as root to see XID events)")
+        return [], t("{why}; {path}: {reason} (run as root to see XID events)", why=why,
+                     path=KERN_LOG, reason=reason_of(exc))
 
 
 def _flag(value: int | None) -> bool | None:

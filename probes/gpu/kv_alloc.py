@@ -117,4 +117,4 @@ def summary(record: KvAllocRecord) -> str:
     parts = [t("{engine} pid {pid} ({setting}) wastes {waste:.0%}", engine=e.engine, pid=e.pid,
                setting=e.setting, waste=e.waste_fraction)
              for e in record.engines]
-    return "; ".join(parts) or t("no engine with a modelled KV allocation")
+    return t("; ").join(parts) or t("no engine with a modelled KV allocation")

@@ -97,4 +97,4 @@ def summary(record: GpuMemoryRecord) -> str:
     others = [p for p in record.processes if not p.engine and not p.is_llm_doctor]
     if others:
         parts.append(t("{n} non-engine process(es) hold memory", n=len(others)))
-    return "; ".join(parts)
+    return t("; ").join(parts)

@@ -185,5 +185,6 @@ def summary(record: NumaRecord) -> str:
                 else t("CPUs ?"))
         mem = (t(", {share:.0%} of memory near its GPUs", share=e.memory_share_gpu_node)
                if e.memory_share_gpu_node is not None else "")
-        parts.append(f"{e.engine} pid {e.pid}: {gpus}{node}, {cpus}{mem}")
-    return t("{n} NUMA nodes; ", n=len(record.nodes)) + ("; ".join(parts) or t("no engine"))
+        parts.append(t("{engine} pid {pid}: {gpus}{node}, {cpus}{mem}", engine=e.engine, pid=e.pid,
+                       gpus=gpus, node=node, cpus=cpus, mem=mem))
+    return t("{n} NUMA nodes; ", n=len(record.nodes)) + (t("; ").join(parts) or t("no engine"))

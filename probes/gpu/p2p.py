@@ -106,19 +106,19 @@ def _gpu_paths(host: Host, count: int, missing: dict[str, str]) -> dict[int, tup
 def _functional(host: Host, options: ScanOptions,
                 pairs: list[tuple[int, int]]) -> tuple[dict[tuple[int, int], Functional], str]:
     if options.level < Level.STANDARD:
-        return {}, "level quick: not run (level standard runs it)"
+        return {}, t("level quick: not run (level standard runs it)")
     if not pairs:
-        return {}, "no pair to check"
+        return {}, t("no pair to check")
     arg = ",".join(f"{a}-{b}" for a, b in pairs)
     try:
         data = host.measure("gpu.peer_to_peer.functional", lambda: run_kernel(
             "p2p_check", "--pairs", arg, timeout_s=CHECK_LIMIT_S))
     except MeasurementError as exc:
-        return {}, f"not run: {exc}"
+        return {}, t("not run: {why}", why=exc)
     if not isinstance(data, dict):
-        return {}, "not run: the measurement is not a JSON object"
+        return {}, t("not run: the measurement is not a JSON object")
     if isinstance(data.get("skipped"), str):
-        return {}, f"skipped: {data['skipped'][:200]}"
+        return {}, t("skipped: {why}", why=data["skipped"][:200])
     got = {}
     entries = data.get("pairs")
     for p in entries if isinstance(entries, list) else []:
@@ -128,7 +128,8 @@ def _functional(host: Host, options: ScanOptions,
             error = p.get("error")
             got[(p["a"], p["b"])] = Functional(
                 flags[0], flags[1], flags[2], error[:200] if isinstance(error, str) else None)
-    return got, f"torch in a child process (limit {CHECK_LIMIT_S:g} s): {len(got)} pairs checked"
+    return got, t("torch in a child process (limit {limit:g} s): {n} pairs checked",
+                  limit=CHECK_LIMIT_S, n=len(got))
 
 
 def _path(pair: topology.GpuPair, topo: topology.TopologyRecord) -> str | None:
@@ -251,5 +252,5 @@ def summary(record: P2pRecord) -> str:
                            pairs=g.blocked_pairs, blocker=g.blockers[0], more=more))
         else:
             parts.append(t("GPUs {group}: P2P open on {n} pairs", group=g.group, n=len(g.pairs)))
-    return "; ".join(parts) + t("; IOMMU {mode}; functional check {how}", mode=record.iommu_mode,
+    return t("; ").join(parts) + t("; IOMMU {mode}; functional check {how}", mode=record.iommu_mode,
                                 how=record.functional_source)

@@ -164,4 +164,4 @@ def summary(record: PcieRecord) -> str:
         parts.append(t("GPU{index} Gen{gen} x{width} of Gen{gen_max} x{width_max}", index=g.index,
                        gen=gen or "?", width=width or "?", gen_max=g.gen_max or "?",
                        width_max=g.width_max or "?"))
-    return "; ".join(parts) + ("" if record.load_reason is None else t(" (at rest)"))
+    return t("; ").join(parts) + ("" if record.load_reason is None else t(" (at rest)"))

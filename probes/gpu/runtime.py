@@ -227,7 +227,7 @@ def probe(host: Host, options: ScanOptions) -> RuntimeRecord:
 
 
 def summary(record: RuntimeRecord) -> str:
-    engines = "; ".join(t("{engine} pid {pid} runtime {cuda}", engine=e.engine, pid=e.pid,
+    engines = t("; ").join(t("{engine} pid {pid} runtime {cuda}", engine=e.engine, pid=e.pid,
                           cuda=e.runtime_cuda or "?")
                         + (t(", kernels {arches}", arches=e.build_arches) if e.build_arches else "")
                         for e in record.engines)

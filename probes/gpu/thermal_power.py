@@ -151,4 +151,4 @@ def summary(record: ThermalPowerRecord) -> str:
                        power=g.power_w if g.power_w is not None else "?",
                        limit=g.power_limit_w or "?")
                      + (f" [{', '.join(active)}]" if active else ""))
-    return "; ".join(parts)
+    return t("; ").join(parts)

@@ -195,7 +195,7 @@ def talk_groups(host: Host, count: int) -> tuple[tuple[tuple[int, ...], ...], st
             sources.append(t("engine {engine} pid {pid} tensor parallel {tp}: GPUs 0-{last} "
                              "assumed (NVML lists none of its processes)", engine=proc.engine,
                              pid=proc.pid, tp=tp, last=min(tp, count) - 1))
-    return tuple(groups), "; ".join(sources)
+    return tuple(groups), t("; ").join(sources)
 
 
 def probe(host: Host, options: ScanOptions) -> TopologyRecord:

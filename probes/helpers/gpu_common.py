@@ -38,7 +38,8 @@ def gpu_count(host: Host) -> int:
         if reason_of(exc) == "library-missing":
             # doctor/seam/nvml.py's advice (driver absent, kernel module not loaded, …), or the
             # replay's "not loaded in this recording"; NO_DRIVER when neither says more
-            detail = exc.detail if exc.detail and exc.detail != "recorded" else translated(NO_DRIVER)
+            # the seam's fixed sentences have zh_CN entries (probes_helpers.toml): translated
+            detail = translated(exc.detail if exc.detail and exc.detail != "recorded" else NO_DRIVER)
             raise Skip(detail) from None
         raise
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:

@@ -276,4 +276,4 @@ def summary(record: StorageRecord) -> str:
         parts.append(t("{path}: {disk}, {weights}, {speed}", path=p.path, disk=disk,
                        weights=weights, speed=speed))
     parts += [f"{path}: {why(reason)}" for path, reason in record.unread.items()]
-    return "; ".join(parts)
+    return t("; ").join(parts)
