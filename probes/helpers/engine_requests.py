@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from doctor.model import RequestCost, ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
 from doctor.values import field, page_json
-from doctor.i18n import t
 from probes.helpers import engine_names as N
 from probes.helpers.engine_targets import Target
 from probes.helpers.promtext import PageError, parse
@@ -105,20 +104,18 @@ def clear_to_send(host: Host, options: ScanOptions, probe: str, cost: RequestCos
     for target in found:
         now = in_flight(host, target)
         if now.requests and not options.busy_ok:
-            refused.append(t("{url}: the engine is serving {n} requests; --busy-ok to measure anyway",
-                             url=target.base_url, n=now.requests))
+            refused.append(f"{target.base_url}: the engine is serving {now.requests} requests; "
+                           "--busy-ok to measure anyway")
         elif now.requests is None:
-            send.append((target, t("; it shows no count of requests in flight ({source}), "
-                                   "so it is sent to whether or not it is serving",
-                                   source=now.source)))
+            send.append((target, f"; it shows no count of requests in flight ({now.source}), "
+                                 "so it is sent to whether or not it is serving"))
         else:
-            send.append((target, t("; it is serving {n} requests (--busy-ok)", n=now.requests)
+            send.append((target, f"; it is serving {now.requests} requests (--busy-ok)"
                                  if now.requests else ""))
     if not send:
         raise Skip("; ".join(refused))
     if options.announce is not None and host.kind != "recorded":  # a replay sends nothing
         for target, note in send:  # the seconds are shared by the engines sent to
-            options.announce(t("{probe} will send {url} {cost}{note} (--no-requests to send none)",
-                               probe=probe, url=target.base_url, cost=cost.text(len(send)),
-                               note=note))
+            options.announce(f"{probe} will send {target.base_url} {cost.text(len(send))}"
+                             f"{note} (--no-requests to send none)")
     return [target for target, _ in send], tuple(refused)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions, Skip
-from doctor.i18n import t
 
 if TYPE_CHECKING:
     from doctor.workload.loadgen import Endpoint
@@ -64,8 +63,8 @@ def targets(host: Host, options: ScanOptions, answering: bool = True) -> tuple[T
         found.append(Target(e.base_url, e.pid, e.kind, e.model, e.api_key_set,
                             tuple(e.listen), keys.get(e.base_url)))
     if silent and not found:
-        raise Skip(t("no engine answered: {engines} (engine.discovery's reads; "
-                     "see engine-unreachable)", engines="; ".join(silent)))
+        raise Skip(f"no engine answered: {'; '.join(silent)} (engine.discovery's reads; "
+                   "see engine-unreachable)")
     return tuple(found)
 
 
@@ -77,9 +76,9 @@ def active_targets(host: Host, options: ScanOptions) -> list[Target]:
     """
     found = [t for t in targets(host, options) if t.serves_completions]
     if not found:
-        raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
+        raise Skip("no engine endpoint: none found running, none named with --endpoint")
     usable = [t for t in found if t.api_key or not t.api_key_set]
     if not usable:
-        raise Skip(t("{url} asks for an API key: give it as --endpoint "
-                     "http://:KEY@HOST:PORT to measure it", url=found[0].base_url))
+        raise Skip(f"{found[0].base_url} asks for an API key: give it as --endpoint "
+                   "http://:KEY@HOST:PORT to measure it")
     return usable
