@@ -45,7 +45,8 @@ def memory_ceiling_gbps(name: str | None, mem_clock_max_mhz: int | None,
     for model, width in BUS_WIDTH_OVERRIDES.items():
         if name and model in name:
             bus_width_bits = width
-            source = f"{mem_clock_max_mhz} MHz x 2 x {width} bit / 8 (bus width corrected for {model})"
+            source = t("{mhz} MHz x 2 x {width} bit / 8 (bus width corrected for {model})",
+                       mhz=mem_clock_max_mhz, width=width, model=model)
     return round(mem_clock_max_mhz * 1e6 * 2 * bus_width_bits / 8 / 1e9, 1), source
 
 

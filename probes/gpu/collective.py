@@ -136,11 +136,12 @@ def _nvlink(host: Host, topo: topology.TopologyRecord, gpus: tuple[int, ...],
             version = host.nvml("nvmlDeviceGetNvLinkVersion", i, 0)
         except HostReadError as exc:
             missing["ceiling_gbps"] = f"GPU{i}: nvmlDeviceGetNvLinkVersion: {reason_of(exc)}"
-            return None, None, "no NVLink version from NVML"
+            return None, None, t("no NVLink version from NVML")
         rate = NVLINK_LINK_GBPS.get(version) if isinstance(version, int) else None
         if not links or rate is None:
-            why = (f"GPU{i}: no NVLink up" if not links
-                   else f"GPU{i}: NVLink version {version!r} has no per-link rate here")
+            why = (t("GPU{index}: no NVLink up", index=i) if not links
+                   else t("GPU{index}: NVLink version {version} has no per-link rate here", index=i,
+                          version=repr(version)))
             missing["ceiling_gbps"] = why
             return None, None, why
         if best is None or links * rate < best[0]:
@@ -148,8 +149,9 @@ def _nvlink(host: Host, topo: topology.TopologyRecord, gpus: tuple[int, ...],
     assert best is not None
     gbps, links, version, gpu = best
     return (f"NV{links}", round(gbps, 1),
-            f"GPU{gpu}: NVLink {NVLINK_VERSION_NAMES.get(version, version)} x {links} links up "
-            f"x {NVLINK_LINK_GBPS[version]:g} GB/s per direction")
+            t("GPU{index}: NVLink {version} x {links} links up x {rate:g} GB/s per direction",
+              index=gpu, version=NVLINK_VERSION_NAMES.get(version, version), links=links,
+              rate=NVLINK_LINK_GBPS[version]))
 
 
 def _pcie(host: Host, gpus: tuple[int, ...], pairs: list[topology.GpuPair],
@@ -160,14 +162,14 @@ def _pcie(host: Host, gpus: tuple[int, ...], pairs: list[topology.GpuPair],
     for i in gpus:
         link = pcie.read_link(host, i, None)  # NVML and sysfs reads only: no copy
         if link.ceiling_capable_gbps is None:
-            why = f"GPU{i}: no PCIe generation or width from NVML"
+            why = t("GPU{index}: no PCIe generation or width from NVML", index=i)
             missing["ceiling_gbps"] = why
             return path, None, why
         if slowest is None or link.ceiling_capable_gbps < slowest[0]:
             slowest = (link.ceiling_capable_gbps, i)
     assert slowest is not None
-    return path, slowest[0], (f"GPU{slowest[1]}: its PCIe link as capable, "
-                              f"{slowest[0]:g} GB/s per direction (gpu.pcie)")
+    return path, slowest[0], t("GPU{index}: its PCIe link as capable, {gbps:g} GB/s per direction "
+                               "(gpu.pcie)", index=slowest[1], gbps=slowest[0])
 
 
 def path_ceiling(host: Host, topo: topology.TopologyRecord, gpus: tuple[int, ...],
