@@ -157,12 +157,12 @@ def infer_buses(host: Host, buses: list[str | None], reasons: list[str | None],
     held, _ = driver_gpus(host)
     free = [f.bdf for f in pci.gpus if f.bdf not in claimed and (held is None or f.bdf in held)]
     if pci.reason is None and len(free) == 1:
-        return {lost[0]: (nvml_bus(free[0]), "the one NVIDIA GPU on the PCI bus that no "
-                                             "answering GPU claims")}
+        return {lost[0]: (nvml_bus(free[0]), t("the one NVIDIA GPU on the PCI bus that no "
+                                               "answering GPU claims"))}
     logged = {b for e in events if e.code == XID_OFF_THE_BUS and source == "dmesg"
               and (b := _logged_bdf(e)) and b not in claimed}
     if len(logged) == 1:
-        return {lost[0]: (nvml_bus(logged.pop()), "the one bus that logged XID 79 this boot")}
+        return {lost[0]: (nvml_bus(logged.pop()), t("the one bus that logged XID 79 this boot"))}
     return {}
 
 
@@ -184,12 +184,12 @@ def find_absent(host: Host, gpus: tuple[GpuErrors, ...], unmatched: list[XidEven
     held, held_reason = driver_gpus(host)
     absent = []
     if pci.reason is None and held is not None:
-        absent = [AbsentGpu(f.bdf, f.device_id, "PCI bus and nvidia driver",
+        absent = [AbsentGpu(f.bdf, f.device_id, t("PCI bus and nvidia driver"),
                             tuple(sorted(set(logged.get(f.bdf, ()))))) for f in pci.gpus
                   if f.bdf in held and f.bdf not in counted]
     seen = {a.bus_id for a in absent}
     if source == "dmesg":  # this boot; /var/log/kern.log holds boots before a card was changed
-        absent += [AbsentGpu(bdf, None, "kernel log (XID 79)", tuple(sorted(set(codes))))
+        absent += [AbsentGpu(bdf, None, t("kernel log (XID 79)"), tuple(sorted(set(codes))))
                    for bdf, codes in sorted(logged.items())
                    if XID_OFF_THE_BUS in codes and bdf not in seen]
     return tuple(absent), pci_gpus, pci.reason or held_reason
