@@ -6,6 +6,7 @@ A probe that reads another's data says so in ``needs``; the runner runs that one
 
 from __future__ import annotations
 
+from doctor.i18n import lazy
 from doctor.model import Level, ProbeSpec
 from probes.engine import (
     capacity as engine_capacity,
@@ -58,8 +59,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="host.limits",
         level=Level.QUICK,
-        description="Open files, processes and locked memory limits of llm-doctor's shell and every engine process",
-        reads="/proc/self/limits, /proc/<pid>/limits, /proc/<pid>/cmdline",
+        description=lazy("Open files, processes and locked memory limits of llm-doctor's shell and every engine process"),
+        reads=lazy("/proc/self/limits, /proc/<pid>/limits, /proc/<pid>/cmdline"),
         timeout_s=10.0,
         run=host_limits.probe,
         summary=host_limits.summary,
@@ -67,8 +68,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="host.sysctl",
         level=Level.QUICK,
-        description="Kernel settings: file-max, nr_open, listen backlogs, socket buffers, swappiness, overcommit, THP",
-        reads="/proc/sys/{fs,net,vm}/..., /sys/kernel/mm/transparent_hugepage/",
+        description=lazy("Kernel settings: file-max, nr_open, listen backlogs, socket buffers, swappiness, overcommit, THP"),
+        reads=lazy("/proc/sys/{fs,net,vm}/..., /sys/kernel/mm/transparent_hugepage/"),
         timeout_s=5.0,
         run=host_sysctl.probe,
         summary=host_sysctl.summary,
@@ -76,8 +77,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="host.cpu",
         level=Level.QUICK,
-        description="CPU model, cores, sockets, NUMA nodes, AVX-512/AMX, frequency governor and energy preference, load",
-        reads="/proc/cpuinfo, /proc/loadavg, /sys/devices/system/{cpu,node}/",
+        description=lazy("CPU model, cores, sockets, NUMA nodes, AVX-512/AMX, frequency governor and energy preference, load"),
+        reads=lazy("/proc/cpuinfo, /proc/loadavg, /sys/devices/system/{cpu,node}/"),
         timeout_s=10.0,
         run=host_cpu.probe,
         summary=host_cpu.summary,
@@ -85,8 +86,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="host.cpu_load",
         level=Level.QUICK,
-        description="Processes taking the most CPU, sampled over half a second",
-        reads="/proc/stat, /proc/<pid>/stat (sampled twice)",
+        description=lazy("Processes taking the most CPU, sampled over half a second"),
+        reads=lazy("/proc/stat, /proc/<pid>/stat (sampled twice)"),
         timeout_s=10.0,
         run=host_cpu_load.probe,
         summary=host_cpu_load.summary,
@@ -94,8 +95,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="host.memory",
         level=Level.QUICK,
-        description="Total and available memory, swap in use",
-        reads="/proc/meminfo",
+        description=lazy("Total and available memory, swap in use"),
+        reads=lazy("/proc/meminfo"),
         timeout_s=5.0,
         run=host_memory.probe,
         summary=host_memory.summary,
@@ -103,8 +104,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="host.storage",
         level=Level.QUICK,
-        description="Model weights' filesystem, block device, rotational or not, free space; read throughput (standard: 1 GiB sample, full: up to 16 GiB)",
-        reads="/proc/self/mountinfo, /sys/dev/block/, /sys/block/*/queue/rotational, statvfs, the weight files (O_DIRECT)",
+        description=lazy("Model weights' filesystem, block device, rotational or not, free space; read throughput (standard: 1 GiB sample, full: up to 16 GiB)"),
+        reads=lazy("/proc/self/mountinfo, /sys/dev/block/, /sys/block/*/queue/rotational, statvfs, the weight files (O_DIRECT)"),
         timeout_s=90.0,
         run=host_storage.probe,
         summary=host_storage.summary,
@@ -113,8 +114,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="host.memory_bandwidth",
         level=Level.STANDARD,
-        description="STREAM copy and triad on the CPU (torch, numpy fallback) against the DIMMs' ceiling",
-        reads="/sys/devices/system/cpu/*/cache/, /proc/meminfo, dmidecode -t memory; runs a micro-kernel",
+        description=lazy("STREAM copy and triad on the CPU (torch, numpy fallback) against the DIMMs' ceiling"),
+        reads=lazy("/sys/devices/system/cpu/*/cache/, /proc/meminfo, dmidecode -t memory; runs a micro-kernel"),
         timeout_s=180.0,
         run=host_memory_bandwidth.probe,
         summary=host_memory_bandwidth.summary,
@@ -123,8 +124,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.discovery",
         level=Level.QUICK,
-        description="Serving engines from the process table and --endpoint URLs, with their configuration",
-        reads="/proc/<pid>/cmdline, /proc/net/tcp{,6}; GET /metrics, /v1/models, /server_info, /info, /props, /api/ps",
+        description=lazy("Serving engines from the process table and --endpoint URLs, with their configuration"),
+        reads=lazy("/proc/<pid>/cmdline, /proc/net/tcp{,6}; GET /metrics, /v1/models, /server_info, /info, /props, /api/ps"),
         timeout_s=20.0,
         run=engine_discovery.probe,
         summary=engine_discovery.summary,
@@ -132,8 +133,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.metrics",
         level=Level.QUICK,
-        description="Each engine's /metrics scraped twice: KV use, queue, preemptions, token rates, TTFT/ITL/e2e p50-p99",
-        reads="GET <engine>/metrics twice, 2-5 s apart (bounded: 3 s, 8 MiB a page)",
+        description=lazy("Each engine's /metrics scraped twice: KV use, queue, preemptions, token rates, TTFT/ITL/e2e p50-p99"),
+        reads=lazy("GET <engine>/metrics twice, 2-5 s apart (bounded: 3 s, 8 MiB a page)"),
         timeout_s=30.0,
         run=engine_metrics.probe,
         summary=engine_metrics.summary,
@@ -142,8 +143,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.kv_cache",
         level=Level.QUICK,
-        description="KV-cache pressure, preemption rate, block-size waste for the request-length mix, recommended block size",
-        reads="engine.metrics and engine.discovery (no extra reads)",
+        description=lazy("KV-cache pressure, preemption rate, block-size waste for the request-length mix, recommended block size"),
+        reads=lazy("engine.metrics and engine.discovery (no extra reads)"),
         timeout_s=10.0,  # no reads of its own: engine.metrics has scraped
         run=engine_kv.probe,
         summary=engine_kv.summary,
@@ -152,8 +153,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.capacity",
         level=Level.QUICK,
-        description="Each engine's model at its configured context against its GPUs' memory (the plan command's arithmetic)",
-        reads="<model_path>/config.json, NVML nvmlDeviceGetMemoryInfo(0), engine.discovery",
+        description=lazy("Each engine's model at its configured context against its GPUs' memory (the plan command's arithmetic)"),
+        reads=lazy("<model_path>/config.json, NVML nvmlDeviceGetMemoryInfo(0), engine.discovery"),
         timeout_s=25.0,
         run=engine_capacity.probe,
         summary=engine_capacity.summary,
@@ -162,8 +163,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.load",
         level=Level.QUICK,
-        description="Each engine's running and waiting requests now, its throughput knee measured earlier by 'llm-doctor load', and load across replicas of one model",
-        reads="GET /metrics (else llama.cpp /slots) of each engine; ~/.local/state/llm-doctor/workload/knee-<hash>.json",
+        description=lazy("Each engine's running and waiting requests now, its throughput knee measured earlier by 'llm-doctor load', and load across replicas of one model"),
+        reads=lazy("GET /metrics (else llama.cpp /slots) of each engine; ~/.local/state/llm-doctor/workload/knee-<hash>.json"),
         timeout_s=15.0,
         run=engine_load.probe,
         summary=engine_load.summary,
@@ -173,8 +174,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.exposure",
         level=Level.QUICK,
-        description="Engines listening on a non-loopback address, and whether they answer without an API key",
-        reads="engines' listening sockets (/proc/net/tcp{,6}); GET /v1/models without credentials (over loopback for 0.0.0.0)",
+        description=lazy("Engines listening on a non-loopback address, and whether they answer without an API key"),
+        reads=lazy("engines' listening sockets (/proc/net/tcp{,6}); GET /v1/models without credentials (over loopback for 0.0.0.0)"),
         timeout_s=15.0,
         run=engine_exposure.probe,
         summary=engine_exposure.summary,
@@ -183,8 +184,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.stacks",
         level=Level.STANDARD,
-        description="Share of a Python engine's stack samples in logging, tokenisation and waiting for the GIL (py-spy, ~4 s)",
-        reads="py-spy dump --pid PID --json, 20 times (needs ptrace permission)",
+        description=lazy("Share of a Python engine's stack samples in logging, tokenisation and waiting for the GIL (py-spy, ~4 s)"),
+        reads=lazy("py-spy dump --pid PID --json, 20 times (needs ptrace permission)"),
         timeout_s=60.0,
         run=engine_stacks.probe,
         summary=engine_stacks.summary,
@@ -193,8 +194,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.warmup",
         level=Level.STANDARD,
-        description="First requests against steady-state TTFT and inter-token latency (up to 15 streamed requests of varied length), and the engine's uptime",
-        reads="GET /metrics (else /slots) for requests in flight, GET /metrics once more, then POST /v1/completions (streamed, 16 tokens each); /proc/<pid>/stat, /proc/uptime, /proc/stat",
+        description=lazy("First requests against steady-state TTFT and inter-token latency (up to 15 streamed requests of varied length), and the engine's uptime"),
+        reads=lazy("GET /metrics (else /slots) for requests in flight, GET /metrics once more, then POST /v1/completions (streamed, 16 tokens each); /proc/<pid>/stat, /proc/uptime, /proc/stat"),
         timeout_s=60.0,
         run=engine_warmup.probe,
         summary=engine_warmup.summary,
@@ -205,8 +206,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.output",
         level=Level.STANDARD,
-        description="Whether sampled output degenerates into repetition (3 streamed answers of 96 tokens, the engine's own sampling)",
-        reads="GET /metrics (else /slots) for requests in flight, then POST /v1/completions (streamed)",
+        description=lazy("Whether sampled output degenerates into repetition (3 streamed answers of 96 tokens, the engine's own sampling)"),
+        reads=lazy("GET /metrics (else /slots) for requests in flight, then POST /v1/completions (streamed)"),
         timeout_s=60.0,
         run=engine_output.probe,
         summary=engine_output.summary,
@@ -217,8 +218,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.slots",
         level=Level.QUICK,
-        description="llama.cpp's and Ollama's parallel slots against the concurrency they get: busy slots, deferred requests, the wait a slot costs",
-        reads="GET /props, /slots (llama.cpp), /api/ps (Ollama); engine.metrics' llamacpp:requests_deferred; /proc/<pid>/environ OLLAMA_NUM_PARALLEL; /proc/net/tcp{,6}; the saved load sweep",
+        description=lazy("llama.cpp's and Ollama's parallel slots against the concurrency they get: busy slots, deferred requests, the wait a slot costs"),
+        reads=lazy("GET /props, /slots (llama.cpp), /api/ps (Ollama); engine.metrics' llamacpp:requests_deferred; /proc/<pid>/environ OLLAMA_NUM_PARALLEL; /proc/net/tcp{,6}; the saved load sweep"),
         timeout_s=20.0,
         run=engine_slots.probe,
         summary=engine_slots.summary,
@@ -228,8 +229,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.ollama",
         level=Level.QUICK,
-        description="Each Ollama server's OLLAMA_* settings, the models it has pulled and loaded, and the loads and unloads between two reads of /api/ps",
-        reads="GET /api/version, /api/tags, /api/ps (twice, with engine.discovery's read); /proc/<pid>/environ OLLAMA_NUM_PARALLEL, OLLAMA_MAX_LOADED_MODELS, OLLAMA_KEEP_ALIVE, OLLAMA_CONTEXT_LENGTH, OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE; the process table (ollama runner)",
+        description=lazy("Each Ollama server's OLLAMA_* settings, the models it has pulled and loaded, and the loads and unloads between two reads of /api/ps"),
+        reads=lazy("GET /api/version, /api/tags, /api/ps (twice, with engine.discovery's read); /proc/<pid>/environ OLLAMA_NUM_PARALLEL, OLLAMA_MAX_LOADED_MODELS, OLLAMA_KEEP_ALIVE, OLLAMA_CONTEXT_LENGTH, OLLAMA_FLASH_ATTENTION, OLLAMA_KV_CACHE_TYPE; the process table (ollama runner)"),
         timeout_s=20.0,
         run=engine_ollama.probe,
         summary=engine_ollama.summary,
@@ -238,8 +239,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.truncation",
         level=Level.QUICK,
-        description="Each engine's context limit (max_model_len, llama.cpp's per-slot n_ctx, Ollama's num_ctx) against the prompts it is sent",
-        reads="engine.discovery's pages (/v1/models, /props, /api/ps, /metrics prompt-length histogram); /proc/<pid>/environ OLLAMA_CONTEXT_LENGTH; the saved load sweep",
+        description=lazy("Each engine's context limit (max_model_len, llama.cpp's per-slot n_ctx, Ollama's num_ctx) against the prompts it is sent"),
+        reads=lazy("engine.discovery's pages (/v1/models, /props, /api/ps, /metrics prompt-length histogram); /proc/<pid>/environ OLLAMA_CONTEXT_LENGTH; the saved load sweep"),
         timeout_s=10.0,
         run=engine_truncation.probe,
         summary=engine_truncation.summary,
@@ -248,8 +249,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.frontend",
         level=Level.QUICK,
-        description="Each vLLM, SGLang or TGI engine's API/tokenizer process: its CPU in host.cpu_load's sample beside the GPUs' utilisation",
-        reads="host.cpu_load's sample (no second one); /proc/<pid>/cmdline; NVML nvmlDeviceGetCount, nvmlDeviceGetUtilizationRates",
+        description=lazy("Each vLLM, SGLang or TGI engine's API/tokenizer process: its CPU in host.cpu_load's sample beside the GPUs' utilisation"),
+        reads=lazy("host.cpu_load's sample (no second one); /proc/<pid>/cmdline; NVML nvmlDeviceGetCount, nvmlDeviceGetUtilizationRates"),
         timeout_s=15.0,
         run=engine_frontend.probe,
         summary=engine_frontend.summary,
@@ -258,8 +259,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.inventory",
         level=Level.QUICK,
-        description="NVIDIA GPUs: model, UUID, bus id, driver and CUDA versions, memory, persistence mode, MIG",
-        reads="NVML: nvmlSystemGetDriverVersion, nvmlDeviceGetName/UUID/PciInfo/MemoryInfo/PersistenceMode/MigMode",
+        description=lazy("NVIDIA GPUs: model, UUID, bus id, driver and CUDA versions, memory, persistence mode, MIG"),
+        reads=lazy("NVML: nvmlSystemGetDriverVersion, nvmlDeviceGetName/UUID/PciInfo/MemoryInfo/PersistenceMode/MigMode"),
         timeout_s=15.0,
         run=gpu_inventory.probe,
         summary=gpu_inventory.summary,
@@ -267,8 +268,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.pcie",
         level=Level.QUICK,
-        description="Each GPU's PCIe generation and width, as trained and as capable, read during a host-to-device copy (standard)",
-        reads="NVML: nvmlDeviceGetCurr/MaxPcieLinkGeneration/Width, GetPcieReplayCounter; /sys/bus/pci/devices/<bdf> upstream port max_link_speed/width; a 1 s copy per GPU (child process)",
+        description=lazy("Each GPU's PCIe generation and width, as trained and as capable, read during a host-to-device copy (standard)"),
+        reads=lazy("NVML: nvmlDeviceGetCurr/MaxPcieLinkGeneration/Width, GetPcieReplayCounter; /sys/bus/pci/devices/<bdf> upstream port max_link_speed/width; a 1 s copy per GPU (child process)"),
         timeout_s=180.0,  # per GPU: a child's torch import and CUDA context (~5-10 s cold) and 1 s of copies
         run=gpu_pcie.probe,
         summary=gpu_pcie.summary,
@@ -277,8 +278,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.topology",
         level=Level.QUICK,
-        description="GPU pairs: common PCIe ancestor (PIX/PXB/PHB/NODE/SYS), NVLink, P2P, NUMA node and CPU affinity",
-        reads="NVML: nvmlDeviceGetTopologyCommonAncestor, GetP2PStatus, GetNvLinkState, GetNumaNodeId, GetCpuAffinity; engines' --tensor-parallel-size",
+        description=lazy("GPU pairs: common PCIe ancestor (PIX/PXB/PHB/NODE/SYS), NVLink, P2P, NUMA node and CPU affinity"),
+        reads=lazy("NVML: nvmlDeviceGetTopologyCommonAncestor, GetP2PStatus, GetNvLinkState, GetNumaNodeId, GetCpuAffinity; engines' --tensor-parallel-size"),
         timeout_s=20.0,
         run=gpu_topology.probe,
         summary=gpu_topology.summary,
@@ -286,8 +287,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.thermal_power",
         level=Level.QUICK,
-        description="Temperatures against slowdown/shutdown thresholds, clock-event reasons, clocks and power against limits (full: under load)",
-        reads="NVML: nvmlDeviceGetTemperature/Threshold, GetCurrentClocksEventReasons, GetClockInfo, GetPowerUsage, GetEnforcedPowerLimit; full: a 30 s matmul load (child process)",
+        description=lazy("Temperatures against slowdown/shutdown thresholds, clock-event reasons, clocks and power against limits (full: under load)"),
+        reads=lazy("NVML: nvmlDeviceGetTemperature/Threshold, GetCurrentClocksEventReasons, GetClockInfo, GetPowerUsage, GetEnforcedPowerLimit; full: a 30 s matmul load (child process)"),
         timeout_s=150.0,  # level full: 30 s of load, the child's start and its CUDA context
         run=gpu_thermal_power.probe,
         summary=gpu_thermal_power.summary,
@@ -296,8 +297,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.memory",
         level=Level.QUICK,
-        description="GPU memory used and total, and the processes holding it, engine or not",
-        reads="NVML: nvmlDeviceGetMemoryInfo, GetComputeRunningProcesses; /proc/<pid>/comm, cmdline",
+        description=lazy("GPU memory used and total, and the processes holding it, engine or not"),
+        reads=lazy("NVML: nvmlDeviceGetMemoryInfo, GetComputeRunningProcesses; /proc/<pid>/comm, cmdline"),
         timeout_s=15.0,
         run=gpu_memory.probe,
         summary=gpu_memory.summary,
@@ -305,8 +306,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.errors",
         level=Level.QUICK,
-        description="ECC errors, remapped rows or retired pages (pending, failed), XID events from the kernel log, GPUs lost (GPU_IS_LOST) or on the PCI bus but not in NVML's count",
-        reads="NVML: nvmlDeviceGetPciInfo, GetEccMode, GetTotalEccErrors, GetRemappedRows, GetRetiredPagesPendingStatus; dmesg or /var/log/kern.log; /sys/bus/pci/devices/*/{vendor,class,device}, /proc/driver/nvidia/gpus/; standard: NVML XID events for 2 s",
+        description=lazy("ECC errors, remapped rows or retired pages (pending, failed), XID events from the kernel log, GPUs lost (GPU_IS_LOST) or on the PCI bus but not in NVML's count"),
+        reads=lazy("NVML: nvmlDeviceGetPciInfo, GetEccMode, GetTotalEccErrors, GetRemappedRows, GetRetiredPagesPendingStatus; dmesg or /var/log/kern.log; /sys/bus/pci/devices/*/{vendor,class,device}, /proc/driver/nvidia/gpus/; standard: NVML XID events for 2 s"),
         timeout_s=15.0,
         run=gpu_errors.probe,
         summary=gpu_errors.summary,
@@ -314,8 +315,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.fabric",
         level=Level.QUICK,
-        description="NVSwitch fabric: each GPU's fabric state and status, the fabric manager, NVLinks up",
-        reads="/sys/bus/pci/devices/*/{vendor,class}; NVML: nvmlDeviceGetGpuFabricInfoV, GetNvLinkState; /proc/<pid>/comm (nv-fabricmanager); systemctl is-active nvidia-fabricmanager",
+        description=lazy("NVSwitch fabric: each GPU's fabric state and status, the fabric manager, NVLinks up"),
+        reads=lazy("/sys/bus/pci/devices/*/{vendor,class}; NVML: nvmlDeviceGetGpuFabricInfoV, GetNvLinkState; /proc/<pid>/comm (nv-fabricmanager); systemctl is-active nvidia-fabricmanager"),
         timeout_s=15.0,
         run=gpu_fabric.probe,
         summary=gpu_fabric.summary,
@@ -323,8 +324,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.sharing",
         level=Level.QUICK,
-        description="How the GPUs are shared: MIG mode, compute mode, the MPS daemon, and which engine holds which GPU",
-        reads="NVML: nvmlDeviceGetMigMode, GetComputeMode, GetComputeRunningProcesses; /proc/<pid>/{cmdline,comm,stat}",
+        description=lazy("How the GPUs are shared: MIG mode, compute mode, the MPS daemon, and which engine holds which GPU"),
+        reads=lazy("NVML: nvmlDeviceGetMigMode, GetComputeMode, GetComputeRunningProcesses; /proc/<pid>/{cmdline,comm,stat}"),
         timeout_s=15.0,
         run=gpu_sharing.probe,
         summary=gpu_sharing.summary,
@@ -332,8 +333,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.kv_alloc",
         level=Level.QUICK,
-        description="KV-cache waste of each engine's allocation (block size, per-slot reservations) on a request-length mix; standard: the GPU allocator's overhead",
-        reads="engines' --block-size / --page-size / -c -np; standard: a torch allocator replay on GPU 0 (child process)",
+        description=lazy("KV-cache waste of each engine's allocation (block size, per-slot reservations) on a request-length mix; standard: the GPU allocator's overhead"),
+        reads=lazy("engines' --block-size / --page-size / -c -np; standard: a torch allocator replay on GPU 0 (child process)"),
         timeout_s=90.0,
         run=gpu_kv_alloc.probe,
         summary=gpu_kv_alloc.summary,
@@ -342,8 +343,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.bandwidth",
         level=Level.STANDARD,
-        description="Device-memory, host<->device (pinned, pageable) and peer-to-peer copy bandwidth, each against its ceiling; first-use cost",
-        reads="NVML max memory clock, bus width, PCIe max generation/width, CPU affinity; torch copy kernels in child processes",
+        description=lazy("Device-memory, host<->device (pinned, pageable) and peer-to-peer copy bandwidth, each against its ceiling; first-use cost"),
+        reads=lazy("NVML max memory clock, bus width, PCIe max generation/width, CPU affinity; torch copy kernels in child processes"),
         timeout_s=300.0,
         run=gpu_bandwidth.probe,
         summary=gpu_bandwidth.summary,
@@ -352,8 +353,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.collective",
         level=Level.FULL,
-        description="All-reduce bus bandwidth of each group of GPUs that must talk (NCCL, 256 MiB, one process per GPU) against its NVLink or PCIe ceiling, and the transport NCCL chose",
-        reads="gpu.topology; NVML nvmlDeviceGetNvLinkVersion, PCIe max generation/width, the upstream port's max_link_speed/width; torch.distributed all-reduce in child processes (killed at 90 s a group)",
+        description=lazy("All-reduce bus bandwidth of each group of GPUs that must talk (NCCL, 256 MiB, one process per GPU) against its NVLink or PCIe ceiling, and the transport NCCL chose"),
+        reads=lazy("gpu.topology; NVML nvmlDeviceGetNvLinkVersion, PCIe max generation/width, the upstream port's max_link_speed/width; torch.distributed all-reduce in child processes (killed at 90 s a group)"),
         timeout_s=450.0,  # up to 4 groups x (90 s hard limit + 20 s margin)
         run=gpu_collective.probe,
         summary=gpu_collective.summary,
@@ -363,8 +364,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.runtime",
         level=Level.QUICK,
-        description="The CUDA runtime each engine loads against the driver's CUDA version, forward-compat libraries on GPUs that do not support them, and GPU architectures the engine's build has no kernels for",
-        reads="NVML: nvmlSystemGetCudaDriverVersion, nvmlDeviceGetName, GetCudaComputeCapability; /proc/<pid>/maps, exe; <site-packages>/torch/version.py (as text); libtorch_cuda.so's ELF .nv_fatbin headers (ranged reads)",
+        description=lazy("The CUDA runtime each engine loads against the driver's CUDA version, forward-compat libraries on GPUs that do not support them, and GPU architectures the engine's build has no kernels for"),
+        reads=lazy("NVML: nvmlSystemGetCudaDriverVersion, nvmlDeviceGetName, GetCudaComputeCapability; /proc/<pid>/maps, exe; <site-packages>/torch/version.py (as text); libtorch_cuda.so's ELF .nv_fatbin headers (ranged reads)"),
         timeout_s=20.0,
         run=gpu_runtime.probe,
         summary=gpu_runtime.summary,
@@ -372,8 +373,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.peer_to_peer",
         level=Level.QUICK,
-        description="P2P for each group of GPUs that must talk: NVML read/write status, PCIe ACS redirect on the bridges between them, the IOMMU mode, the engine's NCCL_P2P_* and vLLM's cached verdict; standard: a copy read back (torch)",
-        reads="gpu.topology; NVML GetP2PStatus (write), GetPciInfo; sysfs bridges' config (ACS: root), iommu_group, /sys/class/iommu, /proc/cmdline; engines' /proc/<pid>/environ (NCCL_*), status, /etc/passwd, ~/.cache/vllm/gpu_p2p_access_cache_for_*.json; standard: torch in a child (killed at 60 s)",
+        description=lazy("P2P for each group of GPUs that must talk: NVML read/write status, PCIe ACS redirect on the bridges between them, the IOMMU mode, the engine's NCCL_P2P_* and vLLM's cached verdict; standard: a copy read back (torch)"),
+        reads=lazy("gpu.topology; NVML GetP2PStatus (write), GetPciInfo; sysfs bridges' config (ACS: root), iommu_group, /sys/class/iommu, /proc/cmdline; engines' /proc/<pid>/environ (NCCL_*), status, /etc/passwd, ~/.cache/vllm/gpu_p2p_access_cache_for_*.json; standard: torch in a child (killed at 60 s)"),
         timeout_s=90.0,  # the functional check's 60 s hard limit, and the reads before it
         run=gpu_p2p.probe,
         summary=gpu_p2p.summary,
@@ -383,8 +384,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.container",
         level=Level.QUICK,
-        description="The container of each engine: /dev/shm in its mount namespace, its cgroup's CPU quota and throttling, its memory limit against its resident memory and OOM kills",
-        reads="/proc/<pid>/{cgroup,status,mountinfo}, statvfs /proc/<pid>/root/dev/shm, /proc/self/mountinfo; cgroup v2 cpu.max, cpu.stat (twice, 1 s apart), memory.max, memory.current, memory.events; v1 cpu.cfs_quota_us, cpu.cfs_period_us, cpu.stat, memory.limit_in_bytes, memory.usage_in_bytes, memory.failcnt, memory.oom_control; dmesg",
+        description=lazy("The container of each engine: /dev/shm in its mount namespace, its cgroup's CPU quota and throttling, its memory limit against its resident memory and OOM kills"),
+        reads=lazy("/proc/<pid>/{cgroup,status,mountinfo}, statvfs /proc/<pid>/root/dev/shm, /proc/self/mountinfo; cgroup v2 cpu.max, cpu.stat (twice, 1 s apart), memory.max, memory.current, memory.events; v1 cpu.cfs_quota_us, cpu.cfs_period_us, cpu.stat, memory.limit_in_bytes, memory.usage_in_bytes, memory.failcnt, memory.oom_control; dmesg"),
         timeout_s=20.0,
         run=engine_container.probe,
         summary=engine_container.summary,
@@ -392,8 +393,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.devices",
         level=Level.QUICK,
-        description="Each engine in a container: its /dev/nvidia* nodes and device-cgroup access; the host's /dev/char links for the NVIDIA devices",
-        reads="/proc/{self,1,<pid>}/ns/mnt, /proc/<pid>/root/dev/nvidia* (stat), /proc/<pid>/cgroup, /sys/fs/cgroup/devices/<path>/devices.list, /dev/char, /proc/devices; NVML nvmlDeviceGetName, GetMinorNumber, GetComputeRunningProcesses",
+        description=lazy("Each engine in a container: its /dev/nvidia* nodes and device-cgroup access; the host's /dev/char links for the NVIDIA devices"),
+        reads=lazy("/proc/{self,1,<pid>}/ns/mnt, /proc/<pid>/root/dev/nvidia* (stat), /proc/<pid>/cgroup, /sys/fs/cgroup/devices/<path>/devices.list, /dev/char, /proc/devices; NVML nvmlDeviceGetName, GetMinorNumber, GetComputeRunningProcesses"),
         timeout_s=10.0,
         run=gpu_devices.probe,
         summary=gpu_devices.summary,
@@ -401,8 +402,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="gpu.numa",
         level=Level.QUICK,
-        description="Each engine's allowed CPUs and resident memory against its GPUs' NUMA node",
-        reads="gpu.topology; /sys/devices/system/node/node*/cpulist, /sys/bus/pci/devices/<bdf>/numa_node, /proc/<pid>/{status,numa_maps}; NVML nvmlDeviceGetPciInfo, GetComputeRunningProcesses",
+        description=lazy("Each engine's allowed CPUs and resident memory against its GPUs' NUMA node"),
+        reads=lazy("gpu.topology; /sys/devices/system/node/node*/cpulist, /sys/bus/pci/devices/<bdf>/numa_node, /proc/<pid>/{status,numa_maps}; NVML nvmlDeviceGetPciInfo, GetComputeRunningProcesses"),
         timeout_s=15.0,
         run=gpu_numa.probe,
         summary=gpu_numa.summary,
@@ -413,8 +414,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.offload",
         level=Level.QUICK,
-        description="Each engine's share of its model on the CPU (llama.cpp -ngl, Ollama /api/ps size_vram, vLLM/SGLang --cpu-offload-gb) and the tokens/s it costs, estimated from memory bandwidths",
-        reads="/proc/<pid>/cmdline, the GGUF header or <model_path>/config.json, GET /api/ps (Ollama); NVML nvmlDeviceGetCount, GetName, GetMaxClockInfo(MEM), GetMemoryBusWidth, GetMaxPcieLinkGeneration/Width; host.memory_bandwidth's STREAM figure of this scan",
+        description=lazy("Each engine's share of its model on the CPU (llama.cpp -ngl, Ollama /api/ps size_vram, vLLM/SGLang --cpu-offload-gb) and the tokens/s it costs, estimated from memory bandwidths"),
+        reads=lazy("/proc/<pid>/cmdline, the GGUF header or <model_path>/config.json, GET /api/ps (Ollama); NVML nvmlDeviceGetCount, GetName, GetMaxClockInfo(MEM), GetMemoryBusWidth, GetMaxPcieLinkGeneration/Width; host.memory_bandwidth's STREAM figure of this scan"),
         timeout_s=20.0,
         run=engine_offload.probe,
         summary=engine_offload.summary,
@@ -427,8 +428,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.quant",
         level=Level.QUICK,
-        description="Each vLLM/SGLang engine's --quantization against its checkpoint's quantization_config and its GPUs: the slow AWQ/GPTQ kernel forced where Marlin runs",
-        reads="/proc/<pid>/cmdline, <model_path>/config.json (quantization_config) or quantize_config.json; NVML nvmlDeviceGetCount, GetCudaComputeCapability",
+        description=lazy("Each vLLM/SGLang engine's --quantization against its checkpoint's quantization_config and its GPUs: the slow AWQ/GPTQ kernel forced where Marlin runs"),
+        reads=lazy("/proc/<pid>/cmdline, <model_path>/config.json (quantization_config) or quantize_config.json; NVML nvmlDeviceGetCount, GetCudaComputeCapability"),
         timeout_s=10.0,
         run=engine_quant.probe,
         summary=engine_quant.summary,

@@ -24,6 +24,7 @@ from typing import Any
 
 from doctor.seam.host import Host, MeasurementError
 from doctor.model import ScanOptions
+from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count
 from probes.gpu.pcie import link_ceiling_gbps
 from probes.gpu.topology import AFFINITY_WORDS, cpu_list
@@ -44,7 +45,8 @@ def memory_ceiling_gbps(name: str | None, mem_clock_max_mhz: int | None,
     for model, width in BUS_WIDTH_OVERRIDES.items():
         if name and model in name:
             bus_width_bits = width
-            source = f"{mem_clock_max_mhz} MHz x 2 x {width} bit / 8 (bus width corrected for {model})"
+            source = t("{mhz} MHz x 2 x {width} bit / 8 (bus width corrected for {model})",
+                       mhz=mem_clock_max_mhz, width=width, model=model)
     return round(mem_clock_max_mhz * 1e6 * 2 * bus_width_bits / 8 / 1e9, 1), source
 
 
@@ -197,9 +199,9 @@ def summary(record: BandwidthRecord) -> str:
         d2d = f"{g.d2d_gbps:g}/{g.d2d_ceiling_gbps:g} GB/s" if g.d2d_gbps and g.d2d_ceiling_gbps else "?"
         h2d = (f"{g.h2d_pinned_gbps:g}/{g.link_ceiling_trained_gbps:g} GB/s"
                if g.h2d_pinned_gbps and g.link_ceiling_trained_gbps else "?")
-        parts.append(f"GPU{g.index} memory {d2d}, host->device {h2d}")
+        parts.append(t("GPU{index} memory {d2d}, host->device {h2d}", index=g.index, d2d=d2d, h2d=h2d))
     if unmeasured:  # one reason for all: the same kernel failed, or the recording lacks it
         first = record.errors[f"gpu.bandwidth.{unmeasured[0]}"]
         gpus = ",".join(str(i) for i in unmeasured)
-        parts.append(f"GPU {gpus} not measured ({first})")
-    return "; ".join(parts)
+        parts.append(t("GPU {gpus} not measured ({why})", gpus=gpus, why=first))
+    return t("; ").join(parts)

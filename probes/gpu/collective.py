@@ -30,6 +30,7 @@ from typing import Any
 
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.i18n import t
 from probes.gpu import pcie, topology
 from probes.helpers.gpu_common import gpu_count, reason_of
 from probes.helpers.kernel_child import run_kernel
@@ -135,11 +136,12 @@ def _nvlink(host: Host, topo: topology.TopologyRecord, gpus: tuple[int, ...],
             version = host.nvml("nvmlDeviceGetNvLinkVersion", i, 0)
         except HostReadError as exc:
             missing["ceiling_gbps"] = f"GPU{i}: nvmlDeviceGetNvLinkVersion: {reason_of(exc)}"
-            return None, None, "no NVLink version from NVML"
+            return None, None, t("no NVLink version from NVML")
         rate = NVLINK_LINK_GBPS.get(version) if isinstance(version, int) else None
         if not links or rate is None:
-            why = (f"GPU{i}: no NVLink up" if not links
-                   else f"GPU{i}: NVLink version {version!r} has no per-link rate here")
+            why = (t("GPU{index}: no NVLink up", index=i) if not links
+                   else t("GPU{index}: NVLink version {version} has no per-link rate here", index=i,
+                          version=repr(version)))
             missing["ceiling_gbps"] = why
             return None, None, why
         if best is None or links * rate < best[0]:
@@ -147,8 +149,9 @@ def _nvlink(host: Host, topo: topology.TopologyRecord, gpus: tuple[int, ...],
     assert best is not None
     gbps, links, version, gpu = best
     return (f"NV{links}", round(gbps, 1),
-            f"GPU{gpu}: NVLink {NVLINK_VERSION_NAMES.get(version, version)} x {links} links up "
-            f"x {NVLINK_LINK_GBPS[version]:g} GB/s per direction")
+            t("GPU{index}: NVLink {version} x {links} links up x {rate:g} GB/s per direction",
+              index=gpu, version=NVLINK_VERSION_NAMES.get(version, version), links=links,
+              rate=NVLINK_LINK_GBPS[version]))
 
 
 def _pcie(host: Host, gpus: tuple[int, ...], pairs: list[topology.GpuPair],
@@ -159,14 +162,14 @@ def _pcie(host: Host, gpus: tuple[int, ...], pairs: list[topology.GpuPair],
     for i in gpus:
         link = pcie.read_link(host, i, None)  # NVML and sysfs reads only: no copy
         if link.ceiling_capable_gbps is None:
-            why = f"GPU{i}: no PCIe generation or width from NVML"
+            why = t("GPU{index}: no PCIe generation or width from NVML", index=i)
             missing["ceiling_gbps"] = why
             return path, None, why
         if slowest is None or link.ceiling_capable_gbps < slowest[0]:
             slowest = (link.ceiling_capable_gbps, i)
     assert slowest is not None
-    return path, slowest[0], (f"GPU{slowest[1]}: its PCIe link as capable, "
-                              f"{slowest[0]:g} GB/s per direction (gpu.pcie)")
+    return path, slowest[0], t("GPU{index}: its PCIe link as capable, {gbps:g} GB/s per direction "
+                               "(gpu.pcie)", index=slowest[1], gbps=slowest[0])
 
 
 def path_ceiling(host: Host, topo: topology.TopologyRecord, gpus: tuple[int, ...],
@@ -249,12 +252,12 @@ def on_cpu(host: Host, ranks: int = 2, limit_s: float = 30.0,
 def probe(host: Host, options: ScanOptions) -> CollectiveRecord:
     count = gpu_count(host)
     if count < 2:
-        raise Skip("one GPU: an all-reduce needs two or more")
+        raise Skip(t("one GPU: an all-reduce needs two or more"))
     topo = topology.probe(host, options)  # memoised per scan
     groups, source = topology.talk_groups(host, count)
     groups = tuple(g for g in groups if len(g) > 1)[:MAX_GROUPS]
     if not groups:
-        raise Skip(f"no group of GPUs must talk ({source})")
+        raise Skip(t("no group of GPUs must talk ({source})", source=source))
     out = []
     for gpus in groups:
         missing: dict[str, str] = {}
@@ -267,16 +270,18 @@ def probe(host: Host, options: ScanOptions) -> CollectiveRecord:
 
 def describe(g: GroupCollective) -> str:
     """One group in one line for people."""
-    who = f"GPU {','.join(map(str, g.gpus))}" if g.gpus else f"{g.n} CPU ranks"
+    who = f"GPU {','.join(map(str, g.gpus))}" if g.gpus else t("{n} CPU ranks", n=g.n)
     if g.outcome != "ok":
-        kill = "" if g.kill_latency_s is None else f" (kill took {g.kill_latency_s * 1000:.0f} ms)"
+        kill = ("" if g.kill_latency_s is None
+                else t(" (kill took {ms:.0f} ms)", ms=g.kill_latency_s * 1000))
         return f"{who}: {g.outcome}{kill}: {g.failure}"
     busbw = f"busbw {g.busbw_gbps:g} GB/s" if g.busbw_gbps is not None else "busbw ?"
-    ceiling = (f" = {g.ratio:g} of {g.ceiling_gbps:g} GB/s ({g.path})"
+    ceiling = (t(" = {ratio:g} of {ceiling:g} GB/s ({path})", ratio=g.ratio,
+                 ceiling=g.ceiling_gbps, path=g.path)
                if g.ratio is not None and g.ceiling_gbps else "")
-    via = f" via {g.transport}" if g.transport else ""
+    via = t(" via {transport}", transport=g.transport) if g.transport else ""
     return f"{who}: {busbw}{ceiling}{via}"
 
 
 def summary(record: CollectiveRecord) -> str:
-    return "; ".join(describe(g) for g in record.groups)
+    return t("; ").join(describe(g) for g in record.groups)

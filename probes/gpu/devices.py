@@ -28,13 +28,14 @@ from dataclasses import dataclass
 
 from doctor.model import ScanOptions
 from doctor.seam.host import Host, HostReadError
+from doctor.i18n import lazy, t, translated
 from probes.gpu import topology
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 from probes.helpers.processes import engine_processes, lasting_name
 
 NVIDIA_MAJOR = 195  # nvidia.ko's fixed major (nvidia0..N-1 and nvidiactl at minor 255)
 CTL_MINOR = 255
-CGROUP_V2 = "device access under cgroup v2 is a BPF program, not readable"
+CGROUP_V2 = lazy("device access under cgroup v2 is a BPF program, not readable")
 MAX_GPUS = 64  # nvidia<N> nodes looked at per engine
 MAX_CGROUP_LINES = 4096
 _DEVICE_RULE = re.compile(r"^([abc]) (\*|\d+):(\*|\d+) ([rwm]+)$")
@@ -128,8 +129,8 @@ def _cgroup(host: Host, pid: int) -> tuple[int | None, str | None, str | None]:
         if "devices" in controllers.split(","):
             return 1, path, None
     if any(line.startswith("0::") for line in lines):
-        return 2, None, CGROUP_V2
-    return None, None, f"/proc/{pid}/cgroup: no devices controller and no cgroup v2 line"
+        return 2, None, translated(CGROUP_V2)
+    return None, None, t("/proc/{pid}/cgroup: no devices controller and no cgroup v2 line", pid=pid)
 
 
 def _allows(rules: list[tuple[str, ...]], major: int, minor: int) -> bool:
@@ -223,8 +224,9 @@ def probe(host: Host, options: ScanOptions) -> DevicesRecord:
 def summary(record: DevicesRecord) -> str:
     lost = [f"{e.engine} pid {e.pid}" for e in record.engines if e.lost]
     contained = sum(1 for e in record.engines if e.in_container)
-    links = ("/dev/char not read" if record.char_links_missing is None
-             else f"/dev/char lacks {len(record.char_links_missing)} NVIDIA links"
-             if record.char_links_missing else "/dev/char links present")
-    return (f"{contained} engine(s) in a container" + (f", GPU nodes gone: {', '.join(lost)}"
-                                                        if lost else "") + f"; {links}")
+    links = (t("/dev/char not read") if record.char_links_missing is None
+             else t("/dev/char lacks {n} NVIDIA links", n=len(record.char_links_missing))
+             if record.char_links_missing else t("/dev/char links present"))
+    return (t("{n} engine(s) in a container", n=contained)
+            + (t(", GPU nodes gone: {engines}", engines=", ".join(lost)) if lost else "")
+            + t("; ") + links)

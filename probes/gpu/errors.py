@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions
+from doctor.i18n import t
 from probes.helpers.gpu_common import (
     Reader, driver_gpus, gpu_count, nvidia_pci, pci_bdf, reason_of)
 from probes.helpers.xid import XidEvent, parse_kernel_log, same_bus
@@ -84,13 +85,14 @@ def read_kernel_log(host: Host) -> tuple[list[XidEvent], str]:
         out = host.run(["dmesg"], timeout_s=5.0)
         if out.rc == 0:
             return parse_kernel_log(out.stdout), "dmesg"
-        why = f"dmesg exited {out.rc}: {out.stderr.strip()[:120]}"
+        why = t("dmesg exited {rc}: {stderr}", rc=out.rc, stderr=out.stderr.strip()[:120])
     except HostReadError as exc:
         why = f"dmesg: {reason_of(exc)}"
     try:
         return parse_kernel_log(host.read_text(KERN_LOG)), KERN_LOG
     except HostReadError as exc:
-        return [], (f"{why}; {KERN_LOG}: {reason_of(exc)} (run as root to see XID events)")
+        return [], t("{why}; {path}: {reason} (run as root to see XID events)", why=why,
+                     path=KERN_LOG, reason=reason_of(exc))
 
 
 def _flag(value: int | None) -> bool | None:
@@ -155,12 +157,12 @@ def infer_buses(host: Host, buses: list[str | None], reasons: list[str | None],
     held, _ = driver_gpus(host)
     free = [f.bdf for f in pci.gpus if f.bdf not in claimed and (held is None or f.bdf in held)]
     if pci.reason is None and len(free) == 1:
-        return {lost[0]: (nvml_bus(free[0]), "the one NVIDIA GPU on the PCI bus that no "
-                                             "answering GPU claims")}
+        return {lost[0]: (nvml_bus(free[0]), t("the one NVIDIA GPU on the PCI bus that no "
+                                               "answering GPU claims"))}
     logged = {b for e in events if e.code == XID_OFF_THE_BUS and source == "dmesg"
               and (b := _logged_bdf(e)) and b not in claimed}
     if len(logged) == 1:
-        return {lost[0]: (nvml_bus(logged.pop()), "the one bus that logged XID 79 this boot")}
+        return {lost[0]: (nvml_bus(logged.pop()), t("the one bus that logged XID 79 this boot"))}
     return {}
 
 
@@ -182,12 +184,12 @@ def find_absent(host: Host, gpus: tuple[GpuErrors, ...], unmatched: list[XidEven
     held, held_reason = driver_gpus(host)
     absent = []
     if pci.reason is None and held is not None:
-        absent = [AbsentGpu(f.bdf, f.device_id, "PCI bus and nvidia driver",
+        absent = [AbsentGpu(f.bdf, f.device_id, t("PCI bus and nvidia driver"),
                             tuple(sorted(set(logged.get(f.bdf, ()))))) for f in pci.gpus
                   if f.bdf in held and f.bdf not in counted]
     seen = {a.bus_id for a in absent}
     if source == "dmesg":  # this boot; /var/log/kern.log holds boots before a card was changed
-        absent += [AbsentGpu(bdf, None, "kernel log (XID 79)", tuple(sorted(set(codes))))
+        absent += [AbsentGpu(bdf, None, t("kernel log (XID 79)"), tuple(sorted(set(codes))))
                    for bdf, codes in sorted(logged.items())
                    if XID_OFF_THE_BUS in codes and bdf not in seen]
     return tuple(absent), pci_gpus, pci.reason or held_reason
@@ -246,8 +248,8 @@ def summary(record: GpuErrorsRecord) -> str:
     bad = [g.index for g in record.gpus if g.remap_failed or g.remap_pending
            or (g.ecc_uncorrected_volatile or 0) > 0]
     lost = [g.index for g in record.gpus if g.lost]
-    return (f"XIDs {xids or 'none'} ({record.xid_source}); "
-            + (f"memory errors on GPU {bad}" if bad else "no pending memory errors")
-            + (f"; GPU {lost} lost (GPU_IS_LOST)" if lost else "")
-            + (f"; {len(record.absent)} GPU(s) on the bus NVML does not count: "
-               + ", ".join(a.bus_id for a in record.absent) if record.absent else ""))
+    return (t("XIDs {xids} ({source}); ", xids=xids or t("none"), source=record.xid_source)
+            + (t("memory errors on GPU {gpus}", gpus=bad) if bad else t("no pending memory errors"))
+            + (t("; GPU {gpus} lost (GPU_IS_LOST)", gpus=lost) if lost else "")
+            + (t("; {n} GPU(s) on the bus NVML does not count: {bus_ids}", n=len(record.absent),
+                 bus_ids=", ".join(a.bus_id for a in record.absent)) if record.absent else ""))

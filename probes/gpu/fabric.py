@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
+from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count, nvidia_pci
 from probes.helpers.processes import process_table
 
@@ -124,10 +125,11 @@ def probe(host: Host, options: ScanOptions) -> FabricRecord:
         source = (f"NVML: GPU {','.join(map(str, on_fabric))} report a fabric state"
                   + (f" ({pci.reason})" if pci.reason else ""))
     elif pci.reason:
-        raise Skip(f"no GPU reports an NVSwitch fabric, and the PCI bus was not read ({pci.reason})")
+        raise Skip(t("no GPU reports an NVSwitch fabric, and the PCI bus was not read ({why})",
+                     why=pci.reason))
     else:
-        raise Skip("no NVSwitch on the PCI bus (`lspci -d 10de:` lists no bridge of class 0680) "
-                   "and no GPU reports a fabric state")
+        raise Skip(t("no NVSwitch on the PCI bus (`lspci -d 10de:` lists no bridge of class 0680) "
+                     "and no GPU reports a fabric state"))
     running, pid, reason = _manager(host)
     return FabricRecord(nvswitches=len(pci.switches), nvswitch_source=source, gpus=gpus,
                         manager_running=running, manager_pid=pid, manager_reason=reason,
@@ -136,6 +138,8 @@ def probe(host: Host, options: ScanOptions) -> FabricRecord:
 
 def summary(record: FabricRecord) -> str:
     states = sorted({g.state or "?" for g in record.gpus})
-    manager = {True: f"{MANAGER} pid {record.manager_pid}", False: f"{MANAGER} not running",
-               None: f"{MANAGER} not judged"}[record.manager_running]
-    return f"{record.nvswitches} NVSwitch; fabric {'/'.join(states)}; {manager}"
+    manager = {True: f"{MANAGER} pid {record.manager_pid}",
+               False: t("{manager} not running", manager=MANAGER),
+               None: t("{manager} not judged", manager=MANAGER)}[record.manager_running]
+    return t("{n} NVSwitch; fabric {states}; {manager}", n=record.nvswitches,
+             states="/".join(states), manager=manager)

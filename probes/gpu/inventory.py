@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.i18n import t
 from probes.helpers.gpu_common import COMPUTE_MODES, Reader, gpu_count, mib
 
 
@@ -91,6 +92,7 @@ def probe(host: Host, options: ScanOptions) -> GpuInventoryRecord:
 
 
 def summary(record: GpuInventoryRecord) -> str:
-    names = sorted({g.name or "unknown GPU" for g in record.gpus})
-    return (f"{record.gpu_count}x {' / '.join(names)}, driver {record.driver_version or '?'}, "
-            f"CUDA {record.cuda_driver_version or '?'}")
+    names = sorted({g.name or t("unknown GPU") for g in record.gpus})
+    return t("{count}x {names}, driver {driver}, CUDA {cuda}", count=record.gpu_count,
+             names=" / ".join(names), driver=record.driver_version or "?",
+             cuda=record.cuda_driver_version or "?")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, MeasurementError
 from doctor.model import Level, ScanOptions
+from doctor.i18n import t
 from probes.helpers.gpu_common import gpu_count
 from probes.kernels.kv_alloc import reference_mix, simulate, simulate_contiguous
 from probes.helpers.processes import engine_processes, flag_value
@@ -113,6 +114,7 @@ def probe(host: Host, options: ScanOptions) -> KvAllocRecord:
 
 
 def summary(record: KvAllocRecord) -> str:
-    parts = [f"{e.engine} pid {e.pid} ({e.setting}) wastes {e.waste_fraction:.0%}"
+    parts = [t("{engine} pid {pid} ({setting}) wastes {waste:.0%}", engine=e.engine, pid=e.pid,
+               setting=e.setting, waste=e.waste_fraction)
              for e in record.engines]
-    return "; ".join(parts) or "no engine with a modelled KV allocation"
+    return t("; ").join(parts) or t("no engine with a modelled KV allocation")

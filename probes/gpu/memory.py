@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count, mib
 from probes.helpers.processes import process_table
 
@@ -90,9 +91,10 @@ def probe(host: Host, options: ScanOptions) -> GpuMemoryRecord:
 
 
 def summary(record: GpuMemoryRecord) -> str:
-    parts = [f"GPU{g.index} {g.used_mib if g.used_mib is not None else '?'}/"
-             f"{g.total_mib if g.total_mib is not None else '?'} MiB" for g in record.gpus]
+    parts = [t("GPU{index} {used}/{total} MiB", index=g.index,
+               used=g.used_mib if g.used_mib is not None else "?",
+               total=g.total_mib if g.total_mib is not None else "?") for g in record.gpus]
     others = [p for p in record.processes if not p.engine and not p.is_llm_doctor]
     if others:
-        parts.append(f"{len(others)} non-engine process(es) hold memory")
-    return "; ".join(parts)
+        parts.append(t("{n} non-engine process(es) hold memory", n=len(others)))
+    return t("; ").join(parts)

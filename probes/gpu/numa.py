@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host
+from doctor.i18n import t
 from probes.gpu import topology
 from probes.helpers.gpu_common import Reader, gpu_count, pci_bdf
 from probes.helpers.numa_nodes import (
@@ -150,7 +151,7 @@ def probe(host: Host, options: ScanOptions) -> NumaRecord:
     if nmap.reason:
         raise Skip(nmap.reason)
     if len(nmap.cpus) < 2:
-        raise Skip("one NUMA node: the engine cannot sit on a node away from its GPUs")
+        raise Skip(t("one NUMA node: the engine cannot sit on a node away from its GPUs"))
     topo = topology.probe(host, options)  # memoised per scan
     missing: dict[str, str] = {}
     nodes_of_gpu = _gpu_nodes(host, topo, count, missing)
@@ -178,10 +179,12 @@ def probe(host: Host, options: ScanOptions) -> NumaRecord:
 def summary(record: NumaRecord) -> str:
     parts = []
     for e in record.engines:
-        gpus = f"GPU {','.join(map(str, e.gpus))}" if e.gpus else "no GPU known"
-        node = f" on node {e.gpu_node}" if e.gpu_node is not None else ""
-        cpus = f"CPUs on node {','.join(map(str, e.cpu_nodes))}" if e.cpu_nodes else "CPUs ?"
-        mem = (f", {e.memory_share_gpu_node:.0%} of memory near its GPUs"
+        gpus = f"GPU {','.join(map(str, e.gpus))}" if e.gpus else t("no GPU known")
+        node = t(" on node {node}", node=e.gpu_node) if e.gpu_node is not None else ""
+        cpus = (t("CPUs on node {nodes}", nodes=",".join(map(str, e.cpu_nodes))) if e.cpu_nodes
+                else t("CPUs ?"))
+        mem = (t(", {share:.0%} of memory near its GPUs", share=e.memory_share_gpu_node)
                if e.memory_share_gpu_node is not None else "")
-        parts.append(f"{e.engine} pid {e.pid}: {gpus}{node}, {cpus}{mem}")
-    return f"{len(record.nodes)} NUMA nodes; " + ("; ".join(parts) or "no engine")
+        parts.append(t("{engine} pid {pid}: {gpus}{node}, {cpus}{mem}", engine=e.engine, pid=e.pid,
+                       gpus=gpus, node=node, cpus=cpus, mem=mem))
+    return t("{n} NUMA nodes; ", n=len(record.nodes)) + (t("; ").join(parts) or t("no engine"))

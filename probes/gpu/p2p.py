@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from doctor.model import Level, ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.i18n import t
 from probes.gpu import topology
 from probes.helpers import engine_p2p, iommu, pcie_acs
 from probes.helpers.gpu_common import Reader, gpu_count, pci_bdf, reason_of
@@ -105,19 +106,19 @@ def _gpu_paths(host: Host, count: int, missing: dict[str, str]) -> dict[int, tup
 def _functional(host: Host, options: ScanOptions,
                 pairs: list[tuple[int, int]]) -> tuple[dict[tuple[int, int], Functional], str]:
     if options.level < Level.STANDARD:
-        return {}, "level quick: not run (level standard runs it)"
+        return {}, t("level quick: not run (level standard runs it)")
     if not pairs:
-        return {}, "no pair to check"
+        return {}, t("no pair to check")
     arg = ",".join(f"{a}-{b}" for a, b in pairs)
     try:
         data = host.measure("gpu.peer_to_peer.functional", lambda: run_kernel(
             "p2p_check", "--pairs", arg, timeout_s=CHECK_LIMIT_S))
     except MeasurementError as exc:
-        return {}, f"not run: {exc}"
+        return {}, t("not run: {why}", why=exc)
     if not isinstance(data, dict):
-        return {}, "not run: the measurement is not a JSON object"
+        return {}, t("not run: the measurement is not a JSON object")
     if isinstance(data.get("skipped"), str):
-        return {}, f"skipped: {data['skipped'][:200]}"
+        return {}, t("skipped: {why}", why=data["skipped"][:200])
     got = {}
     entries = data.get("pairs")
     for p in entries if isinstance(entries, list) else []:
@@ -127,7 +128,8 @@ def _functional(host: Host, options: ScanOptions,
             error = p.get("error")
             got[(p["a"], p["b"])] = Functional(
                 flags[0], flags[1], flags[2], error[:200] if isinstance(error, str) else None)
-    return got, f"torch in a child process (limit {CHECK_LIMIT_S:g} s): {len(got)} pairs checked"
+    return got, t("torch in a child process (limit {limit:g} s): {n} pairs checked",
+                  limit=CHECK_LIMIT_S, n=len(got))
 
 
 def _path(pair: topology.GpuPair, topo: topology.TopologyRecord) -> str | None:
@@ -221,14 +223,14 @@ def _group(h: _Host, gpus: tuple[int, ...], topo: topology.TopologyRecord,
 def probe(host: Host, options: ScanOptions) -> P2pRecord:
     count = gpu_count(host)
     if count < 2:
-        raise Skip("one GPU: no pair to judge")
+        raise Skip(t("one GPU: no pair to judge"))
     topo = topology.probe(host, options)  # memoised per scan
     groups, source = topology.talk_groups(host, count)
     engines = [p for p, _ in topology.tp_engines(host)]
     placed = [(g, engines[i] if i < len(engines) else None) for i, g in enumerate(groups)
               if len(g) > 1]
     if not placed:
-        raise Skip(f"no group of GPUs must talk ({source})")
+        raise Skip(t("no group of GPUs must talk ({source})", source=source))
     h = _Host(host, count)
     state = iommu.read_iommu(host)
     pairs = sorted({(p.a, p.b) for g, _ in placed for p in topo.pairs if p.a in g and p.b in g})
@@ -245,8 +247,10 @@ def summary(record: P2pRecord) -> str:
     parts = []
     for g in record.groups:
         if g.blocked_pairs:
-            parts.append(f"GPUs {g.group}: P2P blocked for {g.blocked_pairs} ({g.blockers[0]}"
-                         + (f" and {len(g.blockers) - 1} more" if len(g.blockers) > 1 else "") + ")")
+            more = (t(" and {n} more", n=len(g.blockers) - 1) if len(g.blockers) > 1 else "")
+            parts.append(t("GPUs {group}: P2P blocked for {pairs} ({blocker}{more})", group=g.group,
+                           pairs=g.blocked_pairs, blocker=g.blockers[0], more=more))
         else:
-            parts.append(f"GPUs {g.group}: P2P open on {len(g.pairs)} pairs")
-    return "; ".join(parts) + f"; IOMMU {record.iommu_mode}; functional check {record.functional_source}"
+            parts.append(t("GPUs {group}: P2P open on {n} pairs", group=g.group, n=len(g.pairs)))
+    return t("; ").join(parts) + t("; IOMMU {mode}; functional check {how}", mode=record.iommu_mode,
+                                how=record.functional_source)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions
+from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 from probes.helpers.kernel_child import run_kernel
 
@@ -160,6 +161,7 @@ def summary(record: PcieRecord) -> str:
     for g in record.gpus:
         gen = g.gen_loaded or g.gen_current
         width = g.width_loaded or g.width_current
-        parts.append(f"GPU{g.index} Gen{gen or '?'} x{width or '?'} of Gen{g.gen_max or '?'} "
-                     f"x{g.width_max or '?'}")
-    return "; ".join(parts) + ("" if record.load_reason is None else " (at rest)")
+        parts.append(t("GPU{index} Gen{gen} x{width} of Gen{gen_max} x{width_max}", index=g.index,
+                       gen=gen or "?", width=width or "?", gen_max=g.gen_max or "?",
+                       width_max=g.width_max or "?"))
+    return t("; ").join(parts) + ("" if record.load_reason is None else t(" (at rest)"))

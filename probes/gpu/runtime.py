@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
+from doctor.i18n import t
 from probes.gpu.inventory import cuda_version_text
 from probes.helpers.cuda_build import BuildError, build_arches, runs_on
 from probes.helpers.cuda_loaded import Loaded, TorchVersion, mapped, site_candidates, torch_version
@@ -218,7 +219,7 @@ def probe(host: Host, options: ScanOptions) -> RuntimeRecord:
     code = r.integer("driver_cuda", "nvmlSystemGetCudaDriverVersion")
     engines = engine_processes(host)[:MAX_ENGINES]
     if not engines:
-        raise Skip("no serving engine runs: no CUDA runtime loaded to judge against the driver")
+        raise Skip(t("no serving engine runs: no CUDA runtime loaded to judge against the driver"))
     gpus = tuple(read_gpu(host, i) for i in range(count))
     return RuntimeRecord(driver_cuda=cuda_version_text(code), gpus=gpus,
                          engines=tuple(read_engine(host, p, code, gpus) for p in engines),
@@ -226,7 +227,8 @@ def probe(host: Host, options: ScanOptions) -> RuntimeRecord:
 
 
 def summary(record: RuntimeRecord) -> str:
-    engines = "; ".join(f"{e.engine} pid {e.pid} runtime {e.runtime_cuda or '?'}"
-                        + (f", kernels {e.build_arches}" if e.build_arches else "")
+    engines = t("; ").join(t("{engine} pid {pid} runtime {cuda}", engine=e.engine, pid=e.pid,
+                          cuda=e.runtime_cuda or "?")
+                        + (t(", kernels {arches}", arches=e.build_arches) if e.build_arches else "")
                         for e in record.engines)
-    return f"driver CUDA {record.driver_cuda or '?'}; {engines}"
+    return t("driver CUDA {cuda}; {engines}", cuda=record.driver_cuda or "?", engines=engines)

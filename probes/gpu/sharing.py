@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from doctor.model import ScanOptions
 from doctor.seam.host import Host
+from doctor.i18n import t
 from probes.gpu.topology import lineage, tensor_parallel
 from probes.helpers.gpu_common import COMPUTE_MODES, Reader, gpu_count
 from probes.helpers.processes import engine_processes, process_table
@@ -117,5 +118,6 @@ def probe(host: Host, options: ScanOptions) -> SharingRecord:
 def summary(record: SharingRecord) -> str:
     mig = [g.index for g in record.gpus if g.mig_enabled]
     modes = sorted({g.compute_mode or "?" for g in record.gpus})
-    return (f"MIG on GPU {mig}" if mig else "MIG off") + f"; compute mode {'/'.join(modes)}; " + (
-        f"MPS: {', '.join(record.mps_daemons)}" if record.mps_daemons else "no MPS daemon")
+    return ((t("MIG on GPU {gpus}", gpus=mig) if mig else t("MIG off"))
+            + t("; compute mode {modes}; ", modes="/".join(modes))
+            + (f"MPS: {', '.join(record.mps_daemons)}" if record.mps_daemons else t("no MPS daemon")))

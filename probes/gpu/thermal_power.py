@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, MeasurementError
 from doctor.model import Level, ScanOptions
+from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count, watts
 
 # nvmlClocksEventReasons (nvml.h); names as nvidia-smi -q prints them.
@@ -145,7 +146,9 @@ def summary(record: ThermalPowerRecord) -> str:
     parts = []
     for g in record.gpus:
         active = [n for n in g.reasons if n != "gpu_idle"]
-        parts.append(f"GPU{g.index} {g.temp_c if g.temp_c is not None else '?'} C, "
-                     f"{g.power_w if g.power_w is not None else '?'}/{g.power_limit_w or '?'} W"
+        parts.append(t("GPU{index} {temp} C, {power}/{limit} W", index=g.index,
+                       temp=g.temp_c if g.temp_c is not None else "?",
+                       power=g.power_w if g.power_w is not None else "?",
+                       limit=g.power_limit_w or "?")
                      + (f" [{', '.join(active)}]" if active else ""))
-    return "; ".join(parts)
+    return t("; ").join(parts)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions
+from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count
 from probes.helpers.processes import Process, engine_processes, flag_value
 
@@ -176,23 +177,25 @@ def talk_groups(host: Host, count: int) -> tuple[tuple[tuple[int, ...], ...], st
     running = tp_engines(host)
     if not running:
         if engines:
-            return (), "engines run without tensor parallelism: no pair must talk"
-        return (tuple(range(count)),), "no engine found: all pairs"
+            return (), t("engines run without tensor parallelism: no pair must talk")
+        return (tuple(range(count)),), t("no engine found: all pairs")
     holders = gpu_pids(host, count)
     lineages = {pid: lineage(host, pid) for pids in holders.values() for pid in pids}
     groups, sources = [], []
     for proc, tp in running:
         placed = tuple(i for i, pids in holders.items()
                        if any(proc.pid in lineages[pid] for pid in pids))
-        what = f"engine {proc.engine} pid {proc.pid} tensor parallel {tp}"
         if len(placed) > 1:
             groups.append(placed)
-            sources.append(f"{what} on GPUs {','.join(map(str, placed))} (NVML's process list)")
+            sources.append(t("engine {engine} pid {pid} tensor parallel {tp} on GPUs {gpus} "
+                             "(NVML's process list)", engine=proc.engine, pid=proc.pid, tp=tp,
+                             gpus=",".join(map(str, placed))))
         else:
             groups.append(tuple(range(min(tp, count))))
-            sources.append(f"{what}: GPUs 0-{min(tp, count) - 1} assumed (NVML lists none of "
-                           "its processes)")
-    return tuple(groups), "; ".join(sources)
+            sources.append(t("engine {engine} pid {pid} tensor parallel {tp}: GPUs 0-{last} "
+                             "assumed (NVML lists none of its processes)", engine=proc.engine,
+                             pid=proc.pid, tp=tp, last=min(tp, count) - 1))
+    return tuple(groups), t("; ").join(sources)
 
 
 def probe(host: Host, options: ScanOptions) -> TopologyRecord:
@@ -213,6 +216,7 @@ def _measured(host: Host) -> TopologyRecord:
 
 def summary(record: TopologyRecord) -> str:
     if not record.pairs:
-        return "one GPU"
+        return t("one GPU")
     levels = sorted({("NVLink" if p.nvlink else p.level or "?") for p in record.pairs})
-    return f"{len(record.pairs)} pairs: {', '.join(levels)}; {record.talk_group_source}"
+    return t("{n} pairs: {levels}; {source}", n=len(record.pairs), levels=", ".join(levels),
+             source=record.talk_group_source)

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError
+from doctor.i18n import t
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,13 +151,14 @@ def read_ceiling(host: Host) -> DimmCeiling:
     try:
         out = host.run(["dmidecode", "-t", "memory"], timeout_s=5.0)
     except HostReadError as exc:
-        reason = {"not-found": "dmidecode is not installed (apt-get install dmidecode; run as root)",
-                  "no-permission": "dmidecode needs root (sudo)"}.get(exc.reason, f"dmidecode: {exc}")
+        reason = {"not-found": t("dmidecode is not installed (apt-get install dmidecode; run as root)"),
+                  "no-permission": t("dmidecode needs root (sudo)")}.get(exc.reason, f"dmidecode: {exc}")
         return DimmCeiling(None, None, None, None, None, reason)
     if out.rc != 0:
         denied = "ermission" in out.stderr or "/dev/mem" in out.stderr
-        reason = "dmidecode needs root (sudo)" if denied else out.stderr.strip()[:120]
-        return DimmCeiling(None, None, None, None, None, reason or f"dmidecode exit {out.rc}")
+        reason = t("dmidecode needs root (sudo)") if denied else out.stderr.strip()[:120]
+        return DimmCeiling(None, None, None, None, None,
+                           reason or t("dmidecode exit {rc}", rc=out.rc))
     slots = parse_slots(out.stdout)
     devices = [d for d in slots if _populated(d)]
     rated = [m for d in devices if (m := _mts(d.get("Speed", "")))]
@@ -166,14 +168,14 @@ def read_ceiling(host: Host) -> DimmCeiling:
     ]
     if not devices or not configured:
         return DimmCeiling(len(devices) or None, None, min(rated, default=None), None, None,
-                           "the firmware reports no DIMM speed (a VM, or SMBIOS incomplete)")
+                           t("the firmware reports no DIMM speed (a VM, or SMBIOS incomplete)"))
     speed = min(configured)
     channels = _channels(host, slots)
     if channels is None:
         # Counting each DIMM as a channel would double the ceiling at two DIMMs per
         # channel and raise a false alarm: no ceiling is better than a guessed one.
         return DimmCeiling(len(devices), None, min(rated, default=None), speed, None,
-                           "the DIMM locators name no memory channel, and EDAC is not loaded")
+                           t("the DIMM locators name no memory channel, and EDAC is not loaded"))
     populated, names = channels
     empty = tuple(sorted(names[key] for key in names if key not in populated))
     return DimmCeiling(

@@ -16,12 +16,13 @@ from typing import Any
 
 from doctor.seam.host import Host, HostReadError
 from doctor.model import Skip
+from doctor.i18n import lazy, t, translated
 
 # nvmlComputeMode_t (nvml.h); EXCLUSIVE_THREAD (1) is deprecated since CUDA 8
 COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
 
-NO_DRIVER = ("NVIDIA driver not loaded: libnvidia-ml.so.1 not found; install the driver or "
-             "run where the GPU is")
+NO_DRIVER = lazy("NVIDIA driver not loaded: libnvidia-ml.so.1 not found; install the driver or "
+                  "run where the GPU is")
 
 
 def reason_of(exc: HostReadError) -> str:
@@ -37,14 +38,15 @@ def gpu_count(host: Host) -> int:
         if reason_of(exc) == "library-missing":
             # doctor/seam/nvml.py's advice (driver absent, kernel module not loaded, …), or the
             # replay's "not loaded in this recording"; NO_DRIVER when neither says more
-            detail = exc.detail if exc.detail and exc.detail != "recorded" else NO_DRIVER
+            # the seam's fixed sentences have zh_CN entries (probes_helpers.toml): translated
+            detail = translated(exc.detail if exc.detail and exc.detail != "recorded" else NO_DRIVER)
             raise Skip(detail) from None
         raise
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise HostReadError("nvml nvmlDeviceGetCount()", "failed",
                             f"expected a GPU count, got {count!r}")
     if count == 0:
-        raise Skip("NVML is loaded but sees no NVIDIA GPU (`nvidia-smi -L` lists none)")
+        raise Skip(t("NVML is loaded but sees no NVIDIA GPU (`nvidia-smi -L` lists none)"))
     return count
 
 

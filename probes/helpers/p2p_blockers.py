@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from doctor.i18n import t
 from probes.helpers.engine_p2p import CacheVerdict
 from probes.helpers.pcie_acs import REDIRECT_BITS, BridgeAcs
 
@@ -74,33 +75,36 @@ def blockers_of(f: PairFacts) -> tuple[str, ...]:
     nvml_ok = f.p2p_read in (None, "ok") and f.p2p_write in (None, "ok")
     across = not f.nvlink and f.path == "SYS"
     if _truthy(f.nccl_p2p_disable) and not across:
-        out.append(f"NCCL_P2P_DISABLE={f.nccl_p2p_disable} in the engine's environment")
+        out.append(t("NCCL_P2P_DISABLE={value} in the engine's environment", value=f.nccl_p2p_disable))
     rank = level_rank(f.nccl_p2p_level) if f.nccl_p2p_level else None
     path_rank = 1 if f.nvlink else _PATH_RANK.get(f.path or "")
     if rank is not None and path_rank is not None and path_rank > rank and not across:
-        out.append(f"NCCL_P2P_LEVEL={f.nccl_p2p_level} in the engine's environment: NCCL uses P2P "
-                   f"only up to {NCCL_LEVELS[rank]}, this path is {f.path}")
+        out.append(t("NCCL_P2P_LEVEL={value} in the engine's environment: NCCL uses P2P only up to "
+                     "{level}, this path is {path}", value=f.nccl_p2p_level,
+                     level=NCCL_LEVELS[rank], path=f.path))
     if not f.nvlink and not across:
-        bad = [f"{what} {status}" for what, status in (("read", f.p2p_read), ("write", f.p2p_write))
-               if status not in (None, "ok")]
+        bad = ([t("read {status}", status=f.p2p_read)] if f.p2p_read not in (None, "ok") else []) + (
+            [t("write {status}", status=f.p2p_write)] if f.p2p_write not in (None, "ok") else [])
         if bad:
-            out.append(f"NVML P2P {', '.join(bad)}")
+            out.append(t("NVML P2P {statuses}", statuses=", ".join(bad)))
         if f.redirecting:
             bits = [n for n in REDIRECT_BITS if any(n in b.enabled for b in f.redirecting)]
-            iommu = f" with the IOMMU translating DMA ({f.iommu_translating})" if f.iommu_translating else ""
-            out.append(f"ACS {' '.join(n + '+' for n in bits)} on the bridges between them{iommu}")
+            iommu = (t(" with the IOMMU translating DMA ({group})", group=f.iommu_translating)
+                     if f.iommu_translating else "")
+            out.append(t("ACS {bits} on the bridges between them{iommu}",
+                         bits=" ".join(n + "+" for n in bits), iommu=iommu))
     if any(not v.p2p for v in f.cache) and nvml_ok and not across:
-        out.append("vLLM's cached verdict says no P2P where NVML says ok (vLLM turns its custom "
-                   "all-reduce off)")
+        out.append(t("vLLM's cached verdict says no P2P where NVML says ok (vLLM turns its custom "
+                     "all-reduce off)"))
     if any(v.p2p for v in f.cache) and not nvml_ok and not f.nvlink:
         status = f.p2p_read if f.p2p_read != "ok" else f.p2p_write
-        out.append(f"vLLM's cached verdict says P2P works where NVML says {status} (its custom "
-                   "all-reduce can hang)")
+        out.append(t("vLLM's cached verdict says P2P works where NVML says {status} (its custom "
+                     "all-reduce can hang)", status=status))
     if f.custom_all_reduce_disabled and nvml_ok and f.p2p_read == "ok" and not across:
-        out.append("--disable-custom-all-reduce on the engine's command line where NVML says P2P "
-                   "ok (a leftover: vLLM's custom all-reduce stays off)")
+        out.append(t("--disable-custom-all-reduce on the engine's command line where NVML says P2P "
+                     "ok (a leftover: vLLM's custom all-reduce stays off)"))
     functional = describe_functional(f.functional, f.a, f.b)
     if functional and functional != "ok" and not functional.startswith("not checked") and not across:
-        out.append("torch: " + ("no peer access" if functional.startswith("no peer") else
-                                "a copy read back differs"))
+        out.append(t("torch: no peer access") if functional.startswith("no peer")
+                   else t("torch: a copy read back differs"))
     return tuple(out)

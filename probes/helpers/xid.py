@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from doctor.i18n import lazy, translated
+
 
 @dataclass(frozen=True, slots=True)
 class Xid:
@@ -24,34 +26,34 @@ class Xid:
 
 
 XIDS: dict[int, Xid] = {
-    13: Xid("Graphics engine exception (often an out-of-bounds access in a kernel)",
-            "Debug the application; if it repeats across applications, run the DCGM diagnostic", False),
-    31: Xid("GPU memory page fault (usually an application's illegal address)",
-            "Debug the application (compute-sanitizer); reset only if it repeats across jobs", False),
-    43: Xid("GPU stopped processing (the application hit a fault and was stopped)",
-            "Restart the application; none on the GPU", False),
-    45: Xid("Preemptive cleanup after an application was stopped or a previous error",
-            "None by itself: look at the XID logged before it", False),
-    48: Xid("Double-bit ECC error (uncorrectable memory error)",
-            "Reset the GPU (nvidia-smi -r); if it recurs, have the card serviced", True),
-    61: Xid("Internal micro-controller breakpoint/warning", "Reset the GPU; update the driver", True),
-    62: Xid("Internal micro-controller halt", "Reset the GPU; update the driver", True),
-    63: Xid("ECC page retirement or row-remapping event recorded",
-            "Reset the GPU when idle so the remap takes effect (nvidia-smi -r)", True),
-    64: Xid("ECC page retirement or row-remapping failure (no spare row, or recording failed)",
-            "Drain the node and have the card replaced (RMA)", True),
-    74: Xid("NVLink error", "Reset the GPU; if it persists, check the NVLink/NVSwitch hardware", True),
-    79: Xid("GPU has fallen off the bus", "Drain the node; check power, cooling and the PCIe "
-            "slot/riser, then reboot; replace the card if it recurs", True),
-    92: Xid("High single-bit ECC error rate", "Watch the ECC counters; service the card if it rises", True),
-    94: Xid("Contained ECC error (the affected application was stopped)",
-            "Restart the application; reset the GPU when convenient", True),
-    95: Xid("Uncontained ECC error", "Reset the GPU before running anything else on it", True),
-    109: Xid("Context switch timeout", "Restart the application; reset the GPU if it repeats", True),
-    119: Xid("GSP RPC timeout (the GPU's system processor did not answer)",
-             "Reset the GPU; update the driver", True),
-    120: Xid("GSP error", "Reset the GPU; update the driver", True),
-    140: Xid("Unrecovered ECC error", "Reset the GPU; service the card if it recurs", True),
+    13: Xid(lazy("Graphics engine exception (often an out-of-bounds access in a kernel)"),
+            lazy("Debug the application; if it repeats across applications, run the DCGM diagnostic"), False),
+    31: Xid(lazy("GPU memory page fault (usually an application's illegal address)"),
+            lazy("Debug the application (compute-sanitizer); reset only if it repeats across jobs"), False),
+    43: Xid(lazy("GPU stopped processing (the application hit a fault and was stopped)"),
+            lazy("Restart the application; none on the GPU"), False),
+    45: Xid(lazy("Preemptive cleanup after an application was stopped or a previous error"),
+            lazy("None by itself: look at the XID logged before it"), False),
+    48: Xid(lazy("Double-bit ECC error (uncorrectable memory error)"),
+            lazy("Reset the GPU (nvidia-smi -r); if it recurs, have the card serviced"), True),
+    61: Xid(lazy("Internal micro-controller breakpoint/warning"), lazy("Reset the GPU; update the driver"), True),
+    62: Xid(lazy("Internal micro-controller halt"), lazy("Reset the GPU; update the driver"), True),
+    63: Xid(lazy("ECC page retirement or row-remapping event recorded"),
+            lazy("Reset the GPU when idle so the remap takes effect (nvidia-smi -r)"), True),
+    64: Xid(lazy("ECC page retirement or row-remapping failure (no spare row, or recording failed)"),
+            lazy("Drain the node and have the card replaced (RMA)"), True),
+    74: Xid(lazy("NVLink error"), lazy("Reset the GPU; if it persists, check the NVLink/NVSwitch hardware"), True),
+    79: Xid(lazy("GPU has fallen off the bus"), lazy("Drain the node; check power, cooling and the PCIe "
+            "slot/riser, then reboot; replace the card if it recurs"), True),
+    92: Xid(lazy("High single-bit ECC error rate"), lazy("Watch the ECC counters; service the card if it rises"), True),
+    94: Xid(lazy("Contained ECC error (the affected application was stopped)"),
+            lazy("Restart the application; reset the GPU when convenient"), True),
+    95: Xid(lazy("Uncontained ECC error"), lazy("Reset the GPU before running anything else on it"), True),
+    109: Xid(lazy("Context switch timeout"), lazy("Restart the application; reset the GPU if it repeats"), True),
+    119: Xid(lazy("GSP RPC timeout (the GPU's system processor did not answer)"),
+             lazy("Reset the GPU; update the driver"), True),
+    120: Xid(lazy("GSP error"), lazy("Reset the GPU; update the driver"), True),
+    140: Xid(lazy("Unrecovered ECC error"), lazy("Reset the GPU; service the card if it recurs"), True),
 }
 
 XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\): (\d+)")
@@ -74,9 +76,9 @@ def parse_kernel_log(text: str) -> list[XidEvent]:
         if not m:
             continue
         code = int(m.group(2))
-        xid = XIDS.get(code, Xid("Not in llm-doctor's table: see NVIDIA's XID catalogue",
-                                  "Look the code up in NVIDIA's XID catalogue", True))
-        events.append(XidEvent(m.group(1).lower(), code, xid.meaning, xid.action, xid.hardware,
+        xid = XIDS.get(code, Xid(lazy("Not in llm-doctor's table: see NVIDIA's XID catalogue"),
+                                  lazy("Look the code up in NVIDIA's XID catalogue"), True))
+        events.append(XidEvent(m.group(1).lower(), code, translated(xid.meaning), translated(xid.action), xid.hardware,
                                line.strip()[:200]))
     return events
 

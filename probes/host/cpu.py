@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions
 from doctor.display import text
+from doctor.i18n import t
 from probes.helpers import kernel_text
 from probes.helpers.kernel_text import MalformedError
 
@@ -154,8 +155,9 @@ def probe(host: Host, options: ScanOptions) -> CpuRecord:
 
 def summary(record: CpuRecord) -> str:
     """One line for people: model, CPUs, sockets, NUMA nodes, ISA, governors, load."""
-    governors = ", ".join(f"{g}×{n}" for g, n in record.governor_counts.items()) or "no cpufreq"
-    isa = " ".join(record.isa) or "no AVX2"
-    return (f"{text(record.model)}: {record.logical_cpus} CPUs, {record.sockets or '?'} socket(s), "
-            f"{record.numa_nodes} NUMA node(s); {isa}; governor {governors}; "
-            f"load {text(record.load_1m)}")
+    governors = ", ".join(f"{g}×{n}" for g, n in record.governor_counts.items()) or t("no cpufreq")
+    isa = " ".join(record.isa) or t("no AVX2")
+    return t("{model}: {cpus} CPUs, {sockets} socket(s), {nodes} NUMA node(s); {isa}; "
+             "governor {governors}; load {load}",
+             model=text(record.model), cpus=record.logical_cpus, sockets=record.sockets or "?",
+             nodes=record.numa_nodes, isa=isa, governors=governors, load=text(record.load_1m))

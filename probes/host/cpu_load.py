@@ -35,6 +35,7 @@ from doctor.model import ScanOptions
 from doctor.engines import engine_of
 from doctor.redact import program_only, redact_cmdline
 from doctor.display import number
+from doctor.i18n import t
 from probes.helpers.engine_flags import flag
 
 SAMPLE_S = 0.5
@@ -355,9 +356,11 @@ def summary(record: CpuLoadRecord) -> str:
     """One line for people: how busy the CPUs were, the three heaviest other processes, and
     what the other work leaves each engine."""
     others = [p for p in record.top if not p.related][:3]
-    top = ", ".join(f"{p.comm}({p.pid}) {number(p.cpu_cores, '.2f')}" for p in others) or "nothing busy"
-    line = f"{number(record.busy_cores, '.2f')} of {record.logical_cpus} cores busy; top: {top}"
+    top = ", ".join(f"{p.comm}({p.pid}) {number(p.cpu_cores, '.2f')}" for p in others) or t("nothing busy")
+    line = t("{busy} of {cpus} cores busy; top: {top}",
+             busy=number(record.busy_cores, ".2f"), cpus=record.logical_cpus, top=top)
     for e in record.engines:
         if e.cores_left is not None:
-            line += f"; {e.comm}({e.pid}) has {number(e.cores_left, '.2f')} of {e.usable_cpus} cores left"
+            line += t("; {comm}({pid}) has {left} of {usable} cores left", comm=e.comm, pid=e.pid,
+                      left=number(e.cores_left, ".2f"), usable=e.usable_cpus)
     return line

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.i18n import t
 from probes.helpers import kernel_text
 from probes.helpers.kernel_text import MalformedError
 from probes.helpers.processes import engine_processes
@@ -109,7 +110,8 @@ def summary(record: LimitsRecord) -> str:
     me = record.processes[0]
 
     def limit(value: int | None) -> str:
-        return "unlimited" if value is None else str(value)  # None is "unlimited" here
+        return t("unlimited") if value is None else str(value)  # None is "unlimited" here
 
-    return (f"open files {limit(me.nofile_soft)}/{limit(me.nofile_hard)}, processes "
-            f"{limit(me.nproc_soft)}; {record.engine_count} engine process(es)")
+    return t("open files {soft}/{hard}, processes {nproc}; {engines} engine process(es)",
+             soft=limit(me.nofile_soft), hard=limit(me.nofile_hard), nproc=limit(me.nproc_soft),
+             engines=record.engine_count)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
 from doctor import display
+from doctor.i18n import t
 from probes.helpers import kernel_text
 from probes.helpers.kernel_text import MalformedError
 
@@ -69,5 +70,6 @@ def probe(host: Host, options: ScanOptions) -> MemoryRecord:
 
 def summary(record: MemoryRecord) -> str:
     """One line for people: memory and swap in MiB."""
-    return (f"{record.total_mib} MiB total, {display.field(record, 'available_mib')} available; "
-            f"swap {record.swap_used_mib}/{record.swap_total_mib} MiB used")
+    return t("{total} MiB total, {available} available; swap {used}/{swap} MiB used",
+             total=record.total_mib, available=display.field(record, "available_mib"),
+             used=record.swap_used_mib, swap=record.swap_total_mib)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions
 from doctor.display import number, why
+from doctor.i18n import t
 from probes.helpers.dimms import read_ceiling
 from probes.host.cpu import parse_cpuinfo
 from probes.host.memory import parse_meminfo
@@ -160,14 +161,19 @@ def _ratio(measured_gbps: float, ceiling_gbps: float | None) -> float | None:
 def summary(record: MemoryBandwidthRecord) -> str:
     """One line for people: the rates, both ceilings, empty channels, and other work."""
     if record.ceiling_gbps and record.triad_ratio is not None:
-        ceiling = f"{record.triad_ratio:.0%} of the DIMMs' {record.ceiling_gbps} GB/s"
+        ceiling = t("{ratio:.0%} of the DIMMs' {ceiling} GB/s", ratio=record.triad_ratio,
+                    ceiling=record.ceiling_gbps)
         if record.platform_ceiling_gbps and record.empty_channels:
-            ceiling += (f", {record.platform_ratio:.0%} of the platform's "
-                        f"{record.platform_ceiling_gbps} GB/s ({record.channels} of "
-                        f"{record.platform_channels} channels populated)")
+            ceiling += t(", {ratio:.0%} of the platform's {ceiling} GB/s ({channels} of {slots} "
+                         "channels populated)", ratio=record.platform_ratio,
+                         ceiling=record.platform_ceiling_gbps, channels=record.channels,
+                         slots=record.platform_channels)
     else:
-        ceiling = f"no ceiling ({why(record.ceiling_reason)})"
+        ceiling = t("no ceiling ({why})", why=why(record.ceiling_reason))
     busy = ("" if record.other_busy_cores is None
-            else f"; {number(record.other_busy_cores, 'g')} cores busy with other work meanwhile")
-    return (f"copy {record.copy_gbps} GB/s, triad {record.triad_gbps} GB/s ({record.backend}, "
-            f"{record.threads} threads, {record.kernel_s} s); {ceiling}{busy}")
+            else t("; {cores} cores busy with other work meanwhile",
+                   cores=number(record.other_busy_cores, "g")))
+    return t("copy {copy} GB/s, triad {triad} GB/s ({backend}, {threads} threads, {seconds} s); "
+             "{ceiling}{busy}", copy=record.copy_gbps, triad=record.triad_gbps,
+             backend=record.backend, threads=record.threads, seconds=record.kernel_s,
+             ceiling=ceiling, busy=busy)

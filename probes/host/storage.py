@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from doctor.seam.host import Host, HostReadError, MeasurementError, Reason
 from doctor.model import Level, ScanOptions, Skip
 from doctor.display import number, text, why
+from doctor.i18n import lazy, t, translated
 from probes.kernels import disk_read
 from probes.helpers.processes import engine_processes, model_path_of
 
@@ -36,7 +37,7 @@ WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth", ".ggml", ".on
 NETWORK_FS = ("nfs", "nfs4", "lustre", "cifs", "smb3", "9p", "ceph", "glusterfs", "beegfs", "gpfs")
 # The read test's bounds: level standard reads a sample, level full the weights (to 16 GiB).
 READ_BOUNDS = {Level.STANDARD: (1024**3, 3.0), Level.FULL: (16 * 1024**3, 30.0)}
-NOT_READ_AT_QUICK = "not measured at level quick"  # the read test runs at level standard
+NOT_READ_AT_QUICK = lazy("not measured at level quick")  # the read test runs at level standard
 READ_FIELDS = ("read_mbps", "read_bytes", "read_method", "read_seconds", "read_stopped_by")
 # Block drivers of hypervisors' disks (virtio, Xen, Hyper-V's storvsc) and the SCSI vendors
 # of emulated or cloud disks: their rotational flag is the hypervisor's choice.
@@ -195,7 +196,7 @@ def _storage(host: Host, options: ScanOptions, mountinfo: str, path: str, source
     elif options.level < Level.STANDARD:
         reason = NOT_READ_AT_QUICK
     elif not weights:
-        reason = "no weight files (*.safetensors, *.gguf, *.bin, ...) found"
+        reason = lazy("no weight files (*.safetensors, *.gguf, *.bin, ...) found")
     else:
         try:
             read = _read(host, path, weights, options.level)
@@ -228,8 +229,8 @@ def _storage(host: Host, options: ScanOptions, mountinfo: str, path: str, source
 def probe(host: Host, options: ScanOptions) -> StorageRecord:
     paths = _model_paths(host, options)
     if not paths:
-        raise Skip("no --model-dir given and no engine process with a local model path: "
-                   "pass --model-dir DIR to judge the disk the weights are on")
+        raise Skip(t("no --model-dir given and no engine process with a local model path: "
+                     "pass --model-dir DIR to judge the disk the weights are on"))
     mountinfo = host.read_text("/proc/self/mountinfo")
     rows, unread = [], {}
     for path, source in paths:
@@ -250,24 +251,29 @@ def summary(record: StorageRecord) -> str:
     parts = []
     for p in record.paths:
         if p.read_mbps is None:
-            speed = p.read_reason or "not read"
+            # a sentence marked with lazy() (NOT_READ_AT_QUICK) reads in the scan's language
+            speed = translated(why(p.read_reason)) if p.read_reason else t("not read")
         else:
-            stop = {"max_seconds": "stopped by time", "max_bytes": "stopped by size"}.get(
-                p.read_stopped_by or "", "to the end")
-            speed = f"{number(p.read_mbps, '.1f')} MB/s ({number((p.read_bytes or 0) / 1e6, '.0f')} MB, {stop})"
+            stop = {"max_seconds": t("stopped by time"), "max_bytes": t("stopped by size")}.get(
+                p.read_stopped_by or "", t("to the end"))
+            speed = t("{rate} MB/s ({mb} MB, {stop})", rate=number(p.read_mbps, ".1f"),
+                      mb=number((p.read_bytes or 0) / 1e6, ".0f"), stop=stop)
         if p.rotational is None:
-            kind = why(p.missing["rotational"]) if "rotational" in p.missing else "no block device"
+            kind = why(p.missing["rotational"]) if "rotational" in p.missing else t("no block device")
         else:
-            kind = "rotational" if p.rotational else "solid-state"
+            kind = t("rotational") if p.rotational else t("solid-state")
         if p.virtual_disk:
-            kind = f"virtual disk, flagged {kind}" if p.rotational is not None else "virtual disk"
+            kind = (t("virtual disk, flagged {kind}", kind=kind) if p.rotational is not None
+                    else t("virtual disk"))
         fs = text(p.fs_type, p.missing.get("fs_type"))
         if p.block_device is None and "block_device" in p.missing:  # its sysfs link unread
-            disk = f"{fs}, disk {why(p.missing['block_device'])}"
+            disk = t("{fs}, disk {why}", fs=fs, why=why(p.missing["block_device"]))
         else:
-            disk = f"{fs} on {p.block_device or '-'} ({kind})"
-        weights = ("weights " + why(p.missing.get("weights_bytes")) if p.weights_bytes is None
-                   else f"{number(p.weights_bytes / 1e9, '.1f')} GB weights")
-        parts.append(f"{p.path}: {disk}, {weights}, {speed}")
+            disk = t("{fs} on {device} ({kind})", fs=fs, device=p.block_device or "-", kind=kind)
+        weights = (t("weights {why}", why=why(p.missing.get("weights_bytes")))
+                   if p.weights_bytes is None
+                   else t("{gb} GB weights", gb=number(p.weights_bytes / 1e9, ".1f")))
+        parts.append(t("{path}: {disk}, {weights}, {speed}", path=p.path, disk=disk,
+                       weights=weights, speed=speed))
     parts += [f"{path}: {why(reason)}" for path, reason in record.unread.items()]
-    return "; ".join(parts)
+    return t("; ").join(parts)

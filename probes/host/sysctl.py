@@ -15,6 +15,7 @@ from doctor.seam.host import Host
 from doctor.seam.missing import Missing
 from doctor.model import ScanOptions
 from doctor import display
+from doctor.i18n import t
 from probes.helpers import kernel_text
 from probes.helpers.kernel_text import MalformedError
 
@@ -114,8 +115,10 @@ def summary(record: SysctlRecord) -> str:
     """One line for people: the backlogs, swappiness and THP mode."""
     shown = ("net_core_somaxconn", "net_ipv4_tcp_max_syn_backlog", "vm_swappiness", "thp_enabled")
     others = {k: v for k, v in record.missing.items() if k not in shown}
-    return (f"somaxconn {display.field(record, 'net_core_somaxconn')}, syn backlog "
-            f"{display.field(record, 'net_ipv4_tcp_max_syn_backlog')}, swappiness "
-            f"{display.field(record, 'vm_swappiness')}, THP {display.field(record, 'thp_enabled')}"
-            + ("; unread: " + ", ".join(f"{k} ({display.why(v)})" for k, v in others.items())
-               if others else ""))
+    unread = ", ".join(f"{k} ({display.why(v)})" for k, v in others.items())
+    return (t("somaxconn {somaxconn}, syn backlog {syn}, swappiness {swappiness}, THP {thp}",
+              somaxconn=display.field(record, "net_core_somaxconn"),
+              syn=display.field(record, "net_ipv4_tcp_max_syn_backlog"),
+              swappiness=display.field(record, "vm_swappiness"),
+              thp=display.field(record, "thp_enabled"))
+            + (t("; unread: {fields}", fields=unread) if others else ""))
