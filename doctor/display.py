@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.i18n import t
+from doctor.i18n import t, translated
 
 ABSENT = "—"  # a value with no reason known: not read, not applicable
 MAX_ITEMS = 20  # a list or mapping shows its first 20 entries
@@ -57,7 +57,7 @@ def why(reason: object) -> str:
     if reason is None or reason == "":
         return ABSENT
     text = reason if isinstance(reason, str) else str(reason)
-    return reason_words().get(text, text)
+    return reason_words().get(text) or translated(text)
 
 
 NOT_A_NUMBER = "not a number"

@@ -292,7 +292,7 @@ def probes(fields) -> None:
                      name=click.style(spec.name, bold=True), level=spec.level.name.lower(),
                      timeout=spec.timeout_s))
         click.echo(f"    {translated(spec.description)}")
-        click.echo("    " + t("reads: {reads}", reads=spec.reads))
+        click.echo("    " + t("reads: {reads}", reads=translated(spec.reads)))
         if spec.cost is not None:
             click.echo("    " + t("sends each engine: {cost} (--no-requests skips it)",
                                   cost=spec.cost.text()))
