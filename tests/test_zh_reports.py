@@ -67,15 +67,25 @@ def test_json_in_english_and_chinese_differs_only_in_text_and_lang(path):
     assert a != b  # the texts differ
 
 
-TEXT_KEYS = {"title", "remediation", "summary", "reason", "description", "message", "note", "text"}
+# Fields written for people: the findings' and probes' texts, and the sentences records keep
+# beside their values (why a value is absent, where it came from, what an XID means). Every
+# other field (ids, numbers, enums, paths, keys) is the same in both languages.
+TEXT_KEYS = {"title", "remediation", "summary", "reason", "description", "message", "note",
+             "text", "meaning", "action", "blockers", "seen_in", "xid_meanings"}
+TEXT_SUFFIXES = ("_reason", "_source", "_absent", "_note", "_inferred")
 TIMING = {"duration_s", "started_at", "finished_at", "generated_at"}
+
+
+def _is_text(key: str) -> bool:
+    return key in TEXT_KEYS or key.endswith(TEXT_SUFFIXES)
 
 
 def _neutral(value, key: str = ""):
     """The JSON with its human-readable text fields and timings blanked."""
     if isinstance(value, dict):
-        return {k: ("" if k in TIMING or (k in TEXT_KEYS or k.endswith("_reason")) and
-                    isinstance(v, str) else _neutral(v, k)) for k, v in value.items()}
+        if key == "missing":  # label → why it is absent: a sentence for people
+            return sorted(value)
+        return {k: ("" if k in TIMING or _is_text(k) else _neutral(v, k)) for k, v in value.items()}
     if isinstance(value, list):
         return [_neutral(v, key) for v in value]
     return value

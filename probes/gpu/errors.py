@@ -184,12 +184,12 @@ def find_absent(host: Host, gpus: tuple[GpuErrors, ...], unmatched: list[XidEven
     held, held_reason = driver_gpus(host)
     absent = []
     if pci.reason is None and held is not None:
-        absent = [AbsentGpu(f.bdf, f.device_id, t("PCI bus and nvidia driver"),
+        absent = [AbsentGpu(f.bdf, f.device_id, "PCI bus and nvidia driver",
                             tuple(sorted(set(logged.get(f.bdf, ()))))) for f in pci.gpus
                   if f.bdf in held and f.bdf not in counted]
     seen = {a.bus_id for a in absent}
     if source == "dmesg":  # this boot; /var/log/kern.log holds boots before a card was changed
-        absent += [AbsentGpu(bdf, None, t("kernel log (XID 79)"), tuple(sorted(set(codes))))
+        absent += [AbsentGpu(bdf, None, "kernel log (XID 79)", tuple(sorted(set(codes))))
                    for bdf, codes in sorted(logged.items())
                    if XID_OFF_THE_BUS in codes and bdf not in seen]
     return tuple(absent), pci_gpus, pci.reason or held_reason

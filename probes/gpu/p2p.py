@@ -34,7 +34,7 @@ from probes.gpu import topology
 from probes.helpers import engine_p2p, iommu, pcie_acs
 from probes.helpers.gpu_common import Reader, gpu_count, pci_bdf, reason_of
 from probes.helpers.kernel_child import run_kernel
-from probes.helpers.p2p_blockers import Functional, PairFacts, blockers_of, describe_functional
+from probes.helpers.p2p_blockers import Functional, PairFacts, blockers_of, describe_functional, kind_of
 
 CHECK_LIMIT_S = 60.0  # torch's import (~10 s cold), a CUDA context per GPU, 16 MiB per pair
 P2P_WRITE = 1  # nvmlGpuP2PCapsIndex_t NVML_P2P_CAPS_INDEX_WRITE
@@ -249,7 +249,7 @@ def summary(record: P2pRecord) -> str:
         if g.blocked_pairs:
             more = (t(" and {n} more", n=len(g.blockers) - 1) if len(g.blockers) > 1 else "")
             parts.append(t("GPUs {group}: P2P blocked for {pairs} ({blocker}{more})", group=g.group,
-                           pairs=g.blocked_pairs, blocker=g.blockers[0], more=more))
+                           pairs=g.blocked_pairs, blocker=kind_of(g.blockers[0]), more=more))
         else:
             parts.append(t("GPUs {group}: P2P open on {n} pairs", group=g.group, n=len(g.pairs)))
     return t("; ").join(parts) + t("; IOMMU {mode}; functional check {how}", mode=record.iommu_mode,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.i18n import t
+from doctor.i18n import SOURCE, current, lazy, translated
 from probes.helpers.engine_p2p import CacheVerdict
 from probes.helpers.pcie_acs import REDIRECT_BITS, BridgeAcs
 
@@ -70,41 +70,71 @@ def describe_functional(f: Functional | None, a: int, b: int) -> str | None:
     return "ok"
 
 
+def _en(template: str, **params: object) -> str:
+    """A blocker in English, always: the record keeps it as data, and the rules read it by
+    its first words (checks/gpu_p2p.toml's by_* marks); ``kind_of`` says it in the current
+    language."""
+    return template.format_map(params) if params else template
+
+
+# A blocker's first words → what it is, in words a report translates (the rules' marks read
+# the same first words)
+_KINDS = (
+    ("NCCL_P2P_DISABLE=", lazy("NCCL_P2P_DISABLE set in the engine's environment")),
+    ("NCCL_P2P_LEVEL=", lazy("NCCL_P2P_LEVEL in the engine's environment below this path")),
+    ("NVML P2P ", lazy("NVML reports P2P unavailable")),
+    ("ACS ", lazy("ACS redirect on the bridges between them")),
+    ("vLLM's cached verdict", lazy("vLLM's cached P2P verdict disagrees with NVML")),
+    ("--disable-custom-all-reduce", lazy("--disable-custom-all-reduce left on the command line")),
+    ("torch: ", lazy("the torch P2P check failed")),
+)
+
+
+def kind_of(blocker: str) -> str:
+    """A blocker as it reads in the current language: itself in English, else its kind."""
+    if current() == SOURCE:
+        return blocker
+    for prefix, words in _KINDS:
+        if blocker.startswith(prefix):
+            return translated(words)
+    return blocker
+
+
 def blockers_of(f: PairFacts) -> tuple[str, ...]:
     out: list[str] = []
     nvml_ok = f.p2p_read in (None, "ok") and f.p2p_write in (None, "ok")
     across = not f.nvlink and f.path == "SYS"
     if _truthy(f.nccl_p2p_disable) and not across:
-        out.append(t("NCCL_P2P_DISABLE={value} in the engine's environment", value=f.nccl_p2p_disable))
+        out.append(_en("NCCL_P2P_DISABLE={value} in the engine's environment", value=f.nccl_p2p_disable))
     rank = level_rank(f.nccl_p2p_level) if f.nccl_p2p_level else None
     path_rank = 1 if f.nvlink else _PATH_RANK.get(f.path or "")
     if rank is not None and path_rank is not None and path_rank > rank and not across:
-        out.append(t("NCCL_P2P_LEVEL={value} in the engine's environment: NCCL uses P2P only up to "
+        out.append(_en("NCCL_P2P_LEVEL={value} in the engine's environment: NCCL uses P2P only up to "
                      "{level}, this path is {path}", value=f.nccl_p2p_level,
                      level=NCCL_LEVELS[rank], path=f.path))
     if not f.nvlink and not across:
-        bad = ([t("read {status}", status=f.p2p_read)] if f.p2p_read not in (None, "ok") else []) + (
-            [t("write {status}", status=f.p2p_write)] if f.p2p_write not in (None, "ok") else [])
+        bad = ([_en("read {status}", status=f.p2p_read)] if f.p2p_read not in (None, "ok") else []) + (
+            [_en("write {status}", status=f.p2p_write)] if f.p2p_write not in (None, "ok") else [])
         if bad:
-            out.append(t("NVML P2P {statuses}", statuses=", ".join(bad)))
+            out.append(_en("NVML P2P {statuses}", statuses=", ".join(bad)))
         if f.redirecting:
             bits = [n for n in REDIRECT_BITS if any(n in b.enabled for b in f.redirecting)]
-            iommu = (t(" with the IOMMU translating DMA ({group})", group=f.iommu_translating)
+            iommu = (_en(" with the IOMMU translating DMA ({group})", group=f.iommu_translating)
                      if f.iommu_translating else "")
-            out.append(t("ACS {bits} on the bridges between them{iommu}",
+            out.append(_en("ACS {bits} on the bridges between them{iommu}",
                          bits=" ".join(n + "+" for n in bits), iommu=iommu))
     if any(not v.p2p for v in f.cache) and nvml_ok and not across:
-        out.append(t("vLLM's cached verdict says no P2P where NVML says ok (vLLM turns its custom "
+        out.append(_en("vLLM's cached verdict says no P2P where NVML says ok (vLLM turns its custom "
                      "all-reduce off)"))
     if any(v.p2p for v in f.cache) and not nvml_ok and not f.nvlink:
         status = f.p2p_read if f.p2p_read != "ok" else f.p2p_write
-        out.append(t("vLLM's cached verdict says P2P works where NVML says {status} (its custom "
+        out.append(_en("vLLM's cached verdict says P2P works where NVML says {status} (its custom "
                      "all-reduce can hang)", status=status))
     if f.custom_all_reduce_disabled and nvml_ok and f.p2p_read == "ok" and not across:
-        out.append(t("--disable-custom-all-reduce on the engine's command line where NVML says P2P "
+        out.append(_en("--disable-custom-all-reduce on the engine's command line where NVML says P2P "
                      "ok (a leftover: vLLM's custom all-reduce stays off)"))
     functional = describe_functional(f.functional, f.a, f.b)
     if functional and functional != "ok" and not functional.startswith("not checked") and not across:
-        out.append(t("torch: no peer access") if functional.startswith("no peer")
-                   else t("torch: a copy read back differs"))
+        out.append(_en("torch: no peer access") if functional.startswith("no peer")
+                   else _en("torch: a copy read back differs"))
     return tuple(out)
