@@ -21,6 +21,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, TypeVar
 
+from doctor.i18n import t
+
 T = TypeVar("T")
 
 
@@ -48,8 +50,36 @@ class Reason(str, enum.Enum):
                              f"{', '.join(r.value for r in cls)}") from None
 
 
+def reason_text(reason: Reason | str) -> str:
+    """A read-failure reason for people, in the current language (in English the value
+    itself, ``not-found``, as records and rules keep it)."""
+    value = getattr(reason, "value", reason)
+    words = {
+        "not-found": t("not-found"), "no-permission": t("no-permission"),
+        "timeout": t("timeout"), "failed": t("failed"), "not-supported": t("not-supported"),
+        "device-lost": t("device-lost"), "library-missing": t("library-missing"),
+    }
+    return words.get(str(value), str(value))
+
+
+def detail_text(detail: str) -> str:
+    """A read's detail for people: the seam's own fixed words in the current language,
+    anything else (the kernel's strerror, an engine's answer) as it came."""
+    words = {
+        "not recorded": t("not recorded"), "recorded": t("recorded"),
+        "command not installed": t("command not installed"),
+        "not recorded: connection refused on replay": t("not recorded: connection refused on replay"),
+        "not a regular file: not read": t("not a regular file: not read"),
+        "connection refused": t("connection refused"),
+    }
+    return words.get(detail, detail)
+
+
 class HostReadError(Exception):
-    """A read of the host failed; ``reason`` says why, ``detail`` says more."""
+    """A read of the host failed; ``reason`` says why, ``detail`` says more.
+
+    ``str(exc)`` is the English records keep; ``text()`` says it to people in the current
+    language."""
 
     REASONS = tuple(r.value for r in Reason)
 
@@ -58,6 +88,13 @@ class HostReadError(Exception):
         self.reason = Reason(reason)
         self.detail = detail
         super().__init__(f"{path}: {self.reason.value}" + (f" ({detail})" if detail else ""))
+
+    def text(self) -> str:
+        """The error for people, in the current language."""
+        if not self.detail:
+            return t("{path}: {reason}", path=self.path, reason=reason_text(self.reason))
+        return t("{path}: {reason} ({detail})", path=self.path, reason=reason_text(self.reason),
+                 detail=detail_text(self.detail))
 
 
 class MalformedError(HostReadError):
@@ -71,9 +108,20 @@ class MalformedError(HostReadError):
     def __str__(self) -> str:
         return f"{self.path}: {self.problem}"
 
+    def text(self) -> str:
+        return str(self)
+
 
 class MeasurementError(Exception):
-    """A measurement (micro-kernel, sampling) failed; the message says why."""
+    """A measurement (micro-kernel, sampling) failed; the message says why. ``said`` is
+    the message for people where it differs (in the current language), else the message."""
+
+    def __init__(self, message: str = "", said: str | None = None) -> None:
+        super().__init__(message)
+        self.said = said
+
+    def text(self) -> str:
+        return self.said if self.said is not None else str(self)
 
 
 @dataclass(frozen=True, slots=True)
