@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass
 
+from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import ScanOptions, Skip
 from doctor.workload.model_shape import (ModelFileError, ModelShape, parse_config, read_shape,
@@ -142,8 +143,8 @@ def size(engine: Engine, shape: ModelShape, gpu_total: int,
 def probe(host: Host, options: ScanOptions) -> CapacityRecord:
     engines = [e for e in discover(host, options) if e.model_path]
     if not engines:
-        raise Skip("no engine with a local model path (its config.json or .gguf file gives "
-                   "the model's shape)")
+        raise Skip(t("no engine with a local model path (its config.json or .gguf file gives "
+                     "the model's shape)"))
     try:
         gpu_total = _gpu_total_bytes(host)
     except HostReadError as exc:  # the engine is here, the card's size is absent: say so
@@ -161,6 +162,9 @@ def probe(host: Host, options: ScanOptions) -> CapacityRecord:
 
 
 def summary(record: CapacityRecord) -> str:
-    return "; ".join([f"{c.model}: needs {c.need_gb} GB of {c.budget_gb} GB "
-                      f"({'fits' if c.fits else 'does not fit'})" for c in record.engines]
-                     + [f"not sized: {why}" for why in record.not_sized])
+    return t("; ").join([(t("{model}: needs {need} GB of {budget} GB (fits)", model=c.model,
+                          need=c.need_gb, budget=c.budget_gb) if c.fits else
+                        t("{model}: needs {need} GB of {budget} GB (does not fit)",
+                          model=c.model, need=c.need_gb, budget=c.budget_gb))
+                       for c in record.engines]
+                      + [t("not sized: {why}", why=why) for why in record.not_sized])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError
 from doctor.workload.knee import SCHEMA, knee_path
 from doctor.model import ScanOptions, Skip
@@ -225,7 +226,7 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
     """Live concurrency of every engine endpoint, against its saved knee."""
     found = targets(host, options)
     if not found:
-        raise Skip("no engine endpoint: none found running, none named with --endpoint")
+        raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
     engines = []
     for target in found:
         running, waiting, source, error = live_load(host, options, target)
@@ -241,11 +242,14 @@ def _knee_text(engine: EngineLoad) -> str:
     if engine.knee_status == "found":
         return str(engine.knee_concurrency)
     if engine.knee_status == "outdated":
-        return "outdated (measured by an older llm-doctor: run llm-doctor load again)"
-    return engine.knee_status or "not measured"
+        return t("outdated (measured by an older llm-doctor: run llm-doctor load again)")
+    words = {None: t("not measured"), "": t("not measured"), "unreadable": t("unreadable"),
+             "not-reached": t("not-reached"), "no-data": t("no-data")}
+    return words.get(engine.knee_status, engine.knee_status or "")
 
 
 def summary(record: LoadRecord) -> str:
-    return "; ".join(f"{e.base_url}: running {display.text(e.running, e.error)}, waiting "
-                     f"{display.text(e.waiting, e.error)}, knee {_knee_text(e)}"
+    return t("; ").join(t("{url}: running {running}, waiting {waiting}, knee {knee}",
+                       url=e.base_url, running=display.text(e.running, e.error),
+                       waiting=display.text(e.waiting, e.error), knee=_knee_text(e))
                      for e in record.engines)
