@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from doctor.i18n import t
+from doctor.i18n import lazy, t, translated
 from doctor.seam.host import Host
 
 
@@ -58,10 +58,13 @@ class ScanOptions:
     announce: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 
+NO_REQUESTS = lazy("sends requests to the engine, and this scan sends none (scan --no-requests or "
+                   "[scan] requests = false; the daemon sends them only with [daemon] requests = true)")
+
+
 def no_requests() -> str:
-    """Why a probe that sends requests is skipped when the options send none."""
-    return t("sends requests to the engine, and this scan sends none (scan --no-requests or "
-             "[scan] requests = false; the daemon sends them only with [daemon] requests = true)")
+    """NO_REQUESTS in the current language: why a probe that sends requests is skipped."""
+    return translated(NO_REQUESTS)
 
 
 @dataclass(frozen=True, slots=True)

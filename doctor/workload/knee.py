@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from doctor.i18n import t
 from doctor.workload.levels import LevelStats, level_stats
 from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_level
 from doctor.workload.prompts import new_seed
@@ -202,7 +203,8 @@ def sweep(endpoint: Endpoint, workload: Workload, levels: Sequence[int], max_req
                      seed=seed, cut=True)
     failed = [r for r in warm.results if not r.ok and not r.cut]
     if warm.results and len(failed) == len(warm.results):
-        raise LoadError(f"{endpoint.base_url}: every request failed: {failed[0].error}")
+        raise LoadError(t("{url}: every request failed: {error}", url=endpoint.base_url,
+                          error=failed[0].error))
     e2e_s = max((r.e2e_s for r in warm.results if r.ok), default=None)
     index, used = warm.requests_used, len(warm.results)
     done: list[LevelStats] = []

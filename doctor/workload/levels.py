@@ -25,6 +25,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
+from doctor.i18n import t
 from doctor.workload.loadgen import LevelRun, RequestResult
 
 # The client is late when its event loop wakes, on average, later than this share of a
@@ -102,12 +103,12 @@ def percentiles(values_s: Sequence[float]) -> Percentiles:
 def describe(p: Percentiles) -> str:
     """``p50 40 / p95 61 / p99 61 ms (p99 = max of 12)``, for the terminal."""
     if not p.samples:
-        return "no samples"
+        return t("no samples")
     text = f"{p.p50_ms:g}/{p.p95_ms:g}/{p.p99_ms:g}"
     if p.p95_is_max:
-        return f"{text} (p95 = p99 = max of {p.samples})"
+        return t("{text} (p95 = p99 = max of {samples})", text=text, samples=p.samples)
     if p.p99_is_max:
-        return f"{text} (p99 = max of {p.samples})"
+        return t("{text} (p99 = max of {samples})", text=text, samples=p.samples)
     return f"{text} (n={p.samples})"
 
 
