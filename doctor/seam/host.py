@@ -17,6 +17,7 @@ as values. Each kind of read is one class in doctor/seam/read_kinds.py.
 from __future__ import annotations
 
 import enum
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, TypeVar
@@ -95,6 +96,19 @@ class HostReadError(Exception):
             return t("{path}: {reason}", path=self.path, reason=reason_text(self.reason))
         return t("{path}: {reason} ({detail})", path=self.path, reason=reason_text(self.reason),
                  detail=detail_text(self.detail))
+
+
+_SAID = re.compile(r"(?P<path>.+?): (?P<reason>not-found|no-permission|timeout|failed|"
+                   r"not-supported|device-lost|library-missing)(?: \((?P<detail>.*)\))?", re.S)
+
+
+def read_error_text(message: str) -> str:
+    """A read error a record keeps as text (``str(exc)``: "path: not-found (detail)") for
+    people, in the current language; any other text as it is."""
+    found = _SAID.fullmatch(message)
+    if found is None:
+        return message
+    return HostReadError(found["path"], found["reason"], found["detail"] or "").text()
 
 
 class MalformedError(HostReadError):

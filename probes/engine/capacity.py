@@ -18,15 +18,17 @@ another model. No privilege needed. Manual equivalent:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import asdict, dataclass
 
 from doctor.i18n import t
-from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.seam.host import (Host, HostReadError, MeasurementError, read_error_text,
+                              reason_text)
 from doctor.model import ScanOptions, Skip
 from doctor.workload.model_shape import (ModelFileError, ModelShape, parse_config, read_shape,
                                 shape_from_config, shape_from_values)
 from doctor.workload.plan import PlanError, make_plan
-from probes.engine.discovery import discover
+from probes.engine.discovery import discover, label_text
 from probes.helpers.engine_flags import Engine
 
 KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
@@ -167,4 +169,16 @@ def summary(record: CapacityRecord) -> str:
                         t("{model}: needs {need} GB of {budget} GB (does not fit)",
                           model=c.model, need=c.need_gb, budget=c.budget_gb))
                        for c in record.engines]
-                      + [t("not sized: {why}", why=why) for why in record.not_sized])
+                      + [t("not sized: {why}", why=_why_text(why)) for why in record.not_sized])
+
+
+def _why_text(why: str) -> str:
+    """A not_sized entry ("LABEL: why", kept in English in the record) for people."""
+    found = re.fullmatch(r"(\S+ at \S+(?: pid \d+)?): (.*)", why, re.S)
+    if found is None:
+        return why
+    label, rest = label_text(found[1]), found[2]
+    nvml = re.fullmatch(r"no GPU memory figure from NVML \(([a-z-]+)\)", rest)
+    rest = (t("no GPU memory figure from NVML ({reason})", reason=reason_text(nvml[1])) if nvml
+            else read_error_text(rest))
+    return t("{label}: {why}", label=label, why=rest)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.i18n import t
-from doctor.seam.host import Host, HostReadError
+from doctor.seam.host import Host, HostReadError, read_error_text
 from doctor.workload.knee import SCHEMA, knee_path
 from doctor.model import ScanOptions, Skip
 from doctor.values import count, field, non_negative, page_json, text
@@ -249,7 +249,12 @@ def _knee_text(engine: EngineLoad) -> str:
 
 
 def summary(record: LoadRecord) -> str:
-    return t("; ").join(t("{url}: running {running}, waiting {waiting}, knee {knee}",
-                       url=e.base_url, running=display.text(e.running, e.error),
-                       waiting=display.text(e.waiting, e.error), knee=_knee_text(e))
-                     for e in record.engines)
+    return t("; ").join(_one_line(e) for e in record.engines)
+
+
+def _one_line(e: EngineLoad) -> str:
+    # the record keeps the reads' errors in English, joined by "; "
+    error = t("; ").join(map(read_error_text, e.error.split("; "))) if e.error else e.error
+    return t("{url}: running {running}, waiting {waiting}, knee {knee}", url=e.base_url,
+             running=display.text(e.running, error), waiting=display.text(e.waiting, error),
+             knee=_knee_text(e))
