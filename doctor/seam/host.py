@@ -72,8 +72,19 @@ def detail_text(detail: str) -> str:
         "not recorded: connection refused on replay": t("not recorded: connection refused on replay"),
         "not a regular file: not read": t("not a regular file: not read"),
         "connection refused": t("connection refused"),
+        "the server closed the connection without answering":
+            t("the server closed the connection without answering"),
+        "body cut short, or its chunked encoding broken":
+            t("body cut short, or its chunked encoding broken"),
+        "the URL or a header is not ASCII": t("the URL or a header is not ASCII"),
     }
-    return words.get(detail, detail)
+    if detail in words:
+        return words[detail]
+    timed = re.fullmatch(r"(no answer|body not complete) in ([0-9.e+-]+) s", detail)
+    if timed is not None:
+        return (t("no answer in {seconds} s", seconds=timed[2]) if timed[1] == "no answer"
+                else t("body not complete in {seconds} s", seconds=timed[2]))
+    return detail
 
 
 class HostReadError(Exception):

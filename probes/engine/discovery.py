@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 from doctor.endpoints import EndpointError
 from doctor.i18n import t
 from doctor.endpoints import parse as parse_endpoint
-from doctor.seam.host import Host, HostReadError, Reason
+from doctor.seam.host import Host, HostReadError, Reason, detail_text
 from doctor.model import ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
 from doctor.redact import MASK, redact_cmdline, safe_display
@@ -505,8 +505,12 @@ def answer_text(answer: str) -> str:
         return fixed[answer]
     head, sep, rest = answer.partition(" s")
     if head.startswith("timed out after ") and sep:
-        return t("timed out after {seconds} s", seconds=head[len("timed out after "):]) + rest
+        said = t("timed out after {seconds} s", seconds=head[len("timed out after "):])
+        inner = rest.strip()
+        if inner.startswith("(") and inner.endswith(")"):
+            return t("{answer} ({detail})", answer=said, detail=detail_text(inner[1:-1]))
+        return said + rest
     if answer.startswith("answered HTTP ") and answer.endswith(", but as no serving engine"):
         return t("answered HTTP {statuses}, but as no serving engine",
                  statuses=answer[len("answered HTTP "):-len(", but as no serving engine")])
-    return answer
+    return detail_text(answer)  # a read's own detail ("connection refused")
