@@ -73,7 +73,7 @@ def _gguf_shape(path: str) -> dict:
 
 def _shape_from(values: object, name: str) -> ModelShape:
     """A recorded shape back into a ModelShape, each field checked: replays can be edited."""
-    return shape_from_values(values, f"measurements.json, {name}", "capture the host again")
+    return shape_from_values(values, f"measurements.json, {name}", t("capture the host again"))
 
 
 CONFIG_HASH_DIGITS = 16  # of a sha256: enough to tell two configs apart, short to read
