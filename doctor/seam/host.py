@@ -77,6 +77,8 @@ def detail_text(detail: str) -> str:
         "body cut short, or its chunked encoding broken":
             t("body cut short, or its chunked encoding broken"),
         "the URL or a header is not ASCII": t("the URL or a header is not ASCII"),
+        "NVIDIA driver not loaded in this recording (no nvml.json)":
+            t("NVIDIA driver not loaded in this recording (no nvml.json)"),
     }
     if detail in words:
         return words[detail]

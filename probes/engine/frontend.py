@@ -17,12 +17,14 @@ whole window), percent. No privilege needed. Manual equivalent: ``top -H -p $(pg
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from doctor import display
 from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
-from doctor.seam.host import Host, HostReadError
+from doctor.seam.host import (Host, HostReadError, detail_text, read_error_text,
+                              reason_text)
 from doctor.values import count, non_negative
 from probes.helpers.engine_flags import flag
 from probes.helpers.gpu_common import gpu_count, reason_of
@@ -160,8 +162,19 @@ def summary(record: FrontendRecord) -> str:
     return t("; ").join(
         t("{role} ({pid}) {cores} cores, GPU {util}%", role=_role_text(e.role), pid=e.pid,
           cores=display.text(e.frontend_cores, e.frontend_absent, '.2f'),
-          util=display.text(e.gpu_util_max_pct, e.gpu_util_absent, '.0f'))
+          util=display.text(e.gpu_util_max_pct, _absent_text(e.gpu_util_absent), '.0f'))
         for e in record.engines)
+
+
+def _absent_text(why: str | None) -> str | None:
+    """Why the utilisation is absent (kept in English in the record) for people."""
+    if not why:
+        return why
+    call = re.fullmatch(r"GPU (\d+): (nvml\w+) ([a-z-]+)", why)  # gpu_utilisation's own words
+    if call is not None:
+        return t("GPU {index}: {call} {reason}", index=call[1], call=call[2],
+                 reason=reason_text(call[3]))
+    return read_error_text(detail_text(why))
 
 
 def _role_text(role: str) -> str:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
-from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.seam.host import Host, HostReadError, MeasurementError, detail_text
 from doctor.values import count, field as json_field, number, page_json
 from doctor.workload.model_shape import DTYPE_BYTES, ModelFileError, ModelShape
 from probes.engine.capacity import model_shape
@@ -285,7 +285,7 @@ def probe(host: Host, options: ScanOptions) -> OffloadRecord:
 def summary(record: OffloadRecord) -> str:
     parts = []
     for e in record.engines:
-        where = (t("no GPU ({why})", why=e.gpu_absent) if e.gpu_absent else
+        where = (t("no GPU ({why})", why=detail_text(e.gpu_absent)) if e.gpu_absent else
                  t("{share:.0%} on the CPU", share=e.cpu_share) if e.cpu_share is not None
                  else t("share unknown"))
         parts.append(t("{engine}: {source}, {where}", engine=label_text(e.engine),
