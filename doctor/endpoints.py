@@ -26,6 +26,8 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
+from doctor.i18n import t
+
 SCHEMES = {"http": 80, "https": 443}
 PAGE_SUFFIXES = ("/metrics", "/v1/models", "/v1", "/props", "/info", "/server_info")
 MAX_LENGTH = 2048
@@ -111,24 +113,29 @@ def shown(text: str) -> str:
 def parse(text: object) -> Endpoint:
     """The endpoint ``text`` names; EndpointError says what is wrong with it."""
     if not isinstance(text, str) or not text:
-        raise EndpointError("an endpoint is a URL such as http://127.0.0.1:8000; got "
-                            f"{'nothing' if not text else type(text).__name__}")
+        got = t("nothing") if not text else type(text).__name__
+        raise EndpointError(t("an endpoint is a URL such as http://127.0.0.1:8000; got {got}",
+                              got=got))
     if len(text) > MAX_LENGTH:
-        raise EndpointError(f"{shown(text)}: longer than {MAX_LENGTH} characters")
+        raise EndpointError(t("{endpoint}: longer than {most} characters", endpoint=shown(text),
+                              most=MAX_LENGTH))
     odd = next((c for c in text if not " " < c < "\x7f"), None)
     if odd is not None:
-        what = "a space" if odd == " " else f"the character {odd!r}"
-        raise EndpointError(f"{shown(text)}: holds {what}; an endpoint is ASCII with no spaces "
-                            "or control characters (percent-encode them in a key)")
+        what = t("a space") if odd == " " else t("the character {char}", char=repr(odd))
+        raise EndpointError(t("{endpoint}: holds {what}; an endpoint is ASCII with no spaces "
+                              "or control characters (percent-encode them in a key)",
+                              endpoint=shown(text), what=what))
     scheme, sep, rest = text.partition("://")
     if not sep:
         scheme, rest = "http", text
     scheme = scheme.lower()
     if scheme not in SCHEMES:
-        raise EndpointError(f"{shown(text)}: the scheme must be http or https, not {scheme!r}")
+        raise EndpointError(t("{endpoint}: the scheme must be http or https, not {scheme}",
+                              endpoint=shown(text), scheme=repr(scheme)))
     if "?" in rest or "#" in rest:
-        raise EndpointError(f"{shown(text)}: an endpoint has no ?query or #fragment (the "
-                            "pages read, /metrics and others, are added after it)")
+        raise EndpointError(t("{endpoint}: an endpoint has no ?query or #fragment (the pages "
+                              "read, /metrics and others, are added after it)",
+                              endpoint=shown(text)))
     slash = rest.find("/")
     authority, path = (rest, "") if slash < 0 else (rest[:slash], rest[slash:])
     userinfo, at, hostport = authority.rpartition("@")
@@ -140,51 +147,60 @@ def _host_port(hostport: str, text: str) -> tuple[str, int | None]:
     if hostport.startswith("["):
         inside, close, after = hostport[1:].partition("]")
         if not close:
-            raise EndpointError(f"{shown(text)}: an IPv6 address opens '[' and closes ']'")
+            raise EndpointError(t("{endpoint}: an IPv6 address opens '[' and closes ']'",
+                                  endpoint=shown(text)))
         try:
             ipaddress.IPv6Address(inside)
         except ValueError:
-            raise EndpointError(f"{shown(text)}: [{inside}] is not an IPv6 address; brackets "
-                                "hold IPv6 only (http://[::1]:8000, http://127.0.0.1:8000)") from None
+            raise EndpointError(t("{endpoint}: [{inside}] is not an IPv6 address; brackets "
+                                  "hold IPv6 only (http://[::1]:8000, http://127.0.0.1:8000)",
+                                  endpoint=shown(text), inside=inside)) from None
         if after and not after.startswith(":"):
-            raise EndpointError(f"{shown(text)}: after ']' comes ':PORT' or nothing")
+            raise EndpointError(t("{endpoint}: after ']' comes ':PORT' or nothing",
+                                  endpoint=shown(text)))
         host, colon, port_text = f"[{inside.lower()}]", after[:1], after[1:]
     else:
         name, colon, port_text = hostport.partition(":")
         if ":" in port_text:
-            raise EndpointError(f"{shown(text)}: more than one ':' after the host; give one "
-                                "port, and an IPv6 address in brackets (http://[::1]:8000)")
+            raise EndpointError(t("{endpoint}: more than one ':' after the host; give one "
+                                  "port, and an IPv6 address in brackets (http://[::1]:8000)",
+                                  endpoint=shown(text)))
         host = _host_name(name, text)
     return host, _port(port_text, text) if colon else None
 
 
 def _host_name(host: str, text: str) -> str:
     if not host:
-        raise EndpointError(f"{shown(text)}: no host; e.g. http://127.0.0.1:8000")
+        raise EndpointError(t("{endpoint}: no host; e.g. http://127.0.0.1:8000",
+                              endpoint=shown(text)))
     labels = host.rstrip(".").split(".")
     if all(label.isdigit() for label in labels):
         try:
             return str(ipaddress.IPv4Address(host))
         except ValueError:
-            raise EndpointError(f"{shown(text)}: {host} is not an IPv4 address") from None
+            raise EndpointError(t("{endpoint}: {host} is not an IPv4 address",
+                                  endpoint=shown(text), host=host)) from None
     if len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
-        raise EndpointError(f"{shown(text)}: {host!r} is not a host name (letters, digits, "
-                            "'-' and dots, each part at most 63 characters)")
+        raise EndpointError(t("{endpoint}: {host} is not a host name (letters, digits, '-' "
+                              "and dots, each part at most 63 characters)",
+                              endpoint=shown(text), host=repr(host)))
     return host.lower()
 
 
 def _port(port_text: str, text: str) -> int:
     if not _PORT.fullmatch(port_text) or not 1 <= int(port_text) <= 65535:
-        raise EndpointError(f"{shown(text)}: the port must be a number from 1 to 65535, "
-                            f"not {port_text[:20]!r}")
+        raise EndpointError(t("{endpoint}: the port must be a number from 1 to 65535, not "
+                              "{port}", endpoint=shown(text), port=repr(port_text[:20])))
     return int(port_text)
 
 
 def _prefix(path: str, text: str) -> str:
     if not _PATH.fullmatch(path) or "//" in path:
-        raise EndpointError(f"{shown(text)}: the path {path[:60]!r} is not a URL path")
+        raise EndpointError(t("{endpoint}: the path {path} is not a URL path",
+                              endpoint=shown(text), path=repr(path[:60])))
     if any(segment in (".", "..") for segment in path.split("/")):
-        raise EndpointError(f"{shown(text)}: the path may not hold '.' or '..' segments")
+        raise EndpointError(t("{endpoint}: the path may not hold '.' or '..' segments",
+                              endpoint=shown(text)))
     path = path.rstrip("/")
     for suffix in PAGE_SUFFIXES:
         if path.endswith(suffix):
@@ -198,8 +214,9 @@ def _key(userinfo: str, text: str) -> str | None:
     raw = password or user
     if not raw:
         return None
-    bad = EndpointError(f"{shown(text)}: the key must be printable ASCII with no spaces, "
-                        "percent-encoded where it holds '@', '/' or '%' (%40, %2F, %25)")
+    bad = EndpointError(t("{endpoint}: the key must be printable ASCII with no spaces, "
+                          "percent-encoded where it holds '@', '/' or '%' (%40, %2F, %25)",
+                          endpoint=shown(text)))
     if not re.fullmatch(r"([^%]|%[0-9A-Fa-f]{2})*", raw):  # a lone '%' is written %25
         raise bad
     try:

@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from doctor.i18n import lazy, t, translated
 from doctor.seam.host import Host
 
 
@@ -27,7 +28,8 @@ class Level(enum.IntEnum):
         try:
             return cls[str(text).upper()]
         except KeyError:
-            raise ValueError(f"{str(text)[:40]!r} is not a level; use {', '.join(cls.names())}") from None
+            raise ValueError(t("{text} is not a level; use {choices}", text=repr(str(text)[:40]),
+                               choices=", ".join(cls.names()))) from None
 
 
 class Severity(enum.IntEnum):
@@ -56,8 +58,13 @@ class ScanOptions:
     announce: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 
-NO_REQUESTS = ("sends requests to the engine, and this scan sends none (scan --no-requests or "
-               "[scan] requests = false; the daemon sends them only with [daemon] requests = true)")
+NO_REQUESTS = lazy("sends requests to the engine, and this scan sends none (scan --no-requests or "
+                   "[scan] requests = false; the daemon sends them only with [daemon] requests = true)")
+
+
+def no_requests() -> str:
+    """NO_REQUESTS in the current language: why a probe that sends requests is skipped."""
+    return translated(NO_REQUESTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +81,9 @@ class RequestCost:
     def text(self, engines: int = 1) -> str:
         """E.g. "at most 15 requests, 1,533 prompt + 240 output tokens, ≤ 40 s", for one of
         ``engines`` engines (the seconds are shared)."""
-        return (f"at most {self.requests:,} requests, {self.prompt_tokens:,} prompt + "
-                f"{self.output_tokens:,} output tokens, ≤ {self.seconds / max(engines, 1):.3g} s")
+        return t("at most {requests:,} requests, {prompt:,} prompt + {output:,} output tokens, "
+                 "≤ {seconds:.3g} s", requests=self.requests, prompt=self.prompt_tokens,
+                 output=self.output_tokens, seconds=self.seconds / max(engines, 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +101,9 @@ class Sent:
     def text(self) -> str:
         """E.g. "sent http://127.0.0.1:8080 15 requests, 1,502 prompt + 240 output tokens in
         21.4 s"."""
-        return (f"sent {self.base_url} {self.requests:,} requests, "
-                f"{self.prompt_tokens:,} prompt + {self.output_tokens:,} output tokens "
-                f"in {self.seconds:.1f} s")
+        return t("sent {url} {requests:,} requests, {prompt:,} prompt + {output:,} output "
+                 "tokens in {seconds:.1f} s", url=self.base_url, requests=self.requests,
+                 prompt=self.prompt_tokens, output=self.output_tokens, seconds=self.seconds)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,9 @@ import time
 import traceback
 from typing import Callable, Iterable
 
+from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError, MeasurementError
-from doctor.model import NO_REQUESTS, ProbeResult, ProbeSpec, ScanOptions, Skip
+from doctor.model import ProbeResult, ProbeSpec, ScanOptions, Skip, no_requests
 
 _SHAPE_ERRORS = (TypeError, KeyError, ValueError, AttributeError, IndexError, OverflowError)
 
@@ -50,28 +51,28 @@ class ProbeCall(threading.Thread):
         status, reason, record = "ok", None, None
         try:
             if self.spec.cost is not None and not self.options.requests:
-                raise Skip(NO_REQUESTS)
+                raise Skip(no_requests())
             record = self.spec.run(self.host, self.options)
         except Skip as exc:
             status, reason = "skipped", str(exc)
         except HostReadError as exc:
-            status, reason = "error", str(exc)
+            status, reason = "error", exc.text()
         except MeasurementError as exc:
-            status, reason = "error", str(exc)
+            status, reason = "error", exc.text()
         except RecursionError:
-            status, reason = "error", "the data read is nested too deeply to be real"
+            status, reason = "error", t("the data read is nested too deeply to be real")
         except Exception as exc:  # the isolation boundary: a probe's bug must not sink the scan
             where = traceback.extract_tb(exc.__traceback__)[-1]
             status = "error"
             at = f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
             if self.host.kind == "recorded" and isinstance(exc, _SHAPE_ERRORS):
                 # A hand-edited or damaged recording: say so, rather than blame the probe.
-                reason = (f"the recording does not hold what this probe reads "
-                          f"({type(exc).__name__}: {str(exc)[:200]} at {at}); check the files "
-                          "against docs/recorded-host.md")
+                reason = t("the recording does not hold what this probe reads ({error}: "
+                           "{message} at {at}); check the files against docs/recorded-host.md",
+                           error=type(exc).__name__, message=str(exc)[:200], at=at)
             else:
-                reason = (f"internal error: {type(exc).__name__}: {str(exc)[:200]} "
-                          f"({at}); please report it")
+                reason = t("internal error: {error}: {message} ({at}); please report it",
+                           error=type(exc).__name__, message=str(exc)[:200], at=at)
         duration = time.perf_counter() - self.started_at
         self.result = ProbeResult(self.spec.name, status, duration, reason, record,
                                   summarise(self.spec, record) if status == "ok" else "")
@@ -89,11 +90,19 @@ def summarise(spec: ProbeSpec, record: object) -> str:
     # The summary reads a record that may come from a recording of any shape: whatever it
     # trips on, the result still carries its record and the scan goes on.
     except Exception as exc:  # noqa: BLE001
-        return f"(unreadable: {type(exc).__name__}: {str(exc)[:200]})"
+        return t("(unreadable: {error}: {message})", error=type(exc).__name__,
+                 message=str(exc)[:200])
+
+
+def status_text(status: str) -> str:
+    """A probe's status in words for people (the status itself stays in the results)."""
+    return {"ok": t("ok"), "skipped": t("skipped"), "error": t("error"),
+            "timeout": t("timeout")}.get(status, status)
 
 
 def _timed_out(spec: ProbeSpec) -> ProbeResult:
-    return ProbeResult(spec.name, "timeout", spec.timeout_s, f"no result within {spec.timeout_s:g} s")
+    return ProbeResult(spec.name, "timeout", spec.timeout_s,
+                       t("no result within {seconds:g} s", seconds=spec.timeout_s))
 
 
 def unmet(spec: ProbeSpec, results: dict[str, ProbeResult]) -> ProbeResult | None:
@@ -105,7 +114,8 @@ def unmet(spec: ProbeSpec, results: dict[str, ProbeResult]) -> ProbeResult | Non
         if need.status == "skipped":  # the same reason, so a family skipped for it reads as one
             return ProbeResult(spec.name, "skipped", 0.0, need.reason)
         return ProbeResult(spec.name, "skipped", 0.0,
-                           f"needs {name}, which ended {need.status}: {need.reason}")
+                           t("needs {probe}, which ended {status}: {reason}", probe=name,
+                             status=status_text(need.status), reason=need.reason))
     return None
 
 
@@ -137,8 +147,9 @@ def _run_parallel(specs: list[ProbeSpec], chosen: set[str], host: Host, options:
         if not running:
             if waiting:  # needs that can never finish: a registry error, said plainly
                 for spec in waiting:
-                    results[spec.name] = ProbeResult(spec.name, "error", 0.0,
-                                                     f"needs {', '.join(spec.needs)}, which never ran")
+                    results[spec.name] = ProbeResult(
+                        spec.name, "error", 0.0,
+                        t("needs {probes}, which never ran", probes=", ".join(spec.needs)))
             return
         first = min(deadline for _, deadline in running.values())
         try:

@@ -17,9 +17,12 @@ as values. Each kind of read is one class in doctor/seam/read_kinds.py.
 from __future__ import annotations
 
 import enum
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, TypeVar
+
+from doctor.i18n import t
 
 T = TypeVar("T")
 
@@ -48,8 +51,49 @@ class Reason(str, enum.Enum):
                              f"{', '.join(r.value for r in cls)}") from None
 
 
+def reason_text(reason: Reason | str) -> str:
+    """A read-failure reason for people, in the current language (in English the value
+    itself, ``not-found``, as records and rules keep it)."""
+    value = getattr(reason, "value", reason)
+    words = {
+        "not-found": t("not-found"), "no-permission": t("no-permission"),
+        "timeout": t("timeout"), "failed": t("failed"), "not-supported": t("not-supported"),
+        "device-lost": t("device-lost"), "library-missing": t("library-missing"),
+    }
+    return words.get(str(value), str(value))
+
+
+def detail_text(detail: str) -> str:
+    """A read's detail for people: the seam's own fixed words in the current language,
+    anything else (the kernel's strerror, an engine's answer) as it came."""
+    words = {
+        "not recorded": t("not recorded"), "recorded": t("recorded"),
+        "command not installed": t("command not installed"),
+        "not recorded: connection refused on replay": t("not recorded: connection refused on replay"),
+        "not a regular file: not read": t("not a regular file: not read"),
+        "connection refused": t("connection refused"),
+        "the server closed the connection without answering":
+            t("the server closed the connection without answering"),
+        "body cut short, or its chunked encoding broken":
+            t("body cut short, or its chunked encoding broken"),
+        "the URL or a header is not ASCII": t("the URL or a header is not ASCII"),
+        "NVIDIA driver not loaded in this recording (no nvml.json)":
+            t("NVIDIA driver not loaded in this recording (no nvml.json)"),
+    }
+    if detail in words:
+        return words[detail]
+    timed = re.fullmatch(r"(no answer|body not complete) in ([0-9.e+-]+) s", detail)
+    if timed is not None:
+        return (t("no answer in {seconds} s", seconds=timed[2]) if timed[1] == "no answer"
+                else t("body not complete in {seconds} s", seconds=timed[2]))
+    return detail
+
+
 class HostReadError(Exception):
-    """A read of the host failed; ``reason`` says why, ``detail`` says more."""
+    """A read of the host failed; ``reason`` says why, ``detail`` says more.
+
+    ``str(exc)`` is the English records keep; ``text()`` says it to people in the current
+    language."""
 
     REASONS = tuple(r.value for r in Reason)
 
@@ -58,6 +102,26 @@ class HostReadError(Exception):
         self.reason = Reason(reason)
         self.detail = detail
         super().__init__(f"{path}: {self.reason.value}" + (f" ({detail})" if detail else ""))
+
+    def text(self) -> str:
+        """The error for people, in the current language."""
+        if not self.detail:
+            return t("{path}: {reason}", path=self.path, reason=reason_text(self.reason))
+        return t("{path}: {reason} ({detail})", path=self.path, reason=reason_text(self.reason),
+                 detail=detail_text(self.detail))
+
+
+_SAID = re.compile(r"(?P<path>.+?): (?P<reason>not-found|no-permission|timeout|failed|"
+                   r"not-supported|device-lost|library-missing)(?: \((?P<detail>.*)\))?", re.S)
+
+
+def read_error_text(message: str) -> str:
+    """A read error a record keeps as text (``str(exc)``: "path: not-found (detail)") for
+    people, in the current language; any other text as it is."""
+    found = _SAID.fullmatch(message)
+    if found is None:
+        return message
+    return HostReadError(found["path"], found["reason"], found["detail"] or "").text()
 
 
 class MalformedError(HostReadError):
@@ -71,9 +135,20 @@ class MalformedError(HostReadError):
     def __str__(self) -> str:
         return f"{self.path}: {self.problem}"
 
+    def text(self) -> str:
+        return str(self)
+
 
 class MeasurementError(Exception):
-    """A measurement (micro-kernel, sampling) failed; the message says why."""
+    """A measurement (micro-kernel, sampling) failed; the message says why. ``said`` is
+    the message for people where it differs (in the current language), else the message."""
+
+    def __init__(self, message: str = "", said: str | None = None) -> None:
+        super().__init__(message)
+        self.said = said
+
+    def text(self) -> str:
+        return self.said if self.said is not None else str(self)
 
 
 @dataclass(frozen=True, slots=True)

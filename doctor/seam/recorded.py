@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from doctor.i18n import t
 from doctor.seam import identity
 from doctor.seam import read_kinds as kinds
 from doctor.seam.host import (CommandOutput, HostReadError, HttpResponse, MeasurementError, Memo,
@@ -115,9 +116,12 @@ class RecordedHost(_KindReads):
 
     def measure(self, name: str, fn: Callable[[], Any]) -> Any:
         if name not in self.measurements:
+            where = self.root / "measurements.json"
             raise MeasurementError(
-                f"{name}: not in {self.root / 'measurements.json'} (the capture ran "
-                "at a lower level, or the measurement was not taken)")
+                f"{name}: not in {where} (the capture ran "
+                "at a lower level, or the measurement was not taken)",
+                t("{name}: not in {where} (the capture ran at a lower level, or the "
+                  "measurement was not taken)", name=name, where=where))
         value = self.measurements[name]
         if isinstance(value, dict) and set(value) == {"error"}:
             raise MeasurementError(str(value["error"]))

@@ -25,6 +25,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from doctor.i18n import t
 from doctor.redact import safe_display
 
 MAGIC = b"GGUF"
@@ -76,16 +77,17 @@ def open_regular(path: str) -> tuple[BinaryIO, int]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise GGUFError(f"{path}: no such file or directory") from None
+        raise GGUFError(t("{path}: no such file or directory", path=path)) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
-        raise GGUFError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+        raise GGUFError(t("{path}: cannot read it ({error})", path=path,
+                          error=getattr(exc, 'strerror', None) or exc)) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(info.st_mode)
-                    else "not a regular file (a FIFO, device or socket)")
-            raise GGUFError(f"{path}: {kind}; pass the model's directory, its config.json or "
-                            "its .gguf file")
+            kind = (t("a directory") if stat.S_ISDIR(info.st_mode)
+                    else t("not a regular file (a FIFO, device or socket)"))
+            raise GGUFError(t("{path}: {kind}; pass the model's directory, its config.json or "
+                              "its .gguf file", path=path, kind=kind))
         return os.fdopen(fd, "rb"), info.st_size
     except BaseException:
         os.close(fd)
@@ -197,15 +199,17 @@ def read_header(path: str) -> GGUFHeader:
         with f:
             return _read(_Reader(f, path, size), path, size)
     except OSError as exc:
-        raise GGUFError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        raise GGUFError(t("{path}: cannot read it ({error})", path=path,
+                          error=exc.strerror or exc)) from None
 
 
 def _read(r: _Reader, path: str, size: int) -> GGUFHeader:
     if size < 4 or r.take(4) != MAGIC:
-        raise GGUFError(f"{path}: not a GGUF file (no 'GGUF' magic at byte 0)")
+        raise GGUFError(t("{path}: not a GGUF file (no 'GGUF' magic at byte 0)", path=path))
     version = r.scalar("<I")
     if version not in (2, 3):
-        raise GGUFError(f"{path}: GGUF version {version}; this reader knows versions 2 and 3")
+        raise GGUFError(t("{path}: GGUF version {version}; this reader knows versions 2 and 3",
+                          path=path, version=version))
     tensors = r.count("tensor count", TENSOR_BYTES)
     kv_count = r.count("key/value count", KV_BYTES)
     metadata: dict[str, Any] = {}

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from doctor.i18n import t
 from doctor.workload.levels import LevelStats, level_stats
 from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_level
 from doctor.workload.prompts import new_seed
@@ -92,7 +93,7 @@ def find_knee(levels: Sequence[LevelStats]) -> Knee:
     left_out = tuple(f"c={lv.concurrency}: {lv.unusable}" for lv in levels if lv.unusable)
     if not usable:
         return Knee("no-data", None, None, None, None,
-                    "no level completed enough requests to judge", left_out)
+                    t("no level completed enough requests to judge"), left_out)
     for index, low in enumerate(usable[:-1]):
         above = usable[index + 1:]
         if any(_rises(low, high) for high in above):
@@ -103,22 +104,25 @@ def find_knee(levels: Sequence[LevelStats]) -> Knee:
         if len(above) < 2:
             return Knee("not-reached", above[-1].concurrency, above[-1].output_tokens_per_s,
                         None, None,
-                        f"throughput is flat from c={low.concurrency} "
-                        f"({low.output_tokens_per_s:g} tokens/s) to {rest}; one more level "
-                        f"must confirm it before it is a knee: add a higher one to --levels",
+                        t("throughput is flat from c={low} ({tps:g} tokens/s) to {rest}; one "
+                          "more level must confirm it before it is a knee: add a higher one "
+                          "to --levels", low=low.concurrency, tps=low.output_tokens_per_s,
+                          rest=rest),
                         left_out)
         last = above[-1]
         return Knee(
             "found", low.concurrency, low.output_tokens_per_s, low.concurrency, low.concurrency,
-            f"at c={low.concurrency} throughput is {low.output_tokens_per_s:g} tokens/s; "
-            f"higher levels give no more beyond the noise (±{noise:.0%}): {rest}, while e2e "
-            f"p50 grows from {low.e2e.p50_ms:g} to {last.e2e.p50_ms:g} ms", left_out)
+            t("at c={low} throughput is {tps:g} tokens/s; higher levels give no more beyond "
+              "the noise (±{noise:.0%}): {rest}, while e2e p50 grows from {first:g} to "
+              "{last:g} ms", low=low.concurrency, tps=low.output_tokens_per_s, noise=noise,
+              rest=rest, first=low.e2e.p50_ms, last=last.e2e.p50_ms), left_out)
     last = usable[-1]
-    rise = f" ({_pct(usable[-2], last)} over c={usable[-2].concurrency})" if len(usable) > 1 \
-        else ""
+    rise = t(" ({change} over c={before})", change=_pct(usable[-2], last),
+             before=usable[-2].concurrency) if len(usable) > 1 else ""
     return Knee("not-reached", last.concurrency, last.output_tokens_per_s, None, None,
-                f"throughput still rises at c={last.concurrency}{rise}: no knee up to there; "
-                f"measure higher levels (--levels or --max-concurrency)", left_out)
+                t("throughput still rises at c={last}{rise}: no knee up to there; measure "
+                  "higher levels (--levels or --max-concurrency)", last=last.concurrency,
+                  rise=rise), left_out)
 
 
 def state_dir() -> Path:
@@ -202,21 +206,24 @@ def sweep(endpoint: Endpoint, workload: Workload, levels: Sequence[int], max_req
                      seed=seed, cut=True)
     failed = [r for r in warm.results if not r.ok and not r.cut]
     if warm.results and len(failed) == len(warm.results):
-        raise LoadError(f"{endpoint.base_url}: every request failed: {failed[0].error}")
+        raise LoadError(t("{url}: every request failed: {error}", url=endpoint.base_url,
+                          error=failed[0].error))
     e2e_s = max((r.e2e_s for r in warm.results if r.ok), default=None)
     index, used = warm.requests_used, len(warm.results)
     done: list[LevelStats] = []
-    stopped = "every level was measured"
+    stopped = t("every level was measured")
     for concurrency in levels:
         left_s = max_seconds - (time.monotonic() - started)
         need = min_requests_at(concurrency, min_requests)
         if max_requests - used < need:
-            stopped = (f"--max-requests leaves {max_requests - used} requests, fewer than the "
-                       f"{need} that c={concurrency} needs")
+            stopped = t("--max-requests leaves {left} requests, fewer than the {need} that "
+                        "c={concurrency} needs", left=max_requests - used, need=need,
+                        concurrency=concurrency)
             break
         if left_s < 1.0 or _too_long(concurrency, need, e2e_s, left_s):
-            stopped = (f"the {max(left_s, 0):.0f} s left of --max-seconds cannot complete "
-                       f"the {need} requests that c={concurrency} needs")
+            stopped = t("the {left:.0f} s left of --max-seconds cannot complete the {need} "
+                        "requests that c={concurrency} needs", left=max(left_s, 0), need=need,
+                        concurrency=concurrency)
             break
         if on_level:
             on_level("start", concurrency, None)
@@ -236,9 +243,9 @@ def sweep(endpoint: Endpoint, workload: Workload, levels: Sequence[int], max_req
         if on_level:
             on_level("done", concurrency, done[-1])
         if find_knee(done).status == "found":
-            stopped = "the knee was confirmed"
+            stopped = t("the knee was confirmed")
             break
         if done[-1].completed == 0 and done[-1].errors:
-            stopped = f"every request at c={concurrency} failed"
+            stopped = t("every request at c={concurrency} failed", concurrency=concurrency)
             break
     return Sweep(tuple(done), seed, warm.results, stopped)

@@ -25,6 +25,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
+from doctor.i18n import t
 from doctor.workload.loadgen import LevelRun, RequestResult
 
 # The client is late when its event loop wakes, on average, later than this share of a
@@ -102,12 +103,12 @@ def percentiles(values_s: Sequence[float]) -> Percentiles:
 def describe(p: Percentiles) -> str:
     """``p50 40 / p95 61 / p99 61 ms (p99 = max of 12)``, for the terminal."""
     if not p.samples:
-        return "no samples"
+        return t("no samples")
     text = f"{p.p50_ms:g}/{p.p95_ms:g}/{p.p99_ms:g}"
     if p.p95_is_max:
-        return f"{text} (p95 = p99 = max of {p.samples})"
+        return t("{text} (p95 = p99 = max of {samples})", text=text, samples=p.samples)
     if p.p99_is_max:
-        return f"{text} (p99 = max of {p.samples})"
+        return t("{text} (p99 = max of {samples})", text=text, samples=p.samples)
     return f"{text} (n={p.samples})"
 
 
@@ -161,24 +162,28 @@ def _cache(ok: Sequence[RequestResult]) -> tuple[int | None, int | None, float |
 
 def _late(lag_mean_ms: float | None, cpu_share: float, e2e_p50_ms: float | None) -> str | None:
     if cpu_share >= CPU_SATURATED:
-        return f"the client's event loop used {cpu_share:.0%} of a core"
+        return t("the client's event loop used {share:.0%} of a core", share=cpu_share)
     if lag_mean_ms is not None and e2e_p50_ms and lag_mean_ms > LATE_SHARE * e2e_p50_ms:
-        return (f"its event loop woke {lag_mean_ms:.1f} ms late on average, over "
-                f"{LATE_SHARE:.0%} of a request's {e2e_p50_ms:g} ms: the machine leaves the "
-                f"client too little CPU")
+        return t("its event loop woke {lag:.1f} ms late on average, over {share:.0%} of a "
+                 "request's {e2e:g} ms: the machine leaves the client too little CPU",
+                 lag=lag_mean_ms, share=LATE_SHARE, e2e=e2e_p50_ms)
     return None
 
 
 def _unusable(completed: int, errors: int, error_rate: float, min_requests: int,
               closed_by: str, late: str | None, first_error: str | None) -> str | None:
     if not completed:
-        return f"no request completed ({errors} failed: {first_error})" if errors else \
-            "no request completed within the time left"
+        return t("no request completed ({errors} failed: {error})", errors=errors,
+                 error=first_error) if errors else t("no request completed within the time left")
     if error_rate >= 0.5:
-        return f"{errors} of {completed + errors} requests failed: {first_error}"
+        return t("{errors} of {total} requests failed: {error}", errors=errors,
+                 total=completed + errors, error=first_error)
     if completed < min_requests:
-        why = "the time left" if closed_by == "budget" else "--max-requests"
-        return f"only {completed} of the {min_requests} completed requests it needs ({why} ran out)"
+        if closed_by == "budget":
+            return t("only {completed} of the {need} completed requests it needs (the time left "
+                     "ran out)", completed=completed, need=min_requests)
+        return t("only {completed} of the {need} completed requests it needs (--max-requests "
+                 "ran out)", completed=completed, need=min_requests)
     return late
 
 

@@ -26,6 +26,7 @@ from typing import Callable
 from urllib.parse import urlsplit
 
 from doctor.endpoints import hide_keys
+from doctor.i18n import t
 from doctor.values import count, field
 from doctor.workload.prompts import make_prompt, new_seed
 
@@ -199,8 +200,8 @@ class Connection:
         except ValueError:  # a port out of range or not a number
             port = -1
         if parts.scheme != "http" or not parts.hostname or port == -1:
-            raise LoadError(f"{endpoint.base_url}: expected http://HOST:PORT "
-                            "(https endpoints: put a local proxy in front, or use its http port)")
+            raise LoadError(t("{url}: expected http://HOST:PORT (https endpoints: put a local "
+                              "proxy in front, or use its http port)", url=endpoint.base_url))
         self.endpoint = endpoint
         self.host, self.port = parts.hostname, port or 80
         self.authority = parts.netloc

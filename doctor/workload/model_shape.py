@@ -41,6 +41,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from doctor.i18n import lazy, t, translated
 from doctor.workload.gguf import MAGIC, GGUFError, open_regular, read_header
 from doctor.redact import safe_display
 from doctor.tomlfile import read_text
@@ -132,12 +133,14 @@ class Fields:
         self.values, self.source, self.hint, self.prefix = values, source, hint, prefix
 
     def error(self, key: str, problem: str) -> ModelFileError:
-        return ModelFileError(f"{self.source}: {self.prefix}{key} {problem}; {self.hint}")
+        return ModelFileError(t("{source}: {key} {problem}; {hint}", source=self.source,
+                                key=f"{self.prefix}{key}", problem=problem,
+                                hint=translated(self.hint)))
 
     def _get(self, key: str, default: Any) -> Any:
         value = self.values.get(key)
         if value is None and default is REQUIRED:
-            raise self.error(key, "is missing")
+            raise self.error(key, t("is missing"))
         return value
 
     def integer(self, key: str, limit: str, default: Any = None) -> Any:
@@ -145,11 +148,11 @@ class Fields:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, _Huge)):
-            raise self.error(key, f"= {shown(value)} is not an integer")
+            raise self.error(key, t("= {value} is not an integer", value=shown(value)))
         low, high = LIMITS[limit]
         if isinstance(value, _Huge) or not low <= value <= high:
-            raise self.error(key, f"= {shown(value)} is out of range (a real model's is "
-                                  f"{low:,} to {high:,})")
+            raise self.error(key, t("= {value} is out of range (a real model's is {low:,} to "
+                                    "{high:,})", value=shown(value), low=low, high=high))
         return value
 
     def text(self, key: str, default: Any = None) -> Any:
@@ -157,21 +160,21 @@ class Fields:
         if value is None:
             return default
         if not isinstance(value, str):
-            raise self.error(key, f"= {shown(value)} is not a string")
+            raise self.error(key, t("= {value} is not a string", value=shown(value)))
         return value
 
     def flag(self, key: str) -> bool | None:
         value = self.values.get(key)
         if value is None or isinstance(value, bool):
             return value
-        raise self.error(key, f"= {shown(value)} is not true or false")
+        raise self.error(key, t("= {value} is not true or false", value=shown(value)))
 
     def table(self, key: str) -> Fields | None:
         value = self.values.get(key)
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise self.error(key, f"= {shown(value)} is not an object")
+            raise self.error(key, t("= {value} is not an object", value=shown(value)))
         return Fields(value, self.source, self.hint, f"{self.prefix}{key}.")
 
 
@@ -191,7 +194,8 @@ def read_shape(path: str) -> ModelShape:
     except GGUFError as exc:
         raise ModelFileError(str(exc)) from None
     except OSError as exc:
-        raise ModelFileError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        raise ModelFileError(t("{path}: cannot read it ({error})", path=path,
+                               error=exc.strerror or exc)) from None
     # a .gguf name is a GGUF file, so an empty or damaged one says so rather than "not JSON"
     gguf = magic == MAGIC or path.endswith(".gguf")
     return _from_gguf(path) if gguf else _from_config(path)
@@ -204,12 +208,13 @@ def _from_directory(path: str) -> ModelShape:
     try:
         names = os.listdir(path)
     except OSError as exc:
-        raise ModelFileError(f"{path}: cannot list it ({exc.strerror or exc})") from None
+        raise ModelFileError(t("{path}: cannot list it ({error})", path=path,
+                               error=exc.strerror or exc)) from None
     ggufs = sorted(f for f in names if f.endswith(".gguf"))
     if ggufs:  # the first shard of a split model comes first
         return _from_gguf(os.path.join(path, ggufs[0]))
-    raise ModelFileError(f"{path}: holds neither config.json nor a .gguf file; pass the "
-                         "model's directory, its config.json or its .gguf file")
+    raise ModelFileError(t("{path}: holds neither config.json nor a .gguf file; pass the "
+                           "model's directory, its config.json or its .gguf file", path=path))
 
 
 def _from_config(path: str) -> ModelShape:
@@ -227,16 +232,17 @@ def parse_config(text: str, path: str) -> Any:
     try:
         return json.loads(text, parse_int=_int_or_huge)
     except json.JSONDecodeError as exc:
-        raise ModelFileError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg}); pass a "
-                             "Hugging Face config.json or a .gguf file") from None
+        raise ModelFileError(t("{path}: line {line}: not valid JSON ({error}); pass a Hugging "
+                               "Face config.json or a .gguf file", path=path, line=exc.lineno,
+                               error=exc.msg)) from None
     except RecursionError:  # the parser recurses once per level of [[[...]]] or {"a": {...}}
-        raise ModelFileError(f"{path}: not valid JSON for a config.json: arrays or objects "
-                             "nested too deeply") from None
+        raise ModelFileError(t("{path}: not valid JSON for a config.json: arrays or objects "
+                               "nested too deeply", path=path)) from None
     except ValueError as exc:
-        raise ModelFileError(f"{path}: not valid JSON ({exc})") from None
+        raise ModelFileError(t("{path}: not valid JSON ({error})", path=path, error=exc)) from None
 
 
-CONFIG_HINT = ("the file is damaged, or not a decoder's Hugging Face config.json (which holds "
+CONFIG_HINT = lazy("the file is damaged, or not a decoder's Hugging Face config.json (which holds "
                "num_hidden_layers, num_attention_heads and hidden_size as whole numbers)")
 
 
@@ -247,7 +253,8 @@ def shape_from_config(raw: object, path: str) -> ModelShape:
     and Llama-2-13B 13.02 B, as their model cards say.
     """
     if not isinstance(raw, dict):
-        raise ModelFileError(f"{path}: not a Hugging Face config.json (a JSON object)")
+        raise ModelFileError(t("{path}: not a Hugging Face config.json (a JSON object)",
+                               path=path))
     top = Fields(raw, path, CONFIG_HINT)
     nested = raw.get("text_config")  # multimodal configs hold the decoder's shape here
     cfg = Fields(nested, path, CONFIG_HINT, "text_config.") if isinstance(nested, dict) else top
@@ -338,7 +345,7 @@ def _native_dtype(top: Fields, cfg: Fields) -> str | None:
     return TORCH_DTYPES.get(top.text("torch_dtype") or cfg.text("torch_dtype") or "")
 
 
-GGUF_HINT = "the file is damaged, or not a decoder model llm-doctor can size"
+GGUF_HINT = lazy("the file is damaged, or not a decoder model llm-doctor can size")
 
 
 def _from_gguf(path: str) -> ModelShape:
@@ -347,8 +354,8 @@ def _from_gguf(path: str) -> ModelShape:
     except GGUFError as exc:
         raise ModelFileError(str(exc)) from None
     if header.file_bytes > LIMITS["bytes"][1]:
-        raise ModelFileError(f"{path}: {header.file_bytes:,} bytes; no model file is that "
-                             "large, the file is damaged or sparse")
+        raise ModelFileError(t("{path}: {size:,} bytes; no model file is that large, the file "
+                               "is damaged or sparse", path=path, size=header.file_bytes))
     meta = Fields(header.metadata, path, GGUF_HINT)
     arch = meta.text("general.architecture", REQUIRED)
     if not arch or len(arch) > 64:
@@ -411,8 +418,9 @@ REQUIRED_FIELDS = ("layers", "attention_heads", "kv_heads", "head_dim", "params"
 def shape_from_values(values: object, source: str, hint: str) -> ModelShape:
     """A ModelShape from plain values (a recording's), each field checked as a file's are."""
     if not isinstance(values, dict):
-        raise ModelFileError(f"{source}: expected the model's shape (an object), got "
-                             f"{type(values).__name__}; {hint}")
+        raise ModelFileError(t("{source}: expected the model's shape (an object), got "
+                               "{kind}; {hint}", source=source, kind=type(values).__name__,
+                               hint=translated(hint)))
     got = Fields(values, source, hint)
     shape: dict[str, Any] = {f: got.integer(f, limit, REQUIRED if f in REQUIRED_FIELDS else None)
                              for f, limit in SHAPE_LIMITS.items()}
@@ -427,7 +435,7 @@ def shape_from_values(values: object, source: str, hint: str) -> ModelShape:
         raise got.error("local_layers", f"= {shape['local_layers']} is more than layers = "
                                         f"{shape['layers']}")
     if shape["local_layers"] and shape["sliding_window"] is None:
-        raise got.error("sliding_window", "is missing beside local_layers")
+        raise got.error("sliding_window", t("is missing beside local_layers"))
     shape["window_pattern"] = got.text("window_pattern")
     assert set(shape) == {f.name for f in fields(ModelShape)}  # a new field needs a check
     return ModelShape(**shape)

@@ -43,6 +43,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from doctor.i18n import t
 from doctor.workload.model_shape import DTYPE_BYTES, LIMITS, ModelShape, shown
 from doctor.redact import safe_display
 
@@ -104,12 +105,13 @@ def parse_size(text: str) -> int:
     """"24GiB", "24 GB", "80G" → bytes (G = 10^9, GiB = 2^30), from 1 byte to 1 PiB."""
     m = SIZE.match(text)
     if not m:
-        raise ValueError(f"{text!r:.40} is not a size; write e.g. 24GiB, 24GB or 80G")
+        raise ValueError(t("{text} is not a size; write e.g. 24GiB, 24GB or 80G",
+                           text=f"{text!r:.40}"))
     unit = (m.group(2) or "").upper().rstrip("B")
     size = float(m.group(1)) * UNITS[unit]  # a long run of digits is inf, not an error
     if not 1 <= size <= MAX_GPU_BYTES:
-        raise ValueError(f"{text!r:.40} is out of range: give from 1 byte to 1 PiB "
-                         "(e.g. 24GiB, 80GB)")
+        raise ValueError(t("{text} is out of range: give from 1 byte to 1 PiB (e.g. 24GiB, "
+                           "80GB)", text=f"{text!r:.40}"))
     return int(size)
 
 
@@ -156,7 +158,8 @@ def make_plan(shape: ModelShape, gpu_memory_bytes: int, dtype: str | None = None
     notes: list[str] = []
     engine = engine or default_engine(shape)
     if engine not in ENGINES:
-        raise PlanError(f"engine {shown(engine)} is not one of {', '.join(ENGINES)}")
+        raise PlanError(t("engine {engine} is not one of {engines}", engine=shown(engine),
+                          engines=", ".join(ENGINES)))
     context = context or shape.max_context or 4096
     _check_inputs(gpu_memory_bytes, context, concurrency, gpu_memory_utilization)
     if dtype is None and shape.file_weights_bytes is not None:
@@ -166,8 +169,8 @@ def make_plan(shape: ModelShape, gpu_memory_bytes: int, dtype: str | None = None
         weights = int(shape.params * DTYPE_BYTES[dtype_name])
     kv_name = kv_dtype or (dtype_name if dtype_name in ("fp16", "bf16", "fp32") else "fp16")
     if shape.max_context and context > shape.max_context:
-        notes.append(f"context {context:,} is above the model's own maximum "
-                     f"{shape.max_context:,} tokens")
+        notes.append(t("context {context:,} is above the model's own maximum {most:,} tokens",
+                       context=context, most=shape.max_context))
     layer_token = kv_bytes_per_layer_token(shape, kv_name)
     window = window_tokens(shape, engine)
     local = shape.local_layers if window is not None else 0
@@ -177,8 +180,8 @@ def make_plan(shape: ModelShape, gpu_memory_bytes: int, dtype: str | None = None
     budget = int(gpu_memory_bytes * gpu_memory_utilization)
     free_for_kv = budget - weights_vram
     if free_for_kv <= 0:
-        notes.append("the weights alone do not fit: quantize (int8, int4), add GPUs "
-                     "(tensor parallelism) or take a larger card")
+        notes.append(t("the weights alone do not fit: quantize (int8, int4), add GPUs "
+                       "(tensor parallelism) or take a larger card"))
     if shape.window_pattern and window is None:
         notes.append(shape.window_pattern)  # a window the engine does not use: say so
     by_memory = _longest_context(shape, layer_token, window, free_for_kv, concurrency)
@@ -222,16 +225,17 @@ def _longest_context(shape: ModelShape, layer_token: int, window: int | None, fr
 def _check_inputs(gpu_memory_bytes: int, context: int, concurrency: int,
                   utilization: float) -> None:
     """Integers within LIMITS and a finite share: the arithmetic then stays finite."""
-    for name, value, (low, high) in (("GPU memory (bytes)", gpu_memory_bytes, (1, MAX_GPU_BYTES)),
-                                     ("context (tokens)", context, LIMITS["context"]),
-                                     ("concurrency (sequences)", concurrency,
+    for name, value, (low, high) in ((t("GPU memory (bytes)"), gpu_memory_bytes, (1, MAX_GPU_BYTES)),
+                                     (t("context (tokens)"), context, LIMITS["context"]),
+                                     (t("concurrency (sequences)"), concurrency,
                                       (1, MAX_CONCURRENCY))):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise PlanError(f"{name} = {shown(value)} is out of range: give {low:,} to {high:,}")
+            raise PlanError(t("{name} = {value} is out of range: give {low:,} to {high:,}",
+                              name=name, value=shown(value), low=low, high=high))
     if not (isinstance(utilization, (int, float)) and math.isfinite(utilization)
             and 0 < utilization <= 1):
-        raise PlanError(f"GPU memory utilization = {shown(utilization)} is out of range: give "
-                        "a share above 0 and at most 1 (vLLM's default is 0.9)")
+        raise PlanError(t("GPU memory utilization = {value} is out of range: give a share "
+                          "above 0 and at most 1 (vLLM's default is 0.9)", value=shown(utilization)))
 
 
 def binary_size(n: int | float) -> str:

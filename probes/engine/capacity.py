@@ -18,14 +18,17 @@ another model. No privilege needed. Manual equivalent:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import asdict, dataclass
 
-from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.i18n import t
+from doctor.seam.host import (Host, HostReadError, MeasurementError, read_error_text,
+                              reason_text)
 from doctor.model import ScanOptions, Skip
 from doctor.workload.model_shape import (ModelFileError, ModelShape, parse_config, read_shape,
                                 shape_from_config, shape_from_values)
 from doctor.workload.plan import PlanError, make_plan
-from probes.engine.discovery import discover
+from probes.engine.discovery import discover, label_text
 from probes.helpers.engine_flags import Engine
 
 KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
@@ -70,7 +73,7 @@ def _gguf_shape(path: str) -> dict:
 
 def _shape_from(values: object, name: str) -> ModelShape:
     """A recorded shape back into a ModelShape, each field checked: replays can be edited."""
-    return shape_from_values(values, f"measurements.json, {name}", "capture the host again")
+    return shape_from_values(values, f"measurements.json, {name}", t("capture the host again"))
 
 
 CONFIG_HASH_DIGITS = 16  # of a sha256: enough to tell two configs apart, short to read
@@ -142,8 +145,8 @@ def size(engine: Engine, shape: ModelShape, gpu_total: int,
 def probe(host: Host, options: ScanOptions) -> CapacityRecord:
     engines = [e for e in discover(host, options) if e.model_path]
     if not engines:
-        raise Skip("no engine with a local model path (its config.json or .gguf file gives "
-                   "the model's shape)")
+        raise Skip(t("no engine with a local model path (its config.json or .gguf file gives "
+                     "the model's shape)"))
     try:
         gpu_total = _gpu_total_bytes(host)
     except HostReadError as exc:  # the engine is here, the card's size is absent: say so
@@ -161,6 +164,21 @@ def probe(host: Host, options: ScanOptions) -> CapacityRecord:
 
 
 def summary(record: CapacityRecord) -> str:
-    return "; ".join([f"{c.model}: needs {c.need_gb} GB of {c.budget_gb} GB "
-                      f"({'fits' if c.fits else 'does not fit'})" for c in record.engines]
-                     + [f"not sized: {why}" for why in record.not_sized])
+    return t("; ").join([(t("{model}: needs {need} GB of {budget} GB (fits)", model=c.model,
+                          need=c.need_gb, budget=c.budget_gb) if c.fits else
+                        t("{model}: needs {need} GB of {budget} GB (does not fit)",
+                          model=c.model, need=c.need_gb, budget=c.budget_gb))
+                       for c in record.engines]
+                      + [t("not sized: {why}", why=_why_text(why)) for why in record.not_sized])
+
+
+def _why_text(why: str) -> str:
+    """A not_sized entry ("LABEL: why", kept in English in the record) for people."""
+    found = re.fullmatch(r"(\S+ at \S+(?: pid \d+)?): (.*)", why, re.S)
+    if found is None:
+        return why
+    label, rest = label_text(found[1]), found[2]
+    nvml = re.fullmatch(r"no GPU memory figure from NVML \(([a-z-]+)\)", rest)
+    rest = (t("no GPU memory figure from NVML ({reason})", reason=reason_text(nvml[1])) if nvml
+            else read_error_text(rest))
+    return t("{label}: {why}", label=label, why=rest)

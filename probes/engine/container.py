@@ -27,6 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from probes.gpu.topology import lineage
@@ -269,7 +270,7 @@ def _one(host: Host, procs: list[Process], kills: list[cgroups.KernelKill] | Non
 def probe(host: Host, options: ScanOptions) -> ContainerRecord:
     groups = _groups(host)
     if not groups:
-        raise Skip("no serving engine in the process table")
+        raise Skip(t("no serving engine in the process table"))
     kills, source = cgroups.kernel_kills(host)
     # each quota's cpu.stat is sampled for SAMPLE_S: the cgroups are read side by side, so a
     # node of many containers takes a few windows, not one per container
@@ -281,8 +282,9 @@ def probe(host: Host, options: ScanOptions) -> ContainerRecord:
 def summary(record: ContainerRecord) -> str:
     def one(e: EngineContainer) -> str:
         shm = f"/dev/shm {e.shm_bytes / 2**20:.0f} MiB" if e.shm_bytes is not None else "/dev/shm ?"
-        cpu = f"{e.cpu_quota_cpus:g} CPUs" if e.cpu_quota_cpus is not None else "no CPU quota"
-        mem = (f"memory limit {e.memory_limit_bytes / 2**30:.2f} GiB"
-               if e.memory_limit_bytes is not None else "no memory limit")
-        return f"{e.engine}: {shm}, {cpu}, {mem}"
-    return "; ".join(one(e) for e in record.engines)
+        cpu = (t("{cpus:g} CPUs", cpus=e.cpu_quota_cpus) if e.cpu_quota_cpus is not None
+               else t("no CPU quota"))
+        mem = (t("memory limit {gib:.2f} GiB", gib=e.memory_limit_bytes / 2**30)
+               if e.memory_limit_bytes is not None else t("no memory limit"))
+        return t("{engine}: {shm}, {cpu}, {memory}", engine=e.engine, shm=shm, cpu=cpu, memory=mem)
+    return t("; ").join(one(e) for e in record.engines)

@@ -35,8 +35,9 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from doctor.endpoints import EndpointError
+from doctor.i18n import t
 from doctor.endpoints import parse as parse_endpoint
-from doctor.seam.host import Host, HostReadError, Reason
+from doctor.seam.host import Host, HostReadError, Reason, detail_text
 from doctor.model import ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
 from doctor.redact import MASK, redact_cmdline, safe_display
@@ -457,7 +458,7 @@ def engine_argv(host: Host, pid: int) -> EngineArgv:
 def probe(host: Host, options: ScanOptions) -> DiscoveryRecord:
     engines = discover(host, options)
     if not engines:
-        raise Skip("no serving engine in the process table and no --endpoint given")
+        raise Skip(t("no serving engine in the process table and no --endpoint given"))
     reached = reachability(host, options)
     pids = dict.fromkeys(e.pid for e in engines if e.pid is not None)
     return DiscoveryRecord(engines, len(engines),
@@ -467,6 +468,49 @@ def probe(host: Host, options: ScanOptions) -> DiscoveryRecord:
 
 def summary(record: DiscoveryRecord) -> str:
     down = {r.endpoint: r.answer for r in record.reachability if r.reachable is False}
-    return "; ".join(f"{e.kind} at {e.base_url or 'no socket'}" + (f" (pid {e.pid})" if e.pid else "")
-                     + (f": unreachable, {down[e.base_url]}" if e.base_url in down else "")
-                     for e in record.engines)
+    return t("; ").join(_one(e, down) for e in record.engines)
+
+
+def _one(e: Engine, down: dict[str, str]) -> str:
+    where = e.base_url or t("no socket")
+    line = (t("{kind} at {url} (pid {pid})", kind=e.kind, url=where, pid=e.pid) if e.pid
+            else t("{kind} at {url}", kind=e.kind, url=where))
+    if e.base_url in down:
+        line += t(": unreachable, {answer}", answer=answer_text(down[e.base_url]))
+    return line
+
+
+def label_text(label: str) -> str:
+    """An engine's label as engine.capacity, engine.offload and engine.quant keep it in
+    their records ("vllm at http://127.0.0.1:8000 pid 4410") for people."""
+    kind, sep, rest = label.partition(" at ")
+    if not sep:
+        return label
+    url, _, pid = rest.partition(" pid ")
+    return (t("{kind} at {url} pid {pid}", kind=kind, url=url, pid=pid) if pid
+            else t("{kind} at {url}", kind=kind, url=url))
+
+
+def answer_text(answer: str) -> str:
+    """A reachability's ``answer`` (kept in English in the record) for people, in the
+    current language where it is one of discovery's own phrases."""
+    fixed = {
+        "answered as an engine": t("answered as an engine"),
+        "asks for an API key": t("asks for an API key"),
+        "the recorded host holds none of its pages": t("the recorded host holds none of its pages"),
+        "nothing could be read": t("nothing could be read"),
+        "connection refused": t("connection refused"),
+    }
+    if answer in fixed:
+        return fixed[answer]
+    head, sep, rest = answer.partition(" s")
+    if head.startswith("timed out after ") and sep:
+        said = t("timed out after {seconds} s", seconds=head[len("timed out after "):])
+        inner = rest.strip()
+        if inner.startswith("(") and inner.endswith(")"):
+            return t("{answer} ({detail})", answer=said, detail=detail_text(inner[1:-1]))
+        return said + rest
+    if answer.startswith("answered HTTP ") and answer.endswith(", but as no serving engine"):
+        return t("answered HTTP {statuses}, but as no serving engine",
+                 statuses=answer[len("answered HTTP "):-len(", but as no serving engine")])
+    return detail_text(answer)  # a read's own detail ("connection refused")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
 from probes.helpers.engine_targets import WILDCARDS, Target, targets
@@ -89,7 +90,7 @@ def probe(host: Host, options: ScanOptions) -> ExposureRecord:
     """Judge every listening socket of every engine, and every --endpoint."""
     found = targets(host, options)
     if not found:
-        raise Skip("no engine endpoint: none found running, none named with --endpoint")
+        raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
     seen: set[str] = set()
     out = []
     for target in found:
@@ -101,7 +102,8 @@ def probe(host: Host, options: ScanOptions) -> ExposureRecord:
 
 
 def summary(record: ExposureRecord) -> str:
-    return "; ".join(
-        f"{e.address}: " + ("answers without a key" if e.answered_without_auth else
-                            "asks for a key" if e.answered_without_auth is False else
-                            "unknown") for e in record.listeners)
+    return t("; ").join(
+        t("{address}: {answer}", address=e.address,
+          answer=t("answers without a key") if e.answered_without_auth else
+          t("asks for a key") if e.answered_without_auth is False else t("unknown"))
+        for e in record.listeners)

@@ -17,11 +17,14 @@ whole window), percent. No privilege needed. Manual equivalent: ``top -H -p $(pg
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from doctor import display
+from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
-from doctor.seam.host import Host, HostReadError
+from doctor.seam.host import (Host, HostReadError, detail_text, read_error_text,
+                              reason_text)
 from doctor.values import count, non_negative
 from probes.helpers.engine_flags import flag
 from probes.helpers.gpu_common import gpu_count, reason_of
@@ -130,7 +133,7 @@ def probe(host: Host, options: ScanOptions) -> FrontendRecord:
     sample = cpu_load.probe(host, options)  # host.cpu_load's sample, memoized per scan
     trees = [e for e in sample.engines if e.engine in KINDS]
     if not trees:
-        raise Skip("no vLLM, SGLang or TGI engine in host.cpu_load's sample")
+        raise Skip(t("no vLLM, SGLang or TGI engine in host.cpu_load's sample"))
     util, util_absent, gpus = gpu_utilisation(host)
     by_pid = {p.pid: p.cpu_cores for p in sample.top}
     complete = len(sample.top) < cpu_load.TOP_N  # every process above MIN_CORES is listed
@@ -151,12 +154,31 @@ def probe(host: Host, options: ScanOptions) -> FrontendRecord:
             count(flag(cmdline.split(), *WORKER_FLAGS[tree.engine]), minimum=1),
             busiest, util_absent, gpus, sample.window_s, listen, scope))
     if not found:
-        raise Skip("TGI without exactly one text-generation-router: its front end is not known")
+        raise Skip(t("TGI without exactly one text-generation-router: its front end is not known"))
     return FrontendRecord(tuple(found))
 
 
 def summary(record: FrontendRecord) -> str:
-    return "; ".join(
-        f"{e.role} ({e.pid}) {display.text(e.frontend_cores, e.frontend_absent, '.2f')} cores, "
-        f"GPU {display.text(e.gpu_util_max_pct, e.gpu_util_absent, '.0f')}%"
+    return t("; ").join(
+        t("{role} ({pid}) {cores} cores, GPU {util}%", role=_role_text(e.role), pid=e.pid,
+          cores=display.text(e.frontend_cores, e.frontend_absent, '.2f'),
+          util=display.text(e.gpu_util_max_pct, _absent_text(e.gpu_util_absent), '.0f'))
         for e in record.engines)
+
+
+def _absent_text(why: str | None) -> str | None:
+    """Why the utilisation is absent (kept in English in the record) for people."""
+    if not why:
+        return why
+    call = re.fullmatch(r"GPU (\d+): (nvml\w+) ([a-z-]+)", why)  # gpu_utilisation's own words
+    if call is not None:
+        return t("GPU {index}: {call} {reason}", index=call[1], call=call[2],
+                 reason=reason_text(call[3]))
+    return read_error_text(detail_text(why))
+
+
+def _role_text(role: str) -> str:
+    """A front end's role (ROLES, kept in English in the record) for people."""
+    return {"vLLM API server": t("vLLM API server"),
+            "SGLang tokenizer manager (main process)": t("SGLang tokenizer manager (main process)"),
+            "TGI router": t("TGI router")}.get(role, role)

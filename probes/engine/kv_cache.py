@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
+from doctor.i18n import t
 from doctor.seam.host import Host
 from doctor.model import ScanOptions, Skip
 from doctor.display import number, text
@@ -110,7 +111,7 @@ def probe(host: Host, options: ScanOptions) -> KVRecord:
     engines = {e.base_url: e for e in discover(host, options)}
     scraped = [m for m in scrape_all(host, options) if isinstance(m, EngineMetrics)]
     if not scraped:
-        raise Skip("no engine's /metrics page could be read (see engine.metrics)")
+        raise Skip(t("no engine's /metrics page could be read (see engine.metrics)"))
     return KVRecord(tuple(view(engines.get(_base(m.endpoint)), m) for m in scraped))
 
 
@@ -121,7 +122,8 @@ def _base(metrics_url: str) -> str:
 def summary(record: KVRecord) -> str:
     parts = []
     for e in record.engines:
-        use = "n/a" if e.kv_cache_use is None else number(e.kv_cache_use, ".0%")
-        parts.append(f"{e.kind} KV {use}, waiting {text(e.requests_waiting, spec='g')}, "
-                     f"preemptions/s {text(e.preemptions_per_s, 'not exported', 'g')}")
-    return "; ".join(parts)
+        use = t("n/a") if e.kv_cache_use is None else number(e.kv_cache_use, ".0%")
+        parts.append(t("{kind} KV {use}, waiting {waiting}, preemptions/s {preemptions}",
+                       kind=e.kind, use=use, waiting=text(e.requests_waiting, spec='g'),
+                       preemptions=text(e.preemptions_per_s, t("not exported"), 'g')))
+    return t("; ").join(parts)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.seam.host import Host, HostReadError
+from doctor.i18n import t
+from doctor.seam.host import Host, HostReadError, read_error_text
 from doctor.workload.knee import SCHEMA, knee_path
 from doctor.model import ScanOptions, Skip
 from doctor.values import count, field, non_negative, page_json, text
@@ -225,7 +226,7 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
     """Live concurrency of every engine endpoint, against its saved knee."""
     found = targets(host, options)
     if not found:
-        raise Skip("no engine endpoint: none found running, none named with --endpoint")
+        raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
     engines = []
     for target in found:
         running, waiting, source, error = live_load(host, options, target)
@@ -241,11 +242,19 @@ def _knee_text(engine: EngineLoad) -> str:
     if engine.knee_status == "found":
         return str(engine.knee_concurrency)
     if engine.knee_status == "outdated":
-        return "outdated (measured by an older llm-doctor: run llm-doctor load again)"
-    return engine.knee_status or "not measured"
+        return t("outdated (measured by an older llm-doctor: run llm-doctor load again)")
+    words = {None: t("not measured"), "": t("not measured"), "unreadable": t("unreadable"),
+             "not-reached": t("not-reached"), "no-data": t("no-data")}
+    return words.get(engine.knee_status, engine.knee_status or "")
 
 
 def summary(record: LoadRecord) -> str:
-    return "; ".join(f"{e.base_url}: running {display.text(e.running, e.error)}, waiting "
-                     f"{display.text(e.waiting, e.error)}, knee {_knee_text(e)}"
-                     for e in record.engines)
+    return t("; ").join(_one_line(e) for e in record.engines)
+
+
+def _one_line(e: EngineLoad) -> str:
+    # the record keeps the reads' errors in English, joined by "; "
+    error = t("; ").join(map(read_error_text, e.error.split("; "))) if e.error else e.error
+    return t("{url}: running {running}, waiting {waiting}, knee {knee}", url=e.base_url,
+             running=display.text(e.running, error), waiting=display.text(e.waiting, error),
+             knee=_knee_text(e))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
@@ -136,14 +137,14 @@ def _interval(host: Host, url: str, at: float, wanted: float) -> float:
 
 def probe(host: Host, options: ScanOptions) -> MetricsRecord:
     if not _targets(host, options):
-        raise Skip("no engine with a listening socket or --endpoint to scrape")
+        raise Skip(t("no engine with a listening socket or --endpoint to scrape"))
     results = scrape_all(host, options)
     good = tuple(r for r in results if isinstance(r, EngineMetrics))
     errors = tuple(r for r in results if isinstance(r, ScrapeError))
     if good:
         return MetricsRecord(good, tuple(e.message for e in errors))
     if host.kind != "live" and all("not recorded" in e.detail for e in errors):
-        raise Skip("the recorded host holds no /metrics page for its engines")
+        raise Skip(t("the recorded host holds no /metrics page for its engines"))
     worst = next((e for e in errors if e.reason == "timeout"), errors[0])
     reason = worst.reason if worst.reason in ("timeout", "not-found") else "failed"
     others = [e.message for e in errors if e is not worst]
@@ -153,8 +154,10 @@ def probe(host: Host, options: ScanOptions) -> MetricsRecord:
 def summary(record: MetricsRecord) -> str:
     parts = []
     for m in record.engines:
-        use = "n/a" if m.kv_cache_use is None else display.number(m.kv_cache_use, ".0%")
-        ttft = "n/a" if m.ttft_p95_s is None else f"{display.number(m.ttft_p95_s * 1000, '.0f')} ms"
-        parts.append(f"{m.kind}: KV {use}, running {display.text(m.requests_running, 'n/a', 'g')}, "
-                     f"waiting {display.text(m.requests_waiting, 'n/a', 'g')}, TTFT p95 {ttft}")
-    return "; ".join(parts + [f"error: {e}" for e in record.errors])
+        na = t("n/a")
+        use = na if m.kv_cache_use is None else display.number(m.kv_cache_use, ".0%")
+        ttft = na if m.ttft_p95_s is None else f"{display.number(m.ttft_p95_s * 1000, '.0f')} ms"
+        parts.append(t("{kind}: KV {use}, running {running}, waiting {waiting}, TTFT p95 {ttft}",
+                       kind=m.kind, use=use, running=display.text(m.requests_running, na, 'g'),
+                       waiting=display.text(m.requests_waiting, na, 'g'), ttft=ttft))
+    return "; ".join(parts + [t("error: {error}", error=e) for e in record.errors])

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
-from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.seam.host import Host, HostReadError, MeasurementError, detail_text
 from doctor.values import count, field as json_field, number, page_json
 from doctor.workload.model_shape import DTYPE_BYTES, ModelFileError, ModelShape
 from probes.engine.capacity import model_shape
-from probes.engine.discovery import discover
+from probes.engine.discovery import discover, label_text
 from probes.gpu.bandwidth import memory_ceiling_gbps
 from probes.gpu.pcie import link_ceiling_gbps
 from probes.helpers.engine_flags import Engine, flag
@@ -262,8 +263,8 @@ def probe(host: Host, options: ScanOptions) -> OffloadRecord:
     """Each llama.cpp, Ollama, vLLM and SGLang engine's share of its model on the CPU."""
     found = [e for e in discover(host, options) if e.kind in KINDS]
     if not found:
-        raise Skip("no llama.cpp, Ollama, vLLM or SGLang engine: only they offload layers or "
-                   "weights to the CPU")
+        raise Skip(t("no llama.cpp, Ollama, vLLM or SGLang engine: only they offload layers or "
+                     "weights to the CPU"))
     gpu = gpu_side(host)
     cpu_gbps, cpu_why = host_bandwidth(host)
     items: list[EngineOffload] = []
@@ -284,7 +285,15 @@ def probe(host: Host, options: ScanOptions) -> OffloadRecord:
 def summary(record: OffloadRecord) -> str:
     parts = []
     for e in record.engines:
-        where = (f"no GPU ({e.gpu_absent})" if e.gpu_absent else
-                 f"{e.cpu_share:.0%} on the CPU" if e.cpu_share is not None else "share unknown")
-        parts.append(f"{e.engine}: {e.offload_from}, {where}")
-    return "; ".join(parts + [f"not read: {why}" for why in record.not_read])
+        where = (t("no GPU ({why})", why=detail_text(e.gpu_absent)) if e.gpu_absent else
+                 t("{share:.0%} on the CPU", share=e.cpu_share) if e.cpu_share is not None
+                 else t("share unknown"))
+        parts.append(t("{engine}: {source}, {where}", engine=label_text(e.engine),
+                       source=_source_text(e.offload_from), where=where))
+    return t("; ").join(parts + [t("not read: {why}", why=why) for why in record.not_read])
+
+
+def _source_text(source: str) -> str:
+    """Where the offload figure came from (kept in English in the record) for people."""
+    return {"-ngl unset (auto: as many layers as fit)": t("-ngl unset (auto: as many layers as fit)"),
+            "--cpu-offload-gb unset (0)": t("--cpu-offload-gb unset (0)")}.get(source, source)

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
+from doctor.i18n import t
 from doctor.model import Level, ScanOptions, Skip
 from doctor.redact import MASK
 from doctor.seam.host import Host, MeasurementError
@@ -241,17 +242,22 @@ def probe(host: Host, options: ScanOptions) -> OllamaRecord:
     """Each Ollama server's settings and models, read twice a few seconds apart."""
     found = [e for e in discover(host, options) if e.kind == "ollama" and e.base_url]
     if not found:
-        raise Skip("no Ollama server: none running (`ollama serve`), none named with --endpoint")
+        raise Skip(t("no Ollama server: none running (`ollama serve`), none named with --endpoint"))
     return OllamaRecord(tuple(_one(host, options, e) for e in found))
 
 
 def summary(record: OllamaRecord) -> str:
     parts = []
     for e in record.engines:
-        keep = ("for ever" if e.keep_alive_forever else f"{e.keep_alive_s:g} s"
-                if e.keep_alive_s is not None else "unknown")
+        keep = (t("for ever") if e.keep_alive_forever else f"{e.keep_alive_s:g} s"
+                if e.keep_alive_s is not None else t("unknown"))
         churn = len(e.loads) + len(e.unloads) + len(e.context_changes)
-        parts.append(f"{e.base_url}: Ollama {e.version or '?'}, {len(e.loaded)} loaded"
-                     f"{f' of {e.available}' if e.available is not None else ''}, keep-alive {keep}"
-                     + (f", {churn} load events between reads" if churn else ""))
-    return "; ".join(parts)
+        if e.available is not None:
+            line = t("{url}: Ollama {version}, {loaded} loaded of {available}, keep-alive {keep}",
+                     url=e.base_url, version=e.version or "?", loaded=len(e.loaded),
+                     available=e.available, keep=keep)
+        else:
+            line = t("{url}: Ollama {version}, {loaded} loaded, keep-alive {keep}",
+                     url=e.base_url, version=e.version or "?", loaded=len(e.loaded), keep=keep)
+        parts.append(line + (t(", {churn} load events between reads", churn=churn) if churn else ""))
+    return t("; ").join(parts)

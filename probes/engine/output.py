@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from functools import partial
 
+from doctor.i18n import t
 from doctor.seam.host import Host
 from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, request_body
 from doctor.model import RequestCost, ScanOptions, Sent, Skip
@@ -165,7 +166,8 @@ def probe(host: Host, options: ScanOptions) -> OutputRecord:
 
 
 def summary(record: OutputRecord) -> str:
-    parts = [f"{e.base_url}: {e.repetitive}/{e.judged} samples repetitive "
-             f"(worst {text(e.worst_share, 'none long enough to judge')})"
+    parts = [t("{url}: {repetitive}/{judged} samples repetitive (worst {worst})",
+               url=e.base_url, repetitive=e.repetitive, judged=e.judged,
+               worst=text(e.worst_share, t("none long enough to judge")))
              for e in record.endpoints]
-    return "; ".join([*parts, *(sent.text() for sent in record.sent()), *record.not_sent])
+    return t("; ").join([*parts, *(sent.text() for sent in record.sent()), *record.not_sent])

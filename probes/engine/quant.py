@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
 from doctor.values import count, field, page_json
-from probes.engine.discovery import discover
+from probes.engine.discovery import discover, label_text
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import Reader, gpu_count
@@ -138,7 +139,7 @@ def probe(host: Host, options: ScanOptions) -> QuantRecord:
     """Each vLLM and SGLang engine's --quantization against its checkpoint and GPUs."""
     found = [e for e in discover(host, options) if e.kind in KINDS]
     if not found:
-        raise Skip("no vLLM or SGLang engine: only they choose between AWQ/GPTQ kernels by flag")
+        raise Skip(t("no vLLM or SGLang engine: only they choose between AWQ/GPTQ kernels by flag"))
     cc, gpus, cc_why, no_gpu = _capability(host)
     items = []
     for engine in found:
@@ -164,9 +165,17 @@ def probe(host: Host, options: ScanOptions) -> QuantRecord:
 
 
 def summary(record: QuantRecord) -> str:
-    return "; ".join(
-        f"{e.engine}: --quantization {e.quantization or 'unset'}, checkpoint "
-        f"{e.quant_method or 'not quantised or unknown'}"
-        + (f", Marlin fits: {'yes' if e.marlin_fits else 'no'}" if e.marlin_fits is not None else "")
-        + (f", sm {e.compute_capability}" if e.compute_capability is not None else "")
-        for e in record.engines)
+    return t("; ").join(_one(e) for e in record.engines)
+
+
+def _one(e: EngineQuant) -> str:
+    engine, told = label_text(e.engine), e.quantization or t("unset")
+    line = (t("{engine}: --quantization {quantization}, checkpoint {method}", engine=engine,
+              quantization=told, method=e.quant_method) if e.quant_method else
+            t("{engine}: --quantization {quantization}, checkpoint not quantised or unknown",
+              engine=engine, quantization=told))
+    if e.marlin_fits is not None:
+        line += t(", Marlin fits: yes") if e.marlin_fits else t(", Marlin fits: no")
+    if e.compute_capability is not None:
+        line += t(", sm {capability}", capability=e.compute_capability)
+    return line

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor import display
+from doctor.i18n import t
 from doctor.redact import MASK
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
@@ -202,14 +203,16 @@ def probe(host: Host, options: ScanOptions) -> SlotsRecord:
     """The slots of every llama.cpp and Ollama engine against the concurrency offered."""
     found = [e for e in discover(host, options) if e.kind in KINDS and e.base_url]
     if not found:
-        raise Skip("no llama.cpp or Ollama engine: only they serve from a fixed number of slots")
+        raise Skip(t("no llama.cpp or Ollama engine: only they serve from a fixed number of slots"))
     return SlotsRecord(tuple(
         _llama(host, options, e, e.base_url) if e.kind == "llama.cpp"
         else _ollama(host, e, e.base_url) for e in found if e.base_url))
 
 
 def summary(record: SlotsRecord) -> str:
-    return "; ".join(
-        f"{e.base_url}: {display.text(e.slots, e.slots_absent)} slots, busy "
-        f"{display.text(e.busy, 'not reported')}, deferred {display.text(e.deferred, 'not reported')}"
+    absent = t("not reported")
+    return t("; ").join(
+        t("{url}: {slots} slots, busy {busy}, deferred {deferred}", url=e.base_url,
+          slots=display.text(e.slots, e.slots_absent), busy=display.text(e.busy, absent),
+          deferred=display.text(e.deferred, absent))
         for e in record.engines)

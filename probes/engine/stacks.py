@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from functools import partial
 
+from doctor.i18n import lazy, t, translated
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
 from doctor.display import text
@@ -32,10 +33,10 @@ PYTHON_ENGINES = ("vllm", "sglang")  # engines written in Python; the others are
 LOGGING = ("/logging/", "loguru/", "structlog/")
 TOKENISATION = ("tokenization_", "/tokenizers/", "sentencepiece", "tiktoken",
                 "tokenizer_utils", "/detokenizer")
-PTRACE_HELP = ("py-spy needs ptrace permission on the engine: run llm-doctor as root or as the "
-               "engine's user with `sudo sysctl kernel.yama.ptrace_scope=0`; in a container "
-               "add `--cap-add SYS_PTRACE` (docker) or `securityContext.capabilities.add: "
-               "[SYS_PTRACE]` (Kubernetes)")
+PTRACE_HELP = lazy("py-spy needs ptrace permission on the engine: run llm-doctor as root or as the "
+                   "engine's user with `sudo sysctl kernel.yama.ptrace_scope=0`; in a container "
+                   "add `--cap-add SYS_PTRACE` (docker) or `securityContext.capabilities.add: "
+                   "[SYS_PTRACE]` (Kubernetes)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,7 @@ def sample(host: Host, pid: int, samples: int = SAMPLES, interval_s: float = INT
     """Dump ``pid``'s Python stacks ``samples`` times; the counts and shares as a dict."""
     exe = py_spy()
     if exe is None:
-        return {"dumps": 0, "error": "py-spy is not installed (pip install py-spy)"}
+        return {"dumps": 0, "error": lazy("py-spy is not installed (pip install py-spy)")}
     dumps, error = [], None
     for index in range(samples):
         if index:
@@ -119,7 +120,7 @@ def sample(host: Host, pid: int, samples: int = SAMPLES, interval_s: float = INT
         try:
             dumps.append(json.loads(out.stdout))
         except ValueError:
-            error = "py-spy printed something that is not JSON"
+            error = lazy("py-spy printed something that is not JSON")
     return {"dumps": len(dumps), "error": None if dumps else error, **classify(dumps)}
 
 
@@ -144,8 +145,8 @@ def probe(host: Host, options: ScanOptions) -> StacksRecord:
     """Sample each Python engine process's stacks for about four seconds."""
     found = _python_engines(host, options)
     if not found:
-        raise Skip("no Python engine process on this host (vLLM, SGLang); llama.cpp, TGI's "
-                   "router and Ollama are not Python")
+        raise Skip(t("no Python engine process on this host (vLLM, SGLang); llama.cpp, TGI's "
+                     "router and Ollama are not Python"))
     out = []
     for pid, kind in found:
         data = host.measure(f"engine.stacks {pid}", partial(sample, host, pid))
@@ -160,10 +161,13 @@ def probe(host: Host, options: ScanOptions) -> StacksRecord:
 
 
 def summary(record: StacksRecord) -> str:
-    return "; ".join(
-        f"pid {p.pid}: {p.error}" if p.error else
-        f"pid {p.pid}: logging {text(p.logging_share)}, tokenisation {text(p.tokenisation_share)}, "
-        f"GIL wait {text(p.gil_wait_share)} of {p.samples} samples" for p in record.processes)
+    # the error is the measurement's (recorded in English): its fixed phrases said in words
+    return t("; ").join(
+        t("pid {pid}: {error}", pid=p.pid, error=translated(p.error)) if p.error else
+        t("pid {pid}: logging {logging}, tokenisation {tokenisation}, GIL wait {gil} of "
+          "{samples} samples", pid=p.pid, logging=text(p.logging_share),
+          tokenisation=text(p.tokenisation_share), gil=text(p.gil_wait_share), samples=p.samples)
+        for p in record.processes)
 
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
 from doctor.redact import MASK
 from doctor.seam.host import Host, HostReadError
@@ -129,14 +130,20 @@ def probe(host: Host, options: ScanOptions) -> TruncationRecord:
     """Each engine's context limit beside the prompt lengths it was sent."""
     found = [e for e in discover(host, options) if e.base_url and e.kind != "unknown"]
     if not found:
-        raise Skip("no engine with an HTTP endpoint: nothing names a context limit")
+        raise Skip(t("no engine with an HTTP endpoint: nothing names a context limit"))
     return TruncationRecord(tuple(_one(host, e) for e in found))
 
 
 def summary(record: TruncationRecord) -> str:
-    return "; ".join(
-        f"{e.base_url}: context {e.limit_tokens if e.limit_tokens else 'unknown'}"
-        + (f", sweep prompts {e.sweep_prompt_tokens}" if e.sweep_prompt_tokens else "")
-        + (f", {e.top_bucket_share:.0%} of prompts above {e.top_bucket_from:g}"
-           if e.top_bucket_share is not None and e.top_bucket_from is not None else "")
-        for e in record.engines)
+    return t("; ").join(_one_line(e) for e in record.engines)
+
+
+def _one_line(e: EngineTruncation) -> str:
+    line = (t("{url}: context {limit}", url=e.base_url, limit=e.limit_tokens) if e.limit_tokens
+            else t("{url}: context unknown", url=e.base_url))
+    if e.sweep_prompt_tokens:
+        line += t(", sweep prompts {tokens}", tokens=e.sweep_prompt_tokens)
+    if e.top_bucket_share is not None and e.top_bucket_from is not None:
+        line += t(", {share:.0%} of prompts above {bound:g}", share=e.top_bucket_share,
+                  bound=e.top_bucket_from)
+    return line

@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError
 from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_requests
 from doctor.model import RequestCost, ScanOptions, Sent, Skip
@@ -333,11 +334,14 @@ def probe(host: Host, options: ScanOptions) -> WarmupRecord:
 
 
 def _ms_text(value: float | None, error: str | None) -> str:
-    return f"{number(value, 'g')} ms" if value is not None else f"not measured ({error or 'no answer'})"
+    if value is not None:
+        return f"{number(value, 'g')} ms"
+    return t("not measured ({why})", why=error or t("no answer"))
 
 
 def summary(record: WarmupRecord) -> str:
-    parts = [f"{e.base_url}: first TTFT {_ms_text(e.first_ttft_ms, e.first_error)}, steady "
-             f"{_ms_text(e.steady_ttft_ms, e.first_error)}" for e in record.endpoints]
-    return "; ".join([*parts, *(sent.text() for sent in record.sent()), *record.not_sent])
+    parts = [t("{url}: first TTFT {first}, steady {steady}", url=e.base_url,
+               first=_ms_text(e.first_ttft_ms, e.first_error),
+               steady=_ms_text(e.steady_ttft_ms, e.first_error)) for e in record.endpoints]
+    return t("; ").join([*parts, *(sent.text() for sent in record.sent()), *record.not_sent])
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from doctor.i18n import t
 from doctor.model import RequestCost, ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
 from doctor.values import field, page_json
@@ -100,22 +101,27 @@ def clear_to_send(host: Host, options: ScanOptions, probe: str, cost: RequestCos
     every engine's plan line told to ``options.announce`` before anything is sent. Skip
     when none is left."""
     send: list[tuple[Target, str]] = []
-    refused: list[str] = []
+    refused: list[str] = []  # kept in English in the record (not_sent)
+    said: list[str] = []  # the same, for people: the skip reason
     for target in found:
         now = in_flight(host, target)
         if now.requests and not options.busy_ok:
             refused.append(f"{target.base_url}: the engine is serving {now.requests} requests; "
                            "--busy-ok to measure anyway")
+            said.append(t("{url}: the engine is serving {requests} requests; --busy-ok to "
+                          "measure anyway", url=target.base_url, requests=now.requests))
         elif now.requests is None:
-            send.append((target, f"; it shows no count of requests in flight ({now.source}), "
-                                 "so it is sent to whether or not it is serving"))
+            send.append((target, t("; it shows no count of requests in flight ({source}), so "
+                                   "it is sent to whether or not it is serving",
+                                   source=now.source)))
         else:
-            send.append((target, f"; it is serving {now.requests} requests (--busy-ok)"
-                                 if now.requests else ""))
+            send.append((target, t("; it is serving {requests} requests (--busy-ok)",
+                                   requests=now.requests) if now.requests else ""))
     if not send:
-        raise Skip("; ".join(refused))
+        raise Skip(t("; ").join(said))
     if options.announce is not None and host.kind != "recorded":  # a replay sends nothing
         for target, note in send:  # the seconds are shared by the engines sent to
-            options.announce(f"{probe} will send {target.base_url} {cost.text(len(send))}"
-                             f"{note} (--no-requests to send none)")
+            options.announce(t("{probe} will send {url} {cost}{note} (--no-requests to send "
+                               "none)", probe=probe, url=target.base_url,
+                               cost=cost.text(len(send)), note=note))
     return [target for target, _ in send], tuple(refused)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from doctor.i18n import t
 from doctor.seam.host import Host
 from doctor.model import ScanOptions, Skip
 
@@ -48,7 +49,7 @@ def targets(host: Host, options: ScanOptions, answering: bool = True) -> tuple[T
     (memoized per scan); Skip says why when there were engines but none answered.
     ``answering=False``: those that did not answer too, for a probe that reads the process,
     not its HTTP API (py-spy's stacks of a hung engine say where it hangs)."""
-    from probes.engine.discovery import answered, credentials, discover
+    from probes.engine.discovery import answer_text, answered, credentials, discover
 
     keys = {url: headers.get("Authorization", "").removeprefix("Bearer ") or None
             for url, headers in credentials(host, options).items()}
@@ -58,13 +59,13 @@ def targets(host: Host, options: ScanOptions, answering: bool = True) -> tuple[T
             continue
         down = answered(host, options, e.base_url) if answering else None
         if down is not None:
-            silent.append(f"{e.base_url} ({down.answer})")
+            silent.append(t("{url} ({answer})", url=e.base_url, answer=answer_text(down.answer)))
             continue
         found.append(Target(e.base_url, e.pid, e.kind, e.model, e.api_key_set,
                             tuple(e.listen), keys.get(e.base_url)))
     if silent and not found:
-        raise Skip(f"no engine answered: {'; '.join(silent)} (engine.discovery's reads; "
-                   "see engine-unreachable)")
+        raise Skip(t("no engine answered: {engines} (engine.discovery's reads; see "
+                     "engine-unreachable)", engines=t("; ").join(silent)))
     return tuple(found)
 
 
@@ -76,9 +77,9 @@ def active_targets(host: Host, options: ScanOptions) -> list[Target]:
     """
     found = [t for t in targets(host, options) if t.serves_completions]
     if not found:
-        raise Skip("no engine endpoint: none found running, none named with --endpoint")
+        raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
     usable = [t for t in found if t.api_key or not t.api_key_set]
     if not usable:
-        raise Skip(f"{found[0].base_url} asks for an API key: give it as --endpoint "
-                   "http://:KEY@HOST:PORT to measure it")
+        raise Skip(t("{url} asks for an API key: give it as --endpoint http://:KEY@HOST:PORT "
+                     "to measure it", url=found[0].base_url))
     return usable
