@@ -8,7 +8,8 @@ flags (``--max-num-seqs``), ids and names with a digit, dot, dash, underscore, s
 Latin words in a row that each have a lowercase letter (``open files limit``). Product names
 (``NVIDIA``, ``GeForce RTX``, ``AMD EPYC``) are shorter or capitals only, and survive.
 ``visible_text(html)`` is the text a browser shows, without code, pre, kbd, script and
-style elements.
+style elements, nor elements that say they are English (``lang="en"``: a record's data,
+kept in English in every language).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-CODE_SPAN = re.compile(r"`[^`\n]*`")
+CODE_SPAN = re.compile(r"`[^`]{0,400}`")  # a terminal may wrap one over lines
 # an engine's or a tool's own words quoted as they are ("CUDA driver version is insufficient
 # for CUDA runtime version", “Replays Since Reset”, 'truncating input prompt'): never translated
-QUOTED = re.compile(r'"[^"\n]{1,300}"|“[^”\n]{1,300}”|(?<![A-Za-z])\'[^\'\n]{1,300}\'(?![A-Za-z])')
+QUOTED = re.compile(r'"[^"]{1,300}"|“[^”]{1,300}”|(?<![A-Za-z])\'[^\'\n]{1,300}\'(?![A-Za-z])')
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 # a token with any character that prose words do not have: ids, paths, flags, numbers
 MARKED = re.compile(r"\S*[0-9_./\\:=@<>#$%{}\[\]|~^*+-]\S*")
@@ -54,17 +55,20 @@ class _Visible(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.depth = 0
+        self.stack: list[str] = []  # the hidden elements open now
         self.parts: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag in self.HIDDEN:
+        if tag in self.HIDDEN or dict(attrs).get("lang", "").startswith("en"):
+            self.stack.append(tag)
             self.depth += 1
         elif tag in ("br", "p", "div", "tr", "td", "th", "li", "h1", "h2", "h3", "h4",
                      "section", "table", "summary", "details", "text", "tspan", "span", "dt", "dd"):
             self.parts.append("\n")
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in self.HIDDEN and self.depth:
+        if self.depth and self.stack and self.stack[-1] == tag:
+            self.stack.pop()
             self.depth -= 1
         else:
             self.parts.append("\n")

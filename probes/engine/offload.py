@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from doctor.i18n import t
+from doctor.i18n import lazy, t
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, MeasurementError, detail_text
 from doctor.values import count, field as json_field, number, page_json
@@ -138,7 +138,7 @@ def _estimate(total: int | None, cpu: int | None, gpu: GpuSide, cpu_gbps: float 
     + cpu_bytes/cpu_bw, every weight read once per token (an estimate: see the docstring)."""
     why = (gpu.missing.get("gpu_bandwidth_gbps") if not gpu.memory_gbps
            else missing.get("cpu_bandwidth_gbps") if cpu and not cpu_gbps
-           else "the model's bytes are not known" if not total or cpu is None else None)
+           else lazy("the model's bytes are not known") if not total or cpu is None else None)
     if why or not gpu.memory_gbps or not total or cpu is None or (cpu and not cpu_gbps):
         for name in ("tokens_per_s", "tokens_per_s_on_gpu", "slowdown"):
             missing[name] = why or "not estimated"
@@ -161,7 +161,7 @@ def _item(engine: Engine, model: str | None, source: str, gpu: GpuSide, cpu_gbps
     else:
         share = round(cpu / total, 3) if total and cpu is not None else None
     if share is None:
-        missing.setdefault("cpu_share", "neither the layers nor the bytes on each side are known")
+        missing.setdefault("cpu_share", lazy("neither the layers nor the bytes on each side are known"))
     if gpu.absent:
         for name in ("tokens_per_s", "tokens_per_s_on_gpu", "slowdown", "gpu_bandwidth_gbps"):
             missing[name] = f"no GPU on this host ({gpu.absent})"
@@ -179,7 +179,7 @@ def _item(engine: Engine, model: str | None, source: str, gpu: GpuSide, cpu_gbps
 
 def _shape(host: Host, engine: Engine) -> tuple[ModelShape | None, str | None]:
     if not engine.model_path:
-        return None, "no local model path on its command line"
+        return None, lazy("no local model path on its command line")
     try:
         return model_shape(host, engine.model_path), None
     except (HostReadError, ModelFileError, MeasurementError) as exc:

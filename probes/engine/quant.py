@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.i18n import t
+from doctor.i18n import lazy, t
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
 from doctor.values import count, field, page_json
@@ -148,7 +148,7 @@ def probe(host: Host, options: ScanOptions) -> QuantRecord:
         value = flag(args, "--quantization", "-q")
         told = value.lower()[:40] if value else None
         quant, source, why = (_quant_config(host, engine.model_path) if engine.model_path
-                              else (None, None, "no local model path on its command line"))
+                              else (None, None, lazy("no local model path on its command line")))
         fits: bool | None = None
         why_not = why
         if quant is not None:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
-from doctor.i18n import t
+from doctor.i18n import lazy, t
 from probes.gpu.inventory import cuda_version_text
 from probes.helpers.cuda_build import BuildError, build_arches, runs_on
 from probes.helpers.cuda_loaded import Loaded, TorchVersion, mapped, site_candidates, torch_version
@@ -151,7 +151,7 @@ def _torch(host: Host, p: Process, root: str, loaded: Loaded,
                 missing["torch_cuda"] = f"{reason_of(exc)}: {exc.detail}" if exc.detail else reason_of(exc)
                 return None
     missing["torch_cuda"] = "no torch/version.py in the engine's site-packages" if sites else \
-        "torch not mapped and no site-packages found from the interpreter"
+        lazy("torch not mapped and no site-packages found from the interpreter")
     return None
 
 
