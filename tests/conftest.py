@@ -65,3 +65,22 @@ def _engine_running() -> bool:
     from probes.helpers.processes import engine_processes
 
     return bool(engine_processes(LiveHost()))
+
+
+@pytest.fixture(autouse=True)
+def _english_after_each_test():
+    """The language is the process's (``--lang`` sets it, as the command line does once): a
+    test that ran the command line in Chinese in this process leaves English behind it, help
+    texts included, so that no later test reads Chinese by accident."""
+    yield
+    from doctor import i18n
+
+    if i18n.current() != i18n.SOURCE:
+        i18n.set_lang(i18n.SOURCE)
+        import sys
+
+        if "doctor.commands.cli" in sys.modules:
+            from doctor.commands import lang
+            from doctor.commands.cli import cli
+
+            lang.translate(cli)

@@ -42,7 +42,8 @@ FACT_TEXT = {"label", "note"}
 
 @functools.cache
 def _saved(name: str) -> str:
-    return json.dumps(to_dict(replay(FIXTURE_HOSTS / name)))
+    with Speaking("en"):  # taken in English whichever language the test speaks
+        return json.dumps(to_dict(replay(FIXTURE_HOSTS / name)))
 
 
 def saved(name: str) -> dict:

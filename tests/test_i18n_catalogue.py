@@ -19,6 +19,7 @@ from doctor.vocabulary import CAUSES, SYMPTOM_WORDS, SYMPTOMS, symptom_words
 from playbooks import PLAYBOOKS, TRANSLATED, path_of
 from probes.registry import by_name
 from tests import i18n_scan
+from tests.zh_text import english_runs
 
 LANG = "zh_CN"
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -60,7 +61,7 @@ def test_every_entry_is_well_formed():
             bad.append(f"{entry['file']}: {en!r}: missing or empty")
         elif names(en) != names(zh):
             bad.append(f"{entry['file']}: {en!r}: placeholders {sorted(names(zh))}")
-        elif not CJK.search(zh) and re.search(r"[A-Za-z]{2,}", PLACEHOLDER.sub("", zh)):
+        elif not CJK.search(zh) and english_runs(PLACEHOLDER.sub(" | ", zh), min_run=2):
             # an entry of punctuation and placeholders ("{name}：{status}") has no Chinese;
             # one with words left in it is English
             bad.append(f"{entry['file']}: {en!r}: no Chinese in {zh!r}")

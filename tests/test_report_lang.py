@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import jsonschema
 import pytest
@@ -22,12 +21,11 @@ from doctor.scan import scan
 from probes.registry import PROBES
 from reports import html, json_report, markdown, terminal
 from tests.conftest import FIXTURE_HOSTS, REPO
+from tests.zh_text import without_text
 
 SCHEMA = json.loads((REPO / "docs" / "report-schema.json").read_text())
 # a GPU host with a critical finding, an engine host, a host whose probes mostly skip
 HOSTS = ("h100-thermal-88c", "healthy-epyc-9654-vllm", "l40s-2socket-no-dev-char")
-# the fields written for people; every other field is the same in every language
-TEXT_FIELDS = {"title", "remediation", "summary", "reason"}
 CJK_FONTS = ('font-family: system-ui, -apple-system, "Segoe UI", "PingFang SC", '
              '"Hiragino Sans GB", "Microsoft YaHei", "Noto Sans CJK SC", "Source Han Sans SC", '
              '"WenQuanYi Micro Hei", sans-serif')
@@ -46,16 +44,6 @@ def scans() -> dict[tuple[str, str], ScanReport]:
     return {(host, lang): _scan(host, lang) for host in HOSTS for lang in ("en", "zh_CN")}
 
 
-def _without_text(value: Any, key: str = "") -> Any:
-    """``value`` with the text fields, the report's ``lang`` and its timings taken out."""
-    if isinstance(value, dict):
-        return {k: _without_text(v, k) for k, v in value.items()
-                if k not in TEXT_FIELDS | {"lang", "started_at", "duration_s"}}
-    if isinstance(value, list):
-        return [_without_text(v, key) for v in value]
-    return value
-
-
 @pytest.mark.parametrize("host", HOSTS)
 def test_json_is_the_same_in_both_languages_but_its_text_and_lang(scans, host):
     with Speaking("en"):
@@ -65,7 +53,7 @@ def test_json_is_the_same_in_both_languages_but_its_text_and_lang(scans, host):
     assert en["lang"] == "en" and zh["lang"] == "zh_CN"
     for data in (en, zh):
         jsonschema.validate(data, SCHEMA)
-    assert _without_text(zh) == _without_text(en)
+    assert without_text(zh) == without_text(en)
     assert en.keys() == zh.keys()
 
 

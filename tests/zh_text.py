@@ -86,3 +86,30 @@ def visible_text(html: str) -> str:
 
 def has_cjk(text: str) -> bool:
     return re.search(r"[\u4e00-\u9fff]", text) is not None
+
+
+# Fields of a JSON report written for people: the findings' and probes' texts, and the
+# sentences records keep beside their values (why a value is absent, where it came from,
+# what an XID means). Every other field (ids, numbers, enums, paths, keys) is the same in
+# every language; a ``missing`` mapping's labels are, its reasons are text.
+TEXT_KEYS = frozenset({"title", "remediation", "summary", "reason", "description", "message",
+                       "note", "text", "meaning", "action", "blockers", "seen_in",
+                       "xid_meanings"})
+TEXT_SUFFIXES = ("_reason", "_source", "_absent", "_note", "_inferred")
+TIMINGS = frozenset({"duration_s", "started_at", "finished_at", "generated_at"})
+
+
+def is_text(key: str) -> bool:
+    return key in TEXT_KEYS or key.endswith(TEXT_SUFFIXES)
+
+
+def without_text(value, key: str = ""):
+    """A JSON report with its text for people, its ``lang`` and its timings taken out."""
+    if isinstance(value, dict):
+        if key == "missing":
+            return sorted(value)
+        return {k: without_text(v, k) for k, v in value.items()
+                if not is_text(k) and k not in TIMINGS and k != "lang"}
+    if isinstance(value, list):
+        return [without_text(v, key) for v in value]
+    return value
