@@ -6,28 +6,19 @@ asked through the DevTools protocol, is a CJK one."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
 from doctor.commands.setup import render
 from doctor.i18n import Speaking
 from tests.conftest import FIXTURE_HOSTS
+from tests.test_html_report import _chromium
 from tests.test_zh_reports import _replay
 from tests.zh_text import has_cjk
 
 HOST = FIXTURE_HOSTS / "h100-thermal-88c"
 SAMPLE = "显存不足首字延迟多卡张量并行"
 PRIVATE = "\ue000" * len(SAMPLE)  # a code point no font has: drawn as a box
-
-
-def _chromium() -> str:
-    path = shutil.which("chromium")
-    if not path:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium not installed (apt-get install chromium)")
-        pytest.skip("chromium not installed (apt-get install chromium)")
-    return path
 
 
 MEASURE = """([a, b]) => {
