@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 
+from doctor.i18n import current, t
 from doctor.rules.loader import Rule
 
 BY = "instance, job, rule, cause, key, symptoms"
@@ -47,7 +48,9 @@ def _duration(seconds: float) -> str:
 
 
 def _q(text: str) -> str:
-    return json.dumps(text)
+    """A YAML double-quoted scalar (JSON's string is one), Chinese kept readable; the two
+    characters YAML reads as line breaks escaped."""
+    return json.dumps(text, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def _rule_yaml(name: str, expr: str, for_s: float, severity: str, summary: str,
@@ -91,23 +94,25 @@ def export(rules: list[Rule], for_overrides: dict[str, float] | None = None,
             lines += _rule_yaml(
                 alert_name(rule.id), expr, overrides.get(rule.id, rule.for_s or 0.0), severity,
                 f"{{{{ $labels.instance }}}}: {rule.id} {{{{ $labels.key }}}}",
-                rule.remediation,
+                rule.remediation_in(current()),
                 {"cause": rule.cause, "playbook": f"playbooks/{rule.playbook}.md"})
     up = f'up{{job="{job}"}}'
     lines += _rule_yaml(
         "LlmDoctorStale",
         f"time() - llm_doctor_last_evaluation_timestamp_seconds > 300 or max without () ({up} == 0)", 300,
-        "warning", "{{ $labels.instance }}: llm-doctor is down or has not evaluated its rules for 5 minutes",
-        "The daemon is down, stuck, or its host is overloaded: systemctl status llm-doctor; "
-        "journalctl -u llm-doctor")
+        "warning", t("{instance}: llm-doctor is down or has not evaluated its rules for 5 minutes",
+                     instance="{{ $labels.instance }}"),
+        t("The daemon is down, stuck, or its host is overloaded: systemctl status llm-doctor; "
+          "journalctl -u llm-doctor"))
     lines += _rule_yaml(
         "LlmDoctorAbsent", f"absent({up})", 600, "warning",
-        f"Prometheus scrapes no llm-doctor daemon (job=\"{job}\")",
-        f"Every daemon is gone from the scrape targets, or the scrape job is not named {job}: "
-        "check the Prometheus scrape config and the daemons' hosts.")
+        t("Prometheus scrapes no llm-doctor daemon (job=\"{job}\")", job=job),
+        t("Every daemon is gone from the scrape targets, or the scrape job is not named {job}: "
+          "check the Prometheus scrape config and the daemons' hosts.", job=job))
     lines += _rule_yaml(
         "LlmDoctorProbeFailing", 'llm_doctor_probe_status{status=~"error|timeout"} == 1', 1800, "info",
-        "{{ $labels.instance }}: probe {{ $labels.probe }} has failed for 30 minutes",
-        "Its data is missing: llm_doctor_probe_status says how it failed; "
-        "'llm-doctor scan' prints the reason.")
+        t("{instance}: probe {probe} has failed for 30 minutes", instance="{{ $labels.instance }}",
+          probe="{{ $labels.probe }}"),
+        t("Its data is missing: llm_doctor_probe_status says how it failed; "
+          "'llm-doctor scan' prints the reason."))
     return "\n".join(lines) + "\n"
