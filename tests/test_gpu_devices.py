@@ -156,6 +156,16 @@ def _can_unshare_mount() -> bool:
 
 
 @pytest.mark.skipif(not _can_unshare_mount(), reason="needs root and unshare --mount")
+def _execed(pid: int) -> bool:
+    """The shell has run its script (the tmpfs and nvidiactl are there) and exec'd python: its
+    own argv already reads "vllm serve", so the probe can see it before either is done."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().split(b"\0")[0] == sys.executable.encode()
+    except OSError:
+        return False
+
+
 def test_live_engine_in_its_own_mount_namespace_without_nvidia0():
     """A python process whose argv reads as vLLM's, in a mount namespace of its own with a
     tmpfs over /dev holding nvidiactl (c 195 255) but no nvidia0: the probe's namespace and
@@ -175,7 +185,8 @@ def test_live_engine_in_its_own_mount_namespace_without_nvidia0():
         proc = None
         while time.monotonic() < deadline and proc is None:
             host.new_scan()
-            proc = next((p for p in engine_processes(host) if p.pid == child.pid), None)
+            proc = next((p for p in engine_processes(host) if p.pid == child.pid
+                         and _execed(child.pid)), None)
             if proc is None:
                 assert child.poll() is None, child.stderr.read().decode()  # type: ignore[union-attr]
                 time.sleep(0.1)
