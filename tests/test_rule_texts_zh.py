@@ -158,3 +158,22 @@ def test_firing_case_reads_in_chinese(rule_id, case):
         if rule_id in PROBE_TEXT:
             title = title.replace(str(finding.evidence[PROBE_TEXT[rule_id]]), "")
         assert english_run(title) == [], f"{rule_id}: English in the zh title: {title}"
+
+
+def test_a_translation_that_is_a_fifo_or_a_broken_link_is_refused_by_name(tmp_path):
+    import os
+
+    from doctor.rules.loader import RuleError, load_file
+    from probes.registry import by_name
+
+    rules = tmp_path / "my.toml"
+    rules.write_text((Path(__file__).parent.parent / "checks" / "host.toml").read_text())
+    (tmp_path / "zh_CN").mkdir()
+    target = tmp_path / "zh_CN" / "my.toml"
+    os.mkfifo(target)
+    with pytest.raises(RuleError, match=r"zh_CN/my.toml: the rule translation file is not a regular file"):
+        load_file(rules, by_name())
+    target.unlink()
+    target.symlink_to(tmp_path / "gone.toml")
+    with pytest.raises(RuleError, match=r"zh_CN/my.toml: cannot read the rule translation file"):
+        load_file(rules, by_name())

@@ -14,6 +14,7 @@ line and the rule id.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +38,14 @@ class Texts:
 
 def translations_of(path: Path) -> dict[str, Path]:
     """lang → the file that translates rule file ``path``, for each that exists."""
-    return {lang: path.parent / lang / path.name for lang in LANGS
-            if lang != SOURCE and (path.parent / lang / path.name).is_file()}
+    out: dict[str, Path] = {}
+    for lang in LANGS:
+        candidate = path.parent / lang / path.name
+        # anything there but a folder is read, so that a FIFO or a broken link is refused
+        # with its name (tomlfile.read_text) rather than passed over in silence
+        if lang != SOURCE and os.path.lexists(candidate) and not candidate.is_dir():
+            out[lang] = candidate
+    return out
 
 
 def load(path: Path, names_of: dict[str, list[str]], error: type[Exception]) -> dict[str, Texts]:
