@@ -35,6 +35,8 @@ from doctor.i18n import LANGS, current, t
 from doctor.jsonfile import json_path, read_json
 from doctor.model import Finding, ProbeResult, ScanReport
 from doctor.redact import MASK, masked_list, redact_text, secret_name
+from doctor.rules.ids import builtin_ids, is_rule_id
+from doctor.vocabulary import CAUSES
 
 SCHEMA_VERSION = 1
 MAX_DEPTH = 64  # deeper than any record; a hand-made recording may nest thousands deep
@@ -53,7 +55,7 @@ class _Sanitizer:
 
     def value(self, value: Any, path: tuple[str, ...]) -> Any:
         if isinstance(value, str):
-            return redact_text(value)
+            return redact_text(whole_characters(value))
         if value is None or isinstance(value, bool):
             return value
         if isinstance(value, int):
@@ -91,7 +93,7 @@ class _Sanitizer:
         out: dict[str, Any] = {}
         by_key = _by_key(path)
         for key, item in value.items():
-            name = redact_text(key if isinstance(key, str) else self.text(key))
+            name = redact_text(whole_characters(key if isinstance(key, str) else self.text(key)))
             if name in out:  # {1: ..., "1": ...}: JSON objects hold one of each name
                 self.note((*path, name), t("a second key of this name; dropped"))
                 continue
@@ -107,6 +109,15 @@ class _Sanitizer:
             return str(value)
         except ValueError:  # an integer past Python's 4,300-digit limit for str()
             return hex(value) if isinstance(value, int) else f"(unprintable {type(value).__name__})"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def whole_characters(text: str) -> str:
+    """``text`` with each lone surrogate (JSON's ``"\\ud800"`` reads as one; no UTF-8 holds
+    it, so every writer after would fail) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _by_key(path: tuple[str, ...]) -> bool:
@@ -191,6 +202,15 @@ def sanitized(data: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- a saved report
 
 MAX_SAVED_BYTES = 32 << 20  # 300 times the largest committed host's report (105 KB)
+# Bounds on counts, far above any scan (the registry has ~40 probes, the rules ~70, a rule
+# with `each` gives a finding per GPU, CPU socket or engine: the largest committed host's
+# scan has 16 findings) and far below what makes a plan, a diff or a page cost minutes
+# (a 13 MB scan of 20,000 findings took 43 s and 3.4 GB to plan)
+MAX_FINDINGS = 2000
+MAX_PROBES = 500
+MAX_EVIDENCE = 256  # fields of one finding's evidence, or of its `missing`
+MAX_SYMPTOMS = 32
+MAX_RULE_ERRORS = 1000
 SAVED_DEPTH = MAX_DEPTH + 2  # to_dict cuts deeper values; the top level and a probe count
 def _hint() -> str:
     return t("write the file with 'llm-doctor scan --format json -o FILE'")
@@ -238,6 +258,32 @@ class _Check:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             self.fail(path, t("a number of seconds, 0 or more"), value)
 
+    def most(self, value: Any, path: list[str | int], limit: int) -> None:
+        if isinstance(value, (list, dict)) and len(value) > limit:
+            raise self.error(t("{where}: {path}: {count:,} entries; a scan holds at most {limit:,}: "
+                               "this is not a scan llm-doctor wrote; {hint}", where=self.where,
+                               path=json_path(path), count=len(value), limit=limit, hint=_hint()))
+
+    def ids(self, finding: dict, at: list[str | int], rule_ids: frozenset[str]) -> None:
+        """A finding's rule and cause: the grammar first (an id is quoted into plans, labels
+        and node conditions), then known."""
+        rule, cause = finding["rule"], finding["cause"]
+        for key, value in (("rule", rule), ("cause", cause)):
+            if not is_rule_id(value):
+                raise self.error(t("{where}: {path}: {value} is not a {key} id (lowercase letters, "
+                                   "digits and hyphens); {hint}", where=self.where,
+                                   path=json_path([*at, key]), value=_shown(value), key=key,
+                                   hint=_hint()))
+        if cause not in CAUSES:
+            raise self.error(t("{where}: {path}: unknown cause {value}; 'llm-doctor rules' lists "
+                               "the causes this llm-doctor knows", where=self.where,
+                               path=json_path([*at, "cause"]), value=_shown(cause)))
+        if rule not in rule_ids:
+            raise self.error(t("{where}: {path}: no rule {value} is built in or declared by a "
+                               "rule file given (--rules FILE, or scan.rule_files in the config); "
+                               "name the rule file the scan was made with", where=self.where,
+                               path=json_path([*at, "rule"]), value=_shown(rule)))
+
     def one_of(self, value: Any, path: list[str | int], allowed: tuple) -> None:
         # bool is an int in Python, not in JSON: true is not 1
         if isinstance(value, bool) or value not in allowed or isinstance(value, (dict, list)):
@@ -253,9 +299,17 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
-    """``data`` if it follows docs/report-schema.json (schema_version 1), field by field;
-    ``error`` naming ``where`` and the JSON path of the first field that does not."""
+def check(data: Any, where: str, error: type[Exception],
+          rule_ids: frozenset[str] | None = None) -> dict[str, Any]:
+    """``data`` if it follows docs/report-schema.json (schema_version 1), field by field,
+    as the renderers may show it (``sanitized``: secrets masked, lone surrogates replaced);
+    ``error`` naming ``where`` and the JSON path of the first field that does not.
+
+    Beyond the schema, what the treatment and the fleet act on: counts within the bounds
+    above, and each finding's rule and cause ids in their grammar and known: a cause of the
+    vocabulary, a rule of ``rule_ids`` (default: the built-in rules; the commands add the
+    user's rule files, the state reader the rules its daemon loaded)."""
+    known = builtin_ids() if rule_ids is None else rule_ids
     if not isinstance(data, dict) or data.get("schema_version") != 1 \
             or isinstance(data.get("schema_version"), bool):
         raise error(t("{where}: not an llm-doctor JSON report (schema_version 1); {hint}",
@@ -281,6 +335,9 @@ def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
     c.number(data["duration_s"], ["duration_s"])
     c.one_of(data["verdict"], ["verdict"], VERDICTS)
     c.one_of(data["exit_code"], ["exit_code"], (0, 1, 2))
+    c.most(data["probes"], ["probes"], MAX_PROBES)
+    c.most(data["findings"], ["findings"], MAX_FINDINGS)
+    c.most(data["rule_errors"], ["rule_errors"], MAX_RULE_ERRORS)
     for i, probe in enumerate(c.array(data["probes"], ["probes"])):
         at: list[str | int] = ["probes", i]
         c.object(probe, at, _PROBE)
@@ -297,6 +354,10 @@ def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
         c.object(finding, at, _FINDING)
         for key in ("rule", "cause", "title", "remediation", "playbook"):
             c.string(finding[key], [*at, key])
+        c.ids(finding, at, known)
+        c.most(finding["symptoms"], [*at, "symptoms"], MAX_SYMPTOMS)
+        c.most(finding["evidence"], [*at, "evidence"], MAX_EVIDENCE)
+        c.most(finding.get("missing", {}), [*at, "missing"], MAX_EVIDENCE)
         for j, symptom in enumerate(c.array(finding["symptoms"], [*at, "symptoms"])):
             c.string(symptom, [*at, "symptoms", j])
         c.one_of(finding["severity"], [*at, "severity"], SEVERITIES)
@@ -312,11 +373,14 @@ def check(data: Any, where: str, error: type[Exception]) -> dict[str, Any]:
         c.object(replaced, ["replaced_values", i], ("pointer", "reason"))
         for key in ("pointer", "reason"):
             c.string(replaced[key], ["replaced_values", i, key])
-    return data
+    return sanitized(data)
 
 
-def load(path: Path, error: type[Exception]) -> dict[str, Any]:
-    """A saved report (``scan --format json -o FILE``) read as someone else's input: a
-    regular UTF-8 file of at most 32 MiB, strict JSON, docs/report-schema.json's fields
-    and types. Anything else raises ``error`` naming the file (and the JSON path)."""
-    return check(read_json(path, "saved scan", error, MAX_SAVED_BYTES, SAVED_DEPTH), str(path), error)
+def load(path: Path, error: type[Exception], rule_ids: frozenset[str] | None = None) -> dict[str, Any]:
+    """The one reader of a saved report (``scan --format json -o FILE``), as someone else's
+    input, for ``report``, ``diff``, ``fix`` and (through ``check``) the daemon's state: a
+    regular UTF-8 file of at most 32 MiB, strict JSON, docs/report-schema.json's fields and
+    types, counts bounded, ids known (``check``), text masked. Anything else raises
+    ``error`` naming the file (and the JSON path)."""
+    return check(read_json(path, "saved scan", error, MAX_SAVED_BYTES, SAVED_DEPTH), str(path), error,
+                 rule_ids)

@@ -184,7 +184,8 @@ def test_fields_the_schema_leaves_open_cannot_break_the_page(tmp_path, scans):
     topology["data"]["pairs"][0]["a"] = [1]  # unhashable where a GPU index goes
     topology["data"]["pairs"][1]["b"] = "GPU1"  # and a string beside integers
     doc["probes"][0]["data"] = {"a": [{"b": [None, True, 1.5, {"c": []}]}], "": "", "x y": {}}
-    doc["findings"].append({"rule": "r", "cause": "no-such-cause", "symptoms": [], "severity": "info",
+    doc["findings"].append({"rule": "gpu-thermal-throttling", "cause": "gpu-thermal-throttling",
+                            "symptoms": [], "severity": "info",
                             "title": "t", "evidence": {"a": {"b": [1, {"c": None}]}, "gpu": [0]},
                             "remediation": "", "playbook": "", "key": ""})
     html = render_data(check(doc, "x.json", ConfigError))
@@ -222,6 +223,11 @@ def _agree(doc: dict, path: tuple, render: bool) -> None:
     # built by hand, so the reader takes it
     kind_missing = "kind" not in doc.get("host", {}) if isinstance(doc.get("host"), dict) else False
     if kind_missing and ours is None:
+        return
+    # another: a finding's rule and cause must be known ids (the schema holds their grammar
+    # only), since fix and the fleet act on them
+    if path[-1:] in (("rule",), ("cause",)) and theirs and ours and (
+            "unknown cause" in ours or "no rule" in ours):
         return
     assert (ours is None) == theirs, (path, ours)
     if ours is None and render:

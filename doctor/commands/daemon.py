@@ -120,14 +120,20 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
 @click.command()
 @click.argument("snapshot", metavar="SNAPSHOT.json")
 @click.option("--output", "-o", metavar="FILE", required=True, help="The HTML file to write.")
-def report(snapshot, output) -> None:
+@click.option("--rules", "rule_files", multiple=True, metavar="FILE",
+              help="A rule file the scan was made with (repeatable): its rule ids are known.")
+@click.option("--config", "config_path", metavar="FILE",
+              help="Config file whose scan.rule_files the scan was made with.")
+def report(snapshot, output, rule_files, config_path) -> None:
     """Render a saved JSON scan ('scan --format json -o FILE') as a self-contained HTML report."""
+    from doctor.commands.setup import known_rule_ids
     from doctor.output import write_atomic
     from reports.html import render_data
     from reports.json_report import load
 
-    # someone else's file: a guarded read, strict JSON, the schema's fields and types
-    data = load(Path(snapshot), ConfigError)
+    # someone else's file: a guarded read, strict JSON, the schema's fields and types, the
+    # rule ids of the rules built in or named here
+    data = load(Path(snapshot), ConfigError, known_rule_ids(config_path, rule_files))
     write_atomic(output, render_data(data))
     click.echo(t("report written to {output}", output=output), err=True)
 

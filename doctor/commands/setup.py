@@ -21,6 +21,7 @@ from doctor.seam.live import LiveHost
 from doctor.i18n import t
 from doctor.model import Level, ScanOptions, ScanReport
 from probes.registry import by_name
+from doctor.rules.ids import declared_ids
 from doctor.rules.loader import Rule, builtin_files, load_rules
 
 
@@ -38,6 +39,13 @@ def load_setup(config_path: str | None, rule_files: tuple[str, ...] = ()) -> tup
     rules = load_rules(files, by_name())
     check_against_rules(config, rules)
     return rules, config
+
+
+def known_rule_ids(config_path: str | None, rule_files: tuple[str, ...] = ()) -> frozenset[str]:
+    """The rule ids a saved scan may name: the built-in rules', and those of the rule files
+    the config's scan.rule_files and the command line name (read for their ids only)."""
+    config = load_config(find_config(config_path))
+    return declared_ids([*config.scan.get("rule_files", []), *rule_files])
 
 
 def open_host(replay: str | None) -> Host:

@@ -55,6 +55,7 @@ from doctor.rules.expressions import (
 from doctor.model import ProbeSpec, Severity
 from doctor.rules.sandbox import FUNCTIONS
 from doctor.rules import texts as rule_texts
+from doctor.rules.ids import RULE_ID
 from doctor.rules.texts import Texts as RuleTexts
 from doctor.rules.titles import Template, TemplateError
 from doctor.rules.titles import parse as parse_title
@@ -66,7 +67,9 @@ MAX_RULES_PER_FILE = 1000
 REQUIRED = ("id", "cause", "symptoms", "severity", "probes", "when", "title", "remediation",
             "playbook")
 OPTIONAL = ("each", "key", "critical_when", "for", "params", "evidence", "description")
-IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$")  # ids and playbook names
+IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$")  # playbook names
+# a rule id goes into saved scans, states, plans and labels: doctor/rules/ids.py's grammar
+RULE_ID_LINE = re.compile(f"^{RULE_ID.pattern}$")
 # An item's identity when a rule with `each` gives no `key`: the first of these fields.
 DEFAULT_KEY_FIELDS = ("pid", "uuid", "name", "path")
 
@@ -151,6 +154,11 @@ class _Fields:
         if not isinstance(value, str) or not value.strip():
             raise self.error(key, t("'{key}' must be a non-empty string, not {kind}", key=key,
                                     kind=_kind(value)))
+        if pattern is RULE_ID_LINE and not pattern.match(value):
+            raise self.error(key, t("'{key}' = {value}: use lowercase letters, digits and "
+                                    "hyphens (at most 80, starting and ending with a letter or "
+                                    "digit), as the built-in rule ids are written", key=key,
+                                    value=repr(value[:80])))
         if pattern and not pattern.match(value):
             raise self.error(key, t("'{key}' = {value}: use letters, digits and . _ : - (at most "
                                     "80, starting with a letter or digit)", key=key,
@@ -201,7 +209,7 @@ def _checked(f: _Fields, probes: dict[str, ProbeSpec]) -> dict[str, Any]:
     for key in REQUIRED:
         if key not in raw:
             raise f.error(None, t("missing field '{key}'", key=key))
-    out: dict[str, Any] = {"id": f.text("id", IDENTIFIER), "cause": f.text("cause")}
+    out: dict[str, Any] = {"id": f.text("id", RULE_ID_LINE), "cause": f.text("cause")}
     if out["cause"] not in CAUSES:
         raise f.error("cause", t("unknown cause id '{cause}'{hint}; the cause ids are the "
                                  "playbooks' names (playbooks/README.md)", cause=out["cause"],
