@@ -66,7 +66,7 @@ WRONG_TYPES = [
     # (old text, new text, the line the error names, what it says)
     ('id = "my-fd-rule"', "id = 5", 2, "rule '#1': 'id' must be a non-empty string, not number 5"),
     ('id = "my-fd-rule"', "id = 1979-05-27", 2, "'id' must be a non-empty string, not date/time 1979-05-27"),
-    ('id = "my-fd-rule"', 'id = "my rule\\u001b[2J"', 2, "'id' = 'my rule\\x1b[2J': use letters, digits"),
+    ('id = "my-fd-rule"', 'id = "my rule\\u001b[2J"', 2, "'id' = 'my rule\\x1b[2J': use lowercase letters, digits"),
     ('cause = "fd-limit-low"', "cause = 7", 3, "rule 'my-fd-rule': 'cause' must be a non-empty string, not number 7"),
     ('symptoms = ["crash-under-concurrency"]', "symptoms = 3", 4, "'symptoms' must be an array of strings"),
     ('symptoms = ["crash-under-concurrency"]', "symptoms = [3]", 4, "'symptoms' must be an array of strings"),
