@@ -65,9 +65,11 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
     dirs = tuple(model_dirs) or tuple(meta.get("model_dirs", [])) or tuple(config.scan.get("model_dirs", []))
     urls = (tuple(endpoints) or tuple(meta.get("endpoints", []))
             or tuple(config.scan.get("endpoints", [])))
-    requests = not no_requests and config.scan.get("requests", True)
+    # a recording made without requests has none to answer from: its replay sends none
+    requests = not no_requests and config.scan.get("requests", True) and meta.get("requests", True)
     return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=urls,
-                       requests=requests, busy_ok=busy_ok, announce=announce)
+                       requests=requests, busy_ok=busy_ok or meta.get("busy_ok", False),
+                       announce=announce)
 
 
 def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
@@ -87,8 +89,9 @@ def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
                             ids=", ".join(sorted(unknown))))
     options = scan_options(config, settings.level or None, settings.model_dirs, settings.endpoints,
                            host=host, announce=logging.getLogger("llm-doctor.requests").info)
-    options = replace(options, requests=settings.requests,
-                      busy_ok=settings.kernels_while_serving)
+    meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
+    options = replace(options, requests=settings.requests and meta.get("requests", True),
+                      busy_ok=settings.kernels_while_serving or meta.get("busy_ok", False))
     return Loaded(settings, config, rules, options)
 
 
