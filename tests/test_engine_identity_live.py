@@ -122,3 +122,36 @@ def test_two_engines_at_256_open_files_are_two_series(two_servers, tmp_path):
     finally:
         if daemon is not None:
             daemon.stop()
+
+
+@pytest.mark.timeout(420)
+def test_diff_baseline_live_reads_stream_incomplete_when_the_daemon_skipped_it(two_servers,
+                                                                              tmp_path):
+    """With engines running the daemon's micro-kernels wait (daemon.kernels_while_serving),
+    so its baseline holds STREAM skipped; the live side measures it. It read ADDED, a change,
+    on every `diff baseline live`: nothing was known of it before, so it is incomplete."""
+    import signal
+    import time
+
+    state = tmp_path / "state.json"
+    daemon, _ = stack.daemon(tmp_path, '[daemon]\nlevel = "standard"\ninterval = "2s"\n',
+                             "--state-file", str(state))
+    try:
+        stack.wait_for("the state file", state.exists, 90, 0.5)
+        daemon.popen.send_signal(signal.SIGUSR2)
+        kept = tmp_path / "baseline.json"
+        stack.wait_for("the baseline", kept.exists, 60, 0.5)
+        time.sleep(0.5)  # written atomically: whole once it exists
+    finally:
+        daemon.stop()
+    report = json.loads(kept.read_text())["report"]
+    stream = next(p for p in report["probes"] if p["name"] == "host.memory_bandwidth")
+    assert stream["status"] == "skipped", stream
+    out = _cli("diff", "baseline", "live", "--state-file", str(state), "--format", "json",
+               timeout_s=300)
+    # 3 (not comparable) where another test's engine got requests between the two sides
+    assert out.returncode in (0, 1, 2, 3) and out.stdout, out.stderr[-2000:]
+    facts = {f["id"]: f for f in json.loads(out.stdout)["facts"]}
+    triad = facts["host.memory_bandwidth.triad_gbps"]
+    assert triad["status"] == "incomplete" and triad["after"] is not None, triad
+    assert "host.memory_bandwidth" in triad["note"]
