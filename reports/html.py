@@ -228,12 +228,13 @@ def _measured(plots: list[tuple[str, list[Markup]]]
               ) -> tuple[list[tuple[str, list[Markup]]], list[tuple[str, str]]]:
     """The sections with a plot to draw, and what was not measured as (what, why) pairs,
     one per reason: five empty boxes read as one line."""
-    drawn, missing = [], {}
+    drawn: list[tuple[str, list[Markup]]] = []
+    missing: dict[str, list[str]] = {}
     for heading, svgs in plots:
         shown = [s for s in svgs if not isinstance(s, Unmeasured)]
         for box in svgs:
             if isinstance(box, Unmeasured):
-                missing.setdefault(box.why, []).append(box.title)
+                missing.setdefault(box.why, []).append(box.what)
         if shown:
             drawn.append((heading, shown))
     return drawn, [(t(", ").join(titles), why) for why, titles in missing.items()]

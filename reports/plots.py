@@ -58,13 +58,13 @@ class Unmeasured(Markup):
     """A plot with nothing to draw: its "not measured" box, with its title and why kept for a
     page that says what was not measured in one line instead of a box each."""
 
-    title: str
+    what: str  # the plot's title (``title`` is str's method)
     why: str
 
 
-def _empty(title: str, why: str) -> Unmeasured:
+def _empty(title: str, why: str) -> Markup:
     box = Unmeasured(not_measured(title, why))
-    box.title, box.why = title, why or t("not measured")
+    box.what, box.why = title, why or t("not measured")
     return box
 
 
