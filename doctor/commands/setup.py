@@ -55,7 +55,9 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
                  announce: Callable[[str], None] | None = None) -> ScanOptions:
     """The one place a scan's options are settled, for ``scan``, ``capture`` and the daemon
     (whose flags come here merged with its [daemon] table): the command line first, then a
-    recorded host's capture settings (its level, model directories and endpoints), then [scan] of the config file, then the defaults.
+    recorded host's capture settings (its level, model directories and endpoints; a
+    capture made with --no-requests or --busy-ok replays with them), then [scan] of the
+    config file, then the defaults.
     ``no_requests`` (--no-requests) wins over [scan] requests; requests are sent by default."""
     meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
     chosen = level or meta.get("level") or config.scan.get("level", "standard")
