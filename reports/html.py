@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from typing import Any
 
 import jinja2
@@ -22,7 +23,7 @@ from doctor.model import ScanReport, key_from_evidence
 from doctor.vocabulary import SYMPTOM_WORDS, symptom_words
 from reports.common import probe_rows, probe_summary, severity_word, show, status_word
 from reports.json_report import sanitized, to_dict
-from reports.plots import sections
+from reports.plots import Unmeasured, sections
 from reports.svg import MAX_SERIES, line_chart
 
 # What the plots are for (issue: temperatures and clocks, KV-cache use, first-token latency,
@@ -78,6 +79,7 @@ def _words(data: dict[str, Any], counts: dict[str, int]) -> dict[str, str]:
         "topology_legend": t("NV: NVLink; PIX/PXB: one PCIe switch; PHB: the CPU's root complex; "
                              "NODE: across root complexes in one NUMA node; SYS: across sockets."),
         "engine": t("Engine:"), "records": t("Records"), "yes": t("yes"), "no": t("no"),
+        "not_measured": t("Not measured:"),
     }
 
 
@@ -186,6 +188,68 @@ def _charts(history: Any, findings: list[dict]) -> list[Markup]:
     return charts
 
 
+def _host_line(host: Any) -> list[tuple[str, Any]]:
+    """The report's ``host`` as a person reads it: named in words, a recording by its path
+    and capture time, and an identifier that was not read said as such, or left out where
+    nothing is known of it (its file is absent: a container, a capture made without it)."""
+    host = host if isinstance(host, dict) else {}
+    names = {"hostname": t("hostname"), "captured_at": t("captured"),
+             "machine_id": t("machine id"), "product_uuid": t("DMI product UUID")}
+    out: list[tuple[str, Any]] = []
+    for key, value in host.items():
+        if key == "kind":
+            if value == "recorded":
+                out.append((t("recorded host"), host.get("path") or display.ABSENT))
+        elif key == "path" and host.get("kind") == "recorded":
+            continue
+        elif key.endswith("_reason") and key[:-len("_reason")] in names:
+            said = _unread(value)
+            if said:
+                out.append((names[key[:-len("_reason")]], said))
+        else:
+            out.append((names.get(key, key), value))
+    return out
+
+
+def _unread(reason: Any) -> str:
+    """``no-permission: /sys/class/dmi/id/product_uuid (root only); not-found: ...``
+    (doctor/seam/identity.py) as words; "" when every file was simply absent."""
+    parts = [p.strip() for p in str(reason or "").split(";") if p.strip()]
+    said = []
+    for part in parts:
+        word, _, path = part.partition(": ")
+        if word == "not-found":
+            continue
+        said.append(t("{why}: {path}", why=display.why(word), path=path) if path else part)
+    return "; ".join(said)
+
+
+def _measured(plots: list[tuple[str, list[Markup]]]
+              ) -> tuple[list[tuple[str, list[Markup]]], list[tuple[str, str]]]:
+    """The sections with a plot to draw, and what was not measured as (what, why) pairs,
+    one per reason: five empty boxes read as one line."""
+    drawn: list[tuple[str, list[Markup]]] = []
+    missing: dict[str, list[str]] = {}
+    for heading, svgs in plots:
+        shown = [s for s in svgs if not isinstance(s, Unmeasured)]
+        for box in svgs:
+            if isinstance(box, Unmeasured):
+                missing.setdefault(box.why, []).append(box.what)
+        if shown:
+            drawn.append((heading, shown))
+    return drawn, [(t(", ").join(titles), why) for why, titles in missing.items()]
+
+
+def _lead(findings: list[Any], alert: Any) -> list[Any]:
+    """The findings with the one that opened the incident first: its rule and key (the
+    alert's finding itself when the hysteresis held it and this evaluation did not find it)."""
+    if alert is None:
+        return list(findings)
+    own = [f for f in findings if f.rule == alert.rule and f.identity == alert.key]
+    rest = [f for f in findings if not (f.rule == alert.rule and f.identity == alert.key)]
+    return (own or [alert.finding]) + rest
+
+
 def _breakable(key: Any) -> Markup:
     """A record's field name that may break after its underscores (output_tokens_per_s), and
     nowhere else: a column of such names is as narrow as its longest part, not its name."""
@@ -236,9 +300,11 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
     # the report's fields, then what the page adds: a saved report may carry any other
     # top-level field (the schema allows new ones), and none may replace these
     table = probe_rows(probes, verbose)
+    plots, unmeasured = _measured(sections(probes))
     return template.render({
         **data, "counts": counts, "alert": alert_info, "charts": _charts(history, findings),
-        "plots": sections(probes), "wide": WIDE_RECORD_FIELDS, "python_words": _python_words(),
+        "plots": plots, "unmeasured": unmeasured, "host_line": _host_line(data.get("host")),
+        "wide": WIDE_RECORD_FIELDS, "python_words": _python_words(),
         "w": _words(data, counts),
         "verdict_word": t("ok") if data.get("verdict") == "ok" else severity_word(data.get("verdict")),
         "probe_table": table, "grouped": len(table) < len(probes),
@@ -255,4 +321,6 @@ def render(report: ScanReport, history: Any = None, alert: Any = None,
 
 
 def render_incident(report: ScanReport, history: Any, alert: Any) -> str:
-    return render(report, history, alert)
+    """The report an alert links to: it leads with the finding that opened the incident
+    (a fd-limit-low incident led with a critical GPU finding found in the same evaluation)."""
+    return render(replace(report, findings=_lead(report.findings, alert)), history, alert)

@@ -54,10 +54,24 @@ def _svg(markup: str) -> Markup:
     return Markup(markup)  # noqa: S704 (reports/charts.py escapes every text)
 
 
+class Unmeasured(Markup):
+    """A plot with nothing to draw: its "not measured" box, with its title and why kept for a
+    page that says what was not measured in one line instead of a box each."""
+
+    what: str  # the plot's title (``title`` is str's method)
+    why: str
+
+
+def _empty(title: str, why: str) -> Markup:
+    box = Unmeasured(not_measured(title, why))
+    box.what, box.why = title, why or t("not measured")
+    return box
+
+
 def _plot(title: str, unit: str, rows: list[Bar], reason: str) -> Markup:
     """A bar plot, or "not measured" with ``reason`` when no row has a value."""
     if not any(r.parts for r in rows):
-        return _svg(not_measured(title, reason))
+        return _empty(title, reason)
     desc = t("{title}, in {unit}. ", title=title, unit=unit) + t("; ").join(
         t("{label}: {note}", label=r.label, note=r.note) for r in rows)
     return _svg(bars(title, desc, unit, rows))
@@ -130,7 +144,7 @@ def knee(by_name: dict[str, dict]) -> Section:
     engines = _items(load, "engines")
     title = t("Throughput knee: output tokens/s and TTFT by concurrency")
     if not engines:
-        return t("Throughput knee"), [_svg(not_measured(title, load_why or t("no engine")))]
+        return t("Throughput knee"), [_empty(title, load_why or t("no engine"))]
     plots = []
     for engine in engines:
         name = t("Throughput knee of {endpoint}", endpoint=_endpoint(engine.get("base_url")))
@@ -142,14 +156,14 @@ def knee(by_name: dict[str, dict]) -> Section:
             reason = (t("the saved sweep is from an older llm-doctor: run llm-doctor load again")
                       if status == "outdated" else
                       t("no saved sweep: run llm-doctor load {url}", url=text(engine.get("base_url"), 300)))
-            plots.append(_svg(not_measured(name, reason)))
+            plots.append(_empty(name, reason))
             continue
         levels = [int(p["concurrency"]) for p in points]
         throughput = tuple(non_negative(p.get("output_tokens_per_s")) for p in points)
         ttft = tuple(non_negative(p.get("ttft_p50_ms")) for p in points)
         if all(v is None for v in throughput + ttft):
-            plots.append(_svg(not_measured(name, t("the saved sweep has no level with a "
-                                                   "throughput or a TTFT"))))
+            plots.append(_empty(name, t("the saved sweep has no level with a "
+                                        "throughput or a TTFT")))
             continue
         found = count(engine.get("knee_concurrency"), minimum=1)
         desc = t("; ").join(t("concurrency {level}: {throughput}, TTFT p50 {ttft}", level=c,

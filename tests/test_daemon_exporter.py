@@ -77,7 +77,7 @@ def test_items_with_other_labels_than_the_first_are_all_exported():
     engine_row = next(labels for labels, _ in _series(page)["llm_doctor_host_process_open_files_limit"]
                       if labels["comm"] == "llama-server")
     assert engine_row == {"pid": "4242", "comm": "llama-server", "engine": "llama.cpp",
-                          "role": "engine", "limit": "soft"}
+                          "role": "engine", "endpoint": "", "model": "", "limit": "soft"}
     shell_row = next(labels for labels, _ in _series(page)["llm_doctor_host_process_open_files_limit"]
                      if labels["comm"] == "llm-doctor")
     assert shell_row["pid"] == "" and shell_row["engine"] == ""  # the same label names, empty

@@ -40,7 +40,8 @@ def test_a_real_engine_under_a_low_open_files_limit_has_its_row_on_metrics(tmp_p
         limits = _series(page, "llm_doctor_host_process_open_files_limit")
         engine = next(labels for labels, _ in limits if labels["pid"] == str(server.pid))
         assert engine == {"pid": str(server.pid), "comm": "llama-server", "engine": "llama.cpp",
-                          "role": "engine", "limit": "soft"}
+                          "role": "engine", "endpoint": server.base_url,
+                          "model": server.model_path, "limit": "soft"}
         assert any(labels["role"] == "shell" and labels["comm"] == "llm-doctor"
                    for labels, _ in limits)
         info = [labels for labels, _ in _series(page, "llm_doctor_engine_info")

@@ -272,7 +272,10 @@ def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fm
     recording.save({"level": options.level.name.lower(), "llm_doctor_version": __version__,
                     "model_dirs": list(options.model_dirs),
                     # without their keys: a replay answers from the recording, keyed the same
-                    "endpoints": [display_url(u) for u in options.endpoints]})
+                    "endpoints": [display_url(u) for u in options.endpoints],
+                    # a replay repeats them: probes the capture did not run (--no-requests)
+                    # have nothing recorded to answer from, and would fail
+                    "requests": options.requests, "busy_ok": options.busy_ok})
     _emit(report, fmt, output, verbose)
     click.echo(t("recorded host written to {root}; replay: llm-doctor scan --replay {root}",
                  root=root), err=True)

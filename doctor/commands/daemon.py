@@ -147,8 +147,11 @@ def _job_name(ctx, param, value: str) -> str:
 
 
 @click.command("export")
-@click.option("--prometheus", "fmt", flag_value="prometheus", required=True,
+@click.option("--prometheus", "fmt", flag_value="prometheus",
               help="Prometheus alerting rules over llm-doctor's metrics (YAML).")
+@click.option("--alertmanager", "fmt", flag_value="alertmanager",
+              help="Instead: Alertmanager's inhibit rule (a critical alert hides the warning of "
+                   "the same rule and key), to merge into alertmanager.yml.")
 @click.option("--config", "config_path", metavar="FILE",
               help="Take 'for' overrides from this config's [daemon.for].")
 @click.option("--rules", "rule_files", multiple=True, metavar="FILE")
@@ -171,15 +174,26 @@ def rules_export(fmt, config_path, rule_files, output, job, fleet, outlier_ratio
     Per rule, one alert per severity its findings can have; LlmDoctorStale when a daemon's
     scrape fails, LlmDoctorAbsent when none is scraped. Give --job if your scrape config
     names the job other than llm-doctor. With --fleet, the rules across hosts instead: load
-    both files into the Prometheus that scrapes the daemons."""
-    from doctor.daemon.promrules import export
+    both files into the Prometheus that scrapes the daemons. With --alertmanager, the
+    inhibit rule that makes a critical alert hide the warning beside it (one page per
+    problem; check: amtool check-config)."""
+    from doctor.daemon.promrules import export, inhibit_rules
     from doctor.commands.setup import load_daemon
     from doctor.output import write_atomic
 
+    if fmt is None:
+        raise click.UsageError(t("give --prometheus (alerting rules) or --alertmanager (the "
+                                 "inhibit rule)"))
+    if fmt == "alertmanager" and (fleet or config_path or rule_files or outlier_ratio is not None
+                                  or outlier_for is not None):
+        raise click.UsageError(t("--alertmanager takes no other option but --output: its "
+                                 "inhibit rule is the same for every rule and host"))
     if fleet and (config_path or rule_files):
         raise click.UsageError(t("--config and --rules shape the per-host rules, not --fleet's: "
                                  "export those without --fleet"))
-    if fleet:
+    if fmt == "alertmanager":
+        text = inhibit_rules()
+    elif fleet:
         from doctor.fleet import promfleet
 
         for_s = _seconds(outlier_for, "--outlier-for")

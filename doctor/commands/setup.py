@@ -63,7 +63,9 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
                  announce: Callable[[str], None] | None = None) -> ScanOptions:
     """The one place a scan's options are settled, for ``scan``, ``capture`` and the daemon
     (whose flags come here merged with its [daemon] table): the command line first, then a
-    recorded host's capture settings (its level, model directories and endpoints), then [scan] of the config file, then the defaults.
+    recorded host's capture settings (its level, model directories and endpoints; a
+    capture made with --no-requests or --busy-ok replays with them), then [scan] of the
+    config file, then the defaults.
     ``no_requests`` (--no-requests) wins over [scan] requests; requests are sent by default."""
     meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
     chosen = level or meta.get("level") or config.scan.get("level", "standard")
@@ -73,9 +75,11 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
     dirs = tuple(model_dirs) or tuple(meta.get("model_dirs", [])) or tuple(config.scan.get("model_dirs", []))
     urls = (tuple(endpoints) or tuple(meta.get("endpoints", []))
             or tuple(config.scan.get("endpoints", [])))
-    requests = not no_requests and config.scan.get("requests", True)
+    # a recording made without requests has none to answer from: its replay sends none
+    requests = not no_requests and config.scan.get("requests", True) and meta.get("requests", True)
     return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=urls,
-                       requests=requests, busy_ok=busy_ok, announce=announce)
+                       requests=requests, busy_ok=busy_ok or meta.get("busy_ok", False),
+                       announce=announce)
 
 
 def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
@@ -95,8 +99,9 @@ def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
                             ids=", ".join(sorted(unknown))))
     options = scan_options(config, settings.level or None, settings.model_dirs, settings.endpoints,
                            host=host, announce=logging.getLogger("llm-doctor.requests").info)
-    options = replace(options, requests=settings.requests,
-                      busy_ok=settings.kernels_while_serving)
+    meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
+    options = replace(options, requests=settings.requests and meta.get("requests", True),
+                      busy_ok=settings.kernels_while_serving or meta.get("busy_ok", False))
     return Loaded(settings, config, rules, options)
 
 

@@ -88,12 +88,14 @@ def _fact(fid: str, b: Reading | None, a: Reading | None, rb: Records, ra: Recor
     base: dict[str, Any] = dict(id=redact_text(fid), family=one.family, label=one.label,
                 kind=SECRET if secret else kind, causes=causes)
     if b is None or a is None:
-        side_ok = (ra if b is None else rb).status.get(one.probe) == "ok"
+        # ADDED or REMOVED only where the side without it looked and found nothing: where
+        # its probe did not run (a baseline taken before the start-up kernels, a daemon that
+        # skips them while an engine serves) or failed, nothing is known of it there
+        given = (rb if b is None else ra).status.get(one.probe)
         present = va if b is None else vb
-        if not side_ok or present is None:
-            given = (rb if b is None else ra).status.get(one.probe)
+        if given != "ok" or present is None:
             status = translated(PROBE_STATUS.get(given, given)) if given else t("did not run")
-            if side_ok:
+            if given == "ok":
                 why = t("{probe} holds no value for it on either side", probe=one.probe)
             elif b is None:
                 why = t("not read before: {probe} {status}", probe=one.probe, status=status)
@@ -173,10 +175,21 @@ def _findings(before: dict[str, Any], after: dict[str, Any]) -> tuple[FindingDel
     return tuple(sorted(out, key=lambda d: (order[d.state], -SEVERITY_RANK.get(d.severity, 0), d.rule)))
 
 
+def taken_at(report: dict[str, Any]) -> str:
+    """When the side's state was taken: a recorded host's capture time (its replay, or a
+    saved scan of one, started later: the state is the capture's), else the scan's start."""
+    host = report.get("host", {})
+    captured = host.get("captured_at") if isinstance(host, dict) else None
+    if isinstance(host, dict) and host.get("kind") == "recorded" and isinstance(captured, str) \
+            and captured not in ("", "?"):
+        return captured
+    return str(report.get("started_at", "?"))
+
+
 def _side(report: dict[str, Any], source: str, records: Records) -> Side:
     host = report.get("host", {})
     return Side(redact_text(source), redact_text(str(host.get("hostname", "?"))),
-                str(report.get("level", "?")), str(report.get("started_at", "?")),
+                str(report.get("level", "?")), redact_text(taken_at(report)),
                 ident.engine_state(records))
 
 

@@ -61,15 +61,19 @@ def _gpu_names(inventory: Data) -> dict[Any, str]:
     return names
 
 
-def engine_name(kind: Any, base_url: Any) -> str:
-    """``vllm@127.0.0.1:8000``: what names an engine across its restarts."""
+def engine_name(kind: Any, base_url: Any, model: Any = None) -> str:
+    """``vllm@127.0.0.1:8000``: what names an engine across its restarts, its kind and where
+    it listens; one that listens nowhere known, by the model it serves
+    (``llama.cpp@/models/a.gguf``): two engines of one kind are two names."""
     where = "?"
-    if isinstance(base_url, str):
+    if isinstance(base_url, str) and base_url:
         try:
             parts = urlsplit(base_url)
             where = f"{parts.hostname or '?'}:{parts.port or ''}".rstrip(":")
         except ValueError:
             where = "?"
+    elif isinstance(model, str) and model:
+        where = model
     return f"{kind if isinstance(kind, str) else '?'}@{where}"
 
 
@@ -77,7 +81,8 @@ def _engine_names(discovery: Data) -> dict[Any, str]:
     names = {}
     for engine in discovery.get("engines", []) if isinstance(discovery.get("engines"), list) else []:
         if isinstance(engine, dict) and engine.get("pid") is not None:
-            names[as_key(engine["pid"])] = engine_name(engine.get("kind"), engine.get("base_url"))
+            names[as_key(engine["pid"])] = engine_name(engine.get("kind"), engine.get("base_url"),
+                                                       engine.get("model"))
     return names
 
 
@@ -234,7 +239,10 @@ def host_facts(r: Records) -> Iterator[Reading]:
         yield Reading("host.memory.swap_used_mib", "host", t("swap in use, MiB"),
                       _scalar(memory["swap_used_mib"]), MIB, "host.memory")
     for proc in r.rows("host.limits", "processes"):
-        who = "shell" if proc.get("role") == "shell" else f"{proc.get('engine') or proc.get('comm')}"
+        # an engine by its kind and address (engine.discovery's, by pid): two llama-servers
+        # are two facts; a process discovery does not list (a worker) by its kind or comm
+        who = "shell" if proc.get("role") == "shell" else r.engine_names.get(
+            as_key(proc.get("pid")), f"{proc.get('engine') or proc.get('comm')}")
         yield from _fields(f"host.limits[{who}]", "host", "host.limits", proc, {
             "nofile_soft": lazy("open files (soft)"), "nofile_hard": lazy("open files (hard)"),
             "nproc_soft": lazy("processes (soft)"), "memlock_soft_bytes": lazy("locked memory (soft), bytes")})
@@ -270,7 +278,7 @@ ENGINE_FLAGS = {  # the record's field → (its flag, what a person reads)
 
 def engine_facts(r: Records) -> Iterator[Reading]:
     for engine in r.rows("engine.discovery", "engines"):
-        at = f"engine[{engine_name(engine.get('kind'), engine.get('base_url'))}]"
+        at = f"engine[{engine_name(engine.get('kind'), engine.get('base_url'), engine.get('model'))}]"
         yield Reading(f"{at}.kind", "engine", t("engine kind"), _scalar(engine.get("kind")), CONFIG,
                       "engine.discovery")
         if engine.get("kind") != "ollama":  # engine.ollama's /api/version is Ollama's, below

@@ -258,6 +258,9 @@ def check_manifest(manifest: dict[str, Any], where: str) -> None:
         c.fail("[host] level", "one of quick, standard, full", host["level"])
     if "model_dirs" in host:
         c.strings(host["model_dirs"], "[host] model_dirs")
+    for key in ("requests", "busy_ok"):  # the capture's options, repeated on replay
+        if key in host and not isinstance(host[key], bool):
+            c.fail(f"[host] {key}", "true or false", host[key])
     for url in c.strings(host.get("endpoints", []), "[host] endpoints"):
         try:
             parse_endpoint(url)

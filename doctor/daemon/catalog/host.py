@@ -11,7 +11,7 @@ SENTENCE = "a sentence for people, shown by the scan and kept in its JSON report
 
 TABLES = (
     Table("host.limits", (
-        each("processes", L.fields("pid", "comm", "engine", "role")),
+        each("processes", L.limits_process()),
         *(gauge(f"processes.{key}_{which}", f"host_process_{name}", f"{what} (/proc/<pid>/limits; "
                 "+Inf: unlimited) of llm-doctor's shell (role shell) and of each engine process",
                 none=INF, const=(("limit", which),))

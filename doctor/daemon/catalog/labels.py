@@ -172,3 +172,19 @@ def engine(url: str | None = None, pid: str | None = None, kind: str | None = No
     direct = tuple((label, f) for label, f in (("kind", kind), ("model", model), ("pid", pid))
                    if f) + tuple((e, e) for e in extra)
     return Scheme(("kind", "endpoint", "model", "pid", *extra), reads, make, direct)
+
+
+def limits_process() -> Scheme:
+    """A process whose limits were read: pid, comm, engine (its kind) and role, then the
+    engine's endpoint and model joined from engine.discovery by pid, so that two engines of
+    one kind are told apart by what outlives a restart (where they listen, else their
+    model), not only by a pid."""
+    own = fields("pid", "comm", "engine", "role")
+
+    def make(item: Any, i: int, joins: Joins) -> Values:
+        pid = _get(item, "pid")
+        found = joins.by_pid.get(pid) if isinstance(pid, int) and _get(item, "engine") else None
+        return (*own.make(item, i, joins), endpoint(_get(found, "base_url")),
+                text(_get(found, "model")))
+
+    return Scheme((*own.labels, "endpoint", "model"), own.reads, make, own.direct)
