@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from doctor.commands.setup import ScanCannotRun, load_setup, open_host, scan_options
+from doctor.commands.setup import ScanCannotRun, known_rule_ids, load_setup, open_host, scan_options
 from doctor.daemon import baseline
 from doctor.daemon import state as daemon_state
 from doctor.diff.compare import compare
@@ -76,7 +76,7 @@ def _scanned(replay: str | None, level: str | None) -> dict[str, Any]:
     return to_dict(scan(host, options, PROBES, rules, config))
 
 
-def _resolve(side: _Side, state_file: str) -> None:
+def _resolve(side: _Side, state_file: str, rule_ids: frozenset[str]) -> None:
     spec = side.spec
     if spec == "live":
         return
@@ -90,7 +90,7 @@ def _resolve(side: _Side, state_file: str) -> None:
                                   "{hint}", side=side.which, spec=spec, hint=_hint()))
         side.report = _scanned(spec, None)
     elif path.is_file():
-        side.report = _saved_or_state(path)
+        side.report = _saved_or_state(path, rule_ids)
     elif os.path.lexists(spec):
         raise ScanCannotRun(t("{side} {spec}: neither a regular file nor a directory; {hint}",
                               side=side.which, spec=spec, hint=_hint()))
@@ -99,10 +99,10 @@ def _resolve(side: _Side, state_file: str) -> None:
                               spec=spec, hint=_hint()))
 
 
-def _saved_or_state(path: Path) -> dict[str, Any]:
+def _saved_or_state(path: Path, rule_ids: frozenset[str]) -> dict[str, Any]:
     """A saved JSON scan, or a state file of the daemon (its report is one), read as such."""
     try:
-        return load_saved(path, ScanCannotRun)
+        return load_saved(path, ScanCannotRun, rule_ids)
     except ScanCannotRun as not_a_scan:
         found = daemon_state.read(path)
         if found.report and not (found.unknown and found.age_s < -daemon_state.FUTURE_SLACK_S):
@@ -111,10 +111,11 @@ def _saved_or_state(path: Path) -> dict[str, Any]:
 
 
 def run_diff(before: str, after: str, level: str | None, state_file: str,
-             different_hosts: bool) -> Diff:
+             different_hosts: bool, rule_files: tuple[str, ...] = ()) -> Diff:
     sides = _Side("BEFORE", before), _Side("AFTER", after)
+    rule_ids = known_rule_ids(None, rule_files)
     for side in sides:
-        _resolve(side, state_file)
+        _resolve(side, state_file, rule_ids)
     for side, other in (sides, sides[::-1]):
         if side.report is None:
             chosen = level or (other.report or {}).get("level") or "quick"
@@ -158,7 +159,9 @@ def _text(diff: Diff, fmt: str) -> str:
                    f"(default: the config's [daemon] state_file, else {daemon_state.DEFAULT_PATH}).")
 @click.option("--level", type=click.Choice(Level.names()), default=None,
               help="The level of a 'live' side (default: the other side's, else quick).")
-def diff(before, after, different_hosts, fmt, output, state_file, level) -> None:
+@click.option("--rules", "rule_files", multiple=True, metavar="FILE",
+              help="A rule file the saved scans were made with (repeatable): its rule ids are known.")
+def diff(before, after, different_hosts, fmt, output, state_file, level, rule_files) -> None:
     """What changed between two states of this host: BEFORE and AFTER are each a capture
     directory, a saved JSON scan, 'live' (scan now) or 'baseline' (the daemon's).
 
@@ -178,7 +181,7 @@ def diff(before, after, different_hosts, fmt, output, state_file, level) -> None
         except OSError as exc:
             raise ScanCannotRun(t("{output}: cannot write the diff: {why}", output=output,
                                   why=exc.strerror)) from None
-    result = run_diff(before, after, level, state_file_of(state_file), different_hosts)
+    result = run_diff(before, after, level, state_file_of(state_file), different_hosts, rule_files)
     if fmt == "terminal" and output is None:
         from rich.console import Console
 
