@@ -170,16 +170,16 @@ def _judged(name: str, data: Any, now: float) -> State:
     if not _number(taken) or taken < EARLIEST:
         raise bad(t("taken_at {value}: not a time in Unix seconds after {earliest}",
                     value=repr(taken)[:40], earliest=_date(EARLIEST)))
-    for key, high in (("daemon_pid", PID_MAX), ("evaluations", 2**53)):
-        if not _whole(data.get(key), 1, high):
-            raise bad(t("{key} {value}: not a whole number from 1 to {high}", key=key,
-                        value=repr(data.get(key))[:40], high=high))
     families = data.get("families")
     if not isinstance(families, dict) or not all(
             rule_id_ok(k) and v in FAMILIES for k, v in families.items()):
         raise bad(t("families must map rule ids to one of {families}",
                     families=", ".join(FAMILIES)))
     report = check(data.get("report"), f"{name} (its report)", StateError)
+    for key, high in (("daemon_pid", PID_MAX), ("evaluations", 2**53)):
+        if not _whole(data.get(key), 1, high):
+            raise bad(t("{key} {value}: not a whole number from 1 to {high}", key=key,
+                        value=repr(data.get(key))[:40], high=high))
     for i, finding in enumerate(report["findings"]):
         rule = finding["rule"]
         if not rule_id_ok(rule):
