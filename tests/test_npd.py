@@ -318,3 +318,10 @@ def test_a_rule_id_that_would_read_as_ok_or_unknown_makes_the_state_unknown(
     status, message, _ = _run_family(binary, path, "gpu")
     assert status == "Unknown" and message.startswith("unknown state.json: "), message
     assert not message.startswith(("ok", "unknown-", "unknown gpu"))
+
+
+def test_a_secret_in_a_bad_flag_value_is_masked_on_stdout_and_stderr(binary):
+    out = subprocess.run([str(binary), "npd", "--family", "gpu", "--min-severity",
+                          "--api-key=sk-LEAKLEAK1234"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout.startswith("unknown usage: ")
+    assert "LEAKLEAK" not in out.stdout + out.stderr and "***" in out.stderr, out
