@@ -38,7 +38,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from doctor.daemon.settings import BOUNDS
 from doctor.i18n import t
@@ -142,7 +142,7 @@ def rule_id_ok(rule: object) -> bool:
         rule == word or rule.startswith(word + "-") for word in RESERVED)
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) \
         and math.isfinite(value)
 
