@@ -272,3 +272,56 @@ def test_a_huge_flag_value_is_answered_at_once(binary):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stdout.startswith("unknown usage: ")
     assert time.monotonic() - start < 5
+
+
+def _changed(source: Path, target: Path, **changes) -> Path:
+    data = json.loads(source.read_text())
+    data.update({"taken_at": time.time(), **changes})
+    target.write_text(json.dumps(data))
+    return target
+
+
+@pytest.mark.parametrize("changes", [
+    {"taken_at": 1.0, "interval_s": 1e308}, {"taken_at": 1.0, "interval_s": 1e12},
+    {"taken_at": 1.0, "interval_s": 2**63 - 1}, {"interval_s": 0.5}, {"interval_s": 86401},
+    {"taken_at": 0}, {"taken_at": 1e18}, {"taken_at": -1.0}, {"taken_at": time.time() + 3600},
+    {"daemon_pid": True}, {"evaluations": "17"}])
+def test_a_state_no_daemon_writes_is_unknown_never_ok(states, binary, tmp_path, changes):
+    """A state from 1970 whose interval is 1e308 answered OK: a healthy host, fresh for ever."""
+    path = _changed(states["healthy-epyc-9654-vllm"], tmp_path / "state.json", **changes)
+    status, message, _ = _run_family(binary, path, "host")
+    assert status == "Unknown" and message.startswith("unknown "), message
+
+
+def test_a_hostile_title_reaches_the_condition_masked_and_flat(states, binary, tmp_path):
+    data = json.loads(states["h100-sxm-8x-gpu-lost"].read_text())
+    data["report"]["findings"][0]["title"] = ("\x1b[31m--api-key\nsk-LEAKLEAK1234\x1b[0m "
+                                              "token=hunter2hunter2 \u202eGPU5 gone")
+    path = _changed(states["h100-sxm-8x-gpu-lost"], tmp_path / "state.json",
+                    report=data["report"])
+    status, message, _ = _run_family(binary, path, "gpu")
+    assert status == "NonOK"
+    assert message == "gpu-hardware-errors critical: [31m--api-key *** [0m token=*** GPU5 gone"
+
+
+@pytest.mark.parametrize("rule", ["ok", "ok-gpu", "unknown", "unknown-gpu", "ok gpu:",
+                                  "gpu\nok"])
+def test_a_rule_id_that_would_read_as_ok_or_unknown_makes_the_state_unknown(
+        states, binary, tmp_path, rule):
+    """A problem line starts with its rule id: an id 'ok-gpu' would read 'ok-gpu critical: …',
+    which a reader of the line (or a regex ``^ok\\b``) takes for healthy."""
+    data = json.loads(states["h100-sxm-8x-gpu-lost"].read_text())
+    data["report"]["findings"][0]["rule"] = rule
+    data["families"][rule] = "gpu"
+    path = _changed(states["h100-sxm-8x-gpu-lost"], tmp_path / "state.json",
+                    report=data["report"], families=data["families"])
+    status, message, _ = _run_family(binary, path, "gpu")
+    assert status == "Unknown" and message.startswith("unknown state.json: "), message
+    assert not message.startswith(("ok", "unknown-", "unknown gpu"))
+
+
+def test_a_secret_in_a_bad_flag_value_is_masked_on_stdout_and_stderr(binary):
+    out = subprocess.run([str(binary), "npd", "--family", "gpu", "--min-severity",
+                          "--api-key=sk-LEAKLEAK1234"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout.startswith("unknown usage: ")
+    assert "LEAKLEAK" not in out.stdout + out.stderr and "***" in out.stderr, out

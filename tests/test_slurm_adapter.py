@@ -3,16 +3,21 @@ reason it writes, what it decides for each node state, and its errors (one line 
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import time
 
 import pytest
 
+from doctor.daemon import state as daemon_state
 from doctor.fleet.slurm import MAX_REASON, Node, SlurmError, decide, parse_node, reason_for, shown
 from doctor.fleet.slurm_scontrol import Scontrol
-from doctor.fleet.verdict import Status, Verdict
+from doctor.fleet.verdict import Status, Verdict, judge
+from doctor.model import Severity
 from tests.conftest import REPO
 
 # Slurm 22.05.8's own output (Debian 12), from the one-node cluster of tests/slurm_cluster.py:
@@ -70,9 +75,9 @@ def test_our_reason_is_one_short_line_free_of_quotes_brackets_and_shell_characte
     long = reason_for({"rule": "gpu-lost", "title": "word " * 100})
     assert len(long) == MAX_REASON and long.endswith("...") and long.startswith(
         "llm-doctor: gpu-lost word")
-    assert reason_for({}).startswith("llm-doctor: unknown-rule")
+    assert reason_for({}).startswith("llm-doctor: invalid-rule-id")
     line = shown("scontrol", ("update", "NodeName=vm", "State=DRAIN", f"Reason={reason}"))
-    assert line == f'scontrol update NodeName=vm State=DRAIN Reason="{reason}"'
+    assert line == f"scontrol update NodeName=vm State=DRAIN Reason='{reason}'"
 
 
 CASES = [
@@ -139,8 +144,8 @@ def test_scontrol_missing_or_failing_is_one_line_exit_3_and_a_prolog_still_fails
     assert missing.returncode == 3 and missing.stderr == ""
     assert missing.stdout.count("\n") == 1 and "scontrol not found at" in missing.stdout
     dry = _cli("--dry-run", "--state-file", str(critical_state), "--scontrol",
-               str(tmp_path / "nope"))
-    assert dry.returncode == 3 and dry.stdout == "" and "scontrol not found" in dry.stderr
+               str(tmp_path / "nope"))  # a dry run says what it would do (below)
+    assert dry.returncode == 1 and "scontrol not found" in dry.stderr
     prolog = _cli("--mode", "prolog", "--state-file", str(critical_state),
                   "--scontrol", str(tmp_path / "nope"))
     assert prolog.returncode == 1  # the finding stands even when scontrol cannot drain
@@ -193,4 +198,116 @@ def test_a_node_name_that_is_no_node_is_refused_in_one_line(tmp_path, name):
 
 def test_control_characters_from_the_host_are_shown_not_obeyed(tmp_path):
     done = _cli("--state-file", str(tmp_path / "x\x1b[2Jy.json"), "--node", "vm")
-    assert done.returncode == 2 and "\x1b" not in done.stdout and "x\\x1b[2Jy.json" in done.stdout
+    assert done.returncode == 2 and "\x1b" not in done.stdout and "x [2Jy.json" in done.stdout
+
+
+HOSTILE_TITLE = ("GPU 3 $(touch canary-1) `touch canary-2`; touch canary-3 && echo hi! !! !-1 "
+                 "--api-key sk-LEAKLEAK1234 'q' \"d\" \\ [z]\n\x1b[31mred \u202eevil")
+
+
+def test_the_reason_is_masked_and_the_printed_line_runs_exactly_that_command(tmp_path):
+    """The printed --dry-run line pasted into a shell (sh, bash) runs scontrol with our argv and
+    nothing else: no command substitution, no second command, no '!' for history expansion."""
+    reason = reason_for({"rule": "gpu-lost", "title": HOSTILE_TITLE})
+    assert "LEAKLEAK" not in reason and "--api-key ***" in reason
+    assert not set(reason) & set("!$`'\"\\[]\n\x1b\u202e"), reason
+    update = ("update", "NodeName=vm", "State=DRAIN", f"Reason={reason}")
+    recorder = tmp_path / "bin" / "scontrol"  # writes the argv it gets, one NUL-ended word each
+    recorder.parent.mkdir()
+    recorder.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done > "$ARGS"\n')
+    recorder.chmod(0o755)
+    line = shown(str(recorder), update)
+    assert "!" not in line and shlex.split(line) == [str(recorder), *update]
+    for shell in ("sh", "bash"):
+        args = tmp_path / f"{shell}.args"
+        subprocess.run([shell, "-c", line], cwd=tmp_path, env={**os.environ, "ARGS": str(args)},
+                       check=True, timeout=30)
+        assert args.read_bytes().split(b"\0")[:-1] == [w.encode() for w in update]
+    assert not list(tmp_path.glob("canary-*"))
+
+
+def _state_file(source, target, **changes):
+    data = json.loads(source.read_text())
+    data.update(changes)
+    target.write_text(json.dumps(data))
+    return target
+
+
+@pytest.mark.parametrize("interval", [1e308, 1e12, 2**63 - 1])
+def test_a_state_from_1970_with_a_huge_interval_resumes_nothing(tmp_path, critical_state,
+                                                                  interval):
+    data = json.loads(critical_state.read_text())
+    data["report"]["findings"] = []  # it reads healthy: only its freshness could resume
+    stale = _state_file(critical_state, tmp_path / "s.json", taken_at=1.0, interval_s=interval,
+                        report=data["report"])
+    verdict = judge(daemon_state.read(stale), None, Severity.CRITICAL, width=200)
+    assert verdict.status is Status.UNKNOWN and "interval_s" in verdict.line
+    action = decide(verdict, parse_node(DRAINED, "vm"))
+    assert action.update == () and "left IDLE+DRAIN" in action.says
+
+
+@pytest.fixture(scope="module")
+def healthy_state(tmp_path_factory):
+    from tests.conftest import FIXTURE_HOSTS
+    from tests.slurm_cluster import beat_state
+
+    work = tmp_path_factory.mktemp("healthy")
+    return beat_state(FIXTURE_HOSTS / "h100-sxm-8x-nvswitch", work / "state.json", work, False)
+
+
+def _without_slurm(tmp_path) -> dict:
+    """No scontrol on PATH, no SLURMD_NODENAME: a laptop, a CI runner, a node before Slurm."""
+    env = {k: v for k, v in os.environ.items() if k != "SLURMD_NODENAME"}
+    return {**env, "PATH": str(tmp_path)}
+
+
+def test_a_dry_run_without_slurm_prints_what_it_would_do_and_the_verdicts_code(
+        tmp_path, critical_state, healthy_state):
+    import socket
+
+    host = socket.gethostname().split(".")[0]
+    env = _without_slurm(tmp_path)
+    critical = _cli("--dry-run", "--state-file", str(critical_state), env=env)
+    assert critical.returncode == 1, critical.stderr
+    reason = json.loads(critical_state.read_text())["report"]["findings"][0]["title"][:20]
+    assert critical.stdout.startswith(f"scontrol update NodeName={host} State=DRAIN "
+                                      f"Reason='llm-doctor: gpu-hardware-errors {reason}")
+    assert critical.stdout.count("\n") == 1
+    assert "scontrol not found at 'scontrol'" in critical.stderr
+    assert "would be drained unless another party holds it" in critical.stderr
+    assert "gpu-hardware-errors critical:" in critical.stderr  # the verdict
+    healthy = _cli("--dry-run", "--state-file", str(healthy_state), env=env)
+    assert (healthy.returncode, healthy.stdout) == (0, ""), healthy.stderr
+    assert (f"would be resumed only if llm-doctor had drained it (scontrol update "
+            f"NodeName={host} State=RESUME)") in healthy.stderr
+    named = _cli("--dry-run", "--node", "gpu7", "--state-file", str(critical_state), env=env)
+    assert named.returncode == 1 and "NodeName=gpu7 State=DRAIN" in named.stdout
+    stale = _state_file(healthy_state, tmp_path / "stale.json", taken_at=1.0, interval_s=1e308)
+    unknown = _cli("--dry-run", "--state-file", str(stale), env=env)
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    assert "unchanged: unknown" in unknown.stderr
+    real = _cli("--state-file", str(critical_state), env=env)  # not a dry run: it cannot act
+    assert real.returncode == 3 and "scontrol not found" in real.stdout
+
+
+def test_a_dry_run_on_a_host_whose_name_is_no_node_name_uses_a_placeholder(tmp_path,
+                                                                           critical_state):
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("a host name of our own needs root and unshare (a UTS namespace)")
+    code = ("import runpy, socket, sys; socket.sethostname('not a node'); "
+            "sys.argv = ['llm-doctor', 'slurm-healthcheck', '--dry-run', '--state-file', "
+            f"{str(critical_state)!r}]; runpy.run_module('doctor.commands.cli', "
+            "run_name='__main__')")
+    unshare = str(shutil.which("unshare"))
+    done = subprocess.run([unshare, "--uts", sys.executable, "-c", code], cwd=REPO,
+                          env=_without_slurm(tmp_path), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith("scontrol update 'NodeName=<node>' State=DRAIN Reason='llm-doctor: ")
+    assert "the host name 'not a node' is not a Slurm node name" in done.stderr
+    assert "<node> stands for the node's name, which could not be determined" in done.stderr
+    refused = subprocess.run([unshare, "--uts", sys.executable, "-c",
+                              code.replace("'--dry-run', ", "")], cwd=REPO,
+                             env=_without_slurm(tmp_path), capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode == 3 and "is not a Slurm node name" in refused.stdout

@@ -27,6 +27,11 @@ RULE = "gpu-hardware-errors"  # what the daemon finds on h100-sxm-8x-gpu-lost (X
 REASON = ("llm-doctor: gpu-hardware-errors GPU5 (00000000:AB:00.0): memory or hardware "
           "errors: GPU_IS_LOST: fallen off the bus,...")
 OPS_REASON = "disk replacement, ticket 4711"
+HUGE_INTERVALS = (1e308, 1e12, 2**63 - 1)
+HOSTILE_TITLE = ("GPU5 gone! $(touch canary-1) `touch canary-2`; touch canary-3 !! "
+                 "--api-key sk-LEAKLEAK1234 'q'")
+HOSTILE_REASON = ("llm-doctor: gpu-hardware-errors GPU5 gone (touch canary-1) touch canary-2 ; "
+                  "touch canary-3 --api-key *** q")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +44,17 @@ def states(tmp_path_factory):
     data = json.loads(healthy.read_text())
     data["taken_at"] -= 4 * data["interval_s"]  # older than three intervals
     stale.write_text(json.dumps(data))
-    return {"critical": critical, "other": other, "healthy": healthy, "stale": stale}
+    found = {"critical": critical, "other": other, "healthy": healthy, "stale": stale}
+    for interval in HUGE_INTERVALS:  # healthy, from 1970, "fresh" for ever by its interval
+        found[f"1970-{interval:g}"] = work / f"1970-{interval:g}.json"
+        found[f"1970-{interval:g}"].write_text(json.dumps({**json.loads(healthy.read_text()),
+                                                           "taken_at": 1.0,
+                                                           "interval_s": interval}))
+    hostile = json.loads(critical.read_text())
+    hostile["report"]["findings"][0]["title"] = HOSTILE_TITLE
+    found["hostile"] = work / "hostile.json"
+    found["hostile"].write_text(json.dumps(hostile))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -156,10 +171,51 @@ def test_dry_run_prints_the_exact_line_and_changes_nothing(cluster, states):
          "--state-file", str(states["critical"]), "--node", cluster.node],
         cwd=REPO, env=cluster.env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr
-    assert done.stdout == (f'scontrol update NodeName={cluster.node} State=DRAIN '
-                           f'Reason="{REASON}"\n')
+    assert done.stdout == (f"scontrol update NodeName={cluster.node} State=DRAIN "
+                           f"Reason='{REASON}'\n")
     assert "dry run, not done" in done.stderr
     assert cluster.show() == before and not before.held and "Reason=" not in cluster.node_line()
+
+
+def test_a_state_from_1970_with_a_huge_interval_never_resumes_our_drain(cluster, states):
+    """Such a state answered OK, and the health check resumed the node it had drained."""
+    cluster.plant("hc", states["critical"])
+    cluster.wait("the node drained with our reason", lambda: _drained_ours(cluster))
+    for interval in HUGE_INTERVALS:
+        cluster.plant("hc", states[f"1970-{interval:g}"])
+        cluster.wait_health_checks(2)
+        assert _drained_ours(cluster), f"a state from 1970 with interval_s {interval:g} resumed it"
+        assert cluster.runs()[-1].startswith("2 ")  # unknown
+        _say(cluster, f"state from 1970, interval_s {interval:g}")
+    assert "interval_s 1e+308: not the daemon's interval" in (
+        cluster.folder / "log" / "hc-runs.out").read_text()
+    cluster.plant("hc", states["healthy"])
+    cluster.wait("the node resumed", lambda: _undrained(cluster))
+
+
+def test_the_dry_run_line_pasted_into_a_shell_drains_with_our_masked_reason_only(
+        cluster, states, tmp_path):
+    """A title with '!', $( ), backquotes, ';' and a secret: the printed line, run by a shell
+    as someone pasting it would, sets exactly our masked reason and runs nothing else."""
+    cluster.plant("hc", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "doctor.commands.cli", "slurm-healthcheck", "--dry-run",
+         "--state-file", str(states["hostile"]), "--node", cluster.node],
+        cwd=REPO, env=cluster.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    line = done.stdout.strip()
+    assert "!" not in line and "LEAKLEAK" not in line and "$" not in line and "`" not in line
+    assert line.endswith(f"Reason='{HOSTILE_REASON}'")
+    try:
+        subprocess.run(["bash", "-c", line], cwd=tmp_path, env=cluster.env, check=True,
+                       timeout=30)
+        node = cluster.wait("the node drained by the pasted line", lambda: (
+            n if (n := cluster.show()).held else None))
+        assert node.reason == HOSTILE_REASON and not list(tmp_path.iterdir())
+        _say(cluster, "the dry run's line pasted into bash")
+    finally:
+        cluster.plant("hc", states["healthy"])  # our reason: the health check resumes it
+    cluster.wait("the node resumed", lambda: _undrained(cluster))
 
 
 def _requeued(job_line: str) -> str | None:

@@ -28,6 +28,7 @@ from doctor.commands.click_words import speak_click_too
 from doctor.daemon.state import DEFAULT_PATH, FAMILIES
 from doctor.fleet import npd as protocol
 from doctor.i18n import LangError, t
+from doctor.redact import redact_text
 
 EXIT_UNKNOWN = 2  # NPD reads every code but 0 and 1 as Unknown; 2 is its own Unknown
 # under the 3 s rule timeout that 'npd --config' writes, with the start-up and the rules' load
@@ -36,8 +37,9 @@ FALLBACK_BUDGET_S = 2.0
 
 def _unknown(why: str) -> NoReturn:
     """Unknown: the cut line on stdout (NPD's condition message), the whole on stderr (NPD
-    logs a plugin's stderr; a person at a terminal reads it)."""
-    click.echo(f"llm-doctor npd: {why}", err=True)
+    logs a plugin's stderr; a person at a terminal reads it), masked on both: a flag's
+    value may be a secret pasted in the wrong place."""
+    click.echo(f"llm-doctor npd: {redact_text(why)}", err=True)
     _say(*protocol.unknown(why))
 
 

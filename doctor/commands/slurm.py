@@ -8,6 +8,9 @@ It reads the daemon's state file, never probes, and acts through scontrol:
                  nothing changed), 3 scontrol could not be run or failed. slurmd does not act
                  on the exit status; it logs a non-zero one with the program's stdout (not its
                  stderr, Slurm 22.05), so every line goes to stdout in this mode.
+                 With --dry-run the scontrol lines go to stdout, the rest to stderr; where
+                 Slurm is not installed (no scontrol) it still says what it would do, the
+                 node's state unread, and exits with the verdict's code.
     prolog       at a critical finding drains the node with our reason (so that the health
                  check resumes it later) and exits 1: slurmd then requeues the job. Anything
                  else exits 0 without calling scontrol: an unknown state never fails a job.
@@ -26,8 +29,8 @@ from doctor.commands import lang
 from doctor.commands.click_words import speak_click_too
 from doctor.daemon import state
 from doctor.redact import safe_display
-from doctor.fleet.slurm import SlurmError, decide, parse_node, shown
-from doctor.fleet.slurm_scontrol import Scontrol
+from doctor.fleet.slurm import SlurmError, decide, drain_update, parse_node, resume_update, shown
+from doctor.fleet.slurm_scontrol import Scontrol, ScontrolMissing
 from doctor.fleet.verdict import Status, Verdict, judge
 from doctor.i18n import LangError, t
 from doctor.model import Severity
@@ -36,6 +39,7 @@ EXIT_ERROR = 3
 WIDTH = 200  # a line in slurmd's log, not a terminal
 # A node name goes into NodeName=<name> as one argument: no blank, '=' or ',' (a node list).
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+PLACEHOLDER = "<node>"  # a dry run's node whose name could not be determined
 
 
 def _say(line: str, err: bool = False) -> None:
@@ -43,17 +47,21 @@ def _say(line: str, err: bool = False) -> None:
     click.echo(safe_display(line), err=err)
 
 
-def node_name(given: str | None) -> str:
-    """--node, else slurmd's SLURMD_NODENAME (set for HealthCheckProgram and Prolog), else
-    the short host name (slurmd's default NodeName)."""
+def node_name(given: str | None, dry_run: bool = False) -> tuple[str, str]:
+    """(name, "") from --node, else slurmd's SLURMD_NODENAME (set for HealthCheckProgram and
+    Prolog), else the short host name (slurmd's default NodeName). A dry run whose host name
+    is no node name gets (PLACEHOLDER, why) instead of the error: it can still say what it
+    would do."""
     name = given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
-    if not _NODE_NAME.fullmatch(name):
-        where = "--node" if given else ("$SLURMD_NODENAME" if os.environ.get("SLURMD_NODENAME")
-                                        else t("the host name"))
-        raise SlurmError(t("{where} {name} is not a Slurm node name (letters, digits, '.', '-', "
-                           "'_'): pass the node's NodeName as --node NAME", where=where,
-                           name=repr(name)))
-    return name
+    if _NODE_NAME.fullmatch(name):
+        return name, ""
+    where = "--node" if given else ("$SLURMD_NODENAME" if os.environ.get("SLURMD_NODENAME")
+                                    else t("the host name"))
+    problem = t("{where} {name} is not a Slurm node name (letters, digits, '.', '-', '_'): "
+                "pass the node's NodeName as --node NAME", where=where, name=repr(name))
+    if dry_run and not given and not os.environ.get("SLURMD_NODENAME"):
+        return PLACEHOLDER, problem
+    raise SlurmError(problem)
 
 
 @click.command("slurm-healthcheck")
@@ -76,7 +84,7 @@ def slurm_healthcheck(state_file: str, node: str | None, dry_run: bool, mode: st
     # slurmd logs a health check's stdout only: there, what went wrong goes to stdout too.
     to_stderr = dry_run or mode == "prolog"
     try:
-        name = node_name(node)
+        name, unnamed = node_name(node, dry_run)
     except SlurmError as exc:
         _say(f"llm-doctor: {exc}", to_stderr)
         sys.exit(EXIT_ERROR)
@@ -89,7 +97,7 @@ def slurm_healthcheck(state_file: str, node: str | None, dry_run: bool, mode: st
              to_stderr and verdict.status is Status.UNKNOWN)
         sys.exit(int(verdict.status) if mode == "healthcheck" else 0)
     try:
-        _act(verdict, name, dry_run, scontrol_path)
+        _act(verdict, name, dry_run, scontrol_path, unnamed)
     except SlurmError as exc:
         _say(f"llm-doctor: {name}: {exc}", to_stderr)
         if mode == "prolog":  # the finding stands: the job must not run here
@@ -98,8 +106,18 @@ def slurm_healthcheck(state_file: str, node: str | None, dry_run: bool, mode: st
     sys.exit(1 if verdict.status is Status.PROBLEM else 0)
 
 
-def _act(verdict: Verdict, name: str, dry_run: bool, scontrol_path: str) -> None:
-    scontrol = Scontrol(scontrol_path)
+def _act(verdict: Verdict, name: str, dry_run: bool, scontrol_path: str,
+         unnamed: str = "") -> None:
+    unread = [unnamed] if unnamed else []  # a dry run only: no node to read by a placeholder
+    try:
+        scontrol = Scontrol(scontrol_path)
+    except ScontrolMissing as exc:
+        if not dry_run:
+            raise
+        unread.insert(0, str(exc))
+    if unread:
+        _unread(verdict, name, scontrol_path, "; ".join(unread))
+        return
     action = decide(verdict, parse_node(scontrol.show_node(name), name))
     if action.update and dry_run:
         _say(shown(scontrol_path, action.update))
@@ -108,6 +126,26 @@ def _act(verdict: Verdict, name: str, dry_run: bool, scontrol_path: str) -> None
     if action.update:
         scontrol.run(*action.update)
     _say(f"llm-doctor: {action.says}", dry_run)  # dry run: stdout is the lines only
+
+
+def _unread(verdict: Verdict, name: str, scontrol_path: str, why: str) -> None:
+    """A dry run that could not read the node (no scontrol, or no name for it): the line it
+    would run on stdout (a drain at a problem), and on stderr why the node was not read, the
+    condition the line depends on and the verdict."""
+    _say("llm-doctor: " + t("dry run: {why}; the node's state was not read", why=why), True)
+    if name == PLACEHOLDER:
+        _say("llm-doctor: " + t("{placeholder} stands for the node's name, which could not be "
+                                "determined", placeholder=PLACEHOLDER), True)
+    if verdict.status is Status.PROBLEM:
+        assert verdict.finding is not None  # a PROBLEM names its finding
+        _say(shown(scontrol_path, drain_update(name, verdict.finding)))
+        says = t("{node} would be drained unless another party holds it or llm-doctor already "
+                 "drained it for this rule: {verdict}", node=name, verdict=verdict.line)
+    else:
+        says = t("{node} would be resumed only if llm-doctor had drained it ({command}), else "
+                 "left as it is: {verdict}", node=name,
+                 command=shown(scontrol_path, resume_update(name)), verdict=verdict.line)
+    _say("llm-doctor: " + t("dry run, not done: {says}", says=says), True)
 
 
 def main(args: list[str] | None = None) -> None:

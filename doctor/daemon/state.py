@@ -18,18 +18,32 @@ The report part is a saved JSON scan, so anything that reads one (``llm-doctor r
 A reader gets a ``State`` whose ``unknown`` says why its verdict cannot be trusted, or is
 empty: a file that is absent, unreadable, not a state, from the future, or older than
 ``STALE_INTERVALS`` of the daemon's own interval is unknown, never OK.
+
+Every number that says whether the state is fresh is held to what a daemon can write, so
+that a damaged or hand-made state cannot read fresh: ``interval_s`` within the range the
+daemon itself accepts (doctor/daemon/settings.py, 1 s to 24 h: an interval of 1e308 would
+keep a state from 1970 fresh for ever), ``taken_at`` a finite time after ``EARLIEST`` (a
+daemon on a host booted without a real-time clock dates its states 1970), whole
+numbers for ``daemon_pid`` and ``evaluations``. The rule ids the adapters print first on
+their lines are held to the vocabulary's grammar and may not be, or begin with, a word the
+adapters print for themselves (``ok``, ``unknown``). Anything else is unknown.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-from doctor.jsonfile import read_json
+from doctor.daemon.settings import BOUNDS
+from doctor.i18n import t
+from doctor.jsonfile import json_path, read_json
+from doctor.redact import redact_text
 from doctor.model import ScanReport
 from doctor.output import write_atomic
 from reports.json_report import MAX_SAVED_BYTES, SAVED_DEPTH, check, to_dict
@@ -40,6 +54,15 @@ DEFAULT_PATH = "/var/lib/llm-doctor/state.json"
 STALE_INTERVALS = 3  # older than three beats: the daemon is stopped, hung or far behind
 FUTURE_SLACK_S = 60.0  # clocks of a host and its container agree within this
 FAMILIES = ("gpu", "engine", "host")
+INTERVAL_MIN_S, INTERVAL_MAX_S = BOUNDS["interval_s"][:2]  # the daemon's own --interval range
+# 2020-01-01T00:00:00Z, before any llm-doctor: a time earlier than this, in the state or on the
+# reader's clock, is a clock that was never set, and no age can be judged from it.
+EARLIEST = 1577836800.0
+PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT on 64-bit: no process id is larger
+# A rule id as the vocabulary spells ids; the adapters' lines start with it, or with one of
+# RESERVED, so an id that is (or begins with) a reserved word would make a problem read "ok".
+RULE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
+RESERVED = ("ok", "unknown")
 
 if TYPE_CHECKING:  # the adapters read states under a scheduler's clock: no rules loaded
     from doctor.rules.loader import Rule
@@ -112,33 +135,75 @@ def read(path: str | Path, now: float | None = None) -> State:
         return State(name, str(exc))
 
 
+def rule_id_ok(rule: object) -> bool:
+    """Whether ``rule`` may start an adapter's line: the vocabulary's grammar, and neither a
+    reserved word nor one followed by more (``ok-gpu critical`` would read as ``ok``)."""
+    return isinstance(rule, str) and bool(RULE_ID.fullmatch(rule)) and not any(
+        rule == word or rule.startswith(word + "-") for word in RESERVED)
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def _whole(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
 def _judged(name: str, data: Any, now: float) -> State:
-    def bad(why: str) -> StateError:
-        return StateError(f"{name}: {why}; it is written by 'llm-doctor daemon --state-file'")
+    def bad(why: str) -> StateError:  # masked: it quotes values of the file
+        return StateError(redact_text(t("{file}: {why}; it is written by 'llm-doctor daemon --state-file'",
+                            file=name, why=why)))
 
     if not isinstance(data, dict) or data.get("kind") != KIND:
-        raise bad("not an llm-doctor state file")
-    if data.get("state_version") != STATE_VERSION:
-        raise bad(f"state_version {data.get('state_version')!r}, this llm-doctor reads "
-                  f"{STATE_VERSION}")
-    numbers: dict[str, float] = {}
-    for key in ("taken_at", "interval_s"):
-        value = data.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise bad(f"{key} must be a positive number, not {value!r}")
-        numbers[key] = float(value)
-    taken, interval = numbers["taken_at"], numbers["interval_s"]
+        raise bad(t("not an llm-doctor state file"))
+    version = data.get("state_version")
+    if not _whole(version, STATE_VERSION, STATE_VERSION):
+        raise bad(t("state_version {version}, this llm-doctor reads {ours}",
+                    version=repr(version)[:40], ours=STATE_VERSION))
+    taken, interval = data.get("taken_at"), data.get("interval_s")
+    if not _number(interval) or not INTERVAL_MIN_S <= interval <= INTERVAL_MAX_S:
+        raise bad(t("interval_s {value}: not the daemon's interval, {low:g} to {high:g} "
+                    "seconds", value=repr(interval)[:40], low=INTERVAL_MIN_S,
+                    high=INTERVAL_MAX_S))
+    if not _number(taken) or taken < EARLIEST:
+        raise bad(t("taken_at {value}: not a time in Unix seconds after {earliest}",
+                    value=repr(taken)[:40], earliest=_date(EARLIEST)))
     families = data.get("families")
     if not isinstance(families, dict) or not all(
-            isinstance(k, str) and v in FAMILIES for k, v in families.items()):
-        raise bad(f"families must map rule ids to one of {', '.join(FAMILIES)}")
+            rule_id_ok(k) and v in FAMILIES for k, v in families.items()):
+        raise bad(t("families must map rule ids to one of {families}",
+                    families=", ".join(FAMILIES)))
     report = check(data.get("report"), f"{name} (its report)", StateError)
+    for key, high in (("daemon_pid", PID_MAX), ("evaluations", 2**53)):
+        if not _whole(data.get(key), 1, high):
+            raise bad(t("{key} {value}: not a whole number from 1 to {high}", key=key,
+                        value=repr(data.get(key))[:40], high=high))
+    for i, finding in enumerate(report["findings"]):
+        rule = finding["rule"]
+        if not rule_id_ok(rule):
+            raise bad(t("{path} {rule} is not a rule id (lower-case letters, digits and '-', "
+                        "not starting with {reserved})",
+                        path=json_path(["report", "findings", i, "rule"]),
+                        rule=repr(rule)[:60], reserved=" or ".join(RESERVED)))
+    return _aged(name, float(taken), float(interval), now, dict(families), report)
+
+
+def _date(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(seconds))
+
+
+def _aged(name: str, taken: float, interval: float, now: float, families: dict[str, str],
+          report: dict[str, Any]) -> State:
+    """The state judged by its age on the reader's clock (one that reads before EARLIEST
+    finds every state in the future)."""
     age = now - taken
     unknown = ""
-    if age < -FUTURE_SLACK_S:
+    if not math.isfinite(age) or age < -FUTURE_SLACK_S:
         unknown = (f"the state in {name} is dated {-age:.0f}s in the future: "
                    "check this host's clock")
     elif age > STALE_INTERVALS * interval:
         unknown = (f"the state in {name} is {age:.0f}s old, more than {STALE_INTERVALS} "
                    f"intervals of {interval:g}s: is the daemon running?")
-    return State(name, unknown, taken, interval, age, dict(families), report)
+    return State(name, unknown, taken, interval, age, families, report)

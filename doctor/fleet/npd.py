@@ -11,7 +11,8 @@ names; its reason is static, the message is the plugin's line.
 
 So ``answer`` reads the daemon's state (never probes), judges one family
 (doctor/fleet/verdict.py) and gives an exit code and a line that fits ``MAX_OUTPUT_BYTES``
-bytes; ``plugin_config`` writes the JSON NPD loads, checked as its
+bytes, its words from the state masked (a node condition is readable cluster-wide) and its
+first word the rule id, ``ok`` or ``unknown``, never to be mistaken one for another; ``plugin_config`` writes the JSON NPD loads, checked as its
 ``pkg/custompluginmonitor/types/config.go`` checks it (``ApplyConfiguration``, ``Validate``).
 """
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from doctor.daemon import state as daemon_state
-from doctor.fleet.verdict import Status, judge
+from doctor.fleet.verdict import Status, judge, masked
 from doctor.i18n import lazy, translated
 from doctor.model import Severity
 
@@ -100,7 +101,7 @@ def judged(read: daemon_state.State, family: str,
 
 def unknown(why: str) -> tuple[int, str]:
     """A misuse of the plugin (a bad flag): unknown, as NPD reads any code but 0 and 1."""
-    return int(Status.UNKNOWN), fit_bytes("unknown " + why)
+    return int(Status.UNKNOWN), fit_bytes("unknown " + masked(why))
 
 
 def plugin_config(binary: str = BINARY, state_file: str = daemon_state.DEFAULT_PATH,

@@ -4,8 +4,8 @@
 The rules, for a HealthCheckProgram that slurmd runs every HealthCheckInterval (and that it
 kills at 60 s):
 
-* a critical finding on a node nobody holds: drain it, ``Reason="llm-doctor: <rule id>
-  <title>"`` (the prefix marks the reason as ours);
+* a critical finding on a node nobody holds: drain it, ``Reason='llm-doctor: <rule id>
+  <title>'`` (the prefix marks the reason as ours);
 * a critical finding on a node drained with our reason: nothing when the reason names the same
   rule (idempotent: slurmd runs us again and again), our reason updated when the rule changed;
 * a node drained or down for a reason that is not ours (an operator's maintenance, slurmd's
@@ -26,18 +26,21 @@ import shlex
 from dataclasses import dataclass
 
 from doctor.config import ConfigError
-from doctor.fleet.verdict import Status, Verdict
+from doctor.fleet.verdict import Status, Verdict, masked, rule_word
 from doctor.i18n import t
 
 PREFIX = "llm-doctor:"
 # slurmctld keeps a node's reason whole, but sinfo -R, sview and most dashboards show a short
 # column; one line of 120 keeps the rule id and the gist visible everywhere.
 MAX_REASON = 120
-# A reason goes on the command line as Reason="..." in the line --dry-run prints, and slurmctld
-# appends " [user@time]" to it: quotes, shell metacharacters and brackets are dropped.
-# Chinese (CJK ideographs, CJK and full-width punctuation) is kept: a title in Chinese is
-# read in sinfo, and none of it means anything to a shell.
-_UNSAFE = re.compile(r"[^\x20-\x7e\u3000-\u303f\u4e00-\u9fff\uff01-\uff5e]|[\"'`$\\\[\]]")
+# A reason is masked (doctor/fleet/verdict.py ``masked``: it is shown to every user of the
+# cluster), goes on the command line --dry-run prints (quoted there with shlex.quote), and
+# slurmctld appends " [user@time]" to it: quotes, '$', '`', backslashes, brackets and '!'
+# (history expansion where the printed line is pasted: csh expands it even inside single
+# quotes) are dropped, whatever the quoting. Chinese (CJK ideographs, CJK and full-width
+# punctuation) is kept: a title in Chinese is read in sinfo, and none of it means anything
+# to a shell.
+_UNSAFE = re.compile(r"[^\x20-\x7e\u3000-\u303f\u4e00-\u9fff\uff01-\uff5e]|[\"'`$\\\[\]!]")
 # scontrol -o prints "Key=value" pairs separated by blanks; some values hold blanks
 # (OS=Linux 6.1.0 #1 SMP ..., Reason=...), so a value runs to the next " Key=".
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=")
@@ -119,9 +122,10 @@ def _fields(line: str) -> dict[str, str]:
 
 
 def reason_for(finding: dict[str, object]) -> str:
-    """Our reason for ``finding``: the prefix, its rule id, its title, on one safe line."""
-    rule = _UNSAFE.sub("", str(finding.get("rule") or "unknown-rule")).replace(" ", "-")
-    title = _UNSAFE.sub(" ", str(finding.get("title") or ""))
+    """Our reason for ``finding``: the prefix, its rule id, its title masked, on one safe
+    line."""
+    rule = rule_word(finding)  # the vocabulary's grammar: nothing to drop
+    title = _UNSAFE.sub(" ", masked(finding.get("title") or ""))
     text = " ".join(f"{PREFIX} {rule} {title}".split())
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3].rstrip() + "..."
 
@@ -143,21 +147,20 @@ def decide(verdict: Verdict, node: Node) -> Action:
                             verdict=verdict.line))
     if verdict.status is Status.PROBLEM:
         assert verdict.finding is not None  # a PROBLEM names its finding
-        reason = reason_for(verdict.finding)
-        drain = ("update", f"NodeName={node.name}", "State=DRAIN", f"Reason={reason}")
+        drain = drain_update(node.name, verdict.finding)
         if not node.held:
             return Action(drain, t("{node} drained: {verdict}", node=node.name,
                                    verdict=verdict.line))
         if not node.ours:
             return Action((), t("{node} left alone, held by another party: {held}; we found "
                                 "{verdict}", node=node.name, held=held, verdict=verdict.line))
-        if node.our_rule == str(verdict.finding.get("rule")):
+        if node.our_rule == rule_word(verdict.finding):
             return Action((), t("{node} already drained by llm-doctor: {verdict}",
                                 node=node.name, verdict=verdict.line))
         return Action(drain, t("{node} reason updated (was {rule}): {verdict}", node=node.name,
                                rule=node.our_rule, verdict=verdict.line))
     if node.ours and "DRAIN" in node.flags | {node.base} and node.base != "DOWN":
-        return Action(("update", f"NodeName={node.name}", "State=RESUME"),
+        return Action(resume_update(node.name),
                       t("{node} resumed, {rule} has cleared: {verdict}", node=node.name,
                         rule=node.our_rule, verdict=verdict.line))
     if node.held:
@@ -167,8 +170,17 @@ def decide(verdict: Verdict, node: Node) -> Action:
                         verdict=verdict.line))
 
 
+def drain_update(name: str, finding: dict[str, object]) -> tuple[str, ...]:
+    return ("update", f"NodeName={name}", "State=DRAIN", f"Reason={reason_for(finding)}")
+
+
+def resume_update(name: str) -> tuple[str, ...]:
+    return ("update", f"NodeName={name}", "State=RESUME")
+
+
 def shown(scontrol: str, update: tuple[str, ...]) -> str:
-    """The scontrol line as a person would type it: the reason in double quotes (safe, as
-    reason_for dropped every character a shell reads inside them)."""
-    words = [f'Reason="{w[len("Reason="):]}"' if w.startswith("Reason=") else w for w in update]
+    """The scontrol line as a person would type it, every word through shlex.quote (the
+    reason as ``Reason='...'``): pasted into a shell, it runs that command and nothing else."""
+    words = [f"Reason={shlex.quote(w[len('Reason='):])}" if w.startswith("Reason=")
+             else shlex.quote(w) for w in update]
     return " ".join([shlex.quote(scontrol), *words])

@@ -20,14 +20,20 @@ CALL_S = 15.0
 BUDGET_S = 40.0
 
 
+class ScontrolMissing(SlurmError):
+    """No scontrol to run: Slurm's client is not installed (a dry run says what it would do
+    all the same)."""
+
+
 class Scontrol:
     """scontrol at ``path`` (a name looked up on PATH, or a path), with one deadline."""
 
     def __init__(self, path: str = "scontrol", budget_s: float = BUDGET_S) -> None:
         found = shutil.which(path) if os.sep not in path else path
         if not found or not os.access(found, os.X_OK):
-            raise SlurmError(t("scontrol not found at {path}: install Slurm's client "
-                               "(slurm-client) or pass --scontrol PATH", path=repr(path)))
+            raise ScontrolMissing(t("scontrol not found at {path}: install Slurm's client "
+                                    "(slurm-client) or pass --scontrol PATH",
+                                    path=repr(path)))
         self.path = found
         self.deadline = time.monotonic() + budget_s
 
