@@ -165,8 +165,9 @@ def test_a_finding_whose_rule_id_could_read_as_ours_or_is_no_id_makes_the_state_
     report = json.loads(json.dumps(beaten["report"]))
     report["findings"].append({**(report["findings"] or [_FINDING])[0], "rule": rule})
     read = _read(tmp_path, beaten, report=report)
-    at = f"report.findings[{len(report['findings']) - 1}].rule"
-    assert read.unknown.startswith(f"{tmp_path / 'changed.json'}: {at} "), read.unknown
+    at = f"findings[{len(report['findings']) - 1}].rule"  # the saved-scan reader's, in the report
+    assert read.unknown.startswith(f"{tmp_path / 'changed.json'}"), read.unknown
+    assert f"{at}:" in read.unknown or f"{at} " in read.unknown, read.unknown
     assert "is not a rule id" in read.unknown and "LEAKLEAK" not in read.unknown
 
 

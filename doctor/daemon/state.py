@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from doctor.daemon.settings import BOUNDS
 from doctor.i18n import t
 from doctor.jsonfile import json_path, read_json
 from doctor.redact import redact_text
+from doctor.rules.ids import RESERVED, builtin_ids, is_rule_id
 from doctor.model import ScanReport
 from doctor.output import write_atomic
 from reports.json_report import MAX_SAVED_BYTES, SAVED_DEPTH, check, to_dict
@@ -61,8 +61,6 @@ EARLIEST = 1577836800.0
 PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT on 64-bit: no process id is larger
 # A rule id as the vocabulary spells ids; the adapters' lines start with it, or with one of
 # RESERVED, so an id that is (or begins with) a reserved word would make a problem read "ok".
-RULE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
-RESERVED = ("ok", "unknown")
 
 if TYPE_CHECKING:  # the adapters read states under a scheduler's clock: no rules loaded
     from doctor.rules.loader import Rule
@@ -138,8 +136,7 @@ def read(path: str | Path, now: float | None = None) -> State:
 def rule_id_ok(rule: object) -> bool:
     """Whether ``rule`` may start an adapter's line: the vocabulary's grammar, and neither a
     reserved word nor one followed by more (``ok-gpu critical`` would read as ``ok``)."""
-    return isinstance(rule, str) and bool(RULE_ID.fullmatch(rule)) and not any(
-        rule == word or rule.startswith(word + "-") for word in RESERVED)
+    return is_rule_id(rule)
 
 
 def _number(value: Any) -> TypeGuard[float]:
@@ -175,7 +172,9 @@ def _judged(name: str, data: Any, now: float) -> State:
             rule_id_ok(k) and v in FAMILIES for k, v in families.items()):
         raise bad(t("families must map rule ids to one of {families}",
                     families=", ".join(FAMILIES)))
-    report = check(data.get("report"), f"{name} (its report)", StateError)
+    # its findings may name the rules its daemon loaded: the built-in ones and its own files'
+    report = check(data.get("report"), f"{name} (its report)", StateError,
+                   builtin_ids() | frozenset(families))
     for key, high in (("daemon_pid", PID_MAX), ("evaluations", 2**53)):
         if not _whole(data.get(key), 1, high):
             raise bad(t("{key} {value}: not a whole number from 1 to {high}", key=key,

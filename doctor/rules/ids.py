@@ -24,10 +24,15 @@ from doctor.tomlfile import MAX_RULE_FILE_BYTES, read_toml
 # playbooks' names and the cause ids all fit it
 RULE_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,78}[a-z0-9])?")
 MAX_RULE_ID = 80
+# The fleet adapters' lines start with the rule id of a problem, or with these words for
+# no problem (node-problem-detector, Slurm): an id that is one of them, or begins with one
+# and a hyphen ("ok-gpu critical: ..."), would make a problem read as health.
+RESERVED = ("ok", "unknown")
 
 
 def is_rule_id(text: object) -> bool:
-    return isinstance(text, str) and RULE_ID.fullmatch(text) is not None
+    return isinstance(text, str) and RULE_ID.fullmatch(text) is not None and not any(
+        text == word or text.startswith(word + "-") for word in RESERVED)
 
 
 class _Unread(Exception):

@@ -55,7 +55,7 @@ from doctor.rules.expressions import (
 from doctor.model import ProbeSpec, Severity
 from doctor.rules.sandbox import FUNCTIONS
 from doctor.rules import texts as rule_texts
-from doctor.rules.ids import RULE_ID
+from doctor.rules.ids import RULE_ID, is_rule_id
 from doctor.rules.texts import Texts as RuleTexts
 from doctor.rules.titles import Template, TemplateError
 from doctor.rules.titles import parse as parse_title
@@ -154,10 +154,11 @@ class _Fields:
         if not isinstance(value, str) or not value.strip():
             raise self.error(key, t("'{key}' must be a non-empty string, not {kind}", key=key,
                                     kind=_kind(value)))
-        if pattern is RULE_ID_LINE and not pattern.match(value):
+        if pattern is RULE_ID_LINE and not is_rule_id(value):
             raise self.error(key, t("'{key}' = {value}: use lowercase letters, digits and "
                                     "hyphens (at most 80, starting and ending with a letter or "
-                                    "digit), as the built-in rule ids are written", key=key,
+                                    "digit), as the built-in rule ids are written; not ok or "
+                                    "unknown, nor beginning with ok- or unknown-", key=key,
                                     value=repr(value[:80])))
         if pattern and not pattern.match(value):
             raise self.error(key, t("'{key}' = {value}: use letters, digits and . _ : - (at most "
