@@ -41,15 +41,18 @@ def noun(what: str) -> str:
             "model's config.json": t("model's config.json")}.get(what, what)
 
 
-def read_text(path: Path, what: str, error: type[Exception], max_bytes: int) -> str:
+def read_text(path: Path, what: str, error: type[Exception], max_bytes: int,
+              follow_links: bool = True) -> str:
     """The text of ``path`` if it is a regular UTF-8 file of at most ``max_bytes``.
 
     Opened non-blocking and checked with fstat before any read, so a FIFO or a device
-    is refused at once rather than read forever.
+    is refused at once rather than read forever. ``follow_links=False`` opens with
+    O_NOFOLLOW: a link put there after the caller looked is not followed either.
     """
     what = noun(what)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as exc:
         raise error(t("{path}: cannot read the {what}: {reason}", path=path, what=what,
                       reason=exc.strerror)) from None
@@ -185,8 +188,8 @@ def _mib(size: int) -> str:
 
 
 def read_toml(path: Path, what: str, error: type[Exception],
-              max_bytes: int) -> tuple[str, dict[str, Any]]:
-    text = read_text(path, what, error, max_bytes)
+              max_bytes: int, follow_links: bool = True) -> tuple[str, dict[str, Any]]:
+    text = read_text(path, what, error, max_bytes, follow_links)
     return text, parse(text, path, error)
 
 

@@ -18,14 +18,35 @@ from doctor.redact import redact_text, safe_display
 from doctor.vocabulary import SYMPTOM_WORDS, symptom_words
 
 
+# A field shown to people is cut at 4,096 characters (escapes counted): 16 times DNS's
+# longest name (253), more than any title or command line the committed hosts hold (191
+# bytes), and short enough that laying it out stays in milliseconds: rich's wrapping is worse
+# than linear (a 5,000,000-character host name took 25 s in the terminal report and 62 s in
+# diff). A text up to _ROOM longer is shown whole, so that a text cut once is not cut again
+# (show(show(x)) == show(x)). The JSON report and diff keep every field whole.
+MAX_SHOWN = 4096
+_ROOM = 256  # more than the cut mark in any language
+
+
+def cut(text: str) -> str:
+    """``text`` at most about MAX_SHOWN characters: past them, its first MAX_SHOWN and a mark
+    that says how many more there are and where they are."""
+    if len(text) <= MAX_SHOWN + _ROOM:
+        return text
+    return text[:MAX_SHOWN] + t("… ({more:,} more characters: the JSON output holds them all)",
+                                more=len(text) - MAX_SHOWN)
+
+
 def show(value: Any) -> str:
     """``value`` as text a terminal or Markdown viewer prints rather than obeys, with any
-    secret that slipped into a record masked (the probes mask first; this is the backstop)."""
+    secret that slipped into a record masked (the probes mask first; this is the backstop),
+    and cut at MAX_SHOWN characters. Masked whole before the cut, so that a cut never
+    splits a secret from the name that masks it."""
     try:
         text = value if isinstance(value, str) else str(value)
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits
         text = t("(unprintable {type}: {error})", type=type(value).__name__, error=exc)
-    return safe_display(redact_text(text))
+    return cut(safe_display(redact_text(text)))
 
 
 def severity_word(label: object) -> str:

@@ -139,5 +139,5 @@ def change_text(fact: Fact) -> str:
     if fact.kind == SECRET:
         return t("changed (neither value is shown)")
     if fact.note and fact.status in (ADDED, REMOVED, "changed") and fact.note[:1] in "+-":
-        return fact.note
+        return show(fact.note)  # an engine's flag as its argv held it: host text
     return f"{value(fact, 'before')} → {value(fact, 'after')}"

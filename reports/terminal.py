@@ -15,7 +15,7 @@ from doctor.i18n import t
 from doctor.model import ScanReport, Severity
 from doctor.redact import redact_data
 from playbooks import path_of
-from reports.common import (evidence_text, probe_rows, probe_summary, severity_word, show,
+from reports.common import (cut, evidence_text, probe_rows, probe_summary, severity_word, show,
                             status_word, symptom_text)
 
 STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "cyan"}
@@ -57,11 +57,14 @@ def _findings(report: ScanReport) -> list[RenderableType]:
     for f in report.findings:
         cause = show(f.cause)
         symptoms = f.symptoms if isinstance(f.symptoms, (list, tuple)) else [f.symptoms]
-        rows = t(", ").join(symptom_text(s) for s in symptoms)
+        # each part is cut (show); their join is cut as well, so that a saved scan's many
+        # symptoms or evidence keys are one bounded line to wrap, never megabytes
+        rows = cut(t(", ").join(symptom_text(s) for s in symptoms))
         # keys masked like values, and a value under a secret's name whole (doctor/redact.py)
         shown = redact_data(f.evidence if isinstance(f.evidence, dict) else {"value": f.evidence})
         missing = f.missing if isinstance(f.missing, dict) else {}
-        evidence = ", ".join(f"{show(k)}={evidence_text(v, missing.get(k))}" for k, v in shown.items())
+        evidence = cut(", ".join(f"{show(k)}={evidence_text(v, missing.get(k))}"
+                                 for k, v in shown.items()))
         details = [
             Text(t("{rule} · cause {cause} · rows {rows}", rule=show(f.rule), cause=cause, rows=rows),
                  style="dim"),

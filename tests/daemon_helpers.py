@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
 from doctor.model import Finding, Severity
+from tests.conftest import FIXTURE_HOSTS
 
 
 def need(binary: str, package: str) -> str:
@@ -48,3 +50,14 @@ def client_tls(cert: str):
     context = ssl.create_default_context(cafile=cert)
     context.check_hostname = False
     return context
+
+
+def prompt_histogram_host(folder: Path) -> Path:
+    """vllm-v1-calm started with ``--max-model-len 4096``: the prompt-length histogram on its
+    recorded /metrics page now has a limit to be read against, so engine.truncation fills
+    ``histogram_requests`` (no committed host does: their /v1/models answered 401)."""
+    host = Path(folder) / "vllm-v1-calm-max-model-len"
+    shutil.copytree(FIXTURE_HOSTS / "vllm-v1-calm", host, symlinks=True)
+    cmdline = host / "fs/proc/48213/cmdline"
+    cmdline.write_bytes(cmdline.read_bytes() + b"--max-model-len\x004096\x00")
+    return host

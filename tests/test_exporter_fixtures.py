@@ -35,7 +35,7 @@ from doctor.seam.recorded import RecordedHost
 from probes.gpu.thermal_power import REASONS
 from probes.registry import PROBES, by_name
 from tests.conftest import FIXTURE_HOSTS
-from tests.daemon_helpers import need
+from tests.daemon_helpers import need, prompt_histogram_host
 
 RULES = load_rules(builtin_files(), by_name())
 HOSTS = sorted(p for p in FIXTURE_HOSTS.iterdir() if (p / "host.toml").is_file())
@@ -210,6 +210,17 @@ def test_the_page_of_every_recorded_host_passes_promtool(path):
     lint = subprocess.run([promtool, "check", "metrics"], input=_page(_results(path)),
                           capture_output=True, text=True, timeout=60)
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_a_vllm_host_with_a_prompt_histogram_passes_promtool(tmp_path):
+    """The one catalogue row no committed host fills: its name held "histogram", which
+    promtool refused on every vLLM host with a context limit and a prompt histogram."""
+    promtool = need("promtool", "prometheus")
+    page = _page(_results(prompt_histogram_host(tmp_path)))
+    assert "llm_doctor_engine_prompts_counted_requests{" in page
+    lint = subprocess.run([promtool, "check", "metrics"], input=page, capture_output=True,
+                          text=True, timeout=60)
+    assert lint.returncode == 0 and not lint.stderr.strip(), lint.stdout + lint.stderr
 
 
 def test_the_gpu_held_by_another_process_and_the_engine_rows_are_there():

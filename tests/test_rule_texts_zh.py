@@ -175,5 +175,55 @@ def test_a_translation_that_is_a_fifo_or_a_broken_link_is_refused_by_name(tmp_pa
         load_file(rules, by_name())
     target.unlink()
     target.symlink_to(tmp_path / "gone.toml")
-    with pytest.raises(RuleError, match=r"zh_CN/my.toml: cannot read the rule translation file"):
+    with pytest.raises(RuleError, match=r"zh_CN/my.toml: the rule translation file is a symbolic link"):
         load_file(rules, by_name())
+
+
+def _rules_with_translation_elsewhere(tmp_path: Path) -> tuple[Path, Path]:
+    """A rule file in rules/, and a valid Chinese translation of it in outside/ (which the
+    rule file's owner should not be able to have llm-doctor read)."""
+    folder, outside = tmp_path / "rules", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    rules = folder / "my.toml"
+    rules.write_text((Path(__file__).parent.parent / "checks" / "host.toml").read_text())
+    (outside / "my.toml").write_text(
+        (Path(__file__).parent.parent / "checks" / "zh_CN" / "host.toml").read_text())
+    return rules, outside / "my.toml"
+
+
+def test_a_translation_that_links_out_of_its_folder_is_refused_by_name(tmp_path):
+    from doctor.rules.loader import RuleError, load_file
+    from probes.registry import by_name
+
+    rules, elsewhere = _rules_with_translation_elsewhere(tmp_path)
+    (rules.parent / "zh_CN").mkdir()
+    (rules.parent / "zh_CN" / "my.toml").symlink_to(elsewhere)
+    with pytest.raises(RuleError, match=r"rules/zh_CN/my.toml: the rule translation file is a "
+                                        r"symbolic link; a translation is a regular file in "):
+        load_file(rules, by_name())
+
+
+def test_a_translation_folder_that_is_a_link_out_is_refused_by_name(tmp_path):
+    from doctor.rules.loader import RuleError, load_file
+    from probes.registry import by_name
+
+    rules, elsewhere = _rules_with_translation_elsewhere(tmp_path)
+    (rules.parent / "zh_CN").symlink_to(elsewhere.parent, target_is_directory=True)
+    with pytest.raises(RuleError, match=r"rules/zh_CN/my.toml: the rule translation file is "
+                                        r".*outside/my.toml, outside .*rules; "):
+        load_file(rules, by_name())
+
+
+def test_a_translation_of_a_rule_folder_reached_through_a_link_still_loads(tmp_path):
+    """The folder itself found through a link (a checkout under a linked home) is its own
+    folder: only a way out of it is refused."""
+    from doctor.rules.loader import load_file
+    from probes.registry import by_name
+
+    rules, elsewhere = _rules_with_translation_elsewhere(tmp_path)
+    (rules.parent / "zh_CN").mkdir()
+    elsewhere.rename(rules.parent / "zh_CN" / "my.toml")
+    (tmp_path / "linked").symlink_to(rules.parent, target_is_directory=True)
+    loaded = load_file(tmp_path / "linked" / "my.toml", by_name())
+    assert loaded and all("zh_CN" in rule.texts for rule in loaded)

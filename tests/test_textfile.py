@@ -18,9 +18,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from doctor.config import ConfigError
 from doctor.daemon.settings import load_settings, with_flags
 from doctor.fleet.textfile import MAX_LABEL, scan_text
-from doctor.model import Finding, Level, ScanReport, Severity
+from doctor.model import Finding, Level, ScanOptions, ScanReport, Severity
+from doctor.rules.loader import builtin_files, load_rules
+from doctor.scan import scan
+from doctor.seam.recorded import RecordedHost
+from probes.registry import PROBES, by_name
 from tests.conftest import FIXTURE_HOSTS, REPO
-from tests.daemon_helpers import need
+from tests.daemon_helpers import need, prompt_histogram_host
 
 POWERSAVE = FIXTURE_HOSTS / "xeon-gold-6338-2socket-powersave"
 NOBODY = 65534
@@ -38,6 +42,42 @@ def _promtool_clean(path: Path) -> None:
                                text=True, timeout=60)
     assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), \
         check.stdout + check.stderr
+
+
+def _promtool_lint(text: str) -> str:
+    """promtool's complaints about a textfile ("" when it has none)."""
+    promtool = need("promtool", "prometheus")
+    check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=60)
+    return "" if check.returncode == 0 and not check.stderr.strip() else check.stdout + check.stderr
+
+
+def _host_text(path: Path) -> str:
+    """'scan --format prom' of a recorded host at the level it was captured at, in-process
+    (a CLI run each would make this test a minute)."""
+    host = RecordedHost(path)
+    meta = host.manifest["host"]
+    options = ScanOptions(level=Level.parse(meta.get("level", "standard")),
+                          model_dirs=tuple(meta.get("model_dirs", [])))
+    return scan_text(scan(host, options, PROBES, RULES))
+
+
+HOSTS = sorted(p for p in FIXTURE_HOSTS.iterdir() if (p / "host.toml").is_file())
+RULES = load_rules(builtin_files(), by_name())
+
+
+@pytest.mark.parametrize("path", HOSTS, ids=[p.name for p in HOSTS])
+def test_the_textfile_of_every_recorded_host_passes_promtool(path):
+    """Every committed recorded host, GPU and vLLM ones included, not only a CPU host."""
+    assert _promtool_lint(_host_text(path)) == ""
+
+
+def test_the_textfile_of_a_vllm_host_with_a_prompt_histogram_passes_promtool(tmp_path):
+    """The row no committed host fills: llm_doctor_engine_prompt_histogram_requests was
+    refused by promtool ("metric name should not include type 'histogram'")."""
+    text = _host_text(prompt_histogram_host(tmp_path))
+    assert "llm_doctor_engine_prompts_counted_requests{" in text
+    assert _promtool_lint(text) == ""
 
 
 def _samples(text: str) -> dict[str, list]:

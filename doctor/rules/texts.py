@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctor.i18n import LANGS, SOURCE
+from doctor.i18n import LANGS, SOURCE, t
 from doctor.rules.titles import Template, TemplateError
 from doctor.rules.titles import parse as parse_title
 from doctor.tomlfile import MAX_RULE_FILE_BYTES, LineIndex, read_toml
@@ -48,10 +48,32 @@ def translations_of(path: Path) -> dict[str, Path]:
     return out
 
 
+def _held_in_its_folder(path: Path, error: type[Exception]) -> None:
+    """Refuse a translation that is a link, or that resolves out of the rule file's folder
+    (``<lang>/`` itself a link). Whoever may write beside a rule file has no business making
+    llm-doctor (root, in the daemon) read, and quote in its errors, a file they could not
+    read themselves; a translation is a file of the rule file's own folder."""
+    folder = path.parent.parent
+    if path.is_symlink():
+        raise error(t("{path}: the rule translation file is a symbolic link; a translation is "
+                      "a regular file in {folder}, never a link", path=path,
+                      folder=folder / path.parent.name))
+    try:
+        resolved, home = path.resolve(strict=True), folder.resolve(strict=True)
+    except (OSError, RuntimeError):  # gone, or a loop: read_text names what it cannot read
+        return
+    if resolved != home / path.parent.name / path.name:
+        raise error(t("{path}: the rule translation file is {resolved}, outside {folder}; a "
+                      "translation is a regular file in its rule file's folder, not through a "
+                      "link", path=path, resolved=resolved, folder=folder))
+
+
 def load(path: Path, names_of: dict[str, list[str]], error: type[Exception]) -> dict[str, Texts]:
     """rule id → its Texts from translation file ``path``; ``names_of`` gives each rule id
     of the English file the fields its title may use."""
-    text, data = read_toml(path, "rule translation file", error, MAX_RULE_FILE_BYTES)
+    _held_in_its_folder(path, error)
+    text, data = read_toml(path, "rule translation file", error, MAX_RULE_FILE_BYTES,
+                           follow_links=False)
     lines = LineIndex(text)
     out: dict[str, Texts] = {}
     for rid, table in data.items():

@@ -35,7 +35,11 @@ TABLES: dict[str, Table] = {t.probe: t for t in (*host.TABLES, *engine.TABLES, *
 # Units a name must not carry (promtool's abbreviations, and the records' own spellings):
 # the base unit takes their place.
 _NOT_BASE = re.compile(r"_(c|w|mhz|mib|gib|kib|mb|gb|kb|gbps|mbps|ms|us|ns|s|mts|percent|perc"
-                       r"|fraction|share|rate|count|sum|bucket)(_|$)")
+                       r"|fraction|share|rate|count|sum|bucket|bits|sec|minutes|hours|days)(_|$)")
+# promtool's lint (client_golang promlint, lintMetricTypeInName): a name must not hold a
+# metric type as a word, whatever the series' own type ("_histogram_requests" failed
+# `promtool check metrics` on every vLLM host with a prompt-length histogram).
+_TYPE_WORD = re.compile(r"_(counter|gauge|histogram|summary)(_|$)")
 
 
 def table(probe: str) -> Table | None:
@@ -82,6 +86,8 @@ def check() -> list[str]:
             problems.append(f"{where}: string facts, and only they, are _info series")
         if _NOT_BASE.search(m.name.removeprefix("llm_doctor_")):
             problems.append(f"{where}: not a base unit, or a reserved suffix, in the name")
+        if _TYPE_WORD.search(m.name):
+            problems.append(f"{where}: a metric type as a word in the name (promtool refuses it)")
         if m.ceiling and m.ceiling not in _BY_NAME:
             problems.append(f"{where}: its ceiling {m.ceiling} is not a metric")
     return problems

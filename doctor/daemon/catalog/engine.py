@@ -414,7 +414,8 @@ TABLES = (
         info("engines", "engine_quant_info",
              "--quantization as started, the checkpoint's quant_method, the Marlin kernel for it",
              quantization="quantization", method="quant_method", fast_kernel="fast_kernel"),
-        gauge("engines.bits", "engine_quant_bits", "The checkpoint's bits per weight"),
+        # "_bits" is a unit to promtool ('use base unit "bytes"'): the width of a weight is not a size
+        gauge("engines.bits", "engine_quant_weight_bitwidth", "The checkpoint's bits per weight"),
         gauge("engines.group_size", "engine_quant_group_size", "The checkpoint's group size (-1: per channel)"),
         unexported("engines.config_from", f"the file the quantization config came from: {FREE_TEXT}"),
         gauge("engines.marlin_fits", "engine_quant_marlin_fits",
@@ -438,7 +439,7 @@ TABLES = (
         unexported("engines.limit_absent", f"why the limit is unknown: {FREE_TEXT}"),
         gauge("engines.sweep_prompt_tokens", "engine_sweep_prompt_tokens",
               "The prompt length the saved load sweep sent"),
-        gauge("engines.histogram_requests", "engine_prompt_histogram_requests",
+        gauge("engines.histogram_requests", "engine_prompts_counted_requests",
               "Prompts the engine's prompt-length histogram counted since start"),
         gauge("engines.top_bucket_from", "engine_prompts_near_limit_from_tokens",
               "The highest bucket bound below the limit"),
