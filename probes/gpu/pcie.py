@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions
-from doctor.i18n import t
+from doctor.i18n import lazy, t
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 from probes.helpers.kernel_child import run_kernel
 from probes.helpers.virtualization import NVML_GUEST_MODES
@@ -41,6 +41,7 @@ LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.375}
 # sysfs max_link_speed ("16.0 GT/s PCIe"; "16 GT/s" before kernel 5.1) -> generation
 GT_PER_S = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 LOAD_SECONDS = 1.0
+NO_PORT = lazy("no port above the GPU: it sits on a root bus (a VM's passthrough)")
 LOAD_TIMEOUT_S = 60.0
 
 
@@ -120,7 +121,7 @@ def slot_of(host: Host, r: Reader, bus_id: str | None) -> tuple[int | None, int 
         r.missing["slot_gen_max"] = r.missing["slot_width_max"] = reason
         return None, None, False
     if parent.startswith("pci"):  # on the root complex itself: no port of its own to read
-        r.missing["slot_gen_max"] = r.missing["slot_width_max"] = "no-upstream-port"
+        r.missing["slot_gen_max"] = r.missing["slot_width_max"] = NO_PORT
         return None, None, False
     base = f"/sys/bus/pci/devices/{parent}"
     try:
