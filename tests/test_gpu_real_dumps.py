@@ -264,3 +264,24 @@ def test_runtime_summary_says_why_the_runtime_is_unknown():
     record = gpu_runtime.probe(RecordedHost(FIXTURE_HOSTS / "h100-thermal-88c"), QUICK)
     text = gpu_runtime.summary(record)
     assert "runtime ?" not in text and "runtime unknown (not found)" in text
+
+
+def test_a_slot_not_seen_is_said_in_the_title(tmp_path):
+    """The A10G's real link answers, on bare metal, read during a copy at Gen3: the finding
+    is the generation, and the title says the width was not judged."""
+    from doctor.model import ProbeResult
+    from doctor.rules.evaluate import evaluate
+
+    root = copy_of("a10g-aws-passthrough-x8", tmp_path)
+    edit_nvml(root, {("nvmlDeviceGetVirtualizationMode", (0,)): 0})
+    host = RecordedHost(root)
+    link = gpu_pcie.read_link(host, 0, {"gen_max_seen": 3, "width_min_seen": 8, "copy_gbps": 6.4},
+                              host_vm=False)
+    assert not link.slot_known and link.gen_low_under_load and not link.width_short
+    rule = next(r for r in RULES if r.id == "pcie-link-degraded")
+    record = gpu_pcie.PcieRecord(gpus=(link,), load_reason=None)
+    found, errors = evaluate([rule], [ProbeResult("gpu.pcie", "ok", 0.0, None, record)])
+    assert errors == [] and [f.severity.label for f in found] == ["warning"]
+    assert found[0].title == ("GPU0: PCIe link at Gen3 x8 of Gen4 x16 under load (7.88 of 31.5 GB/s "
+                              "per direction), 0 replays; slot width unknown (the GPU's own is x16): "
+                              "width not judged")
