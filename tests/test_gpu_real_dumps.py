@@ -285,3 +285,26 @@ def test_a_slot_not_seen_is_said_in_the_title(tmp_path):
     assert found[0].title == ("GPU0: PCIe link at Gen3 x8 of Gen4 x16 under load (7.88 of 31.5 GB/s "
                               "per direction), 0 replays; slot width unknown (the GPU's own is x16): "
                               "width not judged")
+
+
+def test_the_converter_refuses_a_bad_dump_in_one_line(tmp_path, capsys):
+    from tests.fixtures.convert_nvidia_smi_xml import main
+
+    bad = tmp_path / "bad.xml"
+    for text in ("<nvidia_smi_log><gpu>", "<html></html>"):
+        bad.write_text(text)
+        assert main([str(bad), str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"{bad}: cannot convert:")
+    assert not (tmp_path / "out").exists()
+
+
+def test_host_cpu_says_the_host_is_a_virtual_machine(tmp_path):
+    from probes.host import cpu as host_cpu
+
+    root = copy_of("t4-aws-passthrough-x8", tmp_path)
+    record = host_cpu.probe(RecordedHost(root), QUICK)
+    assert record.virtual_machine is True and record.vm_signals == ("cpu flag hypervisor",)
+    assert host_cpu.summary(record).endswith("; virtual machine (cpu flag hypervisor)")
+    bare = host_cpu.probe(RecordedHost(FIXTURE_HOSTS / "rtx3090-idle-p8-power-cap"), QUICK)
+    assert bare.virtual_machine is False and bare.vm_signals == ()

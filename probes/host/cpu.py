@@ -168,4 +168,6 @@ def summary(record: CpuRecord) -> str:
     return t("{model}: {cpus} CPUs, {sockets} socket(s), {nodes} NUMA node(s); {isa}; "
              "governor {governors}; load {load}",
              model=text(record.model), cpus=record.logical_cpus, sockets=record.sockets or "?",
-             nodes=record.numa_nodes, isa=isa, governors=governors, load=text(record.load_1m))
+             nodes=record.numa_nodes, isa=isa, governors=governors, load=text(record.load_1m)) + (
+        t("; virtual machine ({signals})", signals=", ".join(record.vm_signals))
+        if record.virtual_machine else "")
