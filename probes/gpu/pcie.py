@@ -91,6 +91,11 @@ def _loaded(host: Host, index: int) -> dict:
     return host.measure(f"gpu.pcie.load.{index}", run)
 
 
+def _gbps_of(data: dict, key: str) -> float | None:
+    value = data.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _int_of(data: dict, key: str) -> int | None:
     value = data.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -138,9 +143,14 @@ def slot_of(host: Host, r: Reader, bus_id: str | None) -> tuple[int | None, int 
 
 
 def _on_vm(r: Reader, index: int, host_vm: bool | None) -> bool | None:
-    mode = r.integer("on_vm", "nvmlDeviceGetVirtualizationMode", index)
+    """The GPU passed through to a VM (or a vGPU guest) says so itself; else the host's signals.
+    A board without the call (most GeForce cards) leaves it to the host's."""
+    nvml = Reader(r.host)
+    mode = nvml.integer("on_vm", "nvmlDeviceGetVirtualizationMode", index)
     if mode in NVML_GUEST_MODES:
         return True
+    if host_vm is None and "on_vm" in nvml.missing:
+        r.missing["on_vm"] = nvml.missing["on_vm"]
     return host_vm
 
 
@@ -178,8 +188,7 @@ def read_link(host: Host, index: int, load: dict | None, host_vm: bool | None = 
         ceiling_capable_gbps=link_ceiling_gbps(gen_max, capable_width),
         missing=r.missing,
         slot_known=slot_known, on_vm=on_vm,
-        copy_gbps=load.get("copy_gbps") if load and isinstance(load.get("copy_gbps"), (int, float))
-        and not isinstance(load.get("copy_gbps"), bool) else None,
+        copy_gbps=_gbps_of(load, "copy_gbps") if load else None,
     )
 
 
