@@ -308,3 +308,8 @@ def test_host_cpu_says_the_host_is_a_virtual_machine(tmp_path):
     assert host_cpu.summary(record).endswith("; virtual machine (cpu flag hypervisor)")
     bare = host_cpu.probe(RecordedHost(FIXTURE_HOSTS / "rtx3090-idle-p8-power-cap"), QUICK)
     assert bare.virtual_machine is False and bare.vm_signals == ()
+
+
+def test_a_busy_rtx3080_is_seen_at_work_and_nothing_holds_it():
+    g = gpu_thermal.probe(RecordedHost(FIXTURE_HOSTS / "rtx3080-busy-p2"), QUICK).gpus[0]
+    assert (g.util_gpu_pct, g.work_seen, g.reasons) == (65, "gpu-busy", ())
