@@ -182,3 +182,37 @@ def test_watch_xids_not_supported_anywhere(use):
         nvml.watch_xids(0.1)
     assert str(getattr(caught.value.reason, "value", caught.value.reason)) == "not-supported"
     assert freed == ["s"]
+
+
+class MemoryV2(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong),
+                ("reserved", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                ("used", ctypes.c_ulonglong)]
+
+
+def test_memory_v2_goes_through_the_bindings_versioned_argument(use):
+    """nvmlDeviceGetMemoryInfo_v2 is not a name in nvidia-ml-py: it is the first call with
+    version=nvmlMemory_v2; a driver without it answers FUNCTION_NOT_FOUND (not-found)."""
+    seen = []
+
+    def memory_info(handle, version=None):
+        seen.append(version)
+        if version is None:
+            return Memory(8, 1, 7)
+        return MemoryV2(version, 8, 406, 1, 1)
+    use(nvmlDeviceGetMemoryInfo=memory_info, nvmlMemory_v2=0x02000028)
+    assert nvml.query("nvmlDeviceGetMemoryInfo_v2", 0) == {
+        "version": 0x02000028, "total": 8, "reserved": 406, "free": 1, "used": 1}
+    assert nvml.query("nvmlDeviceGetMemoryInfo", 0) == {"total": 8, "free": 1, "used": 7}
+    assert seen == [0x02000028, None]
+
+
+def test_memory_v2_missing_from_the_driver_or_the_bindings_is_not_found(use):
+    use(nvmlDeviceGetMemoryInfo=lambda handle, version=None: raiser(13)(), nvmlMemory_v2=0x02000028)
+    with pytest.raises(HostReadError) as caught:
+        nvml.query("nvmlDeviceGetMemoryInfo_v2", 0)
+    assert str(getattr(caught.value.reason, "value", caught.value.reason)) == "not-found"
+    use(nvmlDeviceGetMemoryInfo=lambda handle: Memory(8, 1, 7))  # bindings before the struct
+    with pytest.raises(HostReadError) as caught:
+        nvml.query("nvmlDeviceGetMemoryInfo_v2", 0)
+    assert str(getattr(caught.value.reason, "value", caught.value.reason)) == "not-found"

@@ -58,7 +58,10 @@ def test_pcie_idle_gen1_is_not_degraded_and_width_short_is():
     machine = {"gpus": [gpu("a100-pcie-80gb"), gpu("a100-pcie-80gb", gen=1, width=8)]}
     host = gpu_host(nvml_entries(machine), measurements={
         "gpu.pcie.load.0": {"gen_max_seen": 4, "width_min_seen": 16, "samples": 9},
-        "gpu.pcie.load.1": {"gen_max_seen": 3, "width_min_seen": 8, "samples": 9}})
+        "gpu.pcie.load.1": {"gen_max_seen": 3, "width_min_seen": 8, "samples": 9}},
+        # each GPU below its own root port: a slot there to bound the width
+        links={f"/sys/bus/pci/devices/0000:{b}:00.0": f"../../../devices/pci0000:00/0000:00:0{n}.0/0000:{b}:00.0"
+               for n, b in ((1, "18"), (2, "28"))})
     good, bad = gpu_pcie.probe(host, STANDARD).gpus
     assert good.gen_current == 1 and good.under_load and good.gen_loaded == 4
     assert not good.width_short and not good.gen_low_under_load

@@ -68,6 +68,15 @@ OUT_STRUCTS: dict[str, tuple[str, str | None]] = {
     "nvmlDeviceGetGpuFabricInfoV": ("c_nvmlGpuFabricInfoV_t", "nvmlGpuFabricInfo_v2"),
 }
 
+# C calls the bindings reach only through another wrapper's argument: the versioned memory
+# call (R510+: "reserved" apart, "used" as nvidia-smi prints it) is
+# ``nvmlDeviceGetMemoryInfo(handle, version=nvmlMemory_v2)`` in nvidia-ml-py. A driver without
+# it answers FUNCTION_NOT_FOUND (not-found), and the probe falls back to the first call.
+VIA: dict[str, Callable[[Any, Any], Any]] = {
+    "nvmlDeviceGetMemoryInfo_v2": lambda pynvml, handle: pynvml.nvmlDeviceGetMemoryInfo(
+        handle, version=pynvml.nvmlMemory_v2),
+}
+
 # Calls that take two devices (both arguments are indexes).
 _PAIR_CALLS = frozenset({"nvmlDeviceGetTopologyCommonAncestor", "nvmlDeviceGetP2PStatus"})
 
@@ -160,6 +169,10 @@ def to_json(value: Any) -> Any:
 
 
 def _call(pynvml: Any, name: str, args: tuple) -> Any:
+    if name in VIA and len(args) == 1:
+        if not hasattr(pynvml, "nvmlMemory_v2"):
+            raise AttributeError(name)  # bindings older than the call
+        return VIA[name](pynvml, _handle(pynvml, args[0]))
     fn = getattr(pynvml, name, None)
     if fn is None or not name.startswith("nvml"):
         raise AttributeError(name)

@@ -1,7 +1,10 @@
 """gpu.memory: each GPU's memory in use, and the processes holding it, engine or not.
 
-Source: NVML ``nvmlDeviceGetMemoryInfo`` and ``nvmlDeviceGetComputeRunningProcesses``
-(bytes there, MiB here); the process table (probes.helpers.processes) names each pid and says
+Source: NVML ``nvmlDeviceGetMemoryInfo_v2`` where the driver has it (R510 and later), else
+``nvmlDeviceGetMemoryInfo``, and ``nvmlDeviceGetComputeRunningProcesses`` (bytes there, MiB
+here). The first call counts the driver's own reservation as used (406 MiB "used" on an idle
+RTX 2070 whose nvidia-smi says 1 MiB); the versioned one keeps it apart (``reserved``), and
+its ``used`` is nvidia-smi's. ``memory_source`` says which answered; the process table (probes.helpers.processes) names each pid and says
 whether it is a serving engine. No root needed to list the processes; a pid from another
 PID namespace (a container) is not in our /proc and shows as "not visible". Manual
 equivalent: ``nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv``.
@@ -38,11 +41,15 @@ class GpuProcess:
 class GpuMemory:
     index: int
     total_mib: int | None
-    used_mib: int | None
+    used_mib: int | None  # as nvidia-smi prints it where memory_source is "v2"
     free_mib: int | None
     used_by_engines_mib: int
     used_by_others_mib: int  # by processes that are neither an engine nor llm-doctor
     missing: dict[str, str]
+    # "v2": nvmlDeviceGetMemoryInfo_v2, reserved_mib apart from used_mib; "v1": the first
+    # call, whose used_mib includes the driver's reservation; None: neither answered
+    memory_source: str | None = None
+    reserved_mib: int | None = None  # the driver's own reservation (v2 only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +74,22 @@ def _processes(r: Reader, index: int, table: dict, own: int) -> list[GpuProcess]
     return out
 
 
+def memory_info(r: Reader, index: int) -> tuple[dict | None, str | None]:
+    """GPU ``index``'s memory answer and which call gave it: the versioned call where the
+    driver has it, the first one otherwise (a driver before R510, an older recording)."""
+    probe_r = Reader(r.host)
+    info = probe_r.mapping("used_mib", "nvmlDeviceGetMemoryInfo_v2", index)
+    if info is not None:
+        return info, "v2"
+    info = r.mapping("used_mib", "nvmlDeviceGetMemoryInfo", index)
+    if info is None:
+        r.missing.setdefault("memory_source", r.missing.get("used_mib", "not-found"))
+        return None, None
+    # why the versioned call did not answer (not-found: a driver before R510)
+    r.missing["reserved_mib"] = probe_r.missing.get("used_mib", "not-found")
+    return info, "v1"
+
+
 def probe(host: Host, options: ScanOptions) -> GpuMemoryRecord:
     count = gpu_count(host)
     table = {p.pid: p for p in process_table(host)}
@@ -74,7 +97,7 @@ def probe(host: Host, options: ScanOptions) -> GpuMemoryRecord:
     gpus, processes = [], []
     for i in range(count):
         r = Reader(host)
-        info = r.mapping("used_mib", "nvmlDeviceGetMemoryInfo", i)
+        info, source = memory_info(r, i)
         procs = _processes(r, i, table, own)
         processes.extend(procs)
         gpus.append(GpuMemory(
@@ -82,6 +105,8 @@ def probe(host: Host, options: ScanOptions) -> GpuMemoryRecord:
             total_mib=mib(r.item("total_mib", info, "total")),
             used_mib=mib(r.item("used_mib", info, "used")),
             free_mib=mib(r.item("free_mib", info, "free")),
+            memory_source=source,
+            reserved_mib=mib(r.item("reserved_mib", info, "reserved")) if source == "v2" else None,
             used_by_engines_mib=sum(p.used_mib or 0 for p in procs if p.engine),
             used_by_others_mib=sum(p.used_mib or 0 for p in procs
                                    if not p.engine and not p.is_llm_doctor and not p.mps_server),

@@ -12,6 +12,15 @@ any time, a low generation only if it stays low while a transfer runs. At level 
 and above the probe runs ``probes.kernels.gpu_link_load`` in a child process (host-to-device
 copies for ~1 s per GPU, reading the link between copies) through ``host.measure``, so a
 replay gives the same figures. At level quick the generation is left unjudged.
+
+The slot's width decides whether a narrow link is short: a GPU in an x8 slot (a consumer
+board's second slot, a cloud VM's passthrough at x8, a supported T4 configuration) is not
+degraded. Where the slot cannot be seen (the GPU sits on a root bus with no port above it,
+as on passthrough VMs, or the port's link could not be read) or the host is a virtual
+machine (whose virtual ports say nothing of the physical slot), the width is not judged
+(``slot_known`` False, ``width_short`` False): the measured copy bandwidth is what is left
+to judge by (``copy_gbps``, and gpu.bandwidth's pcie-bandwidth-low against the trained link).
+``on_vm``: host.cpu's virtual-machine signals or NVML's virtualization mode of the GPU.
 """
 
 from __future__ import annotations
@@ -20,9 +29,11 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions
-from doctor.i18n import t
+from doctor.i18n import lazy, t
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 from probes.helpers.kernel_child import run_kernel
+from probes.helpers.virtualization import NVML_GUEST_MODES
+from probes.helpers.virtualization import detect as detect_virtualization
 
 # Per lane per direction, GB/s (decimal), after line coding: Gen1/2 8b/10b, Gen3-5
 # 128b/130b, Gen6 PAM4 FLIT 236/256 (PCI-SIG; ../shared/reference/gpu-facts.md).
@@ -30,6 +41,7 @@ LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.375}
 # sysfs max_link_speed ("16.0 GT/s PCIe"; "16 GT/s" before kernel 5.1) -> generation
 GT_PER_S = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 LOAD_SECONDS = 1.0
+NO_PORT = lazy("no port above the GPU: it sits on a root bus (a VM's passthrough)")
 LOAD_TIMEOUT_S = 60.0
 
 
@@ -60,6 +72,9 @@ class GpuLink:
     ceiling_trained_gbps: float | None  # one direction, at the generation/width seen in use
     ceiling_capable_gbps: float | None  # one direction, gen_max x the width GPU and slot allow
     missing: dict[str, str]
+    slot_known: bool = True  # the slot's width was read (or an upstream port is there to bound it)
+    on_vm: bool | None = None  # a virtual machine: no hands-on fix applies
+    copy_gbps: float | None = None  # the host-to-device copy the link was read during
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,41 +91,76 @@ def _loaded(host: Host, index: int) -> dict:
     return host.measure(f"gpu.pcie.load.{index}", run)
 
 
+def _gbps_of(data: dict, key: str) -> float | None:
+    value = data.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _int_of(data: dict, key: str) -> int | None:
     value = data.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def slot_of(host: Host, r: Reader, bus_id: str | None) -> tuple[int | None, int | None]:
-    """(generation, width) the GPU's upstream port (its slot) is capable of, from sysfs."""
+def _device_link(host: Host, bdf: str) -> str:
+    """Where /sys/bus/pci/devices/<bdf> leads: the link itself, else the directory's listing
+    of links (how a recording keeps the PCI bus, docs/recorded-host.md)."""
+    try:
+        return host.read_link(f"/sys/bus/pci/devices/{bdf}")
+    except HostReadError:
+        target = host.list_links("/sys/bus/pci/devices").get(bdf)
+        if target is None:
+            raise
+        return target
+
+
+def slot_of(host: Host, r: Reader, bus_id: str | None) -> tuple[int | None, int | None, bool]:
+    """(generation, width) the GPU's upstream port (its slot) is capable of, from sysfs, and
+    whether there is a port at all (False: on a root bus, or its link unreadable)."""
     if not bus_id:
-        return None, None
+        return None, None, False
     bdf = bus_id.lower()[-12:]  # NVML "00000000:18:00.0" -> sysfs "0000:18:00.0"
     try:
-        parent = host.read_link(f"/sys/bus/pci/devices/{bdf}").rstrip("/").split("/")[-2]
-    except HostReadError as exc:
-        r.missing["slot_gen_max"] = reason_of(exc)
-        return None, None
+        parent = _device_link(host, bdf).rstrip("/").split("/")[-2]
+    except (HostReadError, IndexError) as exc:
+        reason = reason_of(exc) if isinstance(exc, HostReadError) else "failed"
+        r.missing["slot_gen_max"] = r.missing["slot_width_max"] = reason
+        return None, None, False
     if parent.startswith("pci"):  # on the root complex itself: no port of its own to read
-        return None, None
+        r.missing["slot_gen_max"] = r.missing["slot_width_max"] = NO_PORT
+        return None, None, False
     base = f"/sys/bus/pci/devices/{parent}"
     try:
         speed = host.read_text(f"{base}/max_link_speed").split()
         width = host.read_text(f"{base}/max_link_width").strip()
     except HostReadError as exc:
         r.missing["slot_gen_max"] = reason_of(exc)
-        return None, None
+        return None, None, True
     try:
         gen = GT_PER_S.get(float(speed[0])) if speed else None
     except ValueError:
         gen = None
-    return gen, int(width) if width.isdigit() else None
+    return gen, int(width) if width.isdigit() else None, True
 
 
-def read_link(host: Host, index: int, load: dict | None) -> GpuLink:
+def _on_vm(r: Reader, index: int, host_vm: bool | None) -> bool | None:
+    """The GPU passed through to a VM (or a vGPU guest) says so itself; else the host's signals.
+    A board without the call (most GeForce cards) leaves it to the host's."""
+    nvml = Reader(r.host)
+    mode = nvml.integer("on_vm", "nvmlDeviceGetVirtualizationMode", index)
+    if mode in NVML_GUEST_MODES:
+        return True
+    if host_vm is None and "on_vm" in nvml.missing:
+        r.missing["on_vm"] = nvml.missing["on_vm"]
+    return host_vm
+
+
+def read_link(host: Host, index: int, load: dict | None, host_vm: bool | None = None) -> GpuLink:
     r = Reader(host)
     pci = r.mapping("slot_gen_max", "nvmlDeviceGetPciInfo", index)
-    slot_gen, slot_width = slot_of(host, r, r.item("slot_gen_max", pci, "busId", str))
+    slot_gen, slot_width, has_port = slot_of(host, r, r.item("slot_gen_max", pci, "busId", str))
+    on_vm = _on_vm(r, index, host_vm)
+    # a VM's virtual port says nothing of the physical slot; no port: nothing bounds the width
+    slot_known = (slot_width is not None or has_port) and not on_vm
     gen = r.integer("gen_current", "nvmlDeviceGetCurrPcieLinkGeneration", index)
     width = r.integer("width_current", "nvmlDeviceGetCurrPcieLinkWidth", index)
     gen_max = r.integer("gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", index)
@@ -118,7 +168,7 @@ def read_link(host: Host, index: int, load: dict | None) -> GpuLink:
     width_max = r.integer("width_max", "nvmlDeviceGetMaxPcieLinkWidth", index)
     gen_loaded = _int_of(load, "gen_max_seen") if load else None
     width_loaded = _int_of(load, "width_min_seen") if load else None
-    widths = [w for w in (width, width_loaded) if w]
+    widths = [w for w in (width, width_loaded) if w] if slot_known else []
     # the widest the link can train: the GPU's width, unless its slot is narrower
     capable_width = min(slot_width, width_max) if slot_width and width_max else width_max
     in_use_gen = gen_loaded or gen
@@ -137,11 +187,14 @@ def read_link(host: Host, index: int, load: dict | None) -> GpuLink:
         ceiling_trained_gbps=link_ceiling_gbps(in_use_gen, in_use_width),
         ceiling_capable_gbps=link_ceiling_gbps(gen_max, capable_width),
         missing=r.missing,
+        slot_known=slot_known, on_vm=on_vm,
+        copy_gbps=_gbps_of(load, "copy_gbps") if load else None,
     )
 
 
 def probe(host: Host, options: ScanOptions) -> PcieRecord:
     count = gpu_count(host)
+    host_vm = detect_virtualization(host).virtual_machine
     loads: dict[int, dict | None] = {i: None for i in range(count)}
     load_reason = None
     if options.level < Level.STANDARD:
@@ -152,16 +205,22 @@ def probe(host: Host, options: ScanOptions) -> PcieRecord:
                 loads[i] = _loaded(host, i)
             except MeasurementError as exc:
                 load_reason = str(exc)
-    return PcieRecord(gpus=tuple(read_link(host, i, loads[i]) for i in range(count)),
+    return PcieRecord(gpus=tuple(read_link(host, i, loads[i], host_vm) for i in range(count)),
                       load_reason=load_reason)
 
 
 def summary(record: PcieRecord) -> str:
     parts = []
     for g in record.gpus:
-        gen = g.gen_loaded or g.gen_current
         width = g.width_loaded or g.width_current
-        parts.append(t("GPU{index} Gen{gen} x{width} of Gen{gen_max} x{width_max}", index=g.index,
-                       gen=gen or "?", width=width or "?", gen_max=g.gen_max or "?",
-                       width_max=g.width_max or "?"))
+        if g.under_load:
+            part = t("GPU{index} Gen{gen} x{width} of Gen{gen_max} x{width_max}", index=g.index,
+                     gen=g.gen_loaded or "?", width=width or "?", gen_max=g.gen_max or "?",
+                     width_max=g.width_max or "?")
+        else:  # an idle link trains down: its generation at rest is not the one in use
+            part = t("GPU{index} x{width} of Gen{gen_max} x{width_max}, idle", index=g.index,
+                     width=width or "?", gen_max=g.gen_max or "?", width_max=g.width_max or "?")
+        if not g.slot_known:
+            part += t(" (slot width unknown)")
+        parts.append(part)
     return t("; ").join(parts) + ("" if record.load_reason is None else t(" (at rest)"))

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
+from doctor.display import why
 from doctor.i18n import lazy, t
 from probes.gpu.inventory import cuda_version_text
 from probes.helpers.cuda_build import BuildError, build_arches, runs_on
@@ -226,9 +227,17 @@ def probe(host: Host, options: ScanOptions) -> RuntimeRecord:
                          missing=r.missing)
 
 
+def _runtime_words(e: EngineRuntime) -> str:
+    """The runtime judged, or why none was: its maps unread, no torch found."""
+    if e.runtime_cuda:
+        return e.runtime_cuda
+    reason = e.missing.get("runtime_cuda") or e.missing.get("maps") or e.missing.get("torch_cuda")
+    return t("unknown ({why})", why=why(reason)) if reason else t("unknown")
+
+
 def summary(record: RuntimeRecord) -> str:
     engines = t("; ").join(t("{engine} pid {pid} runtime {cuda}", engine=e.engine, pid=e.pid,
-                          cuda=e.runtime_cuda or "?")
+                          cuda=_runtime_words(e))
                         + (t(", kernels {arches}", arches=e.build_arches) if e.build_arches else "")
                         for e in record.engines)
     return t("driver CUDA {cuda}; {engines}", cuda=record.driver_cuda or "?", engines=engines)

@@ -5,7 +5,14 @@ Source: NVML ``nvmlDeviceGetTemperature``, ``GetTemperatureThreshold`` (shutdown
 GPU max operating), ``GetCurrentClocksEventReasons`` (``…ThrottleReasons`` on drivers before
 R535; doctor/seam/nvml.py falls back), ``GetClockInfo`` / ``GetMaxClockInfo`` (SM, memory),
 ``GetPowerUsage``, ``GetEnforcedPowerLimit``, ``GetPowerManagementDefaultLimit`` (mW there,
-W here). No root needed. Manual equivalent: ``nvidia-smi -q -d TEMPERATURE,PERFORMANCE,POWER,CLOCK``.
+W here), ``GetUtilizationRates`` (is work running), ``GetMarginTemperature`` (R555+: the
+distance to the nearest slowdown threshold, the only thermal figure Blackwell and the RTX
+4000 SFF Ada give: no absolute slowdown threshold) and ``GetTemperatureThreshold``
+ACOUSTIC_CURR (the board's target temperature, where it has one). No root needed. Manual equivalent: ``nvidia-smi -q -d TEMPERATURE,PERFORMANCE,POWER,CLOCK``.
+
+A clock-event reason on an idle card is not a symptom: an RTX 3090 in P8 at 0% use drawing
+35 of 350 W reports the SW power-cap bit. ``work_seen`` says what shows the clocks serve
+work: the level-full load, power within 10% of the limit, or the GPU busy (10% or more).
 
 Reasons are decoded so that one cause is one flag: a hardware slowdown for the power brake
 (an external power-supply signal) is power, not thermal; the generic "HW slowdown" bit is
@@ -30,6 +37,9 @@ REASONS = {
 }
 SENSOR_GPU = 0  # NVML_TEMPERATURE_GPU
 THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN, THRESHOLD_GPU_MAX = 0, 1, 3
+THRESHOLD_TARGET = 5  # NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR: nvidia-smi's "GPU Target Temperature"
+POWER_NEAR_LIMIT = 0.9  # drawing 90% of the enforced limit: the cap is what holds the clocks
+BUSY_PCT = 10  # nvmlUtilization_t.gpu: share of the last sample period a kernel ran
 CLOCK_SM, CLOCK_MEM = 1, 2
 
 
@@ -46,7 +56,7 @@ class GpuThermalPower:
     slowdown_c: int | None  # threshold SLOWDOWN: the hardware starts cutting clocks
     shutdown_c: int | None  # threshold SHUTDOWN
     max_operating_c: int | None  # threshold GPU_MAX (None on most consumer boards)
-    margin_c: int | None  # slowdown_c - temp_c
+    margin_c: int | None  # slowdown_c - temp_c, else NVML's own margin (margin_source)
     reasons_mask: int | None  # nvmlDeviceGetCurrentClocksEventReasons
     reasons: tuple[str, ...]  # decoded, e.g. ("sw_power_cap",)
     thermal_slowdown: bool  # sw or hw thermal, or hw slowdown with no power brake
@@ -63,6 +73,14 @@ class GpuThermalPower:
     limit_below_default: bool  # an operator lowered the limit (nvidia-smi -pl)
     under_load: bool  # values below are from the level-full load, not at rest
     missing: dict[str, str]
+    # "slowdown-threshold" (slowdown_c - temp_c) or "nvml-margin" (nvmlDeviceGetMarginTemperature,
+    # boards that give no absolute threshold); None with margin_c
+    margin_source: str | None = None
+    target_c: int | None = None  # the board's target temperature (acoustic threshold)
+    util_gpu_pct: int | None = None  # nvmlDeviceGetUtilizationRates .gpu, at rest
+    # what shows the GPU works, so that a clock-event reason is a symptom: "sustained-load"
+    # (level full), "power-at-limit", "gpu-busy"; None on an idle card
+    work_seen: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +105,25 @@ def _pick(data: dict, key: str, default, kinds: tuple = (int,)):
     return value if isinstance(value, kinds) and not isinstance(value, bool) else default
 
 
+def _margin(r: Reader, index: int, temp: int | None,
+            slowdown: int | None) -> tuple[int | None, str | None]:
+    if slowdown is not None and temp is not None:
+        return slowdown - temp, "slowdown-threshold"
+    margin = r.integer("margin_c", "nvmlDeviceGetMarginTemperature", index)
+    return (margin, "nvml-margin") if margin is not None else (None, None)
+
+
+def _work_seen(under_load: bool, power: float | None, limit: float | None,
+               util: int | None) -> str | None:
+    if under_load:
+        return "sustained-load"
+    if power is not None and limit and power >= POWER_NEAR_LIMIT * limit:
+        return "power-at-limit"
+    if util is not None and util >= BUSY_PCT:
+        return "gpu-busy"
+    return None
+
+
 def read_gpu(host: Host, index: int, load: dict | None) -> GpuThermalPower:
     r = Reader(host)
     temp = r.integer("temp_c", "nvmlDeviceGetTemperature", index, SENSOR_GPU)
@@ -101,12 +138,16 @@ def read_gpu(host: Host, index: int, load: dict | None) -> GpuThermalPower:
         power = _pick(load, "power_w_max", power, (int, float))
     limit = watts(r.integer("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", index))
     default = watts(r.integer("power_default_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit", index))
+    util = r.item("util_gpu_pct", r.mapping("util_gpu_pct", "nvmlDeviceGetUtilizationRates", index), "gpu")
+    margin, margin_source = _margin(r, index, temp, slowdown)
     return GpuThermalPower(
         index=index, temp_c=temp, slowdown_c=slowdown,
         shutdown_c=r.integer("shutdown_c", "nvmlDeviceGetTemperatureThreshold", index, THRESHOLD_SHUTDOWN),
         max_operating_c=r.integer("max_operating_c", "nvmlDeviceGetTemperatureThreshold", index,
                               THRESHOLD_GPU_MAX),
-        margin_c=slowdown - temp if slowdown is not None and temp is not None else None,
+        margin_c=margin, margin_source=margin_source,
+        target_c=r.integer("target_c", "nvmlDeviceGetTemperatureThreshold", index, THRESHOLD_TARGET),
+        util_gpu_pct=util, work_seen=_work_seen(load is not None, power, limit, util),
         reasons_mask=mask, reasons=decode_reasons(mask), **_reasons_flags(mask),
         sm_clock_mhz=sm,
         sm_clock_max_mhz=r.integer("sm_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", index, CLOCK_SM),

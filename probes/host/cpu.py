@@ -5,6 +5,8 @@ Reads ``/proc/cpuinfo``, ``/proc/loadavg``, ``/sys/devices/system/node/node*``,
 scaling_cur_freq,cpuinfo_max_freq}`` (kHz there, MHz here). No root needed. Manual
 equivalent: ``lscpu``, ``cpupower frequency-info``, ``cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor``.
 A VM or container without cpufreq has no governor: that is None, not "performance".
+Whether the host is a virtual machine (``virtual_machine``, and what said so) comes from
+probes/helpers/virtualization.py: the ``hypervisor`` flag, ``/sys/hypervisor``, DMI.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from doctor.display import text
 from doctor.i18n import t
 from probes.helpers import kernel_text
 from probes.helpers.kernel_text import MalformedError
+from probes.helpers.virtualization import detect as detect_virtualization
 
 # Instruction sets that decide CPU inference speed (002 §2: AVX-512 or AMX for CPU serving).
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
@@ -49,6 +52,8 @@ class CpuRecord:
     load_1m: float
     load_5m: float
     cpus: tuple[CpuFreq, ...]
+    virtual_machine: bool | None = None  # None: neither cpuinfo nor DMI could be read
+    vm_signals: tuple[str, ...] = ()  # what said so: "cpu flag hypervisor", "dmi QEMU"
 
 
 def parse_cpuinfo(text: str, path: str = "/proc/cpuinfo"
@@ -133,6 +138,7 @@ def probe(host: Host, options: ScanOptions) -> CpuRecord:
     cur = [f.cur_mhz for f in freqs if f.cur_mhz]
     maxes = [f.max_mhz for f in freqs if f.max_mhz]
     load_1m, load_5m = parse_loadavg(host.read_text("/proc/loadavg"))
+    vm = detect_virtualization(host)
     return CpuRecord(
         model=model,
         logical_cpus=len(cpu_ids),
@@ -150,6 +156,8 @@ def probe(host: Host, options: ScanOptions) -> CpuRecord:
         load_1m=load_1m,
         load_5m=load_5m,
         cpus=freqs,
+        virtual_machine=vm.virtual_machine,
+        vm_signals=vm.signals,
     )
 
 
@@ -160,4 +168,6 @@ def summary(record: CpuRecord) -> str:
     return t("{model}: {cpus} CPUs, {sockets} socket(s), {nodes} NUMA node(s); {isa}; "
              "governor {governors}; load {load}",
              model=text(record.model), cpus=record.logical_cpus, sockets=record.sockets or "?",
-             nodes=record.numa_nodes, isa=isa, governors=governors, load=text(record.load_1m))
+             nodes=record.numa_nodes, isa=isa, governors=governors, load=text(record.load_1m)) + (
+        t("; virtual machine ({signals})", signals=", ".join(record.vm_signals))
+        if record.virtual_machine else "")

@@ -63,6 +63,9 @@ TABLES = (
               "Highest maximum frequency of the CPUs (cpufreq cpuinfo_max_freq)", MHZ),
         gauge("load_1m", "host_load1", "1-minute load average (/proc/loadavg)"),
         gauge("load_5m", "host_load5", "5-minute load average (/proc/loadavg)"),
+        unexported("virtual_machine", "a fact of the machine, not a measurement: the scan's "
+                   "host.cpu record says it (and rules read it)"),
+        unexported("vm_signals", "what said the host is a virtual machine: text"),
         each("cpus", L.fields("cpu")),
         info("cpus", "host_cpu_scaling_info", "Each CPU's cpufreq governor and energy preference",
              governor="governor", energy_preference="energy_preference"),
