@@ -42,12 +42,14 @@ SHARES = {"host": 0.5, "rules": 0.3, "config": 0.2, "plan": 0.1, "daemon": 0.1, 
           "engine-pages": 0.2,
           "npd": 0.1,
           "diff": 0.2,
-          "textfile": 0.2}
+          "textfile": 0.2,
+          "state": 0.1}
 # A rule or config file is checked in milliseconds; one that takes seconds is already wrong.
 FILE_BOUND_S = 5.0
 BOUNDS = {"rules": FILE_BOUND_S, "config": FILE_BOUND_S, "plan": FILE_BOUND_S,
           "report": 10.0,  # report: a page in ~0.3 s
           "npd": 5.0,
+          "state": 10.0,  # two runs: npd and slurm-healthcheck --dry-run
           "diff": 10.0}
 
 
@@ -119,8 +121,12 @@ def report(result: dict, kinds: list[str], n_examples: int) -> None:
     counts, exits = result["counts"], result["exits"]
     print(f"fuzz campaign: {sum(c['inputs'] for c in counts.values())} inputs, "
           f"{sum(c['runs'] for c in counts.values())} runs in {result['seconds']:.0f} s")
-    header = ["kind", "inputs", "runs", *PROBLEMS]
-    rows = [[k, counts[k]["inputs"], counts[k]["runs"], *(counts[k][p] for p in PROBLEMS)]
+    # a kind may count problems of its own (a command injected, a write outside the root,
+    # a stale state read fresh): each gets a column too
+    own = sorted({p for k in kinds for p in counts[k]} - set(PROBLEMS) - {"inputs", "runs", "subprocess"})
+    problems = [*PROBLEMS, *own]
+    header = ["kind", "inputs", "runs", *problems]
+    rows = [[k, counts[k]["inputs"], counts[k]["runs"], *(counts[k][p] for p in problems)]
             for k in kinds]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:

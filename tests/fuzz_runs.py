@@ -250,6 +250,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "npd": _kind("fuzz_npd", "try_npd"),
     "diff": _kind("fuzz_diff", "try_diff"),
     "textfile": _kind("fuzz_textfile", "try_textfile"),
+    "state": _kind("fuzz_state", "try_state"),
 }
 
 
