@@ -22,10 +22,12 @@ MIN_REPEATS = 2  # best of one pass is no best: a single interruption would be t
 
 @dataclass(frozen=True, slots=True)
 class Passes:
-    """How many timed passes to run: up to ``repeats``, stopping once ``budget_s`` is spent."""
+    """How many timed passes to run: up to ``repeats``, stopping once ``budget_s`` is spent
+    or before a pass that would end past ``until`` (a perf_counter time; None: no deadline)."""
 
     repeats: int
     budget_s: float
+    until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,7 @@ class Run:
     # (max - min) / median of the passes' rates (1 / seconds); None after one pass
     copy_spread: float | None = None
     triad_spread: float | None = None
+    elements: int | None = None  # the arrays' elements the passes used (None: all allocated)
 
 
 def _cpu_seconds() -> tuple[float | None, float]:
@@ -87,7 +90,9 @@ def timed_passes(
         copy_s.append(middle - start)
         triad_s.append(end - middle)
         ran += 1
-        if ran >= minimum and end - first >= passes.budget_s:
+        # The next pass takes about as long as this one: stop before it ends past the deadline.
+        late = passes.until is not None and end + (end - start) > passes.until
+        if ran >= minimum and (end - first >= passes.budget_s or late):
             break
     timed_s = time.perf_counter() - first
     busy_after, own_after = _cpu_seconds()
