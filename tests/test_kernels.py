@@ -102,7 +102,7 @@ def test_stream_deadline_cuts_numpys_first_touch_and_the_passes_use_what_was_fil
     _check_rates(result)  # valid: the check samples the chunks' filled starts only
     if backend == "numpy":  # one step of TOUCH_STEPS, each thread a slice of its chunk
         assert result["touch_cut"] is True
-        assert result["array_bytes"] == planned // stream.TOUCH_STEPS
+        assert result["array_bytes"] == planned // _passes.TOUCH_STEPS
     else:  # torch fills in one step (its threads split a slice otherwise than the array)
         assert result["touch_cut"] is False and result["array_bytes"] == planned
 
@@ -113,7 +113,7 @@ def test_stream_pages_past_a_cut_first_touch_take_no_memory():
                        "--backend", "numpy", "--deadline-s", "1e-6")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert result["array_bytes"] == planned // stream.TOUCH_STEPS
+    assert result["array_bytes"] == planned // _passes.TOUCH_STEPS
     # 3 x 32 MiB touched of 3 x 512 MiB mapped; VmHWM, the kernel's own peak since its exec
     assert result["peak_rss_bytes"] < 3 * planned // 4
 

@@ -5,8 +5,9 @@ where cpuinfo has no core ids), decimal GB/s counted as STREAM counts them. Each
 the last-level cache the threads reach (at least 256 MiB), within a memory budget: an eighth
 of MemAvailable, 4 GiB, 512 MiB a thread, whichever is least (probes/host/stream_sizing.py
 says why); where the budget makes them smaller than that rule, ``under_rule`` says so. The
-cost is bounded in time too: the kernel has DEADLINE_S for allocation, first touch (cut at
-half of it on a busy host: the passes then use what was filled) and timed passes (best of 2
+cost is bounded in time too: the kernel has until TIME_BUDGET_S after its spawn for its start,
+allocation, first touch (cut at half of what is left on a busy host: the passes then use
+what was filled) and timed passes (best of 2
 to 10; the spread of the passes' rates is each figure's noise floor, ``<figure>_spread``),
 with huge pages for the first touch where they come in faster (not in a VM whose balloon
 hands free memory back). Up to
@@ -22,6 +23,7 @@ installed DIMMs' and the platform's with every channel populated. Manual equival
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 from doctor.seam.host import Host
@@ -37,9 +39,11 @@ from probes.host import stream_sizing
 from probes.host.stream_sizing import Sizing
 
 KERNEL_TIMEOUT_S = 120.0
-# The kernel's own time: allocation, first touch, passes, check. The probe's 3 s less the
-# child's start (spawn, numpy imported twice: 0.3 s on an idle 2-vCPU VM, 1 s under load).
-DEADLINE_S = 2.5
+# The probe's time, from spawning the kernel to its result: the child's start (numpy imported
+# twice: 0.3 s on an idle 2-vCPU VM, 1 s under load), allocation, first touch, passes, check;
+# less EXIT_S for the kernel to unmap its arrays and exit.
+TIME_BUDGET_S = 3.0
+EXIT_S = 0.1
 # STREAM's default, so that the probe's best is a best of as many passes as C STREAM's; 10
 # passes over 3 x 256 MiB take ~0.4 s on a 2-vCPU EPYC VM, and BUDGET_S bounds them.
 MAX_REPEATS = 10
@@ -101,7 +105,8 @@ def _run_kernel(array_bytes: int, threads: int, backend: str | None = None) -> d
         backend = "numpy" if threads <= NUMPY_MAX_THREADS else "auto"
     return run_kernel("stream", "--array-bytes", str(array_bytes), "--threads", str(threads),
                       "--repeats", str(MAX_REPEATS), "--budget-s", str(BUDGET_S),
-                      "--deadline-s", str(DEADLINE_S), "--backend", backend,
+                      "--deadline-at", repr(time.time() + TIME_BUDGET_S - EXIT_S),
+                      "--backend", backend,
                       timeout_s=KERNEL_TIMEOUT_S)
 
 

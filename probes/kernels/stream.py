@@ -74,7 +74,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from probes.kernels._cli import OneLineParser
-from probes.kernels._passes import Passes, Run, timed_passes
+from probes.kernels._passes import (Passes, Run, first_touch, passes_for, peak_rss_bytes,
+                                     timed_passes)
 
 BACKENDS = ("auto", "torch", "numpy")
 SCALAR = 3.0  # STREAM's scalar: torch's triad
@@ -90,8 +91,7 @@ MAX_REPEATS = 100
 RELATIVE_TOLERANCE = 1e-13
 SAMPLE_POINTS = 1024
 DEFAULT_BUDGET_S = 1.0  # for the timed passes, after the first touch
-TOUCH_STEPS = 16  # slices of the first touch, the clock read between them
-TOUCH_SHARE = 0.5  # of deadline_s: the first touch stops past it (module docstring)
+MIN_DEADLINE_S = 0.2  # --deadline-at already past on arrival: a first step and two passes
 HUGE_PAGE_BYTES = 2 * 1024 * 1024  # x86-64 and arm64 (4 KiB granule) PMD size
 
 
@@ -120,17 +120,19 @@ def measure(
     3, as STREAM counts), triad_scalar (q in a = b + q * c: 3 on torch, 1 on numpy), simd (the
     loops that ran: numpy's enabled dispatch targets or "baseline ...", torch's CPU capability;
     None on a GPU), planned_array_bytes (asked for; array_bytes is less where the first touch
-    was cut at TOUCH_SHARE of ``deadline_s``), touch_cut (it was), valid, huge_pages (MADV_HUGEPAGE was accepted; None on a GPU), timed_s
-    (wall time of the timed passes), peak_rss_bytes (this process's peak resident memory,
-    interpreter included; None where /proc is unreadable), other_busy_cores (CPU time other processes and steal took
-    during the timed passes, in cores; None where /proc/stat is unreadable), duration_s (wall
-    time of allocation, first touch, timed passes and check). Three arrays are allocated:
-    3 * array_bytes of memory.
+    was cut at TOUCH_SHARE of ``deadline_s``), touch_cut (it was), valid, huge_pages
+    (MADV_HUGEPAGE was accepted; None on a GPU), timed_s (wall time of the timed passes),
+    peak_rss_bytes (this process's peak resident memory, interpreter included; None where
+    /proc is unreadable), other_busy_cores (CPU time other processes and steal took during
+    the timed passes, in cores; None where /proc/stat is unreadable), duration_s (wall time of
+    allocation, first touch, timed passes and check). Three arrays are mapped: 3 *
+    planned_array_bytes of address space, 3 * array_bytes of memory.
 
     Raises ValueError for bad arguments, BackendUnavailableError when the backend or device
     cannot run, MemoryError when the arrays cannot be allocated. duration_s does not include
     importing torch.
     """
+    called = time.perf_counter()  # deadline_s counts from here: torch's import is inside it
     elements = _validate(array_bytes, threads, repeats, backend, device, budget_s)
     if deadline_s is not None and not deadline_s > 0:
         raise ValueError(f"deadline_s must be positive, not {deadline_s}")
@@ -144,11 +146,11 @@ def measure(
         # The clock starts after the import (about a second on first use): it times the
         # measurement, not the interpreter loading a library.
         started = time.perf_counter()
-        run = _run_torch(torch, elements, threads, _passes_for(repeats, budget_s, deadline_s,
-                                                                started), device)
+        run = _run_torch(torch, elements, threads, passes_for(repeats, budget_s, deadline_s,
+                                                                called), device)
     else:
         started = time.perf_counter()
-        run = _run_numpy(elements, threads, _passes_for(repeats, budget_s, deadline_s, started))
+        run = _run_numpy(elements, threads, passes_for(repeats, budget_s, deadline_s, called))
     used = run.elements if run.elements is not None else elements
     return {
         "backend": backend,
@@ -175,21 +177,8 @@ def measure(
         "timed_s": run.timed_s,
         "other_busy_cores": run.other_busy_cores,
         "duration_s": time.perf_counter() - started,
-        "peak_rss_bytes": _peak_rss_bytes(),
+        "peak_rss_bytes": peak_rss_bytes(),
     }
-
-
-def _peak_rss_bytes() -> int | None:
-    """This process's peak resident memory (VmHWM of /proc/self/status: its own since exec,
-    where getrusage's ru_maxrss also holds the peak of the process that spawned it)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def _validate(
@@ -209,30 +198,6 @@ def _validate(
     if not budget_s > 0:
         raise ValueError(f"budget_s must be positive, not {budget_s}")
     return array_bytes // ELEMENT_BYTES
-
-
-def _passes_for(repeats: int, budget_s: float, deadline_s: float | None, started: float) -> Passes:
-    until = None if deadline_s is None else started + deadline_s
-    return Passes(repeats, budget_s, until)
-
-
-def _first_touch(fill, bounds: list[tuple[int, int]], passes: Passes,
-                 steps: int = TOUCH_STEPS) -> list[tuple[int, int]]:
-    """``fill(parts)`` over every [start, stop) of ``bounds`` (one per thread), a ``steps``-th
-    of each at a time; stops after the step that ends past TOUCH_SHARE of the deadline (none:
-    fills all). Returns the [start, filled) of each: what the passes then use."""
-    until = None
-    if passes.until is not None:
-        began = time.perf_counter()
-        until = began + (passes.until - began) * TOUCH_SHARE
-    filled = [start for start, _ in bounds]
-    for step in range(1, steps + 1):
-        ends = [start + (stop - start) * step // steps for start, stop in bounds]
-        fill(list(zip(filled, ends)))
-        filled = ends
-        if until is not None and time.perf_counter() >= until:
-            break
-    return [(start, end) for (start, _), end in zip(bounds, filled)]
 
 
 def _torch_importable() -> bool:
@@ -462,7 +427,7 @@ def _run_numpy(elements: int, threads: int, passes: Passes) -> Run:
             for future in [pool.submit(fill, a[lo:hi], b[lo:hi], c[lo:hi]) for lo, hi in parts]:
                 future.result()
 
-        used = _first_touch(fill_parts, _chunk_bounds(elements, threads), passes)
+        used = first_touch(fill_parts, _chunk_bounds(elements, threads), passes)
         chunks = [(a[start:stop], b[start:stop], c[start:stop]) for start, stop in used]
         run = timed_passes(lambda: parallel(copy), lambda: parallel(triad), passes, lambda: None)
     index = np.array(_sample_indices(used), dtype=np.int64)
@@ -521,15 +486,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
                         help="stop the timed passes after this many seconds (at least 2 run)")
-    parser.add_argument("--deadline-s", type=float, default=None,
-                        help="allocation, first touch, passes and check within this many "
-                             "seconds: the touch stops at half of it, the passes before it")
+    deadline = parser.add_mutually_exclusive_group()
+    deadline.add_argument("--deadline-s", type=float, default=None,
+                          help="allocation, first touch, passes and check within this many "
+                               "seconds: the touch stops at half of it, the passes before it")
+    deadline.add_argument("--deadline-at", type=float, default=None,
+                          help="the same, by this Unix time (the caller's clock: its spawn "
+                               "and this interpreter's start count too)")
     parser.add_argument("--numpy-simd", choices=NUMPY_SIMD, default="baseline",
                         help="numpy's loops: its build baseline (as wide as C STREAM's usual "
                              "build) or the widest it dispatches here")
     args = parser.parse_args(argv)
     if args.backend == "numpy" and args.numpy_simd == "baseline" and argv is None:
         _numpy_at_baseline()  # argv None: this is the command line, not a caller's process
+    deadline_s = args.deadline_s
+    if args.deadline_at is not None:
+        # Whatever the start took, the kernel keeps MIN_DEADLINE_S: two passes must run.
+        deadline_s = max(args.deadline_at - time.time(), MIN_DEADLINE_S)
     try:
         result = measure(
             array_bytes=args.array_bytes,
@@ -538,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
             backend=args.backend,
             device=args.device,
             budget_s=args.budget_s,
-            deadline_s=args.deadline_s,
+            deadline_s=deadline_s,
         )
     except (ValueError, MemoryError, RuntimeError) as error:
         # Expected failures (bad value, no torch, no CUDA, out of memory): one line, no
