@@ -27,12 +27,13 @@ quiet. Arrays are sized as the probe sizes them (probes/host/stream_sizing.py: 4
 the threads reach, within the memory budget), and the cache tree and the sizing are
 printed; ``--llc-mib 480`` sizes them as the probe would for threads that reach a 480 MiB
 L3 (the budget still applies); ``--array-mib`` sets them directly. Three arrays are
-allocated per run. C runs at the size the probe was asked for; where the probe's first
-touch was cut short (a busy host), its arrays are smaller, and the table says so.
+allocated per run. Each round runs the probe first, then C at the size the probe's passes
+used: where the probe's first touch was cut short (a busy host) that is under the planned
+size, and the cost line says so (``--c-at-planned-size``: C at the planned size).
 
 Usage: python benchmarks/host_bandwidth.py [--llc-mib M | --array-mib N] [--threads T]
                                            [--repeats R] [--rounds K] [--backends]
-                                           [--c-binary PATH]
+                                           [--c-binary PATH] [--c-at-planned-size]
 This is a benchmark that prints figures, not a test.
 """
 
@@ -160,6 +161,9 @@ def main() -> int:
     parser.add_argument("--backends", action="store_true",
                         help="also run the kernel with torch, numpy and numpy's widest loops")
     parser.add_argument("--c-binary", help="a prebuilt stream.c binary, where there is no gcc")
+    parser.add_argument("--c-at-planned-size", dest="c_at_probes_size", action="store_false",
+                        help="run C at the planned size even where the probe's first touch "
+                             "was cut short (default: at the size the probe's passes used)")
     args = parser.parse_args()
 
     planned, cache_text = sizing(args.llc_mib, args.threads)
@@ -187,9 +191,12 @@ def main() -> int:
                 binaries[name] = binary
         runs: dict[str, list[dict]] = {name: [] for name in [*binaries, probe_name, *backends]}
         for _ in range(args.rounds):
+            probe = run_probe_kernel(array_bytes, args.threads)
+            runs[probe_name].append(probe)
+            # C at the size the probe's passes used: its first touch may have been cut short
+            used = probe["elements"] if args.c_at_probes_size else elements
             for name, binary in binaries.items():
-                runs[name].append(run_c(binary, elements, args.threads, args.repeats))
-            runs[probe_name].append(run_probe_kernel(array_bytes, args.threads))
+                runs[name].append(run_c(binary, used, args.threads, args.repeats))
             for backend in list(backends):
                 try:
                     runs[backend].append(run_probe_kernel(array_bytes, args.threads, backend))

@@ -7,9 +7,10 @@ cache they reach is the sum of the distinct last-level cache instances
 ``shared_cpu_list``) holding at least one CPU the threads may run on (the scan's
 ``Cpus_allowed_list``, which the kernel child inherits): an instance none of them runs on
 holds none of their data (a process pinned to one CCD of a Genoa-X reaches 96 MiB of its
-1.1 GiB). Measured on a 2-vCPU AMD EPYC 9004 VM (32 MiB L3): C STREAM's triad read cache
-rates with arrays up to 1x the L3 and DRAM's from 2x (benchmarks/host_bandwidth.py, array
-sweep in the commit); 4x leaves room for caches that keep part of a streamed set.
+1.1 GiB). On a 2-vCPU AMD EPYC 9004 VM (32 MiB L3, 1 MiB L2 a core), C STREAM
+(benchmarks/stream.c, best of 3) read cache rates with arrays of 0.5x the L3 (copy 41 GB/s),
+part cache at 1-1.5x (copy 26 GB/s) and DRAM's from 2x (copy 9-10 GB/s); 4x leaves room for
+caches that keep more of a streamed set than that one does.
 
 On a virtual machine the size is what the hypervisor advertises, often its host socket's L3,
 which the VM's few vCPUs share with every other core of that socket (a 2-vCPU Intel VM
