@@ -201,7 +201,9 @@ def _under_rule(record: MemoryBandwidthRecord) -> str:
     """The note where the arrays were smaller than STREAM's rule of thumb, and why."""
     if not record.under_rule:
         return ""
-    if record.touch_cut:
+    if record.touch_cut is None:  # a recording from before the kernel said what it filled
+        bound = t("the recorded run's size")
+    elif record.touch_cut:
         bound = t("the first touch was cut short at half the probe's time (a busy host)")
     elif record.budget_basis == "available":
         bound = t("the memory budget, an eighth of MemAvailable: {budget} MiB for 3 arrays",
@@ -213,9 +215,9 @@ def _under_rule(record: MemoryBandwidthRecord) -> str:
         bound = t("the memory budget's cap, {budget} MiB for 3 arrays",
                   budget=_mib(record.memory_budget_bytes))
     vm = ("" if not record.vm_cache_bounded
-          else t(" (a VM: {advertised} MiB advertised, counted at most 48 MiB a vCPU)",
+          else t(", a VM's {advertised} MiB counted at most 48 MiB a vCPU",
                  advertised=_mib(record.cache_advertised_bytes)))
-    return t("; arrays of {array} MiB, under STREAM's 4x the {cache} MiB cache the threads "
-             "reach{vm} ({rule} MiB): {bound}; part of the figure may be cache bandwidth",
-             array=_mib(record.array_bytes), cache=_mib(record.cache_bytes), vm=vm,
+    return t("; arrays of {array} MiB, under STREAM's rule of 4x the cache the threads reach "
+             "({rule} MiB = 4 x {cache} MiB{vm}): {bound}; part of the figure may be cache "
+             "bandwidth", array=_mib(record.array_bytes), cache=_mib(record.cache_bytes), vm=vm,
              rule=_mib(record.rule_array_bytes), bound=bound)
