@@ -77,9 +77,11 @@ def cache_lines() -> list[str]:
     return [f"L{level} {kind} {size} shared by CPUs {cpus}" for level, kind, size, cpus in seen]
 
 
-def sizing(llc_mib: int | None, threads: int) -> tuple[stream_sizing.Sizing, str]:
-    """The arrays' size as the probe chooses it here, or for a reached cache of ``llc_mib``."""
+def sizing(llc_mib: int | None, threads: int) -> tuple[stream_sizing.Sizing, str, int]:
+    """The arrays' size as the probe chooses it here, or for a reached cache of ``llc_mib``,
+    and the cache reached (bytes, 0 where unknown)."""
     _, reach, planned = host_memory_bandwidth.plan(LiveHost())
+    cache = reach.cache_bytes or 0
     text = (f"cache the threads reach {_mib(reach.cache_bytes)} MiB (advertised "
             f"{_mib(reach.advertised_bytes)} MiB{', a VM: bounded' if reach.vm_bounded else ''})")
     if llc_mib is not None:
@@ -87,7 +89,8 @@ def sizing(llc_mib: int | None, threads: int) -> tuple[stream_sizing.Sizing, str
         planned = stream_sizing.size_arrays(llc_mib * 2**20, available and available * 1024,
                                             threads)
         text = f"sized for a reached cache of {llc_mib} MiB (--llc-mib); this host's: " + text
-    return planned, text
+        cache = llc_mib * 2**20
+    return planned, text, cache
 
 
 def _mib(value: int | None) -> str:
@@ -166,8 +169,10 @@ def main() -> int:
                              "was cut short (default: at the size the probe's passes used)")
     args = parser.parse_args()
 
-    planned, cache_text = sizing(args.llc_mib, args.threads)
+    planned, cache_text, cache = sizing(args.llc_mib, args.threads)
     array_bytes = args.array_mib * 2**20 if args.array_mib else planned.array_bytes
+    # as the probe asks: a first touch cut short still fills 2x the cache
+    floor = min(host_memory_bandwidth.CUT_FLOOR_CACHES * cache, array_bytes)
     elements = array_bytes // stream.ELEMENT_BYTES
     print(f"threads {args.threads}, array {array_bytes / 2**20:.0f} MiB x 3, C {args.repeats} "
           f"timed passes, {args.rounds} interleaved rounds")
@@ -191,7 +196,7 @@ def main() -> int:
                 binaries[name] = binary
         runs: dict[str, list[dict]] = {name: [] for name in [*binaries, probe_name, *backends]}
         for _ in range(args.rounds):
-            probe = run_probe_kernel(array_bytes, args.threads)
+            probe = run_probe_kernel(array_bytes, args.threads, floor=floor)
             runs[probe_name].append(probe)
             # C at the size the probe's passes used: its first touch may have been cut short
             used = probe["elements"] if args.c_at_probes_size else elements
@@ -199,7 +204,8 @@ def main() -> int:
                 runs[name].append(run_c(binary, used, args.threads, args.repeats))
             for backend in list(backends):
                 try:
-                    runs[backend].append(run_probe_kernel(array_bytes, args.threads, backend))
+                    runs[backend].append(run_probe_kernel(array_bytes, args.threads, backend,
+                                                          floor))
                 except MeasurementError as error:
                     notes.append(f"{backend}: {error}")
                     backends.remove(backend)
@@ -219,25 +225,27 @@ def main() -> int:
 NUMPY_WIDEST = "numpy, widest loops"
 
 
-def run_probe_kernel(array_bytes: int, threads: int, backend: str | None = None) -> dict:
+def run_probe_kernel(array_bytes: int, threads: int, backend: str | None = None,
+                     floor: int = 0) -> dict:
     """The probe's kernel as a scan runs it (child process, its backend and budget), timed whole."""
     started = time.perf_counter()
     if backend == NUMPY_WIDEST:
-        result = run_widest_numpy(array_bytes, threads)
+        result = run_widest_numpy(array_bytes, threads, floor)
     else:
-        result = host_memory_bandwidth._run_kernel(array_bytes, threads, backend)
+        result = host_memory_bandwidth._run_kernel(array_bytes, threads, backend, floor)
     result["kernel_s"] = result["duration_s"]  # allocation, first touch, passes, check
     result["duration_s"] = time.perf_counter() - started  # spawn, import, touch, passes, exit
     return result
 
 
-def run_widest_numpy(array_bytes: int, threads: int) -> dict:
+def run_widest_numpy(array_bytes: int, threads: int, floor: int) -> dict:
     """The probe's numpy kernel with the widest loops numpy dispatches here, not its baseline."""
     argv = [sys.executable, "-m", "probes.kernels.stream", "--array-bytes", str(array_bytes),
             "--threads", str(threads), "--repeats", str(host_memory_bandwidth.MAX_REPEATS),
             "--budget-s", str(host_memory_bandwidth.BUDGET_S),
             "--deadline-at", repr(time.time() + host_memory_bandwidth.TIME_BUDGET_S
-                                  - host_memory_bandwidth.EXIT_S), "--backend", "numpy",
+                                  - host_memory_bandwidth.EXIT_S),
+            "--min-array-bytes", str(floor), "--backend", "numpy",
             "--numpy-simd", "widest"]
     done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=host_memory_bandwidth.KERNEL_TIMEOUT_S)

@@ -107,6 +107,15 @@ def test_stream_deadline_cuts_numpys_first_touch_and_the_passes_use_what_was_fil
         assert result["touch_cut"] is False and result["array_bytes"] == planned
 
 
+def test_stream_a_cut_first_touch_still_fills_the_callers_floor():
+    # Arrays under 2x the cache read part cache: the probe asks for that much whatever the time.
+    planned = 64 * MIB
+    result = stream.measure(array_bytes=planned, threads=2, repeats=2, backend="numpy",
+                            deadline_s=1e-6, min_array_bytes=planned // 2)
+    assert result["touch_cut"] is True and result["array_bytes"] == planned // 2
+    _check_rates(result)
+
+
 def test_stream_pages_past_a_cut_first_touch_take_no_memory():
     planned = 512 * MIB
     done = _run_module("probes.kernels.stream", "--array-bytes", str(planned), "--threads", "2",

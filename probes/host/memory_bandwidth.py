@@ -45,6 +45,7 @@ KERNEL_TIMEOUT_S = 120.0
 # 3.1-3.2 s at load average 11 on 2 vCPUs).
 TIME_BUDGET_S = 3.0
 EXIT_S = 0.3
+CUT_FLOOR_CACHES = 2  # a first touch cut short still fills 2x the cache the threads reach
 # STREAM's default, so that the probe's best is a best of as many passes as C STREAM's; 10
 # passes over 3 x 256 MiB take ~0.4 s on a 2-vCPU EPYC VM, and BUDGET_S bounds them.
 MAX_REPEATS = 10
@@ -100,13 +101,16 @@ class MemoryBandwidthRecord:
     touch_cut: bool | None = None  # the first touch stopped at half the deadline
 
 
-def _run_kernel(array_bytes: int, threads: int, backend: str | None = None) -> dict:
-    """The STREAM kernel's result dict, from a child process; ``backend`` None: the probe's."""
+def _run_kernel(array_bytes: int, threads: int, backend: str | None = None,
+                min_array_bytes: int = 0) -> dict:
+    """The STREAM kernel's result dict, from a child process; ``backend`` None: the probe's.
+    A first touch the deadline cuts still fills ``min_array_bytes`` of each array."""
     if backend is None:
         backend = "numpy" if threads <= NUMPY_MAX_THREADS else "auto"
     return run_kernel("stream", "--array-bytes", str(array_bytes), "--threads", str(threads),
                       "--repeats", str(MAX_REPEATS), "--budget-s", str(BUDGET_S),
                       "--deadline-at", repr(time.time() + TIME_BUDGET_S - EXIT_S),
+                      "--min-array-bytes", str(min_array_bytes),
                       "--backend", backend,
                       timeout_s=KERNEL_TIMEOUT_S)
 
@@ -129,9 +133,13 @@ def plan(host: Host) -> tuple[int, stream_sizing.Reach, Sizing]:
 def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
     threads, reach, sizing = plan(host)
     array_bytes = sizing.array_bytes
+    # A cut first touch keeps 2x the cache: a 2-vCPU EPYC VM's C STREAM read DRAM's rates
+    # from arrays of 2x its L3, part cache below (stream_sizing's docstring).
+    floor = min(CUT_FLOOR_CACHES * (reach.cache_bytes or 0), array_bytes)
     # memoized: engine.offload estimates a token's cost from this scan's figure
     result = host.memo("host.memory_bandwidth.stream", lambda: host.measure(
-        "host.memory_bandwidth.stream", lambda: _run_kernel(array_bytes, threads)))
+        "host.memory_bandwidth.stream",
+        lambda: _run_kernel(array_bytes, threads, min_array_bytes=floor)))
     ceiling = read_ceiling(host)
     best = result["triad_gbps"] if result.get("triad_passes", 3) == 3 else result["copy_gbps"]
     return MemoryBandwidthRecord(

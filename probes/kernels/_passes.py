@@ -30,6 +30,7 @@ class Passes:
     repeats: int
     budget_s: float
     until: float | None = None
+    touch_floor: float = 0.0  # share of the arrays a first touch fills whatever the deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,17 +113,19 @@ def _rate_spread(seconds: list[float]) -> float | None:
     return spread([1.0 / s for s in seconds if s > 0])
 
 
-def passes_for(repeats: int, budget_s: float, deadline_s: float | None, started: float) -> Passes:
+def passes_for(repeats: int, budget_s: float, deadline_s: float | None, started: float,
+               touch_floor: float = 0.0) -> Passes:
     """Passes whose deadline is ``deadline_s`` after ``started`` (a perf_counter time)."""
     until = None if deadline_s is None else started + deadline_s
-    return Passes(repeats, budget_s, until)
+    return Passes(repeats, budget_s, until, min(max(touch_floor, 0.0), 1.0))
 
 
 def first_touch(fill, bounds: list[tuple[int, int]], passes: Passes,
                 steps: int = TOUCH_STEPS) -> list[tuple[int, int]]:
     """``fill(parts)`` over every [start, stop) of ``bounds`` (one per thread), a ``steps``-th
     of each at a time; stops after the step that ends past TOUCH_SHARE of the deadline (none:
-    fills all). Returns the [start, filled) of each: what the passes then use."""
+    fills all), once ``passes.touch_floor`` of each is filled. Returns the [start, filled) of
+    each: what the passes then use."""
     until = None
     if passes.until is not None:
         began = time.perf_counter()
@@ -132,7 +135,7 @@ def first_touch(fill, bounds: list[tuple[int, int]], passes: Passes,
         ends = [start + (stop - start) * step // steps for start, stop in bounds]
         fill(list(zip(filled, ends)))
         filled = ends
-        if until is not None and time.perf_counter() >= until:
+        if until is not None and step >= passes.touch_floor * steps and time.perf_counter() >= until:
             break
     return [(start, end) for (start, _), end in zip(bounds, filled)]
 

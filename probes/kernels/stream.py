@@ -20,7 +20,9 @@ Cost is bounded, since a VM may report its host's whole L3 (480 MiB: arrays of 1
   (see _map_arrays).
 - With ``deadline_s`` (everything from allocation to the check within it), numpy's fill
   goes in TOUCH_STEPS steps, each thread a slice of its own chunk per step, and stops after
-  the step that ends past TOUCH_SHARE of it: the passes then use each chunk's filled start,
+  the step that ends past TOUCH_SHARE of it, once ``min_array_bytes`` of each array is filled
+  (the caller's floor, under which the passes would read cache): the passes then use each
+  chunk's filled start,
   and ``array_bytes`` in the result is that, under ``planned_array_bytes`` (a busy host's
   page faults took 38 s for 3 x 1.9 GiB). Pages never touched are never faulted in: they
   cost no memory. torch's fill is one step, never cut (see _run_torch).
@@ -108,6 +110,7 @@ def measure(
     device: str = "cpu",
     budget_s: float = DEFAULT_BUDGET_S,
     deadline_s: float | None = None,
+    min_array_bytes: int = 0,
 ) -> dict:
     """Run copy and triad; return a JSON-serialisable dict of the best rates.
 
@@ -136,6 +139,7 @@ def measure(
     elements = _validate(array_bytes, threads, repeats, backend, device, budget_s)
     if deadline_s is not None and not deadline_s > 0:
         raise ValueError(f"deadline_s must be positive, not {deadline_s}")
+    floor = min_array_bytes / (elements * ELEMENT_BYTES)  # a cut touch fills this much
     if backend == "auto":
         # Only torch reaches a GPU: with no torch, device cuda fails below saying so.
         backend = "torch" if device != "cpu" or _torch_importable() else "numpy"
@@ -147,10 +151,11 @@ def measure(
         # measurement, not the interpreter loading a library.
         started = time.perf_counter()
         run = _run_torch(torch, elements, threads, passes_for(repeats, budget_s, deadline_s,
-                                                                called), device)
+                                                                called, floor), device)
     else:
         started = time.perf_counter()
-        run = _run_numpy(elements, threads, passes_for(repeats, budget_s, deadline_s, called))
+        run = _run_numpy(elements, threads,
+                         passes_for(repeats, budget_s, deadline_s, called, floor))
     used = run.elements if run.elements is not None else elements
     return {
         "backend": backend,
@@ -490,6 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     deadline.add_argument("--deadline-s", type=float, default=None,
                           help="allocation, first touch, passes and check within this many "
                                "seconds: the touch stops at half of it, the passes before it")
+    parser.add_argument("--min-array-bytes", type=int, default=0,
+                        help="a first touch cut by the deadline still fills this much of "
+                             "each array (below it the passes may read cache)")
     deadline.add_argument("--deadline-at", type=float, default=None,
                           help="the same, by this Unix time (the caller's clock: its spawn "
                                "and this interpreter's start count too)")
@@ -512,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             budget_s=args.budget_s,
             deadline_s=deadline_s,
+            min_array_bytes=args.min_array_bytes,
         )
     except (ValueError, MemoryError, RuntimeError) as error:
         # Expected failures (bad value, no torch, no CUDA, out of memory): one line, no
