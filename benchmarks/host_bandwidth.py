@@ -172,7 +172,7 @@ def main() -> int:
     planned, cache_text, cache = sizing(args.llc_mib, args.threads)
     array_bytes = args.array_mib * 2**20 if args.array_mib else planned.array_bytes
     # as the probe asks: a first touch cut short still fills 2x the cache
-    floor = min(host_memory_bandwidth.CUT_FLOOR_CACHES * cache, array_bytes)
+    floor = host_memory_bandwidth.cut_floor(cache, array_bytes)
     elements = array_bytes // stream.ELEMENT_BYTES
     print(f"threads {args.threads}, array {array_bytes / 2**20:.0f} MiB x 3, C {args.repeats} "
           f"timed passes, {args.rounds} interleaved rounds")

@@ -223,3 +223,9 @@ def test_summary_of_a_recording_from_before_the_sizes_were_kept_has_no_note():
                                     ScanOptions())
     assert record.rule_array_bytes == 4 * 8 * 32 * MIB and record.under_rule is False
     assert not re.search(r"STREAM's rule", memory_bandwidth.summary(record))
+
+
+def test_a_cut_first_touch_keeps_2x_the_cache_but_never_more_than_half_the_arrays():
+    assert memory_bandwidth.cut_floor(32 * MIB, 256 * MIB) == 64 * MIB
+    assert memory_bandwidth.cut_floor(480 * MIB, 340 * MIB) == 170 * MIB
+    assert memory_bandwidth.cut_floor(None, 256 * MIB) == 0
