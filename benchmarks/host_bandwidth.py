@@ -18,17 +18,22 @@ array size and thread count:
 
 It prints copy and triad GB/s (best of the rounds), each one's ratio to that C, the
 per-round triad ratio to it (a fair pairing when the host's load changes between rounds),
-the wall time of each run (C's includes its own first touch), each C build's add (``c = a +
+the wall time of each run (C's includes its own first touch), each run's peak resident
+memory (the probe's kernel: its VmHWM; C: wait4's ru_maxrss), each C build's add (``c = a +
 b``, which is the numpy backend's triad: numpy has no fused multiply-add) beside its triad,
-the cores other work kept busy during the probe's passes and during each C run, and the load
-average before and after: on a shared machine a figure is only worth its neighbours' quiet. Arrays are sized as the
-probe sizes them, max(4 x L3, 256 MiB) per array; ``--llc-mib 480`` sizes them for a VM that
-reports its host's 480 MiB L3 (1920 MiB arrays); ``--array-mib`` sets them directly. Three
-arrays are allocated per run.
+the cores other work kept busy during the probe's passes and during each C run, and the
+load average before and after: on a shared machine a figure is only worth its neighbours'
+quiet. Arrays are sized as the probe sizes them (probes/host/stream_sizing.py: 4x the cache
+the threads reach, within the memory budget), and the cache tree and the sizing are
+printed; ``--llc-mib 480`` sizes them as the probe would for threads that reach a 480 MiB
+L3 (the budget still applies); ``--array-mib`` sets them directly. Three arrays are
+allocated per run. Each round runs the probe first, then C at the size the probe's passes
+used: where the probe's first touch was cut short (a busy host) that is under the planned
+size, and the cost line says so (``--c-at-planned-size``: C at the planned size).
 
 Usage: python benchmarks/host_bandwidth.py [--llc-mib M | --array-mib N] [--threads T]
                                            [--repeats R] [--rounds K] [--backends]
-                                           [--c-binary PATH]
+                                           [--c-binary PATH] [--c-at-planned-size]
 This is a benchmark that prints figures, not a test.
 """
 
@@ -38,7 +43,6 @@ import argparse
 import glob
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -52,27 +56,45 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from doctor.seam.host import MeasurementError  # noqa: E402
 from probes.host import memory_bandwidth as host_memory_bandwidth  # noqa: E402
+from doctor.seam.live import LiveHost  # noqa: E402
+from probes.host import stream_sizing  # noqa: E402
+from probes.host.memory import parse_meminfo  # noqa: E402
 from probes.kernels import stream  # noqa: E402
 
 STREAM_C = REPO_ROOT / "benchmarks" / "stream.c"
-MIN_ARRAY_BYTES = 256 * 2**20
 
 
-def l3_total_bytes() -> int | None:
-    """Sum of distinct L3 instances; None where sysfs shows no L3 (some VMs, ARM parts)."""
-    sizes = {}
-    for index_dir in glob.glob("/sys/devices/system/cpu/cpu*/cache/index3"):
-        shared = Path(index_dir, "shared_cpu_list").read_text().strip()
-        sizes[shared] = _parse_cache_size(Path(index_dir, "size").read_text().strip())
-    return sum(sizes.values()) if sizes else None
+def cache_lines() -> list[str]:
+    """This host's cache tree as sysfs gives it: one line per distinct level-size-CPUs."""
+    seen = {}
+    for index_dir in sorted(glob.glob("/sys/devices/system/cpu/cpu*/cache/index*")):
+        try:
+            fields = [Path(index_dir, name).read_text().strip()
+                      for name in ("level", "type", "size", "shared_cpu_list")]
+        except OSError:
+            continue
+        seen[tuple(fields)] = None
+    return [f"L{level} {kind} {size} shared by CPUs {cpus}" for level, kind, size, cpus in seen]
 
 
-def _parse_cache_size(text: str) -> int:
-    """sysfs cache size: ``32768K`` (binary units) → bytes."""
-    multipliers = {"K": 2**10, "M": 2**20, "G": 2**30}
-    if text[-1:].upper() in multipliers:
-        return int(text[:-1]) * multipliers[text[-1:].upper()]
-    return int(text)
+def sizing(llc_mib: int | None, threads: int) -> tuple[stream_sizing.Sizing, str, int]:
+    """The arrays' size as the probe chooses it here, or for a reached cache of ``llc_mib``,
+    and the cache reached (bytes, 0 where unknown)."""
+    _, reach, planned = host_memory_bandwidth.plan(LiveHost())
+    cache = reach.cache_bytes or 0
+    text = (f"cache the threads reach {_mib(reach.cache_bytes)} MiB (advertised "
+            f"{_mib(reach.advertised_bytes)} MiB{', a VM: bounded' if reach.vm_bounded else ''})")
+    if llc_mib is not None:
+        available = parse_meminfo(Path("/proc/meminfo").read_text()).get("MemAvailable")
+        planned = stream_sizing.size_arrays(llc_mib * 2**20, available and available * 1024,
+                                            threads)
+        text = f"sized for a reached cache of {llc_mib} MiB (--llc-mib); this host's: " + text
+        cache = llc_mib * 2**20
+    return planned, text, cache
+
+
+def _mib(value: int | None) -> str:
+    return "unknown" if value is None else f"{value / 2**20:.0f}"
 
 
 C_BUILDS = {"C gcc -O3": [], "C gcc -O3 -march=native": ["-march=native"]}
@@ -94,15 +116,21 @@ def compile_stream(workdir: str, flags: list[str]) -> tuple[str | None, str]:
 
 def run_c(binary: str, elements: int, threads: int, repeats: int) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    busy_before, children_before = _busy_cpu_s(), _children_cpu_s()
+    busy_before = _busy_cpu_s()
     started = time.perf_counter()
-    done = subprocess.run(
-        [binary, str(elements), str(repeats)], env=env, capture_output=True, text=True, check=True
-    )
-    result = json.loads(done.stdout)
+    proc = subprocess.Popen([binary, str(elements), str(repeats)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.stdout.read(), proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{binary} exited {proc.returncode}: {err.strip()[-300:]}")
+    result = json.loads(out)
     result["duration_s"] = time.perf_counter() - started
+    # ru_maxrss of this child alone (its peak, or this script's where that is higher)
+    result["peak_rss_bytes"] = usage.ru_maxrss * 1024
     # As the probe's kernel reads it: all CPUs' busy time less the C run's own, in cores.
-    other_s = (_busy_cpu_s() - busy_before) - (_children_cpu_s() - children_before)
+    other_s = (_busy_cpu_s() - busy_before) - (usage.ru_utime + usage.ru_stime)
     result["other_busy_cores"] = round(max(other_s, 0.0) / result["duration_s"], 2)
     return result
 
@@ -112,11 +140,6 @@ def _busy_cpu_s() -> float:
     with open("/proc/stat") as stat:
         ticks = [int(value) for value in stat.readline().split()[1:9]]
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def best_of(runs: list[dict]) -> dict:
@@ -141,18 +164,23 @@ def main() -> int:
     parser.add_argument("--backends", action="store_true",
                         help="also run the kernel with torch, numpy and numpy's widest loops")
     parser.add_argument("--c-binary", help="a prebuilt stream.c binary, where there is no gcc")
+    parser.add_argument("--c-at-planned-size", dest="c_at_probes_size", action="store_false",
+                        help="run C at the planned size even where the probe's first touch "
+                             "was cut short (default: at the size the probe's passes used)")
     args = parser.parse_args()
 
-    l3_bytes = l3_total_bytes()
-    if args.array_mib:
-        array_bytes = args.array_mib * 2**20
-    else:
-        llc = args.llc_mib * 2**20 if args.llc_mib else (l3_bytes or 0)
-        array_bytes = max(4 * llc, MIN_ARRAY_BYTES)
+    planned, cache_text, cache = sizing(args.llc_mib, args.threads)
+    array_bytes = args.array_mib * 2**20 if args.array_mib else planned.array_bytes
+    # as the probe asks: a first touch cut short still fills 2x the cache
+    floor = host_memory_bandwidth.cut_floor(cache, array_bytes)
     elements = array_bytes // stream.ELEMENT_BYTES
-    l3_text = f"{l3_bytes / 2**20:.0f} MiB" if l3_bytes else "unknown"
-    print(f"threads {args.threads}, array {array_bytes / 2**20:.0f} MiB x 3, this host's L3 "
-          f"{l3_text}, C {args.repeats} timed passes, {args.rounds} interleaved rounds")
+    print(f"threads {args.threads}, array {array_bytes / 2**20:.0f} MiB x 3, C {args.repeats} "
+          f"timed passes, {args.rounds} interleaved rounds")
+    print(f"sizing: {cache_text}; rule of thumb {_mib(planned.rule_array_bytes)} MiB an array, "
+          f"memory budget {_mib(planned.budget_bytes)} MiB for 3 ({planned.budget_basis})"
+          f"{', arrays under the rule' if planned.under_rule else ''}")
+    for line in cache_lines():
+        print(f"  {line}")
     load_before = os.getloadavg()
 
     probe_name = "probe host.memory_bandwidth"
@@ -168,12 +196,16 @@ def main() -> int:
                 binaries[name] = binary
         runs: dict[str, list[dict]] = {name: [] for name in [*binaries, probe_name, *backends]}
         for _ in range(args.rounds):
+            probe = run_probe_kernel(array_bytes, args.threads, floor=floor)
+            runs[probe_name].append(probe)
+            # C at the size the probe's passes used: its first touch may have been cut short
+            used = probe["elements"] if args.c_at_probes_size else elements
             for name, binary in binaries.items():
-                runs[name].append(run_c(binary, elements, args.threads, args.repeats))
-            runs[probe_name].append(run_probe_kernel(array_bytes, args.threads))
+                runs[name].append(run_c(binary, used, args.threads, args.repeats))
             for backend in list(backends):
                 try:
-                    runs[backend].append(run_probe_kernel(array_bytes, args.threads, backend))
+                    runs[backend].append(run_probe_kernel(array_bytes, args.threads, backend,
+                                                          floor))
                 except MeasurementError as error:
                     notes.append(f"{backend}: {error}")
                     backends.remove(backend)
@@ -193,23 +225,27 @@ def main() -> int:
 NUMPY_WIDEST = "numpy, widest loops"
 
 
-def run_probe_kernel(array_bytes: int, threads: int, backend: str | None = None) -> dict:
+def run_probe_kernel(array_bytes: int, threads: int, backend: str | None = None,
+                     floor: int = 0) -> dict:
     """The probe's kernel as a scan runs it (child process, its backend and budget), timed whole."""
     started = time.perf_counter()
     if backend == NUMPY_WIDEST:
-        result = run_widest_numpy(array_bytes, threads)
+        result = run_widest_numpy(array_bytes, threads, floor)
     else:
-        result = host_memory_bandwidth._run_kernel(array_bytes, threads, backend)
+        result = host_memory_bandwidth._run_kernel(array_bytes, threads, backend, floor)
     result["kernel_s"] = result["duration_s"]  # allocation, first touch, passes, check
     result["duration_s"] = time.perf_counter() - started  # spawn, import, touch, passes, exit
     return result
 
 
-def run_widest_numpy(array_bytes: int, threads: int) -> dict:
+def run_widest_numpy(array_bytes: int, threads: int, floor: int) -> dict:
     """The probe's numpy kernel with the widest loops numpy dispatches here, not its baseline."""
     argv = [sys.executable, "-m", "probes.kernels.stream", "--array-bytes", str(array_bytes),
             "--threads", str(threads), "--repeats", str(host_memory_bandwidth.MAX_REPEATS),
-            "--budget-s", str(host_memory_bandwidth.BUDGET_S), "--backend", "numpy",
+            "--budget-s", str(host_memory_bandwidth.BUDGET_S),
+            "--deadline-at", repr(time.time() + host_memory_bandwidth.TIME_BUDGET_S
+                                  - host_memory_bandwidth.EXIT_S),
+            "--min-array-bytes", str(floor), "--backend", "numpy",
             "--numpy-simd", "widest"]
     done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=host_memory_bandwidth.KERNEL_TIMEOUT_S)
@@ -220,8 +256,12 @@ def run_widest_numpy(array_bytes: int, threads: int) -> dict:
 
 def print_probe_cost(probe_runs: list[dict], c_runs: list[dict]) -> None:
     walls = [r["duration_s"] for r in probe_runs]
+    peaks = [r.get("peak_rss_bytes") or 0 for r in probe_runs]
     print(f"probe time (child process spawn to exit, as a scan pays it): best {min(walls):.2f} s,"
-          f" worst {max(walls):.2f} s; backend {probe_runs[0]['backend']}, "
+          f" worst {max(walls):.2f} s; peak memory (VmHWM) {max(peaks) / 2**20:.0f} MiB; "
+          f"arrays {[round(r['array_bytes'] / 2**20) for r in probe_runs]} MiB"
+          f"{' (first touch cut short)' if any(r.get('touch_cut') for r in probe_runs) else ''}; "
+          f"backend {probe_runs[0]['backend']}, "
           f"passes {[r['repeats'] for r in probe_runs]}, "
           f"huge pages {probe_runs[0].get('huge_pages')}, loops {probe_runs[0].get('simd')}")
     print("where it went, per run: start (spawn, imports) / first touch / timed passes, s: "
@@ -237,6 +277,7 @@ def print_probe_cost(probe_runs: list[dict], c_runs: list[dict]) -> None:
 def print_c_runs(name: str, c_runs: list[dict]) -> None:
     line = f"{name}: other work during each run (cores) " + ", ".join(
         f"{r['other_busy_cores']}" for r in c_runs)
+    line += f"; peak memory {max(r['peak_rss_bytes'] for r in c_runs) / 2**20:.0f} MiB"
     adds = [r["add_gbps"] for r in c_runs if "add_gbps" in r]
     if adds:  # a --c-binary built from an older stream.c has no add
         triad = max(r["triad_gbps"] for r in c_runs)

@@ -17,7 +17,7 @@ from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.gpu import bandwidth as gpu_bandwidth
 from probes.gpu import collective
-from probes.host import memory_bandwidth
+from probes.host import memory_bandwidth, stream_sizing
 from probes.kernels import allreduce, gpu_bandwidth as gpu_kernel, stream
 from probes.kernels._passes import Passes, timed_passes
 from probes.kernels.spread import read_spread, spread
@@ -172,8 +172,8 @@ def test_a_recorded_stream_run_without_spreads_still_reads(tmp_path):
 
 
 def test_a_live_stream_spread_is_captured_and_replayed(tmp_path, monkeypatch):
-    monkeypatch.setattr(memory_bandwidth, "MIN_ARRAY_BYTES", 16 << 20)
-    monkeypatch.setattr(memory_bandwidth, "llc_total_bytes", lambda host: 0)
+    monkeypatch.setattr(stream_sizing, "MIN_ARRAY_BYTES", 16 << 20)
+    monkeypatch.setattr(stream_sizing, "read_cache_tree", lambda host: {})
     recording = RecordingHost(LiveHost(), tmp_path / "capture")
     live = memory_bandwidth.probe(recording, STANDARD)
     recording.save({"level": "standard"})

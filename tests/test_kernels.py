@@ -90,6 +90,43 @@ def test_stream_time_budget_stops_the_passes_but_keeps_two(backend):
     assert result["timed_s"] < result["duration_s"]
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_stream_deadline_cuts_numpys_first_touch_and_the_passes_use_what_was_filled(backend):
+    if backend == "torch":
+        pytest.importorskip("torch")
+    planned = 64 * MIB
+    result = stream.measure(array_bytes=planned, threads=2, repeats=100, backend=backend,
+                            budget_s=100.0, deadline_s=1e-6)
+    assert result["planned_array_bytes"] == planned
+    assert result["repeats"] == _passes.MIN_REPEATS  # the deadline stops the passes too
+    _check_rates(result)  # valid: the check samples the chunks' filled starts only
+    if backend == "numpy":  # one step of TOUCH_STEPS, each thread a slice of its chunk
+        assert result["touch_cut"] is True
+        assert result["array_bytes"] == planned // _passes.TOUCH_STEPS
+    else:  # torch fills in one step (its threads split a slice otherwise than the array)
+        assert result["touch_cut"] is False and result["array_bytes"] == planned
+
+
+def test_stream_a_cut_first_touch_still_fills_the_callers_floor():
+    # Arrays under 2x the cache read part cache: the probe asks for that much whatever the time.
+    planned = 64 * MIB
+    result = stream.measure(array_bytes=planned, threads=2, repeats=2, backend="numpy",
+                            deadline_s=1e-6, min_array_bytes=planned // 2)
+    assert result["touch_cut"] is True and result["array_bytes"] == planned // 2
+    _check_rates(result)
+
+
+def test_stream_pages_past_a_cut_first_touch_take_no_memory():
+    planned = 512 * MIB
+    done = _run_module("probes.kernels.stream", "--array-bytes", str(planned), "--threads", "2",
+                       "--backend", "numpy", "--deadline-s", "1e-6")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["array_bytes"] == planned // _passes.TOUCH_STEPS
+    # 3 x 32 MiB touched of 3 x 512 MiB mapped; VmHWM, the kernel's own peak since its exec
+    assert result["peak_rss_bytes"] < 3 * planned // 4
+
+
 def test_huge_pages_are_not_asked_for_where_a_balloon_reports_free_pages(tmp_path):
     def device(name, kind, features):
         (tmp_path / name).mkdir()

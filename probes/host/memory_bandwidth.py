@@ -1,11 +1,16 @@
 """host.memory_bandwidth: STREAM-style copy and triad on the CPU, against the DIMMs' ceilings.
 
 Runs ``probes.kernels.stream`` in a child process, threads = physical cores (logical CPUs
-where cpuinfo has no core ids), each array 4× the last-level cache and at least 256 MiB, as
-STREAM sizes them; decimal GB/s counted as STREAM counts them. The cost is bounded: huge
-pages for the first touch (where they come in faster: not in a VM whose balloon hands free
-memory back), and timed passes stop after BUDGET_S (best of 2 to 10; the spread of the
-passes' rates is each figure's noise floor, ``<figure>_spread``). Up to
+where cpuinfo has no core ids), decimal GB/s counted as STREAM counts them. Each array is 4x
+the last-level cache the threads reach (at least 256 MiB), within a memory budget: an eighth
+of MemAvailable, 4 GiB, 512 MiB a thread, whichever is least (probes/host/stream_sizing.py
+says why); where the budget makes them smaller than that rule, ``under_rule`` says so. The
+cost is bounded in time too: the kernel has until TIME_BUDGET_S after its spawn for its start,
+allocation, first touch (cut at half of what is left on a busy host, keeping cut_floor: the
+passes then use what was filled) and timed passes (best of 2
+to 10; the spread of the passes' rates is each figure's noise floor, ``<figure>_spread``),
+with huge pages for the first touch where they come in faster (not in a VM whose balloon
+hands free memory back). Up to
 NUMPY_MAX_THREADS threads the numpy backend runs (no torch import: ~1.4 s of CPU, more than
 the measurement on a small VM); above, torch where installed. The child keeps the arrays out
 of the scan's own memory and can be killed on timeout. The child also reports how many cores
@@ -18,9 +23,10 @@ installed DIMMs' and the platform's with every channel populated. Manual equival
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
-from doctor.seam.host import Host, HostReadError
+from doctor.seam.host import Host
 from doctor.model import ScanOptions
 from doctor.display import number, why
 from doctor.i18n import t
@@ -29,9 +35,17 @@ from probes.host.cpu import parse_cpuinfo
 from probes.host.memory import parse_meminfo
 from probes.helpers.kernel_child import run_kernel
 from probes.kernels.spread import read_spread
+from probes.host import stream_sizing
+from probes.host.stream_sizing import Sizing
 
-MIN_ARRAY_BYTES = 256 * 1024 * 1024
 KERNEL_TIMEOUT_S = 120.0
+# The probe's time, from spawning the kernel to its result: the child's start (numpy imported
+# twice: 0.3 s on an idle 2-vCPU VM, 1 s under load), allocation, first touch, passes, check;
+# less EXIT_S for the kernel to check, unmap its arrays and exit (at 0.1 s, the probe took
+# 3.1-3.2 s at load average 11 on 2 vCPUs; at 0.3 s, 2.75-3.03 s at load average 7).
+TIME_BUDGET_S = 3.0
+EXIT_S = 0.4
+CUT_FLOOR_CACHES = 2  # a cut first touch still fills 2x the cache the threads reach (cut_floor)
 # STREAM's default, so that the probe's best is a best of as many passes as C STREAM's; 10
 # passes over 3 x 256 MiB take ~0.4 s on a 2-vCPU EPYC VM, and BUDGET_S bounds them.
 MAX_REPEATS = 10
@@ -72,60 +86,66 @@ class MemoryBandwidthRecord:
     empty_channels: tuple[str, ...] = ()  # a slot name per channel with no DIMM
     platform_ceiling_gbps: float | None = None  # every channel populated, at the same speed
     platform_ratio: float | None = None  # the same figure as triad_ratio, / platform ceiling
+    # The last-level cache the threads reach (stream_sizing), None where sysfs shows none;
+    # vm_cache_bounded: a VM's advertised size (cache_advertised_bytes) was counted at most
+    # 48 MiB a vCPU
+    cache_bytes: int | None = None
+    cache_advertised_bytes: int | None = None
+    vm_cache_bounded: bool = False
+    rule_array_bytes: int | None = None  # 4x cache_bytes: STREAM's rule of thumb per array
+    memory_budget_bytes: int | None = None  # for the three arrays together
+    budget_basis: str | None = None  # what bound it: available, cap, threads
+    # The arrays that ran were smaller than the rule (the budget, or a first touch cut short
+    # on a busy host): part of the figure may be cache bandwidth. None in older recordings.
+    under_rule: bool | None = None
+    touch_cut: bool | None = None  # the first touch stopped at half the deadline
 
 
-def llc_total_bytes(host: Host) -> int:
-    """Sum of distinct last-level caches (``/sys/devices/system/cpu/cpu*/cache/index*``)."""
-    seen: dict[str, int] = {}
-    best_level = 0
-    for cpu in host.list_dirs("/sys/devices/system/cpu"):
-        if not re.fullmatch(r"cpu\d+", cpu):
-            continue
-        base = f"/sys/devices/system/cpu/{cpu}/cache"
-        try:
-            indexes = host.list_dirs(base)
-        except HostReadError:
-            continue
-        for index in indexes:
-            try:
-                level = int(host.read_text(f"{base}/{index}/level"))
-                size = host.read_text(f"{base}/{index}/size").strip()
-                shared = host.read_text(f"{base}/{index}/shared_cpu_list").strip()
-            except (HostReadError, ValueError):
-                continue
-            if level > best_level:
-                seen, best_level = {}, level
-            if level == best_level:
-                seen[shared] = _size_bytes(size)
-    return sum(seen.values())
-
-
-def _size_bytes(text: str) -> int:
-    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
-def _run_kernel(array_bytes: int, threads: int, backend: str | None = None) -> dict:
-    """The STREAM kernel's result dict, from a child process; ``backend`` None: the probe's."""
+def _run_kernel(array_bytes: int, threads: int, backend: str | None = None,
+                min_array_bytes: int = 0) -> dict:
+    """The STREAM kernel's result dict, from a child process; ``backend`` None: the probe's.
+    A first touch the deadline cuts still fills ``min_array_bytes`` of each array."""
     if backend is None:
         backend = "numpy" if threads <= NUMPY_MAX_THREADS else "auto"
     return run_kernel("stream", "--array-bytes", str(array_bytes), "--threads", str(threads),
                       "--repeats", str(MAX_REPEATS), "--budget-s", str(BUDGET_S),
-                      "--backend", backend, timeout_s=KERNEL_TIMEOUT_S)
+                      "--deadline-at", repr(time.time() + TIME_BUDGET_S - EXIT_S),
+                      "--min-array-bytes", str(min_array_bytes),
+                      "--backend", backend,
+                      timeout_s=KERNEL_TIMEOUT_S)
+
+
+def plan(host: Host) -> tuple[int, stream_sizing.Reach, Sizing]:
+    """Threads, the cache they reach, and the arrays' size within the memory budget."""
+    _, physical_cores, _, flags = parse_cpuinfo(host.read_text("/proc/cpuinfo"))
+    # STREAM runs one thread per core: SMT siblings share the core's load/store units.
+    threads = physical_cores or sum(
+        1 for c in host.list_dirs("/sys/devices/system/cpu") if re.fullmatch(r"cpu\d+", c))
+    available = parse_meminfo(host.read_text("/proc/meminfo")).get("MemAvailable")
+    caches = stream_sizing.parse_cache_tree(stream_sizing.read_cache_tree(host))
+    reach = stream_sizing.reach(caches, stream_sizing.allowed_cpus(host),
+                                stream_sizing.is_virtual(host, flags))
+    sizing = stream_sizing.size_arrays(reach.cache_bytes,
+                                       None if available is None else available * 1024, threads)
+    return threads, reach, sizing
+
+
+def cut_floor(cache_bytes: int | None, array_bytes: int) -> int:
+    """What a first touch the deadline cuts still fills of each array: 2x the cache (a 2-vCPU
+    EPYC VM's C STREAM read DRAM's rates from arrays of 2x its L3, part cache below:
+    stream_sizing's docstring), but at most half the array, so that the time bound holds but
+    for that half's touch (arrays 3 x 340 MiB, not cut, took 3.1-3.9 s at load average 10)."""
+    return min(CUT_FLOOR_CACHES * (cache_bytes or 0), array_bytes // 2)
 
 
 def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
-    # STREAM runs one thread per core: SMT siblings share the core's load/store units.
-    _, physical_cores, _, _ = parse_cpuinfo(host.read_text("/proc/cpuinfo"))
-    threads = physical_cores or sum(
-        1 for c in host.list_dirs("/sys/devices/system/cpu") if re.fullmatch(r"cpu\d+", c))
-    available = parse_meminfo(host.read_text("/proc/meminfo")).get("MemAvailable", 0) * 1024
-    array_bytes = max(4 * llc_total_bytes(host), MIN_ARRAY_BYTES)
-    if available and 3 * array_bytes > available // 2:
-        array_bytes = available // 6  # three arrays in half of what is free
+    threads, reach, sizing = plan(host)
+    array_bytes = sizing.array_bytes
+    floor = cut_floor(reach.cache_bytes, array_bytes)
     # memoized: engine.offload estimates a token's cost from this scan's figure
     result = host.memo("host.memory_bandwidth.stream", lambda: host.measure(
-        "host.memory_bandwidth.stream", lambda: _run_kernel(array_bytes, threads)))
+        "host.memory_bandwidth.stream",
+        lambda: _run_kernel(array_bytes, threads, min_array_bytes=floor)))
     ceiling = read_ceiling(host)
     best = result["triad_gbps"] if result.get("triad_passes", 3) == 3 else result["copy_gbps"]
     return MemoryBandwidthRecord(
@@ -151,6 +171,14 @@ def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
         empty_channels=ceiling.empty_channels,
         platform_ceiling_gbps=ceiling.platform_ceiling_gbps,
         platform_ratio=_ratio(best, ceiling.platform_ceiling_gbps),
+        cache_bytes=reach.cache_bytes,
+        cache_advertised_bytes=reach.advertised_bytes,
+        vm_cache_bounded=reach.vm_bounded,
+        rule_array_bytes=sizing.rule_array_bytes,
+        memory_budget_bytes=sizing.budget_bytes,
+        budget_basis=sizing.budget_basis,
+        under_rule=stream_sizing.is_under_rule(result["array_bytes"], sizing.rule_array_bytes),
+        touch_cut=result.get("touch_cut"),
     )
 
 
@@ -176,4 +204,34 @@ def summary(record: MemoryBandwidthRecord) -> str:
     return t("copy {copy} GB/s, triad {triad} GB/s ({backend}, {threads} threads, {seconds} s); "
              "{ceiling}{busy}", copy=record.copy_gbps, triad=record.triad_gbps,
              backend=record.backend, threads=record.threads, seconds=record.kernel_s,
-             ceiling=ceiling, busy=busy)
+             ceiling=ceiling, busy=busy) + _under_rule(record)
+
+
+def _mib(value: int | None) -> str:
+    return number((value or 0) / 2**20, ".0f")
+
+
+def _under_rule(record: MemoryBandwidthRecord) -> str:
+    """The note where the arrays were smaller than STREAM's rule of thumb, and why."""
+    if not record.under_rule:
+        return ""
+    if record.touch_cut is None:  # a recording from before the kernel said what it filled
+        bound = t("the recorded run's size")
+    elif record.touch_cut:
+        bound = t("the first touch was cut short at half the probe's time (a busy host)")
+    elif record.budget_basis == "available":
+        bound = t("the memory budget, an eighth of MemAvailable: {budget} MiB for 3 arrays",
+                  budget=_mib(record.memory_budget_bytes))
+    elif record.budget_basis == "threads":
+        bound = t("the memory budget, {budget} MiB for 3 arrays at 512 MiB a thread",
+                  budget=_mib(record.memory_budget_bytes))
+    else:
+        bound = t("the memory budget's cap, {budget} MiB for 3 arrays",
+                  budget=_mib(record.memory_budget_bytes))
+    vm = ("" if not record.vm_cache_bounded
+          else t(", a VM's {advertised} MiB counted at most 48 MiB a vCPU",
+                 advertised=_mib(record.cache_advertised_bytes)))
+    return t("; arrays of {array} MiB, under STREAM's rule of 4x the cache the threads reach "
+             "({rule} MiB = 4 x {cache} MiB{vm}): {bound}; part of the figure may be cache "
+             "bandwidth", array=_mib(record.array_bytes), cache=_mib(record.cache_bytes), vm=vm,
+             rule=_mib(record.rule_array_bytes), bound=bound)

@@ -18,14 +18,19 @@ from dataclasses import dataclass
 from probes.kernels.spread import spread
 
 MIN_REPEATS = 2  # best of one pass is no best: a single interruption would be the figure
+TOUCH_STEPS = 16  # steps of a first touch under a deadline, the clock read between them
+TOUCH_SHARE = 0.5  # of what is left of the deadline: the first touch stops past it
 
 
 @dataclass(frozen=True, slots=True)
 class Passes:
-    """How many timed passes to run: up to ``repeats``, stopping once ``budget_s`` is spent."""
+    """How many timed passes to run: up to ``repeats``, stopping once ``budget_s`` is spent
+    or before a pass that would end past ``until`` (a perf_counter time; None: no deadline)."""
 
     repeats: int
     budget_s: float
+    until: float | None = None
+    touch_floor: float = 0.0  # share of the arrays a first touch fills whatever the deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +46,7 @@ class Run:
     # (max - min) / median of the passes' rates (1 / seconds); None after one pass
     copy_spread: float | None = None
     triad_spread: float | None = None
+    elements: int | None = None  # the arrays' elements the passes used (None: all allocated)
 
 
 def _cpu_seconds() -> tuple[float | None, float]:
@@ -87,7 +93,9 @@ def timed_passes(
         copy_s.append(middle - start)
         triad_s.append(end - middle)
         ran += 1
-        if ran >= minimum and end - first >= passes.budget_s:
+        # The next pass takes about as long as this one: stop before it ends past the deadline.
+        late = passes.until is not None and end + (end - start) > passes.until
+        if ran >= minimum and (end - first >= passes.budget_s or late):
             break
     timed_s = time.perf_counter() - first
     busy_after, own_after = _cpu_seconds()
@@ -103,3 +111,43 @@ def timed_passes(
 def _rate_spread(seconds: list[float]) -> float | None:
     """The spread of the rates (bytes are the same every pass: rate is 1 / seconds)."""
     return spread([1.0 / s for s in seconds if s > 0])
+
+
+def passes_for(repeats: int, budget_s: float, deadline_s: float | None, started: float,
+               touch_floor: float = 0.0) -> Passes:
+    """Passes whose deadline is ``deadline_s`` after ``started`` (a perf_counter time)."""
+    until = None if deadline_s is None else started + deadline_s
+    return Passes(repeats, budget_s, until, min(max(touch_floor, 0.0), 1.0))
+
+
+def first_touch(fill, bounds: list[tuple[int, int]], passes: Passes,
+                steps: int = TOUCH_STEPS) -> list[tuple[int, int]]:
+    """``fill(parts)`` over every [start, stop) of ``bounds`` (one per thread), a ``steps``-th
+    of each at a time; stops after the step that ends past TOUCH_SHARE of the deadline (none:
+    fills all), once ``passes.touch_floor`` of each is filled. Returns the [start, filled) of
+    each: what the passes then use."""
+    until = None
+    if passes.until is not None:
+        began = time.perf_counter()
+        until = began + (passes.until - began) * TOUCH_SHARE
+    filled = [start for start, _ in bounds]
+    for step in range(1, steps + 1):
+        ends = [start + (stop - start) * step // steps for start, stop in bounds]
+        fill(list(zip(filled, ends)))
+        filled = ends
+        if until is not None and step >= passes.touch_floor * steps and time.perf_counter() >= until:
+            break
+    return [(start, end) for (start, _), end in zip(bounds, filled)]
+
+
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident memory (VmHWM of /proc/self/status: its own since exec,
+    where getrusage's ru_maxrss also holds the peak of the process that spawned it)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

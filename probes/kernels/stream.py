@@ -18,8 +18,17 @@ Cost is bounded, since a VM may report its host's whole L3 (480 MiB: arrays of 1
   transparent huge pages allow it (``/sys/kernel/mm/transparent_hugepage/enabled``), except
   in a VM whose balloon reports free pages to the hypervisor, where huge pages come in slower
   (see _map_arrays).
-- That fill is the warm-up; then timed (copy, triad) passes run until ``repeats`` are done or
-  ``budget_s`` has passed, whichever comes first, but at least ``MIN_REPEATS``; the best
+- With ``deadline_s`` (everything from allocation to the check within it), numpy's fill
+  goes in TOUCH_STEPS steps, each thread a slice of its own chunk per step, and stops after
+  the step that ends past TOUCH_SHARE of it, once ``min_array_bytes`` of each array is filled
+  (the caller's floor, under which the passes would read cache): the passes then use each
+  chunk's filled start,
+  and ``array_bytes`` in the result is that, under ``planned_array_bytes`` (a busy host's
+  page faults took 38 s for 3 x 1.9 GiB). Pages never touched are never faulted in: they
+  cost no memory. torch's fill is one step, never cut (see _run_torch).
+- That fill is the warm-up; then timed (copy, triad) passes run until ``repeats`` are done,
+  ``budget_s`` has passed, or the next pass would end past ``deadline_s``, whichever comes
+  first, but at least ``MIN_REPEATS``; the best
   (fastest) pass of each kernel is reported, as STREAM does, with the spread of all the
   passes' rates ((max - min) / median): the figure's run-to-run noise floor.
 
@@ -67,7 +76,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from probes.kernels._cli import OneLineParser
-from probes.kernels._passes import Passes, Run, timed_passes
+from probes.kernels._passes import (Passes, Run, first_touch, passes_for, peak_rss_bytes,
+                                     timed_passes)
 
 BACKENDS = ("auto", "torch", "numpy")
 SCALAR = 3.0  # STREAM's scalar: torch's triad
@@ -83,6 +93,7 @@ MAX_REPEATS = 100
 RELATIVE_TOLERANCE = 1e-13
 SAMPLE_POINTS = 1024
 DEFAULT_BUDGET_S = 1.0  # for the timed passes, after the first touch
+MIN_DEADLINE_S = 0.2  # --deadline-at already past on arrival: a first step and two passes
 HUGE_PAGE_BYTES = 2 * 1024 * 1024  # x86-64 and arm64 (4 KiB granule) PMD size
 
 
@@ -98,6 +109,8 @@ def measure(
     backend: str = "auto",
     device: str = "cpu",
     budget_s: float = DEFAULT_BUDGET_S,
+    deadline_s: float | None = None,
+    min_array_bytes: int = 0,
 ) -> dict:
     """Run copy and triad; return a JSON-serialisable dict of the best rates.
 
@@ -109,17 +122,24 @@ def measure(
     after one pass), triad_passes (memory passes the backend's triad really makes:
     3, as STREAM counts), triad_scalar (q in a = b + q * c: 3 on torch, 1 on numpy), simd (the
     loops that ran: numpy's enabled dispatch targets or "baseline ...", torch's CPU capability;
-    None on a GPU), valid, huge_pages (MADV_HUGEPAGE was accepted; None on a GPU), timed_s
-    (wall time of the timed passes), other_busy_cores (CPU time other processes and steal took
-    during the timed passes, in cores; None where /proc/stat is unreadable), duration_s (wall
-    time of allocation, first touch, timed passes and check). Three arrays are allocated:
-    3 * array_bytes of memory.
+    None on a GPU), planned_array_bytes (asked for; array_bytes is less where the first touch
+    was cut at TOUCH_SHARE of ``deadline_s``), touch_cut (it was), valid, huge_pages
+    (MADV_HUGEPAGE was accepted; None on a GPU), timed_s (wall time of the timed passes),
+    peak_rss_bytes (this process's peak resident memory, interpreter included; None where
+    /proc is unreadable), other_busy_cores (CPU time other processes and steal took during
+    the timed passes, in cores; None where /proc/stat is unreadable), duration_s (wall time of
+    allocation, first touch, timed passes and check). Three arrays are mapped: 3 *
+    planned_array_bytes of address space, 3 * array_bytes of memory.
 
     Raises ValueError for bad arguments, BackendUnavailableError when the backend or device
     cannot run, MemoryError when the arrays cannot be allocated. duration_s does not include
     importing torch.
     """
+    called = time.perf_counter()  # deadline_s counts from here: torch's import is inside it
     elements = _validate(array_bytes, threads, repeats, backend, device, budget_s)
+    if deadline_s is not None and not deadline_s > 0:
+        raise ValueError(f"deadline_s must be positive, not {deadline_s}")
+    floor = min_array_bytes / (elements * ELEMENT_BYTES)  # a cut touch fills this much
     if backend == "auto":
         # Only torch reaches a GPU: with no torch, device cuda fails below saying so.
         backend = "torch" if device != "cpu" or _torch_importable() else "numpy"
@@ -130,21 +150,26 @@ def measure(
         # The clock starts after the import (about a second on first use): it times the
         # measurement, not the interpreter loading a library.
         started = time.perf_counter()
-        run = _run_torch(torch, elements, threads, Passes(repeats, budget_s), device)
+        run = _run_torch(torch, elements, threads, passes_for(repeats, budget_s, deadline_s,
+                                                                called, floor), device)
     else:
         started = time.perf_counter()
-        run = _run_numpy(elements, threads, Passes(repeats, budget_s))
+        run = _run_numpy(elements, threads,
+                         passes_for(repeats, budget_s, deadline_s, called, floor))
+    used = run.elements if run.elements is not None else elements
     return {
         "backend": backend,
         "device": device,
         # On a GPU the host thread count does not apply: absent, not zero.
         "threads": None if device.startswith("cuda") else threads,
         "dtype": "float64",
-        "array_bytes": elements * ELEMENT_BYTES,
-        "elements": elements,
+        "array_bytes": used * ELEMENT_BYTES,
+        "elements": used,
+        "planned_array_bytes": elements * ELEMENT_BYTES,
+        "touch_cut": used < elements,
         "repeats": run.ran,
-        "copy_gbps": COPY_BYTES_PER_ELEMENT * elements / run.copy_best_s / 1e9,
-        "triad_gbps": TRIAD_BYTES_PER_ELEMENT * elements / run.triad_best_s / 1e9,
+        "copy_gbps": COPY_BYTES_PER_ELEMENT * used / run.copy_best_s / 1e9,
+        "triad_gbps": TRIAD_BYTES_PER_ELEMENT * used / run.triad_best_s / 1e9,
         "copy_best_s": run.copy_best_s,
         "triad_best_s": run.triad_best_s,
         "copy_gbps_spread": run.copy_spread,
@@ -157,6 +182,7 @@ def measure(
         "timed_s": run.timed_s,
         "other_busy_cores": run.other_busy_cores,
         "duration_s": time.perf_counter() - started,
+        "peak_rss_bytes": peak_rss_bytes(),
     }
 
 
@@ -200,20 +226,24 @@ def _close(values: list[float], expected: float) -> bool:
     return all(abs(value - expected) <= RELATIVE_TOLERANCE * abs(expected) for value in values)
 
 
-def _sample_indices(elements: int, threads: int) -> list[int]:
-    """Evenly spaced indices plus both ends of every thread's chunk (where split bugs show)."""
+def _sample_indices(bounds: list[tuple[int, int]]) -> list[int]:
+    """Evenly spaced indices of every [start, stop) of ``bounds`` (the threads' chunks, as the
+    passes used them) plus both ends of each (where split bugs show)."""
+    elements = sum(stop - start for start, stop in bounds)
     step = max(elements // SAMPLE_POINTS, 1)
-    indices = set(range(0, elements, step))
-    for start, stop in _chunk_bounds(elements, threads):
+    indices: set[int] = set()
+    for start, stop in bounds:
         if stop > start:
+            indices.update(range(start, stop, step))
             indices.update((start, stop - 1))
     return sorted(indices)
 
 
-def _chunk_bounds(elements: int, threads: int) -> list[tuple[int, int]]:
-    """``threads`` contiguous [start, stop) ranges covering the array, as np.array_split does."""
+def _chunk_bounds(elements: int, threads: int, offset: int = 0) -> list[tuple[int, int]]:
+    """``threads`` contiguous [start, stop) ranges covering ``elements`` from ``offset``, as
+    np.array_split does."""
     size, extra = divmod(elements, threads)
-    bounds, start = [], 0
+    bounds, start = [], offset
     for index in range(threads):
         stop = start + size + (1 if index < extra else 0)
         bounds.append((start, stop))
@@ -299,8 +329,11 @@ def _run_torch(torch, elements: int, threads: int, passes: Passes, device: str) 
         torch.set_num_threads(threads)
     try:
         (a, b, c), huge = _allocate_torch(torch, elements, device)
-        # fill_ runs on the same intra-op thread pool and static split as the kernels, so this
-        # is STREAM's parallel first touch: pages land near the thread that uses them.
+
+        # fill_ runs on the same intra-op thread pool and static split as the kernels, so
+        # this is STREAM's parallel first touch: pages land near the thread that uses them.
+        # In one step: slices would be split among the threads otherwise than the whole
+        # array is, so it is never cut (the budget bounds it: torch runs on many threads).
         a.fill_(1.0)
         b.fill_(2.0)
         c.fill_(0.0)
@@ -310,7 +343,7 @@ def _run_torch(torch, elements: int, threads: int, passes: Passes, device: str) 
             lambda: c.copy_(a), lambda: torch.add(b, c, alpha=SCALAR, out=a), passes, sync
         )
         sync()
-        index = torch.tensor(_sample_indices(elements, threads), device=device)
+        index = torch.tensor(_sample_indices(_chunk_bounds(elements, threads)), device=device)
         a_values = a.index_select(0, index).tolist()
         c_values = c.index_select(0, index).tolist()
     finally:
@@ -368,10 +401,6 @@ def _run_numpy(elements: int, threads: int, passes: Passes) -> Run:
     import numpy as np
 
     (a, b, c), huge = _numpy_arrays(np, elements)
-    chunks = [
-        (a[start:stop], b[start:stop], c[start:stop])
-        for start, stop in _chunk_bounds(elements, threads)
-    ]
 
     def fill(a_part, b_part, c_part):
         a_part.fill(1.0)
@@ -398,12 +427,19 @@ def _run_numpy(elements: int, threads: int, passes: Passes) -> Run:
             for future in [pool.submit(kernel, *chunk) for chunk in chunks]:
                 future.result()
 
-        parallel(fill)  # first touch by the thread that will use each chunk, as in STREAM
+        def fill_parts(parts: list[tuple[int, int]]) -> None:
+            # STREAM's first touch: each thread its own chunk, a slice of it per step
+            for future in [pool.submit(fill, a[lo:hi], b[lo:hi], c[lo:hi]) for lo, hi in parts]:
+                future.result()
+
+        used = first_touch(fill_parts, _chunk_bounds(elements, threads), passes)
+        chunks = [(a[start:stop], b[start:stop], c[start:stop]) for start, stop in used]
         run = timed_passes(lambda: parallel(copy), lambda: parallel(triad), passes, lambda: None)
-    index = np.array(_sample_indices(elements, threads))
+    index = np.array(_sample_indices(used), dtype=np.int64)
     a_expected, c_expected = _expected(run.ran, NUMPY_SCALAR)
     valid = _close(a[index].tolist(), a_expected) and _close(c[index].tolist(), c_expected)
-    return replace(run, valid=valid, huge_pages=huge, simd=_numpy_simd())
+    return replace(run, valid=valid, huge_pages=huge, simd=_numpy_simd(),
+                   elements=sum(stop - start for start, stop in used))
 
 
 def _numpy_umath():
@@ -455,12 +491,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
                         help="stop the timed passes after this many seconds (at least 2 run)")
+    deadline = parser.add_mutually_exclusive_group()
+    deadline.add_argument("--deadline-s", type=float, default=None,
+                          help="allocation, first touch, passes and check within this many "
+                               "seconds: the touch stops at half of it, the passes before it")
+    parser.add_argument("--min-array-bytes", type=int, default=0,
+                        help="a first touch cut by the deadline still fills this much of "
+                             "each array (below it the passes may read cache)")
+    deadline.add_argument("--deadline-at", type=float, default=None,
+                          help="the same, by this Unix time (the caller's clock: its spawn "
+                               "and this interpreter's start count too)")
     parser.add_argument("--numpy-simd", choices=NUMPY_SIMD, default="baseline",
                         help="numpy's loops: its build baseline (as wide as C STREAM's usual "
                              "build) or the widest it dispatches here")
     args = parser.parse_args(argv)
     if args.backend == "numpy" and args.numpy_simd == "baseline" and argv is None:
         _numpy_at_baseline()  # argv None: this is the command line, not a caller's process
+    deadline_s = args.deadline_s
+    if args.deadline_at is not None:
+        # Whatever the start took, the kernel keeps MIN_DEADLINE_S: two passes must run.
+        deadline_s = max(args.deadline_at - time.time(), MIN_DEADLINE_S)
     try:
         result = measure(
             array_bytes=args.array_bytes,
@@ -469,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
             backend=args.backend,
             device=args.device,
             budget_s=args.budget_s,
+            deadline_s=deadline_s,
+            min_array_bytes=args.min_array_bytes,
         )
     except (ValueError, MemoryError, RuntimeError) as error:
         # Expected failures (bad value, no torch, no CUDA, out of memory): one line, no

@@ -181,6 +181,22 @@ TABLES = (
         gauge("huge_pages", "host_memory_bandwidth_huge_pages", "1 when MADV_HUGEPAGE was accepted"),
         gauge("other_busy_cores", "host_memory_bandwidth_other_busy_cores",
               "Cores other processes kept busy during the passes (/proc/stat)"),
+        gauge("cache_bytes", "host_memory_bandwidth_cache_bytes",
+              "Last-level cache the kernel's threads reach (a VM's counted at most 48 MiB a vCPU)"),
+        gauge("cache_advertised_bytes", "host_memory_bandwidth_cache_advertised_bytes",
+              "The same caches' size as sysfs gives it"),
+        gauge("vm_cache_bounded", "host_memory_bandwidth_vm_cache_bounded",
+              "1 when a VM's advertised cache was counted smaller"),
+        gauge("rule_array_bytes", "host_memory_bandwidth_rule_array_bytes",
+              "STREAM's rule of thumb per array: 4x the cache reached"),
+        gauge("memory_budget_bytes", "host_memory_bandwidth_memory_budget_bytes",
+              "Memory the three arrays may take"),
+        gauge("under_rule", "host_memory_bandwidth_under_rule",
+              "1 when the arrays were smaller than the rule of thumb"),
+        gauge("touch_cut", "host_memory_bandwidth_touch_cut",
+              "1 when the first touch was cut short (a busy host)"),
+        unexported("budget_basis", "what bound the memory budget (available, cap, threads): "
+                   "the summary says it"),
         unexported("ceiling_reason", f"why there is no ceiling: {SENTENCE}"),
         *(unexported(f"{figure}_gbps_spread", "the figure's run-to-run spread over the timed "
                      "passes: the noise floor llm-doctor diff holds a change to (the figure "
