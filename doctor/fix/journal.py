@@ -79,7 +79,7 @@ def _own(info: os.stat_result, path: Path, folder: bool) -> None:
     kind = stat.S_ISDIR if folder else stat.S_ISREG
     want = "700" if folder else "600"
     if not kind(info.st_mode):
-        raise FixError(t("{path}: not a {what}; llm-doctor made it one: move it away",
+        raise FixError(t("{path}: not a {what} as llm-doctor makes it: move it away",
                          path=path, what=t("folder") if folder else t("regular file")))
     me = os.geteuid()
     if info.st_uid != me:
