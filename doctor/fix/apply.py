@@ -208,6 +208,10 @@ def revert_plan(plans: Path, plan_id: str, root: str | None = None,
     commands = {(c[0], c[1]): (c[2], c[3]) for c in head["commands"]}
     done, reload = [], False
     try:
+        for entry in record.entries:  # every folder reached without a link before any change
+            if entry["type"] == "file":
+                with confine.folder(head["root"], entry["path"], create=False):
+                    pass
         for entry in reversed(record.entries):
             if entry["type"] == "command":
                 argv, planned = commands[(entry["step"], entry["index"])]

@@ -35,6 +35,7 @@ from typing import Any
 
 from doctor.fix import confine
 from doctor.fix.confine import Refused
+from doctor.fix.undo import undo_of
 from doctor.i18n import t
 from doctor.jsonfile import parse
 
@@ -321,6 +322,9 @@ def _head(head: dict, path: Path, plan_id: str, plans: Path, root: str | None, p
         if not (isinstance(command, list) and len(command) == 4 and isinstance(command[0], str)
                 and isinstance(command[1], int) and _strings(command[2], 16) and _strings(command[3], 16)):
             raise FixError(t("{path}: the plan's commands are not [step, index, argv, undo]", path=path))
+        if undo_of(command[2], command[3]) is None:
+            raise FixError(t("{path}: {command}: not a command llm-doctor plans; nothing was reverted",
+                             path=path, command=" ".join(command[2])[:200]))
 
 
 def _entry(entry: dict, head: dict, path: Path, n: int, last: bool) -> None:
