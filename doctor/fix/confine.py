@@ -44,7 +44,7 @@ def checked(path: object) -> str:
     if not isinstance(path, str) or len(path) > 1024:
         raise Refused(t("{path}: not a path llm-doctor writes", path=repr(path)[:200]))
     parts = path.split("/")
-    if not path.startswith("/") or any(p in ("", ".", "..") for p in parts[1:]):
+    if path.startswith("/") and any(p in ("", ".", "..") for p in parts[1:]):
         raise Refused(t("{path}: refused: a path with '..', '.' or an empty part is never "
                         "written", path=repr(path)[:200]))
     for prefix, rest in ALLOWED:
