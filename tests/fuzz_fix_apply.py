@@ -105,7 +105,10 @@ def _plant(rng: random.Random, root: Path, outside: Path) -> list[str]:
         elif choice == 2:
             path.symlink_to(outside / "theirs.conf")
         else:
-            rng.choice([lambda: os.mkfifo(path), lambda: path.mkdir()])()
+            if rng.random() < 0.5:
+                os.mkfifo(path)
+            else:
+                path.mkdir()
         planted.append(f"{rel}:{'link' if choice < 3 else 'odd'}")
     return planted
 

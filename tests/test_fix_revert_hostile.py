@@ -329,3 +329,12 @@ def test_a_crash_mid_entry_leaves_what_came_before_revertible(host):
     assert run.rc == 0, run.stderr
     assert _tree(host["root"]) == host["before"]
     _refused(host, _revert(host), "reverted already")
+
+
+def test_the_journal_is_appended_one_line_per_change(host):
+    """Each change writes its own line once (apply is O(n) in bytes), chained from the head."""
+    entries = _entries(host)
+    assert [e["type"] for e in entries] == ["head", "file", "file", "file"]
+    assert [e["seq"] for e in entries] == [0, 1, 2, 3]
+    assert entries[0]["files"] == sorted([NEW, OWN, DROP_IN]) and entries[0]["root"] == str(host["root"])
+    assert entries[2]["path"] == OWN and base64.b64decode(entries[2]["old"]) == b"old\n"

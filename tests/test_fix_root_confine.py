@@ -14,7 +14,6 @@ import pytest
 from doctor.fix import confine
 from doctor.fix.apply import FixError, apply_plan
 from doctor.fix.model import FileWrite, Kind, Plan, Risk, Step
-from doctor.fix.script import to_json
 from tests.conftest import FIXTURE_HOSTS, run_cli
 
 HOST = str(FIXTURE_HOSTS / "fix-epyc-9654-vllm-systemd")

@@ -76,7 +76,9 @@ def _now() -> str:
 def _head(plan: Plan, root: str, plans: Path) -> dict:
     """What the journal is for: the plan, where, and everything its steps may touch. A path
     or command of any shape llm-doctor does not write refuses the plan before any change."""
-    files, live, commands = set(), set(), []
+    files: set[str] = set()
+    live: set[str] = set()
+    commands: list[list] = []
     try:
         for step in plan.steps:
             files.update(confine.checked(change.path) for change in step.files)
@@ -175,6 +177,8 @@ def apply_step(step: Step, root: str, live: bool, journal_: Journal, run: Runner
         return Outcome(step.id, "failed", str(exc))
     except OSError as exc:
         return Outcome(step.id, "failed", f"{exc.filename or step.id}: {exc.strerror}")
+    except ValueError as exc:  # text that cannot be written (a lone surrogate in a value)
+        return Outcome(step.id, "failed", f"{step.id}: {exc}")
     status = "applied" if changed else ("skipped" if skipped and not (step.files or step.live) else "in place")
     return Outcome(step.id, status, t("; ").join(skipped))
 
@@ -184,7 +188,13 @@ def apply_plan(plan: Plan, plans: Path, plan_json: str, root: Path | None = None
     """Every step in order; the first that fails stops the plan (those before it stay applied
     and revertible with ``revert_plan``). The plan is kept in ``plans``/<its id>."""
     root_s = os.path.abspath(root) if root is not None else "/"
-    journal_ = Journal(plans, root_s, _head(plan, root_s, plans), plan_json)
+    head = _head(plan, root_s, plans)
+    try:
+        os.makedirs(root_s, exist_ok=True)  # the folder named by --root: made as named
+    except OSError as exc:
+        raise FixError(t("{path}: cannot make the --root folder ({why})",
+                         path=root_s, why=exc.strerror)) from None
+    journal_ = Journal(plans, root_s, head, plan_json)
     outcomes = []
     try:
         for step in plan.steps:

@@ -144,10 +144,11 @@ def _create(path: Path, data: bytes) -> None:
 def ensure_plans(plans: Path, root: str) -> None:
     """Make the plans folder 0700 whatever the umask (under the root, by the walk that
     refuses links), or refuse one that is not the user's own and closed."""
-    inside = root != "/" and os.path.commonpath([root, str(plans)]) == root
+    where = os.path.abspath(plans)
+    inside = root != "/" and os.path.commonpath([root, where]) == root
     try:
         if inside:
-            with confine.folder(root, str(plans)[len(root.rstrip("/")):] + "/" + KEY, create=True) as (fd, made):
+            with confine.folder(root, where[len(root):] + "/" + KEY, create=True) as (fd, made):
                 if made and fd is not None:
                     os.fchmod(fd, 0o700)
         else:
@@ -200,10 +201,14 @@ class Journal:
         except OSError as exc:
             raise FixError(t("{path}: cannot make the plan directory ({why}); choose another with --plans-dir",
                              path=folder, why=exc.strerror)) from None
-        data = plan_json.encode("utf-8", "surrogateescape")
-        _create(folder / PLAN, data)
-        self.fd = os.open(folder / JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _OPEN, 0o600)
-        os.fchmod(self.fd, 0o600)
+        data = plan_json.encode("utf-8", "backslashreplace")
+        try:
+            _create(folder / PLAN, data)
+            self.fd = os.open(folder / JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _OPEN, 0o600)
+            os.fchmod(self.fd, 0o600)
+        except OSError as exc:
+            raise FixError(t("{path}: cannot make the plan directory ({why}); choose another with --plans-dir",
+                             path=folder, why=exc.strerror)) from None
         self.prev, self.seq = "", 0
         self.add({"type": "head", "journal": VERSION, **head, "plan_sha256": hashlib.sha256(data).hexdigest()})
 
@@ -281,11 +286,21 @@ def _fields(entry: dict, path: Path, n: int) -> None:
                          path=path, line=n, fields=", ".join(sorted(map(str, entry)))[:200], kind=kind))
     for name, types in fields.items():
         value = entry[name]
-        if isinstance(value, bool) or not isinstance(value, types):
+        if isinstance(value, bool) or not isinstance(value, types) or not _text(value):
             raise FixError(t("{path}:{line}: {field} is {value}, not of its type", path=path, line=n,
                              field=name, value=repr(value)[:40]))
     if entry["seq"] != n - 1:
         raise FixError(t("{path}:{line}: entry number {seq}, out of order", path=path, line=n, seq=entry["seq"]))
+
+
+def _text(value: Any) -> bool:
+    """A string that can be written back (no lone surrogate, which JSON can spell)."""
+    try:
+        if isinstance(value, str):
+            value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _strings(value: Any, size: int) -> bool:
