@@ -81,8 +81,9 @@ def _mutate_scan(rng: random.Random, report: dict) -> str:
         return "title"
     for probe in report.get("probes", []):  # the unit a drop-in is named for
         if isinstance(probe, dict) and isinstance(probe.get("data"), dict):
-            text = json.dumps(probe["data"]).replace("vllm.service", rng.choice(
-                [_climb(rng) + ".service", "a/../../b.service", "x\n.service", "..", "v.service/../.."]))
+            unit = rng.choice([_climb(rng) + ".service", "a/../../b.service", "x\n.service", "..",
+                               "v.service/../.."])
+            text = json.dumps(probe["data"]).replace("vllm.service", json.dumps(unit)[1:-1])
             probe["data"] = json.loads(text)
     return "unit name"
 
