@@ -57,6 +57,15 @@ def checked(path: object) -> str:
                     path=repr(path)[:200]))
 
 
+def chmod_folder(path: str, mode: int) -> None:
+    """``chmod`` a folder never through a link (lchmod is not on every Linux)."""
+    fd = os.open(path, _WALK)
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
 def shown(root: str, path: str) -> str:
     return path if root == "/" else root.rstrip("/") + path
 
@@ -94,9 +103,9 @@ def folder(root: str, path: str, create: bool) -> Iterator[tuple[int | None, lis
                     yield None, made
                     return
                 os.mkdir(name, 0o755, dir_fd=fds[-1])
-                os.chmod(name, 0o755, dir_fd=fds[-1], follow_symlinks=False)
                 made.append(where)
                 fds.append(_open_dir(fds[-1], name, shown(root, where)))
+                os.fchmod(fds[-1], 0o755)  # whatever the umask
         yield fds[-1], made
     finally:
         for fd in fds:

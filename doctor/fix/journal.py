@@ -155,7 +155,7 @@ def ensure_plans(plans: Path, root: str) -> None:
             plans.parent.mkdir(parents=True, exist_ok=True)
             try:
                 plans.mkdir(mode=0o700)
-                os.chmod(plans, 0o700, follow_symlinks=False)
+                confine.chmod_folder(str(plans), 0o700)
             except FileExistsError:
                 pass
     except Refused as exc:
@@ -194,7 +194,7 @@ class Journal:
         folder = plans / head["plan"]
         try:
             folder.mkdir(mode=0o700)
-            os.chmod(folder, 0o700, follow_symlinks=False)
+            confine.chmod_folder(str(folder), 0o700)
         except FileExistsError:
             raise FixError(t("{path}: a plan of that id is already there; run again for a new id",
                              path=folder)) from None
