@@ -18,6 +18,7 @@ import pytest
 from doctor.fix.apply import apply_plan
 from doctor.fix.model import Command, FileWrite, Kind, Plan, Risk, Step
 from doctor.fix.script import to_json
+from tests.conftest import run_cli
 from tests.fuzz_runs import Run, run_forked, warm_up
 
 warm_up()  # each revert below runs in a fork of this process, every module already imported
@@ -258,19 +259,32 @@ def test_every_malformed_journal_is_one_line_and_exit_3(host, shape):
     _refused(host, run)
 
 
-def test_old_style_journal_json_that_deletes_outside_and_runs_a_command_does_nothing(host):
-    """The attack as it was filed: a hand-made journal.json in a plan folder."""
-    folder = host["plans"] / OTHER_ID
-    folder.mkdir(mode=0o700)
-    outside = host["outside"]
-    (folder / "journal.json").write_text(json.dumps({"plan": OTHER_ID, "root": None, "entries": [
+def test_the_filed_attack_a_hand_made_journal_json_does_nothing(tmp_path):
+    """The attack as it was filed, with no plan applied first: a hand-made journal.json in a
+    root-only plans folder that deletes a file outside, makes a mode-04755 file, removes a
+    folder and names an undo argv. Before, revert did all four."""
+    plans, outside, bin_ = tmp_path / "plans", tmp_path / "outside", tmp_path / "bin"
+    (plans / OTHER_ID).mkdir(parents=True, mode=0o700)
+    plans.chmod(0o700)
+    (outside / "keep").mkdir(parents=True)
+    (outside / "passwd").write_text("root:x:0:0\n")
+    bin_.mkdir()
+    (bin_ / "canary").write_text(f"#!/bin/sh\ntouch {tmp_path / 'canary-ran'}\n")
+    (bin_ / "canary").chmod(0o755)
+    journal = plans / OTHER_ID / "journal.json"
+    journal.write_text(json.dumps({"plan": OTHER_ID, "root": None, "entries": [
         {"step": "x", "type": "file", "path": str(outside / "passwd"), "mode": 0o644, "old": None,
          "created_dirs": [str(outside / "keep")]},
         {"step": "x", "type": "file", "path": str(outside / "suid"), "mode": 0o4755,
          "old": base64.b64encode(b"#!/bin/sh\n").decode(), "created_dirs": []},
         {"step": "x", "type": "command", "argv": ["true"], "undo": ["canary"]}]}))
-    (folder / "journal.json").chmod(0o600)
-    _refused(host, _revert(host, plan_id=OTHER_ID), "no journal")
+    journal.chmod(0o600)
+    before = _tree(outside)
+    done = run_cli("fix", "--revert", OTHER_ID, "--plans-dir", str(plans),
+                   env={"PATH": f"{bin_}:{os.environ['PATH']}"})
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert _tree(outside) == before and not (tmp_path / "canary-ran").exists()
 
 
 def test_a_link_planted_after_apply_is_not_followed_by_revert(host):
