@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -123,7 +124,7 @@ def fix(replay, saved, fmt, output, root, do_apply, live, revert_id, plans_dir, 
             raise ScanCannotRun(t("--revert {id!r}: not a plan id (as 'fix --apply' prints it, "
                                   "e.g. 20261201T194100Z-3fa2c1)", id=revert_id))
         try:
-            for line in revert_plan(plans / revert_id):
+            for line in revert_plan(plans, revert_id, root):
                 click.echo(line)
         except FixError as exc:
             raise ScanCannotRun(str(exc)) from None
@@ -168,7 +169,7 @@ def _apply(plan: Plan, plans: Path, root: str | None, live: bool, replay, saved,
         return 0
     plan = _fresh_id(plan, plans)
     try:
-        outcomes = apply_plan(plan, plans / plan.id, to_json(plan), Path(root) if root else None, live)
+        outcomes = apply_plan(plan, plans, to_json(plan), Path(root) if root else None, live)
     except FixError as exc:
         raise ScanCannotRun(str(exc)) from None
     click.echo(t("plan {id}: {n} step(s)", id=plan.id, n=len(plan.steps)))
@@ -183,9 +184,17 @@ def _apply(plan: Plan, plans: Path, root: str | None, live: bool, replay, saved,
     elif plan.probes:
         after, _ = _scan(None, config_path, level, set(plan.probes))
         verdicts = judge(plan, outcomes, after)
-        (plans / plan.id / "verify.json").write_text(json.dumps(verdicts, indent=1) + "\n")
+        _write_verify(plans / plan.id / "verify.json", json.dumps(verdicts, indent=1) + "\n")
         for step_id, verdict in verdicts.items():
             click.echo("  " + t("verify {step}: {verdict}", step=step_id, verdict=said(verdict)))
     flag = f" --plans-dir {plans}" if str(plans) != PLANS_DIR else ""
     click.echo(t("revert: {command}", command=f"llm-doctor fix --revert {plan.id}{flag}"))
     return 1 if failed else 0
+
+
+def _write_verify(path: Path, text: str) -> None:
+    """verify.json, 0600 like the rest of the plan's folder, never through a link."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(fd, 0o600)
+        out.write(text)
