@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from doctor.commands.setup import ScanCannotRun, load_setup, open_host, scan_options
+from doctor.commands.setup import ScanCannotRun, known_rule_ids, load_setup, open_host, scan_options
 from doctor.fix.apply import FixError, apply_plan, revert_plan, status_said
 from doctor.fix.model import Plan
 from doctor.fix.plan import build_plan
@@ -140,7 +140,7 @@ def fix(replay, saved, fmt, output, root, do_apply, live, revert_id, plans_dir, 
     if saved:
         from reports.json_report import load
 
-        report = load(Path(saved), ScanCannotRun)
+        report = load(Path(saved), ScanCannotRun, known_rule_ids(config_path))
         rule_probes = _rule_probes(config_path)
         source = t("saved scan {path}", path=saved)
     else:
