@@ -221,11 +221,13 @@ def _increase(r: _Reader, figure: str, table: dict, what: str) -> float | None:
 
 
 def _tokens_in_window(r: _Reader) -> float | None:
-    """Prompt + generated tokens between the scrapes (read again: rate() said why absent)."""
+    """Prompt + generated tokens between the scrapes, from the counters the engine has
+    (read again, quietly: rate() said why one is absent); None when it has neither."""
     quiet = _Reader(r.kind, r.first, r.second, r.interval_s)
-    prompt = quiet.counter("prompt_tokens", N.PROMPT_TOKENS, "")[1]
-    generated = quiet.counter("generation_tokens", N.GENERATION_TOKENS, "")[1]
-    return None if prompt is None or generated is None else prompt + generated
+    found = [quiet.counter("prompt_tokens", N.PROMPT_TOKENS, "")[1],
+             quiet.counter("generation_tokens", N.GENERATION_TOKENS, "")[1]]
+    known = [n for n in found if n is not None]
+    return sum(known) if known else None
 
 
 def _kv_use(r: _Reader) -> float | None:
