@@ -143,3 +143,36 @@ def test_scan_sends_requests_only_to_the_endpoint_named(tmp_path):
     assert got["b_after"] == got["b_before"], got
     assert got["b"] in got["all_targets"]
     assert got["named_targets"] == [got["a"]]
+
+
+def test_an_idle_llama_server_under_a_cpu_quota_below_its_threads(tmp_path):
+    """§10: a real llama-server (-t 1) in a cgroup v1 cpu group of 0.3 CPU, idle: nothing
+    throttled, no thread runnable, yet its pool of 1 thread is over the quota, which
+    cpu-quota-throttled says at rest, keyed by its address and the quota's cgroup. Before:
+    silent until requests came."""
+    from doctor.model import Level, ProbeResult, ScanOptions
+    from doctor.rules.evaluate import evaluate
+    from doctor.rules.loader import builtin_files, load_rules
+    from doctor.seam.live import LiveHost
+    from probes.engine import container
+    from probes.registry import by_name
+    from tests.cgroup_v1 import set_quota
+
+    rule = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "cpu-quota-throttled")
+    with cpu_quota(100_000) as group:  # a whole CPU to load, then 0.3 of one
+        server = llama_server.start(tmp_path, prefix=exec_prefix(group))
+        try:
+            set_quota(group, 30_000)
+            record = container.probe(LiveHost(), ScanOptions(level=Level.QUICK))
+        finally:
+            llama_server.stop(server)
+    (mine,) = [e for e in record.engines if server.pid in e.pids]
+    assert mine.cpu_quota_cpus == 0.3 and mine.cpu_quota_dir == str(group)
+    assert (mine.pool_threads, mine.pool_source) == (1, "-t 1")
+    assert mine.identity == f"llama.cpp 127.0.0.1:{server.port}"
+    found, errors = evaluate([rule], [ProbeResult("engine.container", "ok", 0.1, None, record)])
+    assert errors == []
+    (finding,) = [f for f in found if f.key.startswith(mine.identity)]
+    assert finding.severity.label == "warning"
+    assert finding.key == f"{mine.identity} {group}"
+    assert "below its 1 compute threads (-t 1)" in finding.title
