@@ -289,6 +289,11 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
                                   source, knee, status, measured_at, path, error, points,
                                   knee_throughput(knee, points),
                                   *window_work(host, options, target)))
+    if all(e.running is None and e.error for e in engines):
+        # nothing read of any engine: the probe failed, it is not "ok" with every read an
+        # error in its text (issue 28)
+        raise HostReadError(engines[0].base_url, "failed",
+                            "; ".join(e.error for e in engines if e.error))
     return LoadRecord(tuple(engines), replica_groups(engines, options.replicas))
 
 

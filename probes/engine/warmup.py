@@ -327,7 +327,8 @@ def _ms_text(value: float | None, error: str | None) -> str:
 
 
 def summary(record: WarmupRecord) -> str:
-    parts = [t("{url}: first TTFT {first}, steady {steady}", url=e.base_url,
+    parts = [t("{url}: first TTFT {first}, steady {steady} (the same prompt length in the last "
+               "round)", url=e.base_url,
                first=_ms_text(e.first_ttft_ms, e.first_error),
                steady=_ms_text(e.steady_ttft_ms, e.first_error)) for e in record.endpoints]
     return t("; ").join([*parts, *(sent.text() for sent in record.sent()), *record.not_sent])
