@@ -291,7 +291,9 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
                                   *window_work(host, options, target)))
     if all(e.running is None and e.error for e in engines):
         # nothing read of any engine: the probe failed, it is not "ok" with every read an
-        # error in its text (issue 28)
+        # error in its text (issue 28); a recording that holds none of the pages is skipped
+        if host.kind != "live" and all("not recorded" in (e.error or "") for e in engines):
+            raise Skip(t("the recorded host holds no /metrics or /slots page for its engines"))
         raise HostReadError(engines[0].base_url, "failed",
                             "; ".join(e.error for e in engines if e.error))
     return LoadRecord(tuple(engines), replica_groups(engines, options.replicas))
