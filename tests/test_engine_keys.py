@@ -64,3 +64,16 @@ def test_the_cpu_quota_key_names_the_engine_and_the_cpu_cgroup_of_the_quota():
     assert _keys("cpu-quota-throttled", "engine.container", record) == [
         "llama.cpp 127.0.0.1:8080 /sys/fs/cgroup/cpu/slow",
         "llama.cpp 127.0.0.1:8081 /sys/fs/cgroup/cpu/slow"]
+
+
+def test_two_vllm_servers_logging_are_two_keys():
+    """verbose-logging was keyed by the kind alone: two vLLMs gave one key."""
+    from probes.engine.stacks import StackProcess, StacksRecord
+
+    def one(pid: int, port: int) -> StackProcess:
+        return StackProcess(pid, "vllm", 20, 40, 0.35, 0.0, 0.0, (), None,
+                            f"http://127.0.0.1:{port}")
+
+    record = StacksRecord((one(10, 8000), one(11, 8001)))
+    assert _keys("verbose-logging", "engine.stacks", record) == [
+        "vllm http://127.0.0.1:8000", "vllm http://127.0.0.1:8001"]
