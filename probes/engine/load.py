@@ -289,11 +289,10 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
                                   source, knee, status, measured_at, path, error, points,
                                   knee_throughput(knee, points),
                                   *window_work(host, options, target)))
-    if all(e.running is None and e.error for e in engines):
+    if host.kind == "live" and all(e.running is None and e.error for e in engines):
         # nothing read of any engine: the probe failed, it is not "ok" with every read an
-        # error in its text (issue 28); a recording that holds none of the pages is skipped
-        if host.kind != "live" and all("not recorded" in (e.error or "") for e in engines):
-            raise Skip(t("the recorded host holds no /metrics or /slots page for its engines"))
+        # error in its text (issue 28). A recording without the engines' pages keeps its
+        # record (the saved knees, what llm-doctor diff compares) with each read's reason.
         raise HostReadError(engines[0].base_url, "failed",
                             "; ".join(e.error for e in engines if e.error))
     return LoadRecord(tuple(engines), replica_groups(engines, options.replicas))
