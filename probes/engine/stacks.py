@@ -129,7 +129,8 @@ def _python_engines(host: Host,
                     options: ScanOptions) -> list[tuple[int, str | None, str | None]]:
     from probes.helpers.engine_targets import targets
 
-    seen, out = set(), []
+    seen: set[int] = set()
+    out: list[tuple[int, str | None, str | None]] = []
     for target in targets(host, options, answering=False):  # a hung engine's stacks too
         if target.pid is None or target.pid in seen:
             continue
