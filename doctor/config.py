@@ -36,7 +36,10 @@ from doctor.vocabulary import suggest
 from doctor.tomlfile import MAX_CONFIG_BYTES, LineIndex, read_toml
 
 LEVELS = Level.names()
-SCAN_KEYS = ("level", "model_dirs", "rule_files", "endpoints", "requests")
+SCAN_KEYS = ("level", "model_dirs", "rule_files", "endpoints", "requests", "requests_to",
+             "replicas")
+MAX_REPLICA_GROUPS = 64
+REQUESTS_TO = ("named", "all")  # [scan] requests_to, scan --requests-to
 RULE_KEYS = ("enabled", "severity")
 MAX_PATHS = 256  # entries in model_dirs or rule_files
 
@@ -101,6 +104,13 @@ def _check_scan(config: Config, scan: Any) -> None:
                 raise ConfigError(t("{at} = {value}: must be true or false (false: the scan "
                                     "sends no request to an engine, as --no-requests)", at=at,
                                     value=f"{value!r:.60}"))
+        elif key == "requests_to":
+            if value not in REQUESTS_TO:
+                raise ConfigError(t("{at} = {value}: use \"named\" (requests only to the "
+                                    "endpoints named, as --requests-to named) or \"all\" "
+                                    "(every engine found too)", at=at, value=f"{value!r:.60}"))
+        elif key == "replicas":
+            _check_replicas(at, value)
         elif key == "endpoints" and isinstance(value, list) and len(value) <= MAX_PATHS:
             for item in value:
                 try:
@@ -112,6 +122,23 @@ def _check_scan(config: Config, scan: Any) -> None:
             raise ConfigError(t("{at} must be an array of paths (strings), e.g. "
                                 "{key} = [\"/models/llama\"], not {kind} {value}", at=at, key=key,
                                 kind=_kind(value), value=f"{value!r:.60}"))
+
+
+def _check_replicas(at: str, value: Any) -> None:
+    """[scan] replicas: groups of two or more endpoint URLs that one front balances over."""
+    shape = t("{at} must be an array of groups, each an array of two or more endpoint URLs "
+              "that one balancer spreads load over, e.g. replicas = [[\"http://10.0.0.1:8000\", "
+              "\"http://10.0.0.2:8000\"]], not {value}", at=at, value=f"{value!r:.60}")
+    if not isinstance(value, list) or len(value) > MAX_REPLICA_GROUPS:
+        raise ConfigError(shape)
+    for group in value:
+        if not isinstance(group, list) or not 2 <= len(group) <= MAX_PATHS:
+            raise ConfigError(shape)
+        for item in group:
+            try:
+                parse_endpoint(item)
+            except EndpointError as exc:
+                raise ConfigError(f"{at}: {exc}") from None
 
 
 def _override_at(config: Config, rid: str) -> str:

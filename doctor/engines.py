@@ -29,3 +29,16 @@ def engine_of(cmdline: str) -> str | None:
         if pattern.search(head):
             return name
     return None
+
+
+def identity(kind: str, listen: tuple[str, ...] = (), model_path: str | None = None,
+             pid: int | None = None) -> str:
+    """An engine's identity in finding keys: its kind and its listening address
+    ("llama.cpp 127.0.0.1:8080"; the lowest address when it listens on several), else the
+    model it serves ("llama.cpp /models/a.gguf"), else its pid. Two engines of one kind on
+    one host differ by it; one engine keeps it across restarts (a pid does not)."""
+    if listen:
+        return f"{kind} {sorted(listen)[0]}"
+    if model_path:
+        return f"{kind} {model_path}"
+    return f"{kind} pid {pid}" if pid is not None else kind

@@ -53,6 +53,13 @@ class ScanOptions:
     # requests = false; the daemon unless [daemon] requests = true); pages are still read
     requests: bool = True
     busy_ok: bool = False  # send even to an engine serving requests now (scan --busy-ok)
+    # Which engines requests go to (scan --requests-to, [scan] requests_to): "named" sends
+    # only to the --endpoint URLs when any are named (every engine found when none is),
+    # "all" to those and every engine discovered beside them
+    requests_to: str = "named"
+    # Engines the user says are replicas behind one front ([scan] replicas: groups of
+    # endpoint URLs); load skew is judged only between the members of one group
+    replicas: tuple[tuple[str, ...], ...] = ()
     # Told, one line per engine, what a probe will send before it sends it (the CLI prints
     # it on stderr, the daemon logs it); None: nobody is told
     announce: Callable[[str], None] | None = field(default=None, compare=False, repr=False)

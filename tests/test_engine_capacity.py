@@ -62,7 +62,8 @@ def test_no_gpu_figure_is_said_not_guessed(tmp_path):
     probes, findings = run(recorded(tmp_path, "llama-2-7b-hf", "", None))
     record = probes["engine.capacity"].record
     assert record.engines == () and findings == []
-    assert "no GPU memory figure from NVML" in record.not_sized[0]
+    # no NVML answer recorded reads as no library, so the host's memory was asked too
+    assert "no GPU and no host memory figure: /proc/meminfo" in record.not_sized[0]
     assert record.not_sized[0].startswith("vllm at http://127.0.0.1:8000 pid 4242")
 
 
@@ -286,3 +287,30 @@ def test_a_hostile_config_json_on_the_host_is_named(tmp_path, edit, said):
     probes, _ = run(host)
     (why,) = probes["engine.capacity"].record.not_sized
     assert "/models/llama-2-7b-hf/" + said in why
+
+
+def test_a_cpu_llama_cpp_on_a_host_without_a_gpu_is_sized_from_mem_available(tmp_path):
+    """Issue 28 §14: no NVML library (a CPU host), llama-server -c 32768 with the real
+    gemma3 GGUF: sized against MemAvailable as `llm-doctor plan` sizes it
+    (doctor/workload/memory_budget.py), all of it for a CPU engine. Before: not sized
+    ("no GPU memory figure from NVML")."""
+    from doctor.seam.host import Reason
+
+    w = RecordWriter(tmp_path / "host")
+    w.file("/proc/4242/cmdline", "/opt/llama/bin/llama-server\0-m\0/models/gemma.gguf\0"
+                                 "-c\x0032768\0")
+    w.file("/proc/4242/comm", "llama-server\n")
+    w.file("/proc/meminfo", "MemTotal:        8000000 kB\nMemAvailable:    2000000 kB\n")
+    w.measurement("engine.capacity.gguf:/models/gemma.gguf", _gemma_shape())
+    w.nvml("nvmlDeviceGetMemoryInfo", [0], Reason.LIBRARY_MISSING)
+    w.nvml("nvmlDeviceGetCount", [], Reason.LIBRARY_MISSING)
+    w.save({"level": "quick"}, hostname="test")
+    probes, findings = run(RecordedHost(tmp_path / "host"))
+    capacity = probes["engine.capacity"]
+    assert capacity.status == "ok", capacity.reason
+    assert capacity.record.not_sized == ()
+    (item,) = capacity.record.engines
+    assert item.memory_kind == "host" and item.gpus == 1
+    assert item.budget_gb == round(2000000 * 1024 / 1e9, 2)  # all of MemAvailable
+    assert item.fits
+    assert [f for f in findings if f.rule == "model-does-not-fit"] == []

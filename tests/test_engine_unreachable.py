@@ -110,12 +110,43 @@ def test_a_plain_http_server_is_no_engine(tmp_path, monkeypatch):
     assert "/metrics: HTTP 404" in evidence["tried"] and "/v1/models: HTTP 404" in evidence["tried"]
 
 
+def _answering(status: int, message: str) -> type[http.server.BaseHTTPRequestHandler]:
+    class Failing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"error": {"code": status, "message": message,
+                                         "type": "unavailable_error"}}).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    return Failing
+
+
+def test_an_endpoint_answering_503_loading_model_is_starting_not_down():
+    """Issue 28 §6: llama.cpp's 503 "Loading model" is a load in progress: engine-loading
+    (info, no restart advised), never the critical engine-unreachable."""
+    with _serving(_answering(503, "Loading model")) as url:
+        rc, report = _scan("--endpoint", url)
+    rules = {f["rule"] for f in report["findings"] if f["key"] == url}
+    assert "engine-unreachable" not in rules and "engine-loading" in rules
+    finding = next(f for f in report["findings"] if f["rule"] == "engine-loading")
+    assert finding["severity"] == "info" and "then restart" not in finding["remediation"]
+    assert finding["evidence"]["outcome"] == "loading"
+    assert "Do not restart" in finding["remediation"]
+    assert rc < 2
+
+
 @pytest.mark.parametrize("status", [500, 503])
 def test_an_endpoint_answering_5xx_is_critical_with_its_message(status):
     class Failing(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            body = json.dumps({"error": {"code": status, "message": "Loading model",
-                                         "type": "unavailable_error"}}).encode()
+            body = json.dumps({"error": {"code": status, "message": "Internal failure",
+                                         "type": "server_error"}}).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -129,8 +160,8 @@ def test_an_endpoint_answering_5xx_is_critical_with_its_message(status):
         rc, report = _scan("--endpoint", url)
     finding = _unreachable(report, url)
     assert rc == 2
-    assert finding["evidence"]["answer"] == f"HTTP {status} (Loading model)"
-    assert f"HTTP {status} (Loading model)" in finding["title"]
+    assert finding["evidence"]["answer"] == f"HTTP {status} (Internal failure)"
+    assert f"HTTP {status} (Internal failure)" in finding["title"]
 
 
 def test_a_socket_that_accepts_and_never_answers_costs_one_timeout():

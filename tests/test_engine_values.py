@@ -30,6 +30,7 @@ from tests.hostile_http import RawServer, Request, response
 
 PAGES = Path(__file__).parent / "engine_pages"
 RULES = load_rules(builtin_files(), by_name())
+RULES_BY_ID = {r.id: r for r in RULES}
 ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine.") and p.level == Level.QUICK)
 KV_PROBES = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.metrics",
                                                    "engine.kv_cache"))
@@ -70,11 +71,10 @@ def test_nan_and_infinite_gauges_are_no_figures_with_a_reason(no_local_engines, 
     (kv,) = probes["engine.kv_cache"].record.engines
     assert kv.kv_cache_use is None and kv.requests_waiting is None
     load = probes["engine.load"]
-    assert load.status == "ok", load.reason
-    (engine,) = load.record.engines
-    assert engine.running is None and engine.waiting is None
-    # the load record says why: the gauge holds NaN or ±Inf, not "no gauge"
-    assert "no finite value" in (engine.error or ""), engine.error
+    # no figure read of the one engine is the probe's error (issue 28: it was "ok"), and it
+    # says why: the gauge holds NaN or ±Inf, not "no gauge"
+    assert load.status == "error", load.status
+    assert "no finite value" in (load.reason or ""), load.reason
     judged = {f.rule for f in report.findings}
     assert not judged & {"kv-cache-pressure", "engine-sequence-cap-binds",
                          "engine-queue-not-kv-pressure"}, judged
@@ -164,13 +164,22 @@ def test_a_queue_at_max_num_seqs_with_room_in_the_cache_names_the_cap():
             "while the KV cache is only 60% full") in finding.title
 
 
-def test_the_same_queue_without_the_flag_is_not_kv_pressure_and_says_what_to_read():
+def test_the_same_queue_without_the_flag_is_the_cap_binding_at_warning():
+    """Issue 28 §11: running held at 64 over both scrapes with 30 waiting and KV at 0.6 is
+    the sequence cap binding, at warning, though the command line does not give the cap.
+    Before: only the info rule engine-queue-not-kv-pressure fired."""
     with Impostor("vllm-v1-queue-at-max-num-seqs") as engine:
         kv, found = engine.findings()
-    assert kv.max_num_seqs is None
-    assert [f.rule for f in found] == ["engine-queue-not-kv-pressure"], [f.title for f in found]
-    assert "the queue is not KV pressure; read next: the running count against --max-num-seqs" \
-        in found[0].title
+    assert kv.max_num_seqs is None and kv.requests_running_before == 64
+    assert [f.rule for f in found] == ["engine-sequence-cap-binds"], [f.title for f in found]
+    (finding,) = found
+    assert finding.severity.label == "warning" and finding.cause == "too-few-slots"
+    assert "by a cap (--max-num-seqs) the command line does not show" in finding.title
+
+
+def test_the_queue_not_kv_pressure_rule_does_not_name_kv_pressure_as_its_cause():
+    """Issue 28 §11: its title says the queue is not KV pressure; its cause said it was."""
+    assert RULES_BY_ID["engine-queue-not-kv-pressure"].cause == "too-few-slots"
 
 
 def test_a_calm_vllm_at_its_cap_stays_silent():

@@ -51,10 +51,10 @@ def test_systemd_host_plan_steps_files_and_flag_diffs():
     limit, headroom, graphs, backlog, swap = plan.steps
     assert [(f.path, f.content) for f in limit.files] == [(
         "/etc/systemd/system/vllm.service.d/llm-doctor.conf",
-        _header("fd-limit-low", "engine vllm", "python3 pid 48213: open-files limit 1024 is below 16384")
+        _header("fd-limit-low", "engine vllm /models/llama-3-8b-instruct", "python3 pid 48213: open-files limit 1024 is below 16384")
         + "[Service]\nLimitNOFILE=1048576\n")]
     assert [c.argv for c in limit.commands] == [("systemctl", "daemon-reload")]  # links are present
-    assert limit.restart_to_take and limit.finding == "fd-limit-low engine vllm"
+    assert limit.restart_to_take and limit.finding == "fd-limit-low engine vllm /models/llama-3-8b-instruct"
     assert (headroom.flags.remove, headroom.flags.add) == (
         ("--gpu-memory-utilization", "0.98"), ("--gpu-memory-utilization", "0.90"))
     assert (graphs.flags.remove, graphs.flags.add) == (("--enforce-eager",), ())

@@ -12,7 +12,7 @@ from doctor.rules.evaluate import evaluate
 from doctor.seam.host import HttpResponse
 from doctor.seam.live import LiveHost
 from doctor.workload.loadgen import Endpoint, Workload, run_requests
-from doctor.model import ProbeResult, ScanOptions
+from doctor.model import Level, ProbeResult, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordWriter
 from probes.registry import by_name
 from doctor.rules.loader import builtin_files, load_rules
@@ -129,22 +129,49 @@ def test_no_saved_knee_stays_silent(servers, monkeypatch, tmp_path):
     assert _findings("past-throughput-knee", "engine.load", record) == []
 
 
-def test_replicas_of_one_model_with_uneven_load(servers):
-    busy_one, idle_one = servers(token_s=0.1), servers(token_s=0.1)
-    busy = _busy(busy_one, 6)
+def _working(server, concurrency, seconds):
+    """Requests on ``server`` through ``seconds``: its token counter moves through
+    engine.metrics' window."""
+    thread = threading.Thread(target=run_requests, daemon=True, args=(
+        Endpoint(server.base_url), Workload(8, 40, timeout_s=20), concurrency, concurrency,
+        seconds))
+    thread.start()
+    return thread
+
+
+def test_declared_replicas_with_uneven_work_over_the_window(servers):
+    busy_one, idle_one = servers(token_s=0.01), servers(token_s=0.01)
+    busy = _working(busy_one, 12, 12.0)  # 1,200 tokens/s at most, the scrapes 5 s apart
     _wait_running(busy_one, 6)
-    record = engine_load.probe(LiveHost(), ScanOptions(
-        endpoints=(busy_one.base_url, idle_one.base_url)))
+    urls = (busy_one.base_url, idle_one.base_url)
+    record = engine_load.probe(LiveHost(), ScanOptions(level=Level.FULL, endpoints=urls,
+                                                       replicas=(urls,)))
     busy.join()
     (group,) = record.models
-    assert (group.replicas, group.running_max, group.running_min) == (2, 6, 0)
+    assert group.replicas == 2 and group.measure == "tokens" and group.served_min == 0
+    assert group.served_max >= 256 and group.members == tuple(sorted(urls))
     (finding,) = _findings("multi-gpu-load-skew", "engine.load", record)
     assert finding.evidence["busiest"] == busy_one.base_url
 
 
+def test_two_servers_of_one_model_not_declared_replicas_are_no_group(servers):
+    """Issue 28 §7: the same model on two endpoints, load on one: independent servers, not
+    replicas behind a bad balancer. Before: grouped by model and judged on one snapshot."""
+    busy_one, idle_one = servers(token_s=0.1), servers(token_s=0.1)
+    busy = _busy(busy_one, 6)
+    _wait_running(busy_one, 6)
+    record = engine_load.probe(LiveHost(), ScanOptions(
+        level=Level.QUICK, endpoints=(busy_one.base_url, idle_one.base_url)))
+    busy.join()
+    assert record.models == ()
+    assert record.engines[0].running == 6 or record.engines[1].running == 6
+
+
 def test_even_replicas_stay_silent(servers):
     a, b = servers(), servers()
-    record = engine_load.probe(LiveHost(), ScanOptions(endpoints=(a.base_url, b.base_url)))
+    urls = (a.base_url, b.base_url)
+    record = engine_load.probe(LiveHost(), ScanOptions(level=Level.QUICK, endpoints=urls,
+                                                       replicas=(urls,)))
     assert len(record.models) == 1 and _findings("multi-gpu-load-skew", "engine.load", record) == []
 
 
@@ -244,11 +271,12 @@ def test_capture_then_replay_gives_the_same_records(servers, tmp_path, monkeypat
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     server = servers(prefill_s=0.005, cold_requests=1, cold_extra_s=0.3)
     options = ScanOptions(endpoints=(server.base_url,))
-    probes = (engine_warmup.probe, engine_output.probe, engine_load.probe, engine_exposure.probe)
+    # in the scan's order: the read-only probes, then those that send (runner: exclusive last)
+    probes = (engine_load.probe, engine_exposure.probe, engine_warmup.probe, engine_output.probe)
     recording = RecordingHost(LiveHost(), tmp_path / "cap")
     live = [probe(recording, options) for probe in probes]
     recording.save({"level": "standard"})
     server.stop()  # the replay must not need the engine
     replay = [probe(RecordedHost(tmp_path / "cap"), options) for probe in probes]
     assert replay == live
-    assert live[0].endpoints[0].first_ttft_ms >= 300
+    assert live[2].endpoints[0].first_ttft_ms >= 300

@@ -161,6 +161,14 @@ _COMMON = [
                       "send completions, are skipped with the reason; the engines' pages "
                       "(/metrics, /v1/models, /health, /slots) are still read. As [scan] "
                       "requests = false in the config file."),
+    click.option("--requests-to", "requests_to", type=click.Choice(["named", "all"]),
+                 default=None,
+                 help="Which engines the warm-up and output requests go to. named (default): "
+                      "only the --endpoint URLs when any are given; the engines discovered "
+                      "beside them are read (/metrics, /v1/models), never sent completions. "
+                      "With no --endpoint, every engine found on this host. all: the named "
+                      "ones and every engine discovered. As [scan] requests_to in the config "
+                      "file."),
     click.option("--busy-ok", is_flag=True,
                  help="Send the warm-up and output requests even to an engine that is serving "
                       "requests now. By default such an engine is not sent to (its users "
@@ -230,12 +238,13 @@ Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
 @click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
               "instead of this one (docs/recorded-host.md).")
 def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_requests,
-         busy_ok, no_progress, verbose, replay) -> None:
+         requests_to, busy_ok, no_progress, verbose, replay) -> None:
     _check_output(output)
     rules, config = load_setup(config_path, rule_files)
     host: Host = open_host(replay)  # a recording's --model-dir and level, unless named here
     options = scan_options(config, level, model_dirs, tuple(endpoints), host=host,
-                           no_requests=no_requests, busy_ok=busy_ok, announce=_announce)
+                           no_requests=no_requests, busy_ok=busy_ok, announce=_announce,
+                           requests_to=requests_to)
     if not replay:
         check_model_dirs(options)
     report = _run_scan(host, options, rules, config, not no_progress)
@@ -249,7 +258,7 @@ def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_
 @_common
 @click.option("--force", is_flag=True, help="Write into DIR even if it is not empty.")
 def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fmt, output,
-            no_requests, busy_ok, no_progress, verbose, force) -> None:
+            no_requests, requests_to, busy_ok, no_progress, verbose, force) -> None:
     """Record everything the probes read on this host into DIR, and scan it.
 
     DIR can be sent to someone else, edited by hand to plant a fault, and scanned with
@@ -264,7 +273,7 @@ def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fm
     _check_output(output)
     rules, config = load_setup(config_path, rule_files)
     options = scan_options(config, level, model_dirs, tuple(endpoints), no_requests=no_requests,
-                           busy_ok=busy_ok, announce=_announce)
+                           busy_ok=busy_ok, announce=_announce, requests_to=requests_to)
     check_model_dirs(options)
     recording = RecordingHost(LiveHost(), root)
     report = _run_scan(recording, options, rules, config, not no_progress)

@@ -174,7 +174,16 @@ def warmup(endpoint, api, model, api_key, fmt, output, max_rounds, max_seconds) 
                "last {last_round})", first=result.first_ttft_ms, steady=result.steady_ttft_ms,
                first_round=result.first_round_ttft_ms, last_round=result.last_round_ttft_ms) + "\n"
            + t("  ITL   first {first} ms  steady {steady} ms", first=result.first_itl_ms,
-               steady=result.steady_itl_ms) + "\n", output)
+               steady=result.steady_itl_ms) + "\n"
+           + t("  steady: in the last round, the TTFT of the first request's prompt length and "
+               "the median gap between tokens; settled: a round's median TTFT within 15% (or "
+               "20 ms) of the round before") + "\n", output)
+
+
+def _ms(value: float | None) -> str:
+    """A latency median for the progress lines: "41.2 ms", or that none has come yet (issue
+    28: "TTFT p50 None ms" while no request of the level had its first token)."""
+    return t("{ms:g} ms", ms=value) if value is not None else t("none yet")
 
 
 def _progress_callback(console):
@@ -185,10 +194,11 @@ def _progress_callback(console):
             return
         if event == "progress":
             console.print(t("concurrency {concurrency}: so far {completed} of the {needed} "
-                            "requests it needs, {tok_s:g} tok/s, TTFT p50 {ttft} ms, e2e p50 "
-                            "{e2e} ms", concurrency=concurrency, completed=stats.completed,
+                            "requests it needs, {tok_s:g} tok/s, TTFT p50 {ttft}, e2e p50 "
+                            "{e2e}", concurrency=concurrency, completed=stats.completed,
                             needed=stats.min_requests, tok_s=stats.output_tokens_per_s,
-                            ttft=stats.ttft.p50_ms, e2e=stats.e2e.p50_ms), style="dim")
+                            ttft=_ms(stats.ttft.p50_ms), e2e=_ms(stats.e2e.p50_ms)),
+                          style="dim")
             return
         spread = stats.throughput_windows
         windows = (t("{low:g}–{high:g} in {count} windows", low=min(spread), high=max(spread),
@@ -196,10 +206,10 @@ def _progress_callback(console):
                    t("{low:g}–{high:g} in 1 window", low=min(spread), high=max(spread)))
         console.print(
             t("concurrency {concurrency}: {tok_s:g} tok/s ({windows}), {completed} completed, "
-              "{cut} cut, {errors} errors, TTFT p50 {ttft} ms, e2e p50 {e2e} ms",
+              "{cut} cut, {errors} errors, TTFT p50 {ttft}, e2e p50 {e2e}",
               concurrency=concurrency, tok_s=stats.output_tokens_per_s, windows=windows,
               completed=stats.completed, cut=stats.cut, errors=stats.errors,
-              ttft=stats.ttft.p50_ms, e2e=stats.e2e.p50_ms)
+              ttft=_ms(stats.ttft.p50_ms), e2e=_ms(stats.e2e.p50_ms))
             + (t("; not judged: {why}", why=stats.unusable) if stats.unusable else ""))
     return on_level
 

@@ -17,14 +17,14 @@ import math
 import click
 
 from doctor.commands.setup import open_host
-from doctor.seam.host import Host, HostReadError, Reason
+from doctor.seam.host import Host
 from doctor.seam.recorded_store import RecordedHostError
+from doctor.workload.memory_budget import MemoryFigureError, host_memory
 from doctor.workload.model_shape import DTYPE_BYTES, LIMITS, ModelFileError, read_shape
 from doctor.workload.plan import (ENGINES, MAX_CONCURRENCY, PlanError, default_engine,
                                   make_plan, parse_size, render)
 from doctor.i18n import t
 from doctor.redact import safe_display
-from probes.helpers.kernel_text import MalformedError
 from probes.host.memory import parse_meminfo
 
 DTYPES = click.Choice(sorted(DTYPE_BYTES))
@@ -48,48 +48,18 @@ def _finite(ctx, param, value: float | None) -> float | None:
     return value
 
 
-# NVML's answers for a host with no GPU to plan for (doctor/seam/nvml.py maps them)
-NO_GPU = {Reason.LIBRARY_MISSING.value}
 def _give_it() -> str:
     return t("pass --gpu-memory SIZE (the memory to plan for, e.g. 24GiB)")
 
 
 def _host_memory(host: Host) -> tuple[int, str, str]:
-    """(bytes, "gpu" or "host", where from) of the host's memory, as the module says."""
+    """(bytes, "gpu" or "host", where from) of the host's memory, as the module says
+    (doctor/workload/memory_budget.py: engine.capacity sizes from the same figure)."""
     try:
-        count = host.nvml("nvmlDeviceGetCount")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise click.ClickException(t("NVML nvmlDeviceGetCount answered {answer}, not a count "
-                                         "of GPUs; {hint}", answer=f"{count!r:.40}",
-                                         hint=_give_it()))
-        if count:
-            info = host.nvml("nvmlDeviceGetMemoryInfo", 0)
-            total = info.get("total") if isinstance(info, dict) else None
-            if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
-                raise click.ClickException(t("NVML nvmlDeviceGetMemoryInfo(0) answered {answer}, "
-                                             "not a memory size; {hint}",
-                                             answer=f"{info!r:.60}", hint=_give_it()))
-            return total, "gpu", (f"GPU 0's total from NVML, 1 of {count} GPUs; --gpu-memory "
-                                  "for all the cards a model is split over")
-        no_gpu = "NVML finds no GPU"
-    except HostReadError as exc:
-        reason = getattr(exc.reason, "value", exc.reason)
-        if reason not in NO_GPU:  # a GPU that will not answer is not a host without one
-            raise click.ClickException(t("no GPU memory figure: {error}; {hint}", error=exc,
-                                         hint=_give_it())) from None
-        no_gpu = "no GPU (NVML: no library or driver)"
-    try:
-        kb = parse_meminfo(host.read_text("/proc/meminfo"))
-    except (HostReadError, MalformedError) as exc:
-        raise click.ClickException(t("no GPU and no host memory figure: {error}; {hint}",
-                                     error=exc, hint=_give_it())) from None
-    for key, said in (("MemAvailable", "available"), ("MemTotal", "total")):
-        if kb.get(key):
-            return (kb[key] * 1024, "host",
-                    f"{no_gpu}; the host's {said} memory, {key} of /proc/meminfo, for a CPU "
-                    "engine")
-    raise click.ClickException(t("no GPU, and /proc/meminfo gives no MemAvailable or MemTotal; "
-                                 "{hint}", hint=_give_it()))
+        found = host_memory(host, parse_meminfo, _give_it())
+    except MemoryFigureError as exc:
+        raise click.ClickException(str(exc)) from None
+    return found.total_bytes, found.kind, found.source
 
 
 @click.command()

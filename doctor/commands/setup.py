@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from doctor.config import Config, ConfigError, check_against_rules, find_config, load_config
 from doctor.daemon.service import Loaded
+from doctor.endpoints import parse as parse_endpoint
 from doctor.daemon.settings import load_settings, with_flags
 from doctor.seam.host import Host
 from doctor.seam.live import LiveHost
@@ -60,13 +61,16 @@ def open_host(replay: str | None) -> Host:
 def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] = (),
                  endpoints: tuple[str, ...] = (), host: Host | None = None,
                  no_requests: bool = False, busy_ok: bool = False,
-                 announce: Callable[[str], None] | None = None) -> ScanOptions:
+                 announce: Callable[[str], None] | None = None,
+                 requests_to: str | None = None) -> ScanOptions:
     """The one place a scan's options are settled, for ``scan``, ``capture`` and the daemon
     (whose flags come here merged with its [daemon] table): the command line first, then a
     recorded host's capture settings (its level, model directories and endpoints; a
     capture made with --no-requests or --busy-ok replays with them), then [scan] of the
     config file, then the defaults.
-    ``no_requests`` (--no-requests) wins over [scan] requests; requests are sent by default."""
+    ``no_requests`` (--no-requests) wins over [scan] requests; requests are sent by default.
+    ``requests_to`` (--requests-to) wins over [scan] requests_to; "named" by default: with
+    endpoints named, requests go to those only, and the engines discovered are only read."""
     meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
     chosen = level or meta.get("level") or config.scan.get("level", "standard")
     if chosen not in Level.names():
@@ -79,7 +83,15 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
     requests = not no_requests and config.scan.get("requests", True) and meta.get("requests", True)
     return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=urls,
                        requests=requests, busy_ok=busy_ok or meta.get("busy_ok", False),
-                       announce=announce)
+                       announce=announce,
+                       requests_to=requests_to or config.scan.get("requests_to", "named"),
+                       replicas=replica_groups(config))
+
+
+def replica_groups(config: Config) -> tuple[tuple[str, ...], ...]:
+    """[scan] replicas as groups of base URLs (the config check refused anything else)."""
+    return tuple(tuple(parse_endpoint(url).base_url for url in group)
+                 for group in config.scan.get("replicas", []))
 
 
 def load_daemon(config_path: str | None, rule_files: tuple[str, ...],

@@ -4,8 +4,10 @@ Sources: the engine's model directory (``<model_path>/config.json``, read throug
 so a capture replays it) or, for llama.cpp, its ``.gguf`` file's header (layers, heads, the
 file's quantized size: read live, kept by a capture as the measurement
 ``engine.capacity.gguf:<path>``), its configuration (probes.engine.discovery: max_model_len,
-gpu_memory_utilization, tensor_parallel_size, KV-cache dtype) and the GPU's memory (NVML
-``nvmlDeviceGetMemoryInfo`` of GPU 0, bytes). The arithmetic is ``llm-doctor plan``'s
+gpu_memory_utilization, tensor_parallel_size, KV-cache dtype) and the memory it has, as
+``llm-doctor plan`` reads it (doctor/workload/memory_budget.py): the GPU's (NVML
+``nvmlDeviceGetMemoryInfo`` of GPU 0, bytes), or on a host with no GPU the host's available
+memory (``MemAvailable``), all of it for a CPU engine such as llama.cpp. The arithmetic is ``llm-doctor plan``'s
 (doctor/workload/plan.py, ../shared/domain.md §3) for one sequence at the full context: the least
 vLLM needs to start ("To serve at least one request with the model's max seq len …").
 The record keeps the sha256 of config.json's text as read (its first 16 hex digits; UTF-8,
@@ -27,9 +29,11 @@ from doctor.seam.host import (Host, HostReadError, MeasurementError, read_error_
 from doctor.model import ScanOptions, Skip
 from doctor.workload.model_shape import (ModelFileError, ModelShape, parse_config, read_shape,
                                 shape_from_config, shape_from_values)
+from doctor.workload.memory_budget import NO_GPU, MemoryBudget, MemoryFigureError, host_memory
 from doctor.workload.plan import PlanError, make_plan
 from probes.engine.discovery import discover, label_text
 from probes.helpers.engine_flags import Engine
+from probes.host.memory import parse_meminfo
 
 KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
              "bf16": "bf16", "fp16": "fp16", "float16": "fp16", "bfloat16": "bf16",
@@ -55,6 +59,7 @@ class EngineCapacity:
     max_concurrency: int  # full-context sequences that fit beside the weights
     model_path: str  # the engine's --model: a directory, or a .gguf file
     config_sha256: str | None  # <model_path>/config.json's sha256, 16 hex digits; None: a .gguf
+    memory_kind: str = "gpu"  # "gpu", or "host": no GPU, sized against MemAvailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,15 +128,20 @@ def _reserved(engine: Engine) -> tuple[int | None, int]:
 
 
 def size(engine: Engine, shape: ModelShape, gpu_total: int,
-         config_sha256: str | None = None) -> EngineCapacity:
-    """PlanError when the engine's own figures are out of range (make_plan checks them)."""
-    gpus = engine.tensor_parallel_size or 1
+         config_sha256: str | None = None,
+         budget: MemoryBudget | None = None) -> EngineCapacity:
+    """PlanError when the engine's own figures are out of range (make_plan checks them).
+    ``budget``: where ``gpu_total`` came from (a GPU's, or the host's for a CPU engine)."""
+    on_host = budget is not None and budget.kind == "host"
+    gpus = 1 if on_host else engine.tensor_parallel_size or 1
     if not 1 <= gpus <= MAX_GPUS:
         raise PlanError(f"tensor_parallel_size = {gpus!r:.40} is out of range (1 to {MAX_GPUS})")
     context, sequences = _reserved(engine)
+    share = engine.gpu_memory_utilization or (budget.share if budget else 0.9)
     plan = make_plan(shape, gpu_total * gpus, kv_dtype=KV_DTYPES.get(engine.kv_cache_dtype or "auto"),
-                     context=context, concurrency=sequences,
-                     gpu_memory_utilization=engine.gpu_memory_utilization or 0.9)
+                     context=context, concurrency=sequences, gpu_memory_utilization=share,
+                     **({"memory_kind": "host", "memory_source": budget.source}
+                        if on_host and budget else {}))
     return EngineCapacity(
         engine=_label(engine), model=plan.model, params_b=plan.params_b, dtype=plan.dtype,
         weights_gb=round(plan.weights_bytes / 1e9, 2), need_gb=round(plan.need_bytes / 1e9, 2),
@@ -139,7 +149,7 @@ def size(engine: Engine, shape: ModelShape, gpu_total: int,
         budget_gb=round(plan.budget_bytes / 1e9, 2), gpu_memory_gb=round(gpu_total / 1e9, 2),
         gpus=gpus, context=plan.context, sequences=sequences, fits=plan.fits,
         max_concurrency=plan.max_concurrency, model_path=engine.model_path or "",
-        config_sha256=config_sha256)
+        config_sha256=config_sha256, memory_kind="host" if on_host else "gpu")
 
 
 def probe(host: Host, options: ScanOptions) -> CapacityRecord:
@@ -147,17 +157,24 @@ def probe(host: Host, options: ScanOptions) -> CapacityRecord:
     if not engines:
         raise Skip(t("no engine with a local model path (its config.json or .gguf file gives "
                      "the model's shape)"))
+    budget = None
     try:
         gpu_total = _gpu_total_bytes(host)
     except HostReadError as exc:  # the engine is here, the card's size is absent: say so
         reason = getattr(exc.reason, "value", exc.reason)  # the detail differs live and replayed
-        return CapacityRecord((), tuple(f"{_label(e)}: no GPU memory figure from NVML ({reason})"
-                                        for e in engines))
+        if reason not in NO_GPU:  # a GPU that will not answer is not a host without one
+            return CapacityRecord((), tuple(
+                f"{_label(e)}: no GPU memory figure from NVML ({reason})" for e in engines))
+        try:  # no GPU at all: a CPU engine, sized against MemAvailable as plan sizes it
+            budget = host_memory(host, parse_meminfo, t("size it with llm-doctor plan --gpu-memory SIZE"))
+        except MemoryFigureError as why:
+            return CapacityRecord((), tuple(f"{_label(e)}: {why}" for e in engines))
+        gpu_total = budget.total_bytes
     sized, left_out = [], []
     for engine in engines:
         try:
             shape, digest = model_config(host, engine.model_path or "")
-            sized.append(size(engine, shape, gpu_total, digest))
+            sized.append(size(engine, shape, gpu_total, digest, budget))
         except (HostReadError, ModelFileError, PlanError, MeasurementError) as exc:  # named, each
             left_out.append(f"{_label(engine)}: {exc}")
     return CapacityRecord(tuple(sized), tuple(left_out))

@@ -10,6 +10,10 @@ EngineCore and workers are one container. For each group, read through the host:
   ``SAMPLE_S`` apart (periods throttled in the window; a measurement, as it cannot be
   replayed from one read) with the runnable threads (state R in
   ``/proc/<pid>/task/*/stat``) sampled meanwhile, and ``Threads`` of ``/proc/<pid>/status``;
+  and the engine's compute thread pool, known at rest (issue 28: an idle engine under a
+  quota below it is throttled as soon as requests come): llama.cpp's ``-t``/``-tb`` (its
+  default, and Ollama's, one thread per CPU it may run on: ``Cpus_allowed_list``), one
+  thread for the Python and Rust engines (their scheduler loop; their compute is on the GPU);
 * the memory limit from the cgroup up (v2 ``memory.max``, v1 ``memory.limit_in_bytes``),
   usage, OOM kills counted (``memory.events``/``memory.oom_control`` ``oom_kill``, v1
   ``memory.failcnt``), the engine's resident memory (``VmRSS`` of ``/proc/<pid>/status``,
@@ -32,7 +36,7 @@ from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from probes.gpu.topology import lineage
 from probes.helpers import cgroups, kernel_text
-from probes.helpers.engine_flags import FLAGS, _args, flag
+from probes.helpers.engine_flags import FLAGS, _args, flag, identity_of
 from probes.helpers.mounts import shm_of
 from probes.helpers.processes import Process, engine_processes
 
@@ -77,6 +81,11 @@ class EngineContainer:
     failcnt: int | None
     kernel_oom_kills: int | None  # kernel-log memcg OOM kills in this cgroup (None: log unread)
     memory_reason: str | None
+    # the engine's identity in finding keys (doctor/engines.py: kind + listening address,
+    # else model path, else pid)
+    identity: str = ""
+    pool_threads: int | None = None  # compute threads that run at once under load
+    pool_source: str | None = None  # where pool_threads comes from: "-t 4", "Cpus_allowed_list"
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +249,49 @@ def _groups(host: Host) -> dict[str, list[Process]]:
     return groups
 
 
+CPU_ENGINES = ("llama.cpp", "ollama")  # engines whose compute threads run on the CPU
+THREAD_FLAGS = ("-t", "--threads", "-tb", "--threads-batch")  # llama-server --help
+
+
+def _cpus_allowed(host: Host, pid: int) -> int | None:
+    """CPUs in ``Cpus_allowed_list`` of ``/proc/<pid>/status`` ("0-3,8" → 5)."""
+    try:
+        listed = _status(host, pid).get("Cpus_allowed_list", "").strip()
+    except HostReadError:
+        return None
+    total = 0
+    for part in listed.split(",")[:4096]:
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            return None
+        total += int(high) - int(low) + 1 if high else 1
+    return total if total > 0 else None
+
+
+def thread_pool(host: Host, procs: list[Process]) -> tuple[int | None, str | None]:
+    """(threads, source): what the engine runs at once under load, known at rest."""
+    kind = procs[0].engine or ""
+    if kind not in CPU_ENGINES:
+        return 1, "one scheduler thread"  # at least its loop; its compute is on the GPU
+    found = []
+    for proc in procs:
+        words = _args(proc.cmdline)
+        for name in THREAD_FLAGS:
+            value = flag(words, name)
+            if value and value.isascii() and value.isdigit() and 0 < int(value) < 100000:
+                found.append((int(value), f"{name} {value}"))
+    if found:
+        return max(found)
+    allowed = _cpus_allowed(host, procs[0].pid)
+    return (allowed, "Cpus_allowed_list") if allowed else (None, None)
+
+
+def _identity(procs: list[Process]) -> str:
+    """The group's engine identity: the process holding its socket, else the lowest pid."""
+    holder = next((p for p in procs if p.listen), procs[0])
+    return identity_of(holder)
+
+
 def _one(host: Host, procs: list[Process], kills: list[cgroups.KernelKill] | None) -> EngineContainer:
     procs = sorted(procs, key=lambda p: p.pid)
     pids = tuple(p.pid for p in procs)
@@ -251,6 +303,7 @@ def _one(host: Host, procs: list[Process], kills: list[cgroups.KernelKill] | Non
     except HostReadError:
         cg = "?"
     memory = _memory(host, pids)
+    pool, pool_source = thread_pool(host, procs)
     fields = {"cgroup_version": None, "cpu_quota_cpus": None, "cpu_quota_dir": None,
               "cpu_reason": None, "runnable_threads": None, "nr_throttled_total": None,
               "throttled_s_total": None, "window_s": None, "periods_in_window": None,
@@ -264,7 +317,8 @@ def _one(host: Host, procs: list[Process], kills: list[cgroups.KernelKill] | Non
         tensor_parallel=max(tps) if tps else None, shm_bytes=shm.size_bytes,
         shm_source=shm.source, shm_reason=shm.reason,
         threads=_status_sum(host, pids, "Threads", 1),
-        kernel_oom_kills=_kills_of(kills, pids, cg), **fields)
+        kernel_oom_kills=_kills_of(kills, pids, cg), identity=_identity(procs),
+        pool_threads=pool, pool_source=pool_source, **fields)
 
 
 def probe(host: Host, options: ScanOptions) -> ContainerRecord:

@@ -42,7 +42,7 @@ from doctor.model import ScanOptions, Skip
 from probes.helpers.promtext import Page, PageError, parse
 from doctor.redact import MASK, redact_cmdline, safe_display
 from doctor.values import field, page_json, text
-from probes.helpers import engine_flags, engine_version
+from probes.helpers import engine_flags, engine_startup, engine_version
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_names import kind_of_page
 from probes.helpers.process_env import env_value
@@ -53,6 +53,16 @@ PAGE_MAX_BYTES = 1 << 20
 METRICS_TIMEOUT_S = 3.0  # /metrics: engine.metrics takes this read as its first scrape
 METRICS_MAX_BYTES = 8 << 20  # real pages are 50-200 KB; 8 MiB leaves room for many LoRAs
 NO_ANSWER = ("refused", "timeout", "failed")  # outcomes where no HTTP answer came back
+# outcomes of an engine getting ready: "loading" (a 5xx that says so: llama.cpp's 503
+# "Loading model"), "starting" (a process of this host that holds no listening socket yet
+# refused: vLLM and TGI bind their port once the weights are in). Asked nothing more, like
+# NO_ANSWER, and judged by engine-loading against how long a load may take, never as down.
+GETTING_READY = ("loading", "starting")
+# Engines whose HTTP server starts after the model is loaded: vLLM's API server once its
+# engine core is up, SGLang's launch_server after its scheduler, TGI's router after the
+# shards. llama.cpp and Ollama listen at once (llama.cpp answers 503 while it loads), so a
+# refused port of theirs is no start.
+BINDS_AFTER_LOAD = ("vllm", "sglang", "tgi")
 OLLAMA_DEFAULT_PORT = 11434  # `ollama serve` without OLLAMA_HOST
 SNIPPET_CHARS = 60  # of a 5xx answer's message ("Loading model"), for people
 
@@ -75,6 +85,11 @@ class Reachability:
     reachable: bool | None  # engine or key-required; None: not recorded, so not known
     answer: str  # what came back, for people: "connection refused", "timed out after 3 s"
     tried: tuple[str, ...]  # each page asked and its answer: "/metrics: HTTP 404"
+    # read only for an engine getting ready (GETTING_READY): seconds its process has been up
+    # (/proc/<pid>/stat), and the bytes of the weights it loads (its model path's listing)
+    uptime_s: float | None = None
+    model_bytes: int | None = None
+    model_path: str | None = None
 
 
 MAX_ARGS = 512  # of one engine's argv kept
@@ -124,7 +139,7 @@ def answered(host: Host, options: ScanOptions, base_url: str) -> Reachability | 
     """The engine at ``base_url``'s reachability when it gave no HTTP answer (refused,
     hung, broken before a status line): the active probes ask it nothing more."""
     found = reachability(host, options).get(base_url)
-    return found if found is not None and found.outcome in NO_ANSWER else None
+    return found if found is not None and found.outcome in NO_ANSWER + GETTING_READY else None
 
 
 def credentials(host: Host, options: ScanOptions) -> dict[str, dict[str, str]]:
@@ -170,8 +185,23 @@ def _discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
     for e in found:  # the kind its pages named, and where its URL came from
         base = e.base_url or ""
         if base in reached:
-            reached[base] = replace(reached[base], kind=e.kind, basis=basis.get(base, "default"))
+            reached[base] = _getting_ready(host, e, replace(
+                reached[base], kind=e.kind, basis=basis.get(base, "default")))
     return tuple(found + unbound)
+
+
+def _getting_ready(host: Host, engine: Engine, found: Reachability) -> Reachability:
+    """A refused engine process of this host with no listening socket, of a kind that
+    binds its port only once the weights are in, is starting; one that is loading or
+    starting gets its uptime and the size of its weights, for engine-loading to judge."""
+    if found.outcome == "refused" and engine.pid is not None and not engine.listen \
+            and found.basis == "flagged" and engine.kind in BINDS_AFTER_LOAD:
+        found = replace(found, outcome="starting", answer="not listening yet")
+    if found.outcome not in GETTING_READY:
+        return found
+    return replace(found, uptime_s=engine_startup.uptime_s(host, engine.pid),
+                   model_bytes=engine_startup.model_bytes(host, engine.model_path),
+                   model_path=engine.model_path)
 
 
 def _ollama_runner(cmdline: str) -> bool:
@@ -275,6 +305,7 @@ class _Tries:
         self.statuses: list[int] = []
         self.errors: list[HostReadError] = []
         self.server_error: str | None = None  # the first 5xx, with its message
+        self.loading = False  # a 5xx whose message says the engine is getting ready
         self.identified = False  # a page named an engine
         self.key_required = False
 
@@ -288,6 +319,7 @@ class _Tries:
         if answer.status >= 500 and self.server_error is None:
             said = _message(answer.body)
             self.server_error = f"HTTP {answer.status}" + (f" ({said})" if said else "")
+            self.loading = engine_startup.says_loading(said)
         if answer.status in (401, 403):
             self.key_required = True
 
@@ -306,7 +338,7 @@ class _Tries:
                 and not self.statuses:
             return "not-recorded", "the recorded host holds none of its pages"
         if self.server_error:
-            return "http-error", self.server_error
+            return ("loading" if self.loading else "http-error"), self.server_error
         timeout = next((e for e in self.errors if e.reason is Reason.TIMEOUT), None)
         if timeout is not None:
             return "timeout", _no_answer(timeout)
@@ -467,16 +499,25 @@ def probe(host: Host, options: ScanOptions) -> DiscoveryRecord:
 
 
 def summary(record: DiscoveryRecord) -> str:
-    down = {r.endpoint: r.answer for r in record.reachability if r.reachable is False}
-    return t("; ").join(_one(e, down) for e in record.engines)
+    down = {r.endpoint: r.answer for r in record.reachability
+            if r.reachable is False and r.outcome not in GETTING_READY}
+    ready = {r.endpoint: r for r in record.reachability if r.outcome in GETTING_READY}
+    return t("; ").join(_one(e, down, ready) for e in record.engines)
 
 
-def _one(e: Engine, down: dict[str, str]) -> str:
+def _one(e: Engine, down: dict[str, str], ready: dict[str, Reachability]) -> str:
     where = e.base_url or t("no socket")
     line = (t("{kind} at {url} (pid {pid})", kind=e.kind, url=where, pid=e.pid) if e.pid
             else t("{kind} at {url}", kind=e.kind, url=where))
     if e.base_url in down:
         line += t(": unreachable, {answer}", answer=answer_text(down[e.base_url]))
+    elif e.base_url in ready:
+        up = ready[e.base_url].uptime_s
+        line += (t(": starting, loading its model ({answer}), up {seconds} s",
+                   answer=answer_text(ready[e.base_url].answer), seconds=f"{up:.0f}")
+                 if up is not None else
+                 t(": starting, loading its model ({answer})",
+                   answer=answer_text(ready[e.base_url].answer)))
     return line
 
 
@@ -500,6 +541,7 @@ def answer_text(answer: str) -> str:
         "the recorded host holds none of its pages": t("the recorded host holds none of its pages"),
         "nothing could be read": t("nothing could be read"),
         "connection refused": t("connection refused"),
+        "not listening yet": t("not listening yet"),
     }
     if answer in fixed:
         return fixed[answer]

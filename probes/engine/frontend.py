@@ -160,9 +160,12 @@ def probe(host: Host, options: ScanOptions) -> FrontendRecord:
 
 def summary(record: FrontendRecord) -> str:
     return t("; ").join(
-        t("{role} ({pid}) {cores} cores, GPU {util}%", role=_role_text(e.role), pid=e.pid,
+        t("{role} ({pid}) {cores} cores, GPU {util}", role=_role_text(e.role), pid=e.pid,
           cores=display.text(e.frontend_cores, e.frontend_absent, '.2f'),
-          util=display.text(e.gpu_util_max_pct, _absent_text(e.gpu_util_absent), '.0f'))
+          # the percent sign with the figure only: a reason in its place takes none (issue 28)
+          util=(t("{pct}%", pct=display.number(e.gpu_util_max_pct, '.0f'))
+                if e.gpu_util_max_pct is not None
+                else display.text(None, _absent_text(e.gpu_util_absent))))
         for e in record.engines)
 
 

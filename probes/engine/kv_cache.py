@@ -55,6 +55,10 @@ class EngineKV:
     max_num_batched_tokens: int | None
     iteration_tokens_p95: float | None
     max_num_seqs: int | None
+    # the first scrape's counts (SCRAPE_INTERVAL_S before): a running count held with
+    # requests waiting through the window is pinned at a cap, whether or not the cap is known
+    requests_running_before: float | None = None
+    requests_waiting_before: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +108,9 @@ def view(engine: Engine | None, m: EngineMetrics) -> EngineKV:
         max_model_len=engine.max_model_len if engine else None,
         max_num_batched_tokens=engine.max_num_batched_tokens if engine else None,
         iteration_tokens_p95=m.iteration_tokens_p95,
-        max_num_seqs=engine.max_num_seqs if engine else None)
+        max_num_seqs=engine.max_num_seqs if engine else None,
+        requests_running_before=m.requests_running_before,
+        requests_waiting_before=m.requests_waiting_before)
 
 
 def probe(host: Host, options: ScanOptions) -> KVRecord:

@@ -1,5 +1,12 @@
 """engine.load: each engine's live concurrency, its knee measured earlier, and replica skew.
 
+Replica skew is judged only between engines the user says are replicas behind one front
+(``[scan] replicas`` in the config: groups of endpoint URLs; two engines serving the same
+model file are no replicas by that alone, issue 28), that serve the same model, and over
+the window between engine.metrics' two scrapes: requests finished (vLLM, SGLang, TGI
+counters) else prompt + generated tokens (llama.cpp counts no requests), never one
+snapshot of the requests in flight.
+
 Sources: running and waiting requests from engine.metrics' second scrape of ``/metrics``
 (normalised across engines: vLLM ``vllm:num_requests_running``/``_waiting``, SGLang,
 TGI, llama.cpp ``llamacpp:requests_processing``/``requests_deferred``), else llama.cpp's
@@ -61,18 +68,31 @@ class EngineLoad:
     sweep: tuple[SweepPoint, ...] = ()  # the saved sweep's levels, in the order measured
     # output tokens/s of the sweep's level at the knee (the fleet's outlier rules compare it)
     knee_output_tokens_per_s: float | None = None
+    # work between engine.metrics' two scrapes, interval_s apart: requests finished, and
+    # prompt + generated tokens; None where the engine has no such counter
+    requests_in_window: float | None = None
+    tokens_in_window: float | None = None
+    interval_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicaGroup:
-    """Endpoints serving the same model: replicas a balancer spreads load over."""
+    """Endpoints the user says one balancer spreads load over ([scan] replicas), serving
+    the same model, with the work each did in the window between the scrapes."""
 
     model: str
     replicas: int
-    running_max: int
+    running_max: int  # requests in flight at the second scrape (a snapshot: not judged)
     running_min: int
-    busiest: str
+    busiest: str  # by the work done in the window (by the snapshot when none is counted)
     idlest: str
+    # "requests" (finished, from a counter) or "tokens" (prompt + generated) in the window;
+    # None: no member's counters moved or could be read, so skew is not judged
+    measure: str | None = None
+    served_max: float | None = None
+    served_min: float | None = None
+    interval_s: float | None = None  # the shortest window of the members
+    members: tuple[str, ...] = ()  # the replicas' base URLs, sorted: the group's identity
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +119,15 @@ def _from_metrics(host: Host, options: ScanOptions, target: Target):
 def _whole(value: float | None) -> int | None:
     """A request count from a gauge (6.0, a mean over ranks 6.5 → 6); None for no count."""
     return None if value is None else count(round(value))
+
+
+def window_work(host: Host, options: ScanOptions,
+                target: Target) -> tuple[float | None, float | None, float | None]:
+    """(requests finished, tokens, seconds) between engine.metrics' two scrapes."""
+    scraped = _from_metrics(host, options, target)
+    if isinstance(scraped, str):
+        return None, None, None
+    return scraped.requests_in_window, scraped.tokens_in_window, scraped.interval_s
 
 
 def live_load(host: Host, options: ScanOptions,
@@ -188,20 +217,44 @@ def _knee_of(document: object, path: str) -> tuple[int | None, str | None, str |
     return found, status, measured_at, path
 
 
-def replica_groups(engines: list[EngineLoad]) -> tuple[ReplicaGroup, ...]:
-    by_model: dict[str, list[EngineLoad]] = {}
-    for engine in engines:
-        if engine.model and engine.running is not None:
-            by_model.setdefault(engine.model, []).append(engine)
+def replica_groups(engines: list[EngineLoad],
+                   declared: tuple[tuple[str, ...], ...]) -> tuple[ReplicaGroup, ...]:
+    """One group per declared set of replicas with two or more members found, all serving
+    one model (members serving different models are no replicas of each other)."""
+    by_url = {e.base_url: e for e in engines}
     groups = []
-    for model, members in sorted(by_model.items()):
-        if len(members) < 2:
+    for urls in declared:
+        members = [by_url[u] for u in dict.fromkeys(urls) if u in by_url]
+        models = {e.model for e in members if e.model}
+        if len(members) < 2 or len(models) > 1 or any(e.running is None for e in members):
             continue
-        ordered = sorted(members, key=lambda e: e.running or 0)
-        groups.append(ReplicaGroup(model, len(members), ordered[-1].running or 0,
-                                   ordered[0].running or 0, ordered[-1].base_url,
-                                   ordered[0].base_url))
+        groups.append(_group(next(iter(models), "?"), members))
     return tuple(groups)
+
+
+def _group(model: str, members: list[EngineLoad]) -> ReplicaGroup:
+    measure, work = _work(members)
+    ordered = (sorted(members, key=lambda e: work[e.base_url]) if work
+               else sorted(members, key=lambda e: e.running or 0))
+    running = [e.running or 0 for e in members]
+    windows = [e.interval_s for e in members if e.interval_s]
+    return ReplicaGroup(model, len(members), max(running), min(running),
+                        ordered[-1].base_url, ordered[0].base_url, measure,
+                        max(work.values()) if work else None,
+                        min(work.values()) if work else None,
+                        min(windows) if windows else None,
+                        tuple(sorted(e.base_url for e in members)))
+
+
+def _work(members: list[EngineLoad]) -> tuple[str | None, dict[str, float]]:
+    """The work every member did in the window, in the one measure they all count:
+    requests finished where every member counts them, else tokens; ({}) otherwise."""
+    for measure, of in (("requests", lambda e: e.requests_in_window),
+                        ("tokens", lambda e: e.tokens_in_window)):
+        work = {e.base_url: of(e) for e in members}
+        if all(v is not None for v in work.values()):
+            return measure, {url: float(v) for url, v in work.items() if v is not None}
+    return None, {}
 
 
 def served_model(host: Host, target: Target) -> str | None:
@@ -234,8 +287,15 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
         engines.append(EngineLoad(target.base_url, target.kind, served_model(host, target),
                                   running, waiting,
                                   source, knee, status, measured_at, path, error, points,
-                                  knee_throughput(knee, points)))
-    return LoadRecord(tuple(engines), replica_groups(engines))
+                                  knee_throughput(knee, points),
+                                  *window_work(host, options, target)))
+    if host.kind == "live" and all(e.running is None and e.error for e in engines):
+        # nothing read of any engine: the probe failed, it is not "ok" with every read an
+        # error in its text (issue 28). A recording without the engines' pages keeps its
+        # record (the saved knees, what llm-doctor diff compares) with each read's reason.
+        raise HostReadError(engines[0].base_url, "failed",
+                            "; ".join(e.error for e in engines if e.error))
+    return LoadRecord(tuple(engines), replica_groups(engines, options.replicas))
 
 
 def _knee_text(engine: EngineLoad) -> str:

@@ -50,6 +50,7 @@ class StackProcess:
     gil_wait_share: float | None
     top_frames: tuple[str, ...]  # the most frequent innermost frames, "function (file:line)"
     error: str | None  # why sampling failed (ptrace refused, py-spy missing)
+    base_url: str | None = None  # the engine's address: with its kind, its key in findings
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +125,12 @@ def sample(host: Host, pid: int, samples: int = SAMPLES, interval_s: float = INT
     return {"dumps": len(dumps), "error": None if dumps else error, **classify(dumps)}
 
 
-def _python_engines(host: Host, options: ScanOptions) -> list[tuple[int, str | None]]:
+def _python_engines(host: Host,
+                    options: ScanOptions) -> list[tuple[int, str | None, str | None]]:
     from probes.helpers.engine_targets import targets
 
-    seen, out = set(), []
+    seen: set[int] = set()
+    out: list[tuple[int, str | None, str | None]] = []
     for target in targets(host, options, answering=False):  # a hung engine's stacks too
         if target.pid is None or target.pid in seen:
             continue
@@ -137,7 +140,7 @@ def _python_engines(host: Host, options: ScanOptions) -> list[tuple[int, str | N
             comm = ""
         if target.kind in PYTHON_ENGINES or comm.startswith("python"):
             seen.add(target.pid)
-            out.append((target.pid, target.kind))
+            out.append((target.pid, target.kind, target.base_url))
     return out
 
 
@@ -148,7 +151,7 @@ def probe(host: Host, options: ScanOptions) -> StacksRecord:
         raise Skip(t("no Python engine process on this host (vLLM, SGLang); llama.cpp, TGI's "
                      "router and Ollama are not Python"))
     out = []
-    for pid, kind in found:
+    for pid, kind, base_url in found:
         data = host.measure(f"engine.stacks {pid}", partial(sample, host, pid))
         out.append(StackProcess(pid=pid, kind=kind, dumps=data.get("dumps", 0),
                                 samples=data.get("samples", 0),
@@ -156,7 +159,7 @@ def probe(host: Host, options: ScanOptions) -> StacksRecord:
                                 tokenisation_share=data.get("tokenisation_share"),
                                 gil_wait_share=data.get("gil_wait_share"),
                                 top_frames=tuple(data.get("top_frames", ())),
-                                error=data.get("error")))
+                                error=data.get("error"), base_url=base_url))
     return StacksRecord(tuple(out))
 
 

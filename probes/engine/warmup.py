@@ -45,6 +45,7 @@ from doctor.model import RequestCost, ScanOptions, Sent, Skip
 from doctor.display import number
 from probes.helpers import engine_names as N
 from probes.helpers.engine_requests import clear_to_send
+from probes.helpers.engine_startup import uptime_s
 from probes.helpers.engine_targets import Target, active_targets
 from probes.helpers.promtext import PageError, parse
 
@@ -238,22 +239,8 @@ def summarise(base_url: str, pid: int | None, uptime_s: float | None,
 
 
 def uptime_of(host: Host, pid: int | None) -> float | None:
-    """Seconds since the process started: /proc/<pid>/stat field 22 over /proc/uptime."""
-    if pid is None:
-        return None
-    from doctor.seam.host import HostReadError
-
-    try:
-        stat = host.read_text(f"/proc/{pid}/stat")
-        system_uptime = float(host.read_text("/proc/uptime").split()[0])
-    except (HostReadError, ValueError, IndexError):
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()
-    try:
-        start_ticks = int(fields[19])  # field 22 overall; 20th after "pid (comm)"
-    except (IndexError, ValueError):
-        return None
-    return round(system_uptime - start_ticks / 100.0, 1)  # USER_HZ is 100 on Linux
+    """Seconds since the process started (probes/helpers/engine_startup.py)."""
+    return uptime_s(host, pid)
 
 
 def generated_tokens(host: Host, target: Target) -> float | None:
@@ -340,7 +327,8 @@ def _ms_text(value: float | None, error: str | None) -> str:
 
 
 def summary(record: WarmupRecord) -> str:
-    parts = [t("{url}: first TTFT {first}, steady {steady}", url=e.base_url,
+    parts = [t("{url}: first TTFT {first}, steady {steady} (the same prompt length in the last "
+               "round)", url=e.base_url,
                first=_ms_text(e.first_ttft_ms, e.first_error),
                steady=_ms_text(e.steady_ttft_ms, e.first_error)) for e in record.endpoints]
     return t("; ").join([*parts, *(sent.text() for sent in record.sent()), *record.not_sent])

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from doctor.engines import identity
 from doctor.values import count, field, first, fraction, text
 
 
@@ -252,3 +253,10 @@ PAGES: dict[str, tuple[tuple[str, Reader], ...]] = {
 PROBE_ORDER: tuple[tuple[str, Reader], ...] = (
     ("/v1/models", _v1_models), ("/props", _llamacpp_props), ("/info", _tgi_info),
     ("/server_info", _sglang_info), ("/api/ps", _ollama_ps))
+
+
+def identity_of(proc) -> str:
+    """A process's engine identity for finding keys (doctor/engines.py's ``identity``): its
+    kind and listening address, else its model path from the command line, else its pid."""
+    engine = from_process(proc)
+    return identity(engine.kind, engine.listen, engine.model_path or engine.model, proc.pid)

@@ -46,6 +46,12 @@ GENERATION_TOKENS = {
     "tgi": ("tgi_request_generated_tokens_sum",),
     "llama.cpp": ("llamacpp:tokens_predicted_total",),
 }
+# Requests finished (a counter; llama.cpp exports none: its tokens tell its work instead).
+REQUESTS_DONE = {
+    "vllm": ("vllm:request_success_total",),
+    "sglang": ("sglang:num_requests_total",),
+    "tgi": ("tgi_request_success",),
+}
 # Histograms (base names, without _bucket).
 TTFT = {
     "vllm": ("vllm:time_to_first_token_seconds",),

@@ -55,6 +55,13 @@ class EngineMetrics:
     iteration_tokens_p95: float | None  # tokens per engine step (vLLM), p95
     cache_config: dict[str, str]  # vllm:cache_config_info labels (block_size, num_gpu_blocks…)
     absent: tuple[str, ...]  # "figure: reason" for each figure the engine does not export
+    # the first scrape's gauges: a count held the same over the window is pinned at a cap
+    requests_running_before: float | None = None
+    requests_waiting_before: float | None = None
+    # work done between the scrapes: requests finished (vLLM, SGLang, TGI counters), and
+    # prompt + generated tokens (every engine; llama.cpp counts no requests)
+    requests_in_window: float | None = None
+    tokens_in_window: float | None = None
 
 
 def _pick(table: dict[str, tuple[str, ...]], kind: str, page: Page, suffix: str = "") -> str | None:
@@ -141,6 +148,10 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
         endpoint=endpoint, kind=kind, interval_s=round(interval_s, 3), kv_cache_use=kv,
         requests_running=_requests(r, "running", "active", N.RUNNING),
         requests_waiting=_requests(r, "waiting", "waiting", N.WAITING),
+        requests_running_before=_before(r, N.RUNNING),
+        requests_waiting_before=_before(r, N.WAITING),
+        requests_in_window=_increase(r, "requests_done", N.REQUESTS_DONE, "finished-requests counter"),
+        tokens_in_window=_tokens_in_window(r),
         preemptions_total=preempt_total, preemptions_in_window=preempt_window,
         preemptions_per_s=(preempt_window / interval_s
                            if preempt_window is not None and interval_s > 0 else None),
@@ -196,6 +207,27 @@ def _requests(r: _Reader, figure: str, trt_type: str, table: dict) -> float | No
         if value is not None:
             return value
     return r.gauge(figure, table, f"{figure}-requests gauge")
+
+
+def _before(r: _Reader, table: dict) -> float | None:
+    """A requests gauge in the first scrape (absent there: None, said for the second)."""
+    name = _pick(table, r.kind, r.first)
+    values = r.first.values(name) if name is not None else []
+    return sum(values) if values else None
+
+
+def _increase(r: _Reader, figure: str, table: dict, what: str) -> float | None:
+    return r.counter(figure, table, what)[1]
+
+
+def _tokens_in_window(r: _Reader) -> float | None:
+    """Prompt + generated tokens between the scrapes, from the counters the engine has
+    (read again, quietly: rate() said why one is absent); None when it has neither."""
+    quiet = _Reader(r.kind, r.first, r.second, r.interval_s)
+    found = [quiet.counter("prompt_tokens", N.PROMPT_TOKENS, "")[1],
+             quiet.counter("generation_tokens", N.GENERATION_TOKENS, "")[1]]
+    known = [n for n in found if n is not None]
+    return sum(known) if known else None
 
 
 def _kv_use(r: _Reader) -> float | None:

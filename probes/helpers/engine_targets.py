@@ -69,6 +69,20 @@ def targets(host: Host, options: ScanOptions, answering: bool = True) -> tuple[T
     return tuple(found)
 
 
+def named_bases(options: ScanOptions) -> frozenset[str]:
+    """The base URLs of the endpoints the user named (--endpoint, [scan] endpoints)."""
+    from probes.engine.discovery import options_endpoints, public_base
+    from doctor.endpoints import EndpointError
+
+    bases = set()
+    for url in options_endpoints(options):
+        try:
+            bases.add(public_base(url))
+        except EndpointError:
+            continue
+    return frozenset(bases)
+
+
 def active_targets(host: Host, options: ScanOptions) -> list[Target]:
     """The endpoints an active probe may send completions to; Skip says why there are none.
 
@@ -78,6 +92,16 @@ def active_targets(host: Host, options: ScanOptions) -> list[Target]:
     found = [t for t in targets(host, options) if t.serves_completions]
     if not found:
         raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
+    named = named_bases(options)
+    if named and options.requests_to != "all":
+        # issue 28: requests go where the user pointed; an engine discovered beside a named
+        # one is read (its pages), never loaded, unless --requests-to all
+        pointed = [t for t in found if t.base_url in named]
+        if not pointed:
+            raise Skip(t("no engine named with --endpoint takes completions here; the engines "
+                         "discovered ({urls}) are only read (--requests-to all sends to them)",
+                         urls=", ".join(t.base_url for t in found)))
+        found = pointed
     usable = [t for t in found if t.api_key or not t.api_key_set]
     if not usable:
         raise Skip(t("{url} asks for an API key: give it as --endpoint http://:KEY@HOST:PORT "

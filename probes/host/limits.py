@@ -7,13 +7,14 @@ unlimited). Manual equivalent: ``ulimit -Sn; ulimit -Hn`` and ``cat /proc/<pid>/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
 from doctor.i18n import t
 from probes.helpers import kernel_text
 from probes.helpers.kernel_text import MalformedError
+from probes.helpers.engine_flags import identity_of
 from probes.helpers.processes import engine_processes
 
 # /proc/<pid>/limits row names for the limits we judge.
@@ -36,6 +37,9 @@ class ProcessLimits:
     nproc_hard: int | None
     memlock_soft_bytes: int | None
     memlock_hard_bytes: int | None
+    # an engine's identity in finding keys (kind + listening address, else model path, else
+    # pid: doctor/engines.py); None for this shell
+    identity: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +105,8 @@ def probe(host: Host, options: ScanOptions) -> LimitsRecord:
     engines = engine_processes(host)
     for proc in engines:
         path = f"/proc/{proc.pid}/limits"
-        rows.append(_limits(proc.pid, proc.comm, proc.engine, host.read_text(path), path))
+        rows.append(replace(_limits(proc.pid, proc.comm, proc.engine, host.read_text(path), path),
+                            identity=identity_of(proc)))
     return LimitsRecord(processes=tuple(rows), engine_count=len(engines))
 
 
