@@ -9,11 +9,14 @@ the saved scan carries (``Scan.data``); it never reads the host.
 
 from __future__ import annotations
 
+import math
+import posixpath
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from doctor.fix.model import Command, FileWrite, FlagDiff, Kind, LiveWrite, NoStep, Risk, Step
+from doctor.fix.text import input_text, label, one_line
 from doctor.i18n import lazy, t, translated
 
 NOFILE = 1048576   # the playbook's value: every connection and weight shard holds one
@@ -26,24 +29,58 @@ GPU_MEMORY_FRACTION = "0.90"   # 000 §4.2: keep 8-12 % free
 SGLANG_MEM_FRACTION = "0.85"
 DEV_CHAR_LINKS = ("nvidia-ctk", "system", "create-dev-char-symlinks", "--create-all")
 DEV_CHAR_RULE_PATH = "/etc/udev/rules.d/71-llm-doctor-nvidia-dev-char.rules"
+SYSCTL_PATH = "/etc/sysctl.d/60-llm-doctor-{name}.conf"  # name: one of the catalogue's, never input
+UNIT_DIR = "/etc/systemd/system/"
+# The limits of what a saved scan may claim: Linux's own (NR_CPUS is at most 8192, x86_64
+# MAXSMP) and NVML's device indexes (a host's GPUs, with room for a large NVSwitch system).
+MAX_CPUS = 8192
+MAX_GPUS = 64
+MAX_WATTS = 10000   # above any board's limit (a B200 is 1000 W); a larger value is not a reading
+# systemd's unit names (systemd.unit(5)): letters, digits, ":_.-" and one "@" before an
+# instance, at most 255 characters with the suffix; not starting with "-" or "." (a
+# command that names it would read an option, or a hidden file)
+UNIT = re.compile(r"(?=.{1,255}$)[A-Za-z0-9_:][A-Za-z0-9_.:-]*(?:@[A-Za-z0-9_.:-]+)?\.service")
+CGROUP = re.compile(r"/[A-Za-z0-9_.:@/=+-]{0,400}")
 
 
 @dataclass(frozen=True, slots=True)
 class Scan:
-    """The parts of a saved scan (docs/report-schema.json) a builder reads."""
+    """The parts of a saved scan (docs/report-schema.json) a builder reads, indexed once:
+    a builder runs per finding, so a look-up that walked the findings or the probes each
+    time made a plan of n findings cost n² (20,000 findings: 43 s)."""
 
     report: dict
     date: str  # YYYY-MM-DD, for the files' headers
+    _data: dict = field(init=False, repr=False, compare=False)
+    _rules: frozenset = field(init=False, repr=False, compare=False)
+    _engines: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        report = self.report if isinstance(self.report, dict) else {}
+        data: dict[str, dict] = {}
+        for result in _items(report.get("probes")):  # the first ok result of each probe
+            name = result.get("name")
+            if isinstance(name, str) and name not in data and result.get("status") == "ok":
+                data[name] = result["data"] if isinstance(result.get("data"), dict) else {}
+        object.__setattr__(self, "_data", data)
+        object.__setattr__(self, "_rules", frozenset(
+            f["rule"] for f in _items(report.get("findings")) if isinstance(f.get("rule"), str)))
+        engines: dict[object, list[dict]] = {}
+        for engine in _items(data.get("engine.container", {}).get("engines")):
+            pid = engine.get("pid")
+            if _int(pid) is not None or pid is None:
+                engines.setdefault(pid, []).append(engine)
+        object.__setattr__(self, "_engines", engines)
 
     def data(self, probe: str) -> dict:
-        for result in _items(self.report.get("probes")):
-            if isinstance(result, dict) and result.get("name") == probe and result.get("status") == "ok":
-                data = result.get("data")
-                return data if isinstance(data, dict) else {}
-        return {}
+        return self._data.get(probe, {})
 
     def has_finding(self, rule: str) -> bool:
-        return any(f.get("rule") == rule for f in _items(self.report.get("findings")))
+        return rule in self._rules
+
+    def engines(self, pid: int | None) -> list[dict]:
+        """engine.container's engines with ``pid``, in the scan's order."""
+        return self._engines.get(pid, [])
 
 
 Built = Step | str  # a step, or why this finding gets none
@@ -52,15 +89,15 @@ Builder = Callable[[dict, Scan, str], Built]
 
 def header(finding: dict, scan: Scan, comment: str = "#") -> str:
     # the file's own words: English in every language, so a file is the same bytes whatever
-    # language planned it (its title line is the finding's, as the scan wrote it)
-    key = f" ({_one_line(finding['key'])})" if finding.get("key") else ""
-    return (f"{comment} Written by llm-doctor fix on {scan.date} for the finding "
-            f"{finding['rule']}{key}:\n{comment} {_one_line(finding.get('title', ''))}\n"
-            f"{comment} 'llm-doctor fix --revert PLAN' removes it and restores what it replaced.\n")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())[:200]
+    # language planned it (its title line is the finding's, as the scan wrote it). Each
+    # line is a comment whatever the finding holds: its rule, key and title are made one
+    # printable line each (a newline in a title once put a cron line into the file).
+    key = input_text(finding.get("key") or "")
+    key = f" ({key})" if key else ""
+    lines = [f"Written by llm-doctor fix on {one_line(scan.date, 10)} for the finding "
+             f"{input_text(finding.get('rule'))}{key}:", input_text(finding.get("title") or ""),
+             "'llm-doctor fix --revert PLAN' removes it and restores what it replaced."]
+    return "".join(f"{comment} {one_line(line)}\n" for line in lines)
 
 
 def _evidence(finding: dict) -> dict:
@@ -73,26 +110,29 @@ def _items(value: object) -> list[dict]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _int(value: object, low: int = -(2 ** 63), high: int = 2 ** 64) -> int | None:
+    """An integer of the scan within [low, high] (a kernel value is at most 64 bits)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    return value if ok else None  # type: ignore[return-value]
 
 
 def _step(finding: dict, kind: Kind, risk: Risk, title: str, check: str, verify: str,
           revert: str, **parts) -> Step:
-    return Step(id="", rule=finding["rule"], key=str(finding.get("key") or ""),
+    return Step(id="", rule=input_text(finding["rule"]), key=input_text(finding.get("key") or ""),
                 cause=finding["cause"], kind=kind, risk=risk, title=title, check=check,
                 verify=verify, revert=revert, **parts)
 
 
-def _sysctl_step(finding: dict, scan: Scan, wanted: list[tuple[str, int | None, int]],
+def _sysctl_step(finding: dict, scan: Scan, name: str, wanted: list[tuple[str, int | None, int]],
                  lower: bool = False) -> Built:
-    """A sysctl.d file with the settings short of ``wanted`` (below it, or above it when
-    ``lower``) and their live values."""
+    """A sysctl.d file named for ``name`` (the catalogue's: a file's path is never built from
+    the scan) with the settings short of ``wanted`` (below it, or above it when ``lower``)
+    and their live values."""
     low = [(name, seen, new) for name, seen, new in wanted
            if seen is None or (seen > new if lower else seen < new)]
     if not low:
         return t("the evidence shows no setting below the value the plan would set")
-    path = f"/etc/sysctl.d/60-llm-doctor-{finding['rule']}.conf"
+    path = SYSCTL_PATH.format(name=name)
     body = "".join(f"{name} = {new}\n" for name, _, new in low)
     live = tuple(LiveWrite("/proc/sys/" + name.replace(".", "/"), name,
                            None if seen is None else str(seen), str(new)) for name, seen, new in low)
@@ -108,11 +148,11 @@ def _sysctl_step(finding: dict, scan: Scan, wanted: list[tuple[str, int | None, 
 def network_backlog(finding: dict, scan: Scan, date: str) -> Built:
     sysctl = scan.data("host.sysctl")
     if finding["rule"] == "network-socket-buffers-default":
-        return _sysctl_step(finding, scan, [
+        return _sysctl_step(finding, scan, "network-socket-buffers-default", [
             ("net.core.rmem_max", _int(sysctl.get("net_core_rmem_max_bytes")), SOCKET_BUFFER_BYTES),
             ("net.core.wmem_max", _int(sysctl.get("net_core_wmem_max_bytes")), SOCKET_BUFFER_BYTES)])
     evidence = _evidence(finding)
-    return _sysctl_step(finding, scan, [
+    return _sysctl_step(finding, scan, "network-backlog-small", [
         ("net.core.somaxconn", _int(evidence.get("somaxconn")), SOMAXCONN),
         ("net.ipv4.tcp_max_syn_backlog", _int(evidence.get("syn_backlog")), SYN_BACKLOG)])
 
@@ -124,25 +164,30 @@ def swap(finding: dict, scan: Scan, date: str) -> Built:
             t("Give the host memory back (stop or move that process), then pull pages back in "
               "with `swapoff -a && swapon -a` in a quiet hour: it stalls the host while it runs."),
         ], Risk.DISRUPTIVE, t("Swap in use: free memory, then bring the pages back"))
-    return _sysctl_step(finding, scan, [
+    return _sysctl_step(finding, scan, "swap-swappiness-high", [
         ("vm.swappiness", _int(_evidence(finding).get("swappiness")), SWAPPINESS)], lower=True)
 
 
 def governor(finding: dict, scan: Scan, date: str) -> Built:
     cpus = _items(scan.data("host.cpu").get("cpus"))
+    if len(cpus) > MAX_CPUS:
+        return t("the saved scan lists {n} CPUs, more than Linux's limit of {max}",
+                 n=len(cpus), max=MAX_CPUS)
     base = "/sys/devices/system/cpu/cpu{}/cpufreq/"
     live = []
+    seen: set[int] = set()
     for cpu in cpus:
-        n = _int(cpu.get("cpu"))
-        if n is None:
+        n = _int(cpu.get("cpu"), 0, MAX_CPUS - 1)
+        if n is None or n in seen:  # once per CPU, whatever the scan repeats
             continue
+        seen.add(n)
         if cpu.get("governor") not in (None, "performance"):
             live.append(LiveWrite(base.format(n) + "scaling_governor", f"cpu{n} scaling_governor",
-                                  str(cpu["governor"]), "performance"))
+                                  input_text(cpu["governor"]), "performance"))
         if cpu.get("energy_preference") not in (None, "performance"):
             live.append(LiveWrite(base.format(n) + "energy_performance_preference",
                                   f"cpu{n} energy_performance_preference",
-                                  str(cpu["energy_preference"]), "performance"))
+                                  input_text(cpu["energy_preference"]), "performance"))
     if not live:
         return t("the saved scan has no per-CPU governor readings (host.cpu's cpus) to change")
     return _step(finding, Kind.LIVE, Risk.NONE,
@@ -156,21 +201,28 @@ def governor(finding: dict, scan: Scan, date: str) -> Built:
 
 
 def _engine_unit(scan: Scan, pid: int | None) -> tuple[str | None, str | None]:
-    """(systemd unit, container cgroup) of the engine with ``pid``, from engine.container."""
-    for engine in _items(scan.data("engine.container").get("engines")):
-        if engine.get("pid") != pid:
-            continue
-        cgroup = str(engine.get("cgroup") or "")
+    """(systemd unit, container cgroup) of the engine with ``pid``, from engine.container.
+
+    The unit names a folder under /etc/systemd/system: it is taken only when it is a unit
+    name by systemd's grammar (no "/", no leading "." or "-") and the drop-in's path stays
+    in that folder; the cgroup is shown to a person, as a label."""
+    for engine in scan.engines(pid):
+        cgroup = engine.get("cgroup") if isinstance(engine.get("cgroup"), str) else ""
         last = cgroup.rstrip("/").rsplit("/", 1)[-1]
         if re.fullmatch(r"docker-[0-9a-f]{12,64}\.scope", last) or "/docker/" in cgroup:
-            return None, cgroup
-        if re.fullmatch(r"[A-Za-z0-9@_.:-]+\.service", last) and not last.startswith(("user@", "session-")):
+            return None, cgroup if CGROUP.fullmatch(cgroup) else label(cgroup)
+        if UNIT.fullmatch(last) and not last.startswith(("user@", "session-")) \
+                and _drop_in_dir(last).startswith(UNIT_DIR):
             return last, None
     return None, None
 
 
+def _drop_in_dir(unit: str) -> str:
+    return posixpath.normpath(UNIT_DIR + unit + ".d") + "/"
+
+
 def _pid_of(text: object) -> int | None:
-    match = re.search(r"\bpid (\d+)\b", str(text or ""))
+    match = re.search(r"\bpid ([0-9]{1,10})\b", text) if isinstance(text, str) else None
     return int(match.group(1)) if match else None
 
 
@@ -191,7 +243,8 @@ def limit(finding: dict, scan: Scan, date: str) -> Built:
     directive, value = ("LimitNOFILE", NOFILE) if nofile else ("LimitNPROC", NPROC)
     item = "nofile" if nofile else "nproc"
     pid = _pid_of(evidence.get("process"))
-    if evidence.get("role") == "engine" or str(finding.get("key") or "").startswith("engine "):
+    key = finding.get("key")
+    if evidence.get("role") == "engine" or (isinstance(key, str) and key.startswith("engine ")):
         unit, container = _engine_unit(scan, pid)
         if container:
             return _manual(finding, [
@@ -205,7 +258,7 @@ def limit(finding: dict, scan: Scan, date: str) -> Built:
                   "the limit in the shell or script that starts it (`ulimit -{letter} {value}`) "
                   "and restart it.", pid=pid, letter="n" if nofile else "u", value=value)],
                 Risk.RESTARTS_ENGINE, t("Raise the engine's {item} limit where it starts", item=item))
-        path = f"/etc/systemd/system/{unit}.d/llm-doctor.conf"
+        path = _drop_in_dir(unit) + "llm-doctor.conf"
         body = f"[Service]\n{directive}={value}\n"
         return _step(finding, Kind.FILE, Risk.RESTARTS_ENGINE,
                      t("{directive}={value} for {unit} in a drop-in; it takes at the engine's next restart",
@@ -232,7 +285,10 @@ def limit(finding: dict, scan: Scan, date: str) -> Built:
 
 
 def _gpus(text: object) -> list[str]:
-    return [g for g in re.split(r"[,\s]+", str(text or "")) if g.isdigit()]
+    """The GPU indexes a finding names ("0,1", "0 1"): ASCII digits (str.isdigit takes "²"
+    and "٣"), each once, at most MAX_GPUS."""
+    found = re.findall(r"(?<![^,\s])[0-9]{1,2}(?![^,\s])", text[:4096]) if isinstance(text, str) else []
+    return list(dict.fromkeys(g.lstrip("0") or "0" for g in found if int(g) < MAX_GPUS))
 
 
 def persistence(finding: dict, scan: Scan, date: str) -> Built:
@@ -253,7 +309,7 @@ def persistence(finding: dict, scan: Scan, date: str) -> Built:
 def power_cap(finding: dict, scan: Scan, date: str) -> Built:
     evidence = _evidence(finding)
     gpu, now, default = evidence.get("gpu"), evidence.get("power_limit_w"), evidence.get("power_default_limit_w")
-    if _int(gpu) is None or not isinstance(now, (int, float)) or not isinstance(default, (int, float)):
+    if _int(gpu, 0, MAX_GPUS - 1) is None or not (_watts(now) and _watts(default)):
         return t("the finding lacks the GPU index or its limits")
     watts, old = f"{default:g}", f"{now:g}"
     return _step(finding, Kind.LIVE, Risk.NONE,
@@ -267,9 +323,14 @@ def power_cap(finding: dict, scan: Scan, date: str) -> Built:
                  manual=(t("Remove the cap from whatever set it (boot scripts, DCGM or BMC policy) or it returns."),))
 
 
+def _watts(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and 0 < value < MAX_WATTS
+
+
 def _engine_where(scan: Scan, finding: dict) -> tuple[str, str]:
-    engine = str(_evidence(finding).get("engine") or finding.get("key") or t("the engine"))
-    unit, container = _engine_unit(scan, _pid_of(engine))
+    engine = label(_evidence(finding).get("engine") or finding.get("key") or "") or t("the engine")
+    unit, container = _engine_unit(scan, _pid_of(engine))  # the label keeps "pid N" as it was
     if unit:
         return engine, t("ExecStart= of {unit} (`systemctl cat {unit}`); edit with `systemctl edit {unit}`",
                          unit=unit)
@@ -290,7 +351,8 @@ def engine_flag(finding: dict, scan: Scan, date: str) -> Built:
         seen = _evidence(finding).get("gpu_memory_utilization")
         flag, value = (("--mem-fraction-static", SGLANG_MEM_FRACTION) if sglang
                        else ("--gpu-memory-utilization", GPU_MEMORY_FRACTION))
-        remove = (flag, f"{seen:g}") if isinstance(seen, (int, float)) else (flag,)
+        fraction = isinstance(seen, (int, float)) and not isinstance(seen, bool) and 0 <= seen <= 1
+        remove = (flag, f"{seen:g}") if fraction else (flag,)
         add = (flag, value)
         title = t("{flag} {value}: leave headroom", flag=flag, value=value)
     return _step(finding, Kind.ENGINE_FLAG, Risk.RESTARTS_ENGINE, title,
@@ -420,10 +482,13 @@ NO_STEP: dict[str, str] = {
 
 
 def build(finding: dict, scan: Scan) -> Step | NoStep:
-    cause, rule = str(finding.get("cause")), str(finding.get("rule"))
-    key = str(finding.get("key") or "")
+    """The step for ``finding`` (its rule and cause strings), or why none: a step's cause is
+    always a key of BUILDERS, and every text of the finding it carries is ``input_text``."""
+    cause = finding.get("cause") if isinstance(finding.get("cause"), str) else ""
+    rule, key = input_text(finding.get("rule")), input_text(finding.get("key") or "")
     builder = BUILDERS.get(cause)
     if builder is None:
-        return NoStep(rule, key, cause, translated(NO_STEP.get(cause, lazy("no step is known for this cause"))))
+        why = NO_STEP.get(cause, lazy("no step is known for this cause"))
+        return NoStep(rule, key, input_text(cause), translated(why))
     built = builder(finding, scan, scan.date)
     return NoStep(rule, key, cause, built) if isinstance(built, str) else built
