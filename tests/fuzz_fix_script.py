@@ -99,9 +99,10 @@ def poison(report: dict, field: str, text: str, rng: random.Random) -> None:
             "rule": "cpu-powersave-governor", "cause": "cpu-powersave-governor", "key": "",
             "title": text, "severity": "warning", "symptoms": [], "remediation": "",
             "playbook": "", "evidence": {}})
-        report["probes"].append({"name": "host.cpu", "status": "ok", "reason": None, "duration_s": 0,
-                                 "data": {"cpus": [{"cpu": n, "governor": text, "energy_preference": text}
-                                                   for n in range(rng.choice((2, 64)))]}})
+        report["probes"] = [p for p in report["probes"] if p["name"] != "host.cpu"] + [
+            {"name": "host.cpu", "status": "ok", "reason": None, "duration_s": 0,
+             "data": {"cpus": [{"cpu": n, "governor": text, "energy_preference": text}
+                               for n in range(rng.choice((2, 64)))]}}]
 
 
 def many(report: dict, rng: random.Random) -> None:
