@@ -20,7 +20,8 @@ import jsonschema
 import pytest
 
 from doctor.commands.fix import _scan
-from doctor.fix.catalogue import BUILDERS, Scan, header
+from doctor.fix.catalogue import BUILDERS
+from doctor.fix.saved import Scan, header
 from doctor.fix.model import FileWrite, Kind, Plan, Risk, Step
 from doctor.fix.plan import MAX_STEPS, PlanTooLarge, build_plan, to_dict
 from doctor.fix.script import EOF_MARK, to_json, to_markdown, to_sh

@@ -13,10 +13,10 @@ import math
 import posixpath
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from doctor.fix.model import Command, FileWrite, FlagDiff, Kind, LiveWrite, NoStep, Risk, Step
-from doctor.fix.text import input_text, label, one_line
+from doctor.fix.saved import Scan, dicts_in, evidence_of, header, integer
+from doctor.fix.text import input_text, label
 from doctor.i18n import lazy, t, translated
 
 NOFILE = 1048576   # the playbook's value: every connection and weight shard holds one
@@ -43,77 +43,8 @@ UNIT = re.compile(r"(?=.{1,255}$)[A-Za-z0-9_:][A-Za-z0-9_.:-]*(?:@[A-Za-z0-9_.:-
 CGROUP = re.compile(r"/[A-Za-z0-9_.:@/=+-]{0,400}")
 
 
-@dataclass(frozen=True, slots=True)
-class Scan:
-    """The parts of a saved scan (docs/report-schema.json) a builder reads, indexed once:
-    a builder runs per finding, so a look-up that walked the findings or the probes each
-    time made a plan of n findings cost n² (20,000 findings: 43 s)."""
-
-    report: dict
-    date: str  # YYYY-MM-DD, for the files' headers
-    _data: dict = field(init=False, repr=False, compare=False)
-    _rules: frozenset = field(init=False, repr=False, compare=False)
-    _engines: dict = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        report = self.report if isinstance(self.report, dict) else {}
-        data: dict[str, dict] = {}
-        for result in _items(report.get("probes")):  # the first ok result of each probe
-            name = result.get("name")
-            if isinstance(name, str) and name not in data and result.get("status") == "ok":
-                data[name] = result["data"] if isinstance(result.get("data"), dict) else {}
-        object.__setattr__(self, "_data", data)
-        object.__setattr__(self, "_rules", frozenset(
-            f["rule"] for f in _items(report.get("findings")) if isinstance(f.get("rule"), str)))
-        engines: dict[object, list[dict]] = {}
-        for engine in _items(data.get("engine.container", {}).get("engines")):
-            pid = engine.get("pid")
-            if _int(pid) is not None or pid is None:
-                engines.setdefault(pid, []).append(engine)
-        object.__setattr__(self, "_engines", engines)
-
-    def data(self, probe: str) -> dict:
-        return self._data.get(probe, {})
-
-    def has_finding(self, rule: str) -> bool:
-        return rule in self._rules
-
-    def engines(self, pid: int | None) -> list[dict]:
-        """engine.container's engines with ``pid``, in the scan's order."""
-        return self._engines.get(pid, [])
-
-
 Built = Step | str  # a step, or why this finding gets none
 Builder = Callable[[dict, Scan, str], Built]
-
-
-def header(finding: dict, scan: Scan, comment: str = "#") -> str:
-    # the file's own words: English in every language, so a file is the same bytes whatever
-    # language planned it (its title line is the finding's, as the scan wrote it). Each
-    # line is a comment whatever the finding holds: its rule, key and title are made one
-    # printable line each (a newline in a title once put a cron line into the file).
-    key = input_text(finding.get("key") or "")
-    key = f" ({key})" if key else ""
-    lines = [f"Written by llm-doctor fix on {one_line(scan.date, 10)} for the finding "
-             f"{input_text(finding.get('rule'))}{key}:", input_text(finding.get("title") or ""),
-             "'llm-doctor fix --revert PLAN' removes it and restores what it replaced."]
-    return "".join(f"{comment} {one_line(line)}\n" for line in lines)
-
-
-def _evidence(finding: dict) -> dict:
-    evidence = finding.get("evidence")
-    return evidence if isinstance(evidence, dict) else {}
-
-
-def _items(value: object) -> list[dict]:
-    """The dicts of a list in a probe's data; anything else (a hostile saved scan) is none."""
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _int(value: object, low: int = -(2 ** 63), high: int = 2 ** 64) -> int | None:
-    """An integer of the scan within [low, high] (a kernel value is at most 64 bits)."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-    return value if ok else None  # type: ignore[return-value]
 
 
 def _step(finding: dict, kind: Kind, risk: Risk, title: str, check: str, verify: str,
@@ -149,12 +80,12 @@ def network_backlog(finding: dict, scan: Scan, date: str) -> Built:
     sysctl = scan.data("host.sysctl")
     if finding["rule"] == "network-socket-buffers-default":
         return _sysctl_step(finding, scan, "network-socket-buffers-default", [
-            ("net.core.rmem_max", _int(sysctl.get("net_core_rmem_max_bytes")), SOCKET_BUFFER_BYTES),
-            ("net.core.wmem_max", _int(sysctl.get("net_core_wmem_max_bytes")), SOCKET_BUFFER_BYTES)])
-    evidence = _evidence(finding)
+            ("net.core.rmem_max", integer(sysctl.get("net_core_rmem_max_bytes")), SOCKET_BUFFER_BYTES),
+            ("net.core.wmem_max", integer(sysctl.get("net_core_wmem_max_bytes")), SOCKET_BUFFER_BYTES)])
+    evidence = evidence_of(finding)
     return _sysctl_step(finding, scan, "network-backlog-small", [
-        ("net.core.somaxconn", _int(evidence.get("somaxconn")), SOMAXCONN),
-        ("net.ipv4.tcp_max_syn_backlog", _int(evidence.get("syn_backlog")), SYN_BACKLOG)])
+        ("net.core.somaxconn", integer(evidence.get("somaxconn")), SOMAXCONN),
+        ("net.ipv4.tcp_max_syn_backlog", integer(evidence.get("syn_backlog")), SYN_BACKLOG)])
 
 
 def swap(finding: dict, scan: Scan, date: str) -> Built:
@@ -165,11 +96,11 @@ def swap(finding: dict, scan: Scan, date: str) -> Built:
               "with `swapoff -a && swapon -a` in a quiet hour: it stalls the host while it runs."),
         ], Risk.DISRUPTIVE, t("Swap in use: free memory, then bring the pages back"))
     return _sysctl_step(finding, scan, "swap-swappiness-high", [
-        ("vm.swappiness", _int(_evidence(finding).get("swappiness")), SWAPPINESS)], lower=True)
+        ("vm.swappiness", integer(evidence_of(finding).get("swappiness")), SWAPPINESS)], lower=True)
 
 
 def governor(finding: dict, scan: Scan, date: str) -> Built:
-    cpus = _items(scan.data("host.cpu").get("cpus"))
+    cpus = dicts_in(scan.data("host.cpu").get("cpus"))
     if len(cpus) > MAX_CPUS:
         return t("the saved scan lists {n} CPUs, more than Linux's limit of {max}",
                  n=len(cpus), max=MAX_CPUS)
@@ -177,7 +108,7 @@ def governor(finding: dict, scan: Scan, date: str) -> Built:
     live = []
     seen: set[int] = set()
     for cpu in cpus:
-        n = _int(cpu.get("cpu"), 0, MAX_CPUS - 1)
+        n = integer(cpu.get("cpu"), 0, MAX_CPUS - 1)
         if n is None or n in seen:  # once per CPU, whatever the scan repeats
             continue
         seen.add(n)
@@ -207,7 +138,8 @@ def _engine_unit(scan: Scan, pid: int | None) -> tuple[str | None, str | None]:
     name by systemd's grammar (no "/", no leading "." or "-") and the drop-in's path stays
     in that folder; the cgroup is shown to a person, as a label."""
     for engine in scan.engines(pid):
-        cgroup = engine.get("cgroup") if isinstance(engine.get("cgroup"), str) else ""
+        found = engine.get("cgroup")
+        cgroup = found if isinstance(found, str) else ""
         last = cgroup.rstrip("/").rsplit("/", 1)[-1]
         if re.fullmatch(r"docker-[0-9a-f]{12,64}\.scope", last) or "/docker/" in cgroup:
             return None, cgroup if CGROUP.fullmatch(cgroup) else label(cgroup)
@@ -238,7 +170,7 @@ def _dev_char_guard(scan: Scan) -> tuple[Command, ...]:
 
 
 def limit(finding: dict, scan: Scan, date: str) -> Built:
-    evidence = _evidence(finding)
+    evidence = evidence_of(finding)
     nofile = finding["cause"] == "fd-limit-low"
     directive, value = ("LimitNOFILE", NOFILE) if nofile else ("LimitNPROC", NPROC)
     item = "nofile" if nofile else "nproc"
@@ -292,7 +224,7 @@ def _gpus(text: object) -> list[str]:
 
 
 def persistence(finding: dict, scan: Scan, date: str) -> Built:
-    gpus = _gpus(_evidence(finding).get("gpus"))
+    gpus = _gpus(evidence_of(finding).get("gpus"))
     if not gpus:
         return t("the finding names no GPU index")
     ids = ",".join(gpus)
@@ -307,9 +239,9 @@ def persistence(finding: dict, scan: Scan, date: str) -> Built:
 
 
 def power_cap(finding: dict, scan: Scan, date: str) -> Built:
-    evidence = _evidence(finding)
+    evidence = evidence_of(finding)
     gpu, now, default = evidence.get("gpu"), evidence.get("power_limit_w"), evidence.get("power_default_limit_w")
-    if _int(gpu, 0, MAX_GPUS - 1) is None or not (_watts(now) and _watts(default)):
+    if integer(gpu, 0, MAX_GPUS - 1) is None or not (_watts(now) and _watts(default)):
         return t("the finding lacks the GPU index or its limits")
     watts, old = f"{default:g}", f"{now:g}"
     return _step(finding, Kind.LIVE, Risk.NONE,
@@ -329,7 +261,7 @@ def _watts(value: object) -> bool:
 
 
 def _engine_where(scan: Scan, finding: dict) -> tuple[str, str]:
-    engine = label(_evidence(finding).get("engine") or finding.get("key") or "") or t("the engine")
+    engine = label(evidence_of(finding).get("engine") or finding.get("key") or "") or t("the engine")
     unit, container = _engine_unit(scan, _pid_of(engine))  # the label keeps "pid N" as it was
     if unit:
         return engine, t("ExecStart= of {unit} (`systemctl cat {unit}`); edit with `systemctl edit {unit}`",
@@ -348,7 +280,7 @@ def engine_flag(finding: dict, scan: Scan, date: str) -> Built:
         add: tuple[str, ...] = ()
         title = t("Drop {flag}: CUDA graphs back on", flag=remove[0])
     else:
-        seen = _evidence(finding).get("gpu_memory_utilization")
+        seen = evidence_of(finding).get("gpu_memory_utilization")
         flag, value = (("--mem-fraction-static", SGLANG_MEM_FRACTION) if sglang
                        else ("--gpu-memory-utilization", GPU_MEMORY_FRACTION))
         fraction = isinstance(seen, (int, float)) and not isinstance(seen, bool) and 0 <= seen <= 1
@@ -484,7 +416,8 @@ NO_STEP: dict[str, str] = {
 def build(finding: dict, scan: Scan) -> Step | NoStep:
     """The step for ``finding`` (its rule and cause strings), or why none: a step's cause is
     always a key of BUILDERS, and every text of the finding it carries is ``input_text``."""
-    cause = finding.get("cause") if isinstance(finding.get("cause"), str) else ""
+    found = finding.get("cause")
+    cause = found if isinstance(found, str) else ""
     rule, key = input_text(finding.get("rule")), input_text(finding.get("key") or "")
     builder = BUILDERS.get(cause)
     if builder is None:

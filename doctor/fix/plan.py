@@ -7,7 +7,8 @@ import hashlib
 from datetime import datetime, timezone
 from enum import Enum
 
-from doctor.fix.catalogue import Scan, build
+from doctor.fix.catalogue import build
+from doctor.fix.saved import Scan
 from doctor.fix.model import NoStep, Plan, Step
 from doctor.fix.text import input_text, one_line, safe_id
 from doctor.i18n import t
