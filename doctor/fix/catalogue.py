@@ -377,6 +377,11 @@ BUILDERS: dict[str, Builder] = {
     ], Risk.DISRUPTIVE, lazy("MIG or MPS in the way: change the layout")),
 }
 
+# Causes whose step is made from the scan alone, whatever the finding says (the governor of
+# every CPU): a plan holds one, and a second finding of the cause is not built again (20,000
+# findings each building 256 live writes took 160 s).
+ONCE_PER_SCAN = frozenset({"cpu-powersave-governor"})
+
 _ENGINE = lazy("an engine setting to review with the workload's owner; the playbook names the flag")
 NO_STEP: dict[str, str] = {
     "gpu-power-throttling": lazy("the power brake or board limit is the hardware's or the BMC's: the playbook says where to look"),

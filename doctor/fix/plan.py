@@ -7,7 +7,7 @@ import hashlib
 from datetime import datetime, timezone
 from enum import Enum
 
-from doctor.fix.catalogue import build
+from doctor.fix.catalogue import ONCE_PER_SCAN, build
 from doctor.fix.saved import Scan
 from doctor.fix.model import NoStep, Plan, Step
 from doctor.fix.text import input_text, one_line, safe_id
@@ -44,6 +44,11 @@ def build_plan(report: dict, source: str, rule_probes: dict[str, tuple[str, ...]
     no_steps: list[NoStep] = []
     made: dict[tuple, str] = {}  # a step's changes → the id of the step that makes them
     for finding in findings:
+        once = made.get(("once", finding["cause"])) if finding["cause"] in ONCE_PER_SCAN else None
+        if once is not None:
+            no_steps.append(NoStep(input_text(finding["rule"]), input_text(finding.get("key") or ""),
+                                   finding["cause"], t("the same changes as step {id}", id=once)))
+            continue
         built = build(finding, scan)
         if not isinstance(built, Step):
             no_steps.append(built)
@@ -62,6 +67,7 @@ def build_plan(report: dict, source: str, rule_probes: dict[str, tuple[str, ...]
         step = dataclasses.replace(built, id=f"{len(steps) + 1:02d}-{name}",
                                    probes=tuple(rule_probes.get(rule, ())) if rule else ())
         steps.append(step)
+        made[("once", step.cause)] = step.id
         if any(changes):
             made[changes] = step.id
     host = report.get("host")
