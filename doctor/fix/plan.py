@@ -8,14 +8,14 @@ from datetime import datetime, timezone
 from enum import Enum
 
 from doctor.fix.catalogue import ONCE_PER_SCAN, build
-from doctor.fix.saved import Scan
 from doctor.fix.model import NoStep, Plan, Step
+from doctor.fix.saved import Scan
 from doctor.fix.text import input_text, one_line, safe_id
 from doctor.i18n import t
 
 # The most steps a plan holds. A plan is a script a person reads before running it as root;
 # a real scan gives at most one step per rule with a step and GPU or engine: the rules with
-# a step (about 30, tests/test_fix_script_hostile.py counts them) times 8 GPUs is below it.
+# a step (26 today) times 8 GPUs is 208, below it (tests/test_fix_script_hostile.py checks).
 # Past it the saved scan is not one host's findings: it is refused, not cut.
 MAX_STEPS = 256
 
@@ -43,11 +43,11 @@ def build_plan(report: dict, source: str, rule_probes: dict[str, tuple[str, ...]
     steps: list[Step] = []
     no_steps: list[NoStep] = []
     made: dict[tuple, str] = {}  # a step's changes → the id of the step that makes them
+    once: dict[str, str] = {}    # a cause of ONCE_PER_SCAN → the id of its step
     for finding in findings:
-        once = made.get(("once", finding["cause"])) if finding["cause"] in ONCE_PER_SCAN else None
-        if once is not None:
+        if finding["cause"] in once:  # its step is the scan's, made already: not built again
             no_steps.append(NoStep(input_text(finding["rule"]), input_text(finding.get("key") or ""),
-                                   finding["cause"], t("the same changes as step {id}", id=once)))
+                                   finding["cause"], t("the same changes as step {id}", id=once[finding["cause"]])))
             continue
         built = build(finding, scan)
         if not isinstance(built, Step):
@@ -67,7 +67,8 @@ def build_plan(report: dict, source: str, rule_probes: dict[str, tuple[str, ...]
         step = dataclasses.replace(built, id=f"{len(steps) + 1:02d}-{name}",
                                    probes=tuple(rule_probes.get(rule, ())) if rule else ())
         steps.append(step)
-        made[("once", step.cause)] = step.id
+        if step.cause in ONCE_PER_SCAN:
+            once[step.cause] = step.id
         if any(changes):
             made[changes] = step.id
     host = report.get("host")
