@@ -9,11 +9,14 @@ the saved scan carries (``Scan.data``); it never reads the host.
 
 from __future__ import annotations
 
+import math
+import posixpath
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from doctor.fix.model import Command, FileWrite, FlagDiff, Kind, LiveWrite, NoStep, Risk, Step
+from doctor.fix.saved import Scan, dicts_in, evidence_of, header, integer
+from doctor.fix.text import input_text, label
 from doctor.i18n import lazy, t, translated
 
 NOFILE = 1048576   # the playbook's value: every connection and weight shard holds one
@@ -26,73 +29,41 @@ GPU_MEMORY_FRACTION = "0.90"   # 000 §4.2: keep 8-12 % free
 SGLANG_MEM_FRACTION = "0.85"
 DEV_CHAR_LINKS = ("nvidia-ctk", "system", "create-dev-char-symlinks", "--create-all")
 DEV_CHAR_RULE_PATH = "/etc/udev/rules.d/71-llm-doctor-nvidia-dev-char.rules"
-
-
-@dataclass(frozen=True, slots=True)
-class Scan:
-    """The parts of a saved scan (docs/report-schema.json) a builder reads."""
-
-    report: dict
-    date: str  # YYYY-MM-DD, for the files' headers
-
-    def data(self, probe: str) -> dict:
-        for result in _items(self.report.get("probes")):
-            if isinstance(result, dict) and result.get("name") == probe and result.get("status") == "ok":
-                data = result.get("data")
-                return data if isinstance(data, dict) else {}
-        return {}
-
-    def has_finding(self, rule: str) -> bool:
-        return any(f.get("rule") == rule for f in _items(self.report.get("findings")))
+SYSCTL_PATH = "/etc/sysctl.d/60-llm-doctor-{name}.conf"  # name: one of the catalogue's, never input
+UNIT_DIR = "/etc/systemd/system/"
+# The limits of what a saved scan may claim: Linux's own (NR_CPUS is at most 8192, x86_64
+# MAXSMP) and NVML's device indexes (a host's GPUs, with room for a large NVSwitch system).
+MAX_CPUS = 8192
+MAX_GPUS = 64
+MAX_WATTS = 10000   # above any board's limit (a B200 is 1000 W); a larger value is not a reading
+# systemd's unit names (systemd.unit(5)): letters, digits, ":_.-" and one "@" before an
+# instance, at most 255 characters with the suffix; not starting with "-" or "." (a
+# command that names it would read an option, or a hidden file)
+UNIT = re.compile(r"(?=.{1,255}$)[A-Za-z0-9_:][A-Za-z0-9_.:-]*(?:@[A-Za-z0-9_.:-]+)?\.service")
+CGROUP = re.compile(r"/[A-Za-z0-9_.:@/=+-]{0,400}")
 
 
 Built = Step | str  # a step, or why this finding gets none
 Builder = Callable[[dict, Scan, str], Built]
 
 
-def header(finding: dict, scan: Scan, comment: str = "#") -> str:
-    # the file's own words: English in every language, so a file is the same bytes whatever
-    # language planned it (its title line is the finding's, as the scan wrote it)
-    key = f" ({_one_line(finding['key'])})" if finding.get("key") else ""
-    return (f"{comment} Written by llm-doctor fix on {scan.date} for the finding "
-            f"{finding['rule']}{key}:\n{comment} {_one_line(finding.get('title', ''))}\n"
-            f"{comment} 'llm-doctor fix --revert PLAN' removes it and restores what it replaced.\n")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())[:200]
-
-
-def _evidence(finding: dict) -> dict:
-    evidence = finding.get("evidence")
-    return evidence if isinstance(evidence, dict) else {}
-
-
-def _items(value: object) -> list[dict]:
-    """The dicts of a list in a probe's data; anything else (a hostile saved scan) is none."""
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _step(finding: dict, kind: Kind, risk: Risk, title: str, check: str, verify: str,
           revert: str, **parts) -> Step:
-    return Step(id="", rule=finding["rule"], key=str(finding.get("key") or ""),
+    return Step(id="", rule=input_text(finding["rule"]), key=input_text(finding.get("key") or ""),
                 cause=finding["cause"], kind=kind, risk=risk, title=title, check=check,
                 verify=verify, revert=revert, **parts)
 
 
-def _sysctl_step(finding: dict, scan: Scan, wanted: list[tuple[str, int | None, int]],
+def _sysctl_step(finding: dict, scan: Scan, name: str, wanted: list[tuple[str, int | None, int]],
                  lower: bool = False) -> Built:
-    """A sysctl.d file with the settings short of ``wanted`` (below it, or above it when
-    ``lower``) and their live values."""
+    """A sysctl.d file named for ``name`` (the catalogue's: a file's path is never built from
+    the scan) with the settings short of ``wanted`` (below it, or above it when ``lower``)
+    and their live values."""
     low = [(name, seen, new) for name, seen, new in wanted
            if seen is None or (seen > new if lower else seen < new)]
     if not low:
         return t("the evidence shows no setting below the value the plan would set")
-    path = f"/etc/sysctl.d/60-llm-doctor-{finding['rule']}.conf"
+    path = SYSCTL_PATH.format(name=name)
     body = "".join(f"{name} = {new}\n" for name, _, new in low)
     live = tuple(LiveWrite("/proc/sys/" + name.replace(".", "/"), name,
                            None if seen is None else str(seen), str(new)) for name, seen, new in low)
@@ -108,13 +79,13 @@ def _sysctl_step(finding: dict, scan: Scan, wanted: list[tuple[str, int | None, 
 def network_backlog(finding: dict, scan: Scan, date: str) -> Built:
     sysctl = scan.data("host.sysctl")
     if finding["rule"] == "network-socket-buffers-default":
-        return _sysctl_step(finding, scan, [
-            ("net.core.rmem_max", _int(sysctl.get("net_core_rmem_max_bytes")), SOCKET_BUFFER_BYTES),
-            ("net.core.wmem_max", _int(sysctl.get("net_core_wmem_max_bytes")), SOCKET_BUFFER_BYTES)])
-    evidence = _evidence(finding)
-    return _sysctl_step(finding, scan, [
-        ("net.core.somaxconn", _int(evidence.get("somaxconn")), SOMAXCONN),
-        ("net.ipv4.tcp_max_syn_backlog", _int(evidence.get("syn_backlog")), SYN_BACKLOG)])
+        return _sysctl_step(finding, scan, "network-socket-buffers-default", [
+            ("net.core.rmem_max", integer(sysctl.get("net_core_rmem_max_bytes")), SOCKET_BUFFER_BYTES),
+            ("net.core.wmem_max", integer(sysctl.get("net_core_wmem_max_bytes")), SOCKET_BUFFER_BYTES)])
+    evidence = evidence_of(finding)
+    return _sysctl_step(finding, scan, "network-backlog-small", [
+        ("net.core.somaxconn", integer(evidence.get("somaxconn")), SOMAXCONN),
+        ("net.ipv4.tcp_max_syn_backlog", integer(evidence.get("syn_backlog")), SYN_BACKLOG)])
 
 
 def swap(finding: dict, scan: Scan, date: str) -> Built:
@@ -124,25 +95,30 @@ def swap(finding: dict, scan: Scan, date: str) -> Built:
             t("Give the host memory back (stop or move that process), then pull pages back in "
               "with `swapoff -a && swapon -a` in a quiet hour: it stalls the host while it runs."),
         ], Risk.DISRUPTIVE, t("Swap in use: free memory, then bring the pages back"))
-    return _sysctl_step(finding, scan, [
-        ("vm.swappiness", _int(_evidence(finding).get("swappiness")), SWAPPINESS)], lower=True)
+    return _sysctl_step(finding, scan, "swap-swappiness-high", [
+        ("vm.swappiness", integer(evidence_of(finding).get("swappiness")), SWAPPINESS)], lower=True)
 
 
 def governor(finding: dict, scan: Scan, date: str) -> Built:
-    cpus = _items(scan.data("host.cpu").get("cpus"))
+    cpus = dicts_in(scan.data("host.cpu").get("cpus"))
+    if len(cpus) > MAX_CPUS:
+        return t("the saved scan lists {n} CPUs, more than Linux's limit of {max}",
+                 n=len(cpus), max=MAX_CPUS)
     base = "/sys/devices/system/cpu/cpu{}/cpufreq/"
     live = []
+    seen: set[int] = set()
     for cpu in cpus:
-        n = _int(cpu.get("cpu"))
-        if n is None:
+        n = integer(cpu.get("cpu"), 0, MAX_CPUS - 1)
+        if n is None or n in seen:  # once per CPU, whatever the scan repeats
             continue
+        seen.add(n)
         if cpu.get("governor") not in (None, "performance"):
             live.append(LiveWrite(base.format(n) + "scaling_governor", f"cpu{n} scaling_governor",
-                                  str(cpu["governor"]), "performance"))
+                                  input_text(cpu["governor"]), "performance"))
         if cpu.get("energy_preference") not in (None, "performance"):
             live.append(LiveWrite(base.format(n) + "energy_performance_preference",
                                   f"cpu{n} energy_performance_preference",
-                                  str(cpu["energy_preference"]), "performance"))
+                                  input_text(cpu["energy_preference"]), "performance"))
     if not live:
         return t("the saved scan has no per-CPU governor readings (host.cpu's cpus) to change")
     return _step(finding, Kind.LIVE, Risk.NONE,
@@ -156,21 +132,29 @@ def governor(finding: dict, scan: Scan, date: str) -> Built:
 
 
 def _engine_unit(scan: Scan, pid: int | None) -> tuple[str | None, str | None]:
-    """(systemd unit, container cgroup) of the engine with ``pid``, from engine.container."""
-    for engine in _items(scan.data("engine.container").get("engines")):
-        if engine.get("pid") != pid:
-            continue
-        cgroup = str(engine.get("cgroup") or "")
+    """(systemd unit, container cgroup) of the engine with ``pid``, from engine.container.
+
+    The unit names a folder under /etc/systemd/system: it is taken only when it is a unit
+    name by systemd's grammar (no "/", no leading "." or "-") and the drop-in's path stays
+    in that folder; the cgroup is shown to a person, as a label."""
+    for engine in scan.engines(pid):
+        found = engine.get("cgroup")
+        cgroup = found if isinstance(found, str) else ""
         last = cgroup.rstrip("/").rsplit("/", 1)[-1]
         if re.fullmatch(r"docker-[0-9a-f]{12,64}\.scope", last) or "/docker/" in cgroup:
-            return None, cgroup
-        if re.fullmatch(r"[A-Za-z0-9@_.:-]+\.service", last) and not last.startswith(("user@", "session-")):
+            return None, cgroup if CGROUP.fullmatch(cgroup) else label(cgroup)
+        if UNIT.fullmatch(last) and not last.startswith(("user@", "session-")) \
+                and _drop_in_dir(last).startswith(UNIT_DIR):
             return last, None
     return None, None
 
 
+def _drop_in_dir(unit: str) -> str:
+    return posixpath.normpath(UNIT_DIR + unit + ".d") + "/"
+
+
 def _pid_of(text: object) -> int | None:
-    match = re.search(r"\bpid (\d+)\b", str(text or ""))
+    match = re.search(r"\bpid ([0-9]{1,10})\b", text) if isinstance(text, str) else None
     return int(match.group(1)) if match else None
 
 
@@ -186,12 +170,13 @@ def _dev_char_guard(scan: Scan) -> tuple[Command, ...]:
 
 
 def limit(finding: dict, scan: Scan, date: str) -> Built:
-    evidence = _evidence(finding)
+    evidence = evidence_of(finding)
     nofile = finding["cause"] == "fd-limit-low"
     directive, value = ("LimitNOFILE", NOFILE) if nofile else ("LimitNPROC", NPROC)
     item = "nofile" if nofile else "nproc"
     pid = _pid_of(evidence.get("process"))
-    if evidence.get("role") == "engine" or str(finding.get("key") or "").startswith("engine "):
+    key = finding.get("key")
+    if evidence.get("role") == "engine" or (isinstance(key, str) and key.startswith("engine ")):
         unit, container = _engine_unit(scan, pid)
         if container:
             return _manual(finding, [
@@ -205,7 +190,7 @@ def limit(finding: dict, scan: Scan, date: str) -> Built:
                   "the limit in the shell or script that starts it (`ulimit -{letter} {value}`) "
                   "and restart it.", pid=pid, letter="n" if nofile else "u", value=value)],
                 Risk.RESTARTS_ENGINE, t("Raise the engine's {item} limit where it starts", item=item))
-        path = f"/etc/systemd/system/{unit}.d/llm-doctor.conf"
+        path = _drop_in_dir(unit) + "llm-doctor.conf"
         body = f"[Service]\n{directive}={value}\n"
         return _step(finding, Kind.FILE, Risk.RESTARTS_ENGINE,
                      t("{directive}={value} for {unit} in a drop-in; it takes at the engine's next restart",
@@ -232,11 +217,14 @@ def limit(finding: dict, scan: Scan, date: str) -> Built:
 
 
 def _gpus(text: object) -> list[str]:
-    return [g for g in re.split(r"[,\s]+", str(text or "")) if g.isdigit()]
+    """The GPU indexes a finding names ("0,1", "0 1"): ASCII digits (str.isdigit takes "²"
+    and "٣"), each once, at most MAX_GPUS."""
+    found = re.findall(r"(?<![^,\s])[0-9]{1,2}(?![^,\s])", text[:4096]) if isinstance(text, str) else []
+    return list(dict.fromkeys(g.lstrip("0") or "0" for g in found if int(g) < MAX_GPUS))
 
 
 def persistence(finding: dict, scan: Scan, date: str) -> Built:
-    gpus = _gpus(_evidence(finding).get("gpus"))
+    gpus = _gpus(evidence_of(finding).get("gpus"))
     if not gpus:
         return t("the finding names no GPU index")
     ids = ",".join(gpus)
@@ -251,9 +239,9 @@ def persistence(finding: dict, scan: Scan, date: str) -> Built:
 
 
 def power_cap(finding: dict, scan: Scan, date: str) -> Built:
-    evidence = _evidence(finding)
+    evidence = evidence_of(finding)
     gpu, now, default = evidence.get("gpu"), evidence.get("power_limit_w"), evidence.get("power_default_limit_w")
-    if _int(gpu) is None or not isinstance(now, (int, float)) or not isinstance(default, (int, float)):
+    if integer(gpu, 0, MAX_GPUS - 1) is None or not (_watts(now) and _watts(default)):
         return t("the finding lacks the GPU index or its limits")
     watts, old = f"{default:g}", f"{now:g}"
     return _step(finding, Kind.LIVE, Risk.NONE,
@@ -267,9 +255,14 @@ def power_cap(finding: dict, scan: Scan, date: str) -> Built:
                  manual=(t("Remove the cap from whatever set it (boot scripts, DCGM or BMC policy) or it returns."),))
 
 
+def _watts(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and 0 < value < MAX_WATTS
+
+
 def _engine_where(scan: Scan, finding: dict) -> tuple[str, str]:
-    engine = str(_evidence(finding).get("engine") or finding.get("key") or t("the engine"))
-    unit, container = _engine_unit(scan, _pid_of(engine))
+    engine = label(evidence_of(finding).get("engine") or finding.get("key") or "") or t("the engine")
+    unit, container = _engine_unit(scan, _pid_of(engine))  # the label keeps "pid N" as it was
     if unit:
         return engine, t("ExecStart= of {unit} (`systemctl cat {unit}`); edit with `systemctl edit {unit}`",
                          unit=unit)
@@ -287,10 +280,11 @@ def engine_flag(finding: dict, scan: Scan, date: str) -> Built:
         add: tuple[str, ...] = ()
         title = t("Drop {flag}: CUDA graphs back on", flag=remove[0])
     else:
-        seen = _evidence(finding).get("gpu_memory_utilization")
+        seen = evidence_of(finding).get("gpu_memory_utilization")
         flag, value = (("--mem-fraction-static", SGLANG_MEM_FRACTION) if sglang
                        else ("--gpu-memory-utilization", GPU_MEMORY_FRACTION))
-        remove = (flag, f"{seen:g}") if isinstance(seen, (int, float)) else (flag,)
+        fraction = isinstance(seen, (int, float)) and not isinstance(seen, bool) and 0 <= seen <= 1
+        remove = (flag, f"{seen:g}") if fraction else (flag,)
         add = (flag, value)
         title = t("{flag} {value}: leave headroom", flag=flag, value=value)
     return _step(finding, Kind.ENGINE_FLAG, Risk.RESTARTS_ENGINE, title,
@@ -383,6 +377,11 @@ BUILDERS: dict[str, Builder] = {
     ], Risk.DISRUPTIVE, lazy("MIG or MPS in the way: change the layout")),
 }
 
+# Causes whose step is made from the scan alone, whatever the finding says (the governor of
+# every CPU): a plan holds one, and a second finding of the cause is not built again (20,000
+# findings each building 256 live writes took 160 s).
+ONCE_PER_SCAN = frozenset({"cpu-powersave-governor"})
+
 _ENGINE = lazy("an engine setting to review with the workload's owner; the playbook names the flag")
 NO_STEP: dict[str, str] = {
     "gpu-power-throttling": lazy("the power brake or board limit is the hardware's or the BMC's: the playbook says where to look"),
@@ -420,10 +419,14 @@ NO_STEP: dict[str, str] = {
 
 
 def build(finding: dict, scan: Scan) -> Step | NoStep:
-    cause, rule = str(finding.get("cause")), str(finding.get("rule"))
-    key = str(finding.get("key") or "")
+    """The step for ``finding`` (its rule and cause strings), or why none: a step's cause is
+    always a key of BUILDERS, and every text of the finding it carries is ``input_text``."""
+    found = finding.get("cause")
+    cause = found if isinstance(found, str) else ""
+    rule, key = input_text(finding.get("rule")), input_text(finding.get("key") or "")
     builder = BUILDERS.get(cause)
     if builder is None:
-        return NoStep(rule, key, cause, translated(NO_STEP.get(cause, lazy("no step is known for this cause"))))
+        why = NO_STEP.get(cause, lazy("no step is known for this cause"))
+        return NoStep(rule, key, input_text(cause), translated(why))
     built = builder(finding, scan, scan.date)
     return NoStep(rule, key, cause, built) if isinstance(built, str) else built

@@ -8,10 +8,12 @@ each command it would run. Engine flags and manual steps are printed, never run.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 from doctor.fix.model import Plan, Step
 from doctor.fix.plan import to_dict
+from doctor.fix.text import one_line
 from doctor.i18n import t
 
 EOF_MARK = "LLM_DOCTOR_EOF"
@@ -121,23 +123,41 @@ def _quoted(text: str) -> str:
 
 
 def _comment(text: str) -> str:
-    return " ".join(str(text).split())
+    """One comment line: whatever ``text`` holds (a line break of any kind, a control
+    character), the shell reads all of it as the comment and runs none of it."""
+    return "# " + one_line(text)
+
+
+def _say(text: str) -> str:
+    """A message the script prints: one printable line (its indent kept), one quoted word."""
+    indent = text[:len(text) - len(text.lstrip(" "))][:8]
+    return "say " + _q(indent + one_line(text))
+
+
+def _eof_mark(content: str) -> str:
+    """The here-document's end mark: one that ``content`` does not hold anywhere, so no line
+    of it can end the document early (each line is the catalogue's, but a mark the content
+    cannot hold is a proof, not a hope)."""
+    mark, n = EOF_MARK, 1
+    while mark in content:  # ends: content holds fewer marks than it has characters
+        n += 1
+        mark = f"{EOF_MARK}_{n}"
+    return mark
 
 
 def _step_sh(step: Step) -> list[str]:
-    out = ["", "# " + t("{id}: finding {finding}; cause {cause}; kind {kind}; risk {risk}", id=step.id,
-                        finding=_comment(step.finding), cause=step.cause, kind=step.kind.value,
-                        risk=step.risk.value),
-           "# " + t("check: {text}", text=_comment(step.check)),
-           "# " + t("verify: {text}", text=_comment(step.verify)),
-           "# " + t("revert: {text}", text=_comment(step.revert)),
-           "say " + _q(t("{id} [{kind}, risk {risk}]: {title}", id=step.id, kind=step.kind.value,
-                         risk=step.risk.value, title=_comment(step.title)))]
+    out = ["", _comment(t("{id}: finding {finding}; cause {cause}; kind {kind}; risk {risk}", id=step.id,
+                          finding=step.finding, cause=step.cause, kind=step.kind.value,
+                          risk=step.risk.value)),
+           _comment(t("check: {text}", text=step.check)),
+           _comment(t("verify: {text}", text=step.verify)),
+           _comment(t("revert: {text}", text=step.revert)),
+           _say(t("{id} [{kind}, risk {risk}]: {title}", id=step.id, kind=step.kind.value,
+                  risk=step.risk.value, title=step.title))]
     for n, change in enumerate(step.files, 1):
-        if EOF_MARK in change.content.splitlines():  # never: each line is the catalogue's
-            raise ValueError(f"{change.path}: content holds the here-document's end mark")
-        out += [f"put_file {_q(change.path)} {_q(f'{step.id}.file{n}')} <<'{EOF_MARK}'",
-                change.content.rstrip("\n"), EOF_MARK]
+        mark = _eof_mark(change.content)
+        out += [f"put_file {_q(change.path)} {_q(f'{step.id}.file{n}')} <<'{mark}'",
+                change.content.rstrip("\n"), mark]
     for n, value in enumerate(step.live, 1):
         out.append(f"set_value {_q(value.path)} {_q(value.name)} {_q(value.new)} {_q(f'{step.id}.live{n}')}")
     for command in step.commands:
@@ -145,35 +165,35 @@ def _step_sh(step: Step) -> list[str]:
             out.append("guard_dev_char")
         out.append("run " + " ".join(_q(a) for a in command.argv))
     if step.flags:
-        out.append("say " + _q("  " + t("engine flags of {engine} (shown, not applied; they live in {where}):",
-                                         engine=step.flags.engine, where=step.flags.where)))
+        out.append(_say("  " + t("engine flags of {engine} (shown, not applied; they live in {where}):",
+                                 engine=step.flags.engine, where=step.flags.where)))
         if step.flags.remove:
-            out.append(f"say {_q('  - ' + ' '.join(step.flags.remove))}")
+            out.append(_say("  - " + " ".join(step.flags.remove)))
         if step.flags.add:
-            out.append(f"say {_q('  + ' + ' '.join(step.flags.add))}")
+            out.append(_say("  + " + " ".join(step.flags.add)))
     for item in step.manual:
-        out.append("say " + _q("  " + t("by hand: {item}", item=_comment(item))))
+        out.append(_say("  " + t("by hand: {item}", item=item)))
     return out
 
 
 def to_sh(plan: Plan, plan_dir: str) -> str:
     lines = ["#!/bin/sh",
              "# shellcheck disable=SC2016  # the messages quote commands in backticks, as printed",
-             "# " + t("llm-doctor fix plan {id}: {n} step(s) for {host}, from {source}, {created}.",
-                      id=plan.id, n=len(plan.steps), host=_comment(plan.host),
-                      source=_comment(plan.source), created=plan.created_at),
-             "# " + t("Read it first. As it is, it changes nothing: it prints each change as a diff."),
-             "# " + t("With --apply it makes them, saving each file and value it replaces under $PLAN_DIR;"),
-             "# " + t("the first step that fails stops it. Engine flags and manual steps are only printed."),
-             "# " + t("'llm-doctor fix --apply' does the same and keeps what 'llm-doctor fix --revert ID' needs.")]
+             _comment(t("llm-doctor fix plan {id}: {n} step(s) for {host}, from {source}, {created}.",
+                        id=plan.id, n=len(plan.steps), host=plan.host, source=plan.source,
+                        created=plan.created_at)),
+             _comment(t("Read it first. As it is, it changes nothing: it prints each change as a diff.")),
+             _comment(t("With --apply it makes them, saving each file and value it replaces under $PLAN_DIR;")),
+             _comment(t("the first step that fails stops it. Engine flags and manual steps are only printed.")),
+             _comment(t("'llm-doctor fix --apply' does the same and keeps what 'llm-doctor fix --revert ID' needs."))]
     lines.append(PRELUDE % {"plan_dir": _q(plan_dir), **prelude_words()})
     for step in plan.steps:
         lines += _step_sh(step)
     if plan.no_steps:
-        lines += ["", "# " + t("Findings without a step:")]
-        lines += [f"# - {_comment(n.rule)} {_comment(n.key)}: {_comment(n.why)}" for n in plan.no_steps]
-    lines += ["", f"if [ \"$APPLY\" = 1 ]; then say {_quoted(t('applied'))}; "
-              f"else say {_quoted(t('dry run: nothing changed (--apply makes the changes)'))}; fi", ""]
+        lines += ["", _comment(t("Findings without a step:"))]
+        lines += [_comment(f"- {n.rule} {n.key}: {n.why}") for n in plan.no_steps]
+    lines += ["", f"if [ \"$APPLY\" = 1 ]; then say {_quoted(one_line(t('applied')))}; "
+              f"else say {_quoted(one_line(t('dry run: nothing changed (--apply makes the changes)')))}; fi", ""]
     return "\n".join(lines)
 
 
@@ -181,41 +201,59 @@ def to_json(plan: Plan) -> str:
     return json.dumps(to_dict(plan), indent=2) + "\n"
 
 
+def _span(text: object, cell: bool = False) -> str:
+    """``text`` to set between the catalogue's backticks: one line with no backtick (which
+    would close the code span, and what follows would be read as Markdown: a link, an image,
+    HTML), and in a table cell no bare ``|`` (GFM splits a cell on it even inside a span)."""
+    line = one_line(text).replace("`", "'")
+    return line.replace("|", "\\|") if cell else line
+
+
+def _block(content: str) -> list[str]:
+    """A file's content as a fenced block the content cannot close."""
+    fence = "`" * max(3, max((len(run) for run in re.findall("`+", content)), default=0) + 1)
+    return [fence, content.rstrip("\n"), fence]
+
+
 def _md_step(step: Step) -> list[str]:
-    out = [f"### {step.id}: {step.title}", "",
-           "- " + t("finding: `{finding}` (cause `{cause}`)", finding=step.finding, cause=step.cause),
+    out = [f"### {step.id}: {one_line(step.title)}", "",
+           "- " + t("finding: `{finding}` (cause `{cause}`)", finding=_span(step.finding), cause=_span(step.cause)),
            "- " + t("kind: {kind}; risk: {risk}", kind=step.kind.value, risk=step.risk.value),
-           "- " + t("check: {text}", text=step.check), "- " + t("verify: {text}", text=step.verify),
-           "- " + t("revert: {text}", text=step.revert), ""]
+           "- " + one_line(t("check: {text}", text=step.check)),
+           "- " + one_line(t("verify: {text}", text=step.verify)),
+           "- " + one_line(t("revert: {text}", text=step.revert)), ""]
     for change in step.files:
-        out += [t("File `{path}`:", path=change.path), "", "```", change.content.rstrip("\n"), "```", ""]
+        out += [t("File `{path}`:", path=_span(change.path)), "", *_block(change.content), ""]
     if step.live:
         out += [f"| {t('setting')} | {t('now')} | {t('after')} |", "|---|---|---|"]
-        out += [f"| `{v.name}` | {v.seen if v.seen is not None else '?'} | {v.new} |" for v in step.live]
+        out += [f"| `{_span(v.name, True)}` | {'`' + _span(v.seen, True) + '`' if v.seen is not None else '?'} "
+                f"| `{_span(v.new, True)}` |" for v in step.live]
         out.append("")
     for command in step.commands:
-        undo = t(" (undo: `{command}`)", command=shlex.join(command.undo)) if command.undo else ""
-        out.append("- " + t("run `{command}`{undo}: {why}", command=shlex.join(command.argv), undo=undo,
-                             why=command.why))
+        undo = t(" (undo: `{command}`)", command=_span(shlex.join(command.undo))) if command.undo else ""
+        out.append("- " + t("run `{command}`{undo}: {why}", command=_span(shlex.join(command.argv)), undo=undo,
+                             why=one_line(command.why)))
     if step.commands:
         out.append("")
     if step.flags:
-        out += [t("Engine flags of {engine} (shown, not applied; they live in {where}):",
-                  engine=step.flags.engine, where=step.flags.where),
+        out += [one_line(t("Engine flags of {engine} (shown, not applied; they live in {where}):",
+                           engine=step.flags.engine, where=step.flags.where)),
                 "", "```diff"]
-        out += [f"- {' '.join(step.flags.remove)}"] if step.flags.remove else []
-        out += [f"+ {' '.join(step.flags.add)}"] if step.flags.add else []
+        out += [f"- {_span(' '.join(step.flags.remove))}"] if step.flags.remove else []
+        out += [f"+ {_span(' '.join(step.flags.add))}"] if step.flags.add else []
         out += ["```", ""]
-    out += [f"- [ ] {item}" for item in step.manual]
+    out += [f"- [ ] {one_line(item)}" for item in step.manual]
     return out + ([""] if step.manual else [])
 
 
 def to_markdown(plan: Plan) -> str:
+    """The plan as a change ticket. What came from the saved scan (the host, rule ids and
+    keys) is set in code spans it cannot close, where Markdown reads no link, image or HTML."""
     out = [t("# Change: llm-doctor fix plan {id}", id=plan.id), "",
-           t("Host `{host}`, from {source}, {created}. Rollback: `llm-doctor fix --revert {id}`.",
-             host=plan.host, source=plan.source, created=plan.created_at, id=plan.id), "",
-           f"| {t('step')} | {t('finding')} | {t('kind')} | {t('risk')} |", "|---|---|---|---|"]
-    out += [f"| {s.id} | `{s.finding}` | {s.kind.value} | {s.risk.value} |" for s in plan.steps]
+           one_line(t("Host `{host}`, from {source}, {created}. Rollback: `llm-doctor fix --revert {id}`.",
+                      host=_span(plan.host), source=_span(plan.source), created=plan.created_at, id=plan.id)),
+           "", f"| {t('step')} | {t('finding')} | {t('kind')} | {t('risk')} |", "|---|---|---|---|"]
+    out += [f"| {s.id} | `{_span(s.finding, True)}` | {s.kind.value} | {s.risk.value} |" for s in plan.steps]
     if not plan.steps:
         out[-2:] = [t("No step: the scan found nothing with a machine-side fix.")]
     out.append("")
@@ -223,6 +261,6 @@ def to_markdown(plan: Plan) -> str:
         out += _md_step(step)
     if plan.no_steps:
         out += ["## " + t("Findings without a step"), ""]
-        out += [f"- `{(n.rule + ' ' + n.key).strip()}`: {n.why}" for n in plan.no_steps]
+        out += [f"- `{_span((n.rule + ' ' + n.key).strip())}`: {one_line(n.why)}" for n in plan.no_steps]
         out.append("")
     return "\n".join(out)
