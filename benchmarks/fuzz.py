@@ -44,6 +44,7 @@ SHARES = {"host": 0.5, "rules": 0.3, "config": 0.2, "plan": 0.1, "daemon": 0.1, 
           "diff": 0.2,
           "textfile": 0.2,
           "state": 0.1,
+          "fix-script": 0.1,
           "fix-apply": 0.1,
           "fix-revert": 0.1}
 # A rule or config file is checked in milliseconds; one that takes seconds is already wrong.
@@ -52,7 +53,7 @@ BOUNDS = {"rules": FILE_BOUND_S, "config": FILE_BOUND_S, "plan": FILE_BOUND_S,
           "report": 10.0,  # report: a page in ~0.3 s
           "npd": 5.0,
           "state": 10.0,  # two runs: npd and slurm-healthcheck --dry-run
-          "fix-apply": 20.0, "fix-revert": 10.0,
+          "fix-script": 20.0, "fix-apply": 20.0, "fix-revert": 10.0,
           "diff": 10.0}
 
 

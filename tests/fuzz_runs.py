@@ -251,6 +251,7 @@ TRIERS: dict[str, Callable[..., list[Tried]]] = {
     "diff": _kind("fuzz_diff", "try_diff"),
     "textfile": _kind("fuzz_textfile", "try_textfile"),
     "state": _kind("fuzz_state", "try_state"),
+    "fix-script": _kind("fuzz_fix_script", "try_fix_script"),
     "fix-apply": _kind("fuzz_fix_apply", "try_fix_apply"),
     "fix-revert": _kind("fuzz_fix_revert", "try_fix_revert"),
 }

@@ -145,3 +145,22 @@ def test_rebuilding_the_fix_host_gives_the_committed_tree(tmp_path):
         committed = {p.relative_to(FIXTURE_HOSTS / name): p.read_bytes()
                      for p in (FIXTURE_HOSTS / name).rglob("*") if p.is_file()}
         assert built == committed, f"{name}: re-run tests/fixtures/build_fix_hosts.py"
+
+
+def test_hands_on_steps_are_never_planned_for_a_virtual_machine():
+    """A reseat, a slot or a DIMM cannot be changed from inside a VM (issue 28 item 2): the
+    plan says why there is no step instead of a checklist nobody can carry out."""
+    from doctor.fix.plan import build_plan
+
+    finding = {"rule": "pcie-link-degraded", "cause": "pcie-link-degraded", "key": "0",
+               "severity": "warning", "title": "t", "evidence": {"gpu": 0, "on_vm": False}}
+    report = {"host": {"hostname": "h"}, "findings": [finding],
+              "probes": [{"name": "host.cpu", "status": "ok", "data": {"virtual_machine": False}}]}
+    metal = build_plan(report, "saved scan x", {})
+    assert [s.kind.value for s in metal.steps] == ["manual"] and "reseat" in metal.steps[0].manual[0]
+    report["probes"][0]["data"]["virtual_machine"] = True
+    vm = build_plan(report, "saved scan x", {})
+    assert not vm.steps and "virtual machine" in vm.no_steps[0].why
+    finding["evidence"]["on_vm"] = True
+    report["probes"][0]["data"]["virtual_machine"] = None
+    assert not build_plan(report, "saved scan x", {}).steps

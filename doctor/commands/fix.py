@@ -15,7 +15,7 @@ import click
 from doctor.commands.setup import ScanCannotRun, known_rule_ids, load_setup, open_host, scan_options
 from doctor.fix.apply import FixError, apply_plan, revert_plan, status_said
 from doctor.fix.model import Plan
-from doctor.fix.plan import build_plan
+from doctor.fix.plan import PlanTooLarge, build_plan
 from doctor.fix.script import to_json, to_markdown, to_sh
 from doctor.fix.verify import judge, said
 from doctor.i18n import t
@@ -154,7 +154,10 @@ def fix(replay, saved, fmt, output, root, do_apply, live, revert_id, plans_dir, 
             first = {p for r in only for p in rule_probes[r]}
         report, rule_probes = _scan(replay, config_path, level, first)
         source = t("replay {path}", path=replay) if replay else t("live scan")
-    plan = build_plan(report, source, rule_probes, only=tuple(only))
+    try:
+        plan = build_plan(report, source, rule_probes, only=tuple(only))
+    except PlanTooLarge as exc:
+        raise ScanCannotRun(str(exc)) from None
     if not do_apply:
         text = {"sh": lambda: to_sh(plan, str(plans / plan.id)), "json": lambda: to_json(plan),
                 "markdown": lambda: to_markdown(plan)}[fmt]()

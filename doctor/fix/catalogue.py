@@ -323,6 +323,23 @@ def manual(items: list[str], risk: Risk, title: str) -> Builder:
     return lambda finding, scan, date: _manual(finding, items, risk, title)
 
 
+def on_a_vm(finding: dict, scan: Scan) -> bool:
+    """Whether the scanned host is a virtual machine (host.cpu's reading, or the finding's
+    own ``on_vm``): its cards, slots, DIMMs and fans are the provider's, out of reach."""
+    return scan.data("host.cpu").get("virtual_machine") is True or evidence_of(finding).get("on_vm") is True
+
+
+def hands_on(items: list[str], risk: Risk, title: str) -> Builder:
+    """A checklist for hands on the machine, or, on a virtual machine, no step and why: a
+    reseat, a slot or a DIMM cannot be changed from inside one."""
+    def build(finding: dict, scan: Scan, date: str) -> Built:
+        if on_a_vm(finding, scan):
+            return t("this host is a virtual machine: its cards, slots, memory and cooling are the "
+                     "provider's; ask the provider, or move to another instance")
+        return _manual(finding, items, risk, title)
+    return build
+
+
 def p2p(finding: dict, scan: Scan, date: str) -> Built:
     return _manual(finding, [
         t("If a bridge above the GPUs has ACS redirect on: turn ACS off in the BIOS "
@@ -346,11 +363,11 @@ BUILDERS: dict[str, Builder] = {
     "gpu-memory-no-headroom": engine_flag,
     "gpu-lost-in-container": dev_char,
     "gpu-p2p-blocked": p2p,
-    "pcie-link-degraded": manual([
+    "pcie-link-degraded": hands_on([
         lazy("Drain the host, power it off, reseat the card (and its riser) in its slot."),
         lazy("Check the BIOS PCIe generation setting for that slot (Auto or the card's generation)."),
     ], Risk.DISRUPTIVE, lazy("Reseat the card: its link trained below its capability")),
-    "pcie-topology-shared-path": manual([
+    "pcie-topology-shared-path": hands_on([
         lazy("Move the GPUs that talk to each other behind separate CPU root ports (another slot), "
              "or run one engine instance per GPU."),
     ], Risk.DISRUPTIVE, lazy("Change the slots of the GPUs (hands on the machine)")),
@@ -362,11 +379,11 @@ BUILDERS: dict[str, Builder] = {
         lazy("Drain the GPU, then `nvidia-smi -i GPU -r` (no process may hold it) or reboot; "
              "repeated errors or a lost GPU: open a case with the vendor (RMA)."),
     ], Risk.DISRUPTIVE, lazy("Drain and reset the GPU, or replace it")),
-    "host-memory-bandwidth-low": manual([
+    "host-memory-bandwidth-low": hands_on([
         lazy("Populate every memory channel with matched DIMMs at the rated speed, and check the "
              "BIOS memory frequency (dmidecode -t memory shows the configured speed)."),
     ], Risk.DISRUPTIVE, lazy("Memory population or speed (hands on the machine)")),
-    "gpu-thermal-throttling": manual([
+    "gpu-thermal-throttling": hands_on([
         lazy("Check the fans, the airflow and the room: clean the filters, close blanking panels; "
              "the card should stay near 70 °C under load."),
     ], Risk.NONE, lazy("Cooling (hands on the machine)")),

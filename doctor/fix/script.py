@@ -44,7 +44,8 @@ put_file() {
     say "  +++ %(after)s"
     diff -u "$old" "$new" | tail -n +3 | sed 's/^/  /' || true
     if [ "$APPLY" = 1 ]; then
-      mkdir -p "$PLAN_DIR" "$(dirname "$1")"
+      (umask 077 && mkdir -p "$PLAN_DIR")  # root-only, as 'fix --revert' requires
+      mkdir -p "$(dirname "$1")"
       if [ -f "$1" ]; then cp -p "$1" "$PLAN_DIR/$2"; fi
       cp "$new" "$1"
       chmod 0644 "$1"
@@ -67,7 +68,7 @@ set_value() {
   fi
   say "  $2: $old -> $3"
   if [ "$APPLY" = 1 ]; then
-    mkdir -p "$PLAN_DIR"
+    (umask 077 && mkdir -p "$PLAN_DIR")
     printf '%%s\n' "$old" > "$PLAN_DIR/$4"
     printf '%%s\n' "$3" > "$1"
   fi
