@@ -104,7 +104,14 @@ def _upgrade(report: dict, driver: str, cuda: str, torch: str, tokens_s: float) 
     probe(report, "gpu.inventory").update(driver_version=driver, cuda_driver_version=cuda)
     for engine in probe(report, "gpu.runtime")["engines"]:
         engine["torch_version"] = torch
-    for engine in probe(report, "engine.load")["engines"]:
+    load = next(p for p in report["probes"] if p["name"] == "engine.load")
+    if load["data"] is None:  # the recording holds no engine page and no knee: give it the sweep's
+        load.update(status="ok", reason=None, data={"models": [], "engines": [
+            {"base_url": "http://127.0.0.1:8000", "kind": "vllm", "model": None, "running": None,
+             "waiting": None, "source": None, "knee_file": "/root/.local/state/llm-doctor/knee-x.json",
+             "error": None, "knee_output_tokens_per_s": None, "requests_in_window": None,
+             "tokens_in_window": None, "interval_s": None}]})
+    for engine in load["data"]["engines"]:
         engine.update(knee_concurrency=16, knee_status="found", knee_measured_at="2026-11-27T20:00:00Z",
                       sweep=[{"concurrency": c, "output_tokens_per_s": t, "ttft_p50_ms": 80.0,
                               "usable": True}

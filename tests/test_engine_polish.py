@@ -76,3 +76,16 @@ def test_engine_load_fails_when_every_read_failed(monkeypatch):
         Target(f"http://127.0.0.1:{port}", None, "llama.cpp", "m", False, ()),))
     with pytest.raises(HostReadError):
         engine_load.probe(LiveHost(), options)
+
+
+def test_a_recording_without_any_engine_figure_skips_engine_load_saying_why():
+    """The recorded H100 holds none of its vLLM's pages and no saved sweep: engine.load was
+    'ok' with every read failed in its text (issue 28 item 16); now it is skipped, saying so."""
+    from reports.json_report import to_dict
+    from tests.conftest import FIXTURE_HOSTS
+    from tests.test_fixtures import replay
+
+    report = to_dict(replay(FIXTURE_HOSTS / "h100-thermal-88c"))
+    (load,) = [p for p in report["probes"] if p["name"] == "engine.load"]
+    assert load["status"] == "skipped" and load["data"] is None
+    assert "holds none of the engines' load figures" in load["reason"]

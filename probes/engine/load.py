@@ -289,12 +289,16 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
                                   source, knee, status, measured_at, path, error, points,
                                   knee_throughput(knee, points),
                                   *window_work(host, options, target)))
-    if host.kind == "live" and all(e.running is None and e.error for e in engines):
-        # nothing read of any engine: the probe failed, it is not "ok" with every read an
-        # error in its text (issue 28). A recording without the engines' pages keeps its
-        # record (the saved knees, what llm-doctor diff compares) with each read's reason.
-        raise HostReadError(engines[0].base_url, "failed",
-                            "; ".join(e.error for e in engines if e.error))
+    if all(e.running is None and e.error and e.knee_status is None for e in engines):
+        # nothing read of any engine, live or saved: not "ok" with every read an error in
+        # its text (issue 28). Live, the probe failed; a recording that holds none of the
+        # engines' pages and no saved sweep has nothing to judge: skipped, saying so. One
+        # that read a saved sweep (the knees llm-doctor diff compares) keeps its record.
+        errors = "; ".join(e.error for e in engines if e.error)
+        if host.kind == "live":
+            raise HostReadError(engines[0].base_url, "failed", errors)
+        raise Skip(t("the recording holds none of the engines' load figures and no saved sweep "
+                     "({errors})", errors=errors))
     return LoadRecord(tuple(engines), replica_groups(engines, options.replicas))
 
 
