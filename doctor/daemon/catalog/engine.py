@@ -85,6 +85,11 @@ TABLES = (
              outcome="outcome", basis="basis"),
         unexported("reachability.answer", FREE_TEXT),
         unexported("reachability.tried", FREE_TEXT),
+        unexported("reachability.uptime_s", "how long a starting engine has been up: it grows each "
+                   "scan; the loading rules judge it"),
+        unexported("reachability.model_bytes", "the starting engine's model size, for the loading "
+                   "bound: engine_model_size_bytes-like figures are engine.capacity's"),
+        unexported("reachability.model_path", "a path: high cardinality"),
     )),
     Table("engine.metrics", (
         each("engines", L.engine(url="endpoint", kind="kind")),
@@ -123,11 +128,18 @@ TABLES = (
                    "of engine.kv_cache's block-size model: a distribution, not a series"),
         unexported("engines.absent", "why a figure is absent: its series is absent, and the "
                    "scan says why"),
+        *(unexported(f"engines.{f}", "a count between the scan's two scrapes, read by the load-skew "
+                     "and sequence-cap rules: the counters themselves are the engine's own series")
+          for f in ("requests_in_window", "tokens_in_window", "requests_running_before",
+                    "requests_waiting_before")),
         of("length", "errors", "engine_scrape_errors", "Engines whose /metrics could not be read"),
     )),
     Table("engine.kv_cache", (
         each("engines", L.engine(url="endpoint", kind="kind", model="model")),
         *(unexported(f"engines.{f}", why) for f, why in KV_COPIES),
+        *(unexported(f"engines.{f}", "the first scrape's gauge, read by the sequence-cap rule; "
+                     "the second's is llm_doctor_engine_requests_running/_waiting")
+          for f in ("requests_running_before", "requests_waiting_before")),
         gauge("engines.block_size", "engine_kv_block_size_tokens",
               "Tokens a KV block (cache_config, else --block-size)"),
         gauge("engines.num_gpu_blocks", "engine_kv_gpu_blocks", "KV blocks on the GPUs"),
@@ -161,6 +173,8 @@ TABLES = (
               "Full-context sequences that fit beside the weights"),
         unexported("engines.model_path", "a path: high cardinality (the model label names the model)"),
         unexported("engines.config_sha256", "a hash of config.json, for llm-doctor diff: high cardinality"),
+        unexported("engines.memory_kind", "gpu or host: which memory the engine was sized against, "
+                   "for people"),
         of("length", "not_sized", "engine_capacity_not_sized",
            "Engines that could not be sized (the scan says why)"),
     )),
@@ -195,6 +209,13 @@ TABLES = (
         unexported("models.busiest", "the busiest replica's URL: it moves with the load; "
                    "llm_doctor_engine_load_requests_running shows each"),
         unexported("models.idlest", "the idlest replica's URL, likewise"),
+        *(unexported(f"engines.{f}", "work between the scan's two scrapes: the engine's own "
+                     "counters are the series to graph") for f in ("requests_in_window",
+                                                                   "tokens_in_window", "interval_s")),
+        unexported("models.members", "the replicas' URLs: the group's identity, for people"),
+        unexported("models.measure", "requests or tokens: what served_max/min count"),
+        *(unexported(f"models.{f}", "the work of the busiest and idlest replica in the window, "
+                     "judged by the load-skew rule") for f in ("served_max", "served_min", "interval_s")),
     )),
     Table("engine.exposure", (
         gauge("non_loopback_count", "engine_non_loopback_listeners",
@@ -220,6 +241,7 @@ TABLES = (
               "Share in tokenisation"),
         gauge("processes.gil_wait_share", "engine_stack_gil_wait_ratio", "Share waiting for the GIL"),
         unexported("processes.top_frames", "function names and source lines, for people"),
+        unexported("processes.base_url", "the engine's endpoint: the scan shows it"),
         of("flag", "processes.error", "engine_stack_sampling_failed",
            "1 when sampling failed (ptrace refused, py-spy missing)"),
     )),
@@ -280,6 +302,10 @@ TABLES = (
         of("length", "engines.pids", "engine_container_processes",
            "Engine processes in the engine's cgroup"),
         unexported("engines.cgroup", "a path (container ids): the scan shows it"),
+        unexported("engines.identity", "kind and address, the findings' key: the labels hold them"),
+        unexported("engines.pool_threads", "the compute threads judged against the CPU quota by "
+                   "cpu-quota-throttled: a flag's value, for people"),
+        unexported("engines.pool_source", "where the thread count came from, for people"),
         gauge("engines.multi_process", "engine_multi_process",
               "1 for an engine of several processes (vLLM, SGLang, tensor parallel above 1)"),
         gauge("engines.tensor_parallel", "engine_container_tensor_parallel_size",

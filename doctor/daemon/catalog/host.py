@@ -22,6 +22,8 @@ TABLES = (
                 "RLIMIT_MEMLOCK (/proc/<pid>/limits; +Inf: unlimited)", none=INF,
                 const=(("limit", which),)) for which in ("soft", "hard")),
         gauge("engine_count", "host_engine_processes", "Serving-engine processes in the process table"),
+        unexported("processes.identity", "an engine's kind and address, the findings' key: the "
+                   "limits' labels name the engine"),
     )),
     Table("host.sysctl", (
         *(gauge(f, f"host_sysctl_{f}", f"{what} (/proc/sys)") for f, what in (
