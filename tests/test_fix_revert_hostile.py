@@ -20,6 +20,7 @@ from doctor.fix.model import Command, FileWrite, Kind, Plan, Risk, Step
 from doctor.fix.script import to_json
 from tests.conftest import run_cli
 from tests.fuzz_runs import Run, run_forked, warm_up
+from tests.test_fix_root_confine import _tree  # one walk of a tree for both files
 
 warm_up()  # each revert below runs in a fork of this process, every module already imported
 
@@ -42,16 +43,6 @@ def _plan(plan_id: str = PLAN_ID, steps=None) -> Plan:
                             (Command(("systemctl", "daemon-reload"), ("systemctl", "daemon-reload")),)))
     return Plan(id=plan_id, created_at="2026-12-01T19:41:00Z", host="h", source="test", probes=(),
                 steps=steps)
-
-
-def _tree(top: Path) -> dict[str, tuple[bytes | None, int]]:
-    out = {}
-    for dirpath, dirs, files in os.walk(top):
-        for name in dirs + files:
-            path = Path(dirpath) / name
-            out[str(path.relative_to(top))] = (None if path.is_dir() or path.is_symlink() else path.read_bytes(),
-                                               path.lstat().st_mode)
-    return out
 
 
 @pytest.fixture
