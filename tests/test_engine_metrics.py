@@ -173,3 +173,13 @@ def test_cli_endpoint_flag_reports_the_engine(engine_server, cli):
     assert probes["engine.metrics"]["status"] == "ok"
     rules = {f["rule"] for f in report["findings"]}
     assert {"kv-cache-pressure", "engine-preemption"} <= rules
+
+
+def test_a_total_of_finite_values_past_any_float_is_none_not_an_error():
+    """Two series of 1.8e308 and 1e308 are each finite; their sum is not, and fsum raises
+    OverflowError for it (found by the engine-pages fuzz once more counters were totalled)."""
+    from probes.helpers.promtext import parse
+
+    page = parse('# TYPE x_total counter\nx_total{a="1"} 1.7976931348623157e308\n'
+                 'x_total{a="2"} 1e308\n', "test")
+    assert page.total("x_total") is None

@@ -108,8 +108,18 @@ def test_fix_from_a_hostile_saved_scan_in_every_format(cli, base, tmp_path, fmt)
     (the surrogate made ``fix`` fail with UnicodeEncodeError in every format)."""
     report, _, clean = base
     saved = tmp_path / f"scan\n$({CANARY}).json"
-    saved.write_text(json.dumps(poisoned(report, EVERYTHING)))
+    hostile = poisoned(report, EVERYTHING)
     out = tmp_path / "plan.out"
+    # the saved-scan reader refuses the rule and cause ids first (one line, exit 3) ...
+    saved.write_text(json.dumps(hostile))
+    refused = cli("fix", "--from", str(saved), "--format", fmt, "-o", str(out))
+    assert refused.returncode == 3 and "findings[0].rule" in refused.stderr, refused.stderr[-3000:]
+    assert "Traceback" not in refused.stderr and not out.exists()
+    # ... and every other field, whose text the reader masks but passes on, makes a safe plan
+    for finding, original in zip(hostile["findings"], report["findings"]):
+        finding.update(rule=original["rule"], cause=original["cause"])
+    hostile["findings"] = hostile["findings"][:len(report["findings"])]
+    saved.write_text(json.dumps(hostile))
     done = cli("fix", "--from", str(saved), "--format", fmt, "-o", str(out))
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
     text = out.read_text()

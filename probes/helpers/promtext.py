@@ -50,7 +50,10 @@ class Page:
     def total(self, name: str, **match: str) -> float | None:
         """The sum of a sample over its series (engines, TP ranks); None when absent."""
         values = self.values(name, **match)
-        found = math.fsum(values) if values else None
+        try:
+            found = math.fsum(values) if values else None
+        except OverflowError:  # finite values whose sum is not (1.8e308 + 1e308): no total
+            return None
         return found if found is not None and math.isfinite(found) else None
 
     def first_labels(self, name: str) -> dict[str, str] | None:
