@@ -253,7 +253,8 @@ def sections(probes: list[dict[str, Any]]) -> list[Section]:
     a wall of "not measured"."""
     by_name = {p["name"]: p for p in probes if isinstance(p, dict) and isinstance(p.get("name"), str)}
     out = [bandwidth(by_name)]
-    if _record(by_name, "engine.load")[0] is not None or _record(by_name, "engine.metrics")[0]:
+    if (_record(by_name, "engine.load")[0] is not None or _record(by_name, "engine.metrics")[0]
+            or _items(_record(by_name, "engine.discovery")[0], "engines")):  # found, not measured
         out += [knee(by_name), engines(by_name)]
     if _record(by_name, "gpu.thermal_power")[0] is not None:
         out.append(gpus(by_name))

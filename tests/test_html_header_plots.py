@@ -56,7 +56,7 @@ def test_what_was_not_measured_is_one_line_not_an_empty_box_each():
     assert 'class="plot empty"' not in html  # there were five: STREAM, D2D, PCIe, knee, KV, queue
     (line,) = re.findall(r'<p class="unmeasured">(.*?)</p>', html, re.S)
     for title in ("Host memory bandwidth (STREAM)", "GPU memory bandwidth (device to device)",
-                  "Throughput knee of 127.0.0.1:8000", "KV cache use per engine"):
+                  "Throughput knee", "KV cache use per engine"):  # engine.load skipped: nothing recorded
         assert title in line, line
     assert line.count("gpu.bandwidth did not run") == 1  # two plots, one reason: said once
     assert "GPU temperature against its slowdown and shutdown limits" in html  # drawn: kept
