@@ -297,8 +297,9 @@ def probe(host: Host, options: ScanOptions) -> LoadRecord:
         errors = "; ".join(e.error for e in engines if e.error)
         if host.kind == "live":
             raise HostReadError(engines[0].base_url, "failed", errors)
+        said = t("; ").join(map(read_error_text, errors.split("; ")))  # each read, as people read it
         raise Skip(t("the recording holds none of the engines' load figures and no saved sweep "
-                     "({errors})", errors=errors))
+                     "({errors})", errors=said))
     return LoadRecord(tuple(engines), replica_groups(engines, options.replicas))
 
 
