@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 MAX_COUNT = 2**53  # beyond this a float no longer holds every whole number
 MAX_TEXT = 1024  # a model name or path longer than this is not one
@@ -32,6 +32,22 @@ def number(value: Any) -> float | None:
     except (ValueError, OverflowError):
         return None
     return result if math.isfinite(result) else None
+
+
+def is_number(value: Any) -> TypeGuard[int | float]:
+    """An int or a float, not a bool; NaN and infinities count."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_finite(value: Any) -> TypeGuard[int | float]:
+    """A number, not NaN or infinite (every int is, however large)."""
+    return is_number(value) and (isinstance(value, int) or math.isfinite(value))
+
+
+def finite_float(value: Any) -> float | None:
+    """``value`` as a finite float; None for what is not an int or a float (a numeric
+    string included), NaN, infinities, and an int too large for a float."""
+    return number(value) if is_number(value) else None
 
 
 def count(value: Any, minimum: int = 0) -> int | None:

@@ -23,6 +23,7 @@ from doctor.diff.model import (ADDED, CHANGED, IMPROVEMENT, INCOMPLETE, NO_CHANG
                                REGRESSION, REMOVED, SECRET, Diff, Fact)
 from doctor.diff.noise import ABSOLUTE, MEASURED, THROUGHPUT
 from doctor.i18n import current, t
+from doctor.values import finite_float
 from doctor.vocabulary import CAUSES
 from reports.charts import Bar, bars
 from reports.common import show
@@ -41,17 +42,6 @@ TITLE_CHARS = 70  # 12 px bold text is about 7.5 px a character, GPU UUIDs' digi
 FONT_STACK = ('system-ui, -apple-system, "Segoe UI", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei", '
               '"Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Micro Hei", sans-serif')
 HTML_LANG = {"en": "en", "zh_CN": "zh-CN"}  # the language's BCP 47 tag for <html lang>
-
-
-def _number(raw: Any) -> bool:
-    """A number a plot can draw: finite, and an int a float holds (a saved scan may hold an
-    integer of a thousand digits)."""
-    if not isinstance(raw, (int, float)) or isinstance(raw, bool):
-        return False
-    try:
-        return math.isfinite(float(raw))
-    except OverflowError:
-        return False
 
 
 def _unit(fact: Fact) -> str:
@@ -120,7 +110,7 @@ def _plot(fact: Fact) -> Markup:
 def plotted(diff: Diff) -> list[Fact]:
     """The changes whose both sides are numbers, best explanation first (a secret never)."""
     return [f for f in diff.changes if f.status == CHANGED and f.kind != SECRET
-            and _number(f.before) and _number(f.after)]
+            and finite_float(f.before) is not None and finite_float(f.after) is not None]
 
 
 def _causes(causes: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -137,7 +127,7 @@ def _row(fact: Fact, many: int) -> dict[str, Any]:
         "status": status_word(fact), "state": fact.status, "id": show(fact.id),
         "label": show(fact.label), "whole": False, "secret": fact.kind == SECRET,
         "before": _value(fact, "before"), "after": _value(fact, "after"), "ratio": _ratio(fact),
-        "numbers": _number(fact.before) or _number(fact.after),
+        "numbers": finite_float(fact.before) is not None or finite_float(fact.after) is not None,
         "direction": fact.direction, "causes": _causes(fact.causes), "note": ""}
     if fact.kind != SECRET and fact.note and fact.note[:1] in "+-" \
             and fact.status in (ADDED, REMOVED, CHANGED):

@@ -6,14 +6,35 @@ inside slurmd's 60 s on every node; the whole command line imports the probes, t
 the renderers first (about half a second). So both are dispatched to their own light modules
 before the rest is loaded; every other command goes to doctor/commands/cli.py, where both
 are registered too (``python -m doctor.commands.cli npd`` answers the same).
+
+Installed from a wheel, doctor/, probes/, reports/, checks/ and playbooks/ live in
+site-packages/llm_doctor/, not in site-packages itself, where generic names would overwrite or
+shadow another distribution's ``reports`` or ``checks`` (docs/packaging.md). The console
+script imports this module as ``llm_doctor.doctor.commands.entry``; ``main`` puts that folder
+first on this process's sys.path, and in PYTHONPATH for the kernels the probes run as
+``python -m probes.kernels.NAME``, before anything says ``import doctor``. From a checkout
+the folder is the repository's root, where the code already runs.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # the folder that holds doctor/ (llm_doctor/ installed)
+
+
+def own_packages_first() -> None:
+    """Make ``import doctor``, ``probes``, ``reports`` ... find this copy before any other."""
+    root = str(ROOT)
+    sys.path[:] = [root, *(p for p in sys.path if p != root)]
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+    os.environ["PYTHONPATH"] = os.pathsep.join([root, *kept])
 
 
 def main() -> None:
+    own_packages_first()
     if sys.argv[1:2] == ["npd"]:
         try:
             from doctor.commands import npd

@@ -41,7 +41,7 @@ Sample = tuple[str, Labels, float]
 Series = tuple[Metric, Labels, float]
 
 
-def _number(value: Any) -> float | None:
+def _sample(value: Any) -> float | None:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, (int, float)):
@@ -118,7 +118,7 @@ class _Walk:
             if m.none is not None:
                 yield m, labels, m.none
         elif kind in NUMBER:
-            number = _number(value)
+            number = _sample(value)
             if number is None:
                 self.wrong["not-a-number"] += 1
             else:
@@ -162,7 +162,7 @@ class _Walk:
                 yield m, labels + tuple(zip(m.labels, (text(key), text(item)))), 1.0
             elif m.kind == "keys":
                 yield m, labels + ((m.labels[0], text(key)),), 1.0
-            elif (number := _number(item)) is not None:
+            elif (number := _sample(item)) is not None:
                 yield m, labels + ((m.labels[0], text(key)),), number * m.scale
             else:
                 self.wrong["not-a-number"] += 1

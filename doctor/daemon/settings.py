@@ -152,7 +152,7 @@ def _shown(value: Any) -> str:
     return f"{value!r:.80}"
 
 
-def _number(at: str, attr: str, value: Any, given: Any) -> float | int:
+def _checked_number(at: str, attr: str, value: Any, given: Any) -> float | int:
     """``value`` if it is a number in ``attr``'s range; ``given`` is what the user wrote
     (a duration's text), for the message."""
     whole = isinstance(getattr(Settings(), attr), int)
@@ -206,7 +206,7 @@ def _checked(at: str, attr: str, value: Any, given: Any = None) -> Any:
     """``value`` for ``attr`` if it is one; else ConfigError naming ``at`` (a key or a flag)
     and showing ``given``, what was written (``value`` itself by default)."""
     if attr in BOUNDS or attr == "kernel_interval_s":
-        return _number(at, attr, value, value if given is None else given)
+        return _checked_number(at, attr, value, value if given is None else given)
     if attr == "endpoints":
         return tuple(_endpoint(at, v) for v in _strings(at, value, t("endpoint URLs")))
     if attr in ("model_dirs", "rule_files"):

@@ -37,13 +37,14 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from doctor.daemon.settings import BOUNDS
 from doctor.i18n import t
 from doctor.jsonfile import json_path, read_json
 from doctor.redact import redact_text
 from doctor.rules.ids import RESERVED, builtin_ids, is_rule_id
+from doctor.values import is_finite
 from doctor.model import ScanReport
 from doctor.output import write_atomic
 from reports.json_report import MAX_SAVED_BYTES, SAVED_DEPTH, check, to_dict
@@ -139,11 +140,6 @@ def rule_id_ok(rule: object) -> bool:
     return is_rule_id(rule)
 
 
-def _number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
-
-
 def _whole(value: Any, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
@@ -160,11 +156,11 @@ def _judged(name: str, data: Any, now: float) -> State:
         raise bad(t("state_version {version}, this llm-doctor reads {ours}",
                     version=repr(version)[:40], ours=STATE_VERSION))
     taken, interval = data.get("taken_at"), data.get("interval_s")
-    if not _number(interval) or not INTERVAL_MIN_S <= interval <= INTERVAL_MAX_S:
+    if not is_finite(interval) or not INTERVAL_MIN_S <= interval <= INTERVAL_MAX_S:
         raise bad(t("interval_s {value}: not the daemon's interval, {low:g} to {high:g} "
                     "seconds", value=repr(interval)[:40], low=INTERVAL_MIN_S,
                     high=INTERVAL_MAX_S))
-    if not _number(taken) or taken < EARLIEST:
+    if not is_finite(taken) or taken < EARLIEST:
         raise bad(t("taken_at {value}: not a time in Unix seconds after {earliest}",
                     value=repr(taken)[:40], earliest=_date(EARLIEST)))
     families = data.get("families")

@@ -33,6 +33,7 @@ from doctor.diff.model import (ADDED, CHANGED, FLAG, IMPROVEMENT, INCOMPLETE, NO
 from doctor.diff.noise import LATENCY, MEASURED, floor_of, outside
 from doctor.i18n import lazy, t, translated
 from doctor.redact import MASK, redact_text
+from doctor.values import is_finite
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 # a probe's status (a saved scan's data) as a note says it
@@ -51,14 +52,8 @@ def _secret(value: Any) -> bool:
     return isinstance(value, str) and (MASK in value or redact_text(value) != value)
 
 
-def _number(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
-
-
 def _ratio(before: Any, after: Any) -> float | None:
-    if _number(before) and _number(after) and before != 0:
+    if is_finite(before) and is_finite(after) and before != 0:
         return round(after / before, 4)
     return None
 
@@ -119,7 +114,7 @@ def _fact(fid: str, b: Reading | None, a: Reading | None, rb: Records, ra: Recor
         return Fact(**base, status=INCOMPLETE, before=vb, after=va,
                     note=t("{probe} did not report it before", probe=one.probe) if vb is None
                     else t("{probe} did not report it after", probe=one.probe))
-    numbers = _number(vb) and _number(va)
+    numbers = is_finite(vb) and is_finite(va)
     ratio = _ratio(vb, va)
     if kind in MEASURED and numbers:
         assert vb is not None and va is not None  # numbers, both

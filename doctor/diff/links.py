@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from doctor.values import is_number
+
 _NAMED = re.compile(r"\[[^\]]*\]")
 
 
@@ -27,7 +29,7 @@ class Good:
     def direction(self, before: Any, after: Any) -> str:
         """worse | better | "" for a change from ``before`` to ``after``."""
         if self.way in (self.HIGHER, self.LOWER):
-            if not _number(before) or not _number(after) or before == after:
+            if not is_number(before) or not is_number(after) or before == after:
                 return ""
             up = after > before
             return "better" if up == (self.way == self.HIGHER) else "worse"
@@ -37,10 +39,6 @@ class Good:
         if was == now:
             return ""
         return "better" if now else "worse"
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _truthy(value: Any) -> bool:
