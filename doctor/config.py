@@ -30,7 +30,7 @@ from typing import Any
 from doctor.endpoints import EndpointError
 from doctor.endpoints import parse as parse_endpoint
 from doctor.i18n import LangError, parse_lang, t
-from doctor.model import Level
+from doctor.model import SEVERITY_WORDS, Level
 from doctor.rules.loader import Rule, RuleError
 from doctor.vocabulary import suggest
 from doctor.tomlfile import MAX_CONFIG_BYTES, LineIndex, read_toml
@@ -160,7 +160,7 @@ def _check_overrides(config: Config, rules: Any) -> None:
                                 kind=_kind(override)))
         for key, value in override.items():
             at = f"{config.where(f'rules.{rid}', key)}: rules.{rid}.{key}"
-            if key == "severity" and value not in ("info", "warning", "critical"):
+            if key == "severity" and not (isinstance(value, str) and value in SEVERITY_WORDS):
                 raise ConfigError(t("{at}: must be info, warning or critical", at=at))
             if key == "enabled" and not isinstance(value, bool):
                 raise ConfigError(t("{at}: must be true or false", at=at))

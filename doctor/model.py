@@ -39,7 +39,17 @@ class Severity(enum.IntEnum):
 
     @property
     def label(self) -> str:
+        """The id, in JSON, rules and flags: ``critical``, ``warning``, ``info``."""
         return self.name.lower()
+
+    @property
+    def word(self) -> str:
+        """The label as people read it, in the current language (严重 for ``critical``)."""
+        return translated(SEVERITY_WORDS[self.label])
+
+
+# Each severity's label, marked for the catalogue once; translated where it is shown.
+SEVERITY_WORDS = {"critical": lazy("critical"), "warning": lazy("warning"), "info": lazy("info")}
 
 
 @dataclass(frozen=True, slots=True)

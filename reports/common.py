@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from doctor import display
-from doctor.i18n import current, t
-from doctor.model import ProbeResult
+from doctor.i18n import current, t, translated
+from doctor.model import SEVERITY_WORDS, ProbeResult
 from doctor.redact import redact_text, safe_display
 from doctor.vocabulary import SYMPTOM_WORDS, symptom_words
 
@@ -52,8 +52,9 @@ def show(value: Any) -> str:
 def severity_word(label: object) -> str:
     """A severity (``critical``) as the report's language says it (严重); anything else as
     it is, made safe to show."""
-    words = {"critical": t("critical"), "warning": t("warning"), "info": t("info")}
-    return words.get(label, show(label)) if isinstance(label, str) else show(label)
+    if isinstance(label, str) and label in SEVERITY_WORDS:
+        return translated(SEVERITY_WORDS[label])
+    return show(label)
 
 
 def status_word(status: object) -> str:

@@ -12,6 +12,7 @@ from doctor.diff.model import (ADDED, CHANGED, IMPROVEMENT, INCOMPLETE, NO_CHANG
                                NOT_COMPARABLE, REGRESSION, REMOVED, SAME, SECRET, Diff, Fact)
 from doctor.diff.noise import ABSOLUTE
 from doctor.i18n import lazy, t, translated
+from doctor.model import SEVERITY_WORDS
 from reports.common import show
 
 __all__ = ["first_line", "value", "figure", "status_word", "counts", "rows", "verdict_text",
@@ -25,7 +26,6 @@ STATUSES = {SAME: lazy("SAME"), CHANGED: lazy("CHANGED"), ADDED: lazy("ADDED"), 
 DIRECTIONS = {"worse": lazy("worse"), "better": lazy("better")}
 IDENTITIES = {"same": lazy("same"), "different": lazy("different"), "unproven": lazy("unproven")}
 STATES = {"raised": lazy("raised"), "cleared": lazy("cleared"), "unchanged": lazy("unchanged")}
-SEVERITIES = {"critical": lazy("critical"), "warning": lazy("warning"), "info": lazy("info")}
 SIDES = {"before": lazy("before"), "after": lazy("after")}
 
 
@@ -43,7 +43,7 @@ def state_text(state: str) -> str:
 
 
 def severity_text(severity: str) -> str:
-    return translated(SEVERITIES.get(severity, severity))
+    return translated(SEVERITY_WORDS.get(severity, severity))
 
 
 def side_text(side: str) -> str:

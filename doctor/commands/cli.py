@@ -17,11 +17,12 @@ from doctor.commands import lang
 from doctor.commands import load as cli_load
 from doctor.commands.filled import FilledCommand, FilledOption
 from doctor.commands.click_words import speak_click_too
+from doctor.commands.emit import CannotWrite, check_output, emit
 from doctor.commands.setup import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
                         scan_options)
 from doctor.commands.plan import plan
 from doctor.config import ConfigError
-from doctor.i18n import LangError, t, translated
+from doctor.i18n import LangError, lazy, t, translated
 from doctor.seam.host import Host
 from doctor.seam.http import display_url
 from doctor.seam.live import LiveHost
@@ -51,16 +52,12 @@ def _progress(console):
     return status, on_event
 
 
+CANNOT_WRITE = lazy("{output}: cannot write the report: {reason}")
+
+
 def _check_output(output: str | None) -> None:
     """Fail before a scan of several seconds, not after it, when the report cannot be written."""
-    if output:
-        from doctor.output import check_target
-
-        try:
-            check_target(output)
-        except OSError as exc:
-            raise ScanCannotRun(t("{output}: cannot write the report: {reason}", output=output,
-                                  reason=exc.strerror)) from None
+    check_output(output, CANNOT_WRITE)
 
 
 def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bool) -> ScanReport:
@@ -100,8 +97,6 @@ def _say_sent(report: ScanReport, host: Host) -> None:
 
 
 def _emit(report: ScanReport, fmt: str, output: str | None, verbose: bool = False) -> None:
-    from doctor.output import write_atomic
-
     if fmt == "terminal" and output is None:
         from rich.console import Console
 
@@ -109,17 +104,7 @@ def _emit(report: ScanReport, fmt: str, output: str | None, verbose: bool = Fals
 
         to_terminal(report, Console(), verbose)
         return
-    text = render(report, fmt, verbose)
-    if output:
-        try:
-            write_atomic(output, text)
-        except OSError as exc:
-            raise ScanCannotRun(t("{output}: cannot write the report: {reason}", output=output,
-                                  reason=exc.strerror)) from None
-        if output not in ("-", "/dev/stdout", "/dev/stderr"):
-            click.echo(t("report written to {output}", output=output), err=True)
-    else:
-        click.echo(text, nl=False)
+    emit(render(report, fmt, verbose), output, lazy("report written to {output}"), CANNOT_WRITE)
 
 
 _COSTS = [spec.cost for spec in PROBES if spec.cost is not None]
@@ -325,17 +310,12 @@ def rules(ctx, config_path) -> None:
         params = {**rule.params, **{k: v for k, v in config.rules.get(rule.id, {}).items()
                                     if k in rule.params}}
         click.echo(t("{rule}  [{severity}]  cause {cause}  ({file})",
-                     rule=click.style(rule.id, bold=True), severity=_severity(rule.severity.label),
+                     rule=click.style(rule.id, bold=True), severity=rule.severity.word,
                      cause=rule.cause, file=rule.source.rsplit("/", 1)[-1]))
         click.echo("    " + t("rows: {rows}", rows=", ".join(rule.symptoms)))
         if params:
             click.echo("    " + t("params: {params}",
                                   params=", ".join(f"{k}={v}" for k, v in params.items())))
-
-
-def _severity(label: str) -> str:
-    """A severity's name as people read it (the label itself is an id in JSON)."""
-    return {"critical": t("critical"), "warning": t("warning"), "info": t("info")}.get(label, label)
 
 
 @rules.command("check")
@@ -409,7 +389,7 @@ def main() -> None:
     except click.ClickException as exc:  # usage errors: exit 3, not click's 2 (= critical)
         exc.show()
         sys.exit(EXIT_UNKNOWN)
-    except (RuleError, ConfigError, RecordedHostError, ScanCannotRun) as exc:
+    except (RuleError, ConfigError, RecordedHostError, ScanCannotRun, CannotWrite) as exc:
         from doctor.redact import safe_display
 
         click.echo(f"llm-doctor: {safe_display(str(exc))}", err=True)

@@ -11,9 +11,10 @@ from pathlib import Path
 import click
 
 from doctor.model import Level
+from doctor.commands.emit import emit
 from doctor.commands.load import ENDPOINT
 from doctor.config import ConfigError
-from doctor.i18n import t
+from doctor.i18n import lazy, t
 
 _DURATION = click.STRING
 
@@ -127,15 +128,13 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
 def report(snapshot, output, rule_files, config_path) -> None:
     """Render a saved JSON scan ('scan --format json -o FILE') as a self-contained HTML report."""
     from doctor.commands.setup import known_rule_ids
-    from doctor.output import write_atomic
     from reports.html import render_data
     from reports.json_report import load
 
     # someone else's file: a guarded read, strict JSON, the schema's fields and types, the
     # rule ids of the rules built in or named here
     data = load(Path(snapshot), ConfigError, known_rule_ids(config_path, rule_files))
-    write_atomic(output, render_data(data))
-    click.echo(t("report written to {output}", output=output), err=True)
+    emit(render_data(data), output, lazy("report written to {output}"))
 
 
 def _job_name(ctx, param, value: str) -> str:
@@ -179,7 +178,6 @@ def rules_export(fmt, config_path, rule_files, output, job, fleet, outlier_ratio
     problem; check: amtool check-config)."""
     from doctor.daemon.promrules import export, inhibit_rules
     from doctor.commands.setup import load_daemon
-    from doctor.output import write_atomic
 
     if fmt is None:
         raise click.UsageError(t("give --prometheus (alerting rules) or --alertmanager (the "
@@ -204,8 +202,4 @@ def rules_export(fmt, config_path, rule_files, output, job, fleet, outlier_ratio
     else:
         loaded = load_daemon(config_path, rule_files, {})
         text = export(loaded.rules, loaded.settings.for_s, loaded.config.rules, job=job)
-    if output:
-        write_atomic(output, text)
-        click.echo(t("rules written to {output}", output=output), err=True)
-    else:
-        click.echo(text, nl=False)
+    emit(text, output, lazy("rules written to {output}"))

@@ -18,12 +18,13 @@ from typing import Any
 
 import click
 
+from doctor.commands.emit import check_output, emit
 from doctor.commands.setup import ScanCannotRun, known_rule_ids, load_setup, open_host, scan_options
 from doctor.daemon import baseline
 from doctor.daemon import state as daemon_state
 from doctor.diff.compare import compare
 from doctor.diff.model import Diff
-from doctor.i18n import t
+from doctor.i18n import lazy, t
 from doctor.model import Level
 from doctor.scan import scan
 from probes.registry import PROBES
@@ -31,6 +32,7 @@ from reports.json_report import load as load_saved
 from reports.json_report import to_dict
 
 FORMATS = ("terminal", "json", "markdown", "html")
+CANNOT_WRITE = lazy("{output}: cannot write the diff: {why}")
 
 
 def _hint() -> str:
@@ -173,14 +175,7 @@ def diff(before, after, different_hosts, fmt, output, state_file, level, rule_fi
 
     Exit: 0 no material change, 1 changes at warning, 2 regression likely, 3 not compared.
     """
-    if output:
-        from doctor.output import check_target
-
-        try:
-            check_target(output)
-        except OSError as exc:
-            raise ScanCannotRun(t("{output}: cannot write the diff: {why}", output=output,
-                                  why=exc.strerror)) from None
+    check_output(output, CANNOT_WRITE)
     result = run_diff(before, after, level, state_file_of(state_file), different_hosts, rule_files)
     if fmt == "terminal" and output is None:
         from rich.console import Console
@@ -189,16 +184,5 @@ def diff(before, after, different_hosts, fmt, output, state_file, level, rule_fi
 
         to_terminal(result, Console())
     else:
-        text = _text(result, fmt)
-        if output:
-            from doctor.output import write_atomic
-
-            try:
-                write_atomic(output, text)
-            except OSError as exc:
-                raise ScanCannotRun(t("{output}: cannot write the diff: {why}", output=output,
-                                      why=exc.strerror)) from None
-            click.echo(t("diff written to {output}", output=output), err=True)
-        else:
-            click.echo(text, nl=False)
+        emit(_text(result, fmt), output, lazy("diff written to {output}"), CANNOT_WRITE)
     sys.exit(result.exit_code)

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import click
 
+from doctor.commands.emit import emit
 from doctor.commands.setup import ScanCannotRun, known_rule_ids, load_setup, open_host, scan_options
 from doctor.fix.apply import FixError, apply_plan, revert_plan, status_said
 from doctor.fix.model import Plan
 from doctor.fix.plan import PlanTooLarge, build_plan
 from doctor.fix.script import to_json, to_markdown, to_sh
 from doctor.fix.verify import judge, said
-from doctor.i18n import t
+from doctor.i18n import lazy, t
 from doctor.model import Level
 from probes.registry import PROBES
 
@@ -73,17 +74,7 @@ def _fresh_id(plan: Plan, plans: Path) -> Plan:
 
 
 def _emit(text: str, output: str | None) -> None:
-    if not output:
-        click.echo(text, nl=False)
-        return
-    from doctor.output import write_atomic
-
-    try:
-        write_atomic(output, text)
-    except OSError as exc:
-        raise ScanCannotRun(t("{output}: cannot write the plan: {why}", output=output,
-                              why=exc.strerror)) from None
-    click.echo(t("plan written to {output}", output=output), err=True)
+    emit(text, output, lazy("plan written to {output}"), lazy("{output}: cannot write the plan: {why}"))
 
 
 @click.command()

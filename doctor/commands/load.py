@@ -16,7 +16,8 @@ from dataclasses import asdict
 
 import click
 
-from doctor.i18n import t
+from doctor.commands.emit import emit
+from doctor.i18n import lazy, t
 from doctor.workload.loadgen import Endpoint, LoadError, Workload
 
 API = click.Choice(["completions", "chat"])
@@ -97,13 +98,7 @@ def _endpoint(url: str, api: str, model: str | None, api_key: str | None) -> End
 
 
 def _write(text: str, output: str | None) -> None:
-    if output:
-        from doctor.output import write_atomic
-
-        write_atomic(output, text)
-        click.echo(t("written to {output}", output=output), err=True)
-    else:
-        click.echo(text, nl=not text.endswith("\n"))
+    emit(text if text.endswith("\n") else text + "\n", output, lazy("written to {output}"))
 
 
 def _unreachable_hint() -> str:

@@ -25,9 +25,10 @@ import click
 
 from doctor.commands import lang
 from doctor.commands.click_words import speak_click_too
+from doctor.commands.emit import CannotWrite, emit
 from doctor.daemon.state import DEFAULT_PATH, FAMILIES
 from doctor.fleet import npd as protocol
-from doctor.i18n import LangError, t
+from doctor.i18n import LangError, lazy, t
 from doctor.redact import redact_text
 
 EXIT_UNKNOWN = 2  # NPD reads every code but 0 and 1 as Unknown; 2 is its own Unknown
@@ -171,18 +172,12 @@ def _quick_answer(family: str, severity: Any, budget_s: float,
 
 
 def _write_config(config: dict[str, Any], output: str | None) -> None:
-    from doctor.output import write_atomic
-
-    text = json.dumps(config, indent=2) + "\n"
-    if not output:
-        click.echo(text, nl=False)
-        return
     try:
-        write_atomic(output, text)
-    except OSError as exc:
-        _unknown(t("{output}: cannot write the config: {reason}", output=output,
-                   reason=exc.strerror or exc))
-    click.echo(t("node-problem-detector config written to {output}", output=output), err=True)
+        emit(json.dumps(config, indent=2) + "\n", output,
+             lazy("node-problem-detector config written to {output}"),
+             lazy("{output}: cannot write the config: {reason}"))
+    except CannotWrite as exc:
+        _unknown(str(exc))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -32,10 +32,11 @@ from doctor.diff.model import (ADDED, CHANGED, FLAG, IMPROVEMENT, INCOMPLETE, NO
                                FindingDelta, Reading, Side)
 from doctor.diff.noise import LATENCY, MEASURED, floor_of, outside
 from doctor.i18n import lazy, t, translated
+from doctor.model import Severity
 from doctor.redact import MASK, redact_text
 from doctor.values import is_finite
 
-SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+SEVERITY_RANK = {s.label: int(s) for s in Severity}
 # a probe's status (a saved scan's data) as a note says it
 PROBE_STATUS = {"ok": lazy("ok"), "skipped": lazy("skipped"), "error": lazy("error"),
                 "timeout": lazy("timeout")}

@@ -81,12 +81,6 @@ def rule_word(finding: dict[str, Any]) -> str:
     return rule if isinstance(rule, str) and rule_id_ok(rule) else INVALID_RULE
 
 
-def severity_name(severity: Severity) -> str:
-    """A severity as people read it in the current language (``label`` is the id)."""
-    return {"critical": t("critical"), "warning": t("warning"),
-            "info": t("info")}.get(severity.label, severity.label)
-
-
 def judge(state: State, family: str | None = None, min_severity: Severity = Severity.WARNING,
           width: int = 80) -> Verdict:
     """The verdict on ``family`` (None: the whole host) from ``state``."""
@@ -100,7 +94,7 @@ def judge(state: State, family: str | None = None, min_severity: Severity = Seve
         first = next(f for f in problems if severity_of(f) == worst)
         more = t(" (+{count} more)", count=len(problems) - 1) if len(problems) > 1 else ""
         line = t("{rule} {severity}: {title}", rule=rule_word(first),
-                 severity=severity_name(worst), title=masked(first.get("title", "")))
+                 severity=worst.word, title=masked(first.get("title", "")))
         if more and len(line) + len(more) > width:
             line = cut(line, width - len(more))
         return Verdict(Status.PROBLEM, cut(line + more, width), first, problems)
@@ -125,5 +119,5 @@ def judge(state: State, family: str | None = None, min_severity: Severity = Seve
                                       width))
     return Verdict(Status.OK, cut(t("ok {family}: {ran} probes ran, nothing at {severity} or "
                                     "worse ({age:.0f}s ago)", family=what, ran=ran,
-                                    severity=severity_name(min_severity), age=state.age_s),
+                                    severity=min_severity.word, age=state.age_s),
                                   width))
