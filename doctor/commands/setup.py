@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from doctor.config import Config, ConfigError, check_against_rules, find_config, load_config
-from doctor.daemon.service import Loaded
+from doctor.daemon.service import DaemonSetup
 from doctor.endpoints import parse as parse_endpoint
 from doctor.daemon.settings import load_settings, with_flags
 from doctor.seam.host import Host
@@ -95,7 +95,7 @@ def replica_groups(config: Config) -> tuple[tuple[str, ...], ...]:
 
 
 def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
-                flags: dict[str, Any], host: Host | None = None) -> Loaded:
+                flags: dict[str, Any], host: Host | None = None) -> DaemonSetup:
     """The daemon's settings, config, rules and scan options, built as a scan's are: the
     flags, then [daemon], then [scan]; but requests go to an engine only with [daemon]
     requests = true (whatever [scan] says), and to one serving requests only with
@@ -114,7 +114,7 @@ def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
     meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
     options = replace(options, requests=settings.requests and meta.get("requests", True),
                       busy_ok=settings.kernels_while_serving or meta.get("busy_ok", False))
-    return Loaded(settings, config, rules, options)
+    return DaemonSetup(settings, config, rules, options)
 
 
 def check_model_dirs(options: ScanOptions) -> None:

@@ -66,7 +66,7 @@ def daemon_lang(config: Config, flag: str | None = None,
 
 
 @dataclass(frozen=True, slots=True)
-class Loaded:
+class DaemonSetup:
     """Everything a reload replaces at once."""
 
     settings: Settings
@@ -76,7 +76,7 @@ class Loaded:
 
 
 class Daemon:
-    def __init__(self, loaded: Loaded, reload: Any, host: Host | None = None,
+    def __init__(self, loaded: DaemonSetup, reload: Any, host: Host | None = None,
                  textfile: Callable[[DoctorCollector, float], str] | None = None,
                  lang_flag: str | None = None) -> None:
         self.loaded, self._reload = loaded, reload

@@ -23,7 +23,7 @@ RecordWriter = Any  # doctor.seam.recorded.RecordWriter
 RecordedHost = Any  # doctor.seam.recorded.RecordedHost
 
 
-class Kind:
+class ReadKind:
     name = ""
 
     def key(self, *args: Any) -> str:
@@ -44,7 +44,7 @@ class Kind:
         raise NotImplementedError
 
 
-class FileKind(Kind):
+class FileKind(ReadKind):
     name = "read_text"
 
     def write(self, w, args, value):
@@ -55,7 +55,7 @@ class FileKind(Kind):
         return data.decode("utf-8", "replace")
 
 
-class BytesKind(Kind):
+class BytesKind(ReadKind):
     name = "read_bytes"
 
     def write(self, w, args, value):
@@ -65,7 +65,7 @@ class BytesKind(Kind):
         return r.store.read_range(r.store.fs / args[0].lstrip("/"), args[0], args[1], args[2])
 
 
-class DirKind(Kind):
+class DirKind(ReadKind):
     name = "list_dirs"
 
     def write(self, w, args, value):
@@ -75,7 +75,7 @@ class DirKind(Kind):
         return r.store.list_dirs(r.store.fs / args[0].lstrip("/"), args[0])
 
 
-class FilesKind(Kind):
+class FilesKind(ReadKind):
     name = "list_files"
 
     def write(self, w, args, value):
@@ -87,7 +87,7 @@ class FilesKind(Kind):
         return dict(r.sections["files"][args[0]])
 
 
-class LinksKind(Kind):
+class LinksKind(ReadKind):
     name = "list_links"
 
     def write(self, w, args, value):
@@ -99,7 +99,7 @@ class LinksKind(Kind):
         return dict(r.sections["links"][args[0]])
 
 
-class LinkKind(Kind):
+class LinkKind(ReadKind):
     name = "read_link"
 
     def write(self, w, args, value):
@@ -109,7 +109,7 @@ class LinkKind(Kind):
         return r.store.read_link(r.store.fs / args[0].lstrip("/"), args[0])
 
 
-class StatKind(Kind):
+class StatKind(ReadKind):
     name = "stat"
 
     def write(self, w, args, value):
@@ -123,7 +123,7 @@ class StatKind(Kind):
                         fs_total_bytes=info["fs_total_bytes"], fs_free_bytes=info["fs_free_bytes"])
 
 
-class CommandKind(Kind):
+class CommandKind(ReadKind):
     name = "run"
 
     def key(self, argv: Sequence[str], *_: Any) -> str:
@@ -147,7 +147,7 @@ class CommandKind(Kind):
         return CommandOutput(argv, int(cmd.get("rc", 0)), stdout, cmd.get("stderr", ""))
 
 
-class HttpKind(Kind):
+class HttpKind(ReadKind):
     """Every GET is kept in order; a replay answers a URL's GETs in that order, the last
     one repeating (two scrapes of /metrics replay as the two pages recorded)."""
 
@@ -181,7 +181,7 @@ class HttpKind(Kind):
                             body, float(entry.get("elapsed_s", 0.0)))
 
 
-class NvmlKind(Kind):
+class NvmlKind(ReadKind):
     name = "nvml"
 
     def key(self, name: str, *args: Any) -> str:

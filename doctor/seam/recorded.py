@@ -36,7 +36,7 @@ class _KindReads(Memo):
     """The host's reads, each one kind (doctor/seam/read_kinds.py) handed to ``_read``: a
     recorded host replays it, a recording host reads it live and writes it down."""
 
-    def _read(self, kind: kinds.Kind, *args: Any) -> Any:
+    def _read(self, kind: kinds.ReadKind, *args: Any) -> Any:
         raise NotImplementedError
 
     def read_text(self, path: str) -> str:
@@ -107,7 +107,7 @@ class RecordedHost(_KindReads):
         with self.lock:
             self.http_seen = {}
 
-    def _read(self, kind: kinds.Kind, *args: Any) -> Any:
+    def _read(self, kind: kinds.ReadKind, *args: Any) -> Any:
         key = kind.key(*args)
         planted = self.errors.get(key)
         if planted:
@@ -351,7 +351,7 @@ class RecordingHost(_KindReads):
         self.root = Path(root)
         self.writer = RecordWriter(root)
 
-    def _read(self, kind: kinds.Kind, *args: Any) -> Any:
+    def _read(self, kind: kinds.ReadKind, *args: Any) -> Any:
         try:
             value = kind.live(self.live, *args)
         except HostReadError as exc:

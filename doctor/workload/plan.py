@@ -68,7 +68,7 @@ class PlanError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class CapacityPlan:
     model: str
     source: str
     params_b: float  # billions
@@ -149,7 +149,7 @@ def make_plan(shape: ModelShape, gpu_memory_bytes: int, dtype: str | None = None
               kv_dtype: str | None = None, context: int | None = None,
               concurrency: int = 1, gpu_memory_utilization: float = 0.9,
               engine: str | None = None, memory_kind: str = "gpu",
-              memory_source: str = "given") -> Plan:
+              memory_source: str = "given") -> CapacityPlan:
     """Weights + KV cache at ``context`` × ``concurrency`` against the memory's budget
     (``gpu_memory_bytes`` × ``gpu_memory_utilization``, a GPU's or the host's).
 
@@ -186,7 +186,7 @@ def make_plan(shape: ModelShape, gpu_memory_bytes: int, dtype: str | None = None
         notes.append(shape.window_pattern)  # a window the engine does not use: say so
     by_memory = _longest_context(shape, layer_token, window, free_for_kv, concurrency)
     cap = shape.max_context or LIMITS["context"][1]
-    return Plan(
+    return CapacityPlan(
         model=shape.name, source=shape.source, params_b=round(shape.params / 1e9, 3),
         dtype=dtype_name, weights_bytes=weights, weights_vram_bytes=weights_vram,
         engine=engine, kv_dtype=kv_name, kv_bytes_per_layer_token=layer_token,
@@ -250,7 +250,7 @@ def _sequences(n: int) -> str:
     return f"{n:,} sequence" + ("" if n == 1 else "s")
 
 
-def render(plan: Plan) -> str:
+def render(plan: CapacityPlan) -> str:
     """The plan for people, one figure a line, every size in binary units (GiB, MiB, KiB)."""
     verdict = "fits" if plan.fits else "does NOT fit"
     memory = ("GPU memory" if plan.memory_kind == "gpu" else "host memory")
