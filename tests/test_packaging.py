@@ -112,12 +112,16 @@ def test_installed_beside_another_reports_each_keeps_its_own(wheel, tmp_path):
              "from llm_doctor.doctor.commands import entry; entry.own_packages_first()\n"
              "import os, checks, doctor, playbooks, probes, reports\n"
              "print(os.environ['PYTHONPATH'])\n"
-             "for m in (checks, doctor, playbooks, probes, reports): print(m.__file__)\n")
+             "for m in (checks, doctor, playbooks, probes, reports): print(m.__file__)\n"
+             "import subprocess  # a kernel's child: python -m probes.kernels.NAME\n"
+             "print(subprocess.run([sys.executable, '-c', 'import probes; print(probes.__file__)'],\n"
+             "                     capture_output=True, text=True, timeout=60).stdout.strip())\n")
     inside = subprocess.run([sys.executable, "-c", probe.format(site=str(site))], capture_output=True,
                             text=True, timeout=60, env=env, cwd=tmp_path)
     assert inside.returncode == 0, inside.stderr
-    pythonpath, *where = inside.stdout.splitlines()
+    pythonpath, *where, child = inside.stdout.splitlines()
     assert where == [str(site / "llm_doctor" / top / "__init__.py") for top in sorted(TOP)]
+    assert child == str(site / "llm_doctor" / "probes" / "__init__.py")
     assert pythonpath.split(os.pathsep)[0] == str(site / "llm_doctor")  # for the kernels' children
 
     outside = subprocess.run([sys.executable, "-c", "import reports; print(reports.WHO)"],
