@@ -22,7 +22,7 @@ from doctor.i18n import current, t
 from doctor.model import ScanReport, key_from_evidence
 from doctor.vocabulary import SYMPTOM_WORDS, symptom_words
 from reports.common import probe_rows, probe_summary, severity_word, show, status_word
-from reports.json_report import sanitized, to_dict
+from reports.json_report import sanitized, text_of, to_dict
 from reports.plots import Unmeasured, sections
 from reports.svg import MAX_SERIES, line_chart
 
@@ -282,14 +282,18 @@ def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
     one reason is one row)."""
     data = _redacted(sanitized(data))
     findings = data.get("findings", [])
-    for finding in findings:
+    for finding in findings:  # each text said in the report's language (doctor/i18n/text.py)
+        finding["title"] = text_of(finding, "title", data.get("lang"))
+        finding["remediation"] = text_of(finding, "remediation", data.get("lang"))
         finding["key"] = finding.get("key") or show(key_from_evidence(finding["evidence"]))
         if not isinstance(finding.get("missing"), dict):  # a JSON report from before 'missing'
             finding["missing"] = {}
         finding["sections"] = _playbook(finding["cause"])
     probes = data.get("probes", [])
     for i, probe in enumerate(probes):
-        probe["summary"] = show(summaries[i]) if summaries else (probe.get("reason") or "")
+        said = text_of(probe, "summary" if probe.get("status") == "ok" else "reason",
+                       data.get("lang"))
+        probe["summary"] = show(summaries[i] if summaries else said)
     counts = {s: sum(1 for f in findings if f["severity"] == s) for s in ("critical", "warning", "info")}
     alert_info = None
     if alert is not None:

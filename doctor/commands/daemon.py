@@ -13,7 +13,7 @@ import click
 from doctor.model import Level
 from doctor.commands.load import ENDPOINT
 from doctor.config import ConfigError
-from doctor.i18n import t
+from doctor.i18n import current, t
 
 _DURATION = click.STRING
 
@@ -125,15 +125,22 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
 @click.option("--config", "config_path", metavar="FILE",
               help="Config file whose scan.rule_files the scan was made with.")
 def report(snapshot, output, rule_files, config_path) -> None:
-    """Render a saved JSON scan ('scan --format json -o FILE') as a self-contained HTML report."""
+    """Render a saved JSON scan ('scan --format json -o FILE') as a self-contained HTML report,
+    in the language of --lang whatever language the scan was saved in."""
     from doctor.commands.setup import known_rule_ids
     from doctor.output import write_atomic
     from reports.html import render_data
-    from reports.json_report import load
+    from reports.json_report import load, translatable
 
     # someone else's file: a guarded read, strict JSON, the schema's fields and types, the
     # rule ids of the rules built in or named here
     data = load(Path(snapshot), ConfigError, known_rule_ids(config_path, rule_files))
+    saved_in = data.get("lang", "en")
+    if not translatable(data) and saved_in != current():
+        click.echo(t("{file}: saved before llm-doctor kept its text as messages: its titles, "
+                     "summaries and reasons read in the language it was saved in ({lang})",
+                     file=snapshot, lang=saved_in), err=True)
+    # its text said in this command's language (--lang), from the values the scan carries
     write_atomic(output, render_data(data))
     click.echo(t("report written to {output}", output=output), err=True)
 

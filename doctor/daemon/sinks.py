@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from doctor.daemon.alerts import Alert
 from doctor.daemon.catalog.labels import finding_key
 from doctor.i18n import t
+from doctor.i18n.text import render
 
 log = logging.getLogger("llm-doctor.alerts")
 
@@ -46,7 +47,7 @@ def alert_payload(alert: Alert, instance: str, now: float, expires_s: float,
               "instance": instance, "job": "llm-doctor"}
     if alert.key:
         labels["key"] = finding_key(alert.key)
-    annotations = {"summary": f.title, "description": f.remediation,
+    annotations = {"summary": render(f.title), "description": render(f.remediation),
                    "symptoms": ",".join(f.symptoms), "playbook": f.playbook,
                    "evidence": json.dumps(f.evidence, default=str, sort_keys=True)[:2000]}
     if report_url:

@@ -32,6 +32,7 @@ from doctor.diff.model import (ADDED, CHANGED, FLAG, IMPROVEMENT, INCOMPLETE, NO
                                FindingDelta, Reading, Side)
 from doctor.diff.noise import LATENCY, MEASURED, floor_of, outside
 from doctor.i18n import lazy, t, translated
+from doctor.i18n.text import saved_text
 from doctor.redact import MASK, redact_text
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -164,13 +165,15 @@ def _findings(before: dict[str, Any], after: dict[str, Any]) -> tuple[FindingDel
     fb, fa = index(before), index(after)
     out = []
     for key in sorted(fb.keys() | fa.keys()):
+        side = after if key in fa else before
         f = fa.get(key) or fb[key]
+        title = saved_text(f, "title", side.get("lang"))  # in this diff's language
         state = "unchanged" if key in fb and key in fa else ("raised" if key in fa else "cleared")
         if state == "unchanged" and SEVERITY_RANK.get(str(fa[key].get("severity")), 0) > \
                 SEVERITY_RANK.get(str(fb[key].get("severity")), 0):
             state = "raised"  # a warning become critical is a new problem
         out.append(FindingDelta(redact_text(key[0]), redact_text(key[1]), str(f.get("cause", "")),
-                                state, str(f.get("severity", "")), redact_text(str(f.get("title", "")))))
+                                state, str(f.get("severity", "")), redact_text(title)))
     order = {"raised": 0, "cleared": 1, "unchanged": 2}
     return tuple(sorted(out, key=lambda d: (order[d.state], -SEVERITY_RANK.get(d.severity, 0), d.rule)))
 
