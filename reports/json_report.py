@@ -35,12 +35,12 @@ from doctor.i18n import LANGS, current, t
 from doctor.i18n import text as msgs
 from doctor.jsonfile import json_path, read_json
 from doctor.model import Finding, ProbeResult, ScanReport
+from doctor.saved_scan import MSG_VERSION, SavedScan, translatable, typed
 from doctor.redact import MASK, masked_list, redact_text, secret_name
 from doctor.rules.ids import builtin_ids, is_rule_id
 from doctor.vocabulary import CAUSES
 
 SCHEMA_VERSION = 1
-MSG_VERSION = 1  # the shape of the ``<field>_msg`` values (doctor/i18n/text.py to_json)
 TEXT_FIELDS = {"probes": ("reason", "summary"), "findings": ("title", "remediation")}
 MAX_DEPTH = 64  # deeper than any record; a hand-made recording may nest thousands deep
 MAX_SAFE_INTEGER = 2**63  # beyond it most JSON readers (Go, Java, jq) lose digits
@@ -444,10 +444,12 @@ def _values_checked(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def translatable(data: dict[str, Any]) -> bool:
-    """Whether a checked saved scan carries its text as values (any language can say it)."""
-    version = data.get("msg_version")
-    return type(version) is int and version == MSG_VERSION
+
+
+def read(path: Path, error: type[Exception], rule_ids: frozenset[str] | None = None) -> SavedScan:
+    """The saved scan at ``path`` (``load``), typed (doctor/saved_scan.py): what ``report``
+    and ``diff`` consume."""
+    return typed(load(path, error, rule_ids))
 
 
 text_of = msgs.saved_text  # one saying of a saved text, for the renderers and the core alike

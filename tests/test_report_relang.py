@@ -229,3 +229,13 @@ def test_a_value_of_no_known_shape_is_refused_with_its_path(saved, tmp_path, val
     done = _cli("report", str(path), "-o", str(tmp_path / "out.html"))
     assert done.returncode == 3 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and f"shape.json: {where}" in done.stderr, done.stderr
+
+
+def test_a_plans_header_names_the_finding_in_english_whatever_the_scan_spoke(saved):
+    from doctor.fix.saved import Scan, header
+
+    zh = json.loads(saved["zh_CN"].read_text())
+    en = json.loads(saved["en"].read_text())
+    for mine, theirs in zip(zh["findings"], en["findings"]):
+        said = header(mine, Scan(zh, "2026-12-06"))
+        assert theirs["title"] in said and not CJK.search(said)

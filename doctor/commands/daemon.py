@@ -130,18 +130,17 @@ def report(snapshot, output, rule_files, config_path) -> None:
     from doctor.commands.setup import known_rule_ids
     from doctor.output import write_atomic
     from reports.html import render_data
-    from reports.json_report import load, translatable
+    from reports.json_report import read
 
     # someone else's file: a guarded read, strict JSON, the schema's fields and types, the
     # rule ids of the rules built in or named here
-    data = load(Path(snapshot), ConfigError, known_rule_ids(config_path, rule_files))
-    saved_in = data.get("lang", "en")
-    if not translatable(data) and saved_in != current():
+    scan = read(Path(snapshot), ConfigError, known_rule_ids(config_path, rule_files))
+    if not scan.translatable and scan.lang != current():
         click.echo(t("{file}: saved before llm-doctor kept its text as messages: its titles, "
                      "summaries and reasons read in the language it was saved in ({lang})",
-                     file=snapshot, lang=saved_in), err=True)
+                     file=snapshot, lang=scan.lang), err=True)
     # its text said in this command's language (--lang), from the values the scan carries
-    write_atomic(output, render_data(data))
+    write_atomic(output, render_data(scan))
     click.echo(t("report written to {output}", output=output), err=True)
 
 

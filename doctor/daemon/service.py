@@ -14,7 +14,11 @@ its default action and stops the daemon at any point of its start.
 The daemon speaks one language (its logs, its alerts' summaries and descriptions, its
 incident reports): ``--lang``, else the config file's top-level ``lang``, else
 LLM_DOCTOR_LANG, then the locale (``daemon_lang``); a reload that changes ``lang`` changes it.
-Metric names, label names and label values are the same in every language.
+Metric names, label names and label values are the same in every language. Its probes do
+not read that language: their summaries and reasons are message values made in English in
+their own threads (doctor/runner.py, doctor/i18n/text.py), said in the daemon's language only
+where it writes them; its state file is in English with each text's value, so that every
+adapter says it in its own (``npd --lang``).
 """
 
 from __future__ import annotations

@@ -149,8 +149,8 @@ def t(msgid: str, /, **params: Any) -> str:
     The lookup comes first: ``msgid`` must be the literal English template, never an
     f-string. Without params the text is returned as written (no braces are interpreted).
     """
-    if _text.is_capturing():  # in a probe's thread: English that carries the message
-        return _text.captured(msgid, params)
+    if _values.is_capturing():  # in a probe's thread: English that carries the message
+        return _values.captured(msgid, params, msgid in catalogue("zh_CN"))
     lang = current()
     text = catalogue(lang).get(msgid, msgid) if lang != SOURCE else msgid
     if not params:
@@ -170,10 +170,10 @@ def translated(text: str) -> str:
     language, as it is where the catalogue has no entry. Nothing is filled in."""
     if not isinstance(text, str):
         return text
-    if _text.is_capturing():
-        return _text.captured(text, {})
+    if _values.is_capturing():
+        return _values.captured(text, {}, text in catalogue("zh_CN"))
     lang = current()
     return text if lang == SOURCE else catalogue(lang).get(text, text)
 
 
-from doctor.i18n import text as _text  # noqa: E402  (it reads this module's names when called)
+from doctor.i18n import values as _values  # noqa: E402

@@ -33,15 +33,12 @@ from __future__ import annotations
 import math
 import re
 import string
-import threading
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Union
+from collections.abc import Mapping
+from typing import Any
 
 from doctor import i18n
-
-Param = Union[str, int, float, bool, None, "Msg", "Join", "Localized"]
-Text = Union[str, "Msg", "Join", "Localized"]
+from doctor.i18n.values import (Captured, Join, Localized, Msg, Param, Text, as_param,  # noqa: F401
+                                as_text, capturing, is_capturing, localized, m)
 
 MAX_DEPTH = 6  # a summary joins parts that fill messages that fill messages: 3 deep today
 MAX_PARAMS = 32
@@ -57,64 +54,6 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 class Unsafe(ValueError):
     """A saved value this reader will not render (the English text given is shown)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Msg:
-    msgid: str
-    params: tuple[tuple[str, Param], ...] = ()
-
-    def render(self, lang: str | None = None) -> str:
-        return render(self, lang)
-
-    def __str__(self) -> str:
-        return render(self)
-
-
-@dataclass(frozen=True, slots=True)
-class Join:
-    sep: Text
-    parts: tuple[Text, ...]
-
-    def __str__(self) -> str:
-        return render(self)
-
-
-@dataclass(frozen=True, slots=True)
-class Localized:
-    texts: tuple[tuple[str, str], ...]  # (lang, text), English first
-
-    def __str__(self) -> str:
-        return render(self)
-
-
-def m(msgid: str, /, **params: Any) -> Msg:
-    """A message value: ``t``'s arguments, said where it is rendered (the catalogue test
-    reads ``m("…")`` as it reads ``t("…")``)."""
-    return Msg(msgid, tuple((k, as_param(v)) for k, v in params.items()))
-
-
-def localized(texts: Mapping[str, str]) -> Localized:
-    return Localized(tuple(sorted(texts.items(), key=lambda kv: kv[0] != i18n.SOURCE)))
-
-
-def as_text(value: object) -> Text:
-    """The value a string carries (a Captured's), else the string as data."""
-    if isinstance(value, Captured):
-        return value.value
-    if isinstance(value, (Msg, Join, Localized)):
-        return value
-    return str(value)
-
-
-def as_param(value: object) -> Param:
-    if isinstance(value, Captured):
-        return value.value
-    if isinstance(value, str):
-        return str(value)
-    if value is None or isinstance(value, (bool, int, float, Msg, Join, Localized)):
-        return value  # type: ignore[return-value]
-    return value  # type: ignore[return-value]  # rendered as format() renders it
 
 
 # ------------------------------------------------------------------------------ rendering
@@ -174,64 +113,24 @@ def fill(template: str, params: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-# ------------------------------------------------------------------------------ capturing
-
-_local = threading.local()
-
-
-class capturing:
-    """``with capturing():`` in a probe's thread: ``t()`` returns Captured values (English
-    text carrying the message) instead of text in the current language."""
-
-    def __enter__(self) -> "capturing":
-        self.before = getattr(_local, "on", False)
-        _local.on = True
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        _local.on = self.before
+def said(value: object) -> Text:
+    """``value`` with a face of text: a ``str`` in the language spoken where it is made (what
+    a record's text field held before values, so that code and tests reading it as text read
+    the same) that carries the value, which a renderer says in its own language (``render``)."""
+    if isinstance(value, (Msg, Join, Localized)):
+        return Captured(render(value, i18n.current()), value)
+    return value if isinstance(value, str) else str(value)
 
 
-def is_capturing() -> bool:
-    return getattr(_local, "on", False)
-
-
-class Captured(str):
-    """English text that carries its message value; ``join`` and ``+`` keep the value."""
-
-    value: Text
-
-    def __new__(cls, english: str, value: Text) -> "Captured":
-        obj = super().__new__(cls, english)
-        obj.value = value
-        return obj
-
-    def join(self, parts: Iterable[str]) -> "Captured":  # type: ignore[override]
-        items = list(parts)
-        return Captured(str.join(self, items), Join(self.value, tuple(as_text(p) for p in items)))
-
-    def __add__(self, other: str) -> "Captured":  # type: ignore[override]
-        if not isinstance(other, str):
-            return NotImplemented
-        return Captured(str.__add__(self, other), Join("", (self.value, as_text(other))))
-
-    def __radd__(self, other: str) -> "Captured":
-        if not isinstance(other, str):
-            return NotImplemented
-        return Captured(str.__add__(other, self), Join("", (as_text(other), self.value)))
-
-    def __reduce__(self) -> tuple:  # pickled or copied: the English text
-        return (str, (str(self),))
-
-
-def captured(msgid: str, params: Mapping[str, Any]) -> Captured:
-    """What ``t`` returns under ``capturing()``."""
-    if not params and isinstance(msgid, Captured):  # t(text) of a message: that message
-        return msgid
-    english = msgid.format_map(params) if params else msgid
-    if not params and msgid not in i18n.catalogue("zh_CN"):
-        return Captured(english, english)  # text passed through t(): data, not a message
-    return Captured(english, Msg(msgid, tuple((k, as_param(v)) for k, v in params.items())))
+def english_else(english: str, msgid: str) -> str:
+    """``english`` (data, in its own words) said in English, the catalogue's ``msgid`` (a
+    ``lazy`` literal) in any other language: a probe's detail that a translation says by
+    its kind. Under ``capturing()`` a value that says either where it is shown."""
+    if is_capturing():
+        return Captured(english, localized({
+            lang: english if lang == i18n.SOURCE else i18n.catalogue(lang).get(msgid, msgid)
+            for lang in i18n.LANGS}))
+    return english if i18n.current() == i18n.SOURCE else i18n.translated(msgid)
 
 
 # ------------------------------------------------------------------------------ JSON
@@ -241,7 +140,7 @@ def to_json(value: object) -> Any:
     text, which reads the same in every language."""
     if isinstance(value, Captured):
         value = value.value
-    if isinstance(value, str) or value is None:
+    if not isinstance(value, (Msg, Join, Localized)):
         return None
     return _json(value)
 
@@ -259,6 +158,8 @@ def _json(value: object) -> Any:
 
 
 def _param_json(value: object) -> Any:
+    if isinstance(value, Captured):
+        return _json(value)
     if value is None or isinstance(value, (bool, str)):
         return str(value) if isinstance(value, str) else value
     if isinstance(value, int):

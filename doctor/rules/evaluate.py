@@ -23,7 +23,7 @@ from doctor.rules.loader import DEFAULT_KEY_FIELDS, Rule
 from doctor.rules.sandbox import Evaluator, LimitExceeded
 from doctor.vocabulary import FIRST_CAUSES
 from doctor.i18n import LANGS, Speaking
-from doctor.i18n.text import Localized, localized
+from doctor.i18n.text import Localized, localized, said
 from doctor.rules.titles import render
 
 RULE_TIME_LIMIT_S = 2.0  # wall time for one rule over all its items; real rules take < 10 ms
@@ -149,9 +149,9 @@ def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
             cause=rule.cause,
             symptoms=rule.symptoms,
             severity=level,
-            title=_title(rule, {**params, **evidence}, missing),
+            title=said(_title(rule, {**params, **evidence}, missing)),
             evidence=evidence,
-            remediation=localized({lang: rule.remediation_in(lang) for lang in LANGS}),
+            remediation=said(localized({lang: rule.remediation_in(lang) for lang in LANGS})),
             playbook=f"playbooks/{rule.playbook}.md",
             key=str(key)[:MAX_KEY_CHARS],
             missing=missing,
