@@ -150,7 +150,7 @@ def t(msgid: str, /, **params: Any) -> str:
     f-string. Without params the text is returned as written (no braces are interpreted).
     """
     if _values.is_capturing():  # in a probe's thread: English that carries the message
-        return _values.captured(msgid, params, msgid in catalogue("zh_CN"))
+        return _values.captured(msgid, params)
     lang = current()
     text = catalogue(lang).get(msgid, msgid) if lang != SOURCE else msgid
     if not params:
@@ -171,7 +171,7 @@ def translated(text: str) -> str:
     if not isinstance(text, str):
         return text
     if _values.is_capturing():
-        return _values.captured(text, {}, text in catalogue("zh_CN"))
+        return _values.captured(text, {})
     lang = current()
     return text if lang == SOURCE else catalogue(lang).get(text, text)
 

@@ -111,12 +111,12 @@ class Captured(str):
         return (str, (str(self),))
 
 
-def captured(msgid: str, params: Mapping[str, Any], known: bool) -> Captured:
-    """What ``t`` returns under ``capturing()``: ``known``, whether the catalogue holds
-    ``msgid`` (text it does not hold, passed through ``t``, is data)."""
+def captured(msgid: str, params: Mapping[str, Any]) -> Captured:
+    """What ``t`` returns under ``capturing()``. Text passed through ``t`` that the catalogue
+    does not hold (data: a path, a reason read) is a message without parameters whose id no
+    catalogue holds: said as it is, and read back from a saved scan as text. The catalogue
+    is not read here, so that a scan in English never loads another language's."""
     if not params and isinstance(msgid, Captured):  # t(text) of a message: that message
         return msgid
     english = msgid.format_map(params) if params else msgid
-    if not params and not known:
-        return Captured(english, english)
     return Captured(english, Msg(msgid, tuple((k, as_param(v)) for k, v in params.items())))
