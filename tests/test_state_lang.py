@@ -20,7 +20,7 @@ import pytest
 
 from doctor.commands.setup import load_daemon as load
 from doctor.daemon.service import Daemon
-from doctor.i18n import set_lang
+from doctor.i18n import current
 from doctor.seam.recorded import RecordedHost
 from tests.conftest import FIXTURE_HOSTS, REPO
 
@@ -43,8 +43,11 @@ def state(tmp_path_factory) -> Path:
         daemon.beat()
     finally:
         daemon.dispatcher.close()
-        set_lang("en")  # the daemon speaks its config's language: this process goes on in English
     return path
+
+
+def test_the_daemon_speaks_chinese_without_flipping_the_process_language(state):
+    assert current() == "en"  # its own threads speak its language; probes and others their own
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

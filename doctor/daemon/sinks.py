@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from doctor.daemon.alerts import Alert
 from doctor.daemon.catalog.labels import finding_key
-from doctor.i18n import t
+from doctor.i18n import speak_here, t
 from doctor.i18n.text import render
 
 log = logging.getLogger("llm-doctor.alerts")
@@ -123,8 +123,9 @@ class LogSink:
 class Dispatcher:
     """Sends batches to every sink from one thread; drops (and logs) when 100 are queued."""
 
-    def __init__(self, sinks: list[Any]) -> None:
+    def __init__(self, sinks: list[Any], lang: str | None = None) -> None:
         self.sinks = sinks
+        self.lang = lang  # what the sinks log, said in it (the daemon's); None: the process's
         self.failures = 0
         self.sent = 0
         self._queue: queue.Queue[tuple[list[dict[str, Any]], str, type | None] | None] = \
@@ -151,6 +152,8 @@ class Dispatcher:
             if item is None:
                 return
             alerts, status, only = item
+            if self.lang is not None:
+                speak_here(self.lang)
             for sink in self.sinks:
                 if only is not None and not isinstance(sink, only):
                     continue

@@ -96,6 +96,14 @@ def current() -> str:
     return getattr(_local, "lang", None) or _current
 
 
+def speak_here(lang: str) -> None:
+    """Speak ``lang`` in this thread from now on (the daemon's loop and its alert sender),
+    leaving the process's language and every other thread's as they are."""
+    if lang not in LANGS:
+        raise LangError(f"{lang!r} is not one of {', '.join(LANGS)}")
+    _local.lang = lang
+
+
 class Speaking:
     """``with Speaking("zh_CN"):`` speaks a language for a block in this thread only (the
     daemon's reports and alerts, a test rendering one report in both), then the one before:
