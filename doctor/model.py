@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from doctor.i18n import lazy, t, translated
+from doctor.i18n.text import Text
 from doctor.seam.host import Host
 
 
@@ -151,9 +152,12 @@ class ProbeResult:
     name: str
     status: str  # ok | skipped | error | timeout
     duration_s: float
-    reason: str | None = None  # for skipped, error, timeout
+    # for skipped, error, timeout; the summary: the record in one line for people
+    # (ProbeSpec.summary), made by the runner. Both are message values, said in a language
+    # only where they are shown (doctor/i18n/text.py ``render``)
+    reason: Text | None = None
     record: Any = None  # the probe's frozen record when ok
-    summary: str = ""  # the record in one line for people (ProbeSpec.summary), made by the runner
+    summary: Text = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +166,9 @@ class Finding:
     cause: str
     symptoms: tuple[str, ...]
     severity: Severity
-    title: str
+    title: Text  # message values (the rule's texts in each language): said where shown
     evidence: dict[str, Any]
-    remediation: str
+    remediation: Text
     playbook: str
     key: str = ""  # the item's identity for a rule with `each` (pid, GPU UUID, path)
     # evidence label → why its value is None (the record's `missing` entry), for reports

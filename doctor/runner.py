@@ -25,7 +25,8 @@ import time
 import traceback
 from typing import Callable, Iterable
 
-from doctor.i18n import t
+from doctor.i18n import Speaking, current, t
+from doctor.i18n.text import Text, as_text, capturing, m, said
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import ProbeResult, ProbeSpec, ScanOptions, Skip, no_requests
 
@@ -42,11 +43,18 @@ class ProbeCall(threading.Thread):
                  done: "queue.SimpleQueue[ProbeCall] | None" = None) -> None:
         super().__init__(name=f"probe {spec.name}", daemon=True)
         self.spec, self.host, self.options = spec, host, options
+        self.lang = current()  # the scan's: its results' text face (``said``) speaks it
         self.started_at = 0.0
         self.result: ProbeResult | None = None
         self._done = done  # told when the result is set
 
     def run(self) -> None:
+        # the probe's text (its summary, a skip's reason) as message values, in English
+        # whatever language the process speaks: the renderers choose (doctor/i18n/text.py)
+        with Speaking(self.lang), capturing():
+            self._run()
+
+    def _run(self) -> None:
         self.started_at = time.perf_counter()
         status, reason, record = "ok", None, None
         try:
@@ -54,7 +62,7 @@ class ProbeCall(threading.Thread):
                 raise Skip(no_requests())
             record = self.spec.run(self.host, self.options)
         except Skip as exc:
-            status, reason = "skipped", str(exc)
+            status, reason = "skipped", as_text(exc.args[0]) if exc.args else ""
         except HostReadError as exc:
             status, reason = "error", exc.text()
         except MeasurementError as exc:
@@ -74,35 +82,36 @@ class ProbeCall(threading.Thread):
                 reason = t("internal error: {error}: {message} ({at}); please report it",
                            error=type(exc).__name__, message=str(exc)[:200], at=at)
         duration = time.perf_counter() - self.started_at
+        reason = None if reason is None else said(as_text(reason))
         self.result = ProbeResult(self.spec.name, status, duration, reason, record,
-                                  summarise(self.spec, record) if status == "ok" else "")
+                                  said(summarise(self.spec, record)) if status == "ok" else "")
         if self._done is not None:
             self._done.put(self)
 
 
-def summarise(spec: ProbeSpec, record: object) -> str:
+def summarise(spec: ProbeSpec, record: object) -> Text:
     """The probe's one line for people, made where the probe ran so that renderers need not
     know the probes: a record its summary cannot read (a hand-written recording) says so."""
     if spec.summary is None:
         return ""
     try:
-        return spec.summary(record)
+        return as_text(spec.summary(record))
     # The summary reads a record that may come from a recording of any shape: whatever it
     # trips on, the result still carries its record and the scan goes on.
     except Exception as exc:  # noqa: BLE001
-        return t("(unreadable: {error}: {message})", error=type(exc).__name__,
+        return m("(unreadable: {error}: {message})", error=type(exc).__name__,
                  message=str(exc)[:200])
 
 
-def status_text(status: str) -> str:
+def status_text(status: str) -> Text:
     """A probe's status in words for people (the status itself stays in the results)."""
-    return {"ok": t("ok"), "skipped": t("skipped"), "error": t("error"),
-            "timeout": t("timeout")}.get(status, status)
+    return {"ok": m("ok"), "skipped": m("skipped"), "error": m("error"),
+            "timeout": m("timeout")}.get(status, status)
 
 
 def _timed_out(spec: ProbeSpec) -> ProbeResult:
     return ProbeResult(spec.name, "timeout", spec.timeout_s,
-                       t("no result within {seconds:g} s", seconds=spec.timeout_s))
+                       said(m("no result within {seconds:g} s", seconds=spec.timeout_s)))
 
 
 def unmet(spec: ProbeSpec, results: dict[str, ProbeResult]) -> ProbeResult | None:
@@ -114,8 +123,8 @@ def unmet(spec: ProbeSpec, results: dict[str, ProbeResult]) -> ProbeResult | Non
         if need.status == "skipped":  # the same reason, so a family skipped for it reads as one
             return ProbeResult(spec.name, "skipped", 0.0, need.reason)
         return ProbeResult(spec.name, "skipped", 0.0,
-                           t("needs {probe}, which ended {status}: {reason}", probe=name,
-                             status=status_text(need.status), reason=need.reason))
+                           said(m("needs {probe}, which ended {status}: {reason}", probe=name,
+                                  status=status_text(need.status), reason=need.reason)))
     return None
 
 
@@ -149,7 +158,7 @@ def _run_parallel(specs: list[ProbeSpec], chosen: set[str], host: Host, options:
                 for spec in waiting:
                     results[spec.name] = ProbeResult(
                         spec.name, "error", 0.0,
-                        t("needs {probes}, which never ran", probes=", ".join(spec.needs)))
+                        said(m("needs {probes}, which never ran", probes=", ".join(spec.needs))))
             return
         first = min(deadline for _, deadline in running.values())
         try:

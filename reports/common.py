@@ -13,6 +13,7 @@ from typing import Any
 
 from doctor import display
 from doctor.i18n import current, t, translated
+from doctor.i18n.text import render
 from doctor.model import SEVERITY_WORDS, ProbeResult
 from doctor.redact import redact_text, safe_display
 from doctor.vocabulary import SYMPTOM_WORDS, symptom_words
@@ -74,10 +75,8 @@ def symptom_text(symptom: object) -> str:
 
 def probe_summary(result: ProbeResult) -> str:
     """The probe's one line for people (made by the runner from the probe's own summary),
-    or why there is none, made safe to show."""
-    if result.status != "ok":
-        return show(result.reason or "")
-    return show(result.summary)
+    or why there is none, in the current language, made safe to show."""
+    return show(render(result.summary if result.status == "ok" else result.reason))
 
 
 def evidence_text(value: Any, reason: object = None) -> str:

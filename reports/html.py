@@ -22,6 +22,7 @@ from doctor.i18n import current, t
 from doctor.model import ScanReport, key_from_evidence
 from doctor.vocabulary import SYMPTOM_WORDS, symptom_words
 from reports.common import probe_rows, probe_summary, severity_word, show, status_word
+from doctor.saved_scan import SavedScan, typed
 from reports.json_report import sanitized, to_dict
 from reports.plots import Unmeasured, sections
 from reports.svg import MAX_SERIES, line_chart
@@ -273,23 +274,25 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_data(data: dict[str, Any], history: Any = None, alert: Any = None,
+def render_data(scan: SavedScan | dict[str, Any], history: Any = None, alert: Any = None,
                 summaries: list[str] | None = None, verbose: bool = False) -> str:
     """The report from a JSON report's data: ``reports.json_report.to_dict``, or a saved
     report that ``reports.json_report.load`` has checked against the schema. Masked as
     ``to_dict`` masks it: a saved report may hold what its writer would have masked.
     ``verbose`` gives every probe its own row in the probe table (else a family skipped for
     one reason is one row)."""
-    data = _redacted(sanitized(data))
+    scan = scan if isinstance(scan, SavedScan) else typed(scan)
+    data = _redacted(sanitized(dict(scan.data)))
     findings = data.get("findings", [])
-    for finding in findings:
+    for finding, said in zip(findings, scan.findings):  # in the report's language
+        finding["title"], finding["remediation"] = said.title(), said.remediation()
         finding["key"] = finding.get("key") or show(key_from_evidence(finding["evidence"]))
         if not isinstance(finding.get("missing"), dict):  # a JSON report from before 'missing'
             finding["missing"] = {}
         finding["sections"] = _playbook(finding["cause"])
     probes = data.get("probes", [])
-    for i, probe in enumerate(probes):
-        probe["summary"] = show(summaries[i]) if summaries else (probe.get("reason") or "")
+    for i, (probe, result) in enumerate(zip(probes, scan.probes)):
+        probe["summary"] = show(summaries[i] if summaries else result.said())
     counts = {s: sum(1 for f in findings if f["severity"] == s) for s in ("critical", "warning", "info")}
     alert_info = None
     if alert is not None:

@@ -32,13 +32,16 @@ from typing import Any
 
 from doctor import __version__
 from doctor.i18n import LANGS, current, t
+from doctor.i18n import text as msgs
 from doctor.jsonfile import json_path, read_json
 from doctor.model import Finding, ProbeResult, ScanReport
+from doctor.saved_scan import MSG_VERSION, SavedScan, translatable, typed
 from doctor.redact import MASK, masked_list, redact_text, secret_name
 from doctor.rules.ids import builtin_ids, is_rule_id
 from doctor.vocabulary import CAUSES
 
 SCHEMA_VERSION = 1
+TEXT_FIELDS = {"probes": ("reason", "summary"), "findings": ("title", "remediation")}
 MAX_DEPTH = 64  # deeper than any record; a hand-made recording may nest thousands deep
 MAX_SAFE_INTEGER = 2**63  # beyond it most JSON readers (Go, Java, jq) lose digits
 
@@ -133,35 +136,45 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else _Sanitizer.text(value)
 
 
+def _said(out: dict[str, Any], key: str, value: Any) -> None:
+    """``key``: the value in the report's language; ``key_msg``: the value itself (a
+    message id and its parameters), for a reader to say it in another (doctor/i18n/text.py)."""
+    out[key] = msgs.render(value) if isinstance(value, (str, msgs.Msg, msgs.Join, msgs.Localized)) \
+        else _str(value)
+    saved = msgs.to_json(value)
+    if saved is not None:
+        out[f"{key}_msg"] = saved
+
+
 def _probe(p: ProbeResult) -> dict[str, Any]:
     record = p.record
     if dataclasses.is_dataclass(record) and not isinstance(record, type):
         record = dataclasses.asdict(record)
     elif record is not None and not isinstance(record, dict):
         record = {"value": record}  # the schema holds an object or null
-    return {
-        "name": _str(p.name),
-        "status": p.status,
-        "reason": None if p.reason is None else _str(p.reason),
-        "duration_s": round(p.duration_s, 3),
-        "data": record,
-    }
+    out: dict[str, Any] = {"name": _str(p.name), "status": p.status, "reason": None}
+    if p.reason is not None:
+        _said(out, "reason", p.reason)
+    if p.status == "ok":
+        _said(out, "summary", p.summary)
+    out.update({"duration_s": round(p.duration_s, 3), "data": record})
+    return out
 
 
 def _finding(f: Finding) -> dict[str, Any]:
     symptoms = f.symptoms if isinstance(f.symptoms, (list, tuple)) else [f.symptoms]
-    return {
+    out: dict[str, Any] = {
         "rule": _str(f.rule),
         "cause": _str(f.cause),
         "symptoms": [_str(s) for s in symptoms],
         "severity": f.severity.label,
-        "title": _str(f.title),
-        "evidence": f.evidence if isinstance(f.evidence, dict) else {"value": f.evidence},
-        "remediation": _str(f.remediation),
-        "playbook": _str(f.playbook),
-        "key": _str(f.key),
-        "missing": {_str(k): _str(v) for k, v in (f.missing or {}).items()},
     }
+    _said(out, "title", f.title)
+    out["evidence"] = f.evidence if isinstance(f.evidence, dict) else {"value": f.evidence}
+    _said(out, "remediation", f.remediation)
+    out.update({"playbook": _str(f.playbook), "key": _str(f.key),
+                "missing": {_str(k): _str(v) for k, v in (f.missing or {}).items()}})
+    return out
 
 
 def to_dict(report: ScanReport) -> dict[str, Any]:
@@ -173,6 +186,9 @@ def to_dict(report: ScanReport) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "llm-doctor", "version": __version__},
         "lang": current(),  # the language of the text fields; every other field is the same
+        # the text fields carry their values (``<field>_msg``): a reader says them in any
+        # language; a scan without it was saved before, and reads as it was saved
+        "msg_version": MSG_VERSION,
         "host": host,
         "level": report.level.name.lower(),
         "started_at": report.started_at,
@@ -284,6 +300,35 @@ class _Check:
                                "name the rule file the scan was made with", where=self.where,
                                path=json_path([*at, "rule"]), value=_shown(rule)))
 
+    def msg(self, value: Any, path: list[str | int]) -> None:
+        """A text's value (docs/report-schema.json $defs/msg), by its shape only: its ids and
+        templates are held to the catalogue where it is said (``text_of``)."""
+        keys = set(value) if isinstance(value, dict) else None
+        if keys == {"id", "params"}:
+            self.string(value["id"], [*path, "id"])
+            params = self.object(value["params"], [*path, "params"])
+            self.most(params, [*path, "params"], msgs.MAX_PARAMS)
+            for name, param in params.items():
+                if param is None or isinstance(param, (str, int, float)):
+                    continue
+                self.msg(param, [*path, "params", name])
+        elif keys == {"join", "sep"}:
+            parts = self.array(value["join"], [*path, "join"])
+            self.most(parts, [*path, "join"], msgs.MAX_PARTS)
+            for i, part in enumerate([*parts, value["sep"]]):
+                if not isinstance(part, str):
+                    self.msg(part, [*path, "join", i] if i < len(parts) else [*path, "sep"])
+        elif keys == {"texts"}:
+            texts = self.object(value["texts"], [*path, "texts"])
+            if not texts:
+                self.fail([*path, "texts"], t("a text in at least one language"), texts)
+            for lang, text in texts.items():
+                self.one_of(lang, [*path, "texts"], LANGS)
+                self.string(text, [*path, "texts", lang])
+        else:
+            self.fail(path, t("a message value: an object of id and params, of join and sep, "
+                              "or of texts"), value)
+
     def one_of(self, value: Any, path: list[str | int], allowed: tuple) -> None:
         # bool is an int in Python, not in JSON: true is not 1
         if isinstance(value, bool) or value not in allowed or isinstance(value, (dict, list)):
@@ -367,14 +412,47 @@ def check(data: Any, where: str, error: type[Exception],
         if "missing" in finding:  # evidence label → why its value is null
             for label, why in c.object(finding["missing"], [*at, "missing"]).items():
                 c.string(why, [*at, "missing", label])
+    if "msg_version" in data:
+        c.one_of(data["msg_version"], ["msg_version"], (MSG_VERSION,))
+    for part, fields in TEXT_FIELDS.items():
+        for i, entry in enumerate(data[part]):
+            if part == "probes" and "summary" in entry:
+                c.string(entry["summary"], [part, i, "summary"])
+            for key in fields:
+                if f"{key}_msg" in entry:
+                    c.msg(entry[f"{key}_msg"], [part, i, f"{key}_msg"])
     for i, message in enumerate(c.array(data["rule_errors"], ["rule_errors"])):
         c.string(message, ["rule_errors", i])
     for i, replaced in enumerate(c.array(data.get("replaced_values", []), ["replaced_values"])):
         c.object(replaced, ["replaced_values", i], ("pointer", "reason"))
         for key in ("pointer", "reason"):
             c.string(replaced[key], ["replaced_values", i, key])
-    return sanitized(data)
+    return _values_checked(sanitized(data))
 
+
+def _values_checked(data: dict[str, Any]) -> dict[str, Any]:
+    """A scan saved before its text carried values keeps none (a hand-made ``*_msg`` there
+    is dropped). Each value is held to ``doctor.i18n.text.from_json`` where it is said
+    (``text_of``): only then is the catalogue read, and an adapter reading a state in the
+    language it was written in never reads it."""
+    if not translatable(data):
+        for part, fields in TEXT_FIELDS.items():
+            for entry in data[part]:
+                for key in fields:
+                    entry.pop(f"{key}_msg", None)
+        data.pop("msg_version", None)
+    return data
+
+
+
+
+def read(path: Path, error: type[Exception], rule_ids: frozenset[str] | None = None) -> SavedScan:
+    """The saved scan at ``path`` (``load``), typed (doctor/saved_scan.py): what ``report``
+    and ``diff`` consume."""
+    return typed(load(path, error, rule_ids))
+
+
+text_of = msgs.saved_text  # one saying of a saved text, for the renderers and the core alike
 
 def load(path: Path, error: type[Exception], rule_ids: frozenset[str] | None = None) -> dict[str, Any]:
     """The one reader of a saved report (``scan --format json -o FILE``), as someone else's

@@ -19,7 +19,7 @@ from doctor.i18n import catalogue, entries, names
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("doctor", "probes", "reports", "checks", "playbooks")
-CALLS = ("t", "lazy")
+CALLS = ("t", "lazy", "m")  # m: a message value (doctor/i18n/text.py)
 LANG = "zh_CN"
 
 

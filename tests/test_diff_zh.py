@@ -148,6 +148,8 @@ def _data_of(data: dict) -> dict:
     for fact in out["facts"]:
         for key in FACT_TEXT:
             fact.pop(key)
+    for finding in out["findings"]:  # a finding's title reads in the diff's language too
+        finding.pop("title")
     return out
 
 

@@ -14,7 +14,7 @@ from doctor.model import Level
 from doctor.commands.emit import emit
 from doctor.commands.load import ENDPOINT
 from doctor.config import ConfigError
-from doctor.i18n import lazy, t
+from doctor.i18n import current, lazy, t
 
 _DURATION = click.STRING
 
@@ -126,15 +126,21 @@ def daemon(listen, interval, kernel_interval, level, model_dirs, endpoints, conf
 @click.option("--config", "config_path", metavar="FILE",
               help="Config file whose scan.rule_files the scan was made with.")
 def report(snapshot, output, rule_files, config_path) -> None:
-    """Render a saved JSON scan ('scan --format json -o FILE') as a self-contained HTML report."""
+    """Render a saved JSON scan ('scan --format json -o FILE') as a self-contained HTML report,
+    in the language of --lang whatever language the scan was saved in."""
     from doctor.commands.setup import known_rule_ids
     from reports.html import render_data
-    from reports.json_report import load
+    from reports.json_report import read
 
     # someone else's file: a guarded read, strict JSON, the schema's fields and types, the
     # rule ids of the rules built in or named here
-    data = load(Path(snapshot), ConfigError, known_rule_ids(config_path, rule_files))
-    emit(render_data(data), output, lazy("report written to {output}"))
+    scan = read(Path(snapshot), ConfigError, known_rule_ids(config_path, rule_files))
+    if not scan.translatable and scan.lang != current():
+        click.echo(t("{file}: saved before llm-doctor kept its text as messages: its titles, "
+                     "summaries and reasons read in the language it was saved in ({lang})",
+                     file=snapshot, lang=scan.lang), err=True)
+    # its text said in this command's language (--lang), from the values the scan carries
+    emit(render_data(scan), output, lazy("report written to {output}"))
 
 
 def _job_name(ctx, param, value: str) -> str:

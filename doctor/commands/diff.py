@@ -14,7 +14,6 @@ import io
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -28,7 +27,8 @@ from doctor.i18n import lazy, t
 from doctor.model import Level
 from doctor.scan import scan
 from probes.registry import PROBES
-from reports.json_report import load as load_saved
+from doctor.saved_scan import SavedScan, typed
+from reports.json_report import read as read_saved
 from reports.json_report import to_dict
 
 FORMATS = ("terminal", "json", "markdown", "html")
@@ -43,7 +43,7 @@ def _hint() -> str:
 class _Side:
     def __init__(self, which: str, spec: str) -> None:
         self.which, self.spec = which, spec
-        self.report: dict[str, Any] | None = None
+        self.report: SavedScan | None = None  # typed (doctor/saved_scan.py)
 
 
 def state_file_of(given: str | None) -> str:
@@ -56,7 +56,7 @@ def state_file_of(given: str | None) -> str:
     return load_settings(find_config(None)).state_file
 
 
-def _baseline(state_file: str) -> dict[str, Any]:
+def _baseline(state_file: str) -> SavedScan:
     if not state_file:
         raise ScanCannotRun(t("baseline: the config's [daemon] state_file is \"\" (the daemon keeps no "
                               "state, so no baseline); give --state-file FILE"))
@@ -68,14 +68,14 @@ def _baseline(state_file: str) -> dict[str, Any]:
     found = baseline.read(path)  # old by nature: its age is no reason to refuse it
     if found.unknown:  # absent, broken or dated in the future
         raise ScanCannotRun(t("baseline: {why}", why=found.unknown))
-    return found.report
+    return typed(found.report)  # checked by the state's reader
 
 
-def _scanned(replay: str | None, level: str | None) -> dict[str, Any]:
+def _scanned(replay: str | None, level: str | None) -> SavedScan:
     rules, config = load_setup(None)
     host = open_host(replay)
     options = scan_options(config, level, host=host, no_requests=replay is None)
-    return to_dict(scan(host, options, PROBES, rules, config))
+    return typed(to_dict(scan(host, options, PROBES, rules, config)))
 
 
 def _resolve(side: _Side, state_file: str, rule_ids: frozenset[str]) -> None:
@@ -101,14 +101,14 @@ def _resolve(side: _Side, state_file: str, rule_ids: frozenset[str]) -> None:
                               spec=spec, hint=_hint()))
 
 
-def _saved_or_state(path: Path, rule_ids: frozenset[str]) -> dict[str, Any]:
+def _saved_or_state(path: Path, rule_ids: frozenset[str]) -> SavedScan:
     """A saved JSON scan, or a state file of the daemon (its report is one), read as such."""
     try:
-        return load_saved(path, ScanCannotRun, rule_ids)
+        return read_saved(path, ScanCannotRun, rule_ids)
     except ScanCannotRun as not_a_scan:
         found = daemon_state.read(path)
         if found.report and not (found.unknown and found.age_s < -daemon_state.FUTURE_SLACK_S):
-            return found.report
+            return typed(found.report)
         raise not_a_scan from None
 
 
@@ -120,7 +120,7 @@ def run_diff(before: str, after: str, level: str | None, state_file: str,
         _resolve(side, state_file, rule_ids)
     for side, other in (sides, sides[::-1]):
         if side.report is None:
-            chosen = level or (other.report or {}).get("level") or "quick"
+            chosen = level or (other.report.level if other.report else "quick")
             side.report = _scanned(None, chosen)
     b, a = sides[0].report, sides[1].report
     assert b is not None and a is not None

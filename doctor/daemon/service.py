@@ -14,7 +14,11 @@ its default action and stops the daemon at any point of its start.
 The daemon speaks one language (its logs, its alerts' summaries and descriptions, its
 incident reports): ``--lang``, else the config file's top-level ``lang``, else
 LLM_DOCTOR_LANG, then the locale (``daemon_lang``); a reload that changes ``lang`` changes it.
-Metric names, label names and label values are the same in every language.
+Metric names, label names and label values are the same in every language. Its probes do
+not read that language: their summaries and reasons are message values made in English in
+their own threads (doctor/runner.py, doctor/i18n/text.py), said in the daemon's language only
+where it writes them; its state file is in English with each text's value, so that every
+adapter says it in its own (``npd --lang``).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from doctor.daemon.scheduler import Scheduler
 from doctor.daemon.metrics_app import metrics_app, tls_context
 from doctor.daemon.server import MetricsServer, serve
 from doctor.daemon.settings import Settings
-from doctor.i18n import current, parse_lang, resolve, set_lang, t
+from doctor.i18n import Speaking, parse_lang, resolve, speak_here, t
 from doctor.output import write_atomic
 from doctor.rules.evaluate import evaluate
 from doctor.seam.host import Host
@@ -81,7 +85,9 @@ class Daemon:
                  lang_flag: str | None = None) -> None:
         self.loaded, self._reload = loaded, reload
         self.lang_flag = lang_flag  # --lang as given; None: the config's lang decides
-        set_lang(daemon_lang(loaded.config, lang_flag))
+        # what the daemon says (logs, alerts, incident reports) is in this language, spoken by
+        # its own threads only: the process's language is not flipped under running probes
+        self.lang = daemon_lang(loaded.config, lang_flag)
         self.host = host or LiveHost()
         self.stop_event = threading.Event()
         self.reload_requested = False
@@ -94,7 +100,7 @@ class Daemon:
         self.collector.publish(Snapshot())  # build info and a zero heartbeat before the first beat
         self.tracker = AlertTracker(self._for_s(), loaded.settings.resolve_after)
         self.scheduler = self._scheduler()
-        self.dispatcher = sinks.Dispatcher(self._sinks())
+        self.dispatcher = sinks.Dispatcher(self._sinks(), self.lang)
         self.evaluations = 0
         self.instance = self.host.describe().get("hostname", "localhost")
         self._state_problem = ""  # the last reason the state file could not be written
@@ -167,10 +173,11 @@ class Daemon:
                                auth=t("on") if loaded.settings.basic_auth_user else t("off"),
                                tls=loaded.settings.tls_cert_file or t("off")))
         self.loaded = loaded
-        before = current()
-        set_lang(daemon_lang(loaded.config, self.lang_flag))
-        if current() != before:
-            log.info("%s", t("language: {lang}", lang=current()))
+        lang = daemon_lang(loaded.config, self.lang_flag)
+        if lang != self.lang:
+            self.lang = self.dispatcher.lang = lang
+            speak_here(lang)
+            log.info("%s", t("language: {lang}", lang=lang))
         self.tracker.for_s = self._for_s()
         self.tracker.resolve_after = loaded.settings.resolve_after
         self.scheduler.reconfigure(PROBES, loaded.options, loaded.settings.interval_s,
@@ -205,6 +212,7 @@ class Daemon:
     # the loop -----------------------------------------------------------------------------
     def run(self) -> int:
         """Serve, then beat until SIGTERM; ConfigError when a file the settings name is wrong."""
+        speak_here(self.lang)
         problem = self._unusable(self.loaded.settings)
         if problem:
             raise ConfigError(problem)
@@ -242,7 +250,11 @@ class Daemon:
 
     def beat(self) -> None:
         """One interval: start due probes, wait for them (at most 80% of the interval),
-        evaluate, move the alerts, publish."""
+        evaluate, move the alerts, publish; said in the daemon's language."""
+        with Speaking(self.lang):
+            self._beat()
+
+    def _beat(self) -> None:
         # A fresh per-scan memo (process table, host.cpu_load's sample) every beat, even while a
         # slow probe still runs: it keeps what it already read, and nothing memoised outlives
         # one beat (a memo kept while any probe ran served one CPU sample for minutes).

@@ -26,7 +26,8 @@ from typing import Any, Protocol
 
 from doctor.daemon.alerts import Alert
 from doctor.daemon.catalog.labels import finding_key
-from doctor.i18n import t
+from doctor.i18n import speak_here, t
+from doctor.i18n.text import render
 
 log = logging.getLogger("llm-doctor.alerts")
 
@@ -46,7 +47,7 @@ def alert_payload(alert: Alert, instance: str, now: float, expires_s: float,
               "instance": instance, "job": "llm-doctor"}
     if alert.key:
         labels["key"] = finding_key(alert.key)
-    annotations = {"summary": f.title, "description": f.remediation,
+    annotations = {"summary": render(f.title), "description": render(f.remediation),
                    "symptoms": ",".join(f.symptoms), "playbook": f.playbook,
                    "evidence": json.dumps(f.evidence, default=str, sort_keys=True)[:2000]}
     if report_url:
@@ -122,8 +123,9 @@ class LogSink:
 class Dispatcher:
     """Sends batches to every sink from one thread; drops (and logs) when 100 are queued."""
 
-    def __init__(self, sinks: list[Any]) -> None:
+    def __init__(self, sinks: list[Any], lang: str | None = None) -> None:
         self.sinks = sinks
+        self.lang = lang  # what the sinks log, said in it (the daemon's); None: the process's
         self.failures = 0
         self.sent = 0
         self._queue: queue.Queue[tuple[list[dict[str, Any]], str, type | None] | None] = \
@@ -150,6 +152,8 @@ class Dispatcher:
             if item is None:
                 return
             alerts, status, only = item
+            if self.lang is not None:
+                speak_here(self.lang)
             for sink in self.sinks:
                 if only is not None and not isinstance(sink, only):
                     continue

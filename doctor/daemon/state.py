@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doctor.daemon.settings import BOUNDS
-from doctor.i18n import t
+from doctor.i18n import Speaking, t
 from doctor.jsonfile import json_path, read_json
 from doctor.redact import redact_text
 from doctor.rules.ids import RESERVED, builtin_ids, is_rule_id
@@ -83,9 +83,13 @@ def family_of(rule: "Rule") -> str:
 
 def to_state(report: ScanReport, rules: "list[Rule]", interval_s: float, taken_at: float,
              evaluations: int) -> dict[str, Any]:
+    """The state, its text in English whatever the daemon speaks, each text with its value
+    (``<field>_msg``): each adapter says it in its own language (``npd --lang``)."""
+    with Speaking("en"):
+        saved = to_dict(report)
     return {"kind": KIND, "state_version": STATE_VERSION, "taken_at": round(taken_at, 3),
             "interval_s": interval_s, "daemon_pid": os.getpid(), "evaluations": evaluations,
-            "families": {r.id: family_of(r) for r in rules}, "report": to_dict(report)}
+            "families": {r.id: family_of(r) for r in rules}, "report": saved}
 
 
 def write(path: str | Path, state: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from collections.abc import Mapping
 from typing import Any
 
 from doctor.diff import identity as ident
@@ -33,6 +34,7 @@ from doctor.diff.model import (ADDED, CHANGED, FLAG, IMPROVEMENT, INCOMPLETE, NO
 from doctor.diff.noise import LATENCY, MEASURED, floor_of, outside
 from doctor.i18n import lazy, t, translated
 from doctor.model import Severity
+from doctor.saved_scan import SavedFinding, SavedScan, typed
 from doctor.redact import MASK, redact_text
 from doctor.values import is_finite
 
@@ -154,39 +156,36 @@ def _score(fact: Fact, raised_or_cleared: set[str]) -> float:
     return 20.0 if fact.status == CHANGED else 15.0
 
 
-def _findings(before: dict[str, Any], after: dict[str, Any]) -> tuple[FindingDelta, ...]:
-    def index(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-        return {(str(f.get("rule")), str(f.get("key", ""))): f for f in report.get("findings", [])}
+def _findings(before: SavedScan, after: SavedScan) -> tuple[FindingDelta, ...]:
+    def index(report: SavedScan) -> dict[tuple[str, str], SavedFinding]:
+        return {(f.rule, f.key): f for f in report.findings}
     fb, fa = index(before), index(after)
     out = []
     for key in sorted(fb.keys() | fa.keys()):
         f = fa.get(key) or fb[key]
         state = "unchanged" if key in fb and key in fa else ("raised" if key in fa else "cleared")
-        if state == "unchanged" and SEVERITY_RANK.get(str(fa[key].get("severity")), 0) > \
-                SEVERITY_RANK.get(str(fb[key].get("severity")), 0):
+        if state == "unchanged" and fa[key].severity > fb[key].severity:
             state = "raised"  # a warning become critical is a new problem
-        out.append(FindingDelta(redact_text(key[0]), redact_text(key[1]), str(f.get("cause", "")),
-                                state, str(f.get("severity", "")), redact_text(str(f.get("title", "")))))
+        out.append(FindingDelta(redact_text(key[0]), redact_text(key[1]), f.cause, state,
+                                f.severity.label, redact_text(f.title())))  # in this diff's language
     order = {"raised": 0, "cleared": 1, "unchanged": 2}
     return tuple(sorted(out, key=lambda d: (order[d.state], -SEVERITY_RANK.get(d.severity, 0), d.rule)))
 
 
-def taken_at(report: dict[str, Any]) -> str:
-    """When the side's state was taken: a recorded host's capture time (its replay, or a
-    saved scan of one, started later: the state is the capture's), else the scan's start."""
-    host = report.get("host", {})
-    captured = host.get("captured_at") if isinstance(host, dict) else None
-    if isinstance(host, dict) and host.get("kind") == "recorded" and isinstance(captured, str) \
-            and captured not in ("", "?"):
-        return captured
-    return str(report.get("started_at", "?"))
+def taken_at(report: SavedScan | Mapping[str, Any]) -> str:
+    """When the side's state was taken (``SavedScan.taken_at``)."""
+    return as_scan(report).taken_at
 
 
-def _side(report: dict[str, Any], source: str, records: Records) -> Side:
-    host = report.get("host", {})
-    return Side(redact_text(source), redact_text(str(host.get("hostname", "?"))),
-                str(report.get("level", "?")), redact_text(taken_at(report)),
-                ident.engine_state(records))
+def as_scan(report: SavedScan | Mapping[str, Any]) -> SavedScan:
+    """The typed scan of a side: a saved scan read (reports/json_report.py ``read``) as it
+    is, a scan's JSON data (``to_dict``, or ``check``'s) typed."""
+    return report if isinstance(report, SavedScan) else typed(report)
+
+
+def _side(report: SavedScan, source: str, records: Records) -> Side:
+    return Side(redact_text(source), redact_text(report.hostname), report.level,
+                redact_text(report.taken_at), ident.engine_state(records))
 
 
 def _shown(value: Any) -> str:
@@ -211,9 +210,11 @@ def first_line(fact: Fact) -> str:
     return f"{fact.id}: {_shown(fact.before)} -> {_shown(fact.after)}{ratio}"
 
 
-def compare(before: dict[str, Any], after: dict[str, Any], sources: tuple[str, str] = ("before", "after"),
-            different_hosts: bool = False) -> Diff:
-    """``before`` and ``after``: saved-scan dicts (reports/json_report.to_dict or load)."""
+def compare(before: SavedScan | Mapping[str, Any], after: SavedScan | Mapping[str, Any],
+            sources: tuple[str, str] = ("before", "after"), different_hosts: bool = False) -> Diff:
+    """``before`` and ``after``: typed saved scans (reports/json_report.py ``read``), or a
+    scan's JSON data (``to_dict``), typed here."""
+    before, after = as_scan(before), as_scan(after)
     (rb, facts_b), (ra, facts_a) = readings(before), readings(after)
     sides = _side(before, sources[0], rb), _side(after, sources[1], ra)
     who, evidence = ident.identity(before, after, rb, ra)

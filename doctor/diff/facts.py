@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
+from doctor.saved_scan import SavedScan
 from doctor.diff.model import CONFIG, FLAG, Reading
 from doctor.i18n import lazy, t, translated
 from doctor.diff.noise import BANDWIDTH, LATENCY, MIB, STORAGE, THROUGHPUT
@@ -25,14 +26,9 @@ Data = dict[str, Any]
 class Records:
     """One side's probe records, by name."""
 
-    def __init__(self, report: Data) -> None:
-        self.status: dict[str, str] = {}
-        self.data: dict[str, Data] = {}
-        for probe in report.get("probes", []):
-            name = probe.get("name", "")
-            self.status[name] = probe.get("status", "")
-            if probe.get("status") == "ok" and isinstance(probe.get("data"), dict):
-                self.data[name] = probe["data"]
+    def __init__(self, report: SavedScan) -> None:
+        self.status: dict[str, str] = {p.name: p.status for p in report.probes}
+        self.data: dict[str, Data] = {name: dict(data) for name, data in report.records().items()}
         self.gpu_names = _gpu_names(self.data.get("gpu.inventory", {}))
         self.engine_names = _engine_names(self.data.get("engine.discovery", {}))
 
@@ -429,7 +425,7 @@ EXTRACTORS: tuple[Callable[[Records], Iterator[Reading]], ...] = (gpu_facts, eng
 NOT_RECORDED: tuple[str, ...] = ()
 
 
-def readings(report: Data) -> tuple[Records, dict[str, Reading]]:
+def readings(report: SavedScan) -> tuple[Records, dict[str, Reading]]:
     records = Records(report)
     found: dict[str, Reading] = {}
     for extract in EXTRACTORS:

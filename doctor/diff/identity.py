@@ -15,8 +15,8 @@ idle engine says nothing against one under load).
 
 from __future__ import annotations
 
-from typing import Any
 
+from doctor.saved_scan import SavedScan
 from doctor.diff.facts import Records
 from doctor.i18n import lazy, t, translated
 from doctor.redact import redact_text
@@ -29,24 +29,24 @@ def gpu_uuids(records: Records) -> set[str]:
     return set(records.gpu_names.values())
 
 
-def identity(before: dict[str, Any], after: dict[str, Any], rb: Records, ra: Records
+def identity(before: SavedScan, after: SavedScan, rb: Records, ra: Records
              ) -> tuple[str, tuple[str, ...]]:
     """(same | different | unproven, the evidence, one line each)."""
-    hb, ha = before.get("host", {}), after.get("host", {})
+    hb, ha = before.host, after.host
     evidence: list[str] = []
     agree = differ = False
     for key, english in STRONG:
         name = translated(english)
-        b, a = hb.get(key), ha.get(key)
-        if isinstance(b, str) and isinstance(a, str) and b and a:
+        b, a = hb.get(key, ""), ha.get(key, "")
+        if b and a:
             if b == a:
                 agree = True
                 evidence.append(t("the {name} is the same", name=name))
             else:
                 differ = True
                 evidence.append(t("the {name} differs", name=name))
-        elif isinstance(b, str) and b or isinstance(a, str) and a:
-            unread_before = not (isinstance(b, str) and b)
+        elif b or a:
+            unread_before = not b
             why = (hb if unread_before else ha).get(f"{key}_reason")
             said = (t("the {name} is not read before", name=name) if unread_before
                     else t("the {name} is not read after", name=name))
@@ -59,7 +59,7 @@ def identity(before: dict[str, Any], after: dict[str, Any], rb: Records, ra: Rec
         else:
             differ = True
             evidence.append(t("no GPU UUID is on both sides"))
-    names = (str(hb.get("hostname", "?")), str(ha.get("hostname", "?")))
+    names = (before.hostname, after.hostname)
     same_name = names[0] == names[1]
     evidence.append(t("hostname {name}", name=names[0]) if same_name
                     else t("hostnames {before} and {after}", before=names[0], after=names[1]))
@@ -108,13 +108,13 @@ def models(records: Records) -> set[str]:
     return {str(e.get("model")) for e in records.rows("engine.discovery", "engines") if e.get("model")}
 
 
-def comparability(before: dict[str, Any], after: dict[str, Any], rb: Records, ra: Records
+def comparability(before: SavedScan, after: SavedScan, rb: Records, ra: Records
                   ) -> tuple[str, ...]:
     """Why the two states cannot be judged against each other; empty when they can."""
     why = []
-    if before.get("level") != after.get("level"):
+    if before.level != after.level:
         why.append(t("the levels differ ({before} and {after}): scan both sides at one level (--level)",
-                     before=before.get("level"), after=after.get("level")))
+                     before=before.level, after=after.level))
     mb, ma = models(rb), models(ra)
     if mb and ma and mb != ma:
         why.append(redact_text(t("the models differ ({before} and {after})",

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.fix.text import input_text, one_line
+from doctor.i18n import SOURCE
+from doctor.i18n.text import saved_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +51,21 @@ class Scan:
         return self._engines.get(pid, [])
 
 
+def _english_title(finding: dict, scan: Scan) -> str:
+    saved_in = scan.report.get("lang") if isinstance(scan.report, dict) else None
+    return saved_text(finding, "title", saved_in, SOURCE)
+
+
 def header(finding: dict, scan: Scan, comment: str = "#") -> str:
     # the file's own words: English in every language, so a file is the same bytes whatever
-    # language planned it (its title line is the finding's, as the scan wrote it). Each
+    # language planned it, and whatever language the scan was saved in (its title line is
+    # the finding's English title: said from its value, else as the scan wrote it). Each
     # line is a comment whatever the finding holds: its rule, key and title are made one
     # printable line each (a newline in a title once put a cron line into the file).
     key = input_text(finding.get("key") or "")
     key = f" ({key})" if key else ""
     lines = [f"Written by llm-doctor fix on {one_line(scan.date, 10)} for the finding "
-             f"{input_text(finding.get('rule'))}{key}:", input_text(finding.get("title") or ""),
+             f"{input_text(finding.get('rule'))}{key}:", input_text(_english_title(finding, scan)),
              "'llm-doctor fix --revert PLAN' removes it and restores what it replaced."]
     return "".join(f"{comment} {one_line(line)}\n" for line in lines)
 

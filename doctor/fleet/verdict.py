@@ -29,6 +29,7 @@ from typing import Any
 
 from doctor.daemon.state import State, rule_id_ok
 from doctor.i18n import t
+from reports.json_report import text_of
 from doctor.model import Severity
 from doctor.redact import redact_text
 
@@ -81,6 +82,12 @@ def rule_word(finding: dict[str, Any]) -> str:
     return rule if isinstance(rule, str) and rule_id_ok(rule) else INVALID_RULE
 
 
+def said(state: State, entry: dict[str, Any], key: str) -> str:
+    """A title or reason of the state in the adapter's language (the state is written in
+    English and carries each text's value: reports/json_report.py ``text_of``)."""
+    return text_of(entry, key, state.report.get("lang"))
+
+
 def judge(state: State, family: str | None = None, min_severity: Severity = Severity.WARNING,
           width: int = 80) -> Verdict:
     """The verdict on ``family`` (None: the whole host) from ``state``."""
@@ -92,9 +99,10 @@ def judge(state: State, family: str | None = None, min_severity: Severity = Seve
     if problems:
         worst = max(severity_of(f) for f in problems)
         first = next(f for f in problems if severity_of(f) == worst)
+        first = {**first, "title": said(state, first, "title")}  # a drain reason says it too
         more = t(" (+{count} more)", count=len(problems) - 1) if len(problems) > 1 else ""
         line = t("{rule} {severity}: {title}", rule=rule_word(first),
-                 severity=worst.word, title=masked(first.get("title", "")))
+                 severity=worst.word, title=masked(first["title"]))
         if more and len(line) + len(more) > width:
             line = cut(line, width - len(more))
         return Verdict(Status.PROBLEM, cut(line + more, width), first, problems)
@@ -105,7 +113,8 @@ def judge(state: State, family: str | None = None, min_severity: Severity = Seve
         p = failed[0]
         return Verdict(Status.UNKNOWN, cut(t("unknown {probe} failed: {reason}",
                                              probe=masked(p.get("name")),
-                                             reason=masked(p.get("reason") or p.get("status")
+                                             reason=masked(said(state, p, "reason")
+                                                           or p.get("status")
                                                            or t("no reason given"))), width))
     if not probes:
         return Verdict(Status.UNKNOWN, cut(t("unknown {family}: the state lists no probe of "
@@ -115,7 +124,8 @@ def judge(state: State, family: str | None = None, min_severity: Severity = Seve
         skipped = probes[0]
         return Verdict(Status.OK, cut(t("ok {family}: no probe ran ({probe}: {reason})",
                                         family=what, probe=masked(skipped.get("name")),
-                                        reason=masked(skipped.get("reason") or t("skipped"))),
+                                        reason=masked(said(state, skipped, "reason")
+                                                      or t("skipped"))),
                                       width))
     return Verdict(Status.OK, cut(t("ok {family}: {ran} probes ran, nothing at {severity} or "
                                     "worse ({age:.0f}s ago)", family=what, ran=ran,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import string
+import threading
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -38,6 +39,7 @@ LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG")
 ENV_VAR = "LLM_DOCTOR_LANG"
 
 _current = SOURCE
+_local = threading.local()  # Speaking's language, for its thread only
 
 
 class LangError(ValueError):
@@ -86,27 +88,40 @@ def set_lang(lang: str) -> None:
     if lang not in LANGS:
         raise LangError(f"{lang!r} is not one of {', '.join(LANGS)}")
     _current = lang
+    if getattr(_local, "lang", None):  # inside a Speaking block: this thread too
+        _local.lang = lang
 
 
 def current() -> str:
-    return _current
+    return getattr(_local, "lang", None) or _current
+
+
+def speak_here(lang: str) -> None:
+    """Speak ``lang`` in this thread from now on (the daemon's loop and its alert sender),
+    leaving the process's language and every other thread's as they are."""
+    if lang not in LANGS:
+        raise LangError(f"{lang!r} is not one of {', '.join(LANGS)}")
+    _local.lang = lang
 
 
 class Speaking:
-    """``with Speaking("zh_CN"):`` speaks a language for a block (the daemon's reports,
-    tests rendering one report in both), then the one before."""
+    """``with Speaking("zh_CN"):`` speaks a language for a block in this thread only (the
+    daemon's reports and alerts, a test rendering one report in both), then the one before:
+    other threads (the daemon's probes, its HTTP server) go on in theirs."""
 
     def __init__(self, lang: str) -> None:
+        if lang not in LANGS:
+            raise LangError(f"{lang!r} is not one of {', '.join(LANGS)}")
         self.lang = lang
-        self.before = SOURCE
+        self.before: str | None = None
 
     def __enter__(self) -> "Speaking":
-        self.before = current()
-        set_lang(self.lang)
+        self.before = getattr(_local, "lang", None)
+        _local.lang = self.lang
         return self
 
     def __exit__(self, *exc: object) -> None:
-        set_lang(self.before)
+        _local.lang = self.before
 
 
 def names(template: str) -> frozenset[str]:
@@ -142,7 +157,10 @@ def t(msgid: str, /, **params: Any) -> str:
     The lookup comes first: ``msgid`` must be the literal English template, never an
     f-string. Without params the text is returned as written (no braces are interpreted).
     """
-    text = catalogue(_current).get(msgid, msgid) if _current != SOURCE else msgid
+    if _values.is_capturing():  # in a probe's thread: English that carries the message
+        return _values.captured(msgid, params)
+    lang = current()
+    text = catalogue(lang).get(msgid, msgid) if lang != SOURCE else msgid
     if not params:
         return text
     return text.format_map(params)
@@ -158,6 +176,12 @@ def lazy(msgid: str) -> str:
 def translated(text: str) -> str:
     """``text`` (a literal marked with ``lazy`` where it was written) in the current
     language, as it is where the catalogue has no entry. Nothing is filled in."""
-    if _current == SOURCE or not isinstance(text, str):
+    if not isinstance(text, str):
         return text
-    return catalogue(_current).get(text, text)
+    if _values.is_capturing():
+        return _values.captured(text, {})
+    lang = current()
+    return text if lang == SOURCE else catalogue(lang).get(text, text)
+
+
+from doctor.i18n import values as _values  # noqa: E402

@@ -22,7 +22,8 @@ from doctor.rules.expressions import chain_of
 from doctor.rules.loader import DEFAULT_KEY_FIELDS, Rule
 from doctor.rules.sandbox import Evaluator, LimitExceeded
 from doctor.vocabulary import FIRST_CAUSES
-from doctor.i18n import current
+from doctor.i18n import LANGS, Speaking
+from doctor.i18n.text import Localized, localized, said
 from doctor.rules.titles import render
 
 RULE_TIME_LIMIT_S = 2.0  # wall time for one rule over all its items; real rules take < 10 ms
@@ -148,14 +149,24 @@ def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
             cause=rule.cause,
             symptoms=rule.symptoms,
             severity=level,
-            title=render(rule.title_in(current()), {**params, **evidence}, missing),
+            title=said(_title(rule, {**params, **evidence}, missing)),
             evidence=evidence,
-            remediation=rule.remediation_in(current()),
+            remediation=said(localized({lang: rule.remediation_in(lang) for lang in LANGS})),
             playbook=f"playbooks/{rule.playbook}.md",
             key=str(key)[:MAX_KEY_CHARS],
             missing=missing,
         ))
     return findings
+
+
+def _title(rule: Rule, fields: dict[str, Any], missing: dict[str, str]) -> Localized:
+    """The title filled from the rule's template in each language: a finding carries them
+    all, and a report says the one it speaks (a saved scan re-renders without the rule)."""
+    texts = {}
+    for lang in LANGS:
+        with Speaking(lang):  # an absent value's word ("—", a reason) in that language
+            texts[lang] = render(rule.title_in(lang), fields, missing)
+    return localized(texts)
 
 
 def _message(exc: BaseException) -> str:

@@ -160,4 +160,4 @@ def summary(record: MetricsRecord) -> str:
         parts.append(t("{kind}: KV {use}, running {running}, waiting {waiting}, TTFT p95 {ttft}",
                        kind=m.kind, use=use, running=display.text(m.requests_running, na, 'g'),
                        waiting=display.text(m.requests_waiting, na, 'g'), ttft=ttft))
-    return "; ".join(parts + [t("error: {error}", error=e) for e in record.errors])
+    return t("; ").join(parts + [t("error: {error}", error=e) for e in record.errors])

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.i18n import SOURCE, current, lazy, translated
+from doctor.i18n import lazy
+from doctor.i18n.text import english_else
 from probes.helpers.engine_p2p import CacheVerdict
 from probes.helpers.pcie_acs import REDIRECT_BITS, BridgeAcs
 
@@ -92,11 +93,9 @@ _KINDS = (
 
 def kind_of(blocker: str) -> str:
     """A blocker as it reads in the current language: itself in English, else its kind."""
-    if current() == SOURCE:
-        return blocker
     for prefix, words in _KINDS:
         if blocker.startswith(prefix):
-            return translated(words)
+            return english_else(blocker, words)
     return blocker
 
 
