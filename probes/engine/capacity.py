@@ -27,6 +27,7 @@ from doctor.i18n import t
 from doctor.seam.host import (Host, HostReadError, MeasurementError, read_error_text,
                               reason_text)
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.workload.model_shape import (ModelFileError, ModelShape, parse_config, read_shape,
                                 shape_from_config, shape_from_values)
 from doctor.workload.memory_budget import NO_GPU, MemoryBudget, MemoryFigureError, host_memory
@@ -152,7 +153,7 @@ def size(engine: Engine, shape: ModelShape, gpu_total: int,
         config_sha256=config_sha256, memory_kind="host" if on_host else "gpu")
 
 
-def probe(host: Host, options: ScanOptions) -> CapacityRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CapacityRecord:
     engines = [e for e in discover(host, options) if e.model_path]
     if not engines:
         raise Skip(t("no engine with a local model path (its config.json or .gguf file gives "

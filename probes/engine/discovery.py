@@ -39,6 +39,7 @@ from doctor.i18n import t
 from doctor.endpoints import parse as parse_endpoint
 from doctor.seam.host import Host, HostReadError, Reason, detail_text
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from probes.helpers.promtext import Page, PageError, parse
 from doctor.redact import MASK, redact_cmdline, safe_display
 from doctor.values import field, page_json, text
@@ -487,7 +488,7 @@ def engine_argv(host: Host, pid: int) -> EngineArgv:
     return EngineArgv(pid, tuple(a[:MAX_ARG_CHARS] for a in args[:MAX_ARGS] if a), None)
 
 
-def probe(host: Host, options: ScanOptions) -> DiscoveryRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> DiscoveryRecord:
     engines = discover(host, options)
     if not engines:
         raise Skip(t("no serving engine in the process table and no --endpoint given"))

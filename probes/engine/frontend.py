@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from doctor import display
 from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import (Host, HostReadError, detail_text, read_error_text,
                               reason_text)
 from doctor.values import count, non_negative
@@ -129,7 +130,7 @@ def _frontend_pid(kind: str, root: int, host: Host) -> tuple[int, str, str] | No
     return (root, found.cmdline, ",".join(found.listen)) if found else (root, "", "")
 
 
-def probe(host: Host, options: ScanOptions) -> FrontendRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> FrontendRecord:
     sample = cpu_load.probe(host, options)  # host.cpu_load's sample, memoized per scan
     trees = [e for e in sample.engines if e.engine in KINDS]
     if not trees:

@@ -19,6 +19,7 @@ from typing import Iterable
 from doctor.i18n import t
 from doctor.seam.host import Host
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import number, text
 from doctor.values import count
 from probes.engine.discovery import discover
@@ -113,7 +114,7 @@ def view(engine: Engine | None, m: EngineMetrics) -> EngineKV:
         requests_waiting_before=m.requests_waiting_before)
 
 
-def probe(host: Host, options: ScanOptions) -> KVRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KVRecord:
     engines = {e.base_url: e for e in discover(host, options)}
     scraped = [m for m in scrape_all(host, options) if isinstance(m, EngineMetrics)]
     if not scraped:

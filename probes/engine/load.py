@@ -31,6 +31,7 @@ from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError, read_error_text
 from doctor.workload.knee import SCHEMA, knee_path
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.values import count, field, non_negative, page_json, text
 from doctor import display
 from probes.helpers.engine_targets import Target, targets
@@ -275,7 +276,7 @@ def knee_throughput(knee: int | None, points: tuple[SweepPoint, ...]) -> float |
     return at[0] if at else None
 
 
-def probe(host: Host, options: ScanOptions) -> LoadRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> LoadRecord:
     """Live concurrency of every engine endpoint, against its saved knee."""
     found = targets(host, options)
     if not found:

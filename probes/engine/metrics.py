@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from probes.helpers.promtext import Page, PageError, parse
 from doctor.redact import safe_display
 from doctor.values import number
@@ -135,7 +136,7 @@ def _interval(host: Host, url: str, at: float, wanted: float) -> float:
     return value if value is not None and value > 0 else wanted
 
 
-def probe(host: Host, options: ScanOptions) -> MetricsRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> MetricsRecord:
     if not _targets(host, options):
         raise Skip(t("no engine with a listening socket or --endpoint to scrape"))
     results = scrape_all(host, options)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from doctor.i18n import lazy, t
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError, detail_text
 from doctor.values import count, field as json_field, number, page_json
 from doctor.workload.model_shape import DTYPE_BYTES, ModelFileError, ModelShape
@@ -259,7 +260,7 @@ class _NotRead(Exception):
     pass
 
 
-def probe(host: Host, options: ScanOptions) -> OffloadRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> OffloadRecord:
     """Each llama.cpp, Ollama, vLLM and SGLang engine's share of its model on the CPU."""
     found = [e for e in discover(host, options) if e.kind in KINDS]
     if not found:

@@ -32,6 +32,7 @@ from datetime import datetime
 
 from doctor.i18n import t
 from doctor.model import Level, ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.redact import MASK
 from doctor.seam.host import Host, MeasurementError
 from doctor.values import count, field, non_negative, number, text
@@ -238,7 +239,7 @@ def _one(host: Host, options: ScanOptions, engine: Engine) -> OllamaEngine:
         "; ".join(errors) or None)
 
 
-def probe(host: Host, options: ScanOptions) -> OllamaRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> OllamaRecord:
     """Each Ollama server's settings and models, read twice a few seconds apart."""
     found = [e for e in discover(host, options) if e.kind == "ollama" and e.base_url]
     if not found:

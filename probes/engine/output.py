@@ -29,6 +29,7 @@ from doctor.i18n import t
 from doctor.seam.host import Host
 from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, request_body
 from doctor.model import RequestCost, ScanOptions, Sent, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import text
 from probes.helpers.engine_requests import clear_to_send
 from probes.helpers.engine_targets import active_targets
@@ -147,7 +148,7 @@ def _sampled(endpoint: Endpoint, budget_s: float) -> dict:
     return asdict(sample_endpoint(endpoint, budget_s))
 
 
-def probe(host: Host, options: ScanOptions) -> OutputRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> OutputRecord:
     """Sample the output of every engine endpoint not serving requests now (unless
     ``options.busy_ok``) and measure its repetition."""
     found, not_sent = clear_to_send(host, options, "engine.output", COST,

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from doctor.i18n import lazy, t
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError
 from doctor.values import count, field, page_json
 from probes.engine.discovery import discover, label_text
@@ -135,7 +136,7 @@ def _capability(host: Host) -> tuple[float | None, int | None, str | None, str |
     return round(min(found), 1), gpus, None, None
 
 
-def probe(host: Host, options: ScanOptions) -> QuantRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> QuantRecord:
     """Each vLLM and SGLang engine's --quantization against its checkpoint and GPUs."""
     found = [e for e in discover(host, options) if e.kind in KINDS]
     if not found:

@@ -34,6 +34,7 @@ from doctor.i18n import t
 from doctor.redact import MASK
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.values import count, field
 from probes.engine.discovery import discover
 from probes.engine.load import saved_sweep
@@ -199,7 +200,7 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
         "; ".join(errors) or None)
 
 
-def probe(host: Host, options: ScanOptions) -> SlotsRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> SlotsRecord:
     """The slots of every llama.cpp and Ollama engine against the concurrency offered."""
     found = [e for e in discover(host, options) if e.kind in KINDS and e.base_url]
     if not found:

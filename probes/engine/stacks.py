@@ -25,6 +25,7 @@ from functools import partial
 from doctor.i18n import lazy, t, translated
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import text
 
 SAMPLES = 20
@@ -144,7 +145,7 @@ def _python_engines(host: Host,
     return out
 
 
-def probe(host: Host, options: ScanOptions) -> StacksRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> StacksRecord:
     """Sample each Python engine process's stacks for about four seconds."""
     found = _python_engines(host, options)
     if not found:

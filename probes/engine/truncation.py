@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.redact import MASK
 from doctor.seam.host import Host, HostReadError
 from doctor.values import count, field, page_json
@@ -126,7 +127,7 @@ def _one(host: Host, engine: Engine) -> EngineTruncation:
         round(top / total, 4) if top is not None and total else None, engine.error)
 
 
-def probe(host: Host, options: ScanOptions) -> TruncationRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> TruncationRecord:
     """Each engine's context limit beside the prompt lengths it was sent."""
     found = [e for e in discover(host, options) if e.base_url and e.kind != "unknown"]
     if not found:

@@ -42,6 +42,7 @@ from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError
 from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_requests
 from doctor.model import RequestCost, ScanOptions, Sent, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import number
 from probes.helpers import engine_names as N
 from probes.helpers.engine_requests import clear_to_send
@@ -305,7 +306,7 @@ def _measure_one(host: Host, target: Target, budget_s: float = BUDGET_S) -> Warm
     return WarmupEndpoint(**host.measure(f"engine.warmup {target.base_url}", run))
 
 
-def probe(host: Host, options: ScanOptions) -> WarmupRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> WarmupRecord:
     """First against steady-state latency for every engine endpoint found or named that is
     not serving requests now (unless ``options.busy_ok``)."""
     found, not_sent = clear_to_send(host, options, "engine.warmup", COST,

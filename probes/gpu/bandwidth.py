@@ -24,6 +24,7 @@ from typing import Any
 
 from doctor.seam.host import Host, MeasurementError
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count
 from probes.gpu.pcie import link_ceiling_gbps
@@ -179,7 +180,7 @@ def _first_use(host: Host, errors: dict[str, str]) -> tuple[float | None, float 
     return (first, warm) if ok else (None, None)
 
 
-def probe(host: Host, options: ScanOptions) -> BandwidthRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> BandwidthRecord:
     count = gpu_count(host)
     errors: dict[str, str] = {}
     gpus = tuple(read_gpu(host, i, errors) for i in range(count))

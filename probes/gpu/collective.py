@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.i18n import t
 from probes.gpu import pcie, topology
@@ -249,7 +250,7 @@ def on_cpu(host: Host, ranks: int = 2, limit_s: float = 30.0,
     return group_record((), data, none, {"ceiling_gbps": "the CPU: no GPU path"})
 
 
-def probe(host: Host, options: ScanOptions) -> CollectiveRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CollectiveRecord:
     count = gpu_count(host)
     if count < 2:
         raise Skip(t("one GPU: an all-reduce needs two or more"))

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError
 from doctor.i18n import lazy, t, translated
 from probes.gpu import topology
@@ -191,7 +192,7 @@ def _engine(host: Host, proc, host_ns: set[str], gpus: tuple[int, ...],
                          lost=lost, missing=missing)
 
 
-def probe(host: Host, options: ScanOptions) -> DevicesRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> DevicesRecord:
     count = gpu_count(host)
     missing: dict[str, str] = {}
     names = [Reader(host).text("name", "nvmlDeviceGetName", i) for i in range(count)]

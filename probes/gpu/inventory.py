@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import COMPUTE_MODES, Reader, gpu_count, mib
 
@@ -75,7 +76,7 @@ def read_gpu(host: Host, index: int) -> GpuInfo:
     )
 
 
-def probe(host: Host, options: ScanOptions) -> GpuInventoryRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> GpuInventoryRecord:
     count = gpu_count(host)
     r = Reader(host)
     driver = r.text("driver_version", "nvmlSystemGetDriverVersion")

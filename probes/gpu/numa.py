@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host
 from doctor.i18n import t
 from probes.gpu import topology
@@ -145,7 +146,7 @@ def _engine(host: Host, proc, gpus: tuple[int, ...], nodes_of_gpu: dict[int, int
         memory_partial=memory.truncated, note=note, missing=missing)
 
 
-def probe(host: Host, options: ScanOptions) -> NumaRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NumaRecord:
     count = gpu_count(host)  # first: no GPU (or NVML failing) says so before the nodes do
     nmap = node_map(host)
     if nmap.reason:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.model import Level, ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.i18n import t
 from probes.gpu import topology
@@ -220,7 +221,7 @@ def _group(h: _Host, gpus: tuple[int, ...], topo: topology.TopologyRecord,
         blockers=blockers, missing=dict(engine.missing) if engine else {})
 
 
-def probe(host: Host, options: ScanOptions) -> P2pRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> P2pRecord:
     count = gpu_count(host)
     if count < 2:
         raise Skip(t("one GPU: no pair to judge"))

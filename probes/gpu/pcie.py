@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import lazy, t
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 from probes.helpers.kernel_child import run_kernel
@@ -192,7 +193,7 @@ def read_link(host: Host, index: int, load: dict | None, host_vm: bool | None = 
     )
 
 
-def probe(host: Host, options: ScanOptions) -> PcieRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> PcieRecord:
     count = gpu_count(host)
     host_vm = detect_virtualization(host).virtual_machine
     loads: dict[int, dict | None] = {i: None for i in range(count)}

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host
 from doctor.i18n import t
 from probes.gpu.topology import lineage, tensor_parallel
@@ -81,7 +82,7 @@ def _flag(value: int | None) -> bool | None:
     return None if value is None else bool(value)
 
 
-def probe(host: Host, options: ScanOptions) -> SharingRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> SharingRecord:
     count = gpu_count(host)
     table = process_table(host)
     mps = [p for p in table if _program(p.cmdline) in MPS_PROGRAMS

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, MeasurementError
 from doctor.model import Level, ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count, watts
 
@@ -176,7 +177,7 @@ def _load(host: Host, options: ScanOptions, count: int) -> tuple[dict, str | Non
     return {i: g for i, g in enumerate(per_gpu) if isinstance(g, dict)}, None
 
 
-def probe(host: Host, options: ScanOptions) -> ThermalPowerRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> ThermalPowerRecord:
     count = gpu_count(host)
     loads, reason = _load(host, options, count)
     return ThermalPowerRecord(gpus=tuple(read_gpu(host, i, loads.get(i)) for i in range(count)),

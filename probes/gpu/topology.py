@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count
 from probes.helpers.processes import Process, engine_processes, flag_value
@@ -198,7 +199,7 @@ def talk_groups(host: Host, count: int) -> tuple[tuple[tuple[int, ...], ...], st
     return tuple(groups), t("; ").join(sources)
 
 
-def probe(host: Host, options: ScanOptions) -> TopologyRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> TopologyRecord:
     """The GPUs' topology, read once per scan: gpu.peer_to_peer, gpu.numa and
     gpu.collective build on it (they call this, not ``host.memo`` with the same key)."""
     return host.memo("gpu.topology", lambda: _measured(host))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import text
 from doctor.i18n import t
 from probes.helpers import kernel_text
@@ -124,7 +125,7 @@ def _cpu_freq(host: Host, cpu: int) -> CpuFreq:
     )
 
 
-def probe(host: Host, options: ScanOptions) -> CpuRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CpuRecord:
     model, physical_cores, sockets, flags = parse_cpuinfo(host.read_text("/proc/cpuinfo"))
     cpu_ids = sorted(
         int(name[3:]) for name in host.list_dirs("/sys/devices/system/cpu")

@@ -32,6 +32,7 @@ from typing import Any
 
 from doctor.seam.host import Host, MeasurementError
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.engines import engine_of
 from doctor.redact import program_only, redact_cmdline
 from doctor.display import number
@@ -315,7 +316,7 @@ def _engine(i: int, row: Any, logical: int, other_busy: float | None) -> EngineC
     )
 
 
-def probe(host: Host, options: ScanOptions) -> CpuLoadRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CpuLoadRecord:
     # once per scan: engine.frontend reads the same sample instead of taking a second one
     data = host.memo("host.cpu_load", lambda: host.measure("host.cpu_load", sample))
     if not isinstance(data, dict):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor import display
 from doctor.i18n import t
 from probes.helpers import kernel_text
@@ -50,7 +51,7 @@ def required(path: str, values: dict[str, int], key: str) -> int:
     return values[key]
 
 
-def probe(host: Host, options: ScanOptions) -> MemoryRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> MemoryRecord:
     kb = parse_meminfo(host.read_text("/proc/meminfo"))
     total_kb = required("/proc/meminfo", kb, "MemTotal")
     if total_kb == 0:

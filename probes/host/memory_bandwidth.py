@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import number, why
 from doctor.i18n import t
 from probes.helpers.dimms import read_ceiling
@@ -138,7 +139,7 @@ def cut_floor(cache_bytes: int | None, array_bytes: int) -> int:
     return min(CUT_FLOOR_CACHES * (cache_bytes or 0), array_bytes // 2)
 
 
-def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> MemoryBandwidthRecord:
     threads, reach, sizing = plan(host)
     array_bytes = sizing.array_bytes
     floor = cut_floor(reach.cache_bytes, array_bytes)
