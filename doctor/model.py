@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from doctor.i18n import lazy, t, translated
+from doctor.endpoints import Endpoint
 from doctor.inputs import Inputs
 from doctor.seam.host import Host
 
@@ -49,7 +50,10 @@ class ScanOptions:
 
     level: Level = Level.STANDARD
     model_dirs: tuple[str, ...] = ()
-    endpoints: tuple[str, ...] = ()  # --endpoint URL: engines elsewhere or behind a proxy
+    # --endpoint URL, [scan] endpoints, a recorded host's: engines elsewhere or behind a proxy,
+    # parsed once where they come in (doctor/commands/setup.py scan_options); a text from a
+    # caller that builds options itself is parsed by discovery, which shows its error
+    endpoints: tuple[Endpoint | str, ...] = ()
     # False: no probe that sends requests to an engine runs (scan --no-requests, [scan]
     # requests = false; the daemon unless [daemon] requests = true); pages are still read
     requests: bool = True

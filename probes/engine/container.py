@@ -35,7 +35,7 @@ from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError
-from probes.gpu.topology import lineage
+from probes.helpers.lineage import lineage
 from probes.helpers import cgroups, kernel_text
 from probes.helpers.engine_flags import FLAGS, _args, flag, identity_of
 from probes.helpers.mounts import shm_of

@@ -89,7 +89,7 @@ def judge(host: Host, target: Target, address: str) -> Exposure:
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> ExposureRecord:
     """Judge every listening socket of every engine, and every --endpoint."""
-    found = targets(host, options)
+    found = targets(host, options, inputs)
     if not found:
         raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
     seen: set[str] = set()

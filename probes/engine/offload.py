@@ -40,10 +40,10 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError, detail_text
 from doctor.values import count, field as json_field, number, page_json
 from doctor.workload.model_shape import DTYPE_BYTES, ModelFileError, ModelShape
-from probes.engine.capacity import model_shape
-from probes.engine.discovery import discover, label_text
-from probes.gpu.bandwidth import memory_ceiling_gbps
-from probes.gpu.pcie import link_ceiling_gbps
+from probes.helpers.model_files import model_shape
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_reach import label_text
+from probes.helpers.link_ceilings import link_ceiling_gbps, memory_ceiling_gbps
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import Reader, gpu_count
@@ -262,7 +262,7 @@ class _NotRead(Exception):
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> OffloadRecord:
     """Each llama.cpp, Ollama, vLLM and SGLang engine's share of its model on the CPU."""
-    found = [e for e in discover(host, options) if e.kind in KINDS]
+    found = [e for e in found_engines(host, options, inputs).engines if e.kind in KINDS]
     if not found:
         raise Skip(t("no llama.cpp, Ollama, vLLM or SGLang engine: only they offload layers or "
                      "weights to the CPU"))

@@ -36,11 +36,10 @@ from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.values import count, field
-from probes.engine.discovery import discover
-from probes.engine.load import saved_sweep
-from probes.engine.metrics import scrape_all
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_scrape import scraped
+from probes.helpers.engine_sweep import saved_sweep
 from probes.helpers.engine_flags import Engine, flag
-from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_reads import argv_of, json_page
 from probes.helpers.process_env import env_value
 
@@ -118,9 +117,9 @@ def established_to(host: Host, port: int) -> int | None:
     return seen if read_any else None
 
 
-def _deferred(host: Host, options: ScanOptions, base_url: str) -> int | None:
-    for item in scrape_all(host, options):
-        if isinstance(item, EngineMetrics) and item.endpoint.rsplit("/metrics", 1)[0] == base_url:
+def _deferred(host: Host, options: ScanOptions, inputs: Inputs, base_url: str) -> int | None:
+    for item in scraped(host, options, inputs).engines:
+        if item.endpoint.rsplit("/metrics", 1)[0] == base_url:
             return count(item.requests_waiting)  # a gauge: 3.0; NaN or 2.5 is no count
     return None
 
@@ -138,7 +137,8 @@ def _sweep(host: Host, base_url: str, slots: int | None):
     return top.concurrency, first.ttft_p50_ms, top.ttft_p50_ms
 
 
-def _llama(host: Host, options: ScanOptions, engine: Engine, base_url: str) -> EngineSlots:
+def _llama(host: Host, options: ScanOptions, inputs: Inputs, engine: Engine,
+           base_url: str) -> EngineSlots:
     errors: list[str] = []
     props = json_page(host, f"{base_url}/props", errors, TIMEOUT_S)
     slots_page = json_page(host, f"{base_url}/slots", errors, TIMEOUT_S)
@@ -154,7 +154,7 @@ def _llama(host: Host, options: ScanOptions, engine: Engine, base_url: str) -> E
     elif slots_page is not None:
         errors.append(f"{base_url}/slots: not a list of slots")
     ctx_slot = ctx_slot or count(field(props, "default_generation_settings", "n_ctx"), minimum=1)
-    deferred = _deferred(host, options, base_url)
+    deferred = _deferred(host, options, inputs, base_url)
     offered = busy + (deferred or 0) if busy is not None else None
     level, ttft1, ttft_n = _sweep(host, base_url, slots)
     wanted = max(offered or 0, level or 0)
@@ -202,11 +202,12 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> SlotsRecord:
     """The slots of every llama.cpp and Ollama engine against the concurrency offered."""
-    found = [e for e in discover(host, options) if e.kind in KINDS and e.base_url]
+    found = [e for e in found_engines(host, options, inputs).engines
+             if e.kind in KINDS and e.base_url]
     if not found:
         raise Skip(t("no llama.cpp or Ollama engine: only they serve from a fixed number of slots"))
     return SlotsRecord(tuple(
-        _llama(host, options, e, e.base_url) if e.kind == "llama.cpp"
+        _llama(host, options, inputs, e, e.base_url) if e.kind == "llama.cpp"
         else _ollama(host, e, e.base_url) for e in found if e.base_url))
 
 

@@ -30,7 +30,7 @@ from doctor.model import ScanOptions
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError
 from doctor.i18n import lazy, t, translated
-from probes.gpu import topology
+from probes.helpers import gpu_topology as topology
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 from probes.helpers.processes import engine_processes, lasting_name
 

@@ -16,7 +16,7 @@ from doctor.seam.host import Host
 from doctor.model import ScanOptions
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
-from probes.helpers.gpu_common import COMPUTE_MODES, Reader, gpu_count, mib
+from probes.helpers.gpu_common import cuda_version_text, COMPUTE_MODES, Reader, gpu_count, mib
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +43,6 @@ class GpuInventoryRecord:
     # the GPUs' nvmlDeviceGetName, "+"-joined in sorted order on a host that mixes models
     # (it is then a fleet group of its own); None when no GPU answered a name
     gpu_model: str | None = None
-
-
-def cuda_version_text(code: int | None) -> str | None:
-    """NVML's CUDA version integer (1000 x major + 10 x minor) as "12.4"."""
-    if code is None or code <= 0:
-        return None
-    return f"{code // 1000}.{code % 1000 // 10}"
 
 
 def _flag(value: int | None) -> bool | None:

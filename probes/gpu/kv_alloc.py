@@ -20,7 +20,7 @@ from doctor.model import Level, ScanOptions
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import gpu_count
-from probes.kernels.kv_alloc import reference_mix, simulate, simulate_contiguous
+from probes.helpers.kv_blocks import reference_mix, simulate, simulate_contiguous
 from probes.helpers.processes import engine_processes, flag_value
 from probes.helpers.kernel_child import run_kernel
 

@@ -42,7 +42,7 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError
 from doctor.display import why
 from doctor.i18n import lazy, t
-from probes.gpu.inventory import cuda_version_text
+from probes.helpers.gpu_common import cuda_version_text
 from probes.helpers.cuda_build import BuildError, build_arches, runs_on
 from probes.helpers.cuda_loaded import Loaded, TorchVersion, mapped, site_candidates, torch_version
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of

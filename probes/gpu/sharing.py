@@ -29,7 +29,8 @@ from doctor.model import ScanOptions
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host
 from doctor.i18n import t
-from probes.gpu.topology import lineage, tensor_parallel
+from probes.helpers.gpu_topology import tensor_parallel
+from probes.helpers.lineage import lineage
 from probes.helpers.gpu_common import COMPUTE_MODES, Reader, gpu_count
 from probes.helpers.processes import engine_processes, process_table
 

@@ -3,7 +3,7 @@
 Runs ``probes.kernels.stream`` in a child process, threads = physical cores (logical CPUs
 where cpuinfo has no core ids), decimal GB/s counted as STREAM counts them. Each array is 4x
 the last-level cache the threads reach (at least 256 MiB), within a memory budget: an eighth
-of MemAvailable, 4 GiB, 512 MiB a thread, whichever is least (probes/host/stream_sizing.py
+of MemAvailable, 4 GiB, 512 MiB a thread, whichever is least (probes/helpers/stream_sizing.py
 says why); where the budget makes them smaller than that rule, ``under_rule`` says so. The
 cost is bounded in time too: the kernel has until TIME_BUDGET_S after its spawn for its start,
 allocation, first touch (cut at half of what is left on a busy host, keeping cut_floor: the
@@ -32,12 +32,12 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import number, why
 from doctor.i18n import t
 from probes.helpers.dimms import read_ceiling
-from probes.host.cpu import parse_cpuinfo
-from probes.host.memory import parse_meminfo
+from probes.helpers.cpuinfo import parse_cpuinfo
+from probes.helpers.meminfo import parse_meminfo
 from probes.helpers.kernel_child import run_kernel
-from probes.kernels.spread import read_spread
-from probes.host import stream_sizing
-from probes.host.stream_sizing import Sizing
+from probes.helpers.spread import read_spread
+from probes.helpers import stream_sizing
+from probes.helpers.stream_sizing import Sizing
 
 KERNEL_TIMEOUT_S = 120.0
 # The probe's time, from spawning the kernel to its result: the child's start (numpy imported

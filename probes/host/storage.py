@@ -31,7 +31,7 @@ from doctor.model import Level, ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import number, text, why
 from doctor.i18n import lazy, t, translated
-from probes.kernels import disk_read
+from probes.helpers import disk_read
 from probes.helpers.processes import engine_processes, model_path_of
 
 WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth", ".ggml", ".onnx", ".engine")

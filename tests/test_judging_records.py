@@ -1,0 +1,105 @@
+"""Judging is a function of records: engine.kv_cache's ``judge`` takes engine.discovery's and
+engine.metrics' records and nothing else, so its table is tested without a host (issue 29).
+The figures are worked by hand from the paged-allocation model (probes/helpers/kv_blocks.py):
+a request of L tokens holds ceil(L / block) blocks."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+import pytest
+
+from doctor.inputs import Inputs
+from doctor.model import ScanOptions, Skip
+from probes.engine import kv_cache
+from probes.helpers.engine_discovery import DiscoveryRecord, found
+from probes.helpers.engine_flags import blank
+from probes.helpers.engine_normalise import EngineMetrics
+from probes.helpers.engine_scrape import MetricsRecord, for_engine, scraped
+
+URL = "http://127.0.0.1:8000"
+
+
+def metrics(**given) -> EngineMetrics:
+    """An engine's scrape with every figure absent but those given."""
+    base = {f.name: None for f in fields(EngineMetrics)}
+    base.update(endpoint=f"{URL}/metrics", kind="vllm", interval_s=2.0, request_tokens_mix=(),
+                cache_config={}, absent=())
+    base.update(given)
+    return EngineMetrics(**base)
+
+
+def discovery(**config) -> DiscoveryRecord:
+    engine = replace(blank(URL), kind="vllm", **config)
+    return DiscoveryRecord((engine,), 1)
+
+
+# (request-length mix (the last point is the p99, left out), block size from /metrics,
+#  block size from discovery, expected waste, recommended block, its waste)
+TABLE = [
+    # 16-token blocks: 10 → 1 block (6 empty), 20 → 2 (12 empty), 30 → 2 (2 empty): 20/80
+    ((10.0, 20.0, 30.0, 999.0), "16", None, 0.25, 16, 0.25),
+    # the block size discovery read (--block-size 32) when the page has none: 3 blocks of
+    # 32 for 60 tokens, 36/96; the recommendation stays 16 (20/80)
+    ((10.0, 20.0, 30.0, 999.0), None, 32, 0.375, 16, 0.25),
+    # whole blocks waste nothing
+    ((16.0, 32.0, 64.0, 999.0), "16", None, 0.0, 16, 0.0),
+    # SGLang's page size 1: token by token, nothing to recommend
+    ((10.0, 20.0, 30.0, 999.0), "1", None, 0.0, None, None),
+    # a median of long context (≥ 4096) moves to 32 where that wastes under 2 %
+    ((8192.0, 8192.0, 8192.0, 9999.0), "16", None, 0.0, 32, 0.0),
+]
+
+
+@pytest.mark.parametrize("mix,page_block,flag_block,waste,recommended,at_recommended", TABLE)
+def test_kv_cache_judges_block_waste_from_records(mix, page_block, flag_block, waste,
+                                                  recommended, at_recommended):
+    scrape = metrics(request_tokens_mix=mix, kv_cache_use=0.5,
+                     cache_config={"block_size": page_block} if page_block else {})
+    (engine,) = kv_cache.judge(discovery(block_size=flag_block),
+                               MetricsRecord((scrape,), ())).engines
+    assert (engine.block_waste_fraction, engine.recommended_block_size,
+            engine.waste_at_recommended) == (waste, recommended, at_recommended)
+    assert engine.kv_cache_use == 0.5 and engine.request_tokens_p50 == mix[1]
+
+
+def test_kv_cache_takes_the_limits_discovery_read_for_the_engine_it_scraped():
+    record = discovery(max_model_len=8192, max_num_seqs=64, max_num_batched_tokens=2048)
+    (engine,) = kv_cache.judge(record, MetricsRecord((metrics(),), ())).engines
+    assert (engine.max_model_len, engine.max_num_seqs, engine.max_num_batched_tokens) == (
+        8192, 64, 2048)
+    elsewhere = metrics(endpoint="http://10.0.0.9:8000/metrics")  # discovery did not find it
+    (other,) = kv_cache.judge(record, MetricsRecord((elsewhere,), ())).engines
+    assert (other.max_model_len, other.block_size, other.block_waste_fraction) == (None, None, None)
+
+
+def test_kv_cache_with_no_scrape_is_skipped_saying_so():
+    with pytest.raises(Skip, match="/metrics page could be read"):
+        kv_cache.judge(discovery(), MetricsRecord((), (f"{URL}/metrics: timeout (no answer)",)))
+
+
+def test_a_probe_handed_its_needs_reads_them_and_not_the_host():
+    """The records in the inputs are what the helpers give: the host is never asked (a
+    host that fails every read would say so)."""
+
+    class NoHost:
+        kind = "live"
+
+        def __getattr__(self, name):
+            raise AssertionError(f"the host was asked for {name}")
+
+    scrape = metrics(request_tokens_mix=(10.0, 20.0, 30.0, 999.0),
+                     cache_config={"block_size": "16"})
+    inputs = Inputs({"engine.discovery": discovery(), "engine.metrics": MetricsRecord((scrape,), ())})
+    assert found(NoHost(), ScanOptions(), inputs).engines == discovery().engines
+    assert scraped(NoHost(), ScanOptions(), inputs).engines == (scrape,)
+    (engine,) = kv_cache.probe(NoHost(), ScanOptions(), inputs).engines
+    assert engine.block_waste_fraction == 0.25
+
+
+def test_one_engine_s_scrape_or_its_error_by_base_url():
+    good = metrics()
+    record = MetricsRecord((good,), ("http://127.0.0.1:9000/metrics: timeout (no answer in 3 s)",))
+    assert for_engine(record, URL) is good and for_engine(record, URL + "/") is good
+    assert for_engine(record, "http://127.0.0.1:9000") == record.errors[0]
+    assert for_engine(record, "http://127.0.0.1:9001") is None
