@@ -1,5 +1,6 @@
 """Judging is a function of records: engine.kv_cache's ``judge`` takes engine.discovery's and
-engine.metrics' records and nothing else, so its table is tested without a host (issue 29).
+engine.metrics' records and nothing else, and engine.slots' judging parts take the saved
+sweep's points and engine.metrics' record, so their tables are tested without a host (issue 29).
 The figures are worked by hand from the paged-allocation model (probes/helpers/kv_blocks.py):
 a request of L tokens holds ceil(L / block) blocks."""
 
@@ -12,10 +13,12 @@ import pytest
 from doctor.inputs import Inputs
 from doctor.model import ScanOptions, Skip
 from probes.engine import kv_cache
+from probes.engine import slots as slots_probe
 from probes.helpers.engine_discovery import DiscoveryRecord, found
 from probes.helpers.engine_flags import blank
 from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_scrape import MetricsRecord, for_engine, scraped
+from probes.helpers.engine_sweep import SweepPoint
 
 URL = "http://127.0.0.1:8000"
 
@@ -103,3 +106,42 @@ def test_one_engine_s_scrape_or_its_error_by_base_url():
     assert for_engine(record, URL) is good and for_engine(record, URL + "/") is good
     assert for_engine(record, "http://127.0.0.1:9000") == record.errors[0]
     assert for_engine(record, "http://127.0.0.1:9001") is None
+
+
+# engine.slots: the saved sweep's points (engine.load's SweepPoint records) and engine.metrics'
+# record judged without a host.
+SWEEP = (SweepPoint(1, 50.0, 100.0, True), SweepPoint(2, 90.0, 110.0, True),
+         SweepPoint(4, 95.0, 400.0, True), SweepPoint(8, 96.0, 900.0, False))
+
+
+@pytest.mark.parametrize("points,slots,expected", [
+    (SWEEP, 2, (4, 100.0, 400.0)),  # 8 was not usable: 4 is the highest level above 2 slots
+    (SWEEP, 1, (4, 100.0, 400.0)),
+    (SWEEP, 4, (None, None, None)),  # no usable level above the slots: no wait measured
+    (SWEEP, None, (None, None, None)),  # slots unknown
+    (SWEEP[1:], 1, (None, None, None)),  # no level at concurrency 1 to compare with
+    ((), 2, (None, None, None)),
+])
+def test_slots_reads_the_wait_from_the_sweep_points(points, slots, expected):
+    assert slots_probe.sweep_wait(points, slots) == expected
+
+
+@pytest.mark.parametrize("slots,offered,level,expected", [
+    (2, 5, None, 5),  # five offered to two slots: five would serve them at once
+    (2, None, 4, 4),  # nothing offered now; the sweep waited at 4
+    (4, 3, 2, None),  # enough slots
+    (None, 9, 9, None),  # slots unknown: nothing to suggest
+    (2, 3, 6, 6),
+])
+def test_slots_suggests_what_the_concurrency_seen_needs(slots, offered, level, expected):
+    assert slots_probe.suggested_slots(slots, offered, level) == expected
+
+
+def test_slots_takes_the_deferred_requests_from_the_metrics_record():
+    record = MetricsRecord((metrics(endpoint="http://127.0.0.1:8080/metrics", kind="llama.cpp",
+                                    requests_waiting=3.0),
+                            metrics(endpoint="http://127.0.0.1:8081/metrics", kind="llama.cpp",
+                                    requests_waiting=2.5)), ())
+    assert slots_probe.deferred_of(record, "http://127.0.0.1:8080") == 3
+    assert slots_probe.deferred_of(record, "http://127.0.0.1:8081") is None  # 2.5 is no count
+    assert slots_probe.deferred_of(record, "http://127.0.0.1:9999") is None

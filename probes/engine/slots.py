@@ -37,8 +37,8 @@ from doctor.model import ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.values import count, field
 from probes.helpers.engine_discovery import found as found_engines
-from probes.helpers.engine_scrape import scraped
-from probes.helpers.engine_sweep import saved_sweep
+from probes.helpers.engine_scrape import MetricsRecord, scraped
+from probes.helpers.engine_sweep import SweepPoint, saved_sweep
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_reads import argv_of, json_page
 from probes.helpers.process_env import env_value
@@ -118,16 +118,25 @@ def established_to(host: Host, port: int) -> int | None:
 
 
 def _deferred(host: Host, options: ScanOptions, inputs: Inputs, base_url: str) -> int | None:
-    for item in scraped(host, options, inputs).engines:
+    return deferred_of(scraped(host, options, inputs), base_url)
+
+
+def deferred_of(metrics: MetricsRecord, base_url: str) -> int | None:
+    """The requests waiting for a slot at engine.metrics' second scrape of ``base_url``."""
+    for item in metrics.engines:
         if item.endpoint.rsplit("/metrics", 1)[0] == base_url:
             return count(item.requests_waiting)  # a gauge: 3.0; NaN or 2.5 is no count
     return None
 
 
 def _sweep(host: Host, base_url: str, slots: int | None):
-    """(level, TTFT at 1, TTFT at that level) from the saved sweep: its highest usable
-    level above the slots (the one that waited for slots), else Nones."""
-    _, points = saved_sweep(host, base_url)
+    return sweep_wait(saved_sweep(host, base_url)[1], slots)
+
+
+def sweep_wait(points: tuple[SweepPoint, ...],
+               slots: int | None) -> tuple[int | None, float | None, float | None]:
+    """(level, TTFT at 1, TTFT at that level) from the saved sweep's points: its highest
+    usable level above the slots (the one that waited for slots), else Nones."""
     usable = [p for p in points if p.usable and p.ttft_p50_ms]
     first = next((p for p in usable if p.concurrency == 1), None)
     above = [p for p in usable if slots is not None and p.concurrency > slots]
@@ -135,6 +144,13 @@ def _sweep(host: Host, base_url: str, slots: int | None):
         return None, None, None
     top = max(above, key=lambda p: p.concurrency)
     return top.concurrency, first.ttft_p50_ms, top.ttft_p50_ms
+
+
+def suggested_slots(slots: int | None, offered: int | None, level: int | None) -> int | None:
+    """The slots that would serve at once the concurrency seen (offered now, or the sweep's
+    level that waited), when that is more than the engine has; None otherwise."""
+    wanted = max(offered or 0, level or 0)
+    return wanted if slots and wanted > slots else None
 
 
 def _llama(host: Host, options: ScanOptions, inputs: Inputs, engine: Engine,
@@ -157,8 +173,7 @@ def _llama(host: Host, options: ScanOptions, inputs: Inputs, engine: Engine,
     deferred = _deferred(host, options, inputs, base_url)
     offered = busy + (deferred or 0) if busy is not None else None
     level, ttft1, ttft_n = _sweep(host, base_url, slots)
-    wanted = max(offered or 0, level or 0)
-    suggested = wanted if slots and wanted > slots else None
+    suggested = suggested_slots(slots, offered, level)
     return EngineSlots(
         base_url, "llama.cpp", engine.pid, slots, slots_from,
         None if slots else "neither /props total_slots nor -np could be read", busy, deferred,
@@ -186,8 +201,7 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
     port = count(base_url.rsplit(":", 1)[-1].split("/")[0], minimum=1)
     offered = established_to(host, port) if port else None
     level, ttft1, ttft_n = _sweep(host, base_url, slots)
-    wanted = max(offered or 0, level or 0)
-    suggested = wanted if slots and wanted > slots else None
+    suggested = suggested_slots(slots, offered, level)
     return EngineSlots(
         base_url, "ollama", engine.pid, slots,
         ("OLLAMA_NUM_PARALLEL unset (default 1)" if unset else "OLLAMA_NUM_PARALLEL") if slots else None,
