@@ -12,7 +12,7 @@ import pytest
 
 from doctor.inputs import Inputs
 from doctor.model import ScanOptions, Skip
-from probes.engine import kv_cache
+from probes.engine import kv_cache, offload
 from probes.engine import slots as slots_probe
 from probes.helpers.engine_discovery import DiscoveryRecord, found
 from probes.helpers.engine_flags import blank
@@ -145,3 +145,24 @@ def test_slots_takes_the_deferred_requests_from_the_metrics_record():
     assert slots_probe.deferred_of(record, "http://127.0.0.1:8080") == 3
     assert slots_probe.deferred_of(record, "http://127.0.0.1:8081") is None  # 2.5 is no count
     assert slots_probe.deferred_of(record, "http://127.0.0.1:9999") is None
+
+
+# engine.offload: the tokens/s estimate from the bytes on each side and the two bandwidths
+# (a GPU's memory ceiling, host.memory_bandwidth's STREAM figure), no host.
+@pytest.mark.parametrize("total,cpu,gpu_gbps,cpu_gbps,expected", [
+    # 6 GB at 1000 GB/s + 4 GB at 100 GB/s = 46 ms a token, against 10 ms all on the GPU
+    (10e9, 4e9, 1000.0, 100.0, (21.7, 100.0, 4.6)),
+    (10e9, 0, 1000.0, None, (100.0, 100.0, 1.0)),  # nothing on the CPU: no CPU figure needed
+    (10e9, 4e9, None, 100.0, (None, None, None)),  # no GPU ceiling: not estimated
+    (10e9, 4e9, 1000.0, None, (None, None, None)),  # weights on the CPU, no STREAM figure
+    (None, None, 1000.0, 100.0, (None, None, None)),  # the model's bytes unknown
+])
+def test_offload_estimates_tokens_per_second_from_values(total, cpu, gpu_gbps, cpu_gbps, expected):
+    missing: dict[str, str] = {}
+    gpu = offload.GpuSide(None, "H100", gpu_gbps, 64.0,
+                          {} if gpu_gbps else {"gpu_bandwidth_gbps": "no clock from NVML"})
+    assert offload.estimate(total, cpu, gpu, cpu_gbps, missing) == expected
+    if expected[0] is None:  # each absent figure says why
+        assert set(missing) == {"tokens_per_s", "tokens_per_s_on_gpu", "slowdown"}
+        if gpu_gbps is None:
+            assert missing["slowdown"] == "no clock from NVML"

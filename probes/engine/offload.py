@@ -133,7 +133,7 @@ def host_bandwidth(host: Host) -> tuple[float | None, str | None]:
     return (gbps, None) if gbps and gbps > 0 else (None, f"host.memory_bandwidth gave {best!r:.40}")
 
 
-def _estimate(total: int | None, cpu: int | None, gpu: GpuSide, cpu_gbps: float | None,
+def estimate(total: int | None, cpu: int | None, gpu: GpuSide, cpu_gbps: float | None,
               missing: dict[str, str]) -> tuple[float | None, float | None, float | None]:
     """(tokens/s now, tokens/s all on the GPU, their ratio): time/token ~= gpu_bytes/gpu_bw
     + cpu_bytes/cpu_bw, every weight read once per token (an estimate: see the docstring)."""
@@ -172,7 +172,7 @@ def _item(engine: Engine, model: str | None, source: str, gpu: GpuSide, cpu_gbps
     if cpu_why:
         missing["cpu_bandwidth_gbps"] = cpu_why
     missing.update({k: v for k, v in gpu.missing.items() if k == "gpu_bandwidth_gbps"})
-    now, on_gpu, ratio = _estimate(total, cpu, gpu, cpu_gbps, missing)
+    now, on_gpu, ratio = estimate(total, cpu, gpu, cpu_gbps, missing)
     return EngineOffload(_label(engine), engine.kind, model, source, layers, layers_gpu, total,
                          cpu, share, None, gpu.name, gpu.memory_gbps, cpu_gbps, now, on_gpu,
                          ratio, missing)
