@@ -99,7 +99,7 @@ def _headers(target: Target) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
 
 
-def _from_metrics(host: Host, options: ScanOptions, inputs: Inputs, target: Target):
+def _from_metrics(host: Host, options: ScanOptions, target: Target, inputs: Inputs):
     """engine.metrics' scrape of this endpoint (its record when it ran, else scraped once
     a scan), or its error."""
     found = for_engine(scraped(host, options, inputs), target.base_url)
@@ -111,20 +111,20 @@ def _whole(value: float | None) -> int | None:
     return None if value is None else count(round(value))
 
 
-def window_work(host: Host, options: ScanOptions, inputs: Inputs,
-                target: Target) -> tuple[float | None, float | None, float | None]:
+def window_work(host: Host, options: ScanOptions, target: Target,
+                inputs: Inputs = NO_INPUTS) -> tuple[float | None, float | None, float | None]:
     """(requests finished, tokens, seconds) between engine.metrics' two scrapes."""
-    got = _from_metrics(host, options, inputs, target)
+    got = _from_metrics(host, options, target, inputs)
     if isinstance(got, str):
         return None, None, None
     return got.requests_in_window, got.tokens_in_window, got.interval_s
 
 
-def live_load(host: Host, options: ScanOptions, inputs: Inputs,
-              target: Target) -> tuple[int | None, int | None, str | None, str | None]:
+def live_load(host: Host, options: ScanOptions, target: Target,
+              inputs: Inputs = NO_INPUTS) -> tuple[int | None, int | None, str | None, str | None]:
     """(running, waiting, source, error): engine.metrics' normalised gauges, else /slots."""
     errors = []
-    got = _from_metrics(host, options, inputs, target)
+    got = _from_metrics(host, options, target, inputs)
     if isinstance(got, str):
         errors.append(got)
     elif (running := _whole(got.requests_running)) is not None:
@@ -213,13 +213,13 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> LoadR
         raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
     engines = []
     for target in found:
-        running, waiting, source, error = live_load(host, options, inputs, target)
+        running, waiting, source, error = live_load(host, options, target, inputs)
         (knee, status, measured_at, path), points = saved_sweep(host, target.base_url)
         engines.append(EngineLoad(target.base_url, target.kind, served_model(host, target),
                                   running, waiting,
                                   source, knee, status, measured_at, path, error, points,
                                   knee_throughput(knee, points),
-                                  *window_work(host, options, inputs, target)))
+                                  *window_work(host, options, target, inputs)))
     if all(e.running is None and e.error and e.knee_status is None for e in engines):
         # nothing read of any engine, live or saved: not "ok" with every read an error in
         # its text (issue 28). Live, the probe failed; a recording that holds none of the

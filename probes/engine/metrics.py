@@ -25,9 +25,10 @@ from probes.helpers.engine_scrape import MetricsRecord, ScrapeError, scrape_all,
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> MetricsRecord:
-    if not targets(found(host, options, inputs).engines):
+    engines = found(host, options, inputs).engines
+    if not targets(engines):
         raise Skip(t("no engine with a listening socket or --endpoint to scrape"))
-    results = scrape_all(host, options, inputs)
+    results = scrape_all(host, options, engines)
     good = tuple(r for r in results if isinstance(r, EngineMetrics))
     errors = tuple(r for r in results if isinstance(r, ScrapeError))
     if good:

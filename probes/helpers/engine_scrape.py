@@ -57,7 +57,7 @@ def scraped(host: Host, options: ScanOptions, inputs: Inputs) -> MetricsRecord:
     record = inputs.get(NAME, MetricsRecord)
     if record is not None:
         return record
-    results = scrape_all(host, options, inputs)
+    results = scrape_all(host, options, found(host, options, inputs).engines)
     return MetricsRecord(tuple(r for r in results if isinstance(r, EngineMetrics)),
                          tuple(r.message for r in results if isinstance(r, ScrapeError)))
 
@@ -81,10 +81,10 @@ def targets(engines: tuple[Engine, ...]) -> list[Engine]:
 
 
 def scrape_all(host: Host, options: ScanOptions,
-               inputs: Inputs) -> tuple[EngineMetrics | ScrapeError, ...]:
-    """Both scrapes of every engine discovery found, once per scan (kept on the host)."""
-    return host.memo(NAME, lambda: _scrape_all(
-        host, options, targets(found(host, options, inputs).engines)))
+               engines: tuple[Engine, ...]) -> tuple[EngineMetrics | ScrapeError, ...]:
+    """Both scrapes of every engine discovery found (``engines``), once per scan (kept on
+    the host)."""
+    return host.memo(NAME, lambda: _scrape_all(host, options, targets(engines)))
 
 
 def _reason(exc: HostReadError) -> str:
