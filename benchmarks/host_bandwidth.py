@@ -23,7 +23,7 @@ memory (the probe's kernel: its VmHWM; C: wait4's ru_maxrss), each C build's add
 b``, which is the numpy backend's triad: numpy has no fused multiply-add) beside its triad,
 the cores other work kept busy during the probe's passes and during each C run, and the
 load average before and after: on a shared machine a figure is only worth its neighbours'
-quiet. Arrays are sized as the probe sizes them (probes/host/stream_sizing.py: 4x the cache
+quiet. Arrays are sized as the probe sizes them (probes/helpers/stream_sizing.py: 4x the cache
 the threads reach, within the memory budget), and the cache tree and the sizing are
 printed; ``--llc-mib 480`` sizes them as the probe would for threads that reach a 480 MiB
 L3 (the budget still applies); ``--array-mib`` sets them directly. Three arrays are
@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from doctor.seam.host import MeasurementError  # noqa: E402
 from probes.host import memory_bandwidth as host_memory_bandwidth  # noqa: E402
 from doctor.seam.live import LiveHost  # noqa: E402
-from probes.host import stream_sizing  # noqa: E402
+from probes.helpers import stream_sizing  # noqa: E402
 from probes.host.memory import parse_meminfo  # noqa: E402
 from probes.kernels import stream  # noqa: E402
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from doctor.workload.levels import level_stats  # noqa: E402
-from doctor.workload.loadgen import Endpoint, Workload, run_level, run_requests  # noqa: E402
+from doctor.workload.loadgen import RequestTarget, Workload, run_level, run_requests  # noqa: E402
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
                               cwd=ROOT)
     try:
         port = int(server.stdout.readline())
-        endpoint = Endpoint(f"http://127.0.0.1:{port}")
+        endpoint = RequestTarget(f"http://127.0.0.1:{port}")
         workload = Workload(prompt_tokens=16, output_tokens=args.tokens, timeout_s=10)
         run_requests(endpoint, workload, 4, 200, 1.0)  # connect, warm the server's code paths
         started = time.perf_counter()

@@ -43,7 +43,7 @@ from doctor.seam.live import LiveHost  # noqa: E402
 from probes.gpu import collective  # noqa: E402
 from probes.helpers.kernel_child import run_kernel  # noqa: E402
 from probes.host import memory_bandwidth  # noqa: E402
-from probes.kernels.spread import read_spread, spread  # noqa: E402
+from probes.helpers.spread import read_spread, spread  # noqa: E402
 
 COPIES = ("d2d", "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")
 PARTS = ("host", "gpu", "collective")

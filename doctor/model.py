@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from doctor.i18n import lazy, t, translated
+from doctor.endpoints import Endpoint
 from doctor.i18n.text import Text
+from doctor.inputs import Inputs
 from doctor.seam.host import Host
 
 
@@ -59,7 +61,10 @@ class ScanOptions:
 
     level: Level = Level.STANDARD
     model_dirs: tuple[str, ...] = ()
-    endpoints: tuple[str, ...] = ()  # --endpoint URL: engines elsewhere or behind a proxy
+    # --endpoint URL, [scan] endpoints, a recorded host's: engines elsewhere or behind a proxy,
+    # parsed once where they come in (doctor/commands/setup.py scan_options); a text from a
+    # caller that builds options itself is parsed by discovery, which shows its error
+    endpoints: tuple[Endpoint | str, ...] = ()
     # False: no probe that sends requests to an engine runs (scan --no-requests, [scan]
     # requests = false; the daemon unless [daemon] requests = true); pages are still read
     requests: bool = True
@@ -133,11 +138,13 @@ class ProbeSpec:
     description: str
     reads: str  # what it reads, for `llm-doctor probes`
     timeout_s: float
-    run: Callable[[Host, ScanOptions], Any]  # returns a frozen record or raises Skip
+    # run(host, options, inputs): a frozen record, or raises Skip; ``inputs`` holds the records
+    # of ``needs`` and ``after`` (doctor/inputs.py), NO_INPUTS when run on its own
+    run: Callable[[Host, ScanOptions, Inputs], Any]
     exclusive: bool = False  # measures the machine: runs alone, after the read-only probes
     summary: Callable[[Any], str] | None = None  # the record in one line for people
-    needs: tuple[str, ...] = ()  # probes whose data it reads (through the memo): run first
-    after: tuple[str, ...] = ()  # probes whose data it uses when they have it: run first, no skip
+    needs: tuple[str, ...] = ()  # probes whose records it reads (its inputs): run first
+    after: tuple[str, ...] = ()  # probes whose records it uses when they have them: run first, no skip
     # What it sends to each engine at most (the probe's COST); such a probe's record has a
     # ``sent()`` method listing what it did send. None: it sends no request to an engine.
     cost: RequestCost | None = None

@@ -7,10 +7,11 @@ left behind on a daemon thread; its late result is ignored.
 
 A probe that builds on another's data names it in ``ProbeSpec.needs`` (engine.metrics needs
 engine.discovery): it starts when what it needs has finished, each under its own timeout,
-and reads that data from the per-scan memo its need filled. When a need did not end ``ok``,
-the probe is skipped with the need's reason (a need not chosen in this run, a probe run on
-its own, computes what it needs itself). ``ProbeSpec.after`` orders without skipping: the
-probe uses that data when it is there (engine.load reads /slots when /metrics is not).
+and is handed the records of its needs as its third argument (``Inputs``, doctor/inputs.py).
+When a need did not end ``ok``, the probe is skipped with the need's reason (a need not
+chosen in this run, a probe run on its own, computes what it needs itself, from
+probes/helpers). ``ProbeSpec.after`` orders without skipping: the probe is handed those
+records when they ended ok (engine.load reads /slots when /metrics is not there).
 
 A probe that sends requests to an engine declares what it sends (``ProbeSpec.cost``); when
 the options send none (``scan --no-requests``, the daemon by default) it is skipped here,
@@ -27,6 +28,7 @@ from typing import Callable, Iterable
 
 from doctor.i18n import Speaking, current, t
 from doctor.i18n.text import Text, as_text, capturing, m, said
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import ProbeResult, ProbeSpec, ScanOptions, Skip, no_requests
 
@@ -40,9 +42,10 @@ class ProbeCall(threading.Thread):
     daemon share; ``result`` is set when it ends, whatever happens inside."""
 
     def __init__(self, spec: ProbeSpec, host: Host, options: ScanOptions,
-                 done: "queue.SimpleQueue[ProbeCall] | None" = None) -> None:
+                 done: "queue.SimpleQueue[ProbeCall] | None" = None,
+                 inputs: Inputs = NO_INPUTS) -> None:
         super().__init__(name=f"probe {spec.name}", daemon=True)
-        self.spec, self.host, self.options = spec, host, options
+        self.spec, self.host, self.options, self.inputs = spec, host, options, inputs
         self.lang = current()  # the scan's: its results' text face (``said``) speaks it
         self.started_at = 0.0
         self.result: ProbeResult | None = None
@@ -60,7 +63,7 @@ class ProbeCall(threading.Thread):
         try:
             if self.spec.cost is not None and not self.options.requests:
                 raise Skip(no_requests())
-            record = self.spec.run(self.host, self.options)
+            record = self.spec.run(self.host, self.options, self.inputs)
         except Skip as exc:
             status, reason = "skipped", as_text(exc.args[0]) if exc.args else ""
         except HostReadError as exc:
@@ -128,6 +131,13 @@ def unmet(spec: ProbeSpec, results: dict[str, ProbeResult]) -> ProbeResult | Non
     return None
 
 
+def inputs_of(spec: ProbeSpec, results: dict[str, ProbeResult]) -> Inputs:
+    """The records ``spec`` is handed: those of its needs and its ``after`` probes that
+    ended ok in this run."""
+    return Inputs({name: results[name].record for name in spec.needs + spec.after
+                   if name in results and results[name].status == "ok"})
+
+
 def _ready(spec: ProbeSpec, chosen: set[str], results: dict[str, ProbeResult]) -> bool:
     return all(n in results or n not in chosen for n in spec.needs + spec.after)
 
@@ -150,7 +160,7 @@ def _run_parallel(specs: list[ProbeSpec], chosen: set[str], host: Host, options:
                 notify("done", spec, skipped)
                 ready += [s for s in waiting if s not in ready and _ready(s, chosen, results)]
                 continue
-            call = ProbeCall(spec, host, options, done)
+            call = ProbeCall(spec, host, options, done, inputs_of(spec, results))
             call.start()
             running[spec.name] = (call, time.perf_counter() + spec.timeout_s)
         if not running:
@@ -189,7 +199,7 @@ def run_probes(specs: Iterable[ProbeSpec], host: Host, options: ScanOptions,
         notify("start", spec, None)
         result = unmet(spec, results)
         if result is None:
-            call = ProbeCall(spec, host, options)
+            call = ProbeCall(spec, host, options, inputs=inputs_of(spec, results))
             call.start()
             call.join(spec.timeout_s)
             result = call.result if call.result is not None else _timed_out(spec)

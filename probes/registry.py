@@ -1,7 +1,8 @@
 """The probe registry: one explicit tuple, no import side effects, no plugin scanning.
 
-A probe that reads another's data says so in ``needs``; the runner runs that one first
-(doctor/runner.py), and a test checks that every need is a probe listed before it.
+A probe that reads another's data says so in ``needs`` (or ``after``); the runner runs that
+one first and hands the probe its record (doctor/runner.py, doctor/inputs.py), and a test
+checks that every need is a probe listed before it. docs/probes.md says how to add one.
 """
 
 from __future__ import annotations

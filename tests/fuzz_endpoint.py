@@ -408,7 +408,7 @@ class Impostor:
 def _only_the_impostor():
     """The scan (a fork of this process) sees no engine process of this host: engines
     other people run here (a test's llama-server) are neither measured nor loaded."""
-    import probes.engine.discovery as discovery
+    import probes.helpers.engine_discovery as discovery
 
     kept = discovery.engine_processes
     discovery.engine_processes = lambda host: ()

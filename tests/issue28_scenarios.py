@@ -19,7 +19,7 @@ import pytest
 
 from doctor.model import ScanOptions
 from doctor.seam.live import LiveHost
-from doctor.workload.loadgen import Endpoint, Workload, run_requests
+from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from probes.helpers.engine_targets import active_targets
 from tests import llama_server
 from tests.conftest import REPO
@@ -69,7 +69,7 @@ def replicas(tmp: Path) -> dict:
     a, b = _two(tmp)
     try:
         busy = threading.Thread(target=run_requests, daemon=True, args=(
-            Endpoint(a.base_url), Workload(64, 32, timeout_s=60), 4, 10_000, 45.0))
+            RequestTarget(a.base_url), Workload(64, 32, timeout_s=60), 4, 10_000, 45.0))
         busy.start()
         time.sleep(2.0)  # the streams are running
         plain = _scan("--level", "quick", "--endpoint", a.base_url, "--endpoint", b.base_url)

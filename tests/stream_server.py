@@ -226,4 +226,4 @@ if __name__ == "__main__":
 def only_named_endpoints(monkeypatch) -> None:
     """Tests against this server see only the endpoints they name, not the engines that
     happen to run on a shared machine (another test's llama-server, someone's vLLM)."""
-    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.helpers.engine_discovery.engine_processes", lambda host: ())

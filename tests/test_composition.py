@@ -3,6 +3,8 @@ give the same probes and options, and the daemon reads an engine named with --en
 
 from __future__ import annotations
 
+from doctor.endpoints import Endpoint
+
 import http.server
 import threading
 
@@ -23,6 +25,12 @@ def _config(tmp_path, text: str):
     return str(path)
 
 
+
+def _urls(options) -> tuple[str, ...]:
+    """The named endpoints' base URLs: they travel parsed, as doctor.endpoints.Endpoint."""
+    assert all(isinstance(e, Endpoint) for e in options.endpoints), options.endpoints
+    return tuple(e.base_url for e in options.endpoints)
+
 def test_the_daemon_and_a_scan_given_the_same_flags_have_the_same_options(tmp_path):
     models = tmp_path / "models"
     models.mkdir()
@@ -34,18 +42,18 @@ def test_the_daemon_and_a_scan_given_the_same_flags_have_the_same_options(tmp_pa
                            no_requests=True)
     daemon = load_daemon(path, (), flags).options
     assert daemon == scanned
-    assert daemon.endpoints == ("http://127.0.0.1:8000",) and daemon.level == Level.QUICK
+    assert _urls(daemon) == ("http://127.0.0.1:8000",) and daemon.level == Level.QUICK
 
 
 def test_the_daemon_takes_its_table_then_scan_then_the_defaults(tmp_path):
     path = _config(tmp_path, '[scan]\nlevel = "quick"\nendpoints = ["http://127.0.0.1:7001"]\n')
     assert load_daemon(path, (), {}).options.level == Level.QUICK  # as a scan would
-    assert load_daemon(path, (), {}).options.endpoints == ("http://127.0.0.1:7001",)
+    assert _urls(load_daemon(path, (), {}).options) == ("http://127.0.0.1:7001",)
     path = _config(tmp_path, '[scan]\nlevel = "quick"\n[daemon]\nlevel = "full"\n'
                              'endpoints = ["http://127.0.0.1:7002"]\n')
     loaded = load_daemon(path, (), {})
-    assert loaded.options.level == Level.FULL and loaded.options.endpoints == ("http://127.0.0.1:7002",)
-    assert load_daemon(path, (), {"endpoints": ("http://[::1]:7003",)}).options.endpoints == \
+    assert loaded.options.level == Level.FULL and _urls(loaded.options) == ("http://127.0.0.1:7002",)
+    assert _urls(load_daemon(path, (), {"endpoints": ("http://[::1]:7003",)}).options) == \
         ("http://[::1]:7003",)  # the flag wins
     assert load_daemon(_config(tmp_path, ""), (), {}).options.level == Level.STANDARD
 

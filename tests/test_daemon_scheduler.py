@@ -21,7 +21,7 @@ class Reading:
 
 
 def _counting(name: str, hang: bool = False, busy_s: float = 0.0):
-    def run(host, options) -> Reading:
+    def run(host, options, inputs=None) -> Reading:
         CALLS[name] = CALLS.get(name, 0) + 1
         time.sleep(busy_s)
         if name == "t.kernel":

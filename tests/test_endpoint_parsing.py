@@ -129,7 +129,7 @@ def test_load_takes_a_bare_host_and_port_as_http_as_the_scan_does(cli):
 def test_a_scan_given_a_bad_endpoint_by_another_caller_names_it_in_discovery(monkeypatch):
     """The command line refuses these; a caller that builds ScanOptions itself (the daemon,
     later) gets the refusal as the engine's error, and no probe fails inside."""
-    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.helpers.engine_discovery.engine_processes", lambda host: ())
     rules = load_rules(builtin_files(), by_name())
     options = ScanOptions(level=Level.QUICK, endpoints=("[127.0.0.1]:8000", f"http://:{KEY}@h:99999"))
     report = scan(LiveHost(), options, tuple(p for p in PROBES if p.name.startswith("engine.")),

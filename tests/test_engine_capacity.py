@@ -89,7 +89,7 @@ def _gemma_path() -> str:
 
 
 def _gemma_shape() -> dict:
-    from probes.engine.capacity import _gguf_shape
+    from probes.helpers.model_files import _gguf_shape
 
     return _gguf_shape(_gemma_path())
 

@@ -30,7 +30,7 @@ from doctor.rules.evaluate import evaluate
 from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordingHost
-from doctor.workload.loadgen import Endpoint, Workload, run_requests
+from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from probes.engine import container
 from probes.helpers.cgroups import parse_mounts, parse_proc_cgroup
 from probes.registry import by_name
@@ -172,7 +172,7 @@ def test_llama_server_under_half_a_core_of_quota_is_throttled(tmp_path):
             def send() -> None:  # four streams in rounds of 8 requests, for 60 s at most
                 deadline = time.monotonic() + 60
                 while not stop.is_set() and time.monotonic() < deadline:
-                    load.extend(run_requests(Endpoint(server.base_url),
+                    load.extend(run_requests(RequestTarget(server.base_url),
                                              Workload(32, 48, timeout_s=30), 4, 8, 10))
 
             sender = threading.Thread(target=send, daemon=True)

@@ -18,7 +18,8 @@ from probes.registry import PROBES
 from doctor.rules.loader import builtin_files, load_rules
 from probes.registry import by_name
 from doctor.scan import scan
-from probes.engine.discovery import discover, public_base
+from probes.engine.discovery import discover
+from probes.helpers.engine_named import public_base
 from probes.helpers.engine_flags import _from_flags
 from tests import engine_pages
 from tests.conftest import FIXTURE_HOSTS
@@ -131,8 +132,8 @@ def test_a_worker_process_yields_to_the_server_that_holds_the_socket(monkeypatch
              Process(90, "python3", "vllm serve /models/m --port 8000 --max-num-seqs 64", "vllm",
                      ("0.0.0.0:8000",)),
              Process(110, "VLLM::Worker_TP1", "VLLM::Worker_TP1", "vllm", ()))
-    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: table)
-    monkeypatch.setattr("probes.engine.discovery._ask_engine", lambda host, e, headers: e)
+    monkeypatch.setattr("probes.helpers.engine_discovery.engine_processes", lambda host: table)
+    monkeypatch.setattr("probes.helpers.engine_discovery.ask_engine", lambda host, e, headers, reached: e)
     host = LiveHost()
     host.new_scan()
     (engine,) = discover(host, ScanOptions())

@@ -16,7 +16,7 @@ import pytest
 
 from doctor import values
 from doctor.seam.live import LiveHost
-from doctor.workload.loadgen import Endpoint, Workload, run_requests
+from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from doctor.model import Level, ScanOptions
 from probes.helpers.promtext import PageError, parse
 from probes.registry import PROBES, by_name
@@ -34,7 +34,7 @@ HUGE = "9" * 400
 
 @pytest.fixture(autouse=True)
 def no_local_engines(monkeypatch):
-    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.helpers.engine_discovery.engine_processes", lambda host: ())
 
 
 def _serving(pages: dict[str, str]) -> RawServer:
@@ -221,7 +221,7 @@ STREAMS = {
 @pytest.mark.parametrize("name", list(STREAMS))
 def test_a_streamed_completion_of_the_wrong_shape_is_a_failed_request_not_a_crash(name):
     with RawServer(lambda r: STREAMS[name]) as server:
-        results = run_requests(Endpoint(server.origin), Workload(16, 4, timeout_s=5), 1, 2, 10)
+        results = run_requests(RequestTarget(server.origin), Workload(16, 4, timeout_s=5), 1, 2, 10)
     assert results
     for result in results:
         assert isinstance(result.output_tokens, int) and result.output_tokens >= 0
@@ -233,7 +233,7 @@ def test_a_streamed_completion_of_the_wrong_shape_is_a_failed_request_not_a_cras
 def test_a_stream_larger_than_the_bound_is_cut():
     endless = [(b"HTTP/1.1 200 OK\r\n\r\n", 0.0)] + [(b"x" * 65536, 0.0)] * 400  # 26 MB, no event
     with RawServer(lambda r: endless) as server:
-        (result,) = run_requests(Endpoint(server.origin), Workload(16, 4, timeout_s=20), 1, 1, 20)
+        (result,) = run_requests(RequestTarget(server.origin), Workload(16, 4, timeout_s=20), 1, 1, 20)
     assert not result.ok and "larger than 16 MiB" in (result.error or "")
 
 

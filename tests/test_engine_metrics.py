@@ -29,7 +29,7 @@ ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 def no_local_engines(monkeypatch):
     """Only the --endpoint engines: an engine that happens to run on this machine (another
     test's llama-server) must not answer for the impostor."""
-    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.helpers.engine_discovery.engine_processes", lambda host: ())
 
 
 def scan_endpoints(*urls: str, probes=ENGINE_PROBES):

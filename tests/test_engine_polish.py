@@ -72,7 +72,7 @@ def test_engine_load_fails_when_every_read_failed(monkeypatch):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     options = ScanOptions(level=Level.QUICK, endpoints=(f"http://127.0.0.1:{port}",))
-    monkeypatch.setattr(engine_load, "targets", lambda host, options: (
+    monkeypatch.setattr(engine_load, "targets", lambda host, options, inputs=None: (
         Target(f"http://127.0.0.1:{port}", None, "llama.cpp", "m", False, ()),))
     with pytest.raises(HostReadError):
         engine_load.probe(LiveHost(), options)

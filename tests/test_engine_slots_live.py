@@ -18,7 +18,7 @@ from doctor.rules.evaluate import evaluate
 from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from doctor.workload import knee
-from doctor.workload.loadgen import Endpoint, Workload, run_requests
+from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from probes.engine import load as engine_load, slots as engine_slots
 from probes.registry import by_name
 from tests import llama_server as llama
@@ -47,7 +47,7 @@ def _json(url: str):
 
 def _saved_sweep(base_url: str) -> None:
     """Concurrency 1 and 4, short prompts and answers, bounded in requests and time."""
-    result = knee.sweep(Endpoint(base_url), Workload(32, 8, timeout_s=60), [1, CONCURRENCY],
+    result = knee.sweep(RequestTarget(base_url), Workload(32, 8, timeout_s=60), [1, CONCURRENCY],
                         max_requests=40, max_seconds=90, seconds_per_level=1, min_requests=4)
     assert result.levels, result.stopped
     document = knee.sweep_json(base_url, {}, result.levels, knee.find_knee(result.levels),
@@ -58,7 +58,7 @@ def _saved_sweep(base_url: str) -> None:
 def _under_load(base_url: str):
     """The probe's record of this server while CONCURRENCY requests are sent to it."""
     load = threading.Thread(target=run_requests, daemon=True, args=(
-        Endpoint(base_url), Workload(16, 64, timeout_s=90), CONCURRENCY, 2 * CONCURRENCY, 60))
+        RequestTarget(base_url), Workload(16, 64, timeout_s=90), CONCURRENCY, 2 * CONCURRENCY, 60))
     load.start()
     try:
         deadline = time.monotonic() + 30

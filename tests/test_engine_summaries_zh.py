@@ -77,23 +77,23 @@ class Value:
     x: int
 
 
-def _ok(host, options):
+def _ok(host, options, inputs=None):
     return Value(1)
 
 
-def _skip(host, options):
+def _skip(host, options, inputs=None):
     raise Skip("a test reason")
 
 
-def _hang(host, options):
+def _hang(host, options, inputs=None):
     time.sleep(30)
 
 
-def _unreadable(host, options):
+def _unreadable(host, options, inputs=None):
     return host.read_text("/nonexistent/proc/file")
 
 
-def _buggy(host, options):
+def _buggy(host, options, inputs=None):
     return {}["missing"]
 
 

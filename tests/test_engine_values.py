@@ -39,7 +39,7 @@ NOT_A_NUMBER = re.compile(r"\bNone\b|(?<![\w-])(?:nan|NaN|inf|Infinity)(?![\w-])
 
 @pytest.fixture
 def no_local_engines(monkeypatch):
-    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.helpers.engine_discovery.engine_processes", lambda host: ())
 
 
 def _judged(report) -> dict:

@@ -133,7 +133,7 @@ ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 @pytest.mark.parametrize("name", ["not-http", "http2", "101-headers", "1mb-header", "lying-length",
                                   "bad-chunk"])
 def test_a_scan_of_a_hostile_endpoint_names_it_and_no_probe_fails_inside(monkeypatch, name):
-    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.helpers.engine_discovery.engine_processes", lambda host: ())
     with RawServer(lambda r: HOSTILE[name][0]) as server:
         options = ScanOptions(level=Level.QUICK, endpoints=(server.origin,))
         report = scan(LiveHost(), options, ENGINE_PROBES, RULES)
@@ -174,7 +174,7 @@ def test_an_answer_that_echoes_the_key_comes_back_without_it(path):
 
 
 def test_a_stream_that_echoes_the_key_is_measured_without_it():
-    from doctor.workload.loadgen import Endpoint, Workload, run_requests
+    from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 
     def answer(request: Request) -> bytes:
         got = request.headers.get("authorization", "")
@@ -183,6 +183,6 @@ def test_a_stream_that_echoes_the_key_is_measured_without_it():
         return response(200, body, "Content-Type: text/event-stream")
 
     with RawServer(answer) as server:
-        (result,) = run_requests(Endpoint(server.origin, api_key=ECHO_KEY),
+        (result,) = run_requests(RequestTarget(server.origin, api_key=ECHO_KEY),
                                  Workload(16, 4, timeout_s=5), 1, 1, 10)
     assert result.text == "you sent Bearer ***" and ECHO_KEY not in (result.error or "")

@@ -147,7 +147,7 @@ ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 def test_a_scan_never_sends_the_endpoint_key_to_where_the_engine_redirects(
         monkeypatch, recorder, userinfo, secret):
     """The issue's example: /metrics answers 302 to another port; the key stays home."""
-    monkeypatch.setattr("probes.engine.discovery.engine_processes", lambda host: ())
+    monkeypatch.setattr("probes.helpers.engine_discovery.engine_processes", lambda host: ())
     location = f"http://127.0.0.1:{recorder.port}/x"
     with RawServer(lambda r: response(302, b"", f"Location: {location}")) as origin:
         options = ScanOptions(level=Level.QUICK,

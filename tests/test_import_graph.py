@@ -161,10 +161,36 @@ def test_imports_point_down():
 
 
 def test_only_the_registry_imports_every_probe():
-    """A probe module is imported by the registry, by the probes that build on it, and
-    by commands; never by the core or a renderer (covered above) or by the daemon."""
+    """A probe module is imported by the registry and by commands; never by the core or a
+    renderer (covered above), by another probe (below) or by the daemon."""
     edges = graph()
     probe_modules = {m for m in edges if m.startswith(("probes.host.", "probes.gpu.", "probes.engine."))}
     daemon_users = sorted(f"{name} imports {dep}" for name, deps in edges.items()
                           if _layer(name) == "daemon" for dep in deps & probe_modules)
     assert daemon_users == []
+
+
+# The probe families: modules that measure (a registry probe, or a micro-kernel one runs).
+PROBE_FAMILIES = ("probes.host.", "probes.gpu.", "probes.engine.", "probes.kernels.")
+
+
+def test_a_probe_imports_no_other_probe():
+    """Probes read records, not each other (issue 29): a probe is handed the records of the
+    probes it ``needs`` by the runner (doctor/inputs.py), and what several probes compute
+    lives in probes/helpers. So no module of a probe family imports another one, and no
+    helper imports a probe (which would be the same import, one step removed)."""
+    edges = graph()
+    wrong = sorted(f"{name} imports {dep}" for name, deps in edges.items()
+                   if name.startswith(PROBE_FAMILIES + ("probes.helpers.",))
+                   for dep in deps if dep.startswith(PROBE_FAMILIES))
+    assert wrong == []
+
+
+def test_the_probe_rule_sees_a_probe_importing_a_probe(tmp_path):
+    """The rule above reads real imports: one planted in a copy of a probe is found."""
+    modules = _modules()
+    path = tmp_path / "kv_cache.py"
+    path.write_text(modules["probes.engine.kv_cache"].read_text()
+                    + "\nfrom probes.engine import metrics\n")
+    assert "probes.engine.metrics" in _imports(path, "probes.engine.kv_cache", modules)
+

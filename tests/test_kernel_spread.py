@@ -17,10 +17,11 @@ from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.gpu import bandwidth as gpu_bandwidth
 from probes.gpu import collective
-from probes.host import memory_bandwidth, stream_sizing
+from probes.helpers import stream_sizing
+from probes.host import memory_bandwidth
 from probes.kernels import allreduce, gpu_bandwidth as gpu_kernel, stream
-from probes.kernels._passes import Passes, timed_passes
-from probes.kernels.spread import read_spread, spread
+from probes.helpers.stream_passes import Passes, timed_passes
+from probes.helpers.spread import read_spread, spread
 from tests.fixtures.gpu_machines import gpu, nvml_entries
 from tests.gpu_host import gpu_host
 

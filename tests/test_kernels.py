@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from probes.kernels import _passes, disk_read, stream
+from probes.helpers import stream_passes as _passes
+from probes.helpers import disk_read
+from probes.kernels import stream
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SMALL_ARRAY_BYTES = 8 * 2**20

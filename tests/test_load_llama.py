@@ -13,7 +13,7 @@ import pytest
 
 from doctor.workload import knee
 from doctor.seam.live import LiveHost
-from doctor.workload.loadgen import Endpoint, Workload, run_requests
+from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from doctor.model import ScanOptions
 from probes.engine import (
     exposure as engine_exposure,
@@ -55,7 +55,7 @@ def test_found_from_its_process_and_socket(llama_server, found):  # noqa: F811
 
 def test_live_running_requests_from_its_metrics(llama_server, found):  # noqa: F811
     busy = threading.Thread(target=run_requests, daemon=True, args=(
-        Endpoint(llama_server.base_url), Workload(16, 96, timeout_s=90), 2, 2, 90))
+        RequestTarget(llama_server.base_url), Workload(16, 96, timeout_s=90), 2, 2, 90))
     busy.start()
     # 96 tokens each: longer than engine.metrics' two scrapes 3 s apart
     deadline, seen = time.monotonic() + 30, 0
@@ -75,7 +75,7 @@ def test_loopback_server_is_not_exposed(llama_server, found):  # noqa: F811
 
 
 def test_output_is_sampled(llama_server):  # noqa: F811
-    found = engine_output.sample_endpoint(Endpoint(llama_server.base_url), budget_s=180)
+    found = engine_output.sample_endpoint(RequestTarget(llama_server.base_url), budget_s=180)
     assert [s.error for s in found.samples] == [None] * 3
     assert found.judged >= 2 and all(s.words > 10 for s in found.samples)
 
@@ -84,7 +84,7 @@ def test_bounded_sweep_and_its_knee(llama_server):  # noqa: F811
     """Concurrency 1 and 2 with 48-token prompts (the full sweep against guidellm's is
     benchmarks/knee_vs_guidellm.py: benchmarks are not timed tests); the prompt length the
     server counted, the cache it reported, and no knee from two levels."""
-    result = knee.sweep(Endpoint(llama_server.base_url), Workload(48, 8, timeout_s=60),
+    result = knee.sweep(RequestTarget(llama_server.base_url), Workload(48, 8, timeout_s=60),
                         [1, 2], max_requests=100, max_seconds=90, seconds_per_level=1,
                         min_requests=4)
     levels = result.levels

@@ -11,7 +11,7 @@ from doctor.workload import knee
 from doctor.rules.evaluate import evaluate
 from doctor.seam.host import HttpResponse
 from doctor.seam.live import LiveHost
-from doctor.workload.loadgen import Endpoint, Workload, run_requests
+from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from doctor.model import Level, ProbeResult, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordWriter
 from probes.registry import by_name
@@ -51,7 +51,7 @@ def _busy(server, concurrency, seconds=3.0):
     """Keep ``concurrency`` slow requests (8 s) in flight on ``server`` in the background:
     longer than engine.metrics' two scrapes 3 s apart."""
     thread = threading.Thread(target=run_requests, daemon=True, args=(
-        Endpoint(server.base_url), Workload(8, 80, timeout_s=20), concurrency, concurrency,
+        RequestTarget(server.base_url), Workload(8, 80, timeout_s=20), concurrency, concurrency,
         seconds))
     thread.start()
     return thread
@@ -133,7 +133,7 @@ def _working(server, concurrency, seconds):
     """Requests on ``server`` through ``seconds``: its token counter moves through
     engine.metrics' window."""
     thread = threading.Thread(target=run_requests, daemon=True, args=(
-        Endpoint(server.base_url), Workload(8, 40, timeout_s=20), concurrency, concurrency,
+        RequestTarget(server.base_url), Workload(8, 40, timeout_s=20), concurrency, concurrency,
         seconds))
     thread.start()
     return thread
@@ -252,13 +252,13 @@ def test_an_engine_asking_for_a_key_is_not_sent_completions(servers, monkeypatch
 
     server = servers(api_key="sk-x")
     keyed = Target(server.base_url, None, "vllm", None, True, ())
-    monkeypatch.setattr(engine_targets, "targets", lambda host, options: (keyed,))
+    monkeypatch.setattr(engine_targets, "targets", lambda host, options, inputs=None: (keyed,))
     with pytest.raises(Skip, match="http://:KEY@HOST:PORT"):
         engine_warmup.probe(LiveHost(), ScanOptions())
     with pytest.raises(Skip, match="asks for an API key"):
         engine_output.probe(LiveHost(), ScanOptions())
     given = Target(server.base_url, None, "vllm", None, True, (), api_key="sk-x")
-    monkeypatch.setattr(engine_targets, "targets", lambda host, options: (given,))
+    monkeypatch.setattr(engine_targets, "targets", lambda host, options, inputs=None: (given,))
     (endpoint,) = engine_warmup.probe(LiveHost(), ScanOptions()).endpoints
     assert endpoint.errors == 0
 

@@ -12,7 +12,7 @@ import pytest
 from doctor.workload import knee
 from doctor.workload.knee import find_knee
 from doctor.workload.levels import LevelStats, Percentiles, describe, level_stats, percentiles
-from doctor.workload.loadgen import (Endpoint, LevelRun, LoadError, RequestResult, Workload,
+from doctor.workload.loadgen import (RequestTarget, LevelRun, LoadError, RequestResult, Workload,
                                      drive, run_requests)
 from doctor.workload.prompts import make_prompt
 from tests.stream_server import Behaviour, StreamServer
@@ -30,7 +30,7 @@ WORK = Workload(prompt_tokens=16, output_tokens=5, timeout_s=10)
 
 
 def test_streams_count_tokens_and_gaps(server):
-    results = run_requests(Endpoint(server.base_url), WORK, 2, 6, 10)
+    results = run_requests(RequestTarget(server.base_url), WORK, 2, 6, 10)
     assert len(results) == 6 and all(r.ok for r in results)
     assert {r.output_tokens for r in results} == {5}
     assert all(len(r.itl_s) == 4 and len(r.stamps_s) == 5 and r.ttft_s is not None
@@ -42,28 +42,28 @@ def test_streams_count_tokens_and_gaps(server):
 
 @pytest.mark.parametrize("server", [Behaviour(text=[" a", " b"])], indirect=True)
 def test_chat_api_reads_delta_content(server):
-    (result,) = run_requests(Endpoint(server.base_url, api="chat"), WORK, 1, 1, 10)
+    (result,) = run_requests(RequestTarget(server.base_url, api="chat"), WORK, 1, 1, 10)
     assert result.ok and result.text == " a b a b a"
 
 
 @pytest.mark.parametrize("server", [Behaviour(close_after=True)], indirect=True)
 def test_server_closing_kept_alive_connection_is_reconnected(server):
     """llama-server closes after every stream without a Connection: close header."""
-    results = run_requests(Endpoint(server.base_url), WORK, 1, 4, 10)
+    results = run_requests(RequestTarget(server.base_url), WORK, 1, 4, 10)
     assert [r.ok for r in results] == [True] * 4, [r.error for r in results]
 
 
 @pytest.mark.parametrize("server", [Behaviour(api_key="sk-test")], indirect=True)
 def test_refused_credentials_are_errors_and_a_key_is_sent(server):
-    (refused,) = run_requests(Endpoint(server.base_url), WORK, 1, 1, 10)
+    (refused,) = run_requests(RequestTarget(server.base_url), WORK, 1, 1, 10)
     assert not refused.ok and refused.status == 401 and "401" in refused.error
-    (allowed,) = run_requests(Endpoint(server.base_url, api_key="sk-test"), WORK, 1, 1, 10)
+    (allowed,) = run_requests(RequestTarget(server.base_url, api_key="sk-test"), WORK, 1, 1, 10)
     assert allowed.ok
 
 
 @pytest.mark.parametrize("server", [Behaviour(prefill_s=5.0)], indirect=True)
 def test_a_request_is_bounded_by_its_timeout(server):
-    (result,) = run_requests(Endpoint(server.base_url), Workload(16, 5, timeout_s=0.3), 1, 1, 10)
+    (result,) = run_requests(RequestTarget(server.base_url), Workload(16, 5, timeout_s=0.3), 1, 1, 10)
     assert not result.ok and not result.cut and "0.3 s" in result.error and result.e2e_s < 2
 
 
@@ -71,21 +71,21 @@ def test_refused_connection_is_an_error_not_an_exception():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    (result,) = run_requests(Endpoint(f"http://127.0.0.1:{port}"), WORK, 1, 1, 5)
+    (result,) = run_requests(RequestTarget(f"http://127.0.0.1:{port}"), WORK, 1, 1, 5)
     assert not result.ok and result.status == 0 and result.error
 
 
 @pytest.mark.parametrize("url", ["ftp://x", "http://127.0.0.1:99999", "http://h:port"])
 def test_bad_url_names_the_endpoint(url):
     with pytest.raises(LoadError, match="expected http://HOST:PORT"):
-        run_requests(Endpoint(url), WORK, 1, 1, 1)
+        run_requests(RequestTarget(url), WORK, 1, 1, 1)
 
 
 def test_runs_are_bounded_in_count_and_time(server):
-    assert len(run_requests(Endpoint(server.base_url), WORK, 4, 10, 30)) == 10
+    assert len(run_requests(RequestTarget(server.base_url), WORK, 4, 10, 30)) == 10
     slow = StreamServer(Behaviour(token_s=0.05)).start()
     try:
-        results = run_requests(Endpoint(slow.base_url), WORK, 2, 10**6, 0.5)
+        results = run_requests(RequestTarget(slow.base_url), WORK, 2, 10**6, 0.5)
     finally:
         slow.stop()
     assert 0 < len(results) <= 2 * 3  # 0.25 s per request: no request starts after 0.5 s
@@ -105,7 +105,7 @@ def test_prompts_of_a_run_never_share_their_first_words():
 @pytest.mark.parametrize("server", [Behaviour()], indirect=True)
 def test_every_run_sends_fresh_prompts_and_a_seed_repeats_one(server):
     """The old client seeded prompts with the concurrency level: every run repeated them."""
-    endpoint = Endpoint(server.base_url)
+    endpoint = RequestTarget(server.base_url)
     runs = [knee.sweep(endpoint, WORK, [1, 2], 40, 20, seconds_per_level=0.2, min_requests=3)
             for _ in range(2)]
     assert runs[0].seed != runs[1].seed and len(server.prompts) >= 2 * 5
@@ -140,7 +140,7 @@ def test_a_second_load_run_is_not_served_from_the_prompt_cache(server, cli, tmp_
 
 @pytest.mark.parametrize("server", [Behaviour(prompt_cache="timings")], indirect=True)
 def test_llama_cpp_cache_n_is_read(server):
-    endpoint = Endpoint(server.base_url)
+    endpoint = RequestTarget(server.base_url)
     (first,) = run_requests(endpoint, WORK, 1, 1, 5, seed=3)
     (again,) = run_requests(endpoint, WORK, 1, 1, 5, seed=3)
     assert first.cached_tokens == 0 and again.cached_tokens == 16
@@ -235,7 +235,7 @@ def test_the_client_knows_when_its_own_loop_is_late(server):
 
         task = asyncio.ensure_future(hog())
         try:
-            return await drive(Endpoint(server.base_url), Workload(8, 5, timeout_s=5), 2, 40,
+            return await drive(RequestTarget(server.base_url), Workload(8, 5, timeout_s=5), 2, 40,
                                1.5, min_requests=10, min_seconds=1.0, cut=True)
         finally:
             task.cancel()
@@ -329,7 +329,7 @@ def test_sweep_finds_the_slot_limit_as_the_knee(server):
     Requests of 0.23 s and levels of 2 s: the client's turnaround between two requests of a
     worker (a few ms, more on a loaded machine: a slot idles then at c=4, not at c=8) stays
     under the 5% that counts as a rise."""
-    result = knee.sweep(Endpoint(server.base_url), Workload(16, 8, timeout_s=10),
+    result = knee.sweep(RequestTarget(server.base_url), Workload(16, 8, timeout_s=10),
                         knee.concurrency_levels(64), 2000, 60, seconds_per_level=2.0)
     found = find_knee(result.levels)
     assert found.status == "found" and found.concurrency == 4, [

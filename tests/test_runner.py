@@ -15,23 +15,23 @@ class Value:
     x: int
 
 
-def ok(host, options):
+def ok(host, options, inputs=None):
     return Value(1)
 
 
-def skip(host, options):
+def skip(host, options, inputs=None):
     raise Skip("no GPU on this host")
 
 
-def unreadable(host, options):
+def unreadable(host, options, inputs=None):
     return host.read_text("/nonexistent/proc/file")
 
 
-def buggy(host, options):
+def buggy(host, options, inputs=None):
     return {}["missing"]
 
 
-def hang(host, options):
+def hang(host, options, inputs=None):
     time.sleep(30)
 
 
@@ -77,10 +77,10 @@ def test_levels_choose_probes():
 
 
 def _recording(name, order, fn=ok):
-    def run(host, options):
+    def run(host, options, inputs=None):
         order.append(("start", name))
         try:
-            return fn(host, options)
+            return fn(host, options, inputs)
         finally:
             order.append(("end", name))
     return run
@@ -89,7 +89,7 @@ def _recording(name, order, fn=ok):
 def test_a_probe_starts_after_what_it_needs_under_its_own_timeout():
     order: list[tuple[str, str]] = []
 
-    def slow(host, options):
+    def slow(host, options, inputs=None):
         time.sleep(0.4)  # longer than the dependent's own timeout: it must not count
         return Value(2)
 
@@ -141,3 +141,37 @@ def test_a_chain_skipped_at_its_root_is_skipped_all_along_with_the_root_reason()
     results = run_probes(specs, LiveHost(), ScanOptions(level=Level.QUICK))
     assert [(r.name, r.status, r.reason) for r in results] == [
         (name, "skipped", "no GPU on this host") for name in ("t.root", "t.mid", "t.leaf", "t.tip")]
+
+
+def test_a_probe_is_handed_the_records_of_its_needs_and_of_its_after_probes_that_ended_ok():
+    """The data flows through the registry: the runner hands each probe the records of what
+    it needs (and of its ``after`` probes when they ended ok), by name, not a shared cache."""
+    seen: dict[str, dict] = {}
+
+    def reader(name):
+        def run(host, options, inputs=None):
+            seen[name] = dict(inputs.records)
+            return Value(len(inputs.records))
+        return run
+
+    specs = (spec("t.base", ok), spec("t.none", skip),
+             ProbeSpec("t.user", Level.QUICK, "user", "nothing", 5.0, reader("t.user"),
+                       needs=("t.base",), after=("t.none",)),
+             ProbeSpec("t.tail", Level.QUICK, "tail", "nothing", 5.0, reader("t.tail"),
+                       exclusive=True, needs=("t.user",), after=("t.base",)),
+             ProbeSpec("t.alone", Level.QUICK, "alone", "nothing", 5.0, reader("t.alone")))
+    results = {r.name: r for r in run_probes(specs, LiveHost(), ScanOptions(level=Level.QUICK))}
+    assert [r.status for r in results.values()] == ["ok", "skipped", "ok", "ok", "ok"]
+    assert seen["t.user"] == {"t.base": results["t.base"].record}  # t.none skipped: absent
+    assert seen["t.tail"] == {"t.user": Value(1), "t.base": results["t.base"].record}
+    assert seen["t.alone"] == {}
+
+
+def test_inputs_give_a_record_of_the_kind_asked_or_none():
+    from doctor.inputs import NO_INPUTS, Inputs
+
+    inputs = Inputs({"t.base": Value(1), "t.odd": {"x": 1}})
+    assert inputs.get("t.base", Value) == Value(1)
+    assert inputs.get("t.odd", Value) is None  # a recording of another shape reads as absent
+    assert inputs.get("t.absent", Value) is None and NO_INPUTS.get("t.base", Value) is None
+    assert "t.base" in inputs and "t.absent" not in inputs

@@ -1,5 +1,5 @@
 """STREAM's array size for host.memory_bandwidth: 4x the cache the threads reach, within a
-memory budget, and the note where the budget made them smaller (probes/host/stream_sizing.py).
+memory budget, and the note where the budget made them smaller (probes/helpers/stream_sizing.py).
 
 Cache trees are the recorded hosts' sysfs files (tests/fixtures/hosts), read as the probe
 reads them; the 480 MiB VM and the Genoa-X are those recordings with the L3 size the
@@ -20,8 +20,9 @@ import pytest
 
 from doctor.model import ScanOptions
 from doctor.seam.recorded import RecordedHost
-from probes.host import memory_bandwidth, stream_sizing
-from probes.host.stream_sizing import (MEMORY_CAP, MIN_ARRAY_BYTES, TOUCH_BYTES_PER_THREAD,
+from probes.helpers import stream_sizing
+from probes.host import memory_bandwidth
+from probes.helpers.stream_sizing import (MEMORY_CAP, MIN_ARRAY_BYTES, TOUCH_BYTES_PER_THREAD,
                                        parse_cache_tree, reach, size_arrays)
 from tests.conftest import FIXTURE_HOSTS
 

@@ -22,6 +22,7 @@ from doctor.commands.setup import (FORMATS, ScanCannotRun, check_model_dirs, loa
                         scan_options)
 from doctor.commands.plan import plan
 from doctor.config import ConfigError
+from doctor.endpoints import Endpoint
 from doctor.i18n import LangError, lazy, t, translated
 from doctor.seam.host import Host
 from doctor.seam.http import display_url
@@ -266,7 +267,8 @@ def capture(directory, level, model_dirs, endpoints, config_path, rule_files, fm
     recording.save({"level": options.level.name.lower(), "llm_doctor_version": __version__,
                     "model_dirs": list(options.model_dirs),
                     # without their keys: a replay answers from the recording, keyed the same
-                    "endpoints": [display_url(u) for u in options.endpoints],
+                    "endpoints": [u.base_url if isinstance(u, Endpoint) else display_url(u)
+                                  for u in options.endpoints],
                     # a replay repeats them: probes the capture did not run (--no-requests)
                     # have nothing recorded to answer from, and would fail
                     "requests": options.requests, "busy_ok": options.busy_ok})

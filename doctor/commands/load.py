@@ -18,7 +18,7 @@ import click
 
 from doctor.commands.emit import emit
 from doctor.i18n import lazy, t
-from doctor.workload.loadgen import Endpoint, LoadError, Workload
+from doctor.workload.loadgen import LoadError, RequestTarget, Workload
 
 API = click.Choice(["completions", "chat"])
 
@@ -82,14 +82,14 @@ class Levels(click.ParamType):
         return tuple(sorted(levels))
 
 
-def _endpoint(url: str, api: str, model: str | None, api_key: str | None) -> Endpoint:
+def _endpoint(url: str, api: str, model: str | None, api_key: str | None) -> RequestTarget:
     """The endpoint to load; a key written into the URL (http://:KEY@host:port, as the
     scan's --endpoint takes it) is taken out of it, so it is never printed or saved."""
     from doctor.endpoints import parse
     from doctor.workload.loadgen import Connection
 
     named = parse(url)
-    endpoint = Endpoint(named.base_url, api, model, api_key or named.key)
+    endpoint = RequestTarget(named.base_url, api, model, api_key or named.key)
     try:
         Connection(endpoint, 1.0)
     except LoadError as exc:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from doctor.config import Config, ConfigError, check_against_rules, find_config, load_config
 from doctor.daemon.service import DaemonSetup
+from doctor.endpoints import Endpoint, EndpointError
 from doctor.endpoints import parse as parse_endpoint
 from doctor.daemon.settings import load_settings, with_flags
 from doctor.seam.host import Host
@@ -81,11 +82,24 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
             or tuple(config.scan.get("endpoints", [])))
     # a recording made without requests has none to answer from: its replay sends none
     requests = not no_requests and config.scan.get("requests", True) and meta.get("requests", True)
-    return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=urls,
+    return ScanOptions(level=Level.parse(chosen), model_dirs=dirs, endpoints=_parsed(urls),
                        requests=requests, busy_ok=busy_ok or meta.get("busy_ok", False),
                        announce=announce,
                        requests_to=requests_to or config.scan.get("requests_to", "named"),
                        replicas=replica_groups(config))
+
+
+def _parsed(urls: tuple[str, ...]) -> tuple[Endpoint | str, ...]:
+    """Each endpoint as the value the probes use, parsed once here (the flag, the config, the
+    daemon's settings and a recording each checked it already); one that does not parse
+    stays text, for discovery to show its error."""
+    out: list[Endpoint | str] = []
+    for url in urls:
+        try:
+            out.append(parse_endpoint(url))
+        except EndpointError:
+            out.append(url)
+    return tuple(out)
 
 
 def replica_groups(config: Config) -> tuple[tuple[str, ...], ...]:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 from doctor.i18n import t
 from doctor.workload.levels import LevelStats, level_stats
-from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_level
+from doctor.workload.loadgen import RequestTarget, LoadError, RequestResult, Workload, run_level
 from doctor.workload.prompts import new_seed
 
 SCHEMA = "llm-doctor/load/2"
@@ -186,7 +186,7 @@ def _too_long(concurrency: int, need: int, e2e_s: float | None, left_s: float) -
     return e2e_s is not None and need * e2e_s / concurrency > left_s
 
 
-def sweep(endpoint: Endpoint, workload: Workload, levels: Sequence[int], max_requests: int,
+def sweep(endpoint: RequestTarget, workload: Workload, levels: Sequence[int], max_requests: int,
           max_seconds: float, seconds_per_level: float = LEVEL_SECONDS,
           min_requests: int = MIN_LEVEL_REQUESTS, seed: int | None = None,
           on_level: Callable[[str, int, LevelStats | None], None] | None = None) -> Sweep:

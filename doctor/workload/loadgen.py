@@ -41,8 +41,9 @@ class LoadError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Endpoint:
-    """Where to send requests: ``http://host:port`` plus the API path and request shape."""
+class RequestTarget:
+    """Where the load generator sends requests: ``http://host:port`` plus the API path and
+    request shape (not doctor.endpoints.Endpoint, the parsed URL a user names)."""
 
     base_url: str
     api: str = "completions"  # completions | chat
@@ -85,7 +86,7 @@ class RequestResult:
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
 
 
-def request_body(endpoint: Endpoint, prompt: str, max_tokens: int, fixed_length: bool,
+def request_body(endpoint: RequestTarget, prompt: str, max_tokens: int, fixed_length: bool,
                  temperature: float | None = 0.0) -> bytes:
     body: dict = {"max_tokens": max_tokens, "stream": True,
                   "stream_options": {"include_usage": True}}
@@ -102,7 +103,7 @@ def request_body(endpoint: Endpoint, prompt: str, max_tokens: int, fixed_length:
     return json.dumps(body).encode()
 
 
-def _request_head(endpoint: Endpoint, host: str, length: int) -> bytes:
+def _request_head(endpoint: RequestTarget, host: str, length: int) -> bytes:
     lines = [f"POST {endpoint.path} HTTP/1.1", f"Host: {host}",
              "Content-Type: application/json", "Accept: text/event-stream",
              f"Content-Length: {length}"]
@@ -193,7 +194,7 @@ class _Stream:
 class Connection:
     """One keep-alive HTTP/1.1 connection that sends streamed completion requests."""
 
-    def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
+    def __init__(self, endpoint: RequestTarget, timeout_s: float) -> None:
         parts = urlsplit(endpoint.base_url)
         try:
             port = parts.port
@@ -369,7 +370,7 @@ class _Progress:
         self.closed_by = "requests"
 
 
-async def drive(endpoint: Endpoint, workload: Workload, concurrency: int, max_requests: int,
+async def drive(endpoint: RequestTarget, workload: Workload, concurrency: int, max_requests: int,
                 max_seconds: float, seed: int | None = None, first_index: int = 0,
                 min_requests: int | None = None, min_seconds: float = 0.0,
                 cut: bool = False,
@@ -471,7 +472,7 @@ async def drive(endpoint: Endpoint, workload: Workload, concurrency: int, max_re
     return so_far(end, state.closed_by)
 
 
-def run_level(endpoint: Endpoint, workload: Workload, concurrency: int, max_requests: int,
+def run_level(endpoint: RequestTarget, workload: Workload, concurrency: int, max_requests: int,
               max_seconds: float, **options) -> LevelRun:
     """Synchronous entry point for one level of a sweep (one event loop per call)."""
     Connection(endpoint, workload.timeout_s)  # raises LoadError for a bad URL up front
@@ -479,7 +480,7 @@ def run_level(endpoint: Endpoint, workload: Workload, concurrency: int, max_requ
                              **options))
 
 
-def run_requests(endpoint: Endpoint, workload: Workload, concurrency: int, max_requests: int,
+def run_requests(endpoint: RequestTarget, workload: Workload, concurrency: int, max_requests: int,
                  max_seconds: float, seed: int | None = None) -> list[RequestResult]:
     """Requests back to back: none starts after ``max_seconds``, those in flight finish.
 

@@ -19,21 +19,23 @@ another model. No privilege needed. Manual equivalent:
 
 from __future__ import annotations
 
-import hashlib
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from doctor.i18n import t
 from doctor.seam.host import (Host, HostReadError, MeasurementError, read_error_text,
                               reason_text)
 from doctor.model import ScanOptions, Skip
-from doctor.workload.model_shape import (ModelFileError, ModelShape, parse_config, read_shape,
-                                shape_from_config, shape_from_values)
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.workload.model_shape import (ModelFileError, ModelShape)
 from doctor.workload.memory_budget import NO_GPU, MemoryBudget, MemoryFigureError, host_memory
 from doctor.workload.plan import PlanError, make_plan
-from probes.engine.discovery import discover, label_text
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_reach import label_text
 from probes.helpers.engine_flags import Engine
-from probes.host.memory import parse_meminfo
+from probes.helpers.meminfo import parse_meminfo
+from probes.helpers.model_files import model_config
+from probes.helpers.model_files import model_shape as model_shape
 
 KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
              "bf16": "bf16", "fp16": "fp16", "float16": "fp16", "bfloat16": "bf16",
@@ -66,40 +68,6 @@ class EngineCapacity:
 class CapacityRecord:
     engines: tuple[EngineCapacity, ...]
     not_sized: tuple[str, ...]  # engines left out, each with why
-
-
-def _gguf_shape(path: str) -> dict:
-    """Live: the GGUF header's shape as plain values (a capture stores them as they are)."""
-    try:
-        return asdict(read_shape(path))
-    except ModelFileError as exc:
-        raise MeasurementError(str(exc)) from None
-
-
-def _shape_from(values: object, name: str) -> ModelShape:
-    """A recorded shape back into a ModelShape, each field checked: replays can be edited."""
-    return shape_from_values(values, f"measurements.json, {name}", t("capture the host again"))
-
-
-CONFIG_HASH_DIGITS = 16  # of a sha256: enough to tell two configs apart, short to read
-
-
-def model_config(host: Host, model_path: str) -> tuple[ModelShape, str | None]:
-    """The shape of the model at ``model_path`` (a directory with config.json, or a .gguf),
-    and the sha256 (CONFIG_HASH_DIGITS hex digits) of the config.json text it was read from."""
-    model = model_path.rstrip("/")
-    if model.endswith(".gguf"):
-        name = f"engine.capacity.gguf:{model}"
-        return _shape_from(host.measure(name, lambda: _gguf_shape(model)), name), None
-    path = f"{model}/config.json"
-    text = host.read_text(path)
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:CONFIG_HASH_DIGITS]
-    return shape_from_config(parse_config(text, path), path), digest
-
-
-def model_shape(host: Host, model_path: str) -> ModelShape:
-    """The shape of the model at ``model_path`` (a directory with config.json, or a .gguf)."""
-    return model_config(host, model_path)[0]
 
 
 def _gpu_total_bytes(host: Host) -> int:
@@ -152,8 +120,8 @@ def size(engine: Engine, shape: ModelShape, gpu_total: int,
         config_sha256=config_sha256, memory_kind="host" if on_host else "gpu")
 
 
-def probe(host: Host, options: ScanOptions) -> CapacityRecord:
-    engines = [e for e in discover(host, options) if e.model_path]
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CapacityRecord:
+    engines = [e for e in found_engines(host, options, inputs).engines if e.model_path]
     if not engines:
         raise Skip(t("no engine with a local model path (its config.json or .gguf file gives "
                      "the model's shape)"))

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError
-from probes.gpu.topology import lineage
+from probes.helpers.lineage import lineage
 from probes.helpers import cgroups, kernel_text
 from probes.helpers.engine_flags import FLAGS, _args, flag, identity_of
 from probes.helpers.mounts import shm_of
@@ -321,7 +322,7 @@ def _one(host: Host, procs: list[Process], kills: list[cgroups.KernelKill] | Non
         pool_threads=pool, pool_source=pool_source, **fields)
 
 
-def probe(host: Host, options: ScanOptions) -> ContainerRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> ContainerRecord:
     groups = _groups(host)
     if not groups:
         raise Skip(t("no serving engine in the process table"))

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from probes.helpers.engine_targets import WILDCARDS, Target, targets
 
 TIMEOUT_S = 5.0
@@ -86,9 +87,9 @@ def judge(host: Host, target: Target, address: str) -> Exposure:
                     target.api_key_set, url, status, answered, note)
 
 
-def probe(host: Host, options: ScanOptions) -> ExposureRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> ExposureRecord:
     """Judge every listening socket of every engine, and every --endpoint."""
-    found = targets(host, options)
+    found = targets(host, options, inputs)
     if not found:
         raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
     seen: set[str] = set()

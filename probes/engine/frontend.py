@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from doctor import display
 from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import (Host, HostReadError, detail_text, read_error_text,
                               reason_text)
 from doctor.values import count, non_negative
 from probes.helpers.engine_flags import flag
 from probes.helpers.gpu_common import gpu_count, reason_of
 from probes.helpers.processes import process_table
-from probes.gpu import topology
-from probes.host import cpu_load
+from probes.helpers import gpu_topology as topology
+from probes.helpers.cpu_sample import TOP_N, load_of
 
 KINDS = ("vllm", "sglang", "tgi")
 ROLES = {"vllm": "vLLM API server", "sglang": "SGLang tokenizer manager (main process)",
@@ -129,14 +130,14 @@ def _frontend_pid(kind: str, root: int, host: Host) -> tuple[int, str, str] | No
     return (root, found.cmdline, ",".join(found.listen)) if found else (root, "", "")
 
 
-def probe(host: Host, options: ScanOptions) -> FrontendRecord:
-    sample = cpu_load.probe(host, options)  # host.cpu_load's sample, memoized per scan
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> FrontendRecord:
+    sample = load_of(host, inputs)  # host.cpu_load's record (its needs), else its sample
     trees = [e for e in sample.engines if e.engine in KINDS]
     if not trees:
         raise Skip(t("no vLLM, SGLang or TGI engine in host.cpu_load's sample"))
     util, util_absent, gpus = gpu_utilisation(host)
     by_pid = {p.pid: p.cpu_cores for p in sample.top}
-    complete = len(sample.top) < cpu_load.TOP_N  # every process above MIN_CORES is listed
+    complete = len(sample.top) < TOP_N  # every process above MIN_CORES is listed
     found = []
     for tree in trees:
         front = _frontend_pid(tree.engine, tree.pid, host)

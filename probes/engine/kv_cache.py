@@ -1,7 +1,7 @@
 """engine.kv_cache: KV-cache pressure, preemption and block-size waste of each engine.
 
-Sources: the engine's /metrics (two scrapes, via probes.engine.metrics), its configuration
-(probes.engine.discovery: flags, ``vllm:cache_config_info``, /v1/models, /server_info…).
+Sources: the engine's /metrics (two scrapes: engine.metrics' record), its configuration
+(engine.discovery's record: flags, ``vllm:cache_config_info``, /v1/models, /server_info…).
 Fragmentation is the paged allocator's internal waste: a request of L tokens holds
 ceil(L / block) blocks, so the last block is partly empty; over the request-length mix
 the engine's own histograms record, that waste is a share of the allocated cache.
@@ -19,12 +19,14 @@ from typing import Iterable
 from doctor.i18n import t
 from doctor.seam.host import Host
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import number, text
 from doctor.values import count
-from probes.engine.discovery import discover
+from probes.helpers.engine_discovery import DiscoveryRecord, found
 from probes.helpers.engine_flags import Engine
-from probes.engine.metrics import EngineMetrics, scrape_all
-from probes.kernels.kv_alloc import simulate
+from probes.helpers.engine_normalise import EngineMetrics
+from probes.helpers.engine_scrape import MetricsRecord, scraped
+from probes.helpers.kv_blocks import simulate
 
 BLOCK_SIZES = (8, 16, 32, 64, 128)  # vLLM --block-size choices on CUDA (8-32) and others
 DEFAULT_BLOCK = 16  # 000 §4.2: block_size 16, 32 for long context
@@ -68,7 +70,7 @@ class KVRecord:
 
 def waste_fraction(lengths: Iterable[float], block_tokens: int) -> float:
     """Share of the allocated KV tokens a paged cache leaves empty for this mix
-    (probes/kernels/kv_alloc.simulate, the GPU helper's model, in tokens)."""
+    (probes/helpers/kv_blocks.simulate, the GPU helper's model, in tokens)."""
     mix = [max(math.ceil(n), 1) for n in lengths]
     return simulate(mix, block_tokens, 1)["waste_fraction"] if mix else 0.0
 
@@ -113,12 +115,18 @@ def view(engine: Engine | None, m: EngineMetrics) -> EngineKV:
         requests_waiting_before=m.requests_waiting_before)
 
 
-def probe(host: Host, options: ScanOptions) -> KVRecord:
-    engines = {e.base_url: e for e in discover(host, options)}
-    scraped = [m for m in scrape_all(host, options) if isinstance(m, EngineMetrics)]
-    if not scraped:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KVRecord:
+    """The records of engine.discovery and engine.metrics (its needs), judged by ``judge``."""
+    engines = found(host, options, inputs).engines
+    return judge(DiscoveryRecord(engines, len(engines)), scraped(host, options, inputs))
+
+
+def judge(discovery: DiscoveryRecord, metrics: MetricsRecord) -> KVRecord:
+    """Each scraped engine's KV figures, from the two records alone (no host)."""
+    if not metrics.engines:
         raise Skip(t("no engine's /metrics page could be read (see engine.metrics)"))
-    return KVRecord(tuple(view(engines.get(_base(m.endpoint)), m) for m in scraped))
+    engines = {e.base_url: e for e in discovery.engines}
+    return KVRecord(tuple(view(engines.get(_base(m.endpoint)), m) for m in metrics.engines))
 
 
 def _base(metrics_url: str) -> str:

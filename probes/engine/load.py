@@ -29,26 +29,20 @@ from dataclasses import dataclass
 
 from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError, read_error_text
-from doctor.workload.knee import SCHEMA, knee_path
 from doctor.model import ScanOptions, Skip
-from doctor.values import count, field, non_negative, page_json, text
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.values import count, field, page_json, text
 from doctor import display
+from probes.helpers.engine_scrape import for_engine, scraped
+from probes.helpers.engine_sweep import MAX_SWEEP_LEVELS as MAX_SWEEP_LEVELS
+from probes.helpers.engine_sweep import SweepPoint, saved_sweep
+from probes.helpers.engine_sweep import saved_knee as saved_knee
+from probes.helpers.engine_sweep import sweep_points as sweep_points
 from probes.helpers.engine_targets import Target, targets
 
 TIMEOUT_S = 5.0
 # `llm-doctor load` doubles concurrency from 1 (or runs the --levels asked for): 32 levels
 # is past any sweep it makes; a saved file with more is someone else's, and is cut here.
-MAX_SWEEP_LEVELS = 32
-
-
-@dataclass(frozen=True, slots=True)
-class SweepPoint:
-    """One level of the saved sweep (knee-<hash>.json "levels"), as the knee was judged from."""
-
-    concurrency: int
-    output_tokens_per_s: float | None  # over the level's throughput window
-    ttft_p50_ms: float | None  # client-side time to first token, median
-    usable: bool  # False: the knee was not judged from this level (its "unusable" says why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,15 +99,11 @@ def _headers(target: Target) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
 
 
-def _from_metrics(host: Host, options: ScanOptions, target: Target):
-    """The engine.metrics scrape of this endpoint (memoized per scan), or its error."""
-    from probes.engine.metrics import ScrapeError, scrape_all
-
-    for item in scrape_all(host, options):
-        url = item.endpoint
-        if url.rsplit("/metrics", 1)[0].rstrip("/") == target.base_url.rstrip("/"):
-            return item.message if isinstance(item, ScrapeError) else item
-    return f"{target.base_url}/metrics: not scraped"
+def _from_metrics(host: Host, options: ScanOptions, target: Target, inputs: Inputs):
+    """engine.metrics' scrape of this endpoint (its record when it ran, else scraped once
+    a scan), or its error."""
+    found = for_engine(scraped(host, options, inputs), target.base_url)
+    return f"{target.base_url}/metrics: not scraped" if found is None else found
 
 
 def _whole(value: float | None) -> int | None:
@@ -121,26 +111,26 @@ def _whole(value: float | None) -> int | None:
     return None if value is None else count(round(value))
 
 
-def window_work(host: Host, options: ScanOptions,
-                target: Target) -> tuple[float | None, float | None, float | None]:
+def window_work(host: Host, options: ScanOptions, target: Target,
+                inputs: Inputs = NO_INPUTS) -> tuple[float | None, float | None, float | None]:
     """(requests finished, tokens, seconds) between engine.metrics' two scrapes."""
-    scraped = _from_metrics(host, options, target)
-    if isinstance(scraped, str):
+    got = _from_metrics(host, options, target, inputs)
+    if isinstance(got, str):
         return None, None, None
-    return scraped.requests_in_window, scraped.tokens_in_window, scraped.interval_s
+    return got.requests_in_window, got.tokens_in_window, got.interval_s
 
 
-def live_load(host: Host, options: ScanOptions,
-              target: Target) -> tuple[int | None, int | None, str | None, str | None]:
+def live_load(host: Host, options: ScanOptions, target: Target,
+              inputs: Inputs = NO_INPUTS) -> tuple[int | None, int | None, str | None, str | None]:
     """(running, waiting, source, error): engine.metrics' normalised gauges, else /slots."""
     errors = []
-    scraped = _from_metrics(host, options, target)
-    if isinstance(scraped, str):
-        errors.append(scraped)
-    elif (running := _whole(scraped.requests_running)) is not None:
-        return running, _whole(scraped.requests_waiting), "/metrics", None
+    got = _from_metrics(host, options, target, inputs)
+    if isinstance(got, str):
+        errors.append(got)
+    elif (running := _whole(got.requests_running)) is not None:
+        return running, _whole(got.requests_waiting), "/metrics", None
     else:  # engine.metrics says why: not exported, NaN or infinite, negative
-        why = next((a.partition(": ")[2] for a in scraped.absent
+        why = next((a.partition(": ")[2] for a in got.absent
                     if a.startswith(("running:", "requests_running:"))), "")
         errors.append(f"{target.base_url}/metrics: no running-requests figure"
                       + (f" ({why})" if why else ""))
@@ -156,65 +146,6 @@ def live_load(host: Host, options: ScanOptions,
     except ValueError:
         errors.append(f"{target.base_url}/slots: not JSON")
     return None, None, None, "; ".join(errors)
-
-
-def _level(value: object) -> int | None:
-    """A concurrency as ``llm-doctor load`` writes it: a JSON integer of at least 1. A string
-    ("4") or a float means someone else wrote the file (doctor/values.py's count would take
-    both)."""
-    return count(value, minimum=1) if type(value) is int else None
-
-
-def sweep_points(document: object) -> tuple[SweepPoint, ...]:
-    """The saved sweep's levels, each read as hostile input: a level without a concurrency
-    of at least 1 is left out, a throughput or TTFT that is not a finite non-negative number
-    is None; at most MAX_SWEEP_LEVELS."""
-    levels = field(document, "levels")
-    points = []
-    for level in levels[:MAX_SWEEP_LEVELS] if isinstance(levels, list) else ():
-        concurrency = _level(field(level, "concurrency"))
-        if concurrency is None:
-            continue
-        points.append(SweepPoint(concurrency, non_negative(field(level, "output_tokens_per_s")),
-                                 non_negative(field(level, "ttft", "p50_ms")),
-                                 field(level, "unusable") is None))
-    return tuple(points)
-
-
-def saved_sweep(host: Host, base_url: str) -> tuple[tuple[int | None, str | None, str | None, str],
-                                                    tuple[SweepPoint, ...]]:
-    """``saved_knee``'s answer, and the sweep's levels (none unless its schema is current)."""
-    path = str(knee_path(base_url))
-    try:
-        document = page_json(host.read_text(path))
-    except HostReadError:
-        return (None, None, None, path), ()
-    except ValueError:
-        return (None, "unreadable", None, path), ()
-    knee = _knee_of(document, path)
-    return knee, (sweep_points(document) if knee[1] != "outdated" else ())
-
-
-def saved_knee(host: Host, base_url: str) -> tuple[int | None, str | None, str | None, str]:
-    """(knee concurrency, status, measured_at, file) from the saved sweep, if any."""
-    return saved_sweep(host, base_url)[0]
-
-
-def _knee_of(document: object, path: str) -> tuple[int | None, str | None, str | None, str]:
-    if not isinstance(document, dict):  # JSON, but not a saved sweep of any schema
-        return None, "unreadable", None, path
-    measured_at = text(field(document, "measured_at"), 40)
-    if field(document, "schema") != SCHEMA:
-        return None, "outdated", measured_at, path
-    status = text(field(document, "knee", "status"), 40)
-    if status is None:
-        return None, "unreadable", measured_at, path
-    if status != "found":
-        return None, status, measured_at, path
-    found = _level(field(document, "knee", "concurrency"))
-    if found is None:
-        return None, "unreadable", measured_at, path
-    return found, status, measured_at, path
 
 
 def replica_groups(engines: list[EngineLoad],
@@ -275,20 +206,20 @@ def knee_throughput(knee: int | None, points: tuple[SweepPoint, ...]) -> float |
     return at[0] if at else None
 
 
-def probe(host: Host, options: ScanOptions) -> LoadRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> LoadRecord:
     """Live concurrency of every engine endpoint, against its saved knee."""
-    found = targets(host, options)
+    found = targets(host, options, inputs)
     if not found:
         raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
     engines = []
     for target in found:
-        running, waiting, source, error = live_load(host, options, target)
+        running, waiting, source, error = live_load(host, options, target, inputs)
         (knee, status, measured_at, path), points = saved_sweep(host, target.base_url)
         engines.append(EngineLoad(target.base_url, target.kind, served_model(host, target),
                                   running, waiting,
                                   source, knee, status, measured_at, path, error, points,
                                   knee_throughput(knee, points),
-                                  *window_work(host, options, target)))
+                                  *window_work(host, options, target, inputs)))
     if all(e.running is None and e.error and e.knee_status is None for e in engines):
         # nothing read of any engine, live or saved: not "ok" with every read an error in
         # its text (issue 28). Live, the probe failed; a recording that holds none of the

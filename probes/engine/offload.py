@@ -36,13 +36,14 @@ from dataclasses import dataclass, field
 
 from doctor.i18n import lazy, t
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError, detail_text
 from doctor.values import count, field as json_field, number, page_json
 from doctor.workload.model_shape import DTYPE_BYTES, ModelFileError, ModelShape
-from probes.engine.capacity import model_shape
-from probes.engine.discovery import discover, label_text
-from probes.gpu.bandwidth import memory_ceiling_gbps
-from probes.gpu.pcie import link_ceiling_gbps
+from probes.helpers.model_files import model_shape
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_reach import label_text
+from probes.helpers.link_ceilings import link_ceiling_gbps, memory_ceiling_gbps
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import Reader, gpu_count
@@ -132,7 +133,7 @@ def host_bandwidth(host: Host) -> tuple[float | None, str | None]:
     return (gbps, None) if gbps and gbps > 0 else (None, f"host.memory_bandwidth gave {best!r:.40}")
 
 
-def _estimate(total: int | None, cpu: int | None, gpu: GpuSide, cpu_gbps: float | None,
+def estimate(total: int | None, cpu: int | None, gpu: GpuSide, cpu_gbps: float | None,
               missing: dict[str, str]) -> tuple[float | None, float | None, float | None]:
     """(tokens/s now, tokens/s all on the GPU, their ratio): time/token ~= gpu_bytes/gpu_bw
     + cpu_bytes/cpu_bw, every weight read once per token (an estimate: see the docstring)."""
@@ -171,7 +172,7 @@ def _item(engine: Engine, model: str | None, source: str, gpu: GpuSide, cpu_gbps
     if cpu_why:
         missing["cpu_bandwidth_gbps"] = cpu_why
     missing.update({k: v for k, v in gpu.missing.items() if k == "gpu_bandwidth_gbps"})
-    now, on_gpu, ratio = _estimate(total, cpu, gpu, cpu_gbps, missing)
+    now, on_gpu, ratio = estimate(total, cpu, gpu, cpu_gbps, missing)
     return EngineOffload(_label(engine), engine.kind, model, source, layers, layers_gpu, total,
                          cpu, share, None, gpu.name, gpu.memory_gbps, cpu_gbps, now, on_gpu,
                          ratio, missing)
@@ -259,9 +260,9 @@ class _NotRead(Exception):
     pass
 
 
-def probe(host: Host, options: ScanOptions) -> OffloadRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> OffloadRecord:
     """Each llama.cpp, Ollama, vLLM and SGLang engine's share of its model on the CPU."""
-    found = [e for e in discover(host, options) if e.kind in KINDS]
+    found = [e for e in found_engines(host, options, inputs).engines if e.kind in KINDS]
     if not found:
         raise Skip(t("no llama.cpp, Ollama, vLLM or SGLang engine: only they offload layers or "
                      "weights to the CPU"))

@@ -32,10 +32,12 @@ from datetime import datetime
 
 from doctor.i18n import t
 from doctor.model import Level, ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.redact import MASK
 from doctor.seam.host import Host, MeasurementError
 from doctor.values import count, field, non_negative, number, text
-from probes.engine.discovery import discover, ollama_ps_pages
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_pages import ollama_ps_pages
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_reads import json_page
 from probes.helpers.process_env import env_value
@@ -238,9 +240,10 @@ def _one(host: Host, options: ScanOptions, engine: Engine) -> OllamaEngine:
         "; ".join(errors) or None)
 
 
-def probe(host: Host, options: ScanOptions) -> OllamaRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> OllamaRecord:
     """Each Ollama server's settings and models, read twice a few seconds apart."""
-    found = [e for e in discover(host, options) if e.kind == "ollama" and e.base_url]
+    found = [e for e in found_engines(host, options, inputs).engines
+             if e.kind == "ollama" and e.base_url]
     if not found:
         raise Skip(t("no Ollama server: none running (`ollama serve`), none named with --endpoint"))
     return OllamaRecord(tuple(_one(host, options, e) for e in found))

@@ -27,8 +27,9 @@ from functools import partial
 
 from doctor.i18n import t
 from doctor.seam.host import Host
-from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, request_body
+from doctor.workload.loadgen import RequestTarget, LoadError, RequestResult, request_body
 from doctor.model import RequestCost, ScanOptions, Sent, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import text
 from probes.helpers.engine_requests import clear_to_send
 from probes.helpers.engine_targets import active_targets
@@ -107,7 +108,7 @@ def repeated_ngram_share(text: str, n: int = NGRAM) -> float | None:
     return round(repeats / len(grams), 3)
 
 
-def _sample(endpoint: Endpoint, prompt: str, timeout_s: float) -> tuple[OutputSample, RequestResult]:
+def _sample(endpoint: RequestTarget, prompt: str, timeout_s: float) -> tuple[OutputSample, RequestResult]:
     import asyncio
 
     from doctor.workload.loadgen import Connection
@@ -127,7 +128,7 @@ def _sample(endpoint: Endpoint, prompt: str, timeout_s: float) -> tuple[OutputSa
                         result.text[:160], result.error), result
 
 
-def sample_endpoint(endpoint: Endpoint, budget_s: float = BUDGET_S) -> OutputEndpoint:
+def sample_endpoint(endpoint: RequestTarget, budget_s: float = BUDGET_S) -> OutputEndpoint:
     started = time.monotonic()
     done = [_sample(endpoint, prompt, budget_s / SAMPLES) for prompt in PROMPTS]
     sending_s = time.monotonic() - started
@@ -143,15 +144,15 @@ def sample_endpoint(endpoint: Endpoint, budget_s: float = BUDGET_S) -> OutputEnd
                           sending_s=round(sending_s, 3))
 
 
-def _sampled(endpoint: Endpoint, budget_s: float) -> dict:
+def _sampled(endpoint: RequestTarget, budget_s: float) -> dict:
     return asdict(sample_endpoint(endpoint, budget_s))
 
 
-def probe(host: Host, options: ScanOptions) -> OutputRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> OutputRecord:
     """Sample the output of every engine endpoint not serving requests now (unless
     ``options.busy_ok``) and measure its repetition."""
     found, not_sent = clear_to_send(host, options, "engine.output", COST,
-                                    active_targets(host, options))
+                                    active_targets(host, options, inputs))
     out = []
     for target in found:
         try:

@@ -31,9 +31,11 @@ from dataclasses import dataclass
 
 from doctor.i18n import lazy, t
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError
 from doctor.values import count, field, page_json
-from probes.engine.discovery import discover, label_text
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_reach import label_text
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import Reader, gpu_count
@@ -135,9 +137,9 @@ def _capability(host: Host) -> tuple[float | None, int | None, str | None, str |
     return round(min(found), 1), gpus, None, None
 
 
-def probe(host: Host, options: ScanOptions) -> QuantRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> QuantRecord:
     """Each vLLM and SGLang engine's --quantization against its checkpoint and GPUs."""
-    found = [e for e in discover(host, options) if e.kind in KINDS]
+    found = [e for e in found_engines(host, options, inputs).engines if e.kind in KINDS]
     if not found:
         raise Skip(t("no vLLM or SGLang engine: only they choose between AWQ/GPTQ kernels by flag"))
     cc, gpus, cc_why, no_gpu = _capability(host)

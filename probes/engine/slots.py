@@ -34,12 +34,12 @@ from doctor.i18n import t
 from doctor.redact import MASK
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.values import count, field
-from probes.engine.discovery import discover
-from probes.engine.load import saved_sweep
-from probes.engine.metrics import scrape_all
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_scrape import MetricsRecord, scraped
+from probes.helpers.engine_sweep import SweepPoint, saved_sweep
 from probes.helpers.engine_flags import Engine, flag
-from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_reads import argv_of, json_page
 from probes.helpers.process_env import env_value
 
@@ -117,17 +117,26 @@ def established_to(host: Host, port: int) -> int | None:
     return seen if read_any else None
 
 
-def _deferred(host: Host, options: ScanOptions, base_url: str) -> int | None:
-    for item in scrape_all(host, options):
-        if isinstance(item, EngineMetrics) and item.endpoint.rsplit("/metrics", 1)[0] == base_url:
+def _deferred(host: Host, options: ScanOptions, inputs: Inputs, base_url: str) -> int | None:
+    return deferred_of(scraped(host, options, inputs), base_url)
+
+
+def deferred_of(metrics: MetricsRecord, base_url: str) -> int | None:
+    """The requests waiting for a slot at engine.metrics' second scrape of ``base_url``."""
+    for item in metrics.engines:
+        if item.endpoint.rsplit("/metrics", 1)[0] == base_url:
             return count(item.requests_waiting)  # a gauge: 3.0; NaN or 2.5 is no count
     return None
 
 
 def _sweep(host: Host, base_url: str, slots: int | None):
-    """(level, TTFT at 1, TTFT at that level) from the saved sweep: its highest usable
-    level above the slots (the one that waited for slots), else Nones."""
-    _, points = saved_sweep(host, base_url)
+    return sweep_wait(saved_sweep(host, base_url)[1], slots)
+
+
+def sweep_wait(points: tuple[SweepPoint, ...],
+               slots: int | None) -> tuple[int | None, float | None, float | None]:
+    """(level, TTFT at 1, TTFT at that level) from the saved sweep's points: its highest
+    usable level above the slots (the one that waited for slots), else Nones."""
     usable = [p for p in points if p.usable and p.ttft_p50_ms]
     first = next((p for p in usable if p.concurrency == 1), None)
     above = [p for p in usable if slots is not None and p.concurrency > slots]
@@ -137,7 +146,15 @@ def _sweep(host: Host, base_url: str, slots: int | None):
     return top.concurrency, first.ttft_p50_ms, top.ttft_p50_ms
 
 
-def _llama(host: Host, options: ScanOptions, engine: Engine, base_url: str) -> EngineSlots:
+def suggested_slots(slots: int | None, offered: int | None, level: int | None) -> int | None:
+    """The slots that would serve at once the concurrency seen (offered now, or the sweep's
+    level that waited), when that is more than the engine has; None otherwise."""
+    wanted = max(offered or 0, level or 0)
+    return wanted if slots and wanted > slots else None
+
+
+def _llama(host: Host, options: ScanOptions, inputs: Inputs, engine: Engine,
+           base_url: str) -> EngineSlots:
     errors: list[str] = []
     props = json_page(host, f"{base_url}/props", errors, TIMEOUT_S)
     slots_page = json_page(host, f"{base_url}/slots", errors, TIMEOUT_S)
@@ -153,11 +170,10 @@ def _llama(host: Host, options: ScanOptions, engine: Engine, base_url: str) -> E
     elif slots_page is not None:
         errors.append(f"{base_url}/slots: not a list of slots")
     ctx_slot = ctx_slot or count(field(props, "default_generation_settings", "n_ctx"), minimum=1)
-    deferred = _deferred(host, options, base_url)
+    deferred = _deferred(host, options, inputs, base_url)
     offered = busy + (deferred or 0) if busy is not None else None
     level, ttft1, ttft_n = _sweep(host, base_url, slots)
-    wanted = max(offered or 0, level or 0)
-    suggested = wanted if slots and wanted > slots else None
+    suggested = suggested_slots(slots, offered, level)
     return EngineSlots(
         base_url, "llama.cpp", engine.pid, slots, slots_from,
         None if slots else "neither /props total_slots nor -np could be read", busy, deferred,
@@ -185,8 +201,7 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
     port = count(base_url.rsplit(":", 1)[-1].split("/")[0], minimum=1)
     offered = established_to(host, port) if port else None
     level, ttft1, ttft_n = _sweep(host, base_url, slots)
-    wanted = max(offered or 0, level or 0)
-    suggested = wanted if slots and wanted > slots else None
+    suggested = suggested_slots(slots, offered, level)
     return EngineSlots(
         base_url, "ollama", engine.pid, slots,
         ("OLLAMA_NUM_PARALLEL unset (default 1)" if unset else "OLLAMA_NUM_PARALLEL") if slots else None,
@@ -199,13 +214,14 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
         "; ".join(errors) or None)
 
 
-def probe(host: Host, options: ScanOptions) -> SlotsRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> SlotsRecord:
     """The slots of every llama.cpp and Ollama engine against the concurrency offered."""
-    found = [e for e in discover(host, options) if e.kind in KINDS and e.base_url]
+    found = [e for e in found_engines(host, options, inputs).engines
+             if e.kind in KINDS and e.base_url]
     if not found:
         raise Skip(t("no llama.cpp or Ollama engine: only they serve from a fixed number of slots"))
     return SlotsRecord(tuple(
-        _llama(host, options, e, e.base_url) if e.kind == "llama.cpp"
+        _llama(host, options, inputs, e, e.base_url) if e.kind == "llama.cpp"
         else _ollama(host, e, e.base_url) for e in found if e.base_url))
 
 

@@ -25,6 +25,8 @@ from functools import partial
 from doctor.i18n import lazy, t, translated
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
+from probes.helpers.engine_targets import targets
 from doctor.display import text
 
 SAMPLES = 20
@@ -125,13 +127,11 @@ def sample(host: Host, pid: int, samples: int = SAMPLES, interval_s: float = INT
     return {"dumps": len(dumps), "error": None if dumps else error, **classify(dumps)}
 
 
-def _python_engines(host: Host,
-                    options: ScanOptions) -> list[tuple[int, str | None, str | None]]:
-    from probes.helpers.engine_targets import targets
-
+def _python_engines(host: Host, options: ScanOptions,
+                    inputs: Inputs) -> list[tuple[int, str | None, str | None]]:
     seen: set[int] = set()
     out: list[tuple[int, str | None, str | None]] = []
-    for target in targets(host, options, answering=False):  # a hung engine's stacks too
+    for target in targets(host, options, inputs, answering=False):  # a hung engine's stacks too
         if target.pid is None or target.pid in seen:
             continue
         try:
@@ -144,9 +144,9 @@ def _python_engines(host: Host,
     return out
 
 
-def probe(host: Host, options: ScanOptions) -> StacksRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> StacksRecord:
     """Sample each Python engine process's stacks for about four seconds."""
-    found = _python_engines(host, options)
+    found = _python_engines(host, options, inputs)
     if not found:
         raise Skip(t("no Python engine process on this host (vLLM, SGLang); llama.cpp, TGI's "
                      "router and Ollama are not Python"))

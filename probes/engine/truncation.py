@@ -31,11 +31,13 @@ from dataclasses import dataclass
 
 from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.redact import MASK
 from doctor.seam.host import Host, HostReadError
 from doctor.values import count, field, page_json
 from doctor.workload.knee import knee_path
-from probes.engine.discovery import discover, first_pages
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_pages import first_pages
 from probes.helpers import engine_names as N
 from probes.helpers.engine_flags import Engine
 from probes.helpers.process_env import env_value
@@ -126,9 +128,10 @@ def _one(host: Host, engine: Engine) -> EngineTruncation:
         round(top / total, 4) if top is not None and total else None, engine.error)
 
 
-def probe(host: Host, options: ScanOptions) -> TruncationRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> TruncationRecord:
     """Each engine's context limit beside the prompt lengths it was sent."""
-    found = [e for e in discover(host, options) if e.base_url and e.kind != "unknown"]
+    found = [e for e in found_engines(host, options, inputs).engines
+             if e.base_url and e.kind != "unknown"]
     if not found:
         raise Skip(t("no engine with an HTTP endpoint: nothing names a context limit"))
     return TruncationRecord(tuple(_one(host, e) for e in found))

@@ -40,8 +40,9 @@ from typing import Callable
 
 from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError
-from doctor.workload.loadgen import Endpoint, LoadError, RequestResult, Workload, run_requests
+from doctor.workload.loadgen import RequestTarget, LoadError, RequestResult, Workload, run_requests
 from doctor.model import RequestCost, ScanOptions, Sent, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import number
 from probes.helpers import engine_names as N
 from probes.helpers.engine_requests import clear_to_send
@@ -158,7 +159,7 @@ class OtherWork:
         return round(max(0.0, other) / (end[0] - start[0]), 3)
 
 
-def _round(endpoint: Endpoint, index: int, deadline: float,
+def _round(endpoint: RequestTarget, index: int, deadline: float,
            before: list[RequestResult], watch: OtherWork | None = None) -> list[RequestResult]:
     """One request of each length, one at a time; none started that would likely not finish
     by ``deadline`` (less time left than twice the longest request so far)."""
@@ -188,7 +189,7 @@ def settled(previous: list[RequestResult], last: list[RequestResult]) -> bool:
     return abs(now - before) <= max(SETTLED * before, 0.020)
 
 
-def measure(endpoint: Endpoint, max_rounds: int, budget_s: float,
+def measure(endpoint: RequestTarget, max_rounds: int, budget_s: float,
             until_settled: bool = False,
             on_round: Callable[[int, list[RequestResult]], None] | None = None,
             watch: OtherWork | None = None) -> list[list[RequestResult]]:
@@ -305,11 +306,11 @@ def _measure_one(host: Host, target: Target, budget_s: float = BUDGET_S) -> Warm
     return WarmupEndpoint(**host.measure(f"engine.warmup {target.base_url}", run))
 
 
-def probe(host: Host, options: ScanOptions) -> WarmupRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> WarmupRecord:
     """First against steady-state latency for every engine endpoint found or named that is
     not serving requests now (unless ``options.busy_ok``)."""
     found, not_sent = clear_to_send(host, options, "engine.warmup", COST,
-                                    active_targets(host, options))
+                                    active_targets(host, options, inputs))
     out = []
     for target in found:
         try:

@@ -13,7 +13,7 @@ Ceilings:
 * device memory: max memory clock (``nvmlDeviceGetMaxClockInfo(MEM)``, MHz) x 2 (double data
   rate) x bus width (``nvmlDeviceGetMemoryBusWidth``, bits) / 8; ``BUS_WIDTH_OVERRIDES`` corrects
   boards whose NVML width is wrong. H100 SXM: 2619 MHz x 2 x 5120 / 8 = 3.35 TB/s;
-* host link: PCIe lane rate x width (probes.gpu.pcie.link_ceiling_gbps), as trained during
+* host link: PCIe lane rate x width (probes/helpers/link_ceilings.py), as trained during
   the copy and as capable (``nvmlDeviceGetMaxPcieLinkGeneration/Width``).
 """
 
@@ -24,32 +24,17 @@ from typing import Any
 
 from doctor.seam.host import Host, MeasurementError
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count
-from probes.gpu.pcie import link_ceiling_gbps
-from probes.gpu.topology import AFFINITY_WORDS, cpu_list
+from probes.helpers.link_ceilings import BUS_WIDTH_OVERRIDES as BUS_WIDTH_OVERRIDES
+from probes.helpers.link_ceilings import link_ceiling_gbps
+from probes.helpers.link_ceilings import memory_ceiling_gbps
+from probes.helpers.gpu_topology import AFFINITY_WORDS, cpu_list
 from probes.helpers.kernel_child import run_kernel
-from probes.kernels.spread import read_spread
+from probes.helpers.spread import read_spread
 
 CHILD_TIMEOUT_S = 90.0
-# NVML reports 8192 bits for B200; the HBM3e stacks give 7680 (../shared/reference/gpu-facts.md).
-BUS_WIDTH_OVERRIDES = {"B200": 7680}
-
-
-def memory_ceiling_gbps(name: str | None, mem_clock_max_mhz: int | None,
-                        bus_width_bits: int | None) -> tuple[float | None, str]:
-    """(GB/s, how it was computed) from the max memory clock and the bus width."""
-    if not mem_clock_max_mhz or not bus_width_bits:
-        return None, "no max memory clock or bus width from NVML"
-    source = f"{mem_clock_max_mhz} MHz x 2 x {bus_width_bits} bit / 8"
-    for model, width in BUS_WIDTH_OVERRIDES.items():
-        if name and model in name:
-            bus_width_bits = width
-            source = t("{mhz} MHz x 2 x {width} bit / 8 (bus width corrected for {model})",
-                       mhz=mem_clock_max_mhz, width=width, model=model)
-    return round(mem_clock_max_mhz * 1e6 * 2 * bus_width_bits / 8 / 1e9, 1), source
-
-
 def _ratio(measured: float | None, ceiling: float | None) -> float | None:
     return round(measured / ceiling, 3) if measured and ceiling else None
 
@@ -179,7 +164,7 @@ def _first_use(host: Host, errors: dict[str, str]) -> tuple[float | None, float 
     return (first, warm) if ok else (None, None)
 
 
-def probe(host: Host, options: ScanOptions) -> BandwidthRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> BandwidthRecord:
     count = gpu_count(host)
     errors: dict[str, str] = {}
     gpus = tuple(read_gpu(host, i, errors) for i in range(count))

@@ -29,12 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.i18n import t
-from probes.gpu import pcie, topology
+from probes.helpers import pcie_link as pcie
+from probes.helpers import gpu_topology as topology
 from probes.helpers.gpu_common import gpu_count, reason_of
 from probes.helpers.kernel_child import run_kernel
-from probes.kernels.spread import read_spread
+from probes.helpers.spread import read_spread
 
 LIMIT_S = 90.0  # per group: a cold torch import (~10 s) and NCCL's set-up on 8 GPUs (~10-30 s)
 CHILD_MARGIN_S = 20.0  # the launcher reports by LIMIT_S; this kills the launcher itself
@@ -249,11 +251,11 @@ def on_cpu(host: Host, ranks: int = 2, limit_s: float = 30.0,
     return group_record((), data, none, {"ceiling_gbps": "the CPU: no GPU path"})
 
 
-def probe(host: Host, options: ScanOptions) -> CollectiveRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CollectiveRecord:
     count = gpu_count(host)
     if count < 2:
         raise Skip(t("one GPU: an all-reduce needs two or more"))
-    topo = topology.probe(host, options)  # memoised per scan
+    topo = topology.topology_of(host, inputs)  # gpu.topology's record, else read once a scan
     groups, source = topology.talk_groups(host, count)
     groups = tuple(g for g in groups if len(g) > 1)[:MAX_GROUPS]
     if not groups:

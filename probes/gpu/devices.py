@@ -27,9 +27,10 @@ import re
 from dataclasses import dataclass
 
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError
 from doctor.i18n import lazy, t, translated
-from probes.gpu import topology
+from probes.helpers import gpu_topology as topology
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 from probes.helpers.processes import engine_processes, lasting_name
 
@@ -191,7 +192,7 @@ def _engine(host: Host, proc, host_ns: set[str], gpus: tuple[int, ...],
                          lost=lost, missing=missing)
 
 
-def probe(host: Host, options: ScanOptions) -> DevicesRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> DevicesRecord:
     count = gpu_count(host)
     missing: dict[str, str] = {}
     names = [Reader(host).text("name", "nvmlDeviceGetName", i) for i in range(count)]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.model import Level, ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import (
     Reader, driver_gpus, gpu_count, nvidia_pci, pci_bdf, reason_of)
@@ -222,7 +223,7 @@ def watch_events(host: Host, options: ScanOptions,
     return events, None
 
 
-def probe(host: Host, options: ScanOptions) -> GpuErrorsRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> GpuErrorsRecord:
     count = gpu_count(host)
     events, source = read_kernel_log(host)
     readers = [Reader(host) for _ in range(count)]

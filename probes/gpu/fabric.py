@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError
 from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count, nvidia_pci
@@ -113,7 +114,7 @@ def _service(host: Host) -> str | None:
     return state or None
 
 
-def probe(host: Host, options: ScanOptions) -> FabricRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> FabricRecord:
     count = gpu_count(host)
     pci = nvidia_pci(host)
     gpus = tuple(read_gpu(host, i) for i in range(count))

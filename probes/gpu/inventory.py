@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
-from probes.helpers.gpu_common import COMPUTE_MODES, Reader, gpu_count, mib
+from probes.helpers.gpu_common import cuda_version_text, COMPUTE_MODES, Reader, gpu_count, mib
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +45,6 @@ class GpuInventoryRecord:
     gpu_model: str | None = None
 
 
-def cuda_version_text(code: int | None) -> str | None:
-    """NVML's CUDA version integer (1000 x major + 10 x minor) as "12.4"."""
-    if code is None or code <= 0:
-        return None
-    return f"{code // 1000}.{code % 1000 // 10}"
-
-
 def _flag(value: int | None) -> bool | None:
     return None if value is None else bool(value)
 
@@ -75,7 +69,7 @@ def read_gpu(host: Host, index: int) -> GpuInfo:
     )
 
 
-def probe(host: Host, options: ScanOptions) -> GpuInventoryRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> GpuInventoryRecord:
     count = gpu_count(host)
     r = Reader(host)
     driver = r.text("driver_version", "nvmlSystemGetDriverVersion")
@@ -94,5 +88,5 @@ def probe(host: Host, options: ScanOptions) -> GpuInventoryRecord:
 def summary(record: GpuInventoryRecord) -> str:
     names = sorted({g.name or t("unknown GPU") for g in record.gpus})
     return t("{count}x {names}, driver {driver}, CUDA {cuda}", count=record.gpu_count,
-             names=" / ".join(names), driver=record.driver_version or "?",
+             names=t(" / ").join(names), driver=record.driver_version or "?",
              cuda=record.cuda_driver_version or "?")

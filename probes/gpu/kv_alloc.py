@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, MeasurementError
 from doctor.model import Level, ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import gpu_count
-from probes.kernels.kv_alloc import reference_mix, simulate, simulate_contiguous
+from probes.helpers.kv_blocks import reference_mix, simulate, simulate_contiguous
 from probes.helpers.processes import engine_processes, flag_value
 from probes.helpers.kernel_child import run_kernel
 
@@ -100,7 +101,7 @@ def _overhead(data: dict, block: int) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def probe(host: Host, options: ScanOptions) -> KvAllocRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvAllocRecord:
     gpu_count(host)  # the KV cache lives on the GPU: skipped without one
     mix = reference_mix()
     allocator, reason = _allocator(host, options)

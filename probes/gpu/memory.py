@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count, mib
 from probes.helpers.processes import process_table
@@ -90,7 +91,7 @@ def memory_info(r: Reader, index: int) -> tuple[dict | None, str | None]:
     return info, "v1"
 
 
-def probe(host: Host, options: ScanOptions) -> GpuMemoryRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> GpuMemoryRecord:
     count = gpu_count(host)
     table = {p.pid: p for p in process_table(host)}
     own = os.getpid() if host.kind == "live" else -1

@@ -30,9 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host
 from doctor.i18n import t
-from probes.gpu import topology
+from probes.helpers import gpu_topology as topology
 from probes.helpers.gpu_common import Reader, gpu_count, pci_bdf
 from probes.helpers.numa_nodes import (
     MemoryPlacement, format_cpulist, memory_placement, node_map, pci_numa_node, allowed)
@@ -145,14 +146,14 @@ def _engine(host: Host, proc, gpus: tuple[int, ...], nodes_of_gpu: dict[int, int
         memory_partial=memory.truncated, note=note, missing=missing)
 
 
-def probe(host: Host, options: ScanOptions) -> NumaRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NumaRecord:
     count = gpu_count(host)  # first: no GPU (or NVML failing) says so before the nodes do
     nmap = node_map(host)
     if nmap.reason:
         raise Skip(nmap.reason)
     if len(nmap.cpus) < 2:
         raise Skip(t("one NUMA node: the engine cannot sit on a node away from its GPUs"))
-    topo = topology.probe(host, options)  # memoised per scan
+    topo = topology.topology_of(host, inputs)  # gpu.topology's record, else read once a scan
     missing: dict[str, str] = {}
     nodes_of_gpu = _gpu_nodes(host, topo, count, missing)
     holders = topology.gpu_pids(host, count)

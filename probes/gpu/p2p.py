@@ -28,9 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.model import Level, ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.i18n import t
-from probes.gpu import topology
+from probes.helpers import gpu_topology as topology
 from probes.helpers import engine_p2p, iommu, pcie_acs
 from probes.helpers.gpu_common import Reader, gpu_count, pci_bdf, reason_of
 from probes.helpers.kernel_child import run_kernel
@@ -220,11 +221,11 @@ def _group(h: _Host, gpus: tuple[int, ...], topo: topology.TopologyRecord,
         blockers=blockers, missing=dict(engine.missing) if engine else {})
 
 
-def probe(host: Host, options: ScanOptions) -> P2pRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> P2pRecord:
     count = gpu_count(host)
     if count < 2:
         raise Skip(t("one GPU: no pair to judge"))
-    topo = topology.probe(host, options)  # memoised per scan
+    topo = topology.topology_of(host, inputs)  # gpu.topology's record, else read once a scan
     groups, source = topology.talk_groups(host, count)
     engines = [p for p, _ in topology.tp_engines(host)]
     placed = [(g, engines[i] if i < len(engines) else None) for i, g in enumerate(groups)

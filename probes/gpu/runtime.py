@@ -38,10 +38,11 @@ import posixpath
 from dataclasses import dataclass
 
 from doctor.model import ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError
 from doctor.display import why
 from doctor.i18n import lazy, t
-from probes.gpu.inventory import cuda_version_text
+from probes.helpers.gpu_common import cuda_version_text
 from probes.helpers.cuda_build import BuildError, build_arches, runs_on
 from probes.helpers.cuda_loaded import Loaded, TorchVersion, mapped, site_candidates, torch_version
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
@@ -214,7 +215,7 @@ def read_engine(host: Host, p: Process, driver_code: int | None,
         missing=missing, visible_gpus=seen.note)
 
 
-def probe(host: Host, options: ScanOptions) -> RuntimeRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RuntimeRecord:
     count = gpu_count(host)
     r = Reader(host)
     code = r.integer("driver_cuda", "nvmlSystemGetCudaDriverVersion")

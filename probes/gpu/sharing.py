@@ -26,9 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host
 from doctor.i18n import t
-from probes.gpu.topology import lineage, tensor_parallel
+from probes.helpers.gpu_topology import tensor_parallel
+from probes.helpers.lineage import lineage
 from probes.helpers.gpu_common import COMPUTE_MODES, Reader, gpu_count
 from probes.helpers.processes import engine_processes, process_table
 
@@ -81,7 +83,7 @@ def _flag(value: int | None) -> bool | None:
     return None if value is None else bool(value)
 
 
-def probe(host: Host, options: ScanOptions) -> SharingRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> SharingRecord:
     count = gpu_count(host)
     table = process_table(host)
     mps = [p for p in table if _program(p.cmdline) in MPS_PROGRAMS

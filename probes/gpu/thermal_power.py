@@ -17,7 +17,7 @@ work: the level-full load, power within 10% of the limit, or the GPU busy (10% o
 Reasons are decoded so that one cause is one flag: a hardware slowdown for the power brake
 (an external power-supply signal) is power, not thermal; the generic "HW slowdown" bit is
 attributed to whichever of its two causes is also set. At level full,
-``probes.kernels.gpu_sustained`` runs a bounded matrix-multiply load while sampling these.
+``probes.kernels.gpu_sustained`` (run in a child process, LOAD_SECONDS long) runs a bounded matrix-multiply load while sampling these.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, MeasurementError
 from doctor.model import Level, ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count, watts
+from probes.helpers.kernel_child import run_kernel
 
 # nvmlClocksEventReasons (nvml.h); names as nvidia-smi -q prints them.
 REASONS = {
@@ -41,6 +43,8 @@ THRESHOLD_TARGET = 5  # NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR: nvidia-smi's "
 POWER_NEAR_LIMIT = 0.9  # drawing 90% of the enforced limit: the cap is what holds the clocks
 BUSY_PCT = 10  # nvmlUtilization_t.gpu: share of the last sample period a kernel ran
 CLOCK_SM, CLOCK_MEM = 1, 2
+
+LOAD_SECONDS = 30.0  # the sustained load at level full (the kernel's own default)
 
 
 def decode_reasons(mask: int | None) -> tuple[str, ...]:
@@ -164,10 +168,10 @@ def read_gpu(host: Host, index: int, load: dict | None) -> GpuThermalPower:
 def _load(host: Host, options: ScanOptions, count: int) -> tuple[dict, str | None]:
     if options.level < Level.FULL:
         return {}, "sampled at rest; level full adds a sustained load"
-    from probes.kernels.gpu_sustained import run_child
-
     try:
-        samples = host.measure("gpu.thermal_power.load", lambda: run_child(count))
+        samples = host.measure("gpu.thermal_power.load", lambda: run_kernel(
+            "gpu_sustained", "--gpus", str(count), "--seconds", str(LOAD_SECONDS),
+            timeout_s=LOAD_SECONDS + 60))
     except MeasurementError as exc:
         return {}, str(exc)
     per_gpu = samples.get("gpus") if isinstance(samples, dict) else None
@@ -176,7 +180,7 @@ def _load(host: Host, options: ScanOptions, count: int) -> tuple[dict, str | Non
     return {i: g for i, g in enumerate(per_gpu) if isinstance(g, dict)}, None
 
 
-def probe(host: Host, options: ScanOptions) -> ThermalPowerRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> ThermalPowerRecord:
     count = gpu_count(host)
     loads, reason = _load(host, options, count)
     return ThermalPowerRecord(gpus=tuple(read_gpu(host, i, loads.get(i)) for i in range(count)),

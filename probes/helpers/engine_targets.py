@@ -1,8 +1,8 @@
 """The engine endpoints the active engine probes talk to (warm-up, output, load state, exposure).
 
-Source: engine discovery (probes/engine/discovery.py: engine processes from the process
-table and their listening sockets, plus every ``--endpoint URL``), memoized per scan by the
-host. An engine that gave discovery no HTTP answer (refused, hung, broken before a status
+Source: engine discovery (engine.discovery's record handed over in the probe's inputs, else
+probes/helpers/engine_discovery.py: engine processes from the process table and their
+listening sockets, plus every ``--endpoint URL``). An engine that gave discovery no HTTP answer (refused, hung, broken before a status
 line) is no target: the engine-unreachable finding says so once, and a hung engine costs
 the scan one timeout instead of one per probe. Manual equivalent: ``ss -ltnp``.
 """
@@ -13,11 +13,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from doctor.i18n import t
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host
 from doctor.model import ScanOptions, Skip
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_named import credentials
+from probes.helpers.engine_named import named_bases as named_bases
+from probes.helpers.engine_reach import answer_text
 
 if TYPE_CHECKING:
-    from doctor.workload.loadgen import Endpoint
+    from doctor.workload.loadgen import RequestTarget
 
 WILDCARDS = ("0.0.0.0", "[::]", "::", "*")
 
@@ -33,10 +38,10 @@ class Target:
     # from --endpoint http://:KEY@...: sent with requests, never shown or recorded
     api_key: str | None = field(default=None, repr=False)
 
-    def endpoint(self) -> "Endpoint":
-        from doctor.workload.loadgen import Endpoint
+    def endpoint(self) -> "RequestTarget":
+        from doctor.workload.loadgen import RequestTarget
 
-        return Endpoint(self.base_url, model=self.model, api_key=self.api_key)
+        return RequestTarget(self.base_url, model=self.model, api_key=self.api_key)
 
     @property
     def serves_completions(self) -> bool:
@@ -44,20 +49,20 @@ class Target:
         return self.kind not in ("triton", "tensorrt-llm")
 
 
-def targets(host: Host, options: ScanOptions, answering: bool = True) -> tuple[Target, ...]:
+def targets(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS,
+            answering: bool = True) -> tuple[Target, ...]:
     """Every engine that has an HTTP endpoint and answered discovery, as discovery found it
     (memoized per scan); Skip says why when there were engines but none answered.
     ``answering=False``: those that did not answer too, for a probe that reads the process,
     not its HTTP API (py-spy's stacks of a hung engine say where it hangs)."""
-    from probes.engine.discovery import answer_text, answered, credentials, discover
-
     keys = {url: headers.get("Authorization", "").removeprefix("Bearer ") or None
-            for url, headers in credentials(host, options).items()}
+            for url, headers in credentials(options).items()}
+    discovered = found_engines(host, options, inputs)
     found, silent = [], []
-    for e in discover(host, options):
+    for e in discovered.engines:
         if not e.base_url:
             continue
-        down = answered(host, options, e.base_url) if answering else None
+        down = discovered.unanswered(e.base_url) if answering else None
         if down is not None:
             silent.append(t("{url} ({answer})", url=e.base_url, answer=answer_text(down.answer)))
             continue
@@ -69,27 +74,14 @@ def targets(host: Host, options: ScanOptions, answering: bool = True) -> tuple[T
     return tuple(found)
 
 
-def named_bases(options: ScanOptions) -> frozenset[str]:
-    """The base URLs of the endpoints the user named (--endpoint, [scan] endpoints)."""
-    from probes.engine.discovery import options_endpoints, public_base
-    from doctor.endpoints import EndpointError
-
-    bases = set()
-    for url in options_endpoints(options):
-        try:
-            bases.add(public_base(url))
-        except EndpointError:
-            continue
-    return frozenset(bases)
-
-
-def active_targets(host: Host, options: ScanOptions) -> list[Target]:
+def active_targets(host: Host, options: ScanOptions,
+                   inputs: Inputs = NO_INPUTS) -> list[Target]:
     """The endpoints an active probe may send completions to; Skip says why there are none.
 
     An engine that asks for an API key is left out unless the key was given
     (``--endpoint http://:KEY@HOST:PORT``): its answers would be 401s, not measurements.
     """
-    found = [t for t in targets(host, options) if t.serves_completions]
+    found = [t for t in targets(host, options, inputs) if t.serves_completions]
     if not found:
         raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))
     named = named_bases(options)

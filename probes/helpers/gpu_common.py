@@ -209,3 +209,10 @@ def driver_gpus(host: Host) -> tuple[frozenset[str] | None, str | None]:
     except HostReadError as exc:
         return None, f"{DRIVER_GPUS}: {reason_of(exc)}"
     return frozenset(b for n in names if (b := pci_bdf(n))), None
+
+
+def cuda_version_text(code: int | None) -> str | None:
+    """NVML's CUDA version integer (1000 x major + 10 x minor) as "12.4"."""
+    if code is None or code <= 0:
+        return None
+    return f"{code // 1000}.{code % 1000 // 10}"

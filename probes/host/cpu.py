@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import text
 from doctor.i18n import t
 from probes.helpers import kernel_text
-from probes.helpers.kernel_text import MalformedError
 from probes.helpers.virtualization import detect as detect_virtualization
+from probes.helpers.cpuinfo import parse_cpuinfo as parse_cpuinfo
 
 # Instruction sets that decide CPU inference speed (002 §2: AVX-512 or AMX for CPU serving).
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
@@ -54,36 +55,6 @@ class CpuRecord:
     cpus: tuple[CpuFreq, ...]
     virtual_machine: bool | None = None  # None: neither cpuinfo nor DMI could be read
     vm_signals: tuple[str, ...] = ()  # what said so: "cpu flag hypervisor", "dmi QEMU"
-
-
-def parse_cpuinfo(text: str, path: str = "/proc/cpuinfo"
-                  ) -> tuple[str, int | None, int | None, set[str]]:
-    """model name, physical cores, sockets, and the flags of the first CPU.
-
-    A cpuinfo with no ``processor`` entry is not one (every architecture's show_cpuinfo()
-    prints it): MalformedError.
-    """
-    model, flags = "unknown", set[str]()
-    cores: set[tuple[str | None, str]] = set()
-    sockets: set[str] = set()
-    physical = None
-    processors = 0
-    for line in text.splitlines():
-        key, _, value = (part.strip() for part in line.partition(":"))
-        if key == "processor":
-            processors += 1
-        elif key in ("model name", "Model", "cpu model") and model == "unknown":
-            model = value or "unknown"
-        elif key in ("flags", "Features") and not flags:
-            flags = set(value.split())
-        elif key == "physical id":
-            physical = value
-            sockets.add(value)
-        elif key == "core id":
-            cores.add((physical, value))
-    if not processors:
-        raise MalformedError(path, "no 'processor' entry: not a /proc/cpuinfo")
-    return model, len(cores) or None, len(sockets) or None, flags
 
 
 def parse_loadavg(text: str, path: str = "/proc/loadavg") -> tuple[float, float]:
@@ -124,7 +95,7 @@ def _cpu_freq(host: Host, cpu: int) -> CpuFreq:
     )
 
 
-def probe(host: Host, options: ScanOptions) -> CpuRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CpuRecord:
     model, physical_cores, sockets, flags = parse_cpuinfo(host.read_text("/proc/cpuinfo"))
     cpu_ids = sorted(
         int(name[3:]) for name in host.list_dirs("/sys/devices/system/cpu")

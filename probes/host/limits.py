@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers import kernel_text
 from probes.helpers.kernel_text import MalformedError
@@ -100,7 +101,7 @@ def _limits(pid: int | None, comm: str, engine: str | None, text: str,
     )
 
 
-def probe(host: Host, options: ScanOptions) -> LimitsRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> LimitsRecord:
     rows = [_limits(None, "llm-doctor", None, host.read_text("/proc/self/limits"))]
     engines = engine_processes(host)
     for proc in engines:

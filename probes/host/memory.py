@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor import display
 from doctor.i18n import t
-from probes.helpers import kernel_text
+from probes.helpers.meminfo import parse_meminfo as parse_meminfo
 from probes.helpers.kernel_text import MalformedError
+from probes.helpers.meminfo import required
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,32 +27,7 @@ class MemoryRecord:
     missing: dict[str, str]  # field → why it holds None (doctor/seam/missing.py)
 
 
-def parse_meminfo(text: str, path: str = "/proc/meminfo") -> dict[str, int]:
-    """``MemTotal:  24683652 kB`` → {"MemTotal": 24683652} (kB, or a count).
-
-    Every row is ``Key: number`` or ``Key: number kB`` (fs/proc/meminfo.c show_val_kb);
-    any other row is MalformedError naming its line.
-    """
-    values = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        key, colon, rest = line.partition(":")
-        parts = rest.split()
-        if not colon or not key.strip() or len(parts) not in (1, 2) or parts[1:] not in ([], ["kB"]):
-            raise MalformedError(path, f"line {n}: expected 'Key: number [kB]', got {line[:60]!r}")
-        values[key.strip()] = kernel_text.count(path, parts[0], f"a number for {key.strip()[:40]}")
-    return values
-
-
-def required(path: str, values: dict[str, int], key: str) -> int:
-    """``values[key]``, or MalformedError saying the row is missing."""
-    if key not in values:
-        raise MalformedError(path, f"no {key} row")
-    return values[key]
-
-
-def probe(host: Host, options: ScanOptions) -> MemoryRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> MemoryRecord:
     kb = parse_meminfo(host.read_text("/proc/meminfo"))
     total_kb = required("/proc/meminfo", kb, "MemTotal")
     if total_kb == 0:

@@ -3,7 +3,7 @@
 Runs ``probes.kernels.stream`` in a child process, threads = physical cores (logical CPUs
 where cpuinfo has no core ids), decimal GB/s counted as STREAM counts them. Each array is 4x
 the last-level cache the threads reach (at least 256 MiB), within a memory budget: an eighth
-of MemAvailable, 4 GiB, 512 MiB a thread, whichever is least (probes/host/stream_sizing.py
+of MemAvailable, 4 GiB, 512 MiB a thread, whichever is least (probes/helpers/stream_sizing.py
 says why); where the budget makes them smaller than that rule, ``under_rule`` says so. The
 cost is bounded in time too: the kernel has until TIME_BUDGET_S after its spawn for its start,
 allocation, first touch (cut at half of what is left on a busy host, keeping cut_floor: the
@@ -28,15 +28,16 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import number, why
 from doctor.i18n import t
 from probes.helpers.dimms import read_ceiling
-from probes.host.cpu import parse_cpuinfo
-from probes.host.memory import parse_meminfo
+from probes.helpers.cpuinfo import parse_cpuinfo
+from probes.helpers.meminfo import parse_meminfo
 from probes.helpers.kernel_child import run_kernel
-from probes.kernels.spread import read_spread
-from probes.host import stream_sizing
-from probes.host.stream_sizing import Sizing
+from probes.helpers.spread import read_spread
+from probes.helpers import stream_sizing
+from probes.helpers.stream_sizing import Sizing
 
 KERNEL_TIMEOUT_S = 120.0
 # The probe's time, from spawning the kernel to its result: the child's start (numpy imported
@@ -138,7 +139,7 @@ def cut_floor(cache_bytes: int | None, array_bytes: int) -> int:
     return min(CUT_FLOOR_CACHES * (cache_bytes or 0), array_bytes // 2)
 
 
-def probe(host: Host, options: ScanOptions) -> MemoryBandwidthRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> MemoryBandwidthRecord:
     threads, reach, sizing = plan(host)
     array_bytes = sizing.array_bytes
     floor = cut_floor(reach.cache_bytes, array_bytes)

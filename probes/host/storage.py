@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 
 from doctor.seam.host import Host, HostReadError, MeasurementError, Reason
 from doctor.model import Level, ScanOptions, Skip
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import number, text, why
 from doctor.i18n import lazy, t, translated
-from probes.kernels import disk_read
+from probes.helpers import disk_read
 from probes.helpers.processes import engine_processes, model_path_of
 
 WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth", ".ggml", ".onnx", ".engine")
@@ -226,7 +227,7 @@ def _storage(host: Host, options: ScanOptions, mountinfo: str, path: str, source
     )
 
 
-def probe(host: Host, options: ScanOptions) -> StorageRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> StorageRecord:
     paths = _model_paths(host, options)
     if not paths:
         raise Skip(t("no --model-dir given and no engine process with a local model path: "

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from doctor.seam.host import Host
 from doctor.seam.missing import Missing
 from doctor.model import ScanOptions
+from doctor.inputs import NO_INPUTS, Inputs
 from doctor import display
 from doctor.i18n import t
 from probes.helpers import kernel_text
@@ -76,7 +77,7 @@ def tcp_ext(text: str, path: str = "/proc/net/netstat") -> dict[str, int]:
     return {k: kernel_text.count(path, v, f"a TcpExt {k} count") for k, v in zip(names, values)}
 
 
-def probe(host: Host, options: ScanOptions) -> SysctlRecord:
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> SysctlRecord:
     m = Missing()
     netstat_text = m.text("listen_overflows", host, "/proc/net/netstat")
     netstat: dict[str, int] = {} if netstat_text is None else tcp_ext(netstat_text)

@@ -45,8 +45,8 @@ import time
 from collections import Counter
 from typing import IO, Any, Iterable
 
-from probes.kernels._cli import OneLineParser
-from probes.kernels.spread import spread
+from probes.helpers.kernel_cli import OneLineParser
+from probes.helpers.spread import spread
 
 GPU_BYTES = 256 << 20
 CPU_BYTES = 16 << 20

@@ -28,8 +28,8 @@ import sys
 import time
 from typing import Callable
 
-from probes.kernels._cli import OneLineParser
-from probes.kernels.spread import spread
+from probes.helpers.kernel_cli import OneLineParser
+from probes.helpers.spread import spread
 
 GPU_BYTES = 256 << 20
 CPU_BYTES = 32 << 20

@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 
-from probes.kernels._cli import OneLineParser
+from probes.helpers.kernel_cli import OneLineParser
 
 
 def measure(device: str) -> dict:

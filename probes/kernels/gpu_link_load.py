@@ -14,7 +14,7 @@ import json
 import sys
 import time
 
-from probes.kernels._cli import OneLineParser
+from probes.helpers.kernel_cli import OneLineParser
 
 BUFFER_BYTES = 64 << 20
 

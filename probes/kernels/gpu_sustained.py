@@ -14,7 +14,7 @@ import json
 import sys
 import time
 
-from probes.kernels._cli import OneLineParser
+from probes.helpers.kernel_cli import OneLineParser
 from probes.helpers.kernel_child import run_kernel
 
 SAMPLE_EVERY_S = 0.5

@@ -9,7 +9,7 @@ Two ways an engine can hold a request's keys and values:
   or a naive HF cache): every request reserves the same ``reserve_tokens`` up front, and all
   it does not fill is wasted.
 
-``simulate`` and ``simulate_contiguous`` are pure functions of the request lengths (tokens,
+``simulate`` and ``simulate_contiguous`` (probes/helpers/kv_blocks.py) are pure functions of the request lengths (tokens,
 prompt + output), so the engine helper, the rules' tests and a host without a GPU get the
 same figures. ``probes.kernels.gpu_kv_alloc`` replays the same mix through torch's caching
 allocator on a GPU, where the allocator's own rounding adds to the model's figures.
@@ -22,67 +22,9 @@ from __future__ import annotations
 
 import math
 
-
-def _check(lengths: list[int], bytes_per_token: int) -> None:
-    if bytes_per_token <= 0:
-        raise ValueError(f"bytes_per_token must be positive, got {bytes_per_token}")
-    bad = [n for n in lengths if not isinstance(n, int) or n < 0]
-    if bad:
-        raise ValueError(f"request lengths must be non-negative integers; got {bad[:3]}")
-
-
-def _result(reserved_tokens: int, used_tokens: int, bytes_per_token: int, **extra) -> dict:
-    reserved = reserved_tokens * bytes_per_token
-    used = used_tokens * bytes_per_token
-    return {
-        "reserved_bytes": reserved,
-        "used_bytes": used,
-        "waste_bytes": reserved - used,
-        "waste_fraction": round((reserved - used) / reserved, 6) if reserved else 0.0,
-        **extra,
-    }
-
-
-def simulate(lengths: list[int], block_tokens: int, bytes_per_token: int) -> dict:
-    """Paged allocation: each request holds ``ceil(length / block_tokens)`` blocks.
-
-    Returns ``reserved_bytes``, ``used_bytes``, ``waste_bytes``, ``waste_fraction``
-    (waste / reserved, 0.0 for an empty mix), ``blocks`` and ``block_tokens``.
-    Example: lengths [1, 16, 17] at 16 tokens/block take 1+1+2 = 4 blocks = 64 token slots
-    for 34 used: waste 30/64.
-    """
-    _check(lengths, bytes_per_token)
-    if block_tokens <= 0:
-        raise ValueError(f"block_tokens must be positive, got {block_tokens}")
-    blocks = sum(math.ceil(n / block_tokens) for n in lengths)
-    return _result(blocks * block_tokens, sum(lengths), bytes_per_token,
-                   blocks=blocks, block_tokens=block_tokens)
-
-
-def simulate_contiguous(lengths: list[int], reserve_tokens: int | None,
-                        bytes_per_token: int) -> dict:
-    """Contiguous allocation: each request reserves ``reserve_tokens`` (the context length
-    or slot size); ``None`` reserves the longest request's length for every request (the
-    best a static reservation can do). A request longer than the reservation is counted in
-    ``overflowing`` (the engine would truncate or refuse it) and uses only the reservation.
-    """
-    _check(lengths, bytes_per_token)
-    reserve = max(lengths, default=0) if reserve_tokens is None else reserve_tokens
-    if reserve < 0:
-        raise ValueError(f"reserve_tokens must be non-negative, got {reserve}")
-    used = sum(min(n, reserve) for n in lengths)
-    return _result(reserve * len(lengths), used, bytes_per_token,
-                   reserve_tokens=reserve, overflowing=sum(1 for n in lengths if n > reserve))
-
-
-def reference_mix(count: int = 512, seed: int = 7) -> list[int]:
-    """A request-length mix shaped like chat traffic (ShareGPT-like: log-normal, median
-    ~600 tokens, long tail to 8k), generated deterministically so results are reproducible.
-    """
-    import random
-
-    rng = random.Random(seed)
-    return [max(1, min(8192, int(rng.lognormvariate(6.4, 0.9)))) for _ in range(count)]
+from probes.helpers.kv_blocks import reference_mix as reference_mix
+from probes.helpers.kv_blocks import simulate as simulate
+from probes.helpers.kv_blocks import simulate_contiguous as simulate_contiguous
 
 
 def replay_allocator(lengths: list[int], block_tokens: int, bytes_per_token: int,
@@ -138,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     import json
     import sys
 
-    from probes.kernels._cli import OneLineParser
+    from probes.helpers.kernel_cli import OneLineParser
 
     parser = OneLineParser(prog="kv_alloc", description="KV-cache allocation replay")
     parser.add_argument("--device", default="cpu", help="GPU index, or 'cpu'")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 
-from probes.kernels._cli import OneLineParser
+from probes.helpers.kernel_cli import OneLineParser
 
 CHECK_BYTES = 16 << 20
 MAX_PAIRS = 64

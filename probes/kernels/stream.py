@@ -75,8 +75,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from probes.kernels._cli import OneLineParser
-from probes.kernels._passes import (Passes, Run, first_touch, passes_for, peak_rss_bytes,
+from probes.helpers.kernel_cli import OneLineParser
+from probes.helpers.stream_passes import (Passes, Run, first_touch, passes_for, peak_rss_bytes,
                                      timed_passes)
 
 BACKENDS = ("auto", "torch", "numpy")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from probes.kernels.spread import spread
+from probes.helpers.spread import spread
 
 MIN_REPEATS = 2  # best of one pass is no best: a single interruption would be the figure
 TOUCH_STEPS = 16  # steps of a first touch under a deadline, the clock read between them

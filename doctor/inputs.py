@@ -1,0 +1,39 @@
+"""What the runner hands a probe: the records of the probes it builds on.
+
+A probe names the probes whose data it reads in ``ProbeSpec.needs`` (and those it uses when
+they are there in ``ProbeSpec.after``); the runner runs those first and hands the probe
+their records, by probe name, as ``Inputs``. The data flows through the registry, not
+through imports between probes or a per-scan cache: a probe reads its inputs, and its
+judging part is a function of records alone, testable without a host.
+
+A probe run without them (on its own, in the daemon's schedule, or where its need was not
+chosen at this level) gets ``NO_INPUTS`` and computes what it needs itself, from
+probes/helpers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, TypeVar
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """The frozen records of a probe's needs (and of its ``after`` probes that ended ok),
+    by probe name; a probe that did not run, or did not end ok, is absent."""
+
+    records: Mapping[str, Any] = field(default_factory=dict)
+
+    def get(self, name: str, kind: type[R]) -> R | None:
+        """The record of probe ``name`` when it ran ok and is a ``kind``, else None (a
+        recording of another shape is treated as absent, so the probe reads for itself)."""
+        record = self.records.get(name)
+        return record if isinstance(record, kind) else None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.records
+
+
+NO_INPUTS = Inputs()
