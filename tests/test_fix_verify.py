@@ -28,8 +28,8 @@ SCAN = {"host": {"hostname": "h"}, "findings": FINDINGS, "probes": [
 
 def _after(findings, failed=()):
     names = ("host.sysctl", "host.memory", "host.limits", "engine.discovery")
-    return {"findings": findings,
-            "probes": [{"name": n, "status": "error" if n in failed else "ok"} for n in names]}
+    return saved({"findings": findings,
+                  "probes": [{"name": n, "status": "error" if n in failed else "ok"} for n in names]})
 
 
 def test_verdicts():

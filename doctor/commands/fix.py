@@ -181,7 +181,7 @@ def _apply(plan: Plan, plans: Path, root: str | None, live: bool, replay, saved,
         click.echo(t("verify: not scanned (the plan came from another scan, or only files under --root changed)"))
     elif plan.probes:
         after, _ = _scan(None, config_path, level, set(plan.probes))
-        verdicts = judge(plan, outcomes, after)
+        verdicts = judge(plan, outcomes, typed(after))
         _write_verify(plans / plan.id / "verify.json", json.dumps(verdicts, indent=1) + "\n")
         for step_id, verdict in verdicts.items():
             click.echo("  " + t("verify {step}: {verdict}", step=step_id, verdict=said(verdict)))
