@@ -13,7 +13,7 @@ from doctor.fix.model import Kind, Risk
 from doctor.fix.plan import build_plan, to_dict
 from doctor.fix.catalogue import BUILDERS, NO_STEP
 from doctor.vocabulary import CAUSES
-from tests.fix_saved import saved
+from tests.saved_scans import saved
 from tests.conftest import FIXTURE_HOSTS, REPO
 
 NOW = datetime(2026, 12, 1, 19, 41, 0, tzinfo=timezone.utc)

@@ -26,7 +26,7 @@ from doctor.fix.saved import Scan, header
 from doctor.fix.model import FileWrite, Kind, Plan, Risk, Step
 from doctor.fix.plan import MAX_STEPS, PlanTooLarge, build_plan, to_dict
 from doctor.fix.script import EOF_MARK, to_json, to_markdown, to_sh
-from tests.fix_saved import saved
+from tests.saved_scans import saved
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.fuzz_fix_script import CANARY, HOST, PAYLOADS, catalogue_lines, dry_run, script_problems
 

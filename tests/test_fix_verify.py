@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from doctor.fix.apply import Outcome
 from doctor.fix.plan import build_plan
-from tests.fix_saved import saved
+from tests.saved_scans import saved
 from doctor.fix.verify import FIXED, NEEDS_RESTART, NOT_APPLIED, NOT_FIXED, UNKNOWN, judge
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)

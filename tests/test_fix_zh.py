@@ -19,7 +19,7 @@ from doctor.fix.model import Plan
 from doctor.fix.plan import build_plan, to_dict
 from doctor.fix.script import EOF_MARK, PRELUDE, _q, prelude_words, to_markdown, to_sh
 from doctor.i18n import Speaking
-from tests.fix_saved import saved
+from tests.saved_scans import saved
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.test_diff_zh import CJK, english_runs
 
