@@ -253,10 +253,11 @@ def test_npd_answers_in_chinese_and_keeps_its_machine_words(monkeypatch, capsys,
 def test_npd_verdicts_in_chinese_fit_its_80_bytes():
     from doctor.daemon.state import State
     from doctor.fleet.npd import judged
+    from tests.saved_scans import complete
 
     finding = {"rule": "gpu-lost", "severity": "critical", "title": "GPU 3 掉卡（XID 79）" * 4}
     state = State("s.json", "", 0.0, 15.0, 3.0, {"gpu-lost": "gpu"},
-                  {"findings": [finding, finding], "probes": []})
+                  complete({"findings": [finding, finding], "probes": []}))
     with Speaking("zh_CN"):
         code, line = judged(state, "gpu")
     assert code == 1 and line.startswith("gpu-lost 严重：GPU 3 掉卡")
@@ -275,7 +276,9 @@ def test_slurm_healthcheck_speaks_chinese_with_its_lang_flag(tmp_path, capsys):
 
 
 def test_slurm_actions_in_chinese_keep_the_reason_machine_readable():
-    finding = {"rule": "gpu-lost", "severity": "critical", "title": "GPU 3 掉卡"}
+    from tests.saved_scans import finding_of
+
+    finding = finding_of({"rule": "gpu-lost", "severity": "critical", "title": "GPU 3 掉卡"})
     verdict = Verdict(Status.PROBLEM, "gpu-lost 严重：GPU 3 掉卡", finding, [finding])
     with Speaking("zh_CN"):
         action = decide(verdict, Node("vm", "IDLE", ""))

@@ -13,6 +13,7 @@ from doctor.fix.model import Kind, Risk
 from doctor.fix.plan import build_plan, to_dict
 from doctor.fix.catalogue import BUILDERS, NO_STEP
 from doctor.vocabulary import CAUSES
+from tests.saved_scans import saved
 from tests.conftest import FIXTURE_HOSTS, REPO
 
 NOW = datetime(2026, 12, 1, 19, 41, 0, tzinfo=timezone.utc)
@@ -21,7 +22,7 @@ SCHEMA = json.loads((REPO / "docs" / "fix-plan-schema.json").read_text())
 
 def _plan(host: str):
     report, rule_probes = _scan(str(FIXTURE_HOSTS / host), None, None, None)
-    return build_plan(report, f"replay {host}", rule_probes, NOW)
+    return build_plan(saved(report), f"replay {host}", rule_probes, NOW)
 
 
 def _header(rule: str, key: str, title: str) -> str:
@@ -98,7 +99,7 @@ def test_power_cap_restores_the_default_limit():
     finding = {"rule": "gpu-power-capped", "cause": "gpu-power-capped", "key": "",
                "title": "GPU1: power limit set to 250 W", "severity": "warning",
                "evidence": {"gpu": 1, "power_limit_w": 250.0, "power_default_limit_w": 350.0}}
-    plan = build_plan({"host": {"hostname": "h"}, "probes": [], "findings": [finding]}, "x", {}, NOW)
+    plan = build_plan(saved({"host": {"hostname": "h"}, "probes": [], "findings": [finding]}), "x", {}, NOW)
     step, = plan.steps
     assert [(c.argv, c.undo) for c in step.commands] == [
         (("nvidia-smi", "-i", "1", "-pl", "350"), ("nvidia-smi", "-i", "1", "-pl", "250"))]
@@ -112,7 +113,7 @@ def test_missing_dev_char_links_come_before_a_daemon_reload():
     report["probes"] = [p for p in report["probes"] if p["name"] != "engine.container"] + [
         {"name": "engine.container", "status": "ok", "data": {
             "engines": [{"pid": 4242, "cgroup": "/system.slice/vllm.service"}]}}]
-    plan = build_plan(report, "x", rule_probes, NOW)
+    plan = build_plan(saved(report), "x", rule_probes, NOW)
     links, limit = plan.steps
     assert links.rule == "gpu-dev-char-links-missing"
     assert links.files[0].path == "/etc/udev/rules.d/71-llm-doctor-nvidia-dev-char.rules"
@@ -156,11 +157,11 @@ def test_hands_on_steps_are_never_planned_for_a_virtual_machine():
                "severity": "warning", "title": "t", "evidence": {"gpu": 0, "on_vm": False}}
     report = {"host": {"hostname": "h"}, "findings": [finding],
               "probes": [{"name": "host.cpu", "status": "ok", "data": {"virtual_machine": False}}]}
-    metal = build_plan(report, "saved scan x", {})
+    metal = build_plan(saved(report), "saved scan x", {})
     assert [s.kind.value for s in metal.steps] == ["manual"] and "reseat" in metal.steps[0].manual[0]
     report["probes"][0]["data"]["virtual_machine"] = True
-    vm = build_plan(report, "saved scan x", {})
+    vm = build_plan(saved(report), "saved scan x", {})
     assert not vm.steps and "virtual machine" in vm.no_steps[0].why
     finding["evidence"]["on_vm"] = True
     report["probes"][0]["data"]["virtual_machine"] = None
-    assert not build_plan(report, "saved scan x", {}).steps
+    assert not build_plan(saved(report), "saved scan x", {}).steps

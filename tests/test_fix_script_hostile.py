@@ -10,6 +10,7 @@ a file (tests/fuzz_fix_script.py, which the fuzz benchmark's "fix-script" kind a
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import posixpath
 import re
@@ -25,6 +26,7 @@ from doctor.fix.saved import Scan, header
 from doctor.fix.model import FileWrite, Kind, Plan, Risk, Step
 from doctor.fix.plan import MAX_STEPS, PlanTooLarge, build_plan, to_dict
 from doctor.fix.script import EOF_MARK, to_json, to_markdown, to_sh
+from tests.saved_scans import saved
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.fuzz_fix_script import CANARY, HOST, PAYLOADS, catalogue_lines, dry_run, script_problems
 
@@ -41,7 +43,7 @@ def base():
     """(saved scan, rule probes, plan) of a recorded host whose plan has a systemd drop-in,
     sysctl files with live values and engine flags."""
     report, rule_probes = _scan(str(FIXTURE_HOSTS / HOST), None, None, None)
-    return report, rule_probes, build_plan(report, "saved scan", rule_probes, NOW)
+    return report, rule_probes, build_plan(saved(report), "saved scan", rule_probes, NOW)
 
 
 def poisoned(report: dict, text: str) -> dict:
@@ -84,7 +86,7 @@ def _assert_plan_is_the_catalogues(plan: Plan, allowed_lines: set[str]) -> None:
 @pytest.mark.parametrize("payload", PAYLOADS, ids=[ascii(p)[:30] for p in PAYLOADS])
 def test_the_dry_run_of_a_hostile_scans_plan_runs_nothing(base, payload):
     report, rule_probes, clean = base
-    plan = build_plan(poisoned(report, payload), "saved scan", rule_probes, NOW)
+    plan = build_plan(saved(poisoned(report, payload)), "saved scan", rule_probes, NOW)
     script = to_sh(plan, "/var/lib/llm-doctor/plans/" + plan.id)
     done = dry_run(script)
     assert (done.injected, done.parses, done.rc) == ([], True, 0), done.output[-2000:]
@@ -97,7 +99,7 @@ def test_the_dry_run_of_a_hostile_scans_plan_runs_nothing(base, payload):
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
 def test_shellcheck_passes_on_the_plan_of_a_scan_that_holds_every_payload(base):
     report, rule_probes, _ = base
-    plan = build_plan(poisoned(report, EVERYTHING), "saved scan", rule_probes, NOW)
+    plan = build_plan(saved(poisoned(report, EVERYTHING)), "saved scan", rule_probes, NOW)
     done = dry_run(to_sh(plan, "/var/lib/llm-doctor/plans/x"), lint=True)
     assert (done.injected, done.parses, done.rc, done.shellcheck) == ([], True, 0, None)
 
@@ -132,9 +134,10 @@ def test_fix_from_a_hostile_saved_scan_in_every_format(cli, base, tmp_path, fmt)
 
 
 def test_a_files_lines_are_comments_whatever_the_finding_holds(base):
-    scan = Scan({}, "2026-12-01")
+    scan = Scan(saved({}), "2026-12-01")
     for text in PAYLOADS + (EVERYTHING, "\ud800" * 1000, 10 ** 5000):
-        written = header({"rule": text, "key": text, "title": text}, scan)
+        finding, = saved({"findings": [{"rule": text, "cause": text, "key": text, "title": text}]}).findings
+        written = header(finding, scan)
         lines = written.split("\n")
         assert len(lines) == 4 and lines[3] == "" and all(line.startswith("# ") for line in lines[:3])
         assert written.encode() and len(written) < 1000
@@ -157,7 +160,7 @@ def test_a_files_path_and_a_steps_id_never_come_from_the_scan(base, rule):
     hostile = copy.deepcopy(report)
     for finding in hostile["findings"]:
         finding["rule"] = rule
-    plan = build_plan(hostile, "saved scan", rule_probes, NOW)
+    plan = build_plan(saved(hostile), "saved scan", rule_probes, NOW)
     assert [s.id for s in plan.steps] == ["01-fd-limit-low", "02-gpu-memory-no-headroom",
                                           "03-cuda-graphs-disabled", "04-network-backlog-small",
                                           "05-swap-active"]  # named by their causes
@@ -178,12 +181,12 @@ def test_a_unit_name_outside_systemds_grammar_gets_no_drop_in(base, cgroup):
         if probe["name"] == "engine.container":
             for engine in probe["data"]["engines"]:
                 engine["cgroup"] = cgroup
-    limit = build_plan(hostile, "saved scan", rule_probes, NOW).steps[0]
+    limit = build_plan(saved(hostile), "saved scan", rule_probes, NOW).steps[0]
     assert (limit.cause, limit.kind, limit.files, limit.commands) == ("fd-limit-low", Kind.MANUAL, (), ())
 
 
-class Counted(list):
-    """A list that counts the times it is walked."""
+class Counted(tuple):
+    """A scan's findings or probes that count the times they are walked."""
 
     walks = 0
 
@@ -199,10 +202,11 @@ def test_a_plan_is_built_in_one_pass_over_the_findings(base):
     report, rule_probes, _ = base
     many = copy.deepcopy(report)
     engine = next(f for f in many["findings"] if f["rule"] == "fd-limit-low")
+    many["findings"] = [dict(engine, key=f"engine vllm {n}") for n in range(200)]
+    scan = saved(many)
+    scan = dataclasses.replace(scan, findings=Counted(scan.findings), probes=Counted(scan.probes))
     Counted.walks = 0
-    many["findings"] = Counted(dict(engine, key=f"engine vllm {n}") for n in range(200))
-    many["probes"] = Counted(many["probes"])
-    plan = build_plan(many, "saved scan", rule_probes, NOW)
+    plan = build_plan(scan, "saved scan", rule_probes, NOW)
     assert len(plan.steps) == 200 and Counted.walks <= 4
 
 
@@ -212,7 +216,7 @@ def test_a_plan_past_its_bound_is_refused_and_a_repeated_change_is_made_once(bas
     engine = next(f for f in too_many["findings"] if f["rule"] == "fd-limit-low")
     too_many["findings"] = [dict(engine, key=f"engine vllm {n}") for n in range(MAX_STEPS + 1)]
     with pytest.raises(PlanTooLarge, match=f"more than {MAX_STEPS} findings with a step"):
-        build_plan(too_many, "saved scan", rule_probes, NOW)
+        build_plan(saved(too_many), "saved scan", rule_probes, NOW)
     repeated = copy.deepcopy(report)
     repeated["findings"] = [{"rule": "cpu-powersave-governor", "cause": "cpu-powersave-governor",
                              "key": f"k{n}", "title": "t", "evidence": {}} for n in range(20_000)]
@@ -221,7 +225,7 @@ def test_a_plan_past_its_bound_is_refused_and_a_repeated_change_is_made_once(bas
     calls = []
     governor = BUILDERS["cpu-powersave-governor"]
     monkeypatch.setitem(BUILDERS, "cpu-powersave-governor", lambda *a: calls.append(1) or governor(*a))
-    plan = build_plan(repeated, "saved scan", rule_probes, NOW)
+    plan = build_plan(saved(repeated), "saved scan", rule_probes, NOW)
     assert len(plan.steps) == 1 and len(plan.steps[0].live) == 128  # each CPU once
     assert len(calls) == 1  # built once: 20,000 builds of 256 live writes took 160 s
     assert {n.why for n in plan.no_steps} == {"the same changes as step 01-cpu-powersave-governor"}
@@ -249,7 +253,7 @@ def test_a_lone_surrogate_crashes_no_format(base, where):
     else:
         for finding in hostile["findings"]:
             finding[where] = finding[where] + "\ud800"
-    plan = build_plan(hostile, "saved scan \udc80", rule_probes, NOW)
+    plan = build_plan(saved(hostile), "saved scan \udc80", rule_probes, NOW)
     for text in (to_sh(plan, "/tmp/p"), to_json(plan), to_markdown(plan)):
         assert text.encode("utf-8")
     jsonschema.validate(json.loads(to_json(plan)), SCHEMA)
@@ -263,7 +267,7 @@ def test_a_lone_surrogate_crashes_no_format(base, where):
 def test_numbers_past_any_reading_make_no_command(evidence):
     findings = [{"rule": cause, "cause": cause, "key": "", "title": "t", "evidence": evidence}
                 for cause in ("gpu-persistence-mode-off", "gpu-power-capped", "network-backlog-small", "swap-active")]
-    plan = build_plan({"host": {"hostname": "h"}, "probes": [], "findings": findings}, "x", {}, NOW)
+    plan = build_plan(saved({"host": {"hostname": "h"}, "probes": [], "findings": findings}), "x", {}, NOW)
     argv = [a for s in plan.steps for c in s.commands for a in c.argv]
     assert all(re.fullmatch(r"[a-z-]+|[0-9,.]+|-[a-z]+", a) for a in argv), argv
     assert "٣" not in str(argv) and "-1" not in argv and "nan" not in argv

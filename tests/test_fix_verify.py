@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 from doctor.fix.apply import Outcome
 from doctor.fix.plan import build_plan
+from tests.saved_scans import saved
 from doctor.fix.verify import FIXED, NEEDS_RESTART, NOT_APPLIED, NOT_FIXED, UNKNOWN, judge
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
@@ -27,12 +28,12 @@ SCAN = {"host": {"hostname": "h"}, "findings": FINDINGS, "probes": [
 
 def _after(findings, failed=()):
     names = ("host.sysctl", "host.memory", "host.limits", "engine.discovery")
-    return {"findings": findings,
-            "probes": [{"name": n, "status": "error" if n in failed else "ok"} for n in names]}
+    return saved({"findings": findings,
+                  "probes": [{"name": n, "status": "error" if n in failed else "ok"} for n in names]})
 
 
 def test_verdicts():
-    plan = build_plan(SCAN, "x", PROBES, NOW)
+    plan = build_plan(saved(SCAN), "x", PROBES, NOW)
     outcomes = [Outcome(s.id, "shown" if s.flags else "applied", "") for s in plan.steps]
     # the backlog is gone, swappiness is still raised, the engine keeps its limit until restart
     got = judge(plan, outcomes, _after([FINDINGS[1], FINDINGS[2], FINDINGS[3]]))
@@ -41,7 +42,7 @@ def test_verdicts():
 
 
 def test_a_failed_probe_proves_nothing():
-    plan = build_plan(SCAN, "x", PROBES, NOW)
+    plan = build_plan(saved(SCAN), "x", PROBES, NOW)
     outcomes = [Outcome(s.id, "applied", "") for s in plan.steps]
     got = judge(plan, outcomes, _after([], failed=("host.sysctl",)))
     assert got["01-network-backlog-small"] == UNKNOWN and got["03-fd-limit-low"] == FIXED

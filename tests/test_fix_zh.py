@@ -19,6 +19,7 @@ from doctor.fix.model import Plan
 from doctor.fix.plan import build_plan, to_dict
 from doctor.fix.script import EOF_MARK, PRELUDE, _q, prelude_words, to_markdown, to_sh
 from doctor.i18n import Speaking
+from tests.saved_scans import saved
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.test_diff_zh import CJK, english_runs
 
@@ -35,9 +36,9 @@ PLAN_DIR = "/var/lib/llm-doctor/plans/ID"
 def _plans(host: str) -> tuple[Plan, Plan]:
     """(English, Chinese) plans of one scan of ``host``."""
     report, rule_probes = _scan(str(FIXTURE_HOSTS / host), None, None, None)
-    english = build_plan(report, f"replay {host}", rule_probes, NOW)
+    english = build_plan(saved(report), f"replay {host}", rule_probes, NOW)
     with Speaking("zh_CN"):
-        chinese = build_plan(report, f"replay {host}", rule_probes, NOW)
+        chinese = build_plan(saved(report), f"replay {host}", rule_probes, NOW)
     return english, chinese
 
 

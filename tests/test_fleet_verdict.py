@@ -7,6 +7,7 @@ import pytest
 from doctor.daemon.state import State
 from doctor.fleet.verdict import INVALID_RULE, Status, judge, masked
 from doctor.model import Severity
+from tests.saved_scans import complete
 
 EVERY_FAMILY = [{"name": "gpu.nvml", "status": "ok"}, {"name": "engine.load", "status": "ok"},
                 {"name": "host.cpu", "status": "ok"}]  # a daemon's report lists every probe
@@ -20,7 +21,7 @@ def _state(findings=(), probes=EVERY_FAMILY, unknown="", families=None) -> State
     families = families or {"gpu-lost": "gpu", "gpu-throttle": "gpu", "swap": "host",
                             "kv": "engine"}
     return State("/s.json", unknown, 1.0, 15.0, 4.0, families,
-                 {"findings": list(findings), "probes": list(probes)})
+                 complete({"findings": list(findings), "probes": list(probes)}))
 
 
 def test_a_stale_state_is_unknown_never_ok():
@@ -36,7 +37,7 @@ def test_the_worst_finding_of_the_family_is_named_first_of_equals():
     assert verdict.status is Status.PROBLEM
     assert verdict.line == "gpu-lost critical: GPU 3 fell off the bus (+2 more)"
     assert judge(state, "engine").status is Status.OK
-    assert judge(state).finding["rule"] == "swap"  # the whole host: first of the criticals
+    assert judge(state).finding.rule == "swap"  # the whole host: first of the criticals
 
 
 def test_below_min_severity_stays_silent_and_a_failed_probe_is_unknown():
@@ -105,3 +106,15 @@ def test_a_problem_line_never_starts_with_a_word_of_ours_or_a_foreign_id(rule):
     verdict = judge(_state([{"rule": rule, "severity": "critical", "title": "t"}]))
     assert verdict.status is Status.PROBLEM
     assert verdict.line == f"{INVALID_RULE} critical: t"
+
+
+def test_the_verdict_names_the_states_finding_typed():
+    """The adapters read the state's report through the saved-scan reader's types
+    (doctor/saved_scan.py), not its dict: the finding a drain reason names is a SavedFinding."""
+    from doctor.saved_scan import SavedFinding
+
+    state = _state([_finding("gpu-throttle", "warning"), _finding("gpu-lost", "critical", "GPU 3 gone")])
+    verdict = judge(state, "gpu")
+    assert isinstance(verdict.finding, SavedFinding) and verdict.finding.severity is Severity.CRITICAL
+    assert (verdict.finding.rule, verdict.finding.title()) == ("gpu-lost", "GPU 3 gone")
+    assert [f.rule for f in verdict.problems] == ["gpu-throttle", "gpu-lost"]

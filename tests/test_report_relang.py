@@ -233,9 +233,10 @@ def test_a_value_of_no_known_shape_is_refused_with_its_path(saved, tmp_path, val
 
 def test_a_plans_header_names_the_finding_in_english_whatever_the_scan_spoke(saved):
     from doctor.fix.saved import Scan, header
+    from reports.json_report import read
 
-    zh = json.loads(saved["zh_CN"].read_text())
+    zh = read(saved["zh_CN"], ValueError)
     en = json.loads(saved["en"].read_text())
-    for mine, theirs in zip(zh["findings"], en["findings"]):
+    for mine, theirs in zip(zh.findings, en["findings"]):
         said = header(mine, Scan(zh, "2026-12-06"))
         assert theirs["title"] in said and not CJK.search(said)

@@ -19,6 +19,7 @@ from doctor.fleet.slurm_scontrol import Scontrol
 from doctor.fleet.verdict import Status, Verdict, judge
 from doctor.model import Severity
 from tests.conftest import REPO
+from tests.saved_scans import finding_of
 
 # Slurm 22.05.8's own output (Debian 12), from the one-node cluster of tests/slurm_cluster.py:
 # OS= holds blanks, and the reason holds "a=b" before slurmctld's [user@time] stamp.
@@ -38,7 +39,8 @@ FINDING = {"rule": "gpu-lost", "severity": "critical", "title": "GPU 3 fell off 
 
 
 def _verdict(status: Status, finding: dict | None = None) -> Verdict:
-    return Verdict(status, "the verdict's line", finding, [finding] if finding else [])
+    typed = finding_of(finding) if finding else None
+    return Verdict(status, "the verdict's line", typed, [typed] if typed else [])
 
 
 def test_the_oneliner_is_read_with_blanks_in_values_and_the_stamp_dropped():
@@ -70,12 +72,12 @@ def test_a_reason_without_a_stamp_ends_at_the_next_field():
 
 def test_our_reason_is_one_short_line_free_of_quotes_brackets_and_shell_characters():
     hostile = {"rule": "gpu-lost", "title": 'GPU "3"\n$(reboot) `id` \\ [x] it\'s — gone'}
-    reason = reason_for(hostile)
+    reason = reason_for(finding_of(hostile))
     assert reason == "llm-doctor: gpu-lost GPU 3 (reboot) id x it s gone"
-    long = reason_for({"rule": "gpu-lost", "title": "word " * 100})
+    long = reason_for(finding_of({"rule": "gpu-lost", "title": "word " * 100}))
     assert len(long) == MAX_REASON and long.endswith("...") and long.startswith(
         "llm-doctor: gpu-lost word")
-    assert reason_for({}).startswith("llm-doctor: invalid-rule-id")
+    assert reason_for(finding_of({"rule": ""})).startswith("llm-doctor: invalid-rule-id")
     line = shown("scontrol", ("update", "NodeName=vm", "State=DRAIN", f"Reason={reason}"))
     assert line == f"scontrol update NodeName=vm State=DRAIN Reason='{reason}'"
 
@@ -208,7 +210,7 @@ HOSTILE_TITLE = ("GPU 3 $(touch canary-1) `touch canary-2`; touch canary-3 && ec
 def test_the_reason_is_masked_and_the_printed_line_runs_exactly_that_command(tmp_path):
     """The printed --dry-run line pasted into a shell (sh, bash) runs scontrol with our argv and
     nothing else: no command substitution, no second command, no '!' for history expansion."""
-    reason = reason_for({"rule": "gpu-lost", "title": HOSTILE_TITLE})
+    reason = reason_for(finding_of({"rule": "gpu-lost", "title": HOSTILE_TITLE}))
     assert "LEAKLEAK" not in reason and "--api-key ***" in reason
     assert not set(reason) & set("!$`'\"\\[]\n\x1b\u202e"), reason
     update = ("update", "NodeName=vm", "State=DRAIN", f"Reason={reason}")

@@ -21,6 +21,7 @@ from doctor.fix.script import to_json, to_markdown, to_sh
 from doctor.fix.verify import judge, said
 from doctor.i18n import lazy, t
 from doctor.model import Level
+from doctor.saved_scan import typed
 from probes.registry import PROBES
 
 PLANS_DIR = "/var/lib/llm-doctor/plans"
@@ -129,9 +130,11 @@ def fix(replay, saved, fmt, output, root, do_apply, live, revert_id, plans_dir, 
     if live and not root:
         raise ScanCannotRun(t("--live goes with --root (without --root, --apply writes live settings anyway)"))
     if saved:
-        from reports.json_report import load
+        from reports.json_report import read
 
-        report = load(Path(saved), ScanCannotRun, known_rule_ids(config_path))
+        # the one reader of a saved scan: held to the schema (a bad field is one line with
+        # its JSON path), then typed; the plan reads its accessors, not the dict
+        report = read(Path(saved), ScanCannotRun, known_rule_ids(config_path))
         rule_probes = _rule_probes(config_path)
         source = t("saved scan {path}", path=saved)
     else:
@@ -143,7 +146,8 @@ def fix(replay, saved, fmt, output, root, do_apply, live, revert_id, plans_dir, 
                 raise ScanCannotRun(t("--only {rule}: no such rule ('llm-doctor rules' lists them)",
                                       rule=unknown[0]))
             first = {p for r in only for p in rule_probes[r]}
-        report, rule_probes = _scan(replay, config_path, level, first)
+        data, rule_probes = _scan(replay, config_path, level, first)
+        report = typed(data)  # to_dict's data: the shape the reader checks a saved scan for
         source = t("replay {path}", path=replay) if replay else t("live scan")
     try:
         plan = build_plan(report, source, rule_probes, only=tuple(only))
@@ -177,7 +181,7 @@ def _apply(plan: Plan, plans: Path, root: str | None, live: bool, replay, saved,
         click.echo(t("verify: not scanned (the plan came from another scan, or only files under --root changed)"))
     elif plan.probes:
         after, _ = _scan(None, config_path, level, set(plan.probes))
-        verdicts = judge(plan, outcomes, after)
+        verdicts = judge(plan, outcomes, typed(after))
         _write_verify(plans / plan.id / "verify.json", json.dumps(verdicts, indent=1) + "\n")
         for step_id, verdict in verdicts.items():
             click.echo("  " + t("verify {step}: {verdict}", step=step_id, verdict=said(verdict)))

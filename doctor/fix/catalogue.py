@@ -3,8 +3,10 @@
 ``BUILDERS`` maps the causes with a machine-side fix to the function that writes its step;
 ``NO_STEP`` says, for every other cause of the vocabulary, why the plan holds no command
 for it (tests/test_fix_catalogue.py checks that each cause is in exactly one of them). A
-builder reads the finding's evidence and, where the evidence is not enough, the probe data
-the saved scan carries (``Scan.data``); it never reads the host.
+builder reads the finding (a ``SavedFinding``: its rule, cause and key are the reader's
+strings) and its evidence and, where the evidence is not enough, the probe data the saved
+scan carries (``Scan.data``); it never reads the host. The evidence and the probe data are
+the scan's own shapes, so their values are still guarded here.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import re
 from collections.abc import Callable
 
 from doctor.fix.model import Command, FileWrite, FlagDiff, Kind, LiveWrite, NoStep, Risk, Step
-from doctor.fix.saved import Scan, dicts_in, evidence_of, header, integer
+from doctor.fix.saved import Scan, dicts_in, header, integer
 from doctor.fix.text import input_text, label
 from doctor.i18n import lazy, t, translated
+from doctor.saved_scan import SavedFinding
 
 NOFILE = 1048576   # the playbook's value: every connection and weight shard holds one
 NPROC = 65536
@@ -44,17 +47,17 @@ CGROUP = re.compile(r"/[A-Za-z0-9_.:@/=+-]{0,400}")
 
 
 Built = Step | str  # a step, or why this finding gets none
-Builder = Callable[[dict, Scan, str], Built]
+Builder = Callable[[SavedFinding, Scan, str], Built]
 
 
-def _step(finding: dict, kind: Kind, risk: Risk, title: str, check: str, verify: str,
+def _step(finding: SavedFinding, kind: Kind, risk: Risk, title: str, check: str, verify: str,
           revert: str, **parts) -> Step:
-    return Step(id="", rule=input_text(finding["rule"]), key=input_text(finding.get("key") or ""),
-                cause=finding["cause"], kind=kind, risk=risk, title=title, check=check,
+    return Step(id="", rule=input_text(finding.rule), key=input_text(finding.key),
+                cause=finding.cause, kind=kind, risk=risk, title=title, check=check,
                 verify=verify, revert=revert, **parts)
 
 
-def _sysctl_step(finding: dict, scan: Scan, name: str, wanted: list[tuple[str, int | None, int]],
+def _sysctl_step(finding: SavedFinding, scan: Scan, name: str, wanted: list[tuple[str, int | None, int]],
                  lower: bool = False) -> Built:
     """A sysctl.d file named for ``name`` (the catalogue's: a file's path is never built from
     the scan) with the settings short of ``wanted`` (below it, or above it when ``lower``)
@@ -76,30 +79,30 @@ def _sysctl_step(finding: dict, scan: Scan, name: str, wanted: list[tuple[str, i
                  files=(FileWrite(path, header(finding, scan) + body),), live=live)
 
 
-def network_backlog(finding: dict, scan: Scan, date: str) -> Built:
+def network_backlog(finding: SavedFinding, scan: Scan, date: str) -> Built:
     sysctl = scan.data("host.sysctl")
-    if finding["rule"] == "network-socket-buffers-default":
+    if finding.rule == "network-socket-buffers-default":
         return _sysctl_step(finding, scan, "network-socket-buffers-default", [
             ("net.core.rmem_max", integer(sysctl.get("net_core_rmem_max_bytes")), SOCKET_BUFFER_BYTES),
             ("net.core.wmem_max", integer(sysctl.get("net_core_wmem_max_bytes")), SOCKET_BUFFER_BYTES)])
-    evidence = evidence_of(finding)
+    evidence = finding.evidence
     return _sysctl_step(finding, scan, "network-backlog-small", [
         ("net.core.somaxconn", integer(evidence.get("somaxconn")), SOMAXCONN),
         ("net.ipv4.tcp_max_syn_backlog", integer(evidence.get("syn_backlog")), SYN_BACKLOG)])
 
 
-def swap(finding: dict, scan: Scan, date: str) -> Built:
-    if finding["rule"] != "swap-swappiness-high":
+def swap(finding: SavedFinding, scan: Scan, date: str) -> Built:
+    if finding.rule != "swap-swappiness-high":
         return _manual(finding, [
             t("Find what is swapped out: `grep VmSwap /proc/*/status | sort -k2 -n | tail`."),
             t("Give the host memory back (stop or move that process), then pull pages back in "
               "with `swapoff -a && swapon -a` in a quiet hour: it stalls the host while it runs."),
         ], Risk.DISRUPTIVE, t("Swap in use: free memory, then bring the pages back"))
     return _sysctl_step(finding, scan, "swap-swappiness-high", [
-        ("vm.swappiness", integer(evidence_of(finding).get("swappiness")), SWAPPINESS)], lower=True)
+        ("vm.swappiness", integer(finding.evidence.get("swappiness")), SWAPPINESS)], lower=True)
 
 
-def governor(finding: dict, scan: Scan, date: str) -> Built:
+def governor(finding: SavedFinding, scan: Scan, date: str) -> Built:
     cpus = dicts_in(scan.data("host.cpu").get("cpus"))
     if len(cpus) > MAX_CPUS:
         return t("the saved scan lists {n} CPUs, more than Linux's limit of {max}",
@@ -169,14 +172,13 @@ def _dev_char_guard(scan: Scan) -> tuple[Command, ...]:
     return ()
 
 
-def limit(finding: dict, scan: Scan, date: str) -> Built:
-    evidence = evidence_of(finding)
-    nofile = finding["cause"] == "fd-limit-low"
+def limit(finding: SavedFinding, scan: Scan, date: str) -> Built:
+    evidence = finding.evidence
+    nofile = finding.cause == "fd-limit-low"
     directive, value = ("LimitNOFILE", NOFILE) if nofile else ("LimitNPROC", NPROC)
     item = "nofile" if nofile else "nproc"
     pid = _pid_of(evidence.get("process"))
-    key = finding.get("key")
-    if evidence.get("role") == "engine" or (isinstance(key, str) and key.startswith("engine ")):
+    if evidence.get("role") == "engine" or finding.key.startswith("engine "):
         unit, container = _engine_unit(scan, pid)
         if container:
             return _manual(finding, [
@@ -223,8 +225,8 @@ def _gpus(text: object) -> list[str]:
     return list(dict.fromkeys(g.lstrip("0") or "0" for g in found if int(g) < MAX_GPUS))
 
 
-def persistence(finding: dict, scan: Scan, date: str) -> Built:
-    gpus = _gpus(evidence_of(finding).get("gpus"))
+def persistence(finding: SavedFinding, scan: Scan, date: str) -> Built:
+    gpus = _gpus(finding.evidence.get("gpus"))
     if not gpus:
         return t("the finding names no GPU index")
     ids = ",".join(gpus)
@@ -238,8 +240,8 @@ def persistence(finding: dict, scan: Scan, date: str) -> Built:
                  manual=(t("To keep it across reboots: `systemctl enable --now nvidia-persistenced`."),))
 
 
-def power_cap(finding: dict, scan: Scan, date: str) -> Built:
-    evidence = evidence_of(finding)
+def power_cap(finding: SavedFinding, scan: Scan, date: str) -> Built:
+    evidence = finding.evidence
     gpu, now, default = evidence.get("gpu"), evidence.get("power_limit_w"), evidence.get("power_default_limit_w")
     if integer(gpu, 0, MAX_GPUS - 1) is None or not (_watts(now) and _watts(default)):
         return t("the finding lacks the GPU index or its limits")
@@ -260,8 +262,8 @@ def _watts(value: object) -> bool:
         and 0 < value < MAX_WATTS
 
 
-def _engine_where(scan: Scan, finding: dict) -> tuple[str, str]:
-    engine = label(evidence_of(finding).get("engine") or finding.get("key") or "") or t("the engine")
+def _engine_where(scan: Scan, finding: SavedFinding) -> tuple[str, str]:
+    engine = label(finding.evidence.get("engine") or finding.key) or t("the engine")
     unit, container = _engine_unit(scan, _pid_of(engine))  # the label keeps "pid N" as it was
     if unit:
         return engine, t("ExecStart= of {unit} (`systemctl cat {unit}`); edit with `systemctl edit {unit}`",
@@ -272,15 +274,15 @@ def _engine_where(scan: Scan, finding: dict) -> tuple[str, str]:
     return engine, t("the command line that starts the engine")
 
 
-def engine_flag(finding: dict, scan: Scan, date: str) -> Built:
+def engine_flag(finding: SavedFinding, scan: Scan, date: str) -> Built:
     engine, where = _engine_where(scan, finding)
     sglang = engine.startswith("sglang")
-    if finding["cause"] == "cuda-graphs-disabled":
+    if finding.cause == "cuda-graphs-disabled":
         remove: tuple[str, ...] = ("--disable-cuda-graph",) if sglang else ("--enforce-eager",)
         add: tuple[str, ...] = ()
         title = t("Drop {flag}: CUDA graphs back on", flag=remove[0])
     else:
-        seen = evidence_of(finding).get("gpu_memory_utilization")
+        seen = finding.evidence.get("gpu_memory_utilization")
         flag, value = (("--mem-fraction-static", SGLANG_MEM_FRACTION) if sglang
                        else ("--gpu-memory-utilization", GPU_MEMORY_FRACTION))
         fraction = isinstance(seen, (int, float)) and not isinstance(seen, bool) and 0 <= seen <= 1
@@ -296,8 +298,8 @@ def engine_flag(finding: dict, scan: Scan, date: str) -> Built:
                            "in {where}, then restart the engine when traffic allows.", where=where),))
 
 
-def dev_char(finding: dict, scan: Scan, date: str) -> Built:
-    if finding["rule"] != "gpu-dev-char-links-missing":
+def dev_char(finding: SavedFinding, scan: Scan, date: str) -> Built:
+    if finding.rule != "gpu-dev-char-links-missing":
         return t("the engine lost its GPUs inside its container: restart the container after "
                  "fixing the cause (gpu-dev-char-links-missing's step, where the scan raises it)")
     rule = ('ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", '
@@ -311,7 +313,7 @@ def dev_char(finding: dict, scan: Scan, date: str) -> Built:
                  commands=(Command(DEV_CHAR_LINKS, (), t("the links, now")),))
 
 
-def _manual(finding: dict, items: list[str], risk: Risk, title: str) -> Step:
+def _manual(finding: SavedFinding, items: list[str], risk: Risk, title: str) -> Step:
     """``items`` and ``title`` in the current language, or literals marked with ``lazy``
     (the module's tables), translated here."""
     return _step(finding, Kind.MANUAL, risk, translated(title), check=t("see the playbook's Confirm section"),
@@ -323,16 +325,16 @@ def manual(items: list[str], risk: Risk, title: str) -> Builder:
     return lambda finding, scan, date: _manual(finding, items, risk, title)
 
 
-def on_a_vm(finding: dict, scan: Scan) -> bool:
+def on_a_vm(finding: SavedFinding, scan: Scan) -> bool:
     """Whether the scanned host is a virtual machine (host.cpu's reading, or the finding's
     own ``on_vm``): its cards, slots, DIMMs and fans are the provider's, out of reach."""
-    return scan.data("host.cpu").get("virtual_machine") is True or evidence_of(finding).get("on_vm") is True
+    return scan.data("host.cpu").get("virtual_machine") is True or finding.evidence.get("on_vm") is True
 
 
 def hands_on(items: list[str], risk: Risk, title: str) -> Builder:
     """A checklist for hands on the machine, or, on a virtual machine, no step and why: a
     reseat, a slot or a DIMM cannot be changed from inside one."""
-    def build(finding: dict, scan: Scan, date: str) -> Built:
+    def build(finding: SavedFinding, scan: Scan, date: str) -> Built:
         if on_a_vm(finding, scan):
             return t("this host is a virtual machine: its cards, slots, memory and cooling are the "
                      "provider's; ask the provider, or move to another instance")
@@ -340,7 +342,7 @@ def hands_on(items: list[str], risk: Risk, title: str) -> Builder:
     return build
 
 
-def p2p(finding: dict, scan: Scan, date: str) -> Built:
+def p2p(finding: SavedFinding, scan: Scan, date: str) -> Built:
     return _manual(finding, [
         t("If a bridge above the GPUs has ACS redirect on: turn ACS off in the BIOS "
           "(PCIe ACS / 'ACS Control'); a reboot."),
@@ -435,12 +437,11 @@ NO_STEP: dict[str, str] = {
 }
 
 
-def build(finding: dict, scan: Scan) -> Step | NoStep:
+def build(finding: SavedFinding, scan: Scan) -> Step | NoStep:
     """The step for ``finding`` (its rule and cause strings), or why none: a step's cause is
     always a key of BUILDERS, and every text of the finding it carries is ``input_text``."""
-    found = finding.get("cause")
-    cause = found if isinstance(found, str) else ""
-    rule, key = input_text(finding.get("rule")), input_text(finding.get("key") or "")
+    cause = finding.cause
+    rule, key = input_text(finding.rule), input_text(finding.key)
     builder = BUILDERS.get(cause)
     if builder is None:
         why = NO_STEP.get(cause, lazy("no step is known for this cause"))

@@ -12,6 +12,7 @@ from doctor.fix.model import NoStep, Plan, Step
 from doctor.fix.saved import Scan
 from doctor.fix.text import input_text, one_line, safe_id
 from doctor.i18n import t
+from doctor.saved_scan import SavedScan
 
 # The most steps a plan holds. A plan is a script a person reads before running it as root;
 # a real scan gives at most one step per rule with a step and GPU or engine: the rules with
@@ -24,9 +25,10 @@ class PlanTooLarge(Exception):
     """A saved scan asks for more steps than a plan holds; the message says how many."""
 
 
-def build_plan(report: dict, source: str, rule_probes: dict[str, tuple[str, ...]],
+def build_plan(report: SavedScan, source: str, rule_probes: dict[str, tuple[str, ...]],
                now: datetime | None = None, only: tuple[str, ...] = ()) -> Plan:
-    """``rule_probes``: each rule's probes (the verify scan runs those of the steps' rules);
+    """``report``: the scan, typed (reports/json_report.py ``read`` for a saved one, or
+    doctor/saved_scan.py ``typed`` of ``to_dict``); ``rule_probes``: each rule's probes (the verify scan runs those of the steps' rules);
     ``only``: rule ids to keep (all when empty).
 
     Linear in the findings. A step's id is its place and a name the catalogue owns: the
@@ -34,20 +36,16 @@ def build_plan(report: dict, source: str, rule_probes: dict[str, tuple[str, ...]
     cause's (a key of BUILDERS); never the scan's text. A step that would make the same
     changes as one before it (a finding listed twice) is not repeated."""
     now = now or datetime.now(timezone.utc)
-    report = report if isinstance(report, dict) else {}
     scan = Scan(report, now.strftime("%Y-%m-%d"))
-    found = report.get("findings")
-    findings = [f for f in (found if isinstance(found, list) else ())
-                if isinstance(f, dict) and isinstance(f.get("rule"), str) and isinstance(f.get("cause"), str)
-                and (not only or f["rule"] in only)]
+    findings = [f for f in report.findings if not only or f.rule in only]
     steps: list[Step] = []
     no_steps: list[NoStep] = []
     made: dict[tuple, str] = {}  # a step's changes → the id of the step that makes them
     once: dict[str, str] = {}    # a cause of ONCE_PER_SCAN → the id of its step
     for finding in findings:
-        if finding["cause"] in once:  # its step is the scan's, made already: not built again
-            no_steps.append(NoStep(input_text(finding["rule"]), input_text(finding.get("key") or ""),
-                                   finding["cause"], t("the same changes as step {id}", id=once[finding["cause"]])))
+        if finding.cause in once:  # its step is the scan's, made already: not built again
+            no_steps.append(NoStep(input_text(finding.rule), input_text(finding.key),
+                                   finding.cause, t("the same changes as step {id}", id=once[finding.cause])))
             continue
         built = build(finding, scan)
         if not isinstance(built, Step):
@@ -62,7 +60,7 @@ def build_plan(report: dict, source: str, rule_probes: dict[str, tuple[str, ...]
             raise PlanTooLarge(t("{source}: more than {max} findings with a step: not one host's "
                                  "scan (a plan is read before it runs; split the scan with --only RULE)",
                                  source=one_line(source), max=MAX_STEPS))
-        rule = safe_id(finding["rule"])
+        rule = safe_id(finding.rule)
         name = rule if rule is not None and rule in rule_probes else built.cause  # a BUILDERS key
         step = dataclasses.replace(built, id=f"{len(steps) + 1:02d}-{name}",
                                    probes=tuple(rule_probes.get(rule, ())) if rule else ())
@@ -71,9 +69,7 @@ def build_plan(report: dict, source: str, rule_probes: dict[str, tuple[str, ...]
             once[step.cause] = step.id
         if any(changes):
             made[changes] = step.id
-    host = report.get("host")
-    host = host if isinstance(host, dict) else {}
-    hostname = input_text(host.get("hostname") or "") or "unknown host"
+    hostname = input_text(report.host.get("hostname") or "") or "unknown host"
     digest = hashlib.sha256("\n".join([hostname] + [s.finding for s in steps]).encode()).hexdigest()[:6]
     probes = sorted({p for s in steps for p in s.probes})
     return Plan(id=f"{now.strftime('%Y%m%dT%H%M%SZ')}-{digest}",

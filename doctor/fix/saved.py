@@ -1,14 +1,20 @@
 """The parts of a saved scan (docs/report-schema.json) a step builder reads, and the header
 of the files a plan writes: what the catalogue takes from someone else's file, taken once,
-bounded, and never as anything but data or a comment."""
+bounded, and never as anything but data or a comment.
+
+The scan comes typed (doctor/saved_scan.py, through reports/json_report.py ``read``): its
+findings' rule, cause and key are strings and its probes' data objects, so nothing here
+guards them again. A probe's data is the probe's own shape, not the report's: its lists
+and numbers are still taken through ``dicts_in`` and ``integer``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from doctor.fix.text import input_text, one_line
 from doctor.i18n import SOURCE
-from doctor.i18n.text import saved_text
+from doctor.saved_scan import SavedFinding, SavedScan
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,22 +23,19 @@ class Scan:
     a builder runs per finding, so a look-up that walked the findings or the probes each
     time made a plan of n findings cost n² (20,000 findings: 43 s)."""
 
-    report: dict
+    report: SavedScan  # read and checked by reports/json_report.py (``read``, or ``typed``)
     date: str  # YYYY-MM-DD, for the files' headers
     _data: dict = field(init=False, repr=False, compare=False)
     _rules: frozenset = field(init=False, repr=False, compare=False)
     _engines: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        report = self.report if isinstance(self.report, dict) else {}
-        data: dict[str, dict] = {}
-        for result in dicts_in(report.get("probes")):  # the first ok result of each probe
-            name = result.get("name")
-            if isinstance(name, str) and name not in data and result.get("status") == "ok":
-                data[name] = result["data"] if isinstance(result.get("data"), dict) else {}
+        data: dict[str, Mapping] = {}
+        for probe in self.report.probes:  # the first ok result of each probe
+            if probe.name not in data and probe.status == "ok":
+                data[probe.name] = probe.data or {}
         object.__setattr__(self, "_data", data)
-        object.__setattr__(self, "_rules", frozenset(
-            f["rule"] for f in dicts_in(report.get("findings")) if isinstance(f.get("rule"), str)))
+        object.__setattr__(self, "_rules", frozenset(f.rule for f in self.report.findings))
         engines: dict[object, list[dict]] = {}
         for engine in dicts_in(data.get("engine.container", {}).get("engines")):
             pid = engine.get("pid")
@@ -40,7 +43,7 @@ class Scan:
                 engines.setdefault(pid, []).append(engine)
         object.__setattr__(self, "_engines", engines)
 
-    def data(self, probe: str) -> dict:
+    def data(self, probe: str) -> Mapping:
         return self._data.get(probe, {})
 
     def has_finding(self, rule: str) -> bool:
@@ -51,28 +54,18 @@ class Scan:
         return self._engines.get(pid, [])
 
 
-def _english_title(finding: dict, scan: Scan) -> str:
-    saved_in = scan.report.get("lang") if isinstance(scan.report, dict) else None
-    return saved_text(finding, "title", saved_in, SOURCE)
-
-
-def header(finding: dict, scan: Scan, comment: str = "#") -> str:
+def header(finding: SavedFinding, scan: Scan, comment: str = "#") -> str:
     # the file's own words: English in every language, so a file is the same bytes whatever
     # language planned it, and whatever language the scan was saved in (its title line is
     # the finding's English title: said from its value, else as the scan wrote it). Each
     # line is a comment whatever the finding holds: its rule, key and title are made one
     # printable line each (a newline in a title once put a cron line into the file).
-    key = input_text(finding.get("key") or "")
+    key = input_text(finding.key)
     key = f" ({key})" if key else ""
     lines = [f"Written by llm-doctor fix on {one_line(scan.date, 10)} for the finding "
-             f"{input_text(finding.get('rule'))}{key}:", input_text(_english_title(finding, scan)),
+             f"{input_text(finding.rule)}{key}:", input_text(finding.title(SOURCE)),
              "'llm-doctor fix --revert PLAN' removes it and restores what it replaced."]
     return "".join(f"{comment} {one_line(line)}\n" for line in lines)
-
-
-def evidence_of(finding: dict) -> dict:
-    evidence = finding.get("evidence")
-    return evidence if isinstance(evidence, dict) else {}
 
 
 def dicts_in(value: object) -> list[dict]:

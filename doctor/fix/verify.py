@@ -1,11 +1,12 @@
 """After ``--apply``: each step fixed, not fixed, or needing a restart, by a second scan
-with the probes the plan's findings came from (its ``report`` as a saved scan's dict)."""
+with the probes the plan's findings came from (its ``report`` typed, as a saved scan is)."""
 
 from __future__ import annotations
 
 from doctor.fix.apply import Outcome
 from doctor.fix.model import Plan
 from doctor.i18n import lazy, translated
+from doctor.saved_scan import SavedScan
 
 FIXED = "fixed"
 NOT_FIXED = "not fixed"
@@ -21,12 +22,11 @@ def said(verdict: str) -> str:
     return translated(SAID.get(verdict, verdict))
 
 
-def judge(plan: Plan, outcomes: list[Outcome], report: dict) -> dict[str, str]:
+def judge(plan: Plan, outcomes: list[Outcome], report: SavedScan) -> dict[str, str]:
     """Step id -> verdict. A step whose finding is gone is fixed; one still raised is not,
     unless its change takes only when the engine restarts (a unit's LimitNOFILE)."""
-    raised = {(f.get("rule"), str(f.get("key") or "")) for f in report.get("findings") or ()
-              if isinstance(f, dict)}
-    ran = {p.get("name"): p.get("status") for p in report.get("probes") or () if isinstance(p, dict)}
+    raised = {(f.rule, f.key) for f in report.findings}
+    ran = {p.name: p.status for p in report.probes}
     done = {o.step: o.status for o in outcomes}
     out = {}
     for step in plan.steps:

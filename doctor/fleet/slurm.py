@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from doctor.config import ConfigError
 from doctor.fleet.verdict import Status, Verdict, masked, rule_word
+from doctor.saved_scan import SavedFinding
 from doctor.i18n import t
 
 PREFIX = "llm-doctor:"
@@ -121,11 +122,11 @@ def _fields(line: str) -> dict[str, str]:
     return out
 
 
-def reason_for(finding: dict[str, object]) -> str:
+def reason_for(finding: SavedFinding) -> str:
     """Our reason for ``finding``: the prefix, its rule id, its title masked, on one safe
     line."""
     rule = rule_word(finding)  # the vocabulary's grammar: nothing to drop
-    title = _UNSAFE.sub(" ", masked(finding.get("title") or ""))
+    title = _UNSAFE.sub(" ", masked(finding.title()))  # in the adapter's language
     text = " ".join(f"{PREFIX} {rule} {title}".split())
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3].rstrip() + "..."
 
@@ -170,7 +171,7 @@ def decide(verdict: Verdict, node: Node) -> Action:
                         verdict=verdict.line))
 
 
-def drain_update(name: str, finding: dict[str, object]) -> tuple[str, ...]:
+def drain_update(name: str, finding: SavedFinding) -> tuple[str, ...]:
     return ("update", f"NodeName={name}", "State=DRAIN", f"Reason={reason_for(finding)}")
 
 

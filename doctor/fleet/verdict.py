@@ -25,15 +25,13 @@ from __future__ import annotations
 import enum
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
 
 from doctor.daemon.state import State, rule_id_ok
 from doctor.i18n import t
-from reports.json_report import text_of
 from doctor.model import Severity
 from doctor.redact import redact_text
+from doctor.saved_scan import SavedFinding, typed
 
-_SEVERITIES = {s.label: s for s in Severity}
 MAX_TEXT = 2048  # of one text from the state: more than any line shows, cut before masking
 INVALID_RULE = "invalid-rule-id"
 FAILED = ("error", "timeout")  # a probe's statuses that leave its family unknown
@@ -51,12 +49,8 @@ class Status(enum.IntEnum):
 class Verdict:
     status: Status
     line: str
-    finding: dict[str, Any] | None = None  # the finding named, for PROBLEM
-    problems: list[dict[str, Any]] = field(default_factory=list)  # all at min_severity+
-
-
-def severity_of(finding: dict[str, Any]) -> Severity:
-    return _SEVERITIES.get(str(finding.get("severity")), Severity.INFO)
+    finding: SavedFinding | None = None  # the finding named, for PROBLEM
+    problems: list[SavedFinding] = field(default_factory=list)  # all at min_severity+
 
 
 def cut(text: str, width: int) -> str:
@@ -76,56 +70,48 @@ def masked(text: object) -> str:
     return " ".join(redact_text(flat).split())
 
 
-def rule_word(finding: dict[str, Any]) -> str:
+def rule_word(finding: SavedFinding) -> str:
     """The finding's rule id as the first word of a problem line."""
-    rule = finding.get("rule")
-    return rule if isinstance(rule, str) and rule_id_ok(rule) else INVALID_RULE
-
-
-def said(state: State, entry: dict[str, Any], key: str) -> str:
-    """A title or reason of the state in the adapter's language (the state is written in
-    English and carries each text's value: reports/json_report.py ``text_of``)."""
-    return text_of(entry, key, state.report.get("lang"))
+    return finding.rule if rule_id_ok(finding.rule) else INVALID_RULE
 
 
 def judge(state: State, family: str | None = None, min_severity: Severity = Severity.WARNING,
           width: int = 80) -> Verdict:
-    """The verdict on ``family`` (None: the whole host) from ``state``."""
+    """The verdict on ``family`` (None: the whole host) from ``state``: its report typed
+    (doctor/saved_scan.py; the state's reader checked it), its text said in the adapter's
+    language (the state is written in English and carries each text's value)."""
     what = family or "host"
     if state.unknown:
         return Verdict(Status.UNKNOWN, cut(f"unknown {masked(state.unknown)}", width))
-    mine = [f for f in state.findings if family is None or state.family(f) == family]
-    problems = [f for f in mine if severity_of(f) >= min_severity]
+    scan = typed(state.report)
+    mine = [f for f in scan.findings
+            if family is None or state.families.get(f.rule, "host") == family]
+    problems = [f for f in mine if f.severity >= min_severity]
     if problems:
-        worst = max(severity_of(f) for f in problems)
-        first = next(f for f in problems if severity_of(f) == worst)
-        first = {**first, "title": said(state, first, "title")}  # a drain reason says it too
+        worst = max(f.severity for f in problems)
+        first = next(f for f in problems if f.severity == worst)
         more = t(" (+{count} more)", count=len(problems) - 1) if len(problems) > 1 else ""
         line = t("{rule} {severity}: {title}", rule=rule_word(first),
-                 severity=worst.word, title=masked(first["title"]))
+                 severity=worst.word, title=masked(first.title()))
         if more and len(line) + len(more) > width:
             line = cut(line, width - len(more))
         return Verdict(Status.PROBLEM, cut(line + more, width), first, problems)
-    probes = [p for p in state.probes
-              if family is None or str(p.get("name", "")).partition(".")[0] == family]
-    failed = [p for p in probes if p.get("status") in FAILED]
+    probes = [p for p in scan.probes if family is None or p.family == family]
+    failed = [p for p in probes if p.status in FAILED]
     if failed:
         p = failed[0]
         return Verdict(Status.UNKNOWN, cut(t("unknown {probe} failed: {reason}",
-                                             probe=masked(p.get("name")),
-                                             reason=masked(said(state, p, "reason")
-                                                           or p.get("status")
-                                                           or t("no reason given"))), width))
+                                             probe=masked(p.name),
+                                             reason=masked(p.reason() or p.status)), width))
     if not probes:
         return Verdict(Status.UNKNOWN, cut(t("unknown {family}: the state lists no probe of "
                                              "this family", family=what), width))
-    ran = sum(p.get("status") == "ok" for p in probes)
+    ran = sum(p.status == "ok" for p in probes)
     if not ran:  # a CPU node's GPU family, or a GPU node whose driver is gone
         skipped = probes[0]
         return Verdict(Status.OK, cut(t("ok {family}: no probe ran ({probe}: {reason})",
-                                        family=what, probe=masked(skipped.get("name")),
-                                        reason=masked(said(state, skipped, "reason")
-                                                      or t("skipped"))),
+                                        family=what, probe=masked(skipped.name),
+                                        reason=masked(skipped.reason() or t("skipped"))),
                                       width))
     return Verdict(Status.OK, cut(t("ok {family}: {ran} probes ran, nothing at {severity} or "
                                     "worse ({age:.0f}s ago)", family=what, ran=ran,
