@@ -111,18 +111,22 @@ def test_installed_beside_another_reports_each_keeps_its_own(wheel, tmp_path):
     probe = ("import sys; sys.path.insert(0, {site!r}); sys.argv = ['llm-doctor']\n"
              "from llm_doctor.doctor.commands import entry; entry.own_packages_first()\n"
              "import os, checks, doctor, playbooks, probes, reports\n"
-             "print(os.environ['PYTHONPATH'])\n"
+             "print(os.environ.get('PYTHONPATH', ''))\n"
              "for m in (checks, doctor, playbooks, probes, reports): print(m.__file__)\n"
              "import subprocess  # a kernel's child: python -m probes.kernels.NAME\n"
+             "from probes.helpers.kernel_child import kernel_env\n"
              "print(subprocess.run([sys.executable, '-c', 'import probes; print(probes.__file__)'],\n"
-             "                     capture_output=True, text=True, timeout=60).stdout.strip())\n")
+             "                     capture_output=True, text=True, timeout=60,\n"
+             "                     env=kernel_env()).stdout.strip())\n")
     inside = subprocess.run([sys.executable, "-c", probe.format(site=str(site))], capture_output=True,
                             text=True, timeout=60, env=env, cwd=tmp_path)
     assert inside.returncode == 0, inside.stderr
     pythonpath, *where, child = inside.stdout.splitlines()
     assert where == [str(site / "llm_doctor" / top / "__init__.py") for top in sorted(TOP)]
     assert child == str(site / "llm_doctor" / "probes" / "__init__.py")
-    assert pythonpath.split(os.pathsep)[0] == str(site / "llm_doctor")  # for the kernels' children
+    # only the kernels' children are given the installed copy: this process's environment,
+    # which a fix plan's commands or an engine inherit, is left as it was
+    assert str(site / "llm_doctor") not in pythonpath.split(os.pathsep)
 
     outside = subprocess.run([sys.executable, "-c", "import reports; print(reports.WHO)"],
                              capture_output=True, text=True, timeout=60, env={**env, "PYTHONPATH": str(site)},

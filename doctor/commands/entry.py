@@ -11,14 +11,14 @@ Installed from a wheel, doctor/, probes/, reports/, checks/ and playbooks/ live 
 site-packages/llm_doctor/, not in site-packages itself, where generic names would overwrite or
 shadow another distribution's ``reports`` or ``checks`` (docs/packaging.md). The console
 script imports this module as ``llm_doctor.doctor.commands.entry``; ``main`` puts that folder
-first on this process's sys.path, and in PYTHONPATH for the kernels the probes run as
-``python -m probes.kernels.NAME``, before anything says ``import doctor``. From a checkout
+first on this process's sys.path before anything says ``import doctor``; the kernels the
+probes run as ``python -m probes.kernels.NAME`` are given it on their PYTHONPATH
+(probes/helpers/kernel_child.kernel_env), and nothing else this process starts is. From a checkout
 the folder is the repository's root, where the code already runs.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -29,8 +29,6 @@ def own_packages_first() -> None:
     """Make ``import doctor``, ``probes``, ``reports`` ... find this copy before any other."""
     root = str(ROOT)
     sys.path[:] = [root, *(p for p in sys.path if p != root)]
-    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
-    os.environ["PYTHONPATH"] = os.pathsep.join([root, *kept])
 
 
 def main() -> None:

@@ -15,11 +15,25 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from doctor.seam.host import MeasurementError
 
 MAX_OUTPUT_BYTES = 4 << 20  # a kernel's JSON is a few KiB
+# the folder that holds probes/ (the checkout, or site-packages/llm_doctor installed:
+# docs/packaging.md): a kernel's child must import this copy, and only a kernel is told so
+CODE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def kernel_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (this process's environment) with CODE_ROOT first on PYTHONPATH, for the
+    ``python -m probes.kernels.NAME`` children; nothing else llm-doctor starts (a fix
+    plan's commands, an engine) is given llm-doctor's packages."""
+    env = dict(os.environ if base is None else base)
+    kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != CODE_ROOT]
+    env["PYTHONPATH"] = os.pathsep.join([CODE_ROOT, *kept])
+    return env
 
 
 def run_kernel(module: str, *args: str, timeout_s: float) -> dict[str, Any]:
@@ -31,7 +45,8 @@ def run_json(argv: list[str], module: str, timeout_s: float) -> dict[str, Any]:
     """``argv`` run in a session of its own, its JSON object returned (see the module)."""
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=kernel_env())
     except OSError as exc:  # the interpreter cannot be started by this user, no memory, ...
         raise MeasurementError(f"{module}: cannot start {argv[0]}: {exc.strerror or exc}") from None
     try:

@@ -45,6 +45,7 @@ import time
 from collections import Counter
 from typing import IO, Any, Iterable
 
+from probes.helpers.kernel_child import kernel_env
 from probes.helpers.kernel_cli import OneLineParser
 from probes.helpers.spread import spread
 
@@ -219,8 +220,8 @@ def _dying_with(parent: int):
 
 
 def _worker_env(workdir: str, rank: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("NCCL_") and k != "CUDA_VISIBLE_DEVICES"}
+    env = kernel_env({k: v for k, v in os.environ.items()
+                      if not k.startswith("NCCL_") and k != "CUDA_VISIBLE_DEVICES"})
     env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", NCCL_DEBUG="INFO",
                NCCL_DEBUG_SUBSYS="INIT,P2P,SHM,NET",
                NCCL_DEBUG_FILE=os.path.join(workdir, f"nccl.{rank}.log"),
