@@ -152,7 +152,7 @@ def _sample(host: Host, quota: cgroups.CpuQuota, pids: tuple[int, ...]) -> dict:
             "throttled_s": round(t1 - t0, 6) if t0 is not None and t1 is not None else None}
 
 
-def _number(value: object, name: str) -> float | None:
+def _counted(value: object, name: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2**63:
@@ -179,19 +179,19 @@ def _cpu(host: Host, pids: tuple[int, ...]) -> dict:
         got = host.memo(name, lambda: host.measure(name, lambda: _sample(host, quota, pids)))
         if not isinstance(got, dict):
             raise MeasurementError(f"{name}: expected a mapping, got {type(got).__name__}")
-        periods = _number(got.get("periods"), f"{name} periods")
-        throttled = _number(got.get("throttled"), f"{name} throttled")
+        periods = _counted(got.get("periods"), f"{name} periods")
+        throttled = _counted(got.get("throttled"), f"{name} throttled")
         if periods is not None and throttled is not None and throttled > periods:
             raise MeasurementError(f"{name}: {throttled:g} periods throttled of {periods:g}")
     except MeasurementError as exc:
         return out | {"cpu_reason": f"throttling not sampled: {exc}"}
     return out | {
-        "window_s": _number(got.get("window_s"), f"{name} window_s"),
-        "runnable_threads": _number(got.get("runnable_threads"), f"{name} runnable_threads"),
+        "window_s": _counted(got.get("window_s"), f"{name} window_s"),
+        "runnable_threads": _counted(got.get("runnable_threads"), f"{name} runnable_threads"),
         "periods_in_window": periods, "throttled_in_window": throttled,
         "throttled_share": round(throttled / periods, 3) if periods and throttled is not None
         else None,
-        "throttled_s_in_window": _number(got.get("throttled_s"), f"{name} throttled_s")}
+        "throttled_s_in_window": _counted(got.get("throttled_s"), f"{name} throttled_s")}
 
 
 def _memory(host: Host, pids: tuple[int, ...]) -> dict:

@@ -24,13 +24,13 @@ host memory: P2P is off or blocked (ACS, IOMMU, ``NCCL_P2P_DISABLE``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from doctor.model import ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError
+from doctor.values import finite_float
 from doctor.i18n import t
 from probes.helpers import pcie_link as pcie
 from probes.helpers import gpu_topology as topology
@@ -100,14 +100,7 @@ class CollectiveRecord:
 
 def _number(data: dict, key: str) -> float | None:
     """A finite number, else None (a recording may hold anything)."""
-    value = data.get(key)
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer past float's range
-        return None
-    return number if math.isfinite(number) else None
+    return finite_float(data.get(key))
 
 
 def _integer(data: dict, key: str) -> int | None:

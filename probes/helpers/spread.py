@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
+
+from doctor.values import finite_float
 
 
 def spread(values: Sequence[float]) -> float | None:
@@ -25,10 +26,5 @@ def spread(values: Sequence[float]) -> float | None:
 def read_spread(value: object) -> float | None:
     """A spread as a kernel's result (or a recording of one) holds it: a finite fraction of
     zero or more, else None. Recordings from before the kernels reported one have none."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer past float's range
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
+    number = finite_float(value)
+    return number if number is not None and number >= 0 else None
