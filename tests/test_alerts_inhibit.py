@@ -90,6 +90,7 @@ def _prometheus_alert(rule: str, key: str, severity: str, now: float) -> dict:
     return {"labels": labels, "startsAt": rfc3339(now), "endsAt": rfc3339(now + 600)}
 
 
+@pytest.mark.live
 @pytest.mark.timeout(120)
 def test_a_critical_alert_hides_its_warning_in_a_real_alertmanager(tmp_path):
     am_bin = need("prometheus-alertmanager", "prometheus-alertmanager")

@@ -21,6 +21,8 @@ from probes.registry import by_name
 from tests import live_stack
 from tests.llama_server import llama_server  # noqa: F401  (the fixture)
 
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
 RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
 
 

@@ -18,6 +18,8 @@ import pytest
 from tests import live_stack as stack
 from tests.daemon_helpers import need
 
+pytestmark = pytest.mark.live
+
 # The suite's llama-server (a session fixture) may still run: with an engine on the host a
 # saturated machine makes cpu-contention critical, and the escalation is a second firing.
 # These tests are about one alert's life, so the critical level is put out of reach.

@@ -190,6 +190,7 @@ def test_the_cli_writes_the_page(cli, tmp_path):
     assert f"{GPU0}.pcie.width" in page and "<svg" in page
 
 
+@pytest.mark.browser
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("pair", ["x8", "hostile", "everywhere"])
 def test_opens_in_headless_chromium_without_errors_or_requests(tmp_path, pair):

@@ -36,6 +36,8 @@ from probes.helpers.cgroups import parse_mounts, parse_proc_cgroup
 from probes.registry import by_name
 from tests import llama_server as llama
 
+pytestmark = pytest.mark.live
+
 RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
 
 RMDIR_TRIES = 50  # 5 s: a killed process leaves its cgroup when it is reaped

@@ -112,6 +112,7 @@ def test_capture_of_an_offload_host_replays_the_same(name, hosts, tmp_path):
     assert [(f.rule, f.severity) for f in found] == [(f.rule, f.severity) for f in again]
 
 
+@pytest.mark.live
 @pytest.mark.timeout(300)
 def test_live_llama_server_ngl_0(tmp_path):
     """The real llama-server, every layer kept on the CPU. Without a GPU that is the only

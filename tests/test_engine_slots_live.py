@@ -24,7 +24,7 @@ from probes.registry import by_name
 from tests import llama_server as llama
 from tests.llama_server import llama_server  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 
 CONCURRENCY = 4
 RULE = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "too-few-slots")

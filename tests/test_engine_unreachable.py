@@ -264,6 +264,7 @@ def test_a_discovered_engine_that_listens_and_never_answers_is_critical(tmp_path
     assert "timed out after 3 s" in finding["title"] and f"pid {process.pid}" in finding["title"]
 
 
+@pytest.mark.live
 def test_the_real_llama_server_stopped_with_sigstop(tmp_path):
     server = llama_server.start(tmp_path)  # skips when the binary or the model is absent
     try:

@@ -116,6 +116,7 @@ def test_each_engine_states_its_version_on_its_page(engine, kind, version):
     assert server.asked.count("/version") == (1 if kind == "vllm" else 0)
 
 
+@pytest.mark.live
 def test_the_real_llama_server_states_its_build(llama_server):  # noqa: F811
     with urllib.request.urlopen(f"{llama_server.base_url}/props", timeout=10) as answer:
         build = json.load(answer)["build_info"]

@@ -12,7 +12,11 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
 from tests import fuzz_runs as fuzz
+
+pytestmark = pytest.mark.fuzz
 
 SEED = 20261129
 BUDGET_S = 15.0  # per kind; no input starts after it is spent

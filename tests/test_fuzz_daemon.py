@@ -8,8 +8,12 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from tests import fuzz_runs as fuzz
 from tests.fuzz_daemon import stop_targets
+
+pytestmark = pytest.mark.fuzz
 
 SEED = 20261201
 BUDGET_S = 15.0  # no input starts after it is spent

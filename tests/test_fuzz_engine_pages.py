@@ -14,8 +14,12 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from tests import fuzz_runs as fuzz
 from tests.fuzz_engine_pages import NOT_A_NUMBER, hostile_page, judged, restarted
+
+pytestmark = pytest.mark.fuzz
 
 SEED = 20261201
 BUDGET_S = 15.0  # no input starts after it is spent

@@ -12,7 +12,11 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from tests import fuzz_runs as fuzz
+
+pytestmark = pytest.mark.fuzz
 
 SEED = 20261212
 BUDGET_S = 15.0  # no input starts after it is spent

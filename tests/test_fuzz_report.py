@@ -13,7 +13,11 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
 from tests import fuzz_runs as fuzz
+
+pytestmark = pytest.mark.fuzz
 
 SEED = 20261201
 BUDGET_S = 15.0  # no input starts after it is spent (the base scans are made first)

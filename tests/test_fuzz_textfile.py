@@ -14,7 +14,11 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
 from tests import fuzz_runs as fuzz
+
+pytestmark = [pytest.mark.fuzz, pytest.mark.live]
 
 SEED = 20261217
 BUDGET_S = 15.0  # no input starts after it is spent

@@ -115,6 +115,7 @@ def _chromium() -> str:
     return path
 
 
+@pytest.mark.browser
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("n_findings", [0, 20, "incident"])
 def test_opens_in_headless_chromium_without_errors_or_requests(tmp_path, n_findings):

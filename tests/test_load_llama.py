@@ -24,7 +24,7 @@ from probes.engine import (
 from probes.helpers.engine_targets import Target, targets
 from tests.llama_server import SLOTS, llama_server  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 
 
 def test_warmup_of_a_cold_server(llama_server):  # noqa: F811  (first: the server is cold)

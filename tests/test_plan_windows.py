@@ -159,6 +159,7 @@ def test_a_long_per_layer_pattern_is_read_whole(tmp_path):
 # --------------------------------------------------------------------------- the live engine
 
 
+@pytest.mark.live
 def test_llama_server_logs_the_kv_sizes_the_plan_gives(tmp_path, gemma_gguf):
     """The real llama-server at -c 32768 -np 1, run until it has logged its KV cache."""
     from tests import llama_server

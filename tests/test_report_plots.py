@@ -173,6 +173,7 @@ def test_the_saved_sweep_travels_in_the_record_bounded_and_read_as_hostile_input
 from tests.test_html_report import _chromium  # noqa: E402  (one finder of Debian's chromium)
 
 
+@pytest.mark.browser
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("gpu_host", ["a100-pcie-gen3x8", "h100-sxm-8x-nvswitch"])
 def test_the_report_fits_1280_px_in_chromium_with_every_plot_drawn(tmp_path, gpu_host):

@@ -14,7 +14,7 @@ from probes.registry import PROBES, by_name
 from tests.llama_server import llama_server  # noqa: F401  (the fixture)
 from tests.stream_server import only_named_endpoints
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 COSTLY = ("engine.warmup", "engine.output")
 
 
