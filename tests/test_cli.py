@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -10,9 +11,12 @@ import time
 import jsonschema
 import pytest
 
+from tests import live_stack
+from tests.builtin_rules import builtin_rules
 from tests.conftest import REPO
 
 SCHEMA = json.loads((REPO / "docs" / "report-schema.json").read_text())
+CONTENTION = next(r for r in builtin_rules() if r.id == "cpu-contention").params
 
 
 def scan_json(cli, *args, **kw):
@@ -52,20 +56,30 @@ def test_shell_with_ulimit_n_512_is_found(cli):
 
 
 def test_a_process_spinning_on_a_core_is_found(cli):
-    spin = subprocess.Popen([sys.executable, "-c",
-                             "import time\nt = time.time()\nwhile time.time() - t < 30: pass"])
+    # A name of its own: the rule keys its findings by the process name, and a neighbour's
+    # busy python3 would stand for a spinner called python3.
+    name = f"ldspin{os.getpid() % 100000}"
+    spin = live_stack.duty_spinner(name, 30, 1.0)
     try:
         time.sleep(0.3)
         report = scan_json(cli, "--level", "quick")
     finally:
         spin.kill()
-        spin.wait()
-    mine = [f for f in report["findings"]
-            if f["rule"] == "cpu-contention" and f["evidence"]["process"].endswith(f"pid {spin.pid}")]
-    assert mine, report["findings"]
-    assert mine[0]["cause"] == "cpu-contention"
-    assert mine[0]["symptoms"] == ["slowdown"]
-    assert mine[0]["evidence"]["cpu_cores"] >= 0.5
+        spin.wait(10)
+    load = next(p for p in report["probes"] if p["name"] == "host.cpu_load")
+    measured = [p for p in load["data"]["top"] if p["comm"] == name]  # its spinning child
+    mine = [f for f in report["findings"] if f["rule"] == "cpu-contention" and f["key"] == name]
+    # How much of a core the spinner gets is the machine's (a third on a loaded 2-core
+    # machine): the rule is held to what the scan measured, half a core and more is named.
+    named = bool(measured) and measured[0]["cpu_cores"] >= CONTENTION["min_cpu_cores"]
+    assert bool(mine) == named, (measured, report["findings"])
+    if mine:
+        assert mine[0]["cause"] == "cpu-contention"
+        assert mine[0]["evidence"]["process"] == f"{name} pid {measured[0]['pid']}"
+        assert mine[0]["symptoms"] == ["slowdown"]
+        assert mine[0]["evidence"]["cpu_cores"] == measured[0]["cpu_cores"]
+    else:
+        assert measured and measured[0]["cpu_cores"] > 0, load["data"]["top"]  # it was seen
 
 
 def test_capture_then_replay_gives_the_live_findings(cli, tmp_path):

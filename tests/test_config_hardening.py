@@ -7,10 +7,9 @@ import os
 import pytest
 
 from doctor.config import ConfigError, check_against_rules, find_config, load_config
-from probes.registry import by_name
-from doctor.rules.loader import builtin_files, load_rules
+from tests.builtin_rules import builtin_rules
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 
 
 def error_of(tmp_path, text: str | bytes) -> str:

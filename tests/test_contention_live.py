@@ -13,17 +13,16 @@ import pytest
 
 from doctor.model import ProbeResult
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from probes.engine import warmup as engine_warmup
 from probes.helpers.engine_targets import Target
-from probes.registry import by_name
 from tests import live_stack
+from tests.builtin_rules import builtin_rules
 from tests.llama_server import llama_server  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
-RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
+RULES = {r.id: r for r in builtin_rules()}
 
 
 def _hogs(prefix: str, count: int, share: float, seconds: float) -> list:

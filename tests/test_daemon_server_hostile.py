@@ -11,6 +11,7 @@ import logging
 import re
 import resource
 import socket
+import subprocess
 import sys
 import time
 
@@ -222,8 +223,10 @@ def test_a_silent_tls_client_is_cut_and_never_holds_up_a_scrape(tls):
     partial.sendall(b"\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03")  # a ClientHello's start
     started = time.monotonic()
     try:
-        assert _scrape(address, tls=context) == 200  # at once, though four handshakes wait
-        assert time.monotonic() - started < 3
+        assert _scrape(address, tls=context) == 200
+        # answered while the four handshakes still wait: none has been cut yet, so the scrape
+        # waited for none of them (the old server answered only once they were cut)
+        assert not any(_closed_by_server(s) for s in [partial, *silent])
         assert _status(stack.raw_http(address, SCRAPE, 3.0)) == 0  # plain HTTP: closed
         while time.monotonic() - started < HEADER_S + 3:
             if all(_closed_by_server(s) for s in [partial, *silent]):
@@ -320,13 +323,13 @@ def test_sigterm_stops_the_daemon_at_any_point_of_its_start(tmp_path, after_s):
                                  "127.0.0.1:0", "--config", str(config)], tmp_path,
                       env={"PYTHONPATH": str(REPO)})
     time.sleep(after_s)
-    started = time.monotonic()
     proc.popen.terminate()
     try:
-        code = proc.popen.wait(10)
+        code = proc.popen.wait(60)  # a bound on a hang, not a speed: it stops or it does not
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"SIGTERM {after_s} s into its start did not stop the daemon: {proc.log()}")
     finally:
         proc.stop()
-    assert time.monotonic() - started < 10
     assert code in (0, -15), proc.log()  # its handler once serving; the default action before
     assert "Traceback" not in proc.log()
 

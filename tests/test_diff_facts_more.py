@@ -12,17 +12,17 @@ from doctor.diff.compare import compare
 from doctor.diff.facts import NOT_RECORDED, argv_flags
 from doctor.diff.model import ADDED, CHANGED, REMOVED, SAME
 from doctor.model import Level, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.helpers.cuda_loaded import mapped
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
 from reports.diff_json import to_dict as diff_dict
 from reports.json_report import to_dict
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.test_fixtures import replay
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 H100 = "h100-sxm-8x-torch-cu128"
 H100_PID = 51877
 NCCL_LINE = ("7f3a20000000-7f3a22000000 r-xp 00000000 103:02 2100009            "

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.engine import container
 from probes.helpers import cgroups, mounts
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.fixtures import build_container_hosts as builder
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 HOSTS = sorted(builder.BUILDERS)
 PID = builder.PID
 V2_DIR = f"/sys/fs/cgroup/system.slice/docker-{builder.CONTAINER}.scope"

@@ -19,12 +19,12 @@ from doctor.seam.live import LiveHost
 from doctor.workload.loadgen import Endpoint, Workload, run_requests
 from doctor.model import Level, ScanOptions
 from probes.helpers.promtext import PageError, parse
-from probes.registry import PROBES, by_name
-from doctor.rules.loader import builtin_files, load_rules
+from probes.registry import PROBES
 from doctor.scan import scan
+from tests.builtin_rules import builtin_rules
 from tests.hostile_http import RawServer, Request, response
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 QUICK_ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine.")
                             and p.level == Level.QUICK)
 ACTIVE_PROBES = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.warmup",

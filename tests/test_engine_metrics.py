@@ -15,13 +15,13 @@ import pytest
 from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions
 from probes.registry import PROBES, by_name
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from tests import engine_pages
+from tests.builtin_rules import builtin_rules
 from tests.engine_pages.server import API_KEY, SGLANG_KEY
 
 engine_server = engine_pages.engine_server  # a fixture
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 
 

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordingHost
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.fixtures import build_offload_hosts as builder
 from tests.llama_server import start, stop
 
-RULES = [r for r in load_rules(builtin_files(), by_name()) if r.id == "model-offloaded-to-cpu"]
+RULES = [r for r in builtin_rules() if r.id == "model-offloaded-to-cpu"]
 # what the estimate needs: the GPU's, the engine's and host.memory_bandwidth's reads
 SPECS = tuple(p for p in PROBES if p.name in ("engine.discovery", "host.memory_bandwidth",
                                               "engine.offload"))

@@ -12,18 +12,17 @@ import pytest
 
 from doctor.model import Level, ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordWriter
 from probes.engine import discovery, ollama
-from probes.registry import by_name
+from tests.builtin_rules import builtin_rules
 from tests.ollama_process import start, stop
 
 pytestmark = pytest.mark.timeout(90)
 
 PAGES = Path(__file__).parent / "engine_pages"
 QUICK = ScanOptions(level=Level.QUICK)
-THRASH = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "model-reload-thrash")
+THRASH = next(r for r in builtin_rules() if r.id == "model-reload-thrash")
 
 
 def mine(record, port: int):

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.engine import quant
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.fixtures import build_offload_hosts as builder
 
-RULES = [r for r in load_rules(builtin_files(), by_name()) if r.id == "slow-quant-kernel"]
+RULES = [r for r in builtin_rules() if r.id == "slow-quant-kernel"]
 SPECS = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.quant"))
 QUANT_HOSTS = sorted(n for n in builder.HOSTS if "awq" in n)
 

@@ -13,12 +13,11 @@ import pytest
 
 from doctor.model import ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from probes.engine import slots as engine_slots
-from probes.registry import by_name
+from tests.builtin_rules import builtin_rules
 
-RULE = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "too-few-slots")
+RULE = next(r for r in builtin_rules() if r.id == "too-few-slots")
 DEFERRED = "llamacpp:requests_processing {busy}\nllamacpp:requests_deferred {deferred}\n"
 # name -> (/props body, /slots body, /metrics body)
 PAGES = {

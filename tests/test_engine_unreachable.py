@@ -78,7 +78,7 @@ def _silent_listener():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(16)
-        yield s.getsockname()[1]
+        yield s
 
 
 def test_a_refused_endpoint_is_critical_and_exits_2():
@@ -164,24 +164,37 @@ def test_an_endpoint_answering_5xx_is_critical_with_its_message(status):
     assert f"HTTP {status} (Internal failure)" in finding["title"]
 
 
+def _connections_made(listener: socket.socket) -> int:
+    """The connections the kernel completed on the silent ``listener`` (each waits in its
+    backlog, unanswered, until accepted here)."""
+    listener.setblocking(False)
+    made = 0
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            return made
+        conn.close()
+        made += 1
+
+
 def test_a_socket_that_accepts_and_never_answers_costs_one_timeout():
-    with _silent_listener() as port:
-        started = time.monotonic()
+    with _silent_listener() as listener:
+        port = listener.getsockname()[1]
         rc, report = _scan("--endpoint", f"http://127.0.0.1:{port}")
-        took = time.monotonic() - started
+        made = _connections_made(listener)
     finding = _unreachable(report, f"http://127.0.0.1:{port}")
     assert rc == 2
     assert finding["evidence"]["outcome"] == "timeout"
     assert "timed out after 3 s" in finding["title"]
     probes = {p["name"]: p for p in report["probes"]}
     # one 3 s bound, at discovery: load and exposure ask it nothing more (they waited 10 s
-    # and 5 s on it before), and metrics takes discovery's read
-    for name in ("engine.metrics", "engine.load", "engine.exposure"):
-        assert probes[name]["duration_s"] < 1.5, (name, probes[name])
+    # and 5 s on it before), and metrics takes discovery's read. Counted in connections,
+    # not in seconds: how long a scan takes is the machine's.
+    assert made == 1, made
     for name in ("engine.load", "engine.exposure"):
         assert probes[name]["status"] == "skipped" or f"127.0.0.1:{port}" not in json.dumps(
             probes[name]["data"]), (name, probes[name])
-    assert took < 3 + 20, took
 
 
 def test_a_healthy_engine_gives_no_finding():
@@ -285,7 +298,8 @@ def test_the_real_llama_server_stopped_with_sigstop(tmp_path):
 
 
 def test_a_recorded_hung_endpoint_replays_as_the_same_finding(tmp_path):
-    with _silent_listener() as port:
+    with _silent_listener() as listener:
+        port = listener.getsockname()[1]
         recorded = subprocess.run([sys.executable, "-m", "doctor.commands.cli", "capture",
                                    str(tmp_path / "host"), "--level", "quick", "--endpoint",
                                    f"http://127.0.0.1:{port}", "--no-progress"],

@@ -20,16 +20,16 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.live import LiveHost
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.engine_pages.server import EngineServer
 from tests.engine_pages.serve_as import SGLANG_INFO
 from tests.hostile_http import RawServer, Request, response
 
 PAGES = Path(__file__).parent / "engine_pages"
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 RULES_BY_ID = {r.id: r for r in RULES}
 ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine.") and p.level == Level.QUICK)
 KV_PROBES = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.metrics",

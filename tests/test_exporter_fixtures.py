@@ -29,15 +29,15 @@ from doctor.daemon.catalog.labels import text
 from doctor.daemon.catalog.rows import Each, Metric, Table
 from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.model import Level, ProbeResult, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost
 from probes.gpu.thermal_power import REASONS
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.daemon_helpers import need, prompt_histogram_host
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 HOSTS = sorted(p for p in FIXTURE_HOSTS.iterdir() if (p / "host.toml").is_file())
 
 Sample = tuple[dict[str, str], float]

@@ -15,16 +15,16 @@ import pytest
 
 from doctor._toml import tomllib
 from doctor.model import Level, ScanOptions, Severity
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost
 from probes.gpu import devices
 from probes.helpers.processes import engine_processes
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 OK = "l40s-2socket-containers-ok"
 SCOPE = "system.slice/docker-3f9c2b7e41d0a8c5.scope"
 

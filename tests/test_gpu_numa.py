@@ -10,15 +10,15 @@ import shutil
 import pytest
 
 from doctor.model import Level, ScanOptions, Severity
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost
 from probes.helpers import numa_nodes
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 MISPLACED = "l40s-2socket-numa-misplaced"
 GPU0_NODE = "fs/sys/devices/pci0000:17/0000:17:01.0/0000:18:00.0/numa_node"
 

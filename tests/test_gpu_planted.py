@@ -10,12 +10,12 @@ import pytest
 
 from doctor.model import Level, ScanOptions, Severity
 from doctor.seam.recorded import RecordedHost
-from probes.registry import PROBES, by_name
-from doctor.rules.loader import builtin_files, load_rules
+from probes.registry import PROBES
 from doctor.scan import scan
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 HEALTHY = FIXTURE_HOSTS / "h100-sxm-8x-nvswitch"
 
 

@@ -13,16 +13,16 @@ import pynvml as real_pynvml
 
 from doctor._toml import tomllib
 from doctor.model import Level, ScanOptions, Severity
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam import nvml
 from doctor.seam.host import HostReadError
 from doctor.seam.recorded import RecordedHost
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.test_gpu_nvml import fake_pynvml, raiser
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 DGX = "h100-sxm-8x-nvswitch"
 
 

@@ -14,13 +14,12 @@ from doctor.seam.live import LiveHost
 from doctor.workload.loadgen import Endpoint, Workload, run_requests
 from doctor.model import Level, ProbeResult, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordWriter
-from probes.registry import by_name
-from doctor.rules.loader import builtin_files, load_rules
 from probes.engine import exposure as engine_exposure, load as engine_load, output as engine_output
 from probes.helpers.engine_targets import Target
+from tests.builtin_rules import builtin_rules
 from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
 
-RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
+RULES = {r.id: r for r in builtin_rules()}
 
 
 def _findings(rule_id, probe_name, record):

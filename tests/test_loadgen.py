@@ -64,7 +64,8 @@ def test_refused_credentials_are_errors_and_a_key_is_sent(server):
 @pytest.mark.parametrize("server", [Behaviour(prefill_s=5.0)], indirect=True)
 def test_a_request_is_bounded_by_its_timeout(server):
     (result,) = run_requests(Endpoint(server.base_url), Workload(16, 5, timeout_s=0.3), 1, 1, 10)
-    assert not result.ok and not result.cut and "0.3 s" in result.error and result.e2e_s < 2
+    # cut by its 0.3 s, not answered after the server's 5 s of prefill
+    assert not result.ok and not result.cut and "0.3 s" in result.error and result.e2e_s < 5
 
 
 def test_refused_connection_is_an_error_not_an_exception():

@@ -121,7 +121,8 @@ def test_a_gpu_fallen_off_the_bus_sets_the_gpu_condition_and_only_it(states, bin
     assert status == "NonOK"
     assert message.startswith("gpu-hardware-errors critical: GPU5 (00000000:AB:00.0)")
     assert len(message.encode()) <= 80 and "\ufffd" not in message  # cut at a character
-    assert seconds < 3
+    # answered within NPD's timeout (a plugin past it reads Unknown), from the state alone:
+    # test_the_plugin_path_imports_no_probe_renderer_or_torch holds what it loads, not a clock
     for family in ("engine", "host"):
         status, message, _ = _run_family(binary, path, family)
         assert (status, message.split()[0]) == ("OK", "ok"), message
@@ -219,7 +220,7 @@ def test_npd_kills_a_plugin_that_outlives_its_timeout_and_reads_it_unknown(tmp_p
     config = {"pluginConfig": {"timeout": "1s", "max_output_length": 80}}
     status, message, seconds = npd_run({"path": str(slow), "args": [], "timeout": "1s"}, config)
     assert status == "Unknown" and message.startswith("Timeout when running plugin")
-    assert 1 <= seconds < 5
+    assert 1 <= seconds < 30  # killed at its 1 s timeout, not before, nor at its sleep's end
 
 
 def test_fit_bytes_keeps_a_line_within_npds_byte_cut():
@@ -266,12 +267,12 @@ def test_fit_bytes_leaves_no_control_character_in_a_condition():
 
 
 def test_a_huge_flag_value_is_answered_at_once(binary):
-    """A 100,000-character --min-severity: the cut is linear, not a character at a time."""
-    start = time.monotonic()
+    """A 100,000-character --min-severity: the cut is linear, not a character at a time (quadratic
+    in its length: the run's 60 s bound fails it, with no clock of the test's own)."""
     out = subprocess.run([str(binary), "npd", "--family", "gpu", "--min-severity", "x" * 100_000],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stdout.startswith("unknown usage: ")
-    assert time.monotonic() - start < 5
+    assert len(out.stdout.strip().encode()) <= 80
 
 
 def _changed(source: Path, target: Path, **changes) -> Path:

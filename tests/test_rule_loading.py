@@ -9,6 +9,7 @@ import pytest
 from doctor.config import ConfigError, check_against_rules, load_config
 from probes.registry import by_name
 from doctor.rules.loader import RuleError, builtin_files, load_file, load_rules
+from tests.builtin_rules import builtin_rules
 
 GOOD = """
 [[rule]]
@@ -104,7 +105,7 @@ def test_rule_check_cli_reports_a_typo_without_traceback(tmp_path, cli):
 
 # --- config -----------------------------------------------------------------------
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 
 
 def config_error(tmp_path, text):

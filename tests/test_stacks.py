@@ -13,11 +13,10 @@ from doctor.seam.host import CommandOutput
 from doctor.seam.live import LiveHost
 from doctor.model import ProbeResult, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordWriter
-from probes.registry import by_name
-from doctor.rules.loader import builtin_files, load_rules
 from probes.engine import stacks as engine_stacks
+from tests.builtin_rules import builtin_rules
 
-RULE = [r for r in load_rules(builtin_files(), by_name()) if r.id == "verbose-logging"]
+RULE = [r for r in builtin_rules() if r.id == "verbose-logging"]
 
 # A process titled like a vLLM server (so discovery treats it as a Python engine), listening
 # on loopback, whose worker thread formats and writes a log record in a loop, as an engine

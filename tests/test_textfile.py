@@ -19,10 +19,10 @@ from doctor.config import ConfigError
 from doctor.daemon.settings import load_settings, with_flags
 from doctor.fleet.textfile import MAX_LABEL, scan_text
 from doctor.model import Finding, Level, ScanOptions, ScanReport, Severity
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.daemon_helpers import need, prompt_histogram_host
 
@@ -63,7 +63,7 @@ def _host_text(path: Path) -> str:
 
 
 HOSTS = sorted(p for p in FIXTURE_HOSTS.iterdir() if (p / "host.toml").is_file())
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 
 
 @pytest.mark.parametrize("path", HOSTS, ids=[p.name for p in HOSTS])

@@ -10,12 +10,11 @@ import pytest
 from doctor.rules.evaluate import evaluate
 from doctor.seam.live import LiveHost
 from doctor.model import ProbeResult, ScanOptions, Skip
-from probes.registry import by_name
-from doctor.rules.loader import builtin_files, load_rules
 from probes.engine import warmup as engine_warmup
+from tests.builtin_rules import builtin_rules
 from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
 
-RULE = [r for r in load_rules(builtin_files(), by_name()) if r.id == "engine-not-warmed-up"]
+RULE = [r for r in builtin_rules() if r.id == "engine-not-warmed-up"]
 
 
 def _served(behaviour):
