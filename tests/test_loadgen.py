@@ -341,15 +341,19 @@ def test_sweep_finds_the_slot_limit_as_the_knee(server):
     assert all(lv.errors == 0 for lv in result.levels)
 
 
-@pytest.mark.parametrize("server", [Behaviour(slots=1, prefill_s=0.05, token_s=0.2)],
+@pytest.mark.parametrize("server", [Behaviour(slots=1, prefill_s=0.05, token_s=0.5)],
                          indirect=True)
 def test_the_time_budget_cuts_requests_it_does_not_fail_them(server, cli, tmp_path):
-    """An engine of one slot, 0.85 s a request, and 6 s in all: c=2 starts (four requests
-    could fit if they ran two at a time), the budget ends it with requests in flight; they
-    are cut, counted apart, not errors, the level is not judged and no knee is saved."""
+    """An engine of one slot, 2.05 s a request, and 16.5 s in all: after the warm-up's two
+    and c=1's three requests (10.25 s) about 6 s are left, c=2 starts (its four requests
+    would take 4.1 s two at a time, more than the warm-up's slowest request could make it),
+    and the budget ends it with requests in flight (one slot: they take 8.2 s); they are cut,
+    counted apart, not errors, the level is not judged and no knee is saved. The margins are
+    seconds on either side, so a busy machine's slower requests do not move the outcome
+    (at 0.85 s a request and 6 s in all, they were 0.05 s)."""
     result = cli("load", "--endpoint", server.base_url, "--prompt-tokens", "8",
                  "--output-tokens", "5", "--levels", "1,2", "--seconds-per-level", "1",
-                 "--min-requests", "3", "--max-seconds", "6", "--format", "json",
+                 "--min-requests", "3", "--max-seconds", "16.5", "--format", "json",
                  env={"XDG_STATE_HOME": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
