@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -43,15 +44,21 @@ _markers: set[str] | None = None  # the running test's markers; None between tes
 _original_init = subprocess.Popen.__init__
 
 
+def _is_python(path: str) -> bool:
+    return os.path.exists(path) and os.path.realpath(path) == os.path.realpath(sys.executable)
+
+
 def _needed(args) -> tuple[str, str] | None:
     """(component, marker) for the first word of ``args`` that names a real component."""
     words = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
     for word in words:
         text = os.fsdecode(word) if isinstance(word, (bytes, os.PathLike)) else str(word)
-        for part in text.split():
-            # the real file's name: a Python linked as "llama-server" is no llama-server
-            name = os.path.basename(os.path.realpath(part) if os.path.exists(part) else part)
-            if name in _NEEDS:
+        parts = text.split()
+        for before, part in zip(["", *parts], parts):
+            if before == "-a":  # exec -a llama-server python ...: a name, not the program
+                continue
+            name = os.path.basename(part)
+            if name in _NEEDS and not _is_python(part):  # a Python linked as llama-server is none
                 return name, _NEEDS[name]
             if "playwright" in part and "driver" in part:  # the driver that starts Chromium
                 return "playwright", "browser"
