@@ -53,6 +53,7 @@ def test_the_export_and_the_contrib_config_pass_amtool_and_agree(tmp_path):
     assert CONTRIB.read_text().rstrip().endswith(rules.rstrip())  # regenerate it from the export
 
 
+@pytest.mark.slow
 def test_rules_export_wants_one_kind_and_alertmanager_alone():
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "doctor.commands.cli", "rules", "export",

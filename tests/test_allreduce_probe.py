@@ -35,6 +35,7 @@ def _workers() -> set[int]:
     return out
 
 
+@pytest.mark.slow
 def test_gloo_with_two_processes_really_runs():
     t0 = time.perf_counter()
     g = collective.on_cpu(LiveHost(), ranks=2, limit_s=60)
@@ -52,6 +53,7 @@ def test_gloo_with_two_processes_really_runs():
           f"all-reduce, steps {g.steps_s}, total {took:.1f} s")
 
 
+@pytest.mark.slow
 def test_a_peer_that_never_joins_is_killed_at_the_hard_limit_and_the_step_named():
     before = _workers()
     limit = 20.0  # rank 0's torch import takes ~5 s on this loaded machine: it reaches rendezvous

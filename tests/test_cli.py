@@ -28,6 +28,7 @@ def scan_json(cli, *args, **kw):
     return report
 
 
+@pytest.mark.slow
 def test_quick_scan_of_this_host_follows_the_schema(cli):
     report = scan_json(cli, "--level", "quick")
     names = {p["name"]: p for p in report["probes"]}
@@ -43,6 +44,7 @@ def test_quick_scan_of_this_host_follows_the_schema(cli):
         assert "no --model-dir" in storage["reason"]
 
 
+@pytest.mark.slow
 def test_shell_with_ulimit_n_512_is_found(cli):
     report = scan_json(cli, "--level", "quick", shell_prefix="ulimit -n 512", private_pids=True)
     (finding,) = [f for f in report["findings"] if f["rule"] == "fd-limit-low"]
@@ -55,6 +57,7 @@ def test_shell_with_ulimit_n_512_is_found(cli):
     assert report["exit_code"] >= 1
 
 
+@pytest.mark.slow
 def test_a_process_spinning_on_a_core_is_found(cli):
     # A name of its own: the rule keys its findings by the process name, and a neighbour's
     # busy python3 would stand for a spinner called python3.
@@ -82,6 +85,7 @@ def test_a_process_spinning_on_a_core_is_found(cli):
         assert measured and measured[0]["cpu_cores"] > 0, load["data"]["top"]  # it was seen
 
 
+@pytest.mark.slow
 def test_capture_then_replay_gives_the_live_findings(cli, tmp_path):
     weights = tmp_path / "model"
     weights.mkdir()
@@ -111,6 +115,7 @@ def test_capture_refuses_a_non_empty_directory(cli, tmp_path):
     assert "not empty" in result.stderr and (tmp_path / "x").read_text() == "keep me"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
     (("scan", "--levl", "quick"), "No such option '--levl'"),
     (("scan", "--replay", "/nonexistent"), "/nonexistent: not a directory"),
@@ -125,6 +130,7 @@ def test_the_scan_that_cannot_run_exits_3_with_a_clear_line(cli, args, message):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_output_file_is_written_and_stdout_stays_empty(cli, tmp_path):
     out = tmp_path / "report.md"
     result = cli("scan", "--level", "quick", "--format", "markdown", "--output", str(out),
@@ -137,6 +143,7 @@ def test_output_file_is_written_and_stdout_stays_empty(cli, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["report.md"]  # no temporary left behind
 
 
+@pytest.mark.slow
 def test_terminal_report_has_verdict_findings_and_probes(cli):
     result = cli("scan", "--level", "quick", "--no-progress", shell_prefix="ulimit -n 512",
                  private_pids=True)
@@ -148,6 +155,7 @@ def test_terminal_report_has_verdict_findings_and_probes(cli):
     assert "host.cpu_load" in result.stdout
 
 
+@pytest.mark.slow
 def test_probes_and_rules_list_the_registries(cli):
     from probes.registry import PROBES
     from doctor.rules.loader import builtin_files, load_rules
@@ -163,6 +171,7 @@ def test_probes_and_rules_list_the_registries(cli):
         assert rule.id in rules.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cause,line", [
     ("fd-limit", "llm-doctor: no playbook for 'fd-limit' (did you mean 'fd-limit-low'?)"),
     ("slow-disk", "llm-doctor: no playbook for 'slow-disk' (did you mean 'model-on-slow-disk'?)"),
@@ -175,6 +184,7 @@ def test_an_unknown_playbook_suggests_the_nearest_instead_of_listing_all(cli, ca
     assert result.stderr.strip() == line  # one line, not the 48 cause ids
 
 
+@pytest.mark.slow
 def test_playbook_command_shows_the_playbook(cli):
     result = cli("playbook", "fd-limit-low")
     assert result.returncode == 0
@@ -202,6 +212,7 @@ def test_config_is_found_in_the_working_directory_then_the_user_directory(tmp_pa
         os.environ.pop("XDG_CONFIG_HOME")
 
 
+@pytest.mark.slow
 def test_config_scan_defaults_apply(cli, tmp_path):
     config = tmp_path / "c.toml"
     config.write_text("[scan]\nlevel = 'quick'\n")
@@ -212,6 +223,7 @@ def test_config_scan_defaults_apply(cli, tmp_path):
     assert result.returncode == 3 and "scan.level = 'fast'; use quick, standard or full" in result.stderr
 
 
+@pytest.mark.slow
 def test_unwritable_output_is_a_clear_error(cli, tmp_path):
     result = cli("scan", "--level", "quick", "--output", str(tmp_path / "missing-dir" / "r.json"))
     assert result.returncode == 3

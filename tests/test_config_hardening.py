@@ -87,6 +87,7 @@ def test_a_good_config_still_loads(tmp_path):
     assert config.scan["model_dirs"] == ["/m"] and config.rules["fd-limit-low"]["enabled"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text,message", [
     ("scan = 5\n", "c.toml:1: 'scan' must be a table"),
     ("[scan]\nrule_files = [5]\n", "c.toml:2: scan.rule_files must be an array of paths"),

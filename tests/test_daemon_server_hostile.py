@@ -83,6 +83,7 @@ def _connect(address: str) -> socket.socket:
     return socket.create_connection((host, int(port)), timeout=5)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_idle_connections_under_an_address_space_limit_never_fail_a_scrape(tmp_path):
     """The issue's case: a thread per idle connection exhausted a 2 GB address space at about
@@ -116,6 +117,7 @@ def test_idle_connections_under_an_address_space_limit_never_fail_a_scrape(tmp_p
     assert "beat failed" not in log and "can't start new thread" not in log, log[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_slow_and_silent_clients_are_cut_at_the_header_timeout(plain):
     proc, address = plain
@@ -213,6 +215,7 @@ def tls(tmp_path_factory):
     assert proc.stop() == 0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_silent_tls_client_is_cut_and_never_holds_up_a_scrape(tls):
     """The old server did the TLS handshake in its accept loop: one client that connected
@@ -334,6 +337,7 @@ def test_sigterm_stops_the_daemon_at_any_point_of_its_start(tmp_path, after_s):
     assert "Traceback" not in proc.log()
 
 
+@pytest.mark.slow
 def test_pipelined_requests_over_tls_are_all_answered(tls):
     """Over TLS, requests already decrypted are read without waiting for the socket: a long
     first request leaves room for only part of the next TLS record, the rest waits decrypted

@@ -56,6 +56,7 @@ STORIES = [  # (base, story host, the first change, every fact that may move, th
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("base,story,first,allowed,raised", STORIES, ids=[s[1] for s in STORIES])
 def test_a_story_gives_its_verdict_its_first_change_and_nothing_else(base, story, first, allowed,
                                                                      raised):

@@ -161,6 +161,7 @@ vllm:request_prompt_tokens_bucket{le="+Inf"} NaN
 """
 
 
+@pytest.mark.slow
 def test_nan_infinite_and_negative_samples_are_no_figures_with_a_reason():
     with _serving({"/metrics": HOSTILE_GAUGES}) as server:
         probes = _scan(server)

@@ -44,6 +44,7 @@ def hosts(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_llama_cpp_ngl_20_of_33_layers_fires_with_the_estimate(hosts):
     record, findings = _scan(RecordedHost(hosts / "a100-llama-cpp-ngl-20"))
     (item,) = record.engines
@@ -67,6 +68,7 @@ def test_llama_cpp_ngl_999_is_silent(hosts):
     assert findings == []
 
 
+@pytest.mark.slow
 def test_ollama_with_12_of_33_in_vram_is_critical_and_its_partner_silent(hosts):
     record, findings = _scan(RecordedHost(hosts / "a10-ollama-12-of-33"))
     (item,) = record.engines
@@ -101,6 +103,7 @@ class Recapture(RecordingHost):
         return super().measure(name, lambda: self.live.measure(name, fn))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(builder.HOSTS))
 def test_capture_of_an_offload_host_replays_the_same(name, hosts, tmp_path):
     original, found = _scan(RecordedHost(hosts / name))
@@ -146,6 +149,7 @@ def _edited(hosts: Path, tmp_path: Path, name: str, edit) -> RecordedHost:
     return RecordedHost(root)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["1e308", "inf", "-4", "eight", "nan"])
 def test_a_cpu_offload_gb_that_is_no_size_is_named(hosts, tmp_path, value):
     def edit(root: Path) -> None:
@@ -159,6 +163,7 @@ def test_a_cpu_offload_gb_that_is_no_size_is_named(hosts, tmp_path, value):
     assert findings == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["-1", "twenty", "1e999", "20.5"])
 def test_an_ngl_that_is_no_count_is_named(hosts, tmp_path, value):
     def edit(root: Path) -> None:
@@ -171,6 +176,7 @@ def test_an_ngl_that_is_no_count_is_named(hosts, tmp_path, value):
     assert findings == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body", [
     "not json", "[]", '{"models": {"a": 1}}', '{"models": [1, null, "x"]}',
     '{"models": [{"name": "m", "size": NaN, "size_vram": 5}]}',

@@ -39,6 +39,7 @@ def _scan(host):
     return result.record, report.findings
 
 
+@pytest.mark.slow
 def test_awq_forced_on_an_a100_fires(hosts):
     record, findings = _scan(RecordedHost(hosts / "a100-vllm-awq-forced"))
     (item,) = record.engines
@@ -92,6 +93,7 @@ def test_marlin_takes_what_vllm_converts(config, fits):
     assert quant.marlin_fits(config)[0] is fits
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [
     "{", "[]", json.dumps({"quantization_config": [1, 2]}),
     json.dumps({"quantization_config": {"quant_method": ["awq"], "bits": "four"}}),

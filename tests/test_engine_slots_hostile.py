@@ -66,6 +66,7 @@ def serve():
         server.server_close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(PAGES))
 def test_hostile_pages_are_no_numbers(serve, scenario):
     url = serve(scenario)
@@ -85,6 +86,7 @@ def test_hostile_pages_are_no_numbers(serve, scenario):
     json.dumps([f.evidence for f in findings])  # the evidence is plain data
 
 
+@pytest.mark.slow
 def test_slots_page_that_is_no_list_names_its_url(serve):
     url = serve("huge-slots")
     (mine,) = [e for e in engine_slots.probe(LiveHost(), ScanOptions(endpoints=(url,))).engines
@@ -93,6 +95,7 @@ def test_slots_page_that_is_no_list_names_its_url(serve):
     assert mine.error and f"{url}/slots" in mine.error
 
 
+@pytest.mark.slow
 def test_deep_nesting_is_not_json(serve):
     url = serve("deep")
     (mine,) = [e for e in engine_slots.probe(LiveHost(), ScanOptions(endpoints=(url,))).engines

@@ -162,6 +162,7 @@ def test_clean_keeps_real_versions():
     assert clean("x" * (MAX_CHARS + 1))[0] is None
 
 
+@pytest.mark.slow
 def test_a_capture_records_the_version_page_and_its_replay_answers_the_same(engine, tmp_path):
     server = engine("vllm")
     done = cli("capture", str(tmp_path / "cap"), "--level", "quick", "--endpoint", server.url,
@@ -172,6 +173,7 @@ def test_a_capture_records_the_version_page_and_its_replay_answers_the_same(engi
     assert (replayed.kind, replayed.version) == ("vllm", "0.11.0")
 
 
+@pytest.mark.slow
 def test_a_diff_of_an_engine_upgrade_shows_the_version_changed(engine, tmp_path):
     server = engine("vllm", **{"/version": {"version": "0.10.2"}})
     sides = []

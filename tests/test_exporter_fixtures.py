@@ -194,6 +194,7 @@ def _find(problems: list[str], probe: str, path: str, metric: Metric,
             problems.append(f"{probe} {path}: no {metric.name}{labels} = {value}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", HOSTS, ids=[p.name for p in HOSTS])
 def test_every_item_of_every_record_is_on_metrics(path):
     results = _results(path)
@@ -212,6 +213,7 @@ def test_the_page_of_every_recorded_host_passes_promtool(path):
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
+@pytest.mark.slow
 def test_a_vllm_host_with_a_prompt_histogram_passes_promtool(tmp_path):
     """The one catalogue row no committed host fills: its name held "histogram", which
     promtool refused on every vLLM host with a context limit and a prompt histogram."""

@@ -61,6 +61,7 @@ def test_repeats_stop_at_the_budget():
     assert 1 <= result["repeats"] <= 6
 
 
+@pytest.mark.slow
 def test_bandwidth_cli_on_cpu(capsys):
     assert gpu_bandwidth.main(["--device", "cpu", "--budget-s", "0.2"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -122,6 +122,7 @@ def test_two_lost_gpus_are_each_critical_and_no_bus_is_guessed(tmp_path):
     assert errors.absent == ()  # both are still in NVML's count
 
 
+@pytest.mark.slow
 def test_a_container_given_four_of_eight_gpus_sees_none_absent(tmp_path):
     """sysfs shows the host's eight GPUs in a container; the driver's list, its own four."""
     root = copy_of(tmp_path, DGX)
@@ -147,6 +148,7 @@ def test_without_the_drivers_gpu_list_absence_is_not_judged_and_says_why(tmp_pat
     assert found == []
 
 
+@pytest.mark.slow
 def test_fabric_on_a_driver_without_the_call_is_not_supported_and_the_manager_judged(tmp_path):
     root = copy_of(tmp_path, DGX)
     edit_nvml(root, lambda e: None if e["call"] == "nvmlDeviceGetGpuFabricInfoV" else e)
@@ -249,6 +251,7 @@ def test_a_hostile_pci_listing_never_sinks_the_gpu_probes(tmp_path, case):
     assert found == []
 
 
+@pytest.mark.slow
 def test_a_lost_gpu_beside_one_that_hides_its_bus_gets_no_guessed_bus(tmp_path):
     """GPU 5 is lost and GPU 2's PCI info is refused; XID 79 names bus 3A, GPU 2's: the one
     logged bus may be either GPU's, so neither is given it."""

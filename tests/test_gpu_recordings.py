@@ -44,6 +44,7 @@ def test_there_are_seven_gpu_hosts():
     assert len(GPU_HOSTS) >= 7
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GPU_HOSTS)
 def test_capture_of_a_recorded_gpu_host_replays_the_same(name, tmp_path):
     source = RecordedHost(FIXTURE_HOSTS / name)

@@ -262,6 +262,7 @@ def test_a_truncated_library_on_a_recorded_host_is_a_reason_not_an_error(tmp_pat
     assert not [f for f in report.findings if f.rule == "gpu-arch-not-in-build"]
 
 
+@pytest.mark.slow
 def test_torch_found_from_the_interpreter_when_not_mapped(tmp_path):
     root = tmp_path / "host"
     shutil.copytree(FIXTURE_HOSTS / "h100-sxm-8x-torch-cu128", root, symlinks=True)
@@ -315,6 +316,7 @@ def test_without_an_engine_the_probe_is_skipped_with_the_reason(tmp_path):
     assert result.status == "skipped" and "no serving engine" in result.reason
 
 
+@pytest.mark.slow
 def test_random_corruption_of_a_recorded_engine_never_sinks_the_probe(tmp_path):
     """maps, torch/version.py and libtorch_cuda.so of the RTX 5090 host, each cut, spliced
     with hostile bytes or replaced: the probe answers ok or skipped, with reasons."""

@@ -83,6 +83,7 @@ def test_a_status_nobody_uses_is_an_answer_not_a_failure():
         assert LiveHost().http_get(f"{server.origin}/x", timeout_s=3).status == 599
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", ["status line", "headers", "body", "100-continue"])
 def test_a_drip_feed_is_cut_at_the_deadline_wherever_it_drips(what):
     """One byte every 0.2 s never trips a per-read timeout; the whole exchange has one."""
@@ -107,6 +108,7 @@ def test_a_drip_feed_is_cut_at_the_deadline_wherever_it_drips(what):
     assert took < dripped_s, f"{took:.2f} s: read to the drip's end ({dripped_s:.1f} s)"
 
 
+@pytest.mark.slow
 def test_tls_spoken_to_a_plain_server_is_a_named_tls_failure():
     with RawServer(lambda r: response(200, b"plain")) as server:
         with pytest.raises(HostReadError) as err:

@@ -40,6 +40,7 @@ def _namespaces_work() -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _namespaces_work(), reason="needs root, unshare -mn and ip (iproute2)")
 @pytest.mark.timeout(60)
 def test_a_resolver_that_never_answers_is_cut_at_the_deadline(tmp_path):

@@ -33,6 +33,7 @@ def test_an_unknown_kernel_says_so():
         run_kernel("no_such_kernel", timeout_s=20)
 
 
+@pytest.mark.slow
 def test_a_hung_kernel_is_killed_with_its_children(tmp_path):
     pid_file = tmp_path / "grandchild"
     code = ("import os, time\n"

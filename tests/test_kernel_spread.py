@@ -64,6 +64,7 @@ def _alternating(clock: _Clock, first_s: float, second_s: float):
     return op
 
 
+@pytest.mark.slow
 def test_copies_that_alternate_in_speed_give_that_spread(monkeypatch):
     clock = _Clock()
     monkeypatch.setattr(gpu_kernel, "time", clock)
@@ -78,6 +79,7 @@ def test_one_copy_has_no_spread():
     assert result["repeats"] == 1 and result["spread"] is None
 
 
+@pytest.mark.slow
 def test_each_gpu_copy_on_the_cpu_reports_its_spread(capsys):
     assert gpu_kernel.main(["--device", "cpu", "--budget-s", "0.2"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -122,6 +124,7 @@ def test_allreduce_spread_takes_each_block_at_its_slowest_rank():
     assert allreduce._block_spread([{"block_s": [1.0, 2.0]}, {"block_s": [1.0]}], 2, 2) is None
 
 
+@pytest.mark.slow
 def test_allreduce_on_the_cpu_carries_its_spread_into_the_record():
     g = collective.on_cpu(LiveHost(), ranks=2, limit_s=60)
     assert g.outcome == "ok", g.failure
@@ -189,6 +192,7 @@ def test_a_recorded_stream_run_without_spreads_still_reads(tmp_path):
     assert after.copy_gbps == before.copy_gbps
 
 
+@pytest.mark.slow
 def test_a_live_stream_spread_is_captured_and_replayed(tmp_path, monkeypatch):
     monkeypatch.setattr(stream_sizing, "MIN_ARRAY_BYTES", 16 << 20)
     monkeypatch.setattr(stream_sizing, "read_cache_tree", lambda host: {})

@@ -119,6 +119,7 @@ def test_every_run_sends_fresh_prompts_and_a_seed_repeats_one(server):
     assert a.seed == b.seed == 5 and server.prompts[:3] == sent_a[:3]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(prompt_cache="usage")], indirect=True)
 def test_a_second_load_run_is_not_served_from_the_prompt_cache(server, cli, tmp_path):
     """The stub caches every prompt's longest prefix shared with an earlier one, as llama.cpp
@@ -147,6 +148,7 @@ def test_llama_cpp_cache_n_is_read(server):
     assert first.cached_tokens == 0 and again.cached_tokens == 16
 
 
+@pytest.mark.slow
 def test_a_cache_not_reported_is_said_so(server, cli):
     result = cli("load", "--endpoint", server.base_url, "--prompt-tokens", "8",
                  "--output-tokens", "2", "--levels", "1", "--seconds-per-level", "0.2",
@@ -224,6 +226,7 @@ def test_a_late_client_is_not_judged():
     assert quiet.unusable is None and quiet.client_late is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(prefill_s=0.01, token_s=0.02)], indirect=True)
 def test_the_client_knows_when_its_own_loop_is_late(server):
     """A second task that holds the event loop 80 ms at a time (as a starved or saturated
@@ -323,6 +326,7 @@ def test_levels_not_judged_cannot_make_a_knee():
     assert find_knee([_level(1, 0, unusable="no request completed")]).status == "no-data"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(slots=4, prefill_s=0.05, token_s=0.025)],
                          indirect=True)
 def test_sweep_finds_the_slot_limit_as_the_knee(server):
@@ -341,6 +345,7 @@ def test_sweep_finds_the_slot_limit_as_the_knee(server):
     assert all(lv.errors == 0 for lv in result.levels)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(slots=1, prefill_s=0.05, token_s=0.5)],
                          indirect=True)
 def test_the_time_budget_cuts_requests_it_does_not_fail_them(server, cli, tmp_path):
@@ -365,6 +370,7 @@ def test_the_time_budget_cuts_requests_it_does_not_fail_them(server, cli, tmp_pa
     assert document["knee"]["recommended_concurrency"] is None
 
 
+@pytest.mark.slow
 def test_load_command_saves_the_knee_where_the_rule_reads_it(server, cli, tmp_path):
     result = cli("load", "--endpoint", server.base_url + "/", "--prompt-tokens", "16",
                  "--output-tokens", "4", "--max-concurrency", "2", "--max-seconds", "10",
@@ -379,6 +385,7 @@ def test_load_command_saves_the_knee_where_the_rule_reads_it(server, cli, tmp_pa
     assert "past-throughput-knee" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(token_s=0.05)], indirect=True)
 def test_load_table_names_its_percentiles_and_both_itls(server, cli):
     result = cli("load", "--endpoint", server.base_url, "--prompt-tokens", "8",
@@ -394,6 +401,7 @@ def test_load_table_names_its_percentiles_and_both_itls(server, cli):
     assert "concurrency 1: so far" in result.stderr and "of the 12 requests" in result.stderr
 
 
+@pytest.mark.slow
 def test_load_command_unreachable_endpoint_exits_3(cli, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -405,11 +413,13 @@ def test_load_command_unreachable_endpoint_exits_3(cli, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_load_command_rejects_a_bad_url(cli):
     result = cli("load", "--endpoint", "https://localhost:8000", "--no-save")
     assert result.returncode == 3 and "expected http://HOST:PORT" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (("load", "--max-seconds", "nan"), "'nan' is not a finite number"),
     (("load", "--seconds-per-level", "inf"), "not in the range"),
@@ -432,6 +442,7 @@ def test_slow_levels_are_not_started_when_they_cannot_finish():
     assert not knee._too_long(1, 10, None, 20.0)  # nothing measured yet: try
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(api_key="sk-secret-123")], indirect=True)
 def test_load_command_takes_a_key_from_the_url_and_never_shows_it(server, cli, tmp_path):
     url = server.base_url.replace("http://", "http://:sk-secret-123@")

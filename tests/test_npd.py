@@ -115,6 +115,7 @@ def _run_family(binary: Path, state_file: Path | str, family: str, *more: str):
     return npd_run(rule, config)
 
 
+@pytest.mark.slow
 def test_a_gpu_fallen_off_the_bus_sets_the_gpu_condition_and_only_it(states, binary):
     path = states["h100-sxm-8x-gpu-lost"]
     status, message, seconds = _run_family(binary, path, "gpu")
@@ -133,6 +134,7 @@ def test_a_gpu_gone_from_the_pci_bus_sets_the_gpu_condition(states, binary):
     assert status == "NonOK" and message.startswith("gpu-fallen-off-the-bus critical: "), message
 
 
+@pytest.mark.slow
 def test_healthy_hosts_are_ok_in_every_family(states, binary):
     for host in ("h100-sxm-8x-torch-cu128", "healthy-epyc-9654-vllm"):
         for family in npd.BY_NAME:
@@ -143,6 +145,7 @@ def test_healthy_hosts_are_ok_in_every_family(states, binary):
             assert "nothing at critical" in message or "no probe ran" in message, message
 
 
+@pytest.mark.slow
 def test_a_warning_sets_the_condition_only_with_min_severity_warning(states, binary):
     path = states["h100-sxm-8x-torch-cu128"]  # the CUDA runtime newer than the driver: a warning
     assert _run_family(binary, path, "gpu")[0] == "OK"
@@ -160,6 +163,7 @@ def test_a_stale_state_is_unknown_never_ok(states, binary, tmp_path):
     assert message.startswith("unknown the state in ") and "s old" in message
 
 
+@pytest.mark.slow
 def test_a_missing_or_broken_state_is_unknown(binary, tmp_path):
     status, message, _ = _run_family(binary, tmp_path / "absent.json", "gpu")
     assert (status, message.split()[:4]) == ("Unknown", ["unknown", "no", "state", "file"])
@@ -187,6 +191,7 @@ def test_a_bad_flag_is_unknown_with_one_line_on_stdout(binary, tmp_path, args):
     assert "Traceback" not in out.stderr and not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.slow
 def test_the_whole_command_line_answers_the_same(states):
     path = str(states["h100-sxm-8x-gpu-lost"])
     for argv in (["-m", "doctor.commands.cli"], ["-m", "doctor.commands.entry"]):
@@ -212,6 +217,7 @@ def test_the_plugin_path_imports_no_probe_renderer_or_torch(states):
     assert "doctor.commands.npd" in modules and heavy == []
 
 
+@pytest.mark.slow
 def test_npd_kills_a_plugin_that_outlives_its_timeout_and_reads_it_unknown(tmp_path):
     """The stand-in itself: a plugin still running at the timeout is killed, with its group."""
     slow = tmp_path / "slow"
@@ -235,6 +241,7 @@ def test_the_families_are_the_states():
     assert tuple(npd.BY_NAME) == state.FAMILIES
 
 
+@pytest.mark.slow
 def test_without_a_daemon_fallback_quick_answers_from_its_own_quick_scan(binary, tmp_path):
     absent = tmp_path / "absent.json"
     out = subprocess.run([str(binary), "npd", "--family", "host", "--state-file", str(absent),

@@ -93,6 +93,7 @@ def test_duplicate_rule_id(tmp_path):
         load_rules([*builtin_files(), path], by_name())
 
 
+@pytest.mark.slow
 def test_rule_check_cli_reports_a_typo_without_traceback(tmp_path, cli):
     path = write(tmp_path, GOOD.replace("severity = ", "sevrity = "))
     result = cli("rules", "check", str(path))
@@ -137,6 +138,7 @@ def test_config_unknown_table_and_bad_toml(tmp_path):
         load_config(write(tmp_path, "[scan]\nlevle = 'quick'\n", "c.toml"))
 
 
+@pytest.mark.slow
 def test_config_threshold_changes_what_fires(tmp_path, cli):
     """A raised threshold makes fd-limit-low fire on a shell that is fine by default."""
     config = write(tmp_path, "[rules.fd-limit-low]\nmin_nofile = 2000000\n", "c.toml")

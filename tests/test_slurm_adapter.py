@@ -119,6 +119,7 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           env=env)
 
 
+@pytest.mark.slow
 def test_a_missing_state_is_unknown_exit_2_and_calls_no_scontrol(tmp_path):
     done = _cli("--state-file", str(tmp_path / "none.json"), "--node", "vm",
                 "--scontrol", str(tmp_path / "no-scontrol"))
@@ -138,6 +139,7 @@ def critical_state(tmp_path_factory):
     return beat_state(FIXTURE_HOSTS / "h100-sxm-8x-gpu-lost", work / "state.json", work, True)
 
 
+@pytest.mark.slow
 def test_scontrol_missing_or_failing_is_one_line_exit_3_and_a_prolog_still_fails(
         tmp_path, critical_state):
     missing = _cli("--state-file", str(critical_state), "--scontrol", str(tmp_path / "nope"))
@@ -183,6 +185,7 @@ def test_the_module_entry_answers_as_the_cli_does(tmp_path, critical_state):
     assert usage.returncode == 3 and "Traceback" not in usage.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["vm State=DOWN", "n[1-4]", "a,b", "", "-x", "vm\nx"])
 def test_a_node_name_that_is_no_node_is_refused_in_one_line(tmp_path, name):
     done = _cli("--state-file", str(tmp_path / "none.json"), "--node", name)
@@ -261,6 +264,7 @@ def _without_slurm(tmp_path) -> dict:
     return {**env, "PATH": str(tmp_path)}
 
 
+@pytest.mark.slow
 def test_a_dry_run_without_slurm_prints_what_it_would_do_and_the_verdicts_code(
         tmp_path, critical_state, healthy_state):
     import socket

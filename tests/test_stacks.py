@@ -58,6 +58,7 @@ def logger():
     process.wait(5)
 
 
+@pytest.mark.slow
 def test_a_process_that_logs_heavily_is_found_and_judged(logger):
     """The whole path: process table, listening socket, py-spy dumps, the rule."""
     record = engine_stacks.probe(LiveHost(), ScanOptions())
@@ -69,6 +70,7 @@ def test_a_process_that_logs_heavily_is_found_and_judged(logger):
     assert errors == [] and [f.evidence["pid"] for f in findings] == [logger.pid]
 
 
+@pytest.mark.slow
 def test_a_process_that_does_not_log_stays_silent():
     process = _spawn(QUIET)
     try:

@@ -88,6 +88,7 @@ def _samples(text: str) -> dict[str, list]:
     return out
 
 
+@pytest.mark.slow
 def test_scan_prom_is_clean_for_promtool_and_holds_the_exporters_series(cli, tmp_path):
     out = tmp_path / "llm-doctor.prom"
     before = time.time()
@@ -132,6 +133,7 @@ def test_scan_prom_goes_to_standard_output_without_o(cli):
     assert "llm_doctor_textfile_written_timestamp_seconds" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_file_is_replaced_by_a_rename_and_nothing_else_is_left(cli, tmp_path):
     """node_exporter reads DIR/*.prom at any moment: each write is a new file renamed over
     the old one (a new inode), never the old one truncated and rewritten."""
@@ -145,6 +147,7 @@ def test_the_file_is_replaced_by_a_rename_and_nothing_else_is_left(cli, tmp_path
     assert second.st_mode & 0o777 == 0o644  # node_exporter runs as another user
 
 
+@pytest.mark.slow
 def test_a_bad_output_is_one_line_and_exit_3(cli, tmp_path):
     folder = tmp_path / "a-directory.prom"
     folder.mkdir()
@@ -203,6 +206,7 @@ def hostile_host(folder: Path) -> Path:
     return host
 
 
+@pytest.mark.slow
 def test_a_hostile_host_still_gives_a_valid_file(cli, tmp_path):
     out = tmp_path / "hostile.prom"
     result = _scan(cli, hostile_host(tmp_path), str(out))

@@ -73,6 +73,7 @@ def test_dots_and_brackets_in_strings_comments_and_numbers_do_not_count(tmp_path
     assert parse(text, tmp_path / "x.toml", ConfigError) == tomllib.loads(text)
 
 
+@pytest.mark.slow
 def test_every_toml_file_in_the_repository_passes():
     files = [p for p in REPO.rglob("*.toml") if ".venv" not in p.parts]
     assert len(files) > 50
