@@ -231,6 +231,7 @@ def test_unwritable_output_is_a_clear_error(cli, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_running_engine_is_judged_by_its_own_limits_and_model_path(cli, tmp_path):
     """A process that presents itself as llama-server (argv[0]) with 1024 open files."""
     model = tmp_path / "gemma.gguf"

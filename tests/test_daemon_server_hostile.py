@@ -145,6 +145,7 @@ def test_slow_and_silent_clients_are_cut_at_the_header_timeout(plain):
     _no_traceback(proc)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_over_the_connection_limit_the_longest_idle_goes_and_scrapes_are_answered(plain):
     proc, address = plain

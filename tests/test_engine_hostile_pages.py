@@ -108,7 +108,9 @@ NUMBERS = [
 
 
 @pytest.mark.parametrize("given,kept", NUMBERS, ids=[n[0][:12] for n in NUMBERS])
-@pytest.mark.parametrize("page", ["/v1/models", "/props", "/info", "/server_info", "/api/ps"])
+# /api/ps is read twice 2 s apart (engine.ollama's reload check): slow, the others are not
+@pytest.mark.parametrize("page", ["/v1/models", "/props", "/info", "/server_info",
+                                  pytest.param("/api/ps", marks=pytest.mark.slow)])
 def test_a_hostile_length_on_any_page_is_no_length(page, given, kept):
     body = {"/v1/models": '{"data": [{"id": "m", "owned_by": "vllm", "max_model_len": %s}]}',
             "/props": '{"total_slots": 4, "default_generation_settings": {"n_ctx": %s}}',

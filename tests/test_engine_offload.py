@@ -61,6 +61,7 @@ def test_llama_cpp_ngl_20_of_33_layers_fires_with_the_estimate(hosts):
     assert f"decode estimated at {item.tokens_per_s} tokens/s" in finding.title
 
 
+@pytest.mark.slow
 def test_llama_cpp_ngl_999_is_silent(hosts):
     record, findings = _scan(RecordedHost(hosts / "a100-llama-cpp-ngl-999"))
     (item,) = record.engines

@@ -51,6 +51,7 @@ def test_awq_forced_on_an_a100_fires(hosts):
                                   "of compute capability 8.0 that runs awq_marlin")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["a100-vllm-awq-marlin", "a100-vllm-awq-unflagged",
                                   "t4-vllm-awq-forced"])
 def test_the_healthy_partners_are_silent(hosts, name):

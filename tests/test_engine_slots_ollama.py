@@ -44,6 +44,7 @@ def _clients(port: int) -> list[socket.socket]:
     return sockets
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parallel", ["1", "4"])
 def test_num_parallel_against_four_clients(tmp_path, parallel):
     process, port = _impostor(tmp_path, parallel)

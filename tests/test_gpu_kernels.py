@@ -39,6 +39,7 @@ def test_model_refuses_nonsense(bad):
         kv_alloc.simulate(**args)
 
 
+@pytest.mark.slow
 def test_allocator_replay_on_cpu_is_the_model():
     mix = [5, 40, 17, 3] * 10
     result = kv_alloc.replay_allocator(mix, 16, 64, "cpu", live_requests=8)

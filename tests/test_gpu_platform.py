@@ -197,6 +197,7 @@ def test_fabric_is_skipped_without_nvswitch_and_says_why(name, why):
     assert fabric.status == "skipped" and why in fabric.reason
 
 
+@pytest.mark.slow
 def test_exclusive_process_set_by_hand_on_one_gpu_is_a_warning_for_that_gpu(tmp_path):
     root = copy_of(tmp_path, DGX)
     edit_nvml(root, lambda e: {**e, "value": 3}
@@ -230,6 +231,7 @@ HOSTILE_TARGETS = ["../../../../../../../etc", "/sys/devices/../../etc/x", "", "
 HOSTILE_VALUES = ["", "0x", "0x10de0x10de", "-0x10de", "0x" + "f" * 400, "\x00", "10de\n"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", range(len(HOSTILE_TARGETS) + len(HOSTILE_VALUES)))
 def test_a_hostile_pci_listing_never_sinks_the_gpu_probes(tmp_path, case):
     root = copy_of(tmp_path, DGX)

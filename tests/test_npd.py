@@ -129,6 +129,7 @@ def test_a_gpu_fallen_off_the_bus_sets_the_gpu_condition_and_only_it(states, bin
         assert (status, message.split()[0]) == ("OK", "ok"), message
 
 
+@pytest.mark.slow
 def test_a_gpu_gone_from_the_pci_bus_sets_the_gpu_condition(states, binary):
     status, message, _ = _run_family(binary, states["h100-sxm-8x-gpu-gone"], "gpu")
     assert status == "NonOK" and message.startswith("gpu-fallen-off-the-bus critical: "), message

@@ -104,6 +104,7 @@ def test_measurements_json_is_read_with_the_same_numbers(tmp_path):
         RecordedHost(root)
 
 
+@pytest.mark.slow
 def test_wrong_shapes_through_the_command_line_exit_3(tmp_path, cli):
     root = _copy(tmp_path, _set(3, "args", {"a": 1}))
     result = cli("scan", "--replay", str(root), "--level", "quick", "--no-progress")

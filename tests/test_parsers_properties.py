@@ -78,6 +78,7 @@ def test_meminfo_round_trip(total, free, swap):
     assert (kb["MemTotal"], kb["MemFree"], kb["SwapTotal"]) == (total, min(free, total), swap)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(TEXT)
 @example("Limit\nMax open files 1 abc\n")

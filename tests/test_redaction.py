@@ -320,6 +320,7 @@ def _leaks(text: str) -> list[str]:
     return [name for name, value in PLANTED.items() if value in text]
 
 
+@pytest.mark.slow
 def test_no_planted_secret_reaches_any_output_or_the_capture(cli, tmp_path, planted_processes):
     engine_pid, other_pid = planted_processes
     cap = tmp_path / "cap"

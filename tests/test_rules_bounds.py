@@ -117,6 +117,7 @@ def test_a_rule_past_its_time_limit_is_a_rule_error_naming_it(tmp_path):
     assert len(findings) == 5000 and {f.rule for f in findings} == {"r1"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 def test_a_5000_row_cpu_table_is_evaluated_in_linear_time():
     """112 s before (simpleeval re-walked the whole namespace after every node); ~0.3 s now.

@@ -175,6 +175,7 @@ def test_a_rule_file_that_is_not_a_small_regular_file_is_refused_before_reading(
     assert expected in str(err.value)
 
 
+@pytest.mark.slow
 def test_more_rules_than_the_limit_is_an_error_naming_the_first_one_over(tmp_path):
     text = "".join(GOOD.replace("my-fd-rule", f"r{i}") for i in range(MAX_RULES_PER_FILE + 1))
     got = error_of(tmp_path, text)

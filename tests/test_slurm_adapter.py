@@ -162,6 +162,7 @@ def test_scontrol_missing_or_failing_is_one_line_exit_3_and_a_prolog_still_fails
             "Unable to contact slurm controller") in failed.stdout
 
 
+@pytest.mark.slow
 def test_a_hanging_scontrol_is_cut_at_its_budget(tmp_path):
     hanging = tmp_path / "scontrol"
     hanging.write_text("#!/bin/sh\nexec sleep 30\n")
@@ -172,6 +173,7 @@ def test_a_hanging_scontrol_is_cut_at_its_budget(tmp_path):
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.slow
 def test_the_module_entry_answers_as_the_cli_does(tmp_path, critical_state):
     args = ("--state-file", str(critical_state), "--node", "vm", "--scontrol",
             str(tmp_path / "nope"))
@@ -199,6 +201,7 @@ def test_a_node_name_that_is_no_node_is_refused_in_one_line(tmp_path, name):
     assert via_env.returncode == 3 and "$SLURMD_NODENAME" in via_env.stderr
 
 
+@pytest.mark.slow
 def test_control_characters_from_the_host_are_shown_not_obeyed(tmp_path):
     done = _cli("--state-file", str(tmp_path / "x\x1b[2Jy.json"), "--node", "vm")
     assert done.returncode == 2 and "\x1b" not in done.stdout and "x [2Jy.json" in done.stdout
@@ -294,6 +297,7 @@ def test_a_dry_run_without_slurm_prints_what_it_would_do_and_the_verdicts_code(
     assert real.returncode == 3 and "scontrol not found" in real.stdout
 
 
+@pytest.mark.slow
 def test_a_dry_run_on_a_host_whose_name_is_no_node_name_uses_a_placeholder(tmp_path,
                                                                            critical_state):
     if os.geteuid() != 0 or not shutil.which("unshare"):

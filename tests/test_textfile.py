@@ -72,6 +72,7 @@ def test_the_textfile_of_every_recorded_host_passes_promtool(path):
     assert _promtool_lint(_host_text(path)) == ""
 
 
+@pytest.mark.slow
 def test_the_textfile_of_a_vllm_host_with_a_prompt_histogram_passes_promtool(tmp_path):
     """The row no committed host fills: llm_doctor_engine_prompt_histogram_requests was
     refused by promtool ("metric name should not include type 'histogram'")."""
@@ -126,6 +127,7 @@ def test_scan_prom_is_clean_for_promtool_and_holds_the_exporters_series(cli, tmp
                 assert f'"{value}"' not in text
 
 
+@pytest.mark.slow
 def test_scan_prom_goes_to_standard_output_without_o(cli):
     result = cli("scan", "--replay", str(POWERSAVE), "--format", "prom", "--no-progress")
     assert result.returncode == 1, result.stderr

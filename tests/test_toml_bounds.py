@@ -119,6 +119,7 @@ def test_a_recorded_hosts_host_toml(tmp_path):
     assert time.perf_counter() - started < 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_through_the_command_line_exit_3_quickly(tmp_path, cli):
     rules = _hostile(tmp_path, "rules.toml")

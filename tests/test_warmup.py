@@ -60,6 +60,7 @@ def test_a_cold_engine_is_found_and_judged(cold):
     assert findings[0].evidence["endpoint"] == cold.base_url
 
 
+@pytest.mark.slow
 def test_a_warm_engine_stays_silent(warm):
     record, findings = _probe(warm)
     assert record.endpoints[0].ttft_ratio < 3 and findings == []
