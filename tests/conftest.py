@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.tiers"]  # the markers' guard: a floor test may not start a server
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_HOSTS = REPO / "tests" / "fixtures" / "hosts"
 

@@ -142,3 +142,16 @@ def llama_server(tmp_path_factory):
     yield _SHARED[0]
     if _SHARED:
         stop(_SHARED.pop())
+
+
+@pytest.fixture
+def private_llama_server(tmp_path):
+    """A cold llama-server of this test's own, stopped after it: for a test that measures
+    what the engine did (its warm-up, its token counters, its slots), which any other client
+    of the session's shared server would change (and did: the cost and warm-up tests failed
+    when another test's requests reached the shared one)."""
+    server = start(tmp_path)
+    try:
+        yield server
+    finally:
+        stop(server)

@@ -10,6 +10,7 @@ import pytest
 
 from doctor.daemon.alerts import AlertTracker, parse_duration
 from doctor.daemon.sinks import AlertmanagerSink, Dispatcher, WebhookSink, alert_payload
+from tests.builtin_rules import builtin_rules
 from tests.daemon_helpers import finding
 
 RULES = {"cpu-contention"}
@@ -148,12 +149,12 @@ from doctor.config import Config  # noqa: E402
 from doctor.daemon.alerts import clear_levels, held_findings  # noqa: E402
 from doctor.model import ProbeResult, Severity  # noqa: E402
 from doctor.rules.evaluate import evaluate  # noqa: E402
-from doctor.rules.loader import DEFAULT_KEY_FIELDS, builtin_files, load_rules  # noqa: E402
+from doctor.rules.loader import DEFAULT_KEY_FIELDS  # noqa: E402
 from probes.host.cpu_load import CpuLoadRecord, ProcessCpu  # noqa: E402
 from probes.host.limits import LimitsRecord  # noqa: E402
 from probes.registry import by_name  # noqa: E402
 
-BUILTIN = load_rules(builtin_files(), by_name())
+BUILTIN = builtin_rules()
 CONTENTION = [r for r in BUILTIN if r.id == "cpu-contention"]
 
 

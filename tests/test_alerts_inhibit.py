@@ -53,6 +53,7 @@ def test_the_export_and_the_contrib_config_pass_amtool_and_agree(tmp_path):
     assert CONTRIB.read_text().rstrip().endswith(rules.rstrip())  # regenerate it from the export
 
 
+@pytest.mark.slow
 def test_rules_export_wants_one_kind_and_alertmanager_alone():
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "doctor.commands.cli", "rules", "export",
@@ -90,6 +91,7 @@ def _prometheus_alert(rule: str, key: str, severity: str, now: float) -> dict:
     return {"labels": labels, "startsAt": rfc3339(now), "endsAt": rfc3339(now + 600)}
 
 
+@pytest.mark.live
 @pytest.mark.timeout(120)
 def test_a_critical_alert_hides_its_warning_in_a_real_alertmanager(tmp_path):
     am_bin = need("prometheus-alertmanager", "prometheus-alertmanager")

@@ -6,6 +6,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 from tests.daemon_helpers import need
 
@@ -28,6 +30,7 @@ def test_exported_rules_pass_promtool_check_rules(cli, tmp_path):
     assert "SUCCESS" in check.stdout
 
 
+@pytest.mark.slow
 def test_promtool_rule_tests_pass(cli, tmp_path):
     promtool = need("promtool", "prometheus")
     _export(cli, tmp_path)
@@ -37,6 +40,7 @@ def test_promtool_rule_tests_pass(cli, tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+@pytest.mark.slow
 def test_for_override_from_the_daemon_table(cli, tmp_path):
     config = tmp_path / "llm-doctor.toml"
     config.write_text('[daemon.for]\ncpu-contention = "45s"\n')
@@ -50,6 +54,7 @@ def test_export_needs_a_format(cli):
     assert result.returncode == 3 and "--prometheus" in result.stderr
 
 
+@pytest.mark.slow
 def test_disabled_rules_are_left_out_and_severity_overrides_kept(cli, tmp_path):
     config = tmp_path / "llm-doctor.toml"
     config.write_text('[rules.cpu-contention]\nenabled = false\n'
@@ -70,6 +75,7 @@ def test_one_alert_per_severity_a_rule_can_find(cli, tmp_path):
     assert "alert: LlmDoctorNetworkSocketBuffersDefault\n" not in text
 
 
+@pytest.mark.slow
 def test_staleness_fires_from_up_and_absent_not_from_series_that_vanish(cli, tmp_path):
     text = _export(cli, tmp_path).read_text()
     stale = text.split("alert: LlmDoctorStale\n", 1)[1].split("- alert:", 1)[0]
@@ -77,6 +83,7 @@ def test_staleness_fires_from_up_and_absent_not_from_series_that_vanish(cli, tmp
     assert 'absent(up{job=\\"llm-doctor\\"})' in text.split("alert: LlmDoctorAbsent\n", 1)[1]
 
 
+@pytest.mark.slow
 def test_export_watches_the_scrape_job_it_is_given(cli, tmp_path):
     text = _export(cli, tmp_path, "--job", "inference-hosts").read_text()
     assert r'up{job=\"inference-hosts\"}' in text and r'job=\"llm-doctor\"' not in text

@@ -134,6 +134,7 @@ def test_without_torch_the_kernel_says_skip():
     assert '"skip": "torch is not installed for ' + python in out.stdout
 
 
+@pytest.mark.slow
 def test_torch_without_cuda_makes_a_gpu_run_a_skip():
     import torch
 

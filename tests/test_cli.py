@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -10,9 +11,12 @@ import time
 import jsonschema
 import pytest
 
+from tests import live_stack
+from tests.builtin_rules import builtin_rules
 from tests.conftest import REPO
 
 SCHEMA = json.loads((REPO / "docs" / "report-schema.json").read_text())
+CONTENTION = next(r for r in builtin_rules() if r.id == "cpu-contention").params
 
 
 def scan_json(cli, *args, **kw):
@@ -24,6 +28,7 @@ def scan_json(cli, *args, **kw):
     return report
 
 
+@pytest.mark.slow
 def test_quick_scan_of_this_host_follows_the_schema(cli):
     report = scan_json(cli, "--level", "quick")
     names = {p["name"]: p for p in report["probes"]}
@@ -39,6 +44,7 @@ def test_quick_scan_of_this_host_follows_the_schema(cli):
         assert "no --model-dir" in storage["reason"]
 
 
+@pytest.mark.slow
 def test_shell_with_ulimit_n_512_is_found(cli):
     report = scan_json(cli, "--level", "quick", shell_prefix="ulimit -n 512", private_pids=True)
     (finding,) = [f for f in report["findings"] if f["rule"] == "fd-limit-low"]
@@ -51,23 +57,35 @@ def test_shell_with_ulimit_n_512_is_found(cli):
     assert report["exit_code"] >= 1
 
 
+@pytest.mark.slow
 def test_a_process_spinning_on_a_core_is_found(cli):
-    spin = subprocess.Popen([sys.executable, "-c",
-                             "import time\nt = time.time()\nwhile time.time() - t < 30: pass"])
+    # A name of its own: the rule keys its findings by the process name, and a neighbour's
+    # busy python3 would stand for a spinner called python3.
+    name = f"ldspin{os.getpid() % 100000}"
+    spin = live_stack.duty_spinner(name, 30, 1.0)
     try:
         time.sleep(0.3)
         report = scan_json(cli, "--level", "quick")
     finally:
         spin.kill()
-        spin.wait()
-    mine = [f for f in report["findings"]
-            if f["rule"] == "cpu-contention" and f["evidence"]["process"].endswith(f"pid {spin.pid}")]
-    assert mine, report["findings"]
-    assert mine[0]["cause"] == "cpu-contention"
-    assert mine[0]["symptoms"] == ["slowdown"]
-    assert mine[0]["evidence"]["cpu_cores"] >= 0.5
+        spin.wait(10)
+    load = next(p for p in report["probes"] if p["name"] == "host.cpu_load")
+    measured = [p for p in load["data"]["top"] if p["comm"] == name]  # its spinning child
+    mine = [f for f in report["findings"] if f["rule"] == "cpu-contention" and f["key"] == name]
+    # How much of a core the spinner gets is the machine's (a third on a loaded 2-core
+    # machine): the rule is held to what the scan measured, half a core and more is named.
+    named = bool(measured) and measured[0]["cpu_cores"] >= CONTENTION["min_cpu_cores"]
+    assert bool(mine) == named, (measured, report["findings"])
+    if mine:
+        assert mine[0]["cause"] == "cpu-contention"
+        assert mine[0]["evidence"]["process"] == f"{name} pid {measured[0]['pid']}"
+        assert mine[0]["symptoms"] == ["slowdown"]
+        assert mine[0]["evidence"]["cpu_cores"] == measured[0]["cpu_cores"]
+    else:
+        assert measured and measured[0]["cpu_cores"] > 0, load["data"]["top"]  # it was seen
 
 
+@pytest.mark.slow
 def test_capture_then_replay_gives_the_live_findings(cli, tmp_path):
     weights = tmp_path / "model"
     weights.mkdir()
@@ -97,6 +115,7 @@ def test_capture_refuses_a_non_empty_directory(cli, tmp_path):
     assert "not empty" in result.stderr and (tmp_path / "x").read_text() == "keep me"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
     (("scan", "--levl", "quick"), "No such option '--levl'"),
     (("scan", "--replay", "/nonexistent"), "/nonexistent: not a directory"),
@@ -111,6 +130,7 @@ def test_the_scan_that_cannot_run_exits_3_with_a_clear_line(cli, args, message):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_output_file_is_written_and_stdout_stays_empty(cli, tmp_path):
     out = tmp_path / "report.md"
     result = cli("scan", "--level", "quick", "--format", "markdown", "--output", str(out),
@@ -123,6 +143,7 @@ def test_output_file_is_written_and_stdout_stays_empty(cli, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["report.md"]  # no temporary left behind
 
 
+@pytest.mark.slow
 def test_terminal_report_has_verdict_findings_and_probes(cli):
     result = cli("scan", "--level", "quick", "--no-progress", shell_prefix="ulimit -n 512",
                  private_pids=True)
@@ -134,6 +155,7 @@ def test_terminal_report_has_verdict_findings_and_probes(cli):
     assert "host.cpu_load" in result.stdout
 
 
+@pytest.mark.slow
 def test_probes_and_rules_list_the_registries(cli):
     from probes.registry import PROBES
     from doctor.rules.loader import builtin_files, load_rules
@@ -149,6 +171,7 @@ def test_probes_and_rules_list_the_registries(cli):
         assert rule.id in rules.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cause,line", [
     ("fd-limit", "llm-doctor: no playbook for 'fd-limit' (did you mean 'fd-limit-low'?)"),
     ("slow-disk", "llm-doctor: no playbook for 'slow-disk' (did you mean 'model-on-slow-disk'?)"),
@@ -161,6 +184,7 @@ def test_an_unknown_playbook_suggests_the_nearest_instead_of_listing_all(cli, ca
     assert result.stderr.strip() == line  # one line, not the 48 cause ids
 
 
+@pytest.mark.slow
 def test_playbook_command_shows_the_playbook(cli):
     result = cli("playbook", "fd-limit-low")
     assert result.returncode == 0
@@ -188,6 +212,7 @@ def test_config_is_found_in_the_working_directory_then_the_user_directory(tmp_pa
         os.environ.pop("XDG_CONFIG_HOME")
 
 
+@pytest.mark.slow
 def test_config_scan_defaults_apply(cli, tmp_path):
     config = tmp_path / "c.toml"
     config.write_text("[scan]\nlevel = 'quick'\n")
@@ -198,6 +223,7 @@ def test_config_scan_defaults_apply(cli, tmp_path):
     assert result.returncode == 3 and "scan.level = 'fast'; use quick, standard or full" in result.stderr
 
 
+@pytest.mark.slow
 def test_unwritable_output_is_a_clear_error(cli, tmp_path):
     result = cli("scan", "--level", "quick", "--output", str(tmp_path / "missing-dir" / "r.json"))
     assert result.returncode == 3
@@ -205,6 +231,7 @@ def test_unwritable_output_is_a_clear_error(cli, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_running_engine_is_judged_by_its_own_limits_and_model_path(cli, tmp_path):
     """A process that presents itself as llama-server (argv[0]) with 1024 open files."""
     model = tmp_path / "gemma.gguf"

@@ -288,6 +288,7 @@ def test_slurm_actions_in_chinese_keep_the_reason_machine_readable():
     assert other.update == () and other.says.startswith("vm 未做改动，已被他人置为 IDLE+DRAIN")
 
 
+@pytest.mark.slow
 def test_as_a_process_the_locale_speaks_chinese_and_the_light_path_too(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "LANG": "zh_CN.UTF-8"}
     bad = subprocess.run([sys.executable, "-m", "doctor.commands.cli", "scan", "--level", "nope"],

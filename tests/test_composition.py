@@ -45,6 +45,7 @@ def test_the_daemon_and_a_scan_given_the_same_flags_have_the_same_options(tmp_pa
     assert _urls(daemon) == ("http://127.0.0.1:8000",) and daemon.level == Level.QUICK
 
 
+@pytest.mark.slow
 def test_the_daemon_takes_its_table_then_scan_then_the_defaults(tmp_path):
     path = _config(tmp_path, '[scan]\nlevel = "quick"\nendpoints = ["http://127.0.0.1:7001"]\n')
     assert load_daemon(path, (), {}).options.level == Level.QUICK  # as a scan would
@@ -81,6 +82,7 @@ class _Engine(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_the_daemon_exports_an_engine_named_with_endpoint(tmp_path):
     engine = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
     threading.Thread(target=engine.serve_forever, daemon=True).start()

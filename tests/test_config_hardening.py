@@ -7,10 +7,9 @@ import os
 import pytest
 
 from doctor.config import ConfigError, check_against_rules, find_config, load_config
-from probes.registry import by_name
-from doctor.rules.loader import builtin_files, load_rules
+from tests.builtin_rules import builtin_rules
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 
 
 def error_of(tmp_path, text: str | bytes) -> str:
@@ -88,6 +87,7 @@ def test_a_good_config_still_loads(tmp_path):
     assert config.scan["model_dirs"] == ["/m"] and config.rules["fd-limit-low"]["enabled"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text,message", [
     ("scan = 5\n", "c.toml:1: 'scan' must be a table"),
     ("[scan]\nrule_files = [5]\n", "c.toml:2: scan.rule_files must be an array of paths"),

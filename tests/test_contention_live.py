@@ -13,15 +13,16 @@ import pytest
 
 from doctor.model import ProbeResult
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from probes.engine import warmup as engine_warmup
 from probes.helpers.engine_targets import Target
-from probes.registry import by_name
 from tests import live_stack
+from tests.builtin_rules import builtin_rules
 from tests.llama_server import llama_server  # noqa: F401  (the fixture)
 
-RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
+RULES = {r.id: r for r in builtin_rules()}
 
 
 def _hogs(prefix: str, count: int, share: float, seconds: float) -> list:
@@ -55,10 +56,13 @@ def _neighbour_hogs(load: dict) -> list[str]:
 
 @pytest.mark.timeout(180)
 def test_ten_processes_under_half_a_core_each_are_found_as_contention(llama_server, cli):  # noqa: F811
-    # ten asking 0.4 of a core each, 4 cores asked of 2 CPUs: each gets about 0.2, under
-    # half a core. A 20 ms duty cycle gets about half what it asks here (0.2 and 0.25 were
-    # measured at 0.10-0.16 a process, with CPU left idle: too little to starve the engine)
-    hogs = _hogs(f"ldten{os.getpid() % 1000}-", 10, 0.4, 60)
+    # Five spinning processes a CPU the engine may use: whatever else runs, each gets at most
+    # a fifth of a core (under the half a core cpu-contention names), and together they leave
+    # the engine less than the half of its one thread the rule asks. Hogs on a duty cycle
+    # (0.4 of a core asked) left it 0.545 cores on a loaded machine: the kernel's share of a
+    # duty cycle is the machine's to decide, a spinning process's is not.
+    count = 5 * len(os.sched_getaffinity(llama_server.pid))
+    hogs = _hogs(f"ldten{os.getpid() % 1000}-", count, 1.0, 120)
     seen: list[dict] = []
     try:
         time.sleep(1.0)
@@ -77,9 +81,13 @@ def test_ten_processes_under_half_a_core_each_are_found_as_contention(llama_serv
     assert seen, json.dumps({k: v for k, v in (load.get("data") or {}).items() if k in ("top", "engines", "busy_cores", "other_busy_cores")})[:6000]
     (finding,) = seen
     assert finding["cause"] == "cpu-contention" and finding["key"] == "llama.cpp llama-server"
-    assert finding["evidence"]["other_processes"] >= 10
+    assert finding["evidence"]["other_processes"] >= count
     assert finding["evidence"]["cores_wanted"] == 1.0  # -t 1: one thread computes
-    assert finding["evidence"]["cores_left"] < 0.5
+    # the measurement the finding reports is the one the rule judged: under its share
+    share = RULES["cpu-contention-spread"].params["min_left_share"]
+    assert finding["evidence"]["cores_left"] < share * finding["evidence"]["cores_wanted"]
+    hogs_seen = [p for p in load["data"]["top"] if p["comm"].startswith("ldten")]
+    assert hogs_seen and all(p["cpu_cores"] < 0.5 for p in hogs_seen), hogs_seen
 
 
 def _generate(base_url: str, tokens: int) -> None:

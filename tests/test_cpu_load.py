@@ -92,6 +92,7 @@ def _tree(seconds: float) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code, "vllm", "serve", "/m"], stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_live_other_work_is_summed_over_every_process_and_an_engine_is_its_tree():
     engine = _tree(20)

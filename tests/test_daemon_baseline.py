@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from doctor.commands.setup import load_daemon as load
 from doctor.daemon import baseline, state
 from doctor.daemon.service import Daemon
@@ -161,6 +163,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, limit_s: float) -> bool:
     return path.exists()
 
 
+@pytest.mark.slow
 def test_a_live_daemon_writes_its_baseline_on_sigusr2_and_stops_cleanly(tmp_path):
     state_file = tmp_path / "state.json"
     path = baseline.baseline_path(state_file)

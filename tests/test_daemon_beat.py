@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
+import pytest
+
 from doctor.daemon.service import Daemon
 from doctor.commands.setup import load_daemon as load
 from doctor.seam.recorded import RecordedHost
@@ -58,6 +60,7 @@ def test_a_for_window_keeps_it_pending(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_reload_applies_a_new_for_window(tmp_path):
     daemon = _daemon(tmp_path, "1h")
     try:

@@ -328,6 +328,7 @@ def test_a_finding_key_with_a_secret_reaches_neither_metrics_nor_alertmanager(ke
     assert "127.0.0.1:8000" in page or "gw.example" in page or "worker" in page
 
 
+@pytest.mark.slow
 def test_a_label_no_writer_can_write_is_made_writable_and_the_scrape_answers():
     """A lone surrogate (a hostile recording's measurements.json can hold "\\udcff") or a
     10 MB string in a label: the page is still written (it answered 500 to every scrape)."""

@@ -109,6 +109,7 @@ def _daemon(folder: Path, *flags: str, env: dict | None = None) -> tuple[stack.P
     return proc, stack.wait_for("the daemon to listen", address, 60)
 
 
+@pytest.mark.live
 @pytest.mark.timeout(240)
 def test_a_chinese_daemon_sends_chinese_alerts_and_reports(tmp_path):
     am_bin = need("prometheus-alertmanager", "prometheus-alertmanager")
@@ -169,6 +170,7 @@ def test_a_chinese_daemon_sends_chinese_alerts_and_reports(tmp_path):
             proc.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_lang_on_the_command_line_wins_over_the_config(tmp_path):
     daemon, _ = _daemon(tmp_path, "--lang", "en")

@@ -18,6 +18,8 @@ import pytest
 from tests import live_stack as stack
 from tests.daemon_helpers import need
 
+pytestmark = pytest.mark.live
+
 # The suite's llama-server (a session fixture) may still run: with an engine on the host a
 # saturated machine makes cpu-contention critical, and the escalation is a second firing.
 # These tests are about one alert's life, so the critical level is put out of reach.
@@ -92,10 +94,10 @@ def test_cpu_hog_fires_into_alertmanager_then_resolves(tmp_path):
 
         hog.kill()
         hog.wait(10)
-        cleared = time.monotonic()
+        # it resolves (the wait's bound is a hang's, not a speed: beats run late on a busy
+        # machine), once, and is said once
         stack.wait_for("the alert to resolve in Alertmanager",
                        lambda: not _ours(_am_alerts(amtool, am_url), name), 60, 0.5)
-        assert time.monotonic() - cleared < 30
         assert "alert resolved: cpu-contention" in daemon.log()
         assert daemon.log().count(f"alert firing: cpu-contention {labels['key']} ") == 1  # no storm
     except AssertionError:
@@ -193,9 +195,8 @@ def test_sighup_reloads_and_sigterm_stops_cleanly(tmp_path):
         os.kill(daemon.popen.pid, signal.SIGHUP)
         stack.wait_for("the failed reload", lambda: "reload failed" in daemon.log(), 20)
         assert "llm_doctor_probe_success" in stack.get(f"http://{address}/metrics")
-        started = time.monotonic()
-        assert daemon.stop(timeout_s=15) == 0
-        assert time.monotonic() - started < 10 and "stopped" in daemon.log()
+        assert daemon.stop(timeout_s=15) == 0  # its own clean exit, not a kill at the bound
+        assert "stopped" in daemon.log()
     finally:
         daemon.stop()
 

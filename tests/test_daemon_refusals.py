@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 BASE = {"level": '"quick"', "interval": '"1s"', "listen": '"127.0.0.1:0"'}
@@ -76,6 +78,7 @@ def _cases(f: dict[str, str]) -> list[tuple[str, str, list[str], str]]:
     ]
 
 
+@pytest.mark.slow
 def test_each_bad_setting_is_one_line_naming_its_key_exit_3_at_once(tmp_path):
     files = _files(tmp_path)
     running = []

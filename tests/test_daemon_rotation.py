@@ -38,6 +38,7 @@ def _handshake_fails(address: str, tls: ssl.SSLContext) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sighup_rotates_the_password_and_the_certificate(tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
@@ -81,6 +82,7 @@ def test_sighup_rotates_the_password_and_the_certificate(tmp_path):
         daemon.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_turning_tls_on_by_reload_needs_a_restart_and_says_so(tmp_path):
     cert, key = self_signed(tmp_path)

@@ -11,6 +11,7 @@ import logging
 import re
 import resource
 import socket
+import subprocess
 import sys
 import time
 
@@ -82,6 +83,7 @@ def _connect(address: str) -> socket.socket:
     return socket.create_connection((host, int(port)), timeout=5)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_idle_connections_under_an_address_space_limit_never_fail_a_scrape(tmp_path):
     """The issue's case: a thread per idle connection exhausted a 2 GB address space at about
@@ -115,6 +117,7 @@ def test_idle_connections_under_an_address_space_limit_never_fail_a_scrape(tmp_p
     assert "beat failed" not in log and "can't start new thread" not in log, log[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_slow_and_silent_clients_are_cut_at_the_header_timeout(plain):
     proc, address = plain
@@ -142,6 +145,7 @@ def test_slow_and_silent_clients_are_cut_at_the_header_timeout(plain):
     _no_traceback(proc)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_over_the_connection_limit_the_longest_idle_goes_and_scrapes_are_answered(plain):
     proc, address = plain
@@ -212,6 +216,7 @@ def tls(tmp_path_factory):
     assert proc.stop() == 0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_silent_tls_client_is_cut_and_never_holds_up_a_scrape(tls):
     """The old server did the TLS handshake in its accept loop: one client that connected
@@ -222,8 +227,10 @@ def test_a_silent_tls_client_is_cut_and_never_holds_up_a_scrape(tls):
     partial.sendall(b"\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03")  # a ClientHello's start
     started = time.monotonic()
     try:
-        assert _scrape(address, tls=context) == 200  # at once, though four handshakes wait
-        assert time.monotonic() - started < 3
+        assert _scrape(address, tls=context) == 200
+        # answered while the four handshakes still wait: none has been cut yet, so the scrape
+        # waited for none of them (the old server answered only once they were cut)
+        assert not any(_closed_by_server(s) for s in [partial, *silent])
         assert _status(stack.raw_http(address, SCRAPE, 3.0)) == 0  # plain HTTP: closed
         while time.monotonic() - started < HEADER_S + 3:
             if all(_closed_by_server(s) for s in [partial, *silent]):
@@ -320,17 +327,18 @@ def test_sigterm_stops_the_daemon_at_any_point_of_its_start(tmp_path, after_s):
                                  "127.0.0.1:0", "--config", str(config)], tmp_path,
                       env={"PYTHONPATH": str(REPO)})
     time.sleep(after_s)
-    started = time.monotonic()
     proc.popen.terminate()
     try:
-        code = proc.popen.wait(10)
+        code = proc.popen.wait(60)  # a bound on a hang, not a speed: it stops or it does not
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"SIGTERM {after_s} s into its start did not stop the daemon: {proc.log()}")
     finally:
         proc.stop()
-    assert time.monotonic() - started < 10
     assert code in (0, -15), proc.log()  # its handler once serving; the default action before
     assert "Traceback" not in proc.log()
 
 
+@pytest.mark.slow
 def test_pipelined_requests_over_tls_are_all_answered(tls):
     """Over TLS, requests already decrypted are read without waiting for the socket: a long
     first request leaves room for only part of the next TLS record, the rest waits decrypted

@@ -40,6 +40,7 @@ def test_listen_addresses(listen, address):
     assert Settings(listen=listen).address() == address
 
 
+@pytest.mark.slow
 def test_daemon_config_mistake_is_one_line_exit_3(cli, tmp_path):
     path = tmp_path / "c.toml"
     path.write_text("[daemon.for]\nno-such-rule = \"1m\"\n")

@@ -78,6 +78,7 @@ def _written(tmp_path, **changes) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_stale_absent_future_and_broken_states_are_unknown(tmp_path):
     path = _written(tmp_path)
     taken = state.read(path).taken_at

@@ -56,6 +56,7 @@ STORIES = [  # (base, story host, the first change, every fact that may move, th
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("base,story,first,allowed,raised", STORIES, ids=[s[1] for s in STORIES])
 def test_a_story_gives_its_verdict_its_first_change_and_nothing_else(base, story, first, allowed,
                                                                      raised):
@@ -76,6 +77,7 @@ def test_a_story_gives_its_verdict_its_first_change_and_nothing_else(base, story
     jsonschema.validate(diff_dict(diff), SCHEMA)
 
 
+@pytest.mark.slow
 def test_the_argv_diff_names_the_flag_added():
     diff = compare(saved("vllm-v1-calm"), saved("diff-vllm-v1-enforce-eager"))
     (fact,) = [f for f in diff.facts if f.id == f"{VLLM}.flag.enforce_eager"]

@@ -37,6 +37,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, limit_s: float) -> bool:
     return path.exists()
 
 
+@pytest.mark.slow
 def test_a_planted_fault_is_the_first_change_since_the_daemons_baseline(tmp_path):
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft <= LOW * 4:

@@ -8,21 +8,23 @@ import hashlib
 import json
 import shutil
 
+import pytest
+
 from doctor.diff.compare import compare
 from doctor.diff.facts import NOT_RECORDED, argv_flags
 from doctor.diff.model import ADDED, CHANGED, REMOVED, SAME
 from doctor.model import Level, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.helpers.cuda_loaded import mapped
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
 from reports.diff_json import to_dict as diff_dict
 from reports.json_report import to_dict
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.test_fixtures import replay
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 H100 = "h100-sxm-8x-torch-cu128"
 H100_PID = 51877
 NCCL_LINE = ("7f3a20000000-7f3a22000000 r-xp 00000000 103:02 2100009            "
@@ -60,12 +62,14 @@ def test_the_mapped_libnccl_gives_its_version_and_a_soname_alone_gives_none():
     assert mapped("").nccl is None
 
 
+@pytest.mark.slow
 def test_gpu_runtime_records_the_nccl_a_recorded_engine_maps(tmp_path):
     engine = _runtime_engine(replay(_with_nccl(tmp_path, "2.21.5")))
     assert engine.nccl == "2.21.5"
     assert _runtime_engine(replay(FIXTURE_HOSTS / H100)).nccl is None  # not mapped: None
 
 
+@pytest.mark.slow
 def test_a_nccl_upgrade_is_a_changed_fact_of_the_engine(tmp_path):
     before = to_dict(replay(_with_nccl(tmp_path, "2.21.5")))
     after = to_dict(replay(_with_nccl(tmp_path, "2.23.4")))
@@ -105,6 +109,7 @@ def _capacity(report) -> object:
     return result.record
 
 
+@pytest.mark.slow
 def test_engine_capacity_keeps_the_hash_of_the_config_it_read(tmp_path):
     root, config = _with_config(tmp_path, "plain")
     record = _capacity(replay(root))
@@ -113,6 +118,7 @@ def test_engine_capacity_keeps_the_hash_of_the_config_it_read(tmp_path):
     assert engine.config_sha256 == hashlib.sha256(config.read_bytes()).hexdigest()[:16]
 
 
+@pytest.mark.slow
 def test_a_changed_config_at_the_same_path_is_a_changed_fact(tmp_path):
     before = to_dict(replay(_with_config(tmp_path, "8k")[0]))
     after = to_dict(replay(_with_config(tmp_path, "rope", rope_scaling={
@@ -127,6 +133,7 @@ def test_a_changed_config_at_the_same_path_is_a_changed_fact(tmp_path):
     assert not any("config.json" in line for line in NOT_RECORDED)
 
 
+@pytest.mark.slow
 def test_the_config_hash_survives_a_capture_and_its_replay(tmp_path):
     root, _ = _with_config(tmp_path, "source")
     source = RecordedHost(root)
@@ -156,6 +163,7 @@ def _with_argv(tmp_path, label: str, *extra: str):
     return root
 
 
+@pytest.mark.slow
 def test_every_flag_of_the_argv_is_a_fact_and_a_changed_key_is_never_shown(tmp_path):
     before = to_dict(replay(_with_argv(tmp_path, "before", "--swap-space", "4", "--enable-prefix-caching",
                                        "--api-key", "sk-before-0123456789")))

@@ -179,6 +179,7 @@ def test_facts_read_on_one_side_list_why():
     assert f"{GPU0}.bandwidth.d2d_gbps" in page and "not judged" in page
 
 
+@pytest.mark.slow
 def test_the_cli_writes_the_page(cli, tmp_path):
     out = tmp_path / "diff.html"
     base, x8 = FIXTURE_HOSTS / "l40s-8x-acs-off", FIXTURE_HOSTS / "diff-l40s-8x-gpu0-x8"
@@ -190,6 +191,7 @@ def test_the_cli_writes_the_page(cli, tmp_path):
     assert f"{GPU0}.pcie.width" in page and "<svg" in page
 
 
+@pytest.mark.browser
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("pair", ["x8", "hostile", "everywhere"])
 def test_opens_in_headless_chromium_without_errors_or_requests(tmp_path, pair):

@@ -106,6 +106,7 @@ def _page_text(page: str) -> str:
     return html_lib.unescape(re.sub(r"<[^>]+>", " ", body))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("before,after,different", PAIRS, ids=IDS)
 def test_every_format_speaks_chinese(before, after, different):
     diff = _zh(before, after, different)
@@ -177,6 +178,7 @@ def test_english_reads_as_before():
     assert not CJK.search(text + _terminal(diff) + diff_html.render(diff))
 
 
+@pytest.mark.slow
 def test_the_command_line_speaks_chinese(cli):
     before, after = (str(FIXTURE_HOSTS / n) for n in ("l40s-8x-acs-off", "diff-l40s-8x-gpu4-held"))
     result = cli("diff", before, after, "--lang", "zh_CN")

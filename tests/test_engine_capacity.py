@@ -10,12 +10,12 @@ from doctor.seam.recorded_store import RecordedHostError
 
 from doctor.model import Level, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordWriter
-from probes.registry import PROBES, by_name
-from doctor.rules.loader import builtin_files, load_rules
+from probes.registry import PROBES
 from doctor.scan import scan
+from tests.builtin_rules import builtin_rules
 
 MODELS = Path(__file__).parent / "engine_pages" / "models"
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 PROBES_HERE = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.capacity"))
 GiB = 1 << 30
 

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.engine import container
 from probes.helpers import cgroups, mounts
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.fixtures import build_container_hosts as builder
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 HOSTS = sorted(builder.BUILDERS)
 PID = builder.PID
 V2_DIR = f"/sys/fs/cgroup/system.slice/docker-{builder.CONTAINER}.scope"
@@ -106,6 +106,7 @@ def _files(root: Path) -> dict[str, bytes]:
             if p.is_file() and p.name not in ("host.toml", "measurements.json")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", HOSTS)
 def test_rebuilding_a_container_host_gives_the_committed_tree(name, tmp_path):
     builder.write_host(name, tmp_path)
@@ -126,6 +127,7 @@ def _planted(tmp_path: Path, name: str, path: str, text: str) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path, text", [
     (f"{V2_DIR}/cpu.max", "fifty 100000\n"),
     (f"{V2_DIR}/cpu.max", "50000\n"),
@@ -138,6 +140,7 @@ def test_a_broken_cpu_file_is_named_in_the_item(tmp_path, path, text):
     assert item.cpu_quota_cpus is None and item.cpu_reason and path in item.cpu_reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path, text", [
     (f"{V2_DIR}/memory.max", "lots\n"),
     (f"{V2_DIR}/memory.events", "oom_kill\n"),
@@ -147,6 +150,7 @@ def test_a_broken_memory_file_is_named_in_the_item(tmp_path, path, text):
     assert item.memory_limit_bytes is None and path in (item.memory_reason or "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [{"periods": "ten", "throttled": 1}, {"periods": True, "throttled": 1},
                                    {"periods": 10, "throttled": 1.5e19}, [], "x",
                                    {"periods": 10, "throttled": -1}, {"periods": 10, "throttled": 11},
@@ -185,6 +189,7 @@ GARBAGE = ["", "x", "-1", "1 2 3", "\x00\x01", "9" * 30, "max", "nr_throttled x\
            "a:b:c\n", "size=99999999999999999999g", "²", "\n\n\n", "nr_periods 5\nnr_throttled 9\n"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["vllm-docker-v2-oom-killed", "vllm-docker-v1-cpu-quota"])
 def test_every_file_the_probe_reads_may_be_garbage(tmp_path, name):
     """Container files replaced by garbage (40 pairs of a fixed seed, every file at least

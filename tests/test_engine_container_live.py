@@ -27,16 +27,17 @@ import pytest
 
 from doctor.model import ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from probes.engine import container
 from probes.helpers.cgroups import parse_mounts, parse_proc_cgroup
-from probes.registry import by_name
 from tests import llama_server as llama
+from tests.builtin_rules import builtin_rules
 
-RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
+pytestmark = pytest.mark.live
+
+RULES = {r.id: r for r in builtin_rules()}
 
 RMDIR_TRIES = 50  # 5 s: a killed process leaves its cgroup when it is reaped
 

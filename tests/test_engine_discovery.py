@@ -107,6 +107,7 @@ def llama_server(gemma_gguf):
     proc.wait(timeout=10)
 
 
+@pytest.mark.live
 def test_a_running_llama_server_is_found_without_being_told(llama_server, gemma_gguf):
     proc, port = llama_server
     rules = load_rules(builtin_files(), by_name())

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from doctor.model import ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.recorded import RecordedHost
 from probes.engine import frontend
 from probes.host import cpu_load
-from probes.registry import by_name
+from tests.builtin_rules import builtin_rules
 from tests.fixtures.build_frontend_hosts import API, build
 
-RULE = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "frontend-cpu-bound")
+RULE = next(r for r in builtin_rules() if r.id == "frontend-cpu-bound")
 
 
 def _judged(tmp_path, name):

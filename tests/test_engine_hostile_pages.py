@@ -19,12 +19,12 @@ from doctor.seam.live import LiveHost
 from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from doctor.model import Level, ScanOptions
 from probes.helpers.promtext import PageError, parse
-from probes.registry import PROBES, by_name
-from doctor.rules.loader import builtin_files, load_rules
+from probes.registry import PROBES
 from doctor.scan import scan
+from tests.builtin_rules import builtin_rules
 from tests.hostile_http import RawServer, Request, response
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 QUICK_ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine.")
                             and p.level == Level.QUICK)
 ACTIVE_PROBES = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.warmup",
@@ -108,7 +108,9 @@ NUMBERS = [
 
 
 @pytest.mark.parametrize("given,kept", NUMBERS, ids=[n[0][:12] for n in NUMBERS])
-@pytest.mark.parametrize("page", ["/v1/models", "/props", "/info", "/server_info", "/api/ps"])
+# /api/ps is read twice 2 s apart (engine.ollama's reload check): slow, the others are not
+@pytest.mark.parametrize("page", ["/v1/models", "/props", "/info", "/server_info",
+                                  pytest.param("/api/ps", marks=pytest.mark.slow)])
 def test_a_hostile_length_on_any_page_is_no_length(page, given, kept):
     body = {"/v1/models": '{"data": [{"id": "m", "owned_by": "vllm", "max_model_len": %s}]}',
             "/props": '{"total_slots": 4, "default_generation_settings": {"n_ctx": %s}}',
@@ -161,6 +163,7 @@ vllm:request_prompt_tokens_bucket{le="+Inf"} NaN
 """
 
 
+@pytest.mark.slow
 def test_nan_infinite_and_negative_samples_are_no_figures_with_a_reason():
     with _serving({"/metrics": HOSTILE_GAUGES}) as server:
         probes = _scan(server)

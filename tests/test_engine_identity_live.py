@@ -22,6 +22,8 @@ from tests import llama_server
 from tests.conftest import REPO
 from tests.daemon_helpers import need
 
+pytestmark = pytest.mark.live
+
 LIMIT = 256
 REQUEST_PROBES = ("engine.warmup", "engine.output")  # the probes with a request cost
 

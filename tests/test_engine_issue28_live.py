@@ -26,6 +26,8 @@ from tests import llama_server
 from tests.cgroup_v1 import cpu_quota, exec_prefix
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.live
+
 SCAN_TIMEOUT_S = 300
 LOAD_WAIT_S = 60.0  # for the first 503 of a server loading under its CPU quota
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 from doctor.engines import identity
 from doctor.model import ProbeResult
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from probes.engine.container import EngineContainer
 from probes.helpers.engine_flags import identity_of
 from probes.helpers.processes import Process
 from probes.host.limits import LimitsRecord, ProcessLimits
-from probes.registry import by_name
+from tests.builtin_rules import builtin_rules
 
-RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
+RULES = {r.id: r for r in builtin_rules()}
 
 
 def _keys(rule_id: str, probe: str, record) -> list[str]:

@@ -15,13 +15,13 @@ import pytest
 from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions
 from probes.registry import PROBES, by_name
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from tests import engine_pages
+from tests.builtin_rules import builtin_rules
 from tests.engine_pages.server import API_KEY, SGLANG_KEY
 
 engine_server = engine_pages.engine_server  # a fixture
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 
 
@@ -64,6 +64,7 @@ def only(report, *names):
     return [f for f in report.findings if f.rule in names]
 
 
+@pytest.mark.slow
 def test_kv_pressure_page_gives_pressure_and_preemption(engine_server):
     report = scan_endpoints(f"{engine_server.url}/vllm-v1-kv-pressure")
     probes = status(report)
@@ -87,6 +88,7 @@ def test_kv_pressure_page_gives_pressure_and_preemption(engine_server):
     assert engine_server.scrapes["vllm-v1-kv-pressure"] >= 2
 
 
+@pytest.mark.slow
 def test_calm_page_gives_neither(engine_server):
     report = scan_endpoints(f"{engine_server.url}/vllm-v1-calm")
     assert status(report)["engine.metrics"].status == "ok"
@@ -96,6 +98,7 @@ def test_calm_page_gives_neither(engine_server):
     assert record.ttft_p99_s < 0.1
 
 
+@pytest.mark.slow
 def test_big_blocks_for_short_requests_are_fragmentation(engine_server):
     report = scan_endpoints(f"{engine_server.url}/vllm-v1-short-requests-big-blocks")
     found = only(report, "kv-cache-fragmentation")
@@ -104,6 +107,7 @@ def test_big_blocks_for_short_requests_are_fragmentation(engine_server):
     assert found[0].evidence["block_waste_fraction"] > 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario,kind,absent", [
     ("sglang", "sglang", "preemptions: SGLang exports no preemption or retraction counter"),
     ("tgi", "tgi", "ttft: TGI exports no time-to-first-token histogram"),
@@ -119,6 +123,7 @@ def test_other_engines_normalise_and_say_what_they_lack(engine_server, scenario,
         assert record.e2e_p95_s is not None and record.latency_window == "between scrapes"
 
 
+@pytest.mark.slow
 def test_sglang_and_tgi_configuration_from_their_pages(engine_server):
     report = scan_endpoints(f"{engine_server.url}/sglang", f"{engine_server.url}/tgi")
     engines = {e.kind: e for e in status(report)["engine.discovery"].record.engines}
@@ -133,6 +138,7 @@ HOSTILE = [("garbage", "not a Prometheus text page"), ("truncated", "not a Prome
            ("huge", "body larger than"), ("drip", "timeout"), ("silent", "timeout")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,says", HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_hostile_endpoint_is_an_error_naming_it_and_the_scan_goes_on(engine_server, name, says):
     host_probes = tuple(p for p in PROBES if p.name in ("host.memory", "host.sysctl"))
@@ -147,6 +153,7 @@ def test_hostile_endpoint_is_an_error_naming_it_and_the_scan_goes_on(engine_serv
     assert probes["host.memory"].status == "ok" and probes["host.sysctl"].status == "ok"
 
 
+@pytest.mark.slow
 def test_api_key_is_sent_and_never_shown(engine_server, tmp_path):
     url = f"http://:{API_KEY}@127.0.0.1:{engine_server.server_address[1]}/needs-key"
     report = scan_endpoints(url)
@@ -157,6 +164,7 @@ def test_api_key_is_sent_and_never_shown(engine_server, tmp_path):
         assert API_KEY not in render(report, fmt)
 
 
+@pytest.mark.slow
 def test_without_the_key_the_error_says_how_to_pass_it(engine_server):
     report = scan_endpoints(f"{engine_server.url}/needs-key")
     metrics = status(report)["engine.metrics"]
@@ -164,6 +172,7 @@ def test_without_the_key_the_error_says_how_to_pass_it(engine_server):
     assert "--endpoint http://:KEY@host:port" in metrics.reason
 
 
+@pytest.mark.slow
 def test_cli_endpoint_flag_reports_the_engine(engine_server, cli):
     result = cli("scan", "--level", "quick", "--format", "json", "--no-progress",
                  "--endpoint", f"{engine_server.url}/vllm-v1-kv-pressure")

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordingHost
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.fixtures import build_offload_hosts as builder
 from tests.llama_server import start, stop
 
-RULES = [r for r in load_rules(builtin_files(), by_name()) if r.id == "model-offloaded-to-cpu"]
+RULES = [r for r in builtin_rules() if r.id == "model-offloaded-to-cpu"]
 # what the estimate needs: the GPU's, the engine's and host.memory_bandwidth's reads
 SPECS = tuple(p for p in PROBES if p.name in ("engine.discovery", "host.memory_bandwidth",
                                               "engine.offload"))
@@ -44,6 +44,7 @@ def hosts(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_llama_cpp_ngl_20_of_33_layers_fires_with_the_estimate(hosts):
     record, findings = _scan(RecordedHost(hosts / "a100-llama-cpp-ngl-20"))
     (item,) = record.engines
@@ -60,6 +61,7 @@ def test_llama_cpp_ngl_20_of_33_layers_fires_with_the_estimate(hosts):
     assert f"decode estimated at {item.tokens_per_s} tokens/s" in finding.title
 
 
+@pytest.mark.slow
 def test_llama_cpp_ngl_999_is_silent(hosts):
     record, findings = _scan(RecordedHost(hosts / "a100-llama-cpp-ngl-999"))
     (item,) = record.engines
@@ -67,6 +69,7 @@ def test_llama_cpp_ngl_999_is_silent(hosts):
     assert findings == []
 
 
+@pytest.mark.slow
 def test_ollama_with_12_of_33_in_vram_is_critical_and_its_partner_silent(hosts):
     record, findings = _scan(RecordedHost(hosts / "a10-ollama-12-of-33"))
     (item,) = record.engines
@@ -101,6 +104,7 @@ class Recapture(RecordingHost):
         return super().measure(name, lambda: self.live.measure(name, fn))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(builder.HOSTS))
 def test_capture_of_an_offload_host_replays_the_same(name, hosts, tmp_path):
     original, found = _scan(RecordedHost(hosts / name))
@@ -112,6 +116,7 @@ def test_capture_of_an_offload_host_replays_the_same(name, hosts, tmp_path):
     assert [(f.rule, f.severity) for f in found] == [(f.rule, f.severity) for f in again]
 
 
+@pytest.mark.live
 @pytest.mark.timeout(300)
 def test_live_llama_server_ngl_0(tmp_path):
     """The real llama-server, every layer kept on the CPU. Without a GPU that is the only
@@ -145,6 +150,7 @@ def _edited(hosts: Path, tmp_path: Path, name: str, edit) -> RecordedHost:
     return RecordedHost(root)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["1e308", "inf", "-4", "eight", "nan"])
 def test_a_cpu_offload_gb_that_is_no_size_is_named(hosts, tmp_path, value):
     def edit(root: Path) -> None:
@@ -158,6 +164,7 @@ def test_a_cpu_offload_gb_that_is_no_size_is_named(hosts, tmp_path, value):
     assert findings == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["-1", "twenty", "1e999", "20.5"])
 def test_an_ngl_that_is_no_count_is_named(hosts, tmp_path, value):
     def edit(root: Path) -> None:
@@ -170,6 +177,7 @@ def test_an_ngl_that_is_no_count_is_named(hosts, tmp_path, value):
     assert findings == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body", [
     "not json", "[]", '{"models": {"a": 1}}', '{"models": [1, null, "x"]}',
     '{"models": [{"name": "m", "size": NaN, "size_vram": 5}]}',

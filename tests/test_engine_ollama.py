@@ -12,18 +12,17 @@ import pytest
 
 from doctor.model import Level, ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordWriter
 from probes.engine import discovery, ollama
-from probes.registry import by_name
+from tests.builtin_rules import builtin_rules
 from tests.ollama_process import start, stop
 
 pytestmark = pytest.mark.timeout(90)
 
 PAGES = Path(__file__).parent / "engine_pages"
 QUICK = ScanOptions(level=Level.QUICK)
-THRASH = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "model-reload-thrash")
+THRASH = next(r for r in builtin_rules() if r.id == "model-reload-thrash")
 
 
 def mine(record, port: int):
@@ -42,6 +41,7 @@ CALM_ENV = {"OLLAMA_NUM_PARALLEL": "2", "OLLAMA_KEEP_ALIVE": "24h", "OLLAMA_CONT
             "OLLAMA_FLASH_ATTENTION": "1", "OLLAMA_KV_CACHE_TYPE": "q8_0", "SECRET_TOKEN": "s3cret"}
 
 
+@pytest.mark.slow
 def test_ollama_settings_models_and_version(tmp_path):
     process, port = start(tmp_path, "ollama-calm", CALM_ENV)
     try:
@@ -68,6 +68,7 @@ def test_ollama_settings_models_and_version(tmp_path):
     assert thrash(e) == []  # the healthy partner of the reloading Ollama below
 
 
+@pytest.mark.slow
 def test_ollama_reloading_between_the_reads(tmp_path):
     """OLLAMA_KEEP_ALIVE=10s; between discovery's /api/ps and engine.ollama's, llama3.2 came
     back at num_ctx 8192 (it had 4096: a request asked for another num_ctx) and qwen2.5 was
@@ -90,6 +91,7 @@ def test_ollama_reloading_between_the_reads(tmp_path):
     assert "unloaded qwen2.5:7b" in finding.title and "server keep-alive 10 s" in finding.title
 
 
+@pytest.mark.slow
 def test_an_ollama_runner_is_no_engine_of_its_own(tmp_path):
     """``ollama runner`` (one per loaded model) listens on its own loopback port and serves
     none of Ollama's API: discovery does not list it; engine.ollama counts it."""
@@ -162,6 +164,7 @@ HOSTILE_PS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", HOSTILE_PS)
 def test_hostile_ps_pages_are_no_crash(tmp_path, page):
     """Whatever /api/ps says, engine.ollama gives a record and the rule judges it."""

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.engine import quant
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.fixtures import build_offload_hosts as builder
 
-RULES = [r for r in load_rules(builtin_files(), by_name()) if r.id == "slow-quant-kernel"]
+RULES = [r for r in builtin_rules() if r.id == "slow-quant-kernel"]
 SPECS = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.quant"))
 QUANT_HOSTS = sorted(n for n in builder.HOSTS if "awq" in n)
 
@@ -39,6 +39,7 @@ def _scan(host):
     return result.record, report.findings
 
 
+@pytest.mark.slow
 def test_awq_forced_on_an_a100_fires(hosts):
     record, findings = _scan(RecordedHost(hosts / "a100-vllm-awq-forced"))
     (item,) = record.engines
@@ -50,6 +51,7 @@ def test_awq_forced_on_an_a100_fires(hosts):
                                   "of compute capability 8.0 that runs awq_marlin")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["a100-vllm-awq-marlin", "a100-vllm-awq-unflagged",
                                   "t4-vllm-awq-forced"])
 def test_the_healthy_partners_are_silent(hosts, name):
@@ -92,6 +94,7 @@ def test_marlin_takes_what_vllm_converts(config, fits):
     assert quant.marlin_fits(config)[0] is fits
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [
     "{", "[]", json.dumps({"quantization_config": [1, 2]}),
     json.dumps({"quantization_config": {"quant_method": ["awq"], "bits": "four"}}),

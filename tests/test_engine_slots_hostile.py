@@ -13,12 +13,11 @@ import pytest
 
 from doctor.model import ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from probes.engine import slots as engine_slots
-from probes.registry import by_name
+from tests.builtin_rules import builtin_rules
 
-RULE = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "too-few-slots")
+RULE = next(r for r in builtin_rules() if r.id == "too-few-slots")
 DEFERRED = "llamacpp:requests_processing {busy}\nllamacpp:requests_deferred {deferred}\n"
 # name -> (/props body, /slots body, /metrics body)
 PAGES = {
@@ -67,6 +66,7 @@ def serve():
         server.server_close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(PAGES))
 def test_hostile_pages_are_no_numbers(serve, scenario):
     url = serve(scenario)
@@ -86,6 +86,7 @@ def test_hostile_pages_are_no_numbers(serve, scenario):
     json.dumps([f.evidence for f in findings])  # the evidence is plain data
 
 
+@pytest.mark.slow
 def test_slots_page_that_is_no_list_names_its_url(serve):
     url = serve("huge-slots")
     (mine,) = [e for e in engine_slots.probe(LiveHost(), ScanOptions(endpoints=(url,))).engines
@@ -94,6 +95,7 @@ def test_slots_page_that_is_no_list_names_its_url(serve):
     assert mine.error and f"{url}/slots" in mine.error
 
 
+@pytest.mark.slow
 def test_deep_nesting_is_not_json(serve):
     url = serve("deep")
     (mine,) = [e for e in engine_slots.probe(LiveHost(), ScanOptions(endpoints=(url,))).engines

@@ -15,19 +15,18 @@ import pytest
 
 from doctor.model import ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from doctor.workload import knee
 from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from probes.engine import load as engine_load, slots as engine_slots
-from probes.registry import by_name
 from tests import llama_server as llama
+from tests.builtin_rules import builtin_rules
 from tests.llama_server import llama_server  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 
 CONCURRENCY = 4
-RULE = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "too-few-slots")
+RULE = next(r for r in builtin_rules() if r.id == "too-few-slots")
 
 
 @pytest.fixture(params=[1, 4], ids=["np1", "np4"])

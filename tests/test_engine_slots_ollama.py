@@ -15,17 +15,16 @@ import pytest
 
 from doctor.model import ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from probes.engine import slots as engine_slots
-from probes.registry import by_name
+from tests.builtin_rules import builtin_rules
 from tests.ollama_process import start
 
 pytestmark = pytest.mark.timeout(120)
 
 PAGES = Path(__file__).parent / "engine_pages"
 CLIENTS = 4
-RULE = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "too-few-slots")
+RULE = next(r for r in builtin_rules() if r.id == "too-few-slots")
 
 
 def _impostor(tmp_path: Path, parallel: str) -> tuple[subprocess.Popen, int]:
@@ -45,6 +44,7 @@ def _clients(port: int) -> list[socket.socket]:
     return sockets
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parallel", ["1", "4"])
 def test_num_parallel_against_four_clients(tmp_path, parallel):
     process, port = _impostor(tmp_path, parallel)

@@ -37,6 +37,7 @@ def _scan(path: Path, lang: str):
         return {p.name: p for p in scan(host, options, PROBES, []).probes}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ENGINE_HOSTS)
 def test_an_engine_host_reads_in_chinese(name):
     path = FIXTURE_HOSTS / name

@@ -78,9 +78,10 @@ def _silent_listener():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(16)
-        yield s.getsockname()[1]
+        yield s
 
 
+@pytest.mark.slow
 def test_a_refused_endpoint_is_critical_and_exits_2():
     port = _free_port()
     rc, report = _scan("--endpoint", f"127.0.0.1:{port}")
@@ -90,6 +91,7 @@ def test_a_refused_endpoint_is_critical_and_exits_2():
     assert finding["evidence"]["tried"] == "/metrics: connection refused"
 
 
+@pytest.mark.slow
 def test_a_plain_http_server_is_no_engine(tmp_path, monkeypatch):
     (tmp_path / "index-me.txt").write_text("a plain directory listing\n")
 
@@ -127,6 +129,7 @@ def _answering(status: int, message: str) -> type[http.server.BaseHTTPRequestHan
     return Failing
 
 
+@pytest.mark.slow
 def test_an_endpoint_answering_503_loading_model_is_starting_not_down():
     """Issue 28 §6: llama.cpp's 503 "Loading model" is a load in progress: engine-loading
     (info, no restart advised), never the critical engine-unreachable."""
@@ -141,6 +144,7 @@ def test_an_endpoint_answering_503_loading_model_is_starting_not_down():
     assert rc < 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [500, 503])
 def test_an_endpoint_answering_5xx_is_critical_with_its_message(status):
     class Failing(http.server.BaseHTTPRequestHandler):
@@ -164,26 +168,41 @@ def test_an_endpoint_answering_5xx_is_critical_with_its_message(status):
     assert f"HTTP {status} (Internal failure)" in finding["title"]
 
 
+def _connections_made(listener: socket.socket) -> int:
+    """The connections the kernel completed on the silent ``listener`` (each waits in its
+    backlog, unanswered, until accepted here)."""
+    listener.setblocking(False)
+    made = 0
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            return made
+        conn.close()
+        made += 1
+
+
+@pytest.mark.slow
 def test_a_socket_that_accepts_and_never_answers_costs_one_timeout():
-    with _silent_listener() as port:
-        started = time.monotonic()
+    with _silent_listener() as listener:
+        port = listener.getsockname()[1]
         rc, report = _scan("--endpoint", f"http://127.0.0.1:{port}")
-        took = time.monotonic() - started
+        made = _connections_made(listener)
     finding = _unreachable(report, f"http://127.0.0.1:{port}")
     assert rc == 2
     assert finding["evidence"]["outcome"] == "timeout"
     assert "timed out after 3 s" in finding["title"]
     probes = {p["name"]: p for p in report["probes"]}
     # one 3 s bound, at discovery: load and exposure ask it nothing more (they waited 10 s
-    # and 5 s on it before), and metrics takes discovery's read
-    for name in ("engine.metrics", "engine.load", "engine.exposure"):
-        assert probes[name]["duration_s"] < 1.5, (name, probes[name])
+    # and 5 s on it before), and metrics takes discovery's read. Counted in connections,
+    # not in seconds: how long a scan takes is the machine's.
+    assert made == 1, made
     for name in ("engine.load", "engine.exposure"):
         assert probes[name]["status"] == "skipped" or f"127.0.0.1:{port}" not in json.dumps(
             probes[name]["data"]), (name, probes[name])
-    assert took < 3 + 20, took
 
 
+@pytest.mark.slow
 def test_a_healthy_engine_gives_no_finding():
     body = (b"# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 0\n"
             b"# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 0\n")
@@ -231,6 +250,7 @@ def _stop(process: subprocess.Popen) -> None:
     process.wait(10)
 
 
+@pytest.mark.slow
 def test_a_discovered_engine_whose_port_refuses_is_critical(tmp_path):
     port = _free_port()
     process = _named_llama_server(tmp_path, "import time; time.sleep(120)", port)
@@ -246,6 +266,7 @@ def test_a_discovered_engine_whose_port_refuses_is_critical(tmp_path):
     assert f"pid {process.pid}" in evidence["engine"] and "llama.cpp" in finding["title"]
 
 
+@pytest.mark.slow
 def test_a_discovered_engine_that_listens_and_never_answers_is_critical(tmp_path):
     port = _free_port()
     code = ("import socket, time; s = socket.socket(); "
@@ -264,6 +285,7 @@ def test_a_discovered_engine_that_listens_and_never_answers_is_critical(tmp_path
     assert "timed out after 3 s" in finding["title"] and f"pid {process.pid}" in finding["title"]
 
 
+@pytest.mark.live
 def test_the_real_llama_server_stopped_with_sigstop(tmp_path):
     server = llama_server.start(tmp_path)  # skips when the binary or the model is absent
     try:
@@ -283,8 +305,10 @@ def test_the_real_llama_server_stopped_with_sigstop(tmp_path):
     assert f"pid {server.pid}" in _unreachable(found, server.base_url)["title"]
 
 
+@pytest.mark.slow
 def test_a_recorded_hung_endpoint_replays_as_the_same_finding(tmp_path):
-    with _silent_listener() as port:
+    with _silent_listener() as listener:
+        port = listener.getsockname()[1]
         recorded = subprocess.run([sys.executable, "-m", "doctor.commands.cli", "capture",
                                    str(tmp_path / "host"), "--level", "quick", "--endpoint",
                                    f"http://127.0.0.1:{port}", "--no-progress"],
@@ -297,6 +321,7 @@ def test_a_recorded_hung_endpoint_replays_as_the_same_finding(tmp_path):
     assert "timed out after 3 s" in finding["title"]
 
 
+@pytest.mark.slow
 def test_a_capture_keeps_its_endpoints_without_the_key_and_the_replay_uses_them(tmp_path):
     port = _free_port()
     key = "sk-planted-7c1d"
@@ -314,6 +339,7 @@ def test_a_capture_keeps_its_endpoints_without_the_key_and_the_replay_uses_them(
     assert "refused" in _unreachable(report, f"http://127.0.0.1:{port}")["title"]
 
 
+@pytest.mark.slow
 def test_a_recorded_host_with_a_broken_endpoint_is_a_named_error(tmp_path):
     recorded = subprocess.run([sys.executable, "-m", "doctor.commands.cli", "capture",
                                str(tmp_path / "host"), "--level", "quick", "--no-progress"],

@@ -20,16 +20,16 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.live import LiveHost
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.engine_pages.server import EngineServer
 from tests.engine_pages.serve_as import SGLANG_INFO
 from tests.hostile_http import RawServer, Request, response
 
 PAGES = Path(__file__).parent / "engine_pages"
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 RULES_BY_ID = {r.id: r for r in RULES}
 ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine.") and p.level == Level.QUICK)
 KV_PROBES = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.metrics",
@@ -51,6 +51,7 @@ def _judged(report) -> dict:
     return {p.name: p for p in report.probes}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["vllm-v1-nan-gauges", "vllm-v1-inf-gauges",
                                       "sglang-nan-gauges"])
 def test_nan_and_infinite_gauges_are_no_figures_with_a_reason(no_local_engines, scenario):
@@ -96,6 +97,7 @@ def _serve(folder: str, json_pages: dict[str, object]) -> RawServer:
     return RawServer(answer)
 
 
+@pytest.mark.slow
 def test_sglang_at_page_size_1_is_not_fragmentation(no_local_engines):
     """SGLang allocates KV token by token (page size 1, its default): nothing is wasted in a
     last block. Before: kv-cache-fragmentation fired, "block size 1 wastes None of the KV
@@ -151,6 +153,7 @@ class Impostor:
         return kv, [f for f in report.findings if mine in f.title]
 
 
+@pytest.mark.slow
 def test_a_queue_at_max_num_seqs_with_room_in_the_cache_names_the_cap():
     """64 running, 30 waiting, KV at 0.6, vLLM started with --max-num-seqs 64: the cap binds,
     not the cache. Before: no rule fired."""
@@ -164,6 +167,7 @@ def test_a_queue_at_max_num_seqs_with_room_in_the_cache_names_the_cap():
             "while the KV cache is only 60% full") in finding.title
 
 
+@pytest.mark.slow
 def test_the_same_queue_without_the_flag_is_the_cap_binding_at_warning():
     """Issue 28 §11: running held at 64 over both scrapes with 30 waiting and KV at 0.6 is
     the sequence cap binding, at warning, though the command line does not give the cap.
@@ -182,6 +186,7 @@ def test_the_queue_not_kv_pressure_rule_does_not_name_kv_pressure_as_its_cause()
     assert RULES_BY_ID["engine-queue-not-kv-pressure"].cause == "too-few-slots"
 
 
+@pytest.mark.slow
 def test_a_calm_vllm_at_its_cap_stays_silent():
     with Impostor("vllm-v1-calm", "--max-num-seqs", "6") as engine:
         kv, found = engine.findings()
@@ -189,6 +194,7 @@ def test_a_calm_vllm_at_its_cap_stays_silent():
     assert found == [], [f.title for f in found]
 
 
+@pytest.mark.slow
 def test_a_counter_that_went_backwards_is_no_rate_and_says_why(no_local_engines):
     """The engine restarted between the two scrapes: its counters start again from 0."""
     first = (PAGES / "vllm-v1-calm" / "metrics.2.txt").read_text()

@@ -18,7 +18,7 @@ from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost
 from probes.engine.discovery import discover
 from probes.helpers.engine_version import MAX_CHARS, clean
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 from tests.engine_pages.server import CONFIG
 from tests.llama_server import llama_server  # noqa: F401  (the fixture)
 
@@ -116,6 +116,7 @@ def test_each_engine_states_its_version_on_its_page(engine, kind, version):
     assert server.asked.count("/version") == (1 if kind == "vllm" else 0)
 
 
+@pytest.mark.live
 def test_the_real_llama_server_states_its_build(llama_server):  # noqa: F811
     with urllib.request.urlopen(f"{llama_server.base_url}/props", timeout=10) as answer:
         build = json.load(answer)["build_info"]
@@ -161,6 +162,7 @@ def test_clean_keeps_real_versions():
     assert clean("x" * (MAX_CHARS + 1))[0] is None
 
 
+@pytest.mark.slow
 def test_a_capture_records_the_version_page_and_its_replay_answers_the_same(engine, tmp_path):
     server = engine("vllm")
     done = cli("capture", str(tmp_path / "cap"), "--level", "quick", "--endpoint", server.url,
@@ -171,14 +173,17 @@ def test_a_capture_records_the_version_page_and_its_replay_answers_the_same(engi
     assert (replayed.kind, replayed.version) == ("vllm", "0.11.0")
 
 
+@pytest.mark.slow
 def test_a_diff_of_an_engine_upgrade_shows_the_version_changed(engine, tmp_path):
     server = engine("vllm", **{"/version": {"version": "0.10.2"}})
     sides = []
     for version in ("0.10.2", "0.11.0"):  # upgraded in place: one engine at one address
         server.pages["/version"] = {"version": version}
         out = tmp_path / f"{version}.json"
-        done = cli("scan", "--level", "quick", "--endpoint", server.url, "--no-requests",
-                   "--format", "json", "-o", str(out))
+        # in a process table of its own: a neighbour's busy process, seen in one capture and
+        # gone by the next, is a finding cleared (exit 0) that this test is not about
+        done = run_cli("scan", "--level", "quick", "--endpoint", server.url, "--no-requests",
+                       "--format", "json", "-o", str(out), private_pids=True)
         assert done.returncode in (0, 1, 2), done.stderr
         sides.append(str(out))
     diff = cli("diff", *sides, "--format", "json")
@@ -188,9 +193,8 @@ def test_a_diff_of_an_engine_upgrade_shows_the_version_changed(engine, tmp_path)
     (fact,) = [f for f in result["facts"] if f["id"] == fid]
     assert (fact["status"], fact["before"], fact["after"]) == ("changed", "0.10.2", "0.11.0")
     assert fid in result["changes"]
-    # an upgrade alone is a change at warning (exit 1; 2 when this shared machine's other
-    # processes raise cpu-contention between the two captures): it bears on the runtime
-    assert diff.returncode in (1, 2), result["line"]
+    # an upgrade alone is a change at warning (exit 1): it bears on the runtime
+    assert diff.returncode == 1, result["line"]
     assert "driver-runtime-mismatch" in fact.get("causes", []), fact
     assert not any("engine's version" in line for line in result["not_recorded"])
     terminal = cli("diff", *sides)

@@ -29,15 +29,15 @@ from doctor.daemon.catalog.labels import text
 from doctor.daemon.catalog.rows import Each, Metric, Table
 from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.model import Level, ProbeResult, ScanOptions
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost
 from probes.gpu.thermal_power import REASONS
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.daemon_helpers import need, prompt_histogram_host
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 HOSTS = sorted(p for p in FIXTURE_HOSTS.iterdir() if (p / "host.toml").is_file())
 
 Sample = tuple[dict[str, str], float]
@@ -194,6 +194,7 @@ def _find(problems: list[str], probe: str, path: str, metric: Metric,
             problems.append(f"{probe} {path}: no {metric.name}{labels} = {value}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", HOSTS, ids=[p.name for p in HOSTS])
 def test_every_item_of_every_record_is_on_metrics(path):
     results = _results(path)
@@ -212,6 +213,7 @@ def test_the_page_of_every_recorded_host_passes_promtool(path):
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
+@pytest.mark.slow
 def test_a_vllm_host_with_a_prompt_histogram_passes_promtool(tmp_path):
     """The one catalogue row no committed host fills: its name held "histogram", which
     promtool refused on every vLLM host with a context limit and a prompt histogram."""

@@ -14,6 +14,8 @@ from tests import live_stack as stack
 from tests import llama_server
 from tests.daemon_helpers import need
 
+pytestmark = pytest.mark.live
+
 
 def _series(page: str, name: str) -> list[tuple[dict[str, str], float]]:
     return [(s.labels, s.value) for family in text_string_to_metric_families(page)

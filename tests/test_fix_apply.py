@@ -42,6 +42,7 @@ def root(tmp_path):
     return root
 
 
+@pytest.mark.slow
 def test_dry_run_changes_nothing(root, tmp_path):
     before = _tree(root)
     for fmt in ("sh", "json", "markdown"):
@@ -57,6 +58,7 @@ def test_dry_run_changes_nothing(root, tmp_path):
     assert _tree(root) == before and not (tmp_path / "plans").exists()
 
 
+@pytest.mark.slow
 def test_apply_is_idempotent_and_revert_restores_the_tree(root, tmp_path):
     before = _tree(root)
     plans = tmp_path / "plans"
@@ -81,6 +83,7 @@ def test_apply_is_idempotent_and_revert_restores_the_tree(root, tmp_path):
     assert again.returncode == 3 and "reverted already" in again.stderr
 
 
+@pytest.mark.slow
 def test_revert_puts_back_a_file_it_replaced(root, tmp_path):
     own = root / FILES[0]
     own.write_text("net.core.somaxconn = 2048\n")
@@ -96,6 +99,7 @@ def test_revert_puts_back_a_file_it_replaced(root, tmp_path):
     assert _tree(root) == before
 
 
+@pytest.mark.slow
 def test_a_failing_step_stops_the_plan_and_the_applied_ones_revert(root, tmp_path):
     (root / FILES[0]).mkdir()  # where the fourth step writes its file: a folder, not llm-doctor's
     before = _tree(root)
@@ -109,6 +113,7 @@ def test_a_failing_step_stops_the_plan_and_the_applied_ones_revert(root, tmp_pat
     assert _tree(root) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", ["fix-epyc-9654-vllm-systemd", "xeon-gold-6338-2socket-powersave",
                                   "rtx4090-2x-consumer", "l40s-8x-acs-redirect", "l40s-2socket-no-dev-char"])
 def test_the_script_passes_sh_n_and_shellcheck_and_the_json_its_schema(host, tmp_path):
@@ -138,6 +143,7 @@ def test_bad_uses_are_one_line_and_exit_3(args, words):
     assert done.returncode == 3 and words in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_revert_of_an_unknown_plan_or_not_a_plan_id(tmp_path):
     done = run_cli("fix", "--revert", "20261201T194100Z-abcdef", "--plans-dir", str(tmp_path))
     assert done.returncode == 3 and "no such plan" in done.stderr

@@ -43,6 +43,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_somaxconn_raised_verified_and_reverted_in_a_network_namespace(tmp_path):
     if os.geteuid() != 0:
         if os.environ.get("CI") == "true":
@@ -87,6 +88,7 @@ PLAN_DIR="$WORK/saved" sh "$WORK/plan.sh" --apply > "$WORK/again.txt"
 """
 
 
+@pytest.mark.slow
 def test_the_script_applies_in_namespaces_of_its_own(tmp_path):
     """The script itself, with --apply, in a mount namespace (a tmpfs over /etc/sysctl.d) and
     a network namespace of its own: the dry run changes nothing, --apply writes the file and

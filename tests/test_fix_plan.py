@@ -121,6 +121,7 @@ def test_missing_dev_char_links_come_before_a_daemon_reload():
         ("nvidia-ctk", "system", "create-dev-char-symlinks", "--create-all"), ("systemctl", "daemon-reload")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host, rule", [("l40s-8x-acs-redirect", "gpu-p2p-blocked"),
                                         ("a100-pcie-gen3x8", "pcie-link-degraded")])
 def test_bios_kernel_and_hands_on_causes_are_checklists(host, rule):
@@ -129,6 +130,7 @@ def test_bios_kernel_and_hands_on_causes_are_checklists(host, rule):
     assert not (step.files or step.live or step.commands)
 
 
+@pytest.mark.slow
 def test_findings_without_a_step_say_why():
     plan = _plan("vllm-v1-kv-pressure")
     assert plan.steps == ()
@@ -136,6 +138,7 @@ def test_findings_without_a_step_say_why():
     assert all(n.why for n in plan.no_steps)
 
 
+@pytest.mark.slow
 def test_rebuilding_the_fix_host_gives_the_committed_tree(tmp_path):
     from tests.fixtures.build_fix_hosts import BUILDERS as HOSTS, write_host
 

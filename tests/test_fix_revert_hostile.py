@@ -250,6 +250,7 @@ def test_every_malformed_journal_is_one_line_and_exit_3(host, shape):
     _refused(host, run)
 
 
+@pytest.mark.slow
 def test_the_filed_attack_a_hand_made_journal_json_does_nothing(tmp_path):
     """The attack as it was filed, with no plan applied first: a hand-made journal.json in a
     root-only plans folder that deletes a file outside, makes a mode-04755 file, removes a

@@ -38,6 +38,7 @@ def place(tmp_path):
     return root, outside, tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("link", ["etc/sysctl.d", "etc/systemd/system/vllm.service.d", "etc/security"])
 def test_a_folder_under_the_root_that_links_out_is_never_written_through(place, link):
     root, outside, tmp = place
@@ -51,6 +52,7 @@ def test_a_folder_under_the_root_that_links_out_is_never_written_through(place, 
         assert done.returncode == 1 and "a symbolic link where a folder belongs" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_the_root_s_etc_a_link_to_the_real_etc_is_refused(place):
     root, outside, tmp = place
     (root / "etc").rename(tmp / "etc-moved")
@@ -61,6 +63,7 @@ def test_the_root_s_etc_a_link_to_the_real_etc_is_refused(place):
     assert done.returncode == 1 and f"{root}/etc: refused: a symbolic link" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_the_default_plans_folder_under_the_root_is_not_made_through_a_link(place):
     root, outside, tmp = place
     (root / "var").symlink_to(outside)
@@ -70,6 +73,7 @@ def test_the_default_plans_folder_under_the_root_is_not_made_through_a_link(plac
     assert done.returncode == 3 and "symbolic link" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_link_at_the_target_is_refused(place):
     root, outside, tmp = place
     (root / "etc/sysctl.d").mkdir()
@@ -81,6 +85,7 @@ def test_a_link_at_the_target_is_refused(place):
     assert done.returncode == 1 and "not a regular file" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_saved_scan_whose_rule_climbs_out_writes_nothing_outside(place):
     """The attack as filed: a rule id with ../ in a saved scan, applied under --root."""
     root, outside, tmp = place

@@ -104,6 +104,7 @@ def test_shellcheck_passes_on_the_plan_of_a_scan_that_holds_every_payload(base):
     assert (done.injected, done.parses, done.rc, done.shellcheck) == ([], True, 0, None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["sh", "json", "markdown"])
 def test_fix_from_a_hostile_saved_scan_in_every_format(cli, base, tmp_path, fmt):
     """Through the command line, a lone surrogate and a file name that is an attack too
@@ -210,6 +211,7 @@ def test_a_plan_is_built_in_one_pass_over_the_findings(base):
     assert len(plan.steps) == 200 and Counted.walks <= 4
 
 
+@pytest.mark.slow
 def test_a_plan_past_its_bound_is_refused_and_a_repeated_change_is_made_once(base, monkeypatch):
     report, rule_probes, _ = base
     too_many = copy.deepcopy(report)
@@ -232,6 +234,7 @@ def test_a_plan_past_its_bound_is_refused_and_a_repeated_change_is_made_once(bas
     assert len(to_sh(plan, "/tmp/p")) < 20_000 * 200  # was 786 MB for a scan like it
 
 
+@pytest.mark.slow
 def test_the_bound_holds_every_real_host(base):
     """MAX_STEPS's reason: every rule with a step, once per GPU of an 8-GPU host."""
     from doctor.commands.setup import load_setup

@@ -53,6 +53,7 @@ def _sh_words(script: str) -> str:
     return "\n".join(kept)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", HOSTS)
 def test_every_format_speaks_chinese(host):
     _, plan = _plans(host)
@@ -108,6 +109,7 @@ def test_the_commands_and_files_of_the_script_are_the_english_ones():
     assert "修复计划" in zh_sh and "请先通读" in zh_sh
 
 
+@pytest.mark.slow
 def test_the_command_line_speaks_chinese(cli):
     host = str(FIXTURE_HOSTS / "fix-epyc-9654-vllm-systemd")
     result = cli("fix", "--replay", host, "--format", "markdown", "--lang", "zh_CN")

@@ -13,12 +13,12 @@ import pytest
 from doctor._toml import tomllib
 from doctor.seam.recorded import RecordedHost
 from doctor.model import Level, ScanOptions, Severity
-from probes.registry import PROBES, by_name
-from doctor.rules.loader import builtin_files, load_rules
+from probes.registry import PROBES
 from doctor.scan import scan
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 HOSTS = sorted(p for p in FIXTURE_HOSTS.iterdir() if (p / "host.toml").is_file())
 
 

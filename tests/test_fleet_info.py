@@ -7,6 +7,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+import pytest
+
 from doctor.daemon.exporter import DoctorCollector, Snapshot
 from doctor.model import ProbeResult, ScanOptions
 from doctor.seam.live import LiveHost
@@ -62,6 +64,7 @@ def test_the_knee_throughput_is_the_usable_level_at_the_knee():
     assert engine_load.knee_throughput(None, points) is None
 
 
+@pytest.mark.slow
 def test_a_saved_sweep_exports_its_knee_throughput(monkeypatch, tmp_path):
     """A sweep saved by 'llm-doctor load' for an engine served on loopback: its knee and
     the throughput measured there reach /metrics."""

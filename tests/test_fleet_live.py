@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from tests.conftest import REPO
 from tests.daemon_helpers import need
 from tests.live_stack import Proc, daemon, get, prometheus, prometheus_query, wait_for
+
+pytestmark = pytest.mark.live
 
 HOSTS = REPO / "tests/fixtures/hosts"
 FLEET = ("h100-pcie-fleet-a", "h100-pcie-fleet-b", "h100-pcie-fleet-hbm-low")

@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 from tests.daemon_helpers import need
 
@@ -22,6 +24,7 @@ def _export(cli, folder: Path, *extra: str) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_fleet_rules_pass_promtool_check_rules(cli, tmp_path):
     promtool = need("promtool", "prometheus")
     out = _export(cli, tmp_path)
@@ -31,6 +34,7 @@ def test_fleet_rules_pass_promtool_check_rules(cli, tmp_path):
     assert "SUCCESS" in check.stdout
 
 
+@pytest.mark.slow
 def test_promtool_fleet_rule_tests_pass(cli, tmp_path):
     promtool = need("promtool", "prometheus")
     _export(cli, tmp_path)
@@ -40,6 +44,7 @@ def test_promtool_fleet_rule_tests_pass(cli, tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+@pytest.mark.slow
 def test_every_recording_rule_and_outlier_alert_has_a_promtool_case(cli, tmp_path):
     text = _export(cli, tmp_path).read_text()
     cases = (REPO / "tests/promtool/fleet_rules_test.yml").read_text()
@@ -50,6 +55,7 @@ def test_every_recording_rule_and_outlier_alert_has_a_promtool_case(cli, tmp_pat
     assert [a for a in alerts if f"alertname: {a}" not in cases] == []
 
 
+@pytest.mark.slow
 def test_the_threshold_the_for_and_the_job_are_flags(cli, tmp_path):
     text = _export(cli, tmp_path, "--outlier-ratio", "0.7", "--outlier-for", "0s",
                    "--job", "inference-hosts").read_text()
@@ -60,6 +66,7 @@ def test_the_threshold_the_for_and_the_job_are_flags(cli, tmp_path):
     assert "< 0.8 and" in default and "for: 15m" in default
 
 
+@pytest.mark.slow
 def test_bad_fleet_flags_are_refused_with_a_named_error(cli):
     for flags, named in ((("--fleet", "--outlier-ratio", "1.5"), "--outlier-ratio"),
                          (("--fleet", "--outlier-ratio", "0"), "--outlier-ratio"),

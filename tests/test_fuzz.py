@@ -12,12 +12,17 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
 from tests import fuzz_runs as fuzz
+
+pytestmark = pytest.mark.fuzz
 
 SEED = 20261129
 BUDGET_S = 15.0  # per kind; no input starts after it is spent
 BOUND_S = 8.0  # per run: a recorded host is read in well under a second
 MAX_INPUTS = 150
+MIN_INPUTS = 5  # the budget ends a campaign only after these: the work is fixed, not the speed
 
 # Known failures in others' files, by (mutation prefix, problem). Each names its cause.
 KNOWN: dict[tuple[str, str], str] = {}  # (mutation prefix, problem) → why it is tolerated: none
@@ -28,7 +33,7 @@ def _campaign(kind: str, base: Path) -> tuple[int, list[str]]:
     out = fuzz.make_outside(base, rng)
     fuzz.warm_up()
     failures, n, started = [], 0, time.perf_counter()
-    while n < MAX_INPUTS and time.perf_counter() - started < BUDGET_S:
+    while n < MAX_INPUTS and (n < MIN_INPUTS or time.perf_counter() - started < BUDGET_S):
         runner = fuzz.run_subprocess if n % 20 == 19 else fuzz.run_forked
         for tried in fuzz.try_one(kind, base, rng, out, n, BOUND_S, runner):
             for problem in tried.verdict.problems:
@@ -42,7 +47,6 @@ def _campaign(kind: str, base: Path) -> tuple[int, list[str]]:
 
 def test_mutated_recorded_hosts(tmp_path):
     n, failures = _campaign("host", tmp_path)
-    assert n >= 5, f"only {n} inputs in {BUDGET_S} s"  # the machine is shared: no speed test
     assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])
 
 

@@ -8,13 +8,18 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from tests import fuzz_runs as fuzz
 from tests.fuzz_daemon import stop_targets
+
+pytestmark = pytest.mark.fuzz
 
 SEED = 20261201
 BUDGET_S = 15.0  # no input starts after it is spent
 BOUND_S = 10.0  # per run: a config is refused, or served, scraped and stopped, in about a second
 MAX_INPUTS = 150
+MIN_INPUTS = 10  # the budget ends a campaign only after these: the work is fixed, not the speed
 
 
 def test_hostile_daemon_configs_and_clients(tmp_path):
@@ -23,7 +28,7 @@ def test_hostile_daemon_configs_and_clients(tmp_path):
     fuzz.warm_up()
     failures, kinds, n, started = [], set(), 0, time.perf_counter()
     try:
-        while n < MAX_INPUTS and time.perf_counter() - started < BUDGET_S:
+        while n < MAX_INPUTS and (n < MIN_INPUTS or time.perf_counter() - started < BUDGET_S):
             runner = fuzz.run_subprocess if n % 20 == 19 else fuzz.run_forked
             for tried in fuzz.try_one("daemon", tmp_path, rng, out, n, BOUND_S, runner):
                 kinds.add(tried.mutation.split(":", 1)[0])
@@ -34,6 +39,5 @@ def test_hostile_daemon_configs_and_clients(tmp_path):
     finally:
         stop_targets()
     print(f"daemon: {n} inputs in {time.perf_counter() - started:.1f} s ({sorted(kinds)})")
-    assert n >= 10, f"only {n} inputs in {BUDGET_S} s"
     assert {"config", "client"} <= kinds
     assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])

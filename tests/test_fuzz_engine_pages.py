@@ -14,13 +14,18 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from tests import fuzz_runs as fuzz
 from tests.fuzz_engine_pages import NOT_A_NUMBER, hostile_page, judged, restarted
+
+pytestmark = pytest.mark.fuzz
 
 SEED = 20261201
 BUDGET_S = 15.0  # no input starts after it is spent
 BOUND_S = 20.0  # per run: the campaign's default bound
 MAX_INPUTS = 40
+MIN_INPUTS = 3  # the budget ends a campaign only after these: the work is fixed, not the speed
 
 
 def test_engines_with_hostile_values(tmp_path):
@@ -28,7 +33,7 @@ def test_engines_with_hostile_values(tmp_path):
     out = fuzz.make_outside(tmp_path, rng)
     fuzz.warm_up()
     failures, n, started = [], 0, time.perf_counter()
-    while n < MAX_INPUTS and time.perf_counter() - started < BUDGET_S:
+    while n < MAX_INPUTS and (n < MIN_INPUTS or time.perf_counter() - started < BUDGET_S):
         runner = fuzz.run_subprocess if n % 5 == 4 else fuzz.run_forked
         for tried in fuzz.try_one("engine-pages", tmp_path, rng, out, n, BOUND_S, runner):
             for problem in tried.verdict.problems:
@@ -36,7 +41,6 @@ def test_engines_with_hostile_values(tmp_path):
                                 f"{tried.run.uncaught or tried.run.stderr[-200:]}")
         n += 1
     print(f"engine-pages: {n} inputs in {time.perf_counter() - started:.1f} s")
-    assert n >= 3, f"only {n} inputs in {BUDGET_S} s"  # the machine is shared: no speed test
     assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])
 
 

@@ -12,13 +12,18 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from tests import fuzz_runs as fuzz
 from tests.fuzz_npd import base_states
+
+pytestmark = pytest.mark.fuzz
 
 SEED = 20261201
 BUDGET_S = 15.0  # no input starts after it is spent
 BOUND_S = 5.0  # NPD's default kill
 MAX_INPUTS = 150
+MIN_INPUTS = 5  # the budget ends a campaign only after these: the work is fixed, not the speed
 
 
 def test_hostile_states_and_flags_always_give_npd_an_answer(tmp_path):
@@ -27,7 +32,7 @@ def test_hostile_states_and_flags_always_give_npd_an_answer(tmp_path):
     fuzz.warm_up()
     base_states(tmp_path)  # the daemon-written states, once, before the clock starts
     failures, n, started = [], 0, time.perf_counter()
-    while n < MAX_INPUTS and time.perf_counter() - started < BUDGET_S:
+    while n < MAX_INPUTS and (n < MIN_INPUTS or time.perf_counter() - started < BUDGET_S):
         runner = fuzz.run_subprocess if n % 20 == 19 else fuzz.run_forked
         for tried in fuzz.try_one("npd", tmp_path, rng, out, n, BOUND_S, runner):
             failures += [f"{tried.mutation}: {problem} (exit {tried.run.rc}) "
@@ -35,5 +40,4 @@ def test_hostile_states_and_flags_always_give_npd_an_answer(tmp_path):
                          for problem in tried.verdict.problems]
         n += 1
     print(f"npd: {n} inputs in {time.perf_counter() - started:.1f} s")
-    assert n >= 5, f"only {n} inputs in {BUDGET_S} s"  # the machine is shared: no speed test
     assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])

@@ -14,12 +14,17 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
 from tests import fuzz_runs as fuzz
+
+pytestmark = [pytest.mark.fuzz, pytest.mark.live]
 
 SEED = 20261217
 BUDGET_S = 15.0  # no input starts after it is spent
 BOUND_S = 30.0  # per run: a replayed scan takes about a second
 MAX_INPUTS = 100
+MIN_INPUTS = 3  # the budget ends a campaign only after these: the work is fixed, not the speed
 
 
 def _campaign(base: Path) -> tuple[int, list[str]]:
@@ -27,7 +32,7 @@ def _campaign(base: Path) -> tuple[int, list[str]]:
     out = fuzz.make_outside(base, rng)
     fuzz.warm_up()
     failures, n, started = [], 0, time.perf_counter()
-    while n < MAX_INPUTS and time.perf_counter() - started < BUDGET_S:
+    while n < MAX_INPUTS and (n < MIN_INPUTS or time.perf_counter() - started < BUDGET_S):
         runner = fuzz.run_subprocess if n % 20 == 19 else fuzz.run_forked
         for tried in fuzz.try_one("textfile", base, rng, out, n, BOUND_S, runner):
             for problem in tried.verdict.problems:
@@ -40,5 +45,4 @@ def _campaign(base: Path) -> tuple[int, list[str]]:
 
 def test_hostile_hosts_give_valid_textfiles(tmp_path):
     n, failures = _campaign(tmp_path)
-    assert n >= 3, f"only {n} inputs in {BUDGET_S} s"  # the machine is shared: no speed test
     assert failures == [], f"{len(failures)} of {n} inputs:\n" + "\n".join(failures[:20])

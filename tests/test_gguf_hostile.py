@@ -61,17 +61,20 @@ def refused(cli, path: Path, *more: str, prefix: str = "") -> str:
 # --------------------------------------------------------------------------- the issue's examples
 
 
+@pytest.mark.slow
 def test_a_head_count_of_zero_is_named(cli, tmp_path):
     path = llama(tmp_path, setting("llama.attention.head_count", U32, 0))
     line = refused(cli, path)
     assert "llama.attention.head_count = 0 is out of range" in line
 
 
+@pytest.mark.slow
 def test_an_infinite_block_count_is_named(cli, tmp_path):
     path = llama(tmp_path, setting("llama.block_count", F32, float("inf")))
     assert "llama.block_count = inf is not an integer" in refused(cli, path)
 
 
+@pytest.mark.slow
 def test_arrays_nested_5000_deep_are_refused(cli, tmp_path):
     path = llama(tmp_path, lambda kvs: kvs.insert(3, ("fuzz.nested", ARR, nested_array(5000))))
     assert "arrays nested more than 4 deep" in refused(cli, path)
@@ -87,6 +90,7 @@ def test_a_41_byte_header_declaring_2_gib_of_uint64_allocates_nothing(cli, tmp_p
     assert "the array length 268,435,456 at byte 41 needs at least 2,147,483,648 bytes" in line
 
 
+@pytest.mark.slow
 def test_a_fifo_gguf_inside_a_model_directory_is_refused_not_waited_on(cli, tmp_path):
     (tmp_path / "model").mkdir()
     os.mkfifo(tmp_path / "model" / "model.gguf")
@@ -94,6 +98,7 @@ def test_a_fifo_gguf_inside_a_model_directory_is_refused_not_waited_on(cli, tmp_
     assert "model.gguf: not a regular file" in line
 
 
+@pytest.mark.slow
 def test_json_never_holds_infinity_or_nan(cli, tmp_path):
     """Without --context the plan takes the model's own maximum: an infinite one was
     multiplied into the KV cache and printed as ``Infinity``."""
@@ -224,6 +229,7 @@ def test_version_2_reads(tmp_path):
     assert read_shape(str(llama(tmp_path, version=2))).kv_heads == 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make,in_directory,named", [
     (lambda p: p.symlink_to("/dev/zero"), "not a regular file", "not a regular file"),
     (lambda p: p.mkdir(), "model.gguf: a directory", "holds neither config.json nor a .gguf"),
@@ -237,6 +243,7 @@ def test_a_gguf_that_is_not_a_regular_file_is_refused(cli, tmp_path, make, in_di
     assert named in refused(cli, tmp_path / "model" / "model.gguf")
 
 
+@pytest.mark.slow
 def test_names_with_control_bytes_and_odd_file_names_are_shown_escaped(cli, tmp_path):
     """A name is anyone's text, and a directory's file names any bytes; stdout is strict."""
     name = tmp_path / "model" / os.fsdecode(b"\xff\x1b[2J.gguf")
@@ -255,6 +262,7 @@ def test_names_with_control_bytes_and_odd_file_names_are_shown_escaped(cli, tmp_
 # --------------------------------------------------------------------------- the real file
 
 
+@pytest.mark.slow
 def test_the_real_gemma_gguf_plans_as_before(cli, gemma_gguf):
     """The figures of the reader before this hardening (gemma-3-270m Q4_K_M, 24 GiB), with
     its sliding-window layers sized as llama.cpp allocates them (tests/test_plan_windows.py)."""

@@ -15,16 +15,16 @@ import pytest
 
 from doctor._toml import tomllib
 from doctor.model import Level, ScanOptions, Severity
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost
 from probes.gpu import devices
 from probes.helpers.processes import engine_processes
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 OK = "l40s-2socket-containers-ok"
 SCOPE = "system.slice/docker-3f9c2b7e41d0a8c5.scope"
 
@@ -44,6 +44,7 @@ def findings(root):
                   if f.severity >= Severity.WARNING), probe.record, report
 
 
+@pytest.mark.slow
 def test_a_v1_device_cgroup_that_dropped_the_gpu_is_critical(tmp_path):
     """After a daemon-reload under systemd's cgroup driver the container's devices.list
     keeps the ordinary devices and loses the NVIDIA ones; its /dev still has the nodes."""
@@ -62,6 +63,7 @@ def test_a_v1_device_cgroup_that_dropped_the_gpu_is_critical(tmp_path):
     assert "Failed to initialize NVML: Unknown Error" in finding.title
 
 
+@pytest.mark.slow
 def test_a_cgroup_allowing_every_device_is_not_a_loss(tmp_path):
     root = copy_of(tmp_path, OK)
     (root / "fs/sys/fs/cgroup/devices" / SCOPE / "devices.list").write_text("a *:* rwm\n")
@@ -87,6 +89,7 @@ def gone(*names):
     return edit
 
 
+@pytest.mark.slow
 def test_gpus_not_listed_by_nvml_any_one_gpu_node_is_enough(tmp_path):
     """NVML lists no process (an engine in another pid namespace): the engine's GPUs are
     unknown, so nvidia0 gone beside nvidia1 present (and allowed) is not a loss; both gone
@@ -112,6 +115,7 @@ def test_gpus_not_listed_by_nvml_any_one_gpu_node_is_enough(tmp_path):
         ("gpu-lost-in-container", "critical", "vllm")]
 
 
+@pytest.mark.slow
 def test_dev_char_unreadable_is_not_judged_and_says_why(tmp_path):
     root = copy_of(tmp_path, "l40s-2socket-no-dev-char")
     edit_manifest(root, lambda m: m["links"].pop("/dev/char"))

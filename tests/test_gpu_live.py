@@ -40,6 +40,7 @@ def test_live_gpu_probes_are_skipped_saying_what_is_missing():
         assert "install the driver" in result.reason
 
 
+@pytest.mark.slow
 def test_gpu_probes_change_nothing_on_a_host_without_gpus():
     host_dir = FIXTURE_HOSTS / "healthy-epyc-9654-vllm"
     rules = load_rules(builtin_files(), by_name())
@@ -53,6 +54,7 @@ def test_gpu_probes_change_nothing_on_a_host_without_gpus():
     assert gpu and all(p.status == "skipped" for p in gpu)
 
 
+@pytest.mark.slow
 def test_benchmark_script_without_a_gpu_says_so_and_exits_0():
     import subprocess
     import sys

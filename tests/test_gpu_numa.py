@@ -10,15 +10,15 @@ import shutil
 import pytest
 
 from doctor.model import Level, ScanOptions, Severity
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost
 from probes.helpers import numa_nodes
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 MISPLACED = "l40s-2socket-numa-misplaced"
 GPU0_NODE = "fs/sys/devices/pci0000:17/0000:17:01.0/0000:18:00.0/numa_node"
 
@@ -37,6 +37,7 @@ def numa_scan(root):
     return found, {p.name: p for p in report.probes}["gpu.numa"]
 
 
+@pytest.mark.slow
 def test_sysfs_without_a_node_falls_back_to_nvml(tmp_path):
     """numa_node -1 (firmware without _PXM): NVML's nvmlDeviceGetNumaNodeId still says 0."""
     root = copy_of(tmp_path, MISPLACED)
@@ -46,6 +47,7 @@ def test_sysfs_without_a_node_falls_back_to_nvml(tmp_path):
     assert probe.record.engines[0].gpu_node == 0
 
 
+@pytest.mark.slow
 def test_sysfs_is_read_before_nvml(tmp_path):
     """sysfs's node is the kernel's own (ACPI _PXM); where it and NVML disagree, it wins."""
     root = copy_of(tmp_path, MISPLACED)
@@ -55,6 +57,7 @@ def test_sysfs_is_read_before_nvml(tmp_path):
     assert found == []
 
 
+@pytest.mark.slow
 def test_a_garbled_numa_node_is_an_error_naming_the_file(tmp_path):
     root = copy_of(tmp_path, MISPLACED)
     (root / GPU0_NODE).write_text("zero\n")
@@ -63,6 +66,7 @@ def test_a_garbled_numa_node_is_an_error_naming_the_file(tmp_path):
     assert "0000:18:00.0/numa_node" in probe.reason and "not a NUMA node number" in probe.reason
 
 
+@pytest.mark.slow
 def test_a_numa_maps_longer_than_read_is_summed_as_far_as_read(tmp_path):
     root = copy_of(tmp_path, MISPLACED)
     line = "7f3a40000000 default anon=512 dirty=512 N1=512 kernelpagesize_kB=4\n"
@@ -74,6 +78,7 @@ def test_a_numa_maps_longer_than_read_is_summed_as_far_as_read(tmp_path):
     assert found == [("numa-misplaced", "warning", "vllm")]
 
 
+@pytest.mark.slow
 def test_another_users_numa_maps_unreadable_judges_the_cpus_alone(tmp_path):
     import tomli_w
 
@@ -91,6 +96,7 @@ def test_another_users_numa_maps_unreadable_judges_the_cpus_alone(tmp_path):
     assert found == [("numa-misplaced", "warning", "vllm")]
 
 
+@pytest.mark.slow
 def test_a_one_node_host_is_skipped_and_says_why(tmp_path):
     root = copy_of(tmp_path, MISPLACED)
     shutil.rmtree(root / "fs/sys/devices/system/node/node1")
@@ -156,6 +162,7 @@ HOSTILE = ("", "\0" * 4096, "-1\n", "99999\n", "1" * 5000, "N0=" + "9" * 400 + "
            "\ufffd\u202e" * 300, "0-3,\n", ":" * 1000)
 
 
+@pytest.mark.slow
 def test_hostile_placement_files_never_sink_the_probes(tmp_path):
     """Each placement file replaced by hostile text in turn: gpu.numa and gpu.devices end ok,
     skipped or with an error naming what was wrong, never a traceback; bounded in time."""

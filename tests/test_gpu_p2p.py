@@ -186,6 +186,7 @@ def test_the_copy_check_compares_what_it_read_back():
         p2p_check.parse_pairs("0-0")
 
 
+@pytest.mark.slow
 def test_the_kernel_runs_as_a_child_and_says_no_cuda_device_without_one():
     cpu = subprocess.run([sys.executable, "-m", "probes.kernels.p2p_check", "--pairs", "0-1", "--cpu"],
                          capture_output=True, text=True, timeout=120, cwd=REPO)

@@ -10,12 +10,12 @@ import pytest
 
 from doctor.model import Level, ScanOptions, Severity
 from doctor.seam.recorded import RecordedHost
-from probes.registry import PROBES, by_name
-from doctor.rules.loader import builtin_files, load_rules
+from probes.registry import PROBES
 from doctor.scan import scan
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 HEALTHY = FIXTURE_HOSTS / "h100-sxm-8x-nvswitch"
 
 
@@ -38,6 +38,7 @@ def planted(tmp_path, edits: dict[tuple[str, tuple], object]):
     return sorted((f.rule, f.severity.label) for f in report.findings if f.severity >= Severity.WARNING), report
 
 
+@pytest.mark.slow
 def test_the_healthy_host_raises_nothing(tmp_path):
     assert planted(tmp_path, {})[0] == []
 
@@ -69,6 +70,7 @@ def test_power_brake_is_power_not_thermal(tmp_path):
     assert found == [("gpu-power-throttling", "critical")]
 
 
+@pytest.mark.slow
 def test_persistence_off_on_two_cards_is_one_finding(tmp_path):
     found, report = planted(tmp_path, {("nvmlDeviceGetPersistenceMode", (2,)): 0,
                                        ("nvmlDeviceGetPersistenceMode", (6,)): 0})
@@ -76,6 +78,7 @@ def test_persistence_off_on_two_cards_is_one_finding(tmp_path):
     assert report.findings[0].evidence["gpus"] == "2, 6"
 
 
+@pytest.mark.slow
 def test_nvlink_down_makes_cross_socket_pairs_a_shared_path(tmp_path):
     edits = {("nvmlDeviceGetP2PStatus", (a, b, 2)): 5 for a in range(8) for b in range(a + 1, 8)}
     edits.update({("nvmlDeviceGetP2PStatus", (a, b, 0)): 3 for a in range(4) for b in range(4, 8)})

@@ -13,16 +13,16 @@ import pynvml as real_pynvml
 
 from doctor._toml import tomllib
 from doctor.model import Level, ScanOptions, Severity
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam import nvml
 from doctor.seam.host import HostReadError
 from doctor.seam.recorded import RecordedHost
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.test_gpu_nvml import fake_pynvml, raiser
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 DGX = "h100-sxm-8x-nvswitch"
 
 
@@ -122,6 +122,7 @@ def test_two_lost_gpus_are_each_critical_and_no_bus_is_guessed(tmp_path):
     assert errors.absent == ()  # both are still in NVML's count
 
 
+@pytest.mark.slow
 def test_a_container_given_four_of_eight_gpus_sees_none_absent(tmp_path):
     """sysfs shows the host's eight GPUs in a container; the driver's list, its own four."""
     root = copy_of(tmp_path, DGX)
@@ -147,6 +148,7 @@ def test_without_the_drivers_gpu_list_absence_is_not_judged_and_says_why(tmp_pat
     assert found == []
 
 
+@pytest.mark.slow
 def test_fabric_on_a_driver_without_the_call_is_not_supported_and_the_manager_judged(tmp_path):
     root = copy_of(tmp_path, DGX)
     edit_nvml(root, lambda e: None if e["call"] == "nvmlDeviceGetGpuFabricInfoV" else e)
@@ -195,6 +197,7 @@ def test_fabric_is_skipped_without_nvswitch_and_says_why(name, why):
     assert fabric.status == "skipped" and why in fabric.reason
 
 
+@pytest.mark.slow
 def test_exclusive_process_set_by_hand_on_one_gpu_is_a_warning_for_that_gpu(tmp_path):
     root = copy_of(tmp_path, DGX)
     edit_nvml(root, lambda e: {**e, "value": 3}
@@ -228,6 +231,7 @@ HOSTILE_TARGETS = ["../../../../../../../etc", "/sys/devices/../../etc/x", "", "
 HOSTILE_VALUES = ["", "0x", "0x10de0x10de", "-0x10de", "0x" + "f" * 400, "\x00", "10de\n"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", range(len(HOSTILE_TARGETS) + len(HOSTILE_VALUES)))
 def test_a_hostile_pci_listing_never_sinks_the_gpu_probes(tmp_path, case):
     root = copy_of(tmp_path, DGX)
@@ -249,6 +253,7 @@ def test_a_hostile_pci_listing_never_sinks_the_gpu_probes(tmp_path, case):
     assert found == []
 
 
+@pytest.mark.slow
 def test_a_lost_gpu_beside_one_that_hides_its_bus_gets_no_guessed_bus(tmp_path):
     """GPU 5 is lost and GPU 2's PCI info is refused; XID 79 names bus 3A, GPU 2's: the one
     logged bus may be either GPU's, so neither is given it."""

@@ -16,20 +16,20 @@ from pathlib import Path
 import pytest
 
 from doctor.model import Level, ScanOptions, Severity
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost
 from probes.gpu import memory as gpu_memory
 from probes.gpu import pcie as gpu_pcie
 from probes.gpu import thermal_power as gpu_thermal
 from probes.helpers.virtualization import detect
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.fixtures.build_real_gpu_hosts import DUMPS, HOSTS
 from tests.fixtures.convert_nvidia_smi_xml import convert
 from tests.gpu_host import gpu_host
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 QUICK = ScanOptions(level=Level.QUICK)
 
 

@@ -13,13 +13,13 @@ from doctor.seam.host import Reason
 from doctor.model import Level, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.registry import PROBES, by_name
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.fixtures.gpu_machines import gpu, nvml_entries
 from tests.gpu_host import gpu_host, process_files
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 GPU_PROBES = tuple(p for p in PROBES if p.name.startswith("gpu."))
 GPU_HOSTS = sorted(p.name for p in FIXTURE_HOSTS.iterdir() if (p / "nvml.json").is_file())
 
@@ -44,6 +44,7 @@ def test_there_are_seven_gpu_hosts():
     assert len(GPU_HOSTS) >= 7
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GPU_HOSTS)
 def test_capture_of_a_recorded_gpu_host_replays_the_same(name, tmp_path):
     source = RecordedHost(FIXTURE_HOSTS / name)

@@ -77,6 +77,7 @@ def test_the_dbus_copy_stands_in_when_etc_has_none(tmp_path):
     assert RecordedHost(root).describe()["machine_id"] == MACHINE_B
 
 
+@pytest.mark.slow
 def test_a_product_uuid_read_without_permission_is_absent_with_its_reason(tmp_path):
     root = recorded(tmp_path, "a", MACHINE_A + "\n",
                     errors={"/sys/class/dmi/id/product_uuid": "no-permission"})
@@ -134,6 +135,7 @@ def _absent(path: str) -> str:
     raise HostReadError(path, Reason.NOT_FOUND)
 
 
+@pytest.mark.slow
 def test_two_recorded_hosts_with_different_machine_ids_are_refused_without_the_flag(tmp_path):
     a = recorded(tmp_path, "a", MACHINE_A + "\n")
     b = recorded(tmp_path, "b", MACHINE_B + "\n")
@@ -147,6 +149,7 @@ def test_two_recorded_hosts_with_different_machine_ids_are_refused_without_the_f
         "result": "same", "evidence": ["the machine id is the same", "hostname vm"]}
 
 
+@pytest.mark.slow
 def test_a_capture_of_this_machine_proves_identity_against_it_live(tmp_path):
     if LiveHost().describe().get("machine_id") is None:
         pytest.skip("this machine has no machine id")

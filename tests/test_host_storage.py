@@ -51,6 +51,7 @@ def _copy(tmp_path: Path, name: str) -> Path:
     return host
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plant", ["vendor", "driver"])
 def test_a_cloud_or_hypervisor_disk_is_virtual_by_its_sysfs_vendor_or_driver(tmp_path, plant):
     """sdb on the ATA path is physical; the same disk whose SCSI vendor is Google's
@@ -76,6 +77,7 @@ def _plant_errors(host: Path, errors: dict[str, str]) -> None:
     manifest.write_text(manifest.read_text().replace("[errors]\n", "[errors]\n" + lines, 1))
 
 
+@pytest.mark.slow
 def test_an_engines_model_path_this_user_cannot_see_is_said_with_the_reason(tmp_path):
     """An engine run by another user keeps its weights where this user cannot look: the
     path was dropped and the probe came back blank; now it is listed with why."""

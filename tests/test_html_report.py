@@ -56,6 +56,7 @@ def test_playbook_steps_and_probe_table_are_in_the_report():
     assert "host.cpu_load" in html and "status-error" in html
 
 
+@pytest.mark.slow
 def test_report_command_renders_a_saved_json_scan(cli, tmp_path):
     snapshot = tmp_path / "scan.json"
     snapshot.write_text(render_json(_report(3)))
@@ -72,6 +73,7 @@ def test_report_command_names_a_file_that_is_not_a_scan(cli, tmp_path):
     assert result.returncode == 3 and "other.json" in result.stderr and "schema_version" in result.stderr
 
 
+@pytest.mark.slow
 def test_scan_format_html(cli, tmp_path):
     out = tmp_path / "scan.html"
     result = cli("scan", "--level", "quick", "--format", "html", "-o", str(out), "--no-progress")
@@ -115,6 +117,7 @@ def _chromium() -> str:
     return path
 
 
+@pytest.mark.browser
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("n_findings", [0, 20, "incident"])
 def test_opens_in_headless_chromium_without_errors_or_requests(tmp_path, n_findings):

@@ -16,9 +16,9 @@ import pytest
 from doctor.seam.host import HostReadError, Reason
 from doctor.seam.live import LiveHost
 from doctor.model import Level, ScanOptions
-from probes.registry import PROBES, by_name
-from doctor.rules.loader import builtin_files, load_rules
+from probes.registry import PROBES
 from doctor.scan import scan
+from tests.builtin_rules import builtin_rules
 from tests.hostile_http import RawServer, Request, response
 
 KEY = "sk-redirect-test-4f9a0c1e77d2"
@@ -139,7 +139,7 @@ def test_a_redirect_to_no_usable_url_is_a_named_failure(location):
             LiveHost().http_get(f"{origin.origin}/metrics", timeout_s=3)
 
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 ENGINE_PROBES = tuple(p for p in PROBES if p.name.startswith("engine."))
 
 

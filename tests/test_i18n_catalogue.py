@@ -29,10 +29,12 @@ CODE_SPAN = re.compile(r"`[^`\n]+`")
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 
 
+@pytest.mark.slow
 def test_every_message_the_code_asks_for_has_a_chinese_entry():
     assert i18n_scan.problems() == []
 
 
+@pytest.mark.slow
 def test_the_scanner_sees_the_code_and_refuses_an_id_that_is_not_literal(tmp_path):
     uses = i18n_scan.uses()
     assert len(uses) > 100

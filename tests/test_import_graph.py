@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 PACKAGES = ("doctor", "probes", "reports", "checks", "playbooks")
@@ -142,6 +144,7 @@ ALLOWED = {
 }
 
 
+@pytest.mark.slow
 def test_the_graph_is_read():
     edges = graph()
     assert "doctor.seam.host" in edges and "probes.registry" in edges
@@ -149,10 +152,12 @@ def test_the_graph_is_read():
     assert "probes.host.cpu" in edges["probes.registry"]  # `from probes.host import cpu`
 
 
+@pytest.mark.slow
 def test_no_import_circles():
     assert _cycles(graph()) == []
 
 
+@pytest.mark.slow
 def test_imports_point_down():
     wrong = sorted(f"{name} ({_layer(name)}) imports {dep} ({_layer(dep)})"
                    for name, deps in graph().items() for dep in deps
@@ -160,6 +165,7 @@ def test_imports_point_down():
     assert wrong == []
 
 
+@pytest.mark.slow
 def test_only_the_registry_imports_every_probe():
     """A probe module is imported by the registry and by commands; never by the core or a
     renderer (covered above), by another probe (below) or by the daemon."""

@@ -197,6 +197,7 @@ def test_stream_rejects_bad_arguments(arguments):
         stream.measure(**call)
 
 
+@pytest.mark.slow
 def test_stream_cli_prints_one_json_object():
     done = _run_module(
         "probes.kernels.stream",
@@ -221,6 +222,7 @@ def _numpy_dispatch() -> list[str]:
     return done.stdout.split()
 
 
+@pytest.mark.slow
 def test_stream_cli_runs_numpy_at_its_baseline_unless_asked_for_the_widest_loops():
     common = ("--array-bytes", str(SMALL_ARRAY_BYTES), "--threads", "2", "--repeats", "2",
               "--backend", "numpy")
@@ -234,6 +236,7 @@ def test_stream_cli_runs_numpy_at_its_baseline_unless_asked_for_the_widest_loops
     assert json.loads(widest.stdout)["simd"].split() == _numpy_dispatch()
 
 
+@pytest.mark.slow
 def test_stream_cli_leaves_a_numpy_dispatch_the_user_set_alone():
     env = dict(os.environ, NPY_DISABLE_CPU_FEATURES="")  # set, and empty: numpy's own choice
     done = subprocess.run(

@@ -14,13 +14,12 @@ from doctor.seam.live import LiveHost
 from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from doctor.model import Level, ProbeResult, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordWriter
-from probes.registry import by_name
-from doctor.rules.loader import builtin_files, load_rules
 from probes.engine import exposure as engine_exposure, load as engine_load, output as engine_output
 from probes.helpers.engine_targets import Target
+from tests.builtin_rules import builtin_rules
 from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
 
-RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
+RULES = {r.id: r for r in builtin_rules()}
 
 
 def _findings(rule_id, probe_name, record):
@@ -81,6 +80,7 @@ def _levels(*points):
     return made
 
 
+@pytest.mark.slow
 def test_live_concurrency_past_a_saved_knee(servers, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     server = servers(token_s=0.1)
@@ -100,6 +100,7 @@ def test_live_concurrency_past_a_saved_knee(servers, monkeypatch, tmp_path):
     assert finding.severity.label == "critical" and finding.evidence["offered"] == 5
 
 
+@pytest.mark.slow
 def test_a_knee_saved_by_the_old_method_is_not_used(servers, monkeypatch, tmp_path):
     """Schema llm-doctor/load/1 took its knee from the client's cut-off requests counted as
     errors (the issue's "-np 1" at load average 7): the rule must not judge from it."""
@@ -120,6 +121,7 @@ def test_a_knee_saved_by_the_old_method_is_not_used(servers, monkeypatch, tmp_pa
         assert engine_load.saved_knee(LiveHost(), server.base_url)[:2] == (None, "unreadable")
 
 
+@pytest.mark.slow
 def test_no_saved_knee_stays_silent(servers, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     server = servers()
@@ -139,6 +141,7 @@ def _working(server, concurrency, seconds):
     return thread
 
 
+@pytest.mark.slow
 def test_declared_replicas_with_uneven_work_over_the_window(servers):
     busy_one, idle_one = servers(token_s=0.01), servers(token_s=0.01)
     busy = _working(busy_one, 12, 12.0)  # 1,200 tokens/s at most, the scrapes 5 s apart
@@ -154,6 +157,7 @@ def test_declared_replicas_with_uneven_work_over_the_window(servers):
     assert finding.evidence["busiest"] == busy_one.base_url
 
 
+@pytest.mark.slow
 def test_two_servers_of_one_model_not_declared_replicas_are_no_group(servers):
     """Issue 28 §7: the same model on two endpoints, load on one: independent servers, not
     replicas behind a bad balancer. Before: grouped by model and judged on one snapshot."""
@@ -167,6 +171,7 @@ def test_two_servers_of_one_model_not_declared_replicas_are_no_group(servers):
     assert record.engines[0].running == 6 or record.engines[1].running == 6
 
 
+@pytest.mark.slow
 def test_even_replicas_stay_silent(servers):
     a, b = servers(), servers()
     urls = (a.base_url, b.base_url)
@@ -263,6 +268,7 @@ def test_an_engine_asking_for_a_key_is_not_sent_completions(servers, monkeypatch
     assert endpoint.errors == 0
 
 
+@pytest.mark.slow
 def test_capture_then_replay_gives_the_same_records(servers, tmp_path, monkeypatch):
     """What a capture keeps of the active probes is what a replay returns, unchanged."""
     from doctor.seam.recorded import RecordingHost

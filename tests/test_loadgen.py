@@ -64,7 +64,8 @@ def test_refused_credentials_are_errors_and_a_key_is_sent(server):
 @pytest.mark.parametrize("server", [Behaviour(prefill_s=5.0)], indirect=True)
 def test_a_request_is_bounded_by_its_timeout(server):
     (result,) = run_requests(RequestTarget(server.base_url), Workload(16, 5, timeout_s=0.3), 1, 1, 10)
-    assert not result.ok and not result.cut and "0.3 s" in result.error and result.e2e_s < 2
+    # cut by its 0.3 s, not answered after the server's 5 s of prefill
+    assert not result.ok and not result.cut and "0.3 s" in result.error and result.e2e_s < 5
 
 
 def test_refused_connection_is_an_error_not_an_exception():
@@ -118,6 +119,7 @@ def test_every_run_sends_fresh_prompts_and_a_seed_repeats_one(server):
     assert a.seed == b.seed == 5 and server.prompts[:3] == sent_a[:3]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(prompt_cache="usage")], indirect=True)
 def test_a_second_load_run_is_not_served_from_the_prompt_cache(server, cli, tmp_path):
     """The stub caches every prompt's longest prefix shared with an earlier one, as llama.cpp
@@ -146,6 +148,7 @@ def test_llama_cpp_cache_n_is_read(server):
     assert first.cached_tokens == 0 and again.cached_tokens == 16
 
 
+@pytest.mark.slow
 def test_a_cache_not_reported_is_said_so(server, cli):
     result = cli("load", "--endpoint", server.base_url, "--prompt-tokens", "8",
                  "--output-tokens", "2", "--levels", "1", "--seconds-per-level", "0.2",
@@ -223,6 +226,7 @@ def test_a_late_client_is_not_judged():
     assert quiet.unusable is None and quiet.client_late is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(prefill_s=0.01, token_s=0.02)], indirect=True)
 def test_the_client_knows_when_its_own_loop_is_late(server):
     """A second task that holds the event loop 80 ms at a time (as a starved or saturated
@@ -322,6 +326,7 @@ def test_levels_not_judged_cannot_make_a_knee():
     assert find_knee([_level(1, 0, unusable="no request completed")]).status == "no-data"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(slots=4, prefill_s=0.05, token_s=0.025)],
                          indirect=True)
 def test_sweep_finds_the_slot_limit_as_the_knee(server):
@@ -340,15 +345,20 @@ def test_sweep_finds_the_slot_limit_as_the_knee(server):
     assert all(lv.errors == 0 for lv in result.levels)
 
 
-@pytest.mark.parametrize("server", [Behaviour(slots=1, prefill_s=0.05, token_s=0.2)],
+@pytest.mark.slow
+@pytest.mark.parametrize("server", [Behaviour(slots=1, prefill_s=0.05, token_s=0.5)],
                          indirect=True)
 def test_the_time_budget_cuts_requests_it_does_not_fail_them(server, cli, tmp_path):
-    """An engine of one slot, 0.85 s a request, and 6 s in all: c=2 starts (four requests
-    could fit if they ran two at a time), the budget ends it with requests in flight; they
-    are cut, counted apart, not errors, the level is not judged and no knee is saved."""
+    """An engine of one slot, 2.05 s a request, and 16.5 s in all: after the warm-up's two
+    and c=1's three requests (10.25 s) about 6 s are left, c=2 starts (its four requests
+    would take 4.1 s two at a time, more than the warm-up's slowest request could make it),
+    and the budget ends it with requests in flight (one slot: they take 8.2 s); they are cut,
+    counted apart, not errors, the level is not judged and no knee is saved. The margins are
+    seconds on either side, so a busy machine's slower requests do not move the outcome
+    (at 0.85 s a request and 6 s in all, they were 0.05 s)."""
     result = cli("load", "--endpoint", server.base_url, "--prompt-tokens", "8",
                  "--output-tokens", "5", "--levels", "1,2", "--seconds-per-level", "1",
-                 "--min-requests", "3", "--max-seconds", "6", "--format", "json",
+                 "--min-requests", "3", "--max-seconds", "16.5", "--format", "json",
                  env={"XDG_STATE_HOME": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
@@ -360,6 +370,7 @@ def test_the_time_budget_cuts_requests_it_does_not_fail_them(server, cli, tmp_pa
     assert document["knee"]["recommended_concurrency"] is None
 
 
+@pytest.mark.slow
 def test_load_command_saves_the_knee_where_the_rule_reads_it(server, cli, tmp_path):
     result = cli("load", "--endpoint", server.base_url + "/", "--prompt-tokens", "16",
                  "--output-tokens", "4", "--max-concurrency", "2", "--max-seconds", "10",
@@ -374,6 +385,7 @@ def test_load_command_saves_the_knee_where_the_rule_reads_it(server, cli, tmp_pa
     assert "past-throughput-knee" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(token_s=0.05)], indirect=True)
 def test_load_table_names_its_percentiles_and_both_itls(server, cli):
     result = cli("load", "--endpoint", server.base_url, "--prompt-tokens", "8",
@@ -389,6 +401,7 @@ def test_load_table_names_its_percentiles_and_both_itls(server, cli):
     assert "concurrency 1: so far" in result.stderr and "of the 12 requests" in result.stderr
 
 
+@pytest.mark.slow
 def test_load_command_unreachable_endpoint_exits_3(cli, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -400,11 +413,13 @@ def test_load_command_unreachable_endpoint_exits_3(cli, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_load_command_rejects_a_bad_url(cli):
     result = cli("load", "--endpoint", "https://localhost:8000", "--no-save")
     assert result.returncode == 3 and "expected http://HOST:PORT" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (("load", "--max-seconds", "nan"), "'nan' is not a finite number"),
     (("load", "--seconds-per-level", "inf"), "not in the range"),
@@ -427,6 +442,7 @@ def test_slow_levels_are_not_started_when_they_cannot_finish():
     assert not knee._too_long(1, 10, None, 20.0)  # nothing measured yet: try
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", [Behaviour(api_key="sk-secret-123")], indirect=True)
 def test_load_command_takes_a_key_from_the_url_and_never_shows_it(server, cli, tmp_path):
     url = server.base_url.replace("http://", "http://:sk-secret-123@")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from doctor.model import ScanOptions
 from doctor.seam.recorded import RecordedHost
 from probes.host import memory as host_memory, sysctl as host_sysctl
@@ -16,6 +18,7 @@ def _copy(tmp_path):
     return root
 
 
+@pytest.mark.slow
 def test_an_unreadable_setting_is_none_with_its_reason_and_an_absent_one_too(tmp_path):
     root = _copy(tmp_path)
     (root / "fs/proc/sys/vm/swappiness").unlink()
@@ -30,6 +33,7 @@ def test_an_unreadable_setting_is_none_with_its_reason_and_an_absent_one_too(tmp
     assert "None" not in line
 
 
+@pytest.mark.slow
 def test_a_complete_read_has_nothing_missing(tmp_path):
     host = RecordedHost(_copy(tmp_path))
     assert host_sysctl.probe(host, ScanOptions()).missing == {}

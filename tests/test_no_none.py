@@ -59,6 +59,7 @@ def _offending(text: str) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", HOSTS, ids=[p.name for p in HOSTS])
 def test_no_person_facing_output_of_a_recorded_host_says_none(path):
     problems = []

@@ -168,6 +168,7 @@ def test_the_summary_of_a_recorded_host_reads_its_figures():
     assert "somaxconn" in lines["host.sysctl"]
 
 
+@pytest.mark.slow
 def test_a_recorded_measurement_of_the_wrong_shape_names_the_key(cli, tmp_path):
     host = tmp_path / "host"
     shutil.copytree(FIXTURE_HOSTS / "healthy-epyc-9654-vllm", host, symlinks=True)
@@ -239,6 +240,7 @@ def test_dash_and_dev_stdout_write_to_standard_output(capfd):
     assert os.path.islink("/dev/stdout") or not os.path.exists("/dev/stdout")
 
 
+@pytest.mark.slow
 def test_scan_to_dev_full_exits_3_and_keeps_the_device(cli):
     result = cli("scan", "--level", "quick", "-o", "/dev/full", "--no-progress")
     assert result.returncode == 3 and "Traceback" not in result.stderr
@@ -262,6 +264,7 @@ def test_a_block_device_or_socket_is_refused_before_the_scan(tmp_path):
             check_target(block)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["-", "/dev/stdout"])
 def test_scan_to_standard_output_prints_the_report(cli, target):
     if target == "/dev/stdout" and os.geteuid() != 0:

@@ -9,6 +9,8 @@ import math
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import pytest
+
 from probes.helpers.dimms import parse_dmidecode
 from probes.host.cpu import parse_cpuinfo, parse_khz, parse_loadavg
 from probes.host.limits import ROWS, parse_limits
@@ -39,6 +41,7 @@ def _valid_or_malformed(parse, text, path):
         return None
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(TEXT)
 @example("")
@@ -75,6 +78,7 @@ def test_meminfo_round_trip(total, free, swap):
     assert (kb["MemTotal"], kb["MemFree"], kb["SwapTotal"]) == (total, min(free, total), swap)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(TEXT)
 @example("Limit\nMax open files 1 abc\n")
@@ -91,6 +95,7 @@ LIMIT = st.one_of(st.none(), COUNT)
 PAIR = st.tuples(LIMIT, LIMIT).filter(lambda p: p[1] is None or (p[0] is not None and p[0] <= p[1]))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(PAIR, PAIR, PAIR, PAIR)
 def test_limits_round_trip(nofile, nproc, memlock, sigpending):
@@ -146,6 +151,7 @@ def test_netstat_any_text(text):
     assert got is None or all(0 <= v <= MAX_COUNT for v in got.values())
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.dictionaries(st.from_regex(r"[A-Za-z]{1,20}", fullmatch=True), COUNT, max_size=30))
 def test_netstat_round_trip(counters):

@@ -145,6 +145,7 @@ def test_garbage_json_names_the_line(tmp_path):
         read_shape(str(bad))
 
 
+@pytest.mark.slow
 def test_plan_command_json_and_exit_codes(cli, gemma_gguf, tmp_path):
     result = cli("plan", "--model", str(MISTRAL7), "--gpu-memory", "24GiB", "--dtype", "fp16",
                  "--context", "2048", "--concurrency", "16", "--format", "json")

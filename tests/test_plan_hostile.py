@@ -47,6 +47,7 @@ def refused(cli, path: Path, *more: str) -> str:
 # --------------------------------------------------------------------------- the issue's examples
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,raw,said", [
     ("num_attention_heads", "0", "num_attention_heads = 0 is out of range (a real model's is 1"),
     ("num_hidden_layers", "1e999", "num_hidden_layers = inf is not an integer"),
@@ -67,12 +68,14 @@ def test_the_issues_values_are_named_with_their_key(cli, tmp_path, key, raw, sai
     assert f"{model}/config.json: {said}" in line
 
 
+@pytest.mark.slow
 def test_json_nested_100000_deep_is_refused(cli, tmp_path):
     for text in ("[" * 100_000 + "]" * 100_000, '{"a": ' * 100_000 + "1" + "}" * 100_000):
         (tmp_path / "config.json").write_text(text)
         assert "nested too deeply" in refused(cli, tmp_path / "config.json")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("raw", ["1e999", "NaN", "Infinity"])
 def test_json_never_holds_infinity_or_nan(cli, tmp_path, raw):
     """Without --context the plan takes the model's own maximum, max_position_embeddings:
@@ -128,6 +131,7 @@ def test_flags_names_tables_and_derived_figures_are_checked(tmp_path, key, raw, 
         read_shape(str(model))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key,raw", [("rope_theta", DIGITS_5000), ("initializer_range", "NaN"),
                                      ("sliding_window", "null"), ("architectures", "[" * 500 +
                                                                    "]" * 500),
@@ -141,6 +145,7 @@ def test_keys_not_used_or_null_do_not_stop_the_plan(cli, tmp_path, key, raw):
     assert plan["kv_bytes_per_layer_token"] * 32 == 32 * kv_heads * 128 * 2 * 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make,said", [
     (lambda p: os.mkfifo(p), "the model's config.json is not a regular file"),
     (lambda p: p.symlink_to("/dev/zero"), "the model's config.json is not a regular file"),
@@ -159,6 +164,7 @@ def test_a_config_json_that_is_no_readable_file_is_refused(cli, tmp_path, make, 
     assert said in refused(cli, tmp_path / "model")
 
 
+@pytest.mark.slow
 def test_a_name_with_control_characters_or_a_lone_surrogate_is_shown_escaped(cli, tmp_path):
     model = config(tmp_path, "_name_or_path", '"evil\\u001b]0;pwned\\u0007\\ud800"')
     for fmt in ("terminal", "json"):

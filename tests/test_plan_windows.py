@@ -100,6 +100,7 @@ def _gguf(tmp_path: Path, arch: str, *extra: tuple) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_the_real_gemma_gguf_is_sized_as_llama_server_allocates_it(gemma_gguf):
     shape = read_shape(str(gemma_gguf))
     assert (shape.layers, shape.sliding_window, shape.local_layers) == (18, 512, 15)
@@ -159,6 +160,7 @@ def test_a_long_per_layer_pattern_is_read_whole(tmp_path):
 # --------------------------------------------------------------------------- the live engine
 
 
+@pytest.mark.live
 def test_llama_server_logs_the_kv_sizes_the_plan_gives(tmp_path, gemma_gguf):
     """The real llama-server at -c 32768 -np 1, run until it has logged its KV cache."""
     from tests import llama_server
@@ -176,6 +178,7 @@ def test_llama_server_logs_the_kv_sizes_the_plan_gives(tmp_path, gemma_gguf):
 # --------------------------------------------------------------------------- the cap
 
 
+@pytest.mark.slow
 def test_the_longest_context_is_the_models_maximum_and_says_so(cli, gemma_gguf):
     result = cli("plan", "--model", str(gemma_gguf), "--gpu-memory", "24GiB")
     assert result.returncode == 0, result.stderr
@@ -194,6 +197,7 @@ def test_memory_caps_the_context_where_it_is_less():
     assert plan.max_context == plan.max_context_by_memory
 
 
+@pytest.mark.slow
 def test_a_context_above_the_models_maximum_is_refused(cli, gemma_gguf):
     result = cli("plan", "--model", str(gemma_gguf), "--gpu-memory", "24GiB",
                  "--context", "65536")
@@ -206,6 +210,7 @@ def test_a_context_above_the_models_maximum_is_refused(cli, gemma_gguf):
 # --------------------------------------------------------------------------- no GPU
 
 
+@pytest.mark.slow
 def test_no_gpu_plans_for_the_hosts_available_memory(cli, gemma_gguf):
     host = HOSTS / "this-vm-epyc-2cpu"  # a recording with no nvml.json: no GPU
     result = cli("plan", "--model", str(gemma_gguf), "--replay", str(host), "--format", "json")
@@ -219,6 +224,7 @@ def test_no_gpu_plans_for_the_hosts_available_memory(cli, gemma_gguf):
     assert "host memory" in text and "GPU memory" not in text
 
 
+@pytest.mark.slow
 def test_a_recorded_gpu_is_planned_for(cli, gemma_gguf):
     result = cli("plan", "--model", str(gemma_gguf), "--replay",
                  str(HOSTS / "a100-pcie-gen3x8"), "--format", "json")
@@ -227,12 +233,14 @@ def test_a_recorded_gpu_is_planned_for(cli, gemma_gguf):
     assert "NVML" in plan["memory_source"]
 
 
+@pytest.mark.slow
 def test_this_host_without_gpu_memory_plans_without_a_usage_error(cli, gemma_gguf):
     result = cli("plan", "--model", str(gemma_gguf), "--format", "json")
     assert result.returncode in (0, 1), result.stderr  # was 2: "Missing option '--gpu-memory'"
     assert json.loads(result.stdout)["memory_kind"] in ("gpu", "host")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit,said", [
     (lambda m: m.unlink(), "/proc/meminfo"),
     (lambda m: m.write_text("MemTotal: lots\n"), "/proc/meminfo"),
@@ -261,6 +269,7 @@ def _outputs(cli, gemma_gguf) -> list[str]:
     return [cli("plan", *args).stdout for args in runs]
 
 
+@pytest.mark.slow
 def test_one_unit_family_in_every_output(cli, gemma_gguf):
     for text in _outputs(cli, gemma_gguf):
         assert "GiB" in text or "MiB" in text, text
@@ -270,6 +279,7 @@ def test_one_unit_family_in_every_output(cli, gemma_gguf):
         assert len(sizes) >= 7, text
 
 
+@pytest.mark.slow
 def test_token_counts_are_written_with_separators(cli, gemma_gguf):
     for text in _outputs(cli, gemma_gguf):
         body = "\n".join(text.splitlines()[1:])  # the first line names the file

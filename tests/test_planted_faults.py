@@ -41,6 +41,7 @@ def edit(path, pattern, replacement):
     path.write_text(new)
 
 
+@pytest.mark.slow
 def test_the_healthy_host_raises_nothing(host):
     findings, report = raised(host)
     assert findings == []
@@ -51,6 +52,7 @@ def test_the_healthy_host_raises_nothing(host):
     assert all(p.status == "ok" for p in report.probes if p.name.startswith("host."))
 
 
+@pytest.mark.slow
 def test_engine_started_with_1024_open_files(host):
     edit(host / f"fs/proc/{ENGINE_PID}/limits", r"^(Max open files\s+)1048576 ", r"\g<1>1024    ")
     (finding,), _ = raised(host)
@@ -61,6 +63,7 @@ def test_engine_started_with_1024_open_files(host):
     assert (finding.evidence["nofile_soft"], finding.evidence["nofile_hard"]) == (1024, 1048576)
 
 
+@pytest.mark.slow
 def test_old_kernel_listen_backlog(host):
     (host / "fs/proc/sys/net/core/somaxconn").write_text("128\n")
     (finding,), _ = raised(host)
@@ -68,6 +71,7 @@ def test_old_kernel_listen_backlog(host):
     assert finding.symptoms == ("queueing-under-load",)
 
 
+@pytest.mark.slow
 def test_swap_in_use(host):
     edit(host / "fs/proc/meminfo", r"^SwapTotal:\s+\d+ kB", "SwapTotal:       8388608 kB")
     edit(host / "fs/proc/meminfo", r"^SwapFree:\s+\d+ kB", "SwapFree:        3145728 kB")
@@ -76,6 +80,7 @@ def test_swap_in_use(host):
     assert finding.evidence["swap_used_mib"] == 5120
 
 
+@pytest.mark.slow
 def test_one_cpu_left_in_powersave(host):
     (host / "fs/sys/devices/system/cpu/cpu7/cpufreq/scaling_governor").write_text("powersave\n")
     (finding,), _ = raised(host)
@@ -83,6 +88,7 @@ def test_one_cpu_left_in_powersave(host):
     assert finding.evidence["governors"] == {"performance": 191, "powersave": 1}
 
 
+@pytest.mark.slow
 def test_a_stray_process_takes_the_cpu(host):
     data = json.loads((host / "measurements.json").read_text())
     data["host.cpu_load"]["top"].insert(0, {"pid": 777, "comm": "ffmpeg", "cmdline": "ffmpeg -i in.mp4 out.webm",
@@ -94,6 +100,7 @@ def test_a_stray_process_takes_the_cpu(host):
     assert finding.evidence["engines_running"] == 1
 
 
+@pytest.mark.slow
 def test_half_the_memory_channels_measured(host):
     data = json.loads((host / "measurements.json").read_text())
     data["host.memory_bandwidth.stream"]["triad_gbps"] = 150.0
@@ -104,6 +111,7 @@ def test_half_the_memory_channels_measured(host):
     assert finding.evidence["ratio"] == round(150.0 / 460.8, 3)
 
 
+@pytest.mark.slow
 def test_dimms_downclocked(host):
     dmi = next((host / "commands").iterdir())
     edit(dmi, r"Configured Memory Speed: 4800 MT/s", "Configured Memory Speed: 3600 MT/s")
@@ -112,6 +120,7 @@ def test_dimms_downclocked(host):
     assert findings[0].evidence["configured_mts"] == 3600 and findings[0].evidence["rated_mts"] == 4800
 
 
+@pytest.mark.slow
 def test_weights_moved_to_a_slow_disk(host):
     data = json.loads((host / "measurements.json").read_text())
     read = data["host.storage.read:/models/llama-3-8b-instruct"]
@@ -127,6 +136,7 @@ def test_weights_moved_to_a_slow_disk(host):
     assert finding.evidence["load_time_s"] == round(weights / 140e6, 1)
 
 
+@pytest.mark.slow
 def test_an_unreadable_file_is_an_error_and_the_scan_goes_on(host):
     edit(host / "host.toml", r"^\[errors\]$", '[errors]\n"/proc/self/limits" = "no-permission"')
     findings, report = raised(host)
@@ -138,6 +148,7 @@ def test_an_unreadable_file_is_an_error_and_the_scan_goes_on(host):
         [(p.name, p.status, p.reason) for p in others]
 
 
+@pytest.mark.slow
 def test_quick_level_skips_measurements(host):
     findings, report = raised(host, "quick")
     names = [p.name for p in report.probes]

@@ -56,6 +56,7 @@ def _causes(outside) -> list[str]:
     return [relative, stem, "cpu-contention/../" + relative, "./" + relative]
 
 
+@pytest.mark.slow
 def test_report_never_reads_a_markdown_file_a_cause_points_at(cli, tmp_path):
     outside = _planted(tmp_path)
     report = ScanReport(host={"kind": "live", "hostname": "h"}, level=Level.QUICK,
@@ -96,6 +97,7 @@ def test_the_terminal_names_no_path_for_an_unknown_cause(tmp_path):
     assert str(outside) not in text and str(FOLDER / "cpu-contention.md") in text
 
 
+@pytest.mark.slow
 def test_the_playbook_command_takes_known_ids_only(cli):
     assert cli("playbook", "fd-limit-low").returncode == 0
     for cause in ("../README", "/etc/hostname", "fd-limit-low/../fd-limit-low"):

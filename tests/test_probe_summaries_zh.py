@@ -68,6 +68,7 @@ def test_a_recorded_host_without_a_gpu_says_why_in_chinese():
     assert "NVIDIA" in next(iter(gpu.values())) and CJK.search(next(iter(gpu.values())))
 
 
+@pytest.mark.slow
 def test_this_machines_probes_read_in_chinese():
     en = _texts(LiveHost(), Level.QUICK, "en")
     zh = _texts(LiveHost(), Level.QUICK, "zh_CN")

@@ -7,6 +7,8 @@ import io
 
 from rich.console import Console
 
+import pytest
+
 from doctor.model import Finding, Level, ProbeResult, ScanReport, Severity
 from probes.registry import PROBES
 from reports import html, markdown, terminal
@@ -38,6 +40,7 @@ def test_errors_and_lone_skips_keep_their_own_rows():
     assert [r["name"] for r in probe_rows(rows)] == ["gpu.a", "gpu.b", "gpu.c"]
 
 
+@pytest.mark.slow
 def test_a_host_without_driver_or_engine_reads_as_one_row_each_unless_verbose(cli):
     host = str(FIXTURE_HOSTS / "this-vm-epyc-2cpu")
     for fmt in ("terminal", "markdown", "html"):

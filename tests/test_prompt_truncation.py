@@ -23,17 +23,16 @@ import pytest
 
 from doctor.model import ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.seam.live import LiveHost
 from doctor.workload.knee import knee_path
 from probes.engine import truncation
-from probes.registry import by_name
+from tests.builtin_rules import builtin_rules
 from tests.ollama_process import start
 
 pytestmark = pytest.mark.timeout(60)
 
 PAGES = Path(__file__).parent / "engine_pages"
-RULE = next(r for r in load_rules(builtin_files(), by_name()) if r.id == "prompt-truncation")
+RULE = next(r for r in builtin_rules() if r.id == "prompt-truncation")
 
 
 def _findings(engine: truncation.EngineTruncation):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
+
 from tests.daemon_helpers import need
 
 
@@ -21,6 +23,7 @@ def _machine_lines(text: str) -> list[str]:
             if not re.match(r"\s*(summary|description):", line)]
 
 
+@pytest.mark.slow
 def test_the_rules_speak_chinese_and_promtool_passes_them(cli, tmp_path):
     promtool = need("promtool", "prometheus")
     zh, en = _export(cli, tmp_path, "zh_CN"), _export(cli, tmp_path, "en")

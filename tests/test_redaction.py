@@ -109,6 +109,7 @@ def test_safe_display_escapes_control_characters():
     assert safe_display("ordinary text: é, 中文, ×") == "ordinary text: é, 中文, ×"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)  # a guard against a quadratic return, not a speed target
 def test_masking_is_linear_on_huge_command_lines():
     """30,000 --token arguments took about 5 minutes with the old regular expression
@@ -223,6 +224,7 @@ def test_a_planted_secret_never_survives(before, after, form, secret, nul):
     assert redact_cmdline(masked) == masked
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(before=BENIGN, after=BENIGN, form=FORMS, wrap=WRAPPERS, secret=SECRET)
 def test_a_planted_secret_never_survives_punctuation(before, after, form, wrap, secret):
@@ -245,6 +247,7 @@ def test_masking_is_idempotent_on_any_text(text):
     assert redact_cmdline(once) == once
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(PUNCTUATED)
 def test_masking_is_idempotent_on_punctuated_text(text):
@@ -317,6 +320,7 @@ def _leaks(text: str) -> list[str]:
     return [name for name, value in PLANTED.items() if value in text]
 
 
+@pytest.mark.slow
 def test_no_planted_secret_reaches_any_output_or_the_capture(cli, tmp_path, planted_processes):
     engine_pid, other_pid = planted_processes
     cap = tmp_path / "cap"
@@ -400,6 +404,7 @@ def test_secrets_in_keys_and_punctuated_values_stay_out_of_every_format():
     assert data["findings"][0]["evidence"]["api_key"] == "***"
 
 
+@pytest.mark.slow
 def test_report_from_a_saved_scan_masks_keys_and_values_it_was_given_raw(cli, tmp_path):
     """A saved scan is someone else's file: what it holds unmasked is masked when shown."""
     from reports.json_report import render

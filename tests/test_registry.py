@@ -6,6 +6,8 @@ import dataclasses
 import re
 import typing
 
+import pytest
+
 from doctor.model import Level
 from probes.registry import PROBES
 
@@ -32,6 +34,7 @@ def test_every_probe_returns_a_frozen_slotted_record():
         assert hasattr(record, "__slots__"), spec.name
 
 
+@pytest.mark.slow
 def test_quick_probes_do_not_import_torch():
     import subprocess
     import sys
@@ -44,6 +47,7 @@ def test_quick_probes_do_not_import_torch():
     assert out.stdout.split() == ["False", "False"]
 
 
+@pytest.mark.slow
 def test_probes_fields_lists_what_rules_can_name(cli):
     result = cli("probes", "--fields")
     assert result.returncode == 0

@@ -96,6 +96,7 @@ def test_a_secret_is_masked_before_the_cut():
     assert "ppp" not in shown
 
 
+@pytest.mark.slow
 def test_every_scan_format_bounds_a_5_000_000_character_field():
     report = _report("h" * BIG)
     for fmt, render in FORMATS.items():
@@ -111,6 +112,7 @@ def test_every_scan_format_bounds_a_5_000_000_character_field():
     assert len(out) < BOUND and MARK in out
 
 
+@pytest.mark.slow
 def test_every_diff_format_bounds_a_5_000_000_character_field(saved):
     before, after = saved
     diff = run_diff(str(before), str(after), None, "", True)

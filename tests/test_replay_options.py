@@ -28,6 +28,7 @@ def _copy(tmp_path, extra: str):
     return root
 
 
+@pytest.mark.slow
 def test_a_recording_without_requests_replays_without_them(tmp_path):
     host = RecordedHost(str(_copy(tmp_path, "requests = false\nbusy_ok = true")))
     options = scan_options(load_config(None), None, host=host)

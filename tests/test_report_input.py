@@ -56,6 +56,7 @@ def _write(tmp_path: Path, doc) -> Path:
 # --------------------------------------------------------------------------- our own outputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", sorted(p.name for p in FIXTURE_HOSTS.iterdir() if p.is_dir()))
 def test_every_committed_hosts_report_loads_and_renders(host, tmp_path):
     path = _write(tmp_path, _scan(host, "quick"))
@@ -120,6 +121,7 @@ WRONG = [  # (what, where, value, the JSON path and words the message must hold)
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what,where,value,said", WRONG, ids=[w[0] for w in WRONG])
 def test_a_wrong_field_is_named_with_its_json_path(cli, tmp_path, scans, what, where, value, said):
     path = _write(tmp_path, _with(scans["vllm-v1-kv-pressure"], where, value))
@@ -234,6 +236,7 @@ def _agree(doc: dict, path: tuple, render: bool) -> None:
         render_data(doc)  # what the check lets through, the page renders
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", HOSTS)
 def test_the_check_agrees_with_the_schema_on_every_typed_field(host, scans):
     scan = scans[host]
@@ -252,6 +255,7 @@ def test_the_check_agrees_with_the_schema_on_every_typed_field(host, scans):
             _agree(doc, path, render=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", HOSTS)
 def test_any_value_inside_a_record_or_evidence_renders(host, scans):
     """The schema leaves records and evidence open: every value there reaches the page."""

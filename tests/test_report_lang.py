@@ -44,6 +44,7 @@ def scans() -> dict[tuple[str, str], ScanReport]:
     return {(host, lang): _scan(host, lang) for host in HOSTS for lang in ("en", "zh_CN")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", HOSTS)
 def test_json_is_the_same_in_both_languages_but_its_text_and_lang(scans, host):
     with Speaking("en"):

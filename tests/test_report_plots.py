@@ -65,6 +65,7 @@ def _texts(svg: ET.Element) -> str:
     return " ".join(e.text or "" for e in svg.iter())
 
 
+@pytest.mark.slow
 def test_a_gpu_host_with_an_engine_has_every_plot_with_title_axes_and_alt_text():
     page = html.render(gpu_host_with_engine("a100-pcie-gen3x8"))
     drawn = _svgs(page, "(?:bars|curve)")
@@ -93,6 +94,7 @@ def test_a_gpu_host_with_an_engine_has_every_plot_with_title_axes_and_alt_text()
     assert "MHz" in texts["GPU clocks against their maximum (SM and memory)"]
 
 
+@pytest.mark.slow
 def test_a_plot_with_nothing_measured_says_why_instead_of_an_empty_frame():
     """In one line beside the plots drawn (an empty frame each was a wall of them)."""
     page = html.render(gpu_host_with_engine("h100-sxm-8x-nvswitch"))  # no bandwidth recorded
@@ -173,6 +175,7 @@ def test_the_saved_sweep_travels_in_the_record_bounded_and_read_as_hostile_input
 from tests.test_html_report import _chromium  # noqa: E402  (one finder of Debian's chromium)
 
 
+@pytest.mark.browser
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("gpu_host", ["a100-pcie-gen3x8", "h100-sxm-8x-nvswitch"])
 def test_the_report_fits_1280_px_in_chromium_with_every_plot_drawn(tmp_path, gpu_host):

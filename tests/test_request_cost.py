@@ -77,6 +77,7 @@ def test_what_is_sent_never_exceeds_the_declared_cost_and_is_reported(server, mo
                       "(--no-requests to send none)", 0)]
 
 
+@pytest.mark.slow
 def test_warmup_stops_sending_at_its_time_bound(monkeypatch):
     slow = StreamServer(Behaviour(prefill_s=0.3, token_s=0.01)).start()  # ~0.45 s a request
     try:
@@ -114,6 +115,7 @@ def test_an_engine_showing_no_count_is_sent_to_and_the_plan_line_says_so(server)
     assert "shows no count of requests in flight" in line and "HTTP 404" in line
 
 
+@pytest.mark.slow
 def test_no_requests_skips_the_probes_that_send_and_still_reads_the_pages(server):
     chosen = tuple(s for s in PROBES if s.name in ("engine.discovery", "engine.metrics", *COSTLY))
     results = {r.name: r for r in run_probes(chosen, LiveHost(),
@@ -133,6 +135,7 @@ def _scan_json(cli, server, tmp_path, *args):
     return {p["name"]: p for p in json.loads(report.read_text())["probes"]}, result.stderr
 
 
+@pytest.mark.slow
 def test_scan_no_requests_sends_none_and_reads_metrics(cli, server, tmp_path):
     probes, stderr = _scan_json(cli, server, tmp_path, "--no-requests")
     assert server.requests == 0
@@ -143,6 +146,7 @@ def test_scan_no_requests_sends_none_and_reads_metrics(cli, server, tmp_path):
     assert "will send" not in stderr and "no request was sent to an engine" in stderr
 
 
+@pytest.mark.slow
 def test_config_requests_false_sends_none(cli, server, tmp_path):
     config = tmp_path / "c.toml"
     config.write_text("[scan]\nrequests = false\n")
@@ -150,6 +154,7 @@ def test_config_requests_false_sends_none(cli, server, tmp_path):
     assert server.requests == 0 and probes["engine.warmup"]["status"] == "skipped"
 
 
+@pytest.mark.slow
 def test_scan_says_what_it_will_send_and_what_it_sent(cli, server, tmp_path):
     probes, stderr = _scan_json(cli, server, tmp_path)
     warmup = probes["engine.warmup"]["data"]["endpoints"][0]
@@ -195,6 +200,7 @@ def _daemon_warmup(tmp_path, server, body: str) -> ProbeResult:
     raise AssertionError("the daemon never ran engine.warmup")
 
 
+@pytest.mark.slow
 def test_the_daemon_sends_no_request_unless_configured_to(server, tmp_path):
     # kernels_while_serving: the measurements run beside a serving engine, yet sending
     # completions to it is a separate choice, off even where [scan] sends them
@@ -213,6 +219,7 @@ def test_a_daemon_requests_that_is_not_a_boolean_names_its_key(tmp_path):
         load_daemon(str(config), (), {})
 
 
+@pytest.mark.slow
 def test_quick_sends_nothing(server):
     run_probes(PROBES, LiveHost(), _options(server, level=Level.QUICK))
     assert server.requests == 0

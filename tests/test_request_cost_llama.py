@@ -11,10 +11,10 @@ from doctor.runner import run_probes
 from doctor.seam.live import LiveHost
 from probes.helpers.promtext import parse
 from probes.registry import PROBES, by_name
-from tests.llama_server import llama_server  # noqa: F401  (the fixture)
+from tests.llama_server import private_llama_server  # noqa: F401  (the fixture)
 from tests.stream_server import only_named_endpoints
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 COSTLY = ("engine.warmup", "engine.output")
 
 
@@ -27,7 +27,10 @@ def _counters(base_url: str) -> tuple[float, float]:
 
 
 def test_what_a_scan_sends_llama_server_stays_within_the_declared_cost(
-        llama_server, monkeypatch):  # noqa: F811
+        private_llama_server, monkeypatch):  # noqa: F811
+    # A server of its own: its counters then count this scan's requests and nothing else's
+    # (another test's requests to the session's shared server broke the count).
+    llama_server = private_llama_server
     only_named_endpoints(monkeypatch)  # only this server: others on the machine are not ours
     lines: list[str] = []
     options = ScanOptions(endpoints=(llama_server.base_url,), announce=lines.append)

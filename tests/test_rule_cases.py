@@ -18,10 +18,11 @@ from doctor._toml import tomllib
 from doctor.rules.evaluate import evaluate
 from doctor.model import ProbeResult
 from probes.registry import by_name
-from doctor.rules.loader import element_type, optional_inner, builtin_files, load_rules
+from doctor.rules.loader import element_type, optional_inner
+from tests.builtin_rules import builtin_rules
 
 CASES = Path(__file__).parent / "rule_cases"
-RULES = {r.id: r for r in load_rules(builtin_files(), by_name())}
+RULES = {r.id: r for r in builtin_rules()}
 
 
 def complete(tp, data):

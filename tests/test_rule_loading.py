@@ -9,6 +9,7 @@ import pytest
 from doctor.config import ConfigError, check_against_rules, load_config
 from probes.registry import by_name
 from doctor.rules.loader import RuleError, builtin_files, load_file, load_rules
+from tests.builtin_rules import builtin_rules
 
 GOOD = """
 [[rule]]
@@ -92,6 +93,7 @@ def test_duplicate_rule_id(tmp_path):
         load_rules([*builtin_files(), path], by_name())
 
 
+@pytest.mark.slow
 def test_rule_check_cli_reports_a_typo_without_traceback(tmp_path, cli):
     path = write(tmp_path, GOOD.replace("severity = ", "sevrity = "))
     result = cli("rules", "check", str(path))
@@ -104,7 +106,7 @@ def test_rule_check_cli_reports_a_typo_without_traceback(tmp_path, cli):
 
 # --- config -----------------------------------------------------------------------
 
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 
 
 def config_error(tmp_path, text):
@@ -136,6 +138,7 @@ def test_config_unknown_table_and_bad_toml(tmp_path):
         load_config(write(tmp_path, "[scan]\nlevle = 'quick'\n", "c.toml"))
 
 
+@pytest.mark.slow
 def test_config_threshold_changes_what_fires(tmp_path, cli):
     """A raised threshold makes fd-limit-low fire on a shell that is fine by default."""
     config = write(tmp_path, "[rules.fd-limit-low]\nmin_nofile = 2000000\n", "c.toml")

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from doctor.rules.loader import RuleError, builtin_files, load_file, load_rules
+from doctor.rules.loader import RuleError, builtin_files, load_file
 from probes.registry import by_name
+from tests.builtin_rules import builtin_rules
 
 LANG = "zh_CN"
 CODE = re.compile(r"`[^`]+`")
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 
 # Fields a probe fills with English words (its record's text, not a rule's expression): the
 # zh title words the same fact from other fields.

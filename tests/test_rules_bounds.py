@@ -103,6 +103,7 @@ def test_methods_cannot_change_the_records_other_rules_read(tmp_path):
     assert "'.clear': no such field in this record" in errors[1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_rule_past_its_time_limit_is_a_rule_error_naming_it(tmp_path):
     """Each item walks the whole list: quadratic by the rule's own design."""
@@ -116,6 +117,7 @@ def test_a_rule_past_its_time_limit_is_a_rule_error_naming_it(tmp_path):
     assert len(findings) == 5000 and {f.rule for f in findings} == {"r1"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 def test_a_5000_row_cpu_table_is_evaluated_in_linear_time():
     """112 s before (simpleeval re-walked the whole namespace after every node); ~0.3 s now.
@@ -235,6 +237,7 @@ def test_one_call_cannot_outlast_the_time_limit(tmp_path, evidence):
                                                          or "would be over" in errors[0])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_three_rules_built_to_exhaust_the_limit_take_three_limits(tmp_path):
     rules = rules_of(tmp_path, ("item.cpu_cores > 0", "max('x' * 3999999, key=join)"),
@@ -247,6 +250,7 @@ def test_three_rules_built_to_exhaust_the_limit_take_three_limits(tmp_path):
     assert elapsed < 3 * RULE_TIME_LIMIT_S + 1.5, elapsed  # 38 s before
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_scan_with_three_such_rules_takes_about_three_limits(tmp_path, cli):
     rules_of(tmp_path, ("item.cpu_cores > 0", "max('x' * 3999999, key=join)"),

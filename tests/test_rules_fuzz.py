@@ -49,6 +49,7 @@ def mutated(draw, base: str) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(mutated(GOOD))
 def test_a_mutated_rule_file_loads_or_is_a_rule_error(tmp_path_factory, data):
@@ -63,6 +64,7 @@ def test_a_mutated_rule_file_loads_or_is_a_rule_error(tmp_path_factory, data):
 CONFIG = "[scan]\nlevel = 'quick'\nmodel_dirs = ['/m']\n\n[rules.fd-limit-low]\nmin_nofile = 100000\nseverity = 'critical'\n"
 
 
+@pytest.mark.slow
 @FUZZ
 @given(mutated(CONFIG))
 def test_a_mutated_config_loads_or_is_a_config_error(tmp_path_factory, data):
@@ -91,6 +93,7 @@ def expressions():
     return st.recursive(st.sampled_from(LEAVES), extend, max_leaves=6)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(expressions())
 def test_a_generated_expression_evaluates_or_is_a_rule_error_quickly(tmp_path_factory, expression):

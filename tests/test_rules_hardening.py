@@ -175,6 +175,7 @@ def test_a_rule_file_that_is_not_a_small_regular_file_is_refused_before_reading(
     assert expected in str(err.value)
 
 
+@pytest.mark.slow
 def test_more_rules_than_the_limit_is_an_error_naming_the_first_one_over(tmp_path):
     text = "".join(GOOD.replace("my-fd-rule", f"r{i}") for i in range(MAX_RULES_PER_FILE + 1))
     got = error_of(tmp_path, text)
@@ -182,6 +183,7 @@ def test_more_rules_than_the_limit_is_an_error_naming_the_first_one_over(tmp_pat
     assert f"rules.toml:{line}: {MAX_RULES_PER_FILE + 1} rules in one file; the limit is 1000" in got
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_thousand_rules_load_in_linear_time(tmp_path):
     """Quadratic line lookup made 3,000 rules take minutes; linear takes about a second."""
@@ -269,6 +271,7 @@ def test_key_needs_each_and_is_checked_like_any_expression(tmp_path):
 
 # --- through the command line: exit 3, one line, no traceback -----------------------
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_rules_check_and_scan_rules_exit_3_with_file_and_line(tmp_path, cli):
     bad = write(tmp_path, GOOD.encode().replace(b"raise it", b"raise \xff it"), "latin1.toml")
@@ -289,6 +292,7 @@ def test_rules_check_and_scan_rules_exit_3_with_file_and_line(tmp_path, cli):
         assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_rules_check_of_3000_rules_says_split_it_quickly(tmp_path, cli):
     text = "".join(GOOD.replace("my-fd-rule", f"r{i}") for i in range(3000))

@@ -82,6 +82,7 @@ def test_text_is_masked_and_made_whole_on_the_way_in(scan):
     json.dumps(out).encode()  # every writer after can encode it
 
 
+@pytest.mark.slow
 def test_the_commands_refuse_a_hostile_saved_scan_in_one_line(scan, tmp_path):
     path = tmp_path / "hostile.json"
     path.write_text(json.dumps(_with_finding(scan, rule="x\n$(touch canary)")))
@@ -95,6 +96,7 @@ def test_the_commands_refuse_a_hostile_saved_scan_in_one_line(scan, tmp_path):
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "canary").exists()
 
 
+@pytest.mark.slow
 def test_report_reads_a_scan_made_with_the_users_rule_file_when_named(scan, tmp_path):
     rules = tmp_path / "mine.toml"
     rules.write_text('[[rule]]\nid = "my-own-rule"\ncause = "fd-limit-low"\nsymptoms = []\n'

@@ -183,6 +183,7 @@ def pages():
     server.shutdown()
 
 
+@pytest.mark.slow
 def test_http_get_is_recorded_in_order_and_replayed(tmp_path, pages):
     rec = RecordingHost(LiveHost(), tmp_path / "cap")
     first = rec.http_get(pages + "/metrics", headers={"Authorization": "Bearer sk-SECRET-1"})
@@ -212,6 +213,7 @@ def test_http_get_is_recorded_in_order_and_replayed(tmp_path, pages):
     assert replay.http_get(pages + "/metrics") == first
 
 
+@pytest.mark.slow
 def test_http_get_is_bounded_in_size_and_in_time_even_when_drip_fed(pages):
     host = LiveHost()
     with pytest.raises(HostReadError, match="larger than 1000 bytes"):

@@ -121,6 +121,7 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           env=env)
 
 
+@pytest.mark.slow
 def test_a_missing_state_is_unknown_exit_2_and_calls_no_scontrol(tmp_path):
     done = _cli("--state-file", str(tmp_path / "none.json"), "--node", "vm",
                 "--scontrol", str(tmp_path / "no-scontrol"))
@@ -140,6 +141,7 @@ def critical_state(tmp_path_factory):
     return beat_state(FIXTURE_HOSTS / "h100-sxm-8x-gpu-lost", work / "state.json", work, True)
 
 
+@pytest.mark.slow
 def test_scontrol_missing_or_failing_is_one_line_exit_3_and_a_prolog_still_fails(
         tmp_path, critical_state):
     missing = _cli("--state-file", str(critical_state), "--scontrol", str(tmp_path / "nope"))
@@ -162,6 +164,7 @@ def test_scontrol_missing_or_failing_is_one_line_exit_3_and_a_prolog_still_fails
             "Unable to contact slurm controller") in failed.stdout
 
 
+@pytest.mark.slow
 def test_a_hanging_scontrol_is_cut_at_its_budget(tmp_path):
     hanging = tmp_path / "scontrol"
     hanging.write_text("#!/bin/sh\nexec sleep 30\n")
@@ -172,6 +175,7 @@ def test_a_hanging_scontrol_is_cut_at_its_budget(tmp_path):
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.slow
 def test_the_module_entry_answers_as_the_cli_does(tmp_path, critical_state):
     args = ("--state-file", str(critical_state), "--node", "vm", "--scontrol",
             str(tmp_path / "nope"))
@@ -185,6 +189,7 @@ def test_the_module_entry_answers_as_the_cli_does(tmp_path, critical_state):
     assert usage.returncode == 3 and "Traceback" not in usage.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["vm State=DOWN", "n[1-4]", "a,b", "", "-x", "vm\nx"])
 def test_a_node_name_that_is_no_node_is_refused_in_one_line(tmp_path, name):
     done = _cli("--state-file", str(tmp_path / "none.json"), "--node", name)
@@ -198,6 +203,7 @@ def test_a_node_name_that_is_no_node_is_refused_in_one_line(tmp_path, name):
     assert via_env.returncode == 3 and "$SLURMD_NODENAME" in via_env.stderr
 
 
+@pytest.mark.slow
 def test_control_characters_from_the_host_are_shown_not_obeyed(tmp_path):
     done = _cli("--state-file", str(tmp_path / "x\x1b[2Jy.json"), "--node", "vm")
     assert done.returncode == 2 and "\x1b" not in done.stdout and "x [2Jy.json" in done.stdout
@@ -263,6 +269,7 @@ def _without_slurm(tmp_path) -> dict:
     return {**env, "PATH": str(tmp_path)}
 
 
+@pytest.mark.slow
 def test_a_dry_run_without_slurm_prints_what_it_would_do_and_the_verdicts_code(
         tmp_path, critical_state, healthy_state):
     import socket
@@ -292,6 +299,7 @@ def test_a_dry_run_without_slurm_prints_what_it_would_do_and_the_verdicts_code(
     assert real.returncode == 3 and "scontrol not found" in real.stdout
 
 
+@pytest.mark.slow
 def test_a_dry_run_on_a_host_whose_name_is_no_node_name_uses_a_placeholder(tmp_path,
                                                                            critical_state):
     if os.geteuid() != 0 or not shutil.which("unshare"):

@@ -19,6 +19,8 @@ from tests import slurm_cluster
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.daemon_helpers import need
 
+pytestmark = pytest.mark.slurm
+
 CRITICAL_HOST = FIXTURE_HOSTS / "h100-sxm-8x-gpu-lost"
 OTHER_HOST = FIXTURE_HOSTS / "h100-sxm-8x-gpu-gone"  # another critical rule: the bus says so
 HEALTHY_HOST = FIXTURE_HOSTS / "h100-sxm-8x-nvswitch"

@@ -13,11 +13,10 @@ from doctor.seam.host import CommandOutput
 from doctor.seam.live import LiveHost
 from doctor.model import ProbeResult, ScanOptions
 from doctor.seam.recorded import RecordedHost, RecordWriter
-from probes.registry import by_name
-from doctor.rules.loader import builtin_files, load_rules
 from probes.engine import stacks as engine_stacks
+from tests.builtin_rules import builtin_rules
 
-RULE = [r for r in load_rules(builtin_files(), by_name()) if r.id == "verbose-logging"]
+RULE = [r for r in builtin_rules() if r.id == "verbose-logging"]
 
 # A process titled like a vLLM server (so discovery treats it as a Python engine), listening
 # on loopback, whose worker thread formats and writes a log record in a loop, as an engine
@@ -59,6 +58,7 @@ def logger():
     process.wait(5)
 
 
+@pytest.mark.slow
 def test_a_process_that_logs_heavily_is_found_and_judged(logger):
     """The whole path: process table, listening socket, py-spy dumps, the rule."""
     record = engine_stacks.probe(LiveHost(), ScanOptions())
@@ -70,6 +70,7 @@ def test_a_process_that_logs_heavily_is_found_and_judged(logger):
     assert errors == [] and [f.evidence["pid"] for f in findings] == [logger.pid]
 
 
+@pytest.mark.slow
 def test_a_process_that_does_not_log_stays_silent():
     process = _spawn(QUIET)
     try:

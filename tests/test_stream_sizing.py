@@ -192,6 +192,7 @@ print(json.dumps(dict(array_bytes=record.array_bytes, budget=record.memory_budge
 """
 
 
+@pytest.mark.slow
 def test_the_kernel_child_never_takes_more_memory_than_the_budget():
     # MemAvailable 1 GiB: the budget is 128 MiB for the three arrays. The code before this
     # took three arrays in half of MemAvailable: 170 MiB each, a peak of 541 MiB here.

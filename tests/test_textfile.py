@@ -19,10 +19,10 @@ from doctor.config import ConfigError
 from doctor.daemon.settings import load_settings, with_flags
 from doctor.fleet.textfile import MAX_LABEL, scan_text
 from doctor.model import Finding, Level, ScanOptions, ScanReport, Severity
-from doctor.rules.loader import builtin_files, load_rules
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost
-from probes.registry import PROBES, by_name
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.daemon_helpers import need, prompt_histogram_host
 
@@ -63,7 +63,7 @@ def _host_text(path: Path) -> str:
 
 
 HOSTS = sorted(p for p in FIXTURE_HOSTS.iterdir() if (p / "host.toml").is_file())
-RULES = load_rules(builtin_files(), by_name())
+RULES = builtin_rules()
 
 
 @pytest.mark.parametrize("path", HOSTS, ids=[p.name for p in HOSTS])
@@ -72,6 +72,7 @@ def test_the_textfile_of_every_recorded_host_passes_promtool(path):
     assert _promtool_lint(_host_text(path)) == ""
 
 
+@pytest.mark.slow
 def test_the_textfile_of_a_vllm_host_with_a_prompt_histogram_passes_promtool(tmp_path):
     """The row no committed host fills: llm_doctor_engine_prompt_histogram_requests was
     refused by promtool ("metric name should not include type 'histogram'")."""
@@ -88,6 +89,7 @@ def _samples(text: str) -> dict[str, list]:
     return out
 
 
+@pytest.mark.slow
 def test_scan_prom_is_clean_for_promtool_and_holds_the_exporters_series(cli, tmp_path):
     out = tmp_path / "llm-doctor.prom"
     before = time.time()
@@ -125,6 +127,7 @@ def test_scan_prom_is_clean_for_promtool_and_holds_the_exporters_series(cli, tmp
                 assert f'"{value}"' not in text
 
 
+@pytest.mark.slow
 def test_scan_prom_goes_to_standard_output_without_o(cli):
     result = cli("scan", "--replay", str(POWERSAVE), "--format", "prom", "--no-progress")
     assert result.returncode == 1, result.stderr
@@ -132,6 +135,7 @@ def test_scan_prom_goes_to_standard_output_without_o(cli):
     assert "llm_doctor_textfile_written_timestamp_seconds" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_file_is_replaced_by_a_rename_and_nothing_else_is_left(cli, tmp_path):
     """node_exporter reads DIR/*.prom at any moment: each write is a new file renamed over
     the old one (a new inode), never the old one truncated and rewritten."""
@@ -145,6 +149,7 @@ def test_the_file_is_replaced_by_a_rename_and_nothing_else_is_left(cli, tmp_path
     assert second.st_mode & 0o777 == 0o644  # node_exporter runs as another user
 
 
+@pytest.mark.slow
 def test_a_bad_output_is_one_line_and_exit_3(cli, tmp_path):
     folder = tmp_path / "a-directory.prom"
     folder.mkdir()
@@ -203,6 +208,7 @@ def hostile_host(folder: Path) -> Path:
     return host
 
 
+@pytest.mark.slow
 def test_a_hostile_host_still_gives_a_valid_file(cli, tmp_path):
     out = tmp_path / "hostile.prom"
     result = _scan(cli, hostile_host(tmp_path), str(out))

@@ -14,6 +14,8 @@ from tests.daemon_helpers import need
 from tests.live_stack import Proc, daemon, free_port, get, wait_for
 from tests.test_textfile import POWERSAVE, hostile_host
 
+pytestmark = pytest.mark.live
+
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 

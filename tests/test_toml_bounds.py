@@ -73,6 +73,7 @@ def test_dots_and_brackets_in_strings_comments_and_numbers_do_not_count(tmp_path
     assert parse(text, tmp_path / "x.toml", ConfigError) == tomllib.loads(text)
 
 
+@pytest.mark.slow
 def test_every_toml_file_in_the_repository_passes():
     files = [p for p in REPO.rglob("*.toml") if ".venv" not in p.parts]
     assert len(files) > 50
@@ -118,6 +119,7 @@ def test_a_recorded_hosts_host_toml(tmp_path):
     assert time.perf_counter() - started < 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_through_the_command_line_exit_3_quickly(tmp_path, cli):
     rules = _hostile(tmp_path, "rules.toml")

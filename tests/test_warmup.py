@@ -10,12 +10,11 @@ import pytest
 from doctor.rules.evaluate import evaluate
 from doctor.seam.live import LiveHost
 from doctor.model import ProbeResult, ScanOptions, Skip
-from probes.registry import by_name
-from doctor.rules.loader import builtin_files, load_rules
 from probes.engine import warmup as engine_warmup
+from tests.builtin_rules import builtin_rules
 from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
 
-RULE = [r for r in load_rules(builtin_files(), by_name()) if r.id == "engine-not-warmed-up"]
+RULE = [r for r in builtin_rules() if r.id == "engine-not-warmed-up"]
 
 
 def _served(behaviour):
@@ -49,6 +48,7 @@ def _probe(server):
     return record, evaluate(RULE, [ProbeResult("engine.warmup", "ok", 1.0, None, record)])[0]
 
 
+@pytest.mark.slow
 def test_a_cold_engine_is_found_and_judged(cold):
     record, findings = _probe(cold)
     (endpoint,) = record.endpoints
@@ -60,6 +60,7 @@ def test_a_cold_engine_is_found_and_judged(cold):
     assert findings[0].evidence["endpoint"] == cold.base_url
 
 
+@pytest.mark.slow
 def test_a_warm_engine_stays_silent(warm):
     record, findings = _probe(warm)
     assert record.endpoints[0].ttft_ratio < 3 and findings == []
@@ -75,6 +76,7 @@ def test_uptime_from_proc():
     assert uptime is not None and 0 <= uptime < 24 * 3600
 
 
+@pytest.mark.slow
 def test_warmup_command_stops_once_ttft_settles(cold, cli):
     result = cli("warmup", "--endpoint", cold.base_url, "--format", "json")
     assert result.returncode == 0, result.stderr
@@ -89,6 +91,7 @@ def test_warmup_command_names_an_endpoint_that_does_not_answer(cli):
     assert result.returncode == 3 and "http://127.0.0.1:9: every request failed" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_tokens_the_engine_had_generated_are_read_before_the_probe_sends(cold):
     first, _ = _probe(cold)
     assert first.endpoints[0].generated_tokens_before == 0.0  # a fresh engine: nothing served
@@ -98,6 +101,7 @@ def test_the_tokens_the_engine_had_generated_are_read_before_the_probe_sends(col
     assert second.endpoints[0].generated_tokens_before == float(sent)  # what it said before the second
 
 
+@pytest.mark.slow
 def test_an_engine_that_says_it_is_warm_is_not_called_cold(cold):
     """Up for minutes (its uptime) with traffic served (its own counter): a slow first
     request is not a cold engine (issue 14). The record is what the probe measured, with

@@ -16,6 +16,8 @@ from tests.test_html_report import _chromium
 from tests.test_zh_reports import _replay
 from tests.zh_text import has_cjk
 
+pytestmark = pytest.mark.browser
+
 HOST = FIXTURE_HOSTS / "h100-thermal-88c"
 SAMPLE = "显存不足首字延迟多卡张量并行"
 PRIVATE = "\ue000" * len(SAMPLE)  # a code point no font has: drawn as a box

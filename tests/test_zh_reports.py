@@ -64,6 +64,7 @@ def test_a_recorded_host_reads_in_chinese_in_every_format(path):
     assert problems == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", HOSTS[::6], ids=[p.name for p in HOSTS[::6]])
 def test_json_in_english_and_chinese_differs_only_in_text_and_lang(path):
     _, en = _replay(path, "en")

@@ -1,0 +1,90 @@
+"""The test tiers: a test that starts a real server, browser or cluster says so by its marker.
+
+The markers are declared in pyproject.toml; the floor is every test that needs none of them::
+
+    pytest -m "not live and not browser and not slurm and not fuzz and not slow"
+
+A test that starts one of the real components below without the marker that names it fails
+at the start of the component, in every run (the floor and the whole suite alike), so that
+the floor stays the set of tests that need no server, browser or cluster. The check reads the
+argv of each process the test process starts; what a started process starts is its own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+FLOOR = "not live and not browser and not slurm and not fuzz and not slow"
+
+# The basename of an argv word -> the marker a test needs to start it.
+_NEEDS = {
+    "llama-server": "live",
+    "prometheus": "live",
+    "alertmanager": "live",
+    "prometheus-alertmanager": "live",
+    "node_exporter": "live",
+    "prometheus-node-exporter": "live",
+    "chromium": "browser",
+    "chromium-browser": "browser",
+    "chrome": "browser",
+    "slurmctld": "slurm",
+    "slurmd": "slurm",
+    "munged": "slurm",
+}  # Slurm's clients (scontrol, sinfo, sbatch) are left out: stand-ins of them are floor tests'
+# (a script named scontrol), and the real ones need the daemons above
+
+_markers: set[str] | None = None  # the running test's markers; None between tests
+_original_init = subprocess.Popen.__init__
+
+
+def _is_python(path: str) -> bool:
+    return os.path.exists(path) and os.path.realpath(path) == os.path.realpath(sys.executable)
+
+
+def _needed(args) -> tuple[str, str] | None:
+    """(component, marker) for the first word of ``args`` that names a real component."""
+    words = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+    for word in words:
+        text = os.fsdecode(word) if isinstance(word, (bytes, os.PathLike)) else str(word)
+        parts = text.split()
+        for before, part in zip(["", *parts], parts):
+            if before == "-a":  # exec -a llama-server python ...: a name, not the program
+                continue
+            name = os.path.basename(part)
+            if name in _NEEDS and not _is_python(part):  # a Python linked as llama-server is none
+                return name, _NEEDS[name]
+            if "playwright" in part and "driver" in part:  # the driver that starts Chromium
+                return "playwright", "browser"
+    return None
+
+
+def _guarded_init(self, args, *rest, **kwargs):
+    if _markers is not None:
+        found = _needed(args)
+        if found is not None and found[1] not in _markers:
+            component, marker = found
+            pytest.fail(f"this test starts {component} but is not marked {marker!r}: add "
+                        f"pytestmark = pytest.mark.{marker} (see tests/tiers.py)", pytrace=False)
+    _original_init(self, args, *rest, **kwargs)
+
+
+def pytest_configure(config) -> None:
+    subprocess.Popen.__init__ = _guarded_init  # type: ignore[method-assign]
+
+
+def pytest_unconfigure(config) -> None:
+    subprocess.Popen.__init__ = _original_init  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    global _markers
+    _markers = {mark.name for mark in item.iter_markers()}
+    try:
+        yield
+    finally:
+        _markers = None
