@@ -22,6 +22,8 @@ import pytest
 from doctor._toml import tomllib
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # builds a wheel with pip (seconds)
+
 TOP = ("doctor", "probes", "reports", "checks", "playbooks")
 # the data files the code reads at run time, by the folder that holds them
 DATA = ("checks/*.toml", "checks/zh_CN/*.toml", "playbooks/*.md", "doctor/i18n/zh_CN/*.toml",
