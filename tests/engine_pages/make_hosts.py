@@ -11,7 +11,8 @@ host with those answers:
   between the scrapes.
 
 ``page_answers(scenario)`` gives the same answers to a fixture builder (for the healthy
-host itself, say). Run after tests/fixtures/build_hosts.py:
+host itself, say). tests/fixtures/build_all_hosts.py builds the two hosts at test time
+(they are not kept in git); by hand, after tests/fixtures/build_hosts.py:
     python tests/engine_pages/make_hosts.py
 """
 
