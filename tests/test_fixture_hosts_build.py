@@ -53,6 +53,18 @@ def test_the_session_built_the_hosts_of_these_sources():
     assert build_all_hosts.ensure_built() is False  # current: nothing to do
 
 
+def test_a_build_whose_output_is_gone_is_not_current(tmp_path, monkeypatch):
+    stamp = tmp_path / ".hosts-built"
+    stamp.write_text("abc\n")
+    monkeypatch.setattr(build_all_hosts, "STAMP", stamp)
+    (tmp_path / "hosts/h").mkdir(parents=True)
+    (tmp_path / "hosts/h/README.md").write_text("kept in git; the built files are gone")
+    assert not build_all_hosts._current("abc", tmp_path / "hosts")
+    (tmp_path / "hosts/h/host.toml").write_text("[host]\nformat = 2\n")
+    assert build_all_hosts._current("abc", tmp_path / "hosts")
+    assert not build_all_hosts._current("other sources", tmp_path / "hosts")
+
+
 def test_the_digest_changes_with_a_source(tmp_path, monkeypatch):
     source = tmp_path / "builder.py"
     source.write_text("A = 1\n")
