@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 from doctor.commands.setup import load_daemon  # noqa: E402 (after the checkout is on the path)
 from doctor.daemon.service import Daemon  # noqa: E402
 from doctor.seam.recorded import RecordedHost  # noqa: E402
+from tests.fixtures.build_all_hosts import ensure_built  # noqa: E402
 
 HOST = REPO / "tests" / "fixtures" / "hosts" / "h100-sxm-8x-gpu-lost"
 INTERVAL_S = 600  # the state stays fresh (three intervals) for the whole run
@@ -97,6 +98,7 @@ def time_runs(argv: list[str], runs: int) -> tuple[list[float], set[int], str]:
 
 
 def main() -> int:
+    ensure_built()  # the recorded test hosts, from their sources
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--adapter", action="append", default=[], metavar="ARGS",

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests import fuzz_runs as fuzz  # noqa: E402
+from tests.fixtures.build_all_hosts import ensure_built  # noqa: E402
 
 PROBLEMS = ("traceback", "hang", "read-outside", "found-outside", "found-secret", "found-token",
             "found-environment", "internal-error", "invalid-json", "harness-error",
@@ -156,6 +157,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--max-seconds", type=float, default=float("inf"),
                         help="stop starting inputs after this long; the counts say how many ran")
     args = parser.parse_args(argv)
+    ensure_built()  # the recorded test hosts the inputs are copied from
     kinds = [k for k in args.kinds.split(",") if k in SHARES]
     jobs = [(args.inputs // args.workers + (i < args.inputs % args.workers),
              args.seed * 1000 + i, args.bound, kinds, args.max_seconds)

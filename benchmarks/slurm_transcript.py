@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tests import slurm_cluster
 from tests.conftest import FIXTURE_HOSTS, REPO
+from tests.fixtures.build_all_hosts import ensure_built
 
 
 def _node(cluster: slurm_cluster.Cluster, step: str) -> None:
@@ -101,6 +102,7 @@ def timings(cluster: slurm_cluster.Cluster, critical: Path, runs: int,
 
 
 def main() -> None:
+    ensure_built()  # the recorded test hosts, from their sources
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
     args = parser.parse_args()

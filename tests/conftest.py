@@ -13,7 +13,15 @@ import pytest
 pytest_plugins = ["tests.tiers"]  # the markers' guard: a floor test may not start a server
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE_HOSTS = REPO / "tests" / "fixtures" / "hosts"
+FIXTURE_HOSTS = REPO / "tests" / "fixtures" / "hosts"  # built: see pytest_configure
+
+
+def pytest_configure(config):
+    """Build the recorded test hosts from their sources (tests/fixtures/build_all_hosts.py)
+    before any test module lists FIXTURE_HOSTS; a no-op when they are current."""
+    from tests.fixtures.build_all_hosts import ensure_built
+
+    ensure_built()
 
 
 @functools.cache  # asked once, by the first test that needs it, not at every collection

@@ -288,4 +288,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from tests.fixtures.build_all_hosts import ensure_built
+
+    ensure_built()
     main()

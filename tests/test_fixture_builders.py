@@ -1,7 +1,8 @@
-"""The built recorded hosts are what their builders write: rebuilding them into a temporary
-directory gives the committed tree (byte for byte under fs/ and commands/, equal data in
-host.toml and measurements.json). Covers the hosts of tests/fixtures/builders/ only: the
-captured ones (this-vm-epyc-2cpu) and hand-written ones have no builder.
+"""The built recorded hosts are what their builders write, every time: rebuilding them into a
+temporary directory gives the tree the session's build placed in tests/fixtures/hosts/ (byte for
+byte under fs/ and commands/, equal data in host.toml and measurements.json), so a digest of
+the sources names one tree (tests/fixtures/build_all_hosts.py). Covers the hosts of
+tests/fixtures/builders/ only; tests/test_fixture_hosts_build.py covers the rest of the build.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def test_every_builder_names_a_committed_host():
 def test_rebuilding_a_host_gives_the_committed_tree(tmp_path, name):
     assert build([name], tmp_path, quiet=True) == 0
     built, committed = _tree(tmp_path / name), _tree(FIXTURE_HOSTS / name)
-    assert sorted(built) == sorted(committed), "files differ: re-run tests/fixtures/build_hosts.py"
+    assert sorted(built) == sorted(committed), "files differ: the build is not deterministic"
     for rel, (kind, data) in built.items():
         if rel == "host.toml":
             assert tomllib.loads(data.decode()) == tomllib.loads(committed[rel][1].decode())

@@ -11,7 +11,8 @@ host with those answers:
   between the scrapes.
 
 ``page_answers(scenario)`` gives the same answers to a fixture builder (for the healthy
-host itself, say). Run after tests/fixtures/build_hosts.py:
+host itself, say). tests/fixtures/build_all_hosts.py builds the two hosts at test time
+(they are not kept in git); by hand, after tests/fixtures/build_hosts.py:
     python tests/engine_pages/make_hosts.py
 """
 
@@ -97,21 +98,25 @@ def write_pages(host: Path, scenario: str) -> None:
     (host / "http.json").write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
 
 
-def main() -> None:
-    for name in ("vllm-v1-calm", "vllm-v1-kv-pressure"):
-        target = HOSTS / name
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(HEALTHY, target, symlinks=True)
-        write_pages(target, name)
-        # the capture timed its two scrapes 3 s apart (engine.metrics records the interval)
-        measurements = json.loads((target / "measurements.json").read_text())
-        measurements[f"engine.metrics interval {BASE}/metrics"] = {"interval_s": 3.0}
-        (target / "measurements.json").write_text(json.dumps(measurements, indent=2, sort_keys=True) + "\n")
-        (target / "expected.toml").write_text(EXPECTED[name])
-        (target / "README.md").write_text(README.format(name=name, story=STORIES[name]))
-        print(f"{target}: written")
+def write_host(name: str, hosts: Path = HOSTS) -> Path:
+    """``hosts/<name>``: a copy of ``hosts/healthy-epyc-9654-vllm`` answering with ``name``'s pages."""
+    target = hosts / name
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(hosts / HEALTHY.name, target, symlinks=True)
+    write_pages(target, name)
+    # the capture timed its two scrapes 3 s apart (engine.metrics records the interval)
+    measurements = json.loads((target / "measurements.json").read_text())
+    measurements[f"engine.metrics interval {BASE}/metrics"] = {"interval_s": 3.0}
+    (target / "measurements.json").write_text(json.dumps(measurements, indent=2, sort_keys=True) + "\n")
+    (target / "expected.toml").write_text(EXPECTED[name])
+    (target / "README.md").write_text(README.format(name=name, story=STORIES[name]))
+    return target
 
+
+def main() -> None:
+    for name in STORIES:
+        print(f"{write_host(name)}: written")
 
 if __name__ == "__main__":
     main()
