@@ -48,7 +48,7 @@ from probes.helpers.ollama_address import ollama_base_url as ollama_base_url
 
 
 def reachability(host: Host, options: ScanOptions) -> dict[str, Reachability]:
-    """Each engine's reachability by base URL, as discovery measured it (once a scan)."""
+    """Each engine's reachability by base URL, as discovery measures it."""
     return discover_all(host, options).reached
 
 

@@ -6,9 +6,9 @@ bounded to PAGE_TIMEOUT_S and PAGE_MAX_BYTES; the first is the page discovery re
 prometheus-client's parser and normalised by probes.helpers.engine_normalise.
 
 In a scan, engine.metrics scrapes once and the runner hands its record to the probes that
-name it in ``needs`` or ``after`` (``scraped(host, options, inputs)``). A probe run without it
-(on its own, in the daemon, or after a metrics probe that failed) scrapes here; that is kept
-per scan on the host, so the engines are scraped once.
+name it in ``needs`` or ``after`` (``scraped(host, options, inputs)``); the daemon hands it
+over the same way. A probe run without it (on its own, or after a metrics probe that did not
+end ok) scrapes here itself; the first page of each is discovery's, kept per scan on the host.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class MetricsRecord:
 
 
 def scraped(host: Host, options: ScanOptions, inputs: Inputs) -> MetricsRecord:
-    """The scrapes engine.metrics handed over in ``inputs``, else scraped here (once a scan)."""
+    """The scrapes engine.metrics handed over in ``inputs``, else scraped here."""
     record = inputs.get(NAME, MetricsRecord)
     if record is not None:
         return record
@@ -82,9 +82,9 @@ def targets(engines: tuple[Engine, ...]) -> list[Engine]:
 
 def scrape_all(host: Host, options: ScanOptions,
                engines: tuple[Engine, ...]) -> tuple[EngineMetrics | ScrapeError, ...]:
-    """Both scrapes of every engine discovery found (``engines``), once per scan (kept on
-    the host)."""
-    return host.memo(NAME, lambda: _scrape_all(host, options, targets(engines)))
+    """Both scrapes of every engine discovery found (``engines``): engine.metrics' work (a
+    probe that needs it reads its record through ``scraped``)."""
+    return _scrape_all(host, options, targets(engines))
 
 
 def _reason(exc: HostReadError) -> str:
