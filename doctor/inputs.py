@@ -36,5 +36,10 @@ class Inputs:
     def __contains__(self, name: object) -> bool:
         return name in self.records
 
+    def adding(self, name: str, record: object) -> "Inputs":
+        """These inputs and ``record`` as probe ``name``'s: what a probe run without that
+        record computed once at its start, so that every read after it takes the same one."""
+        return Inputs({**self.records, name: record})
+
 
 NO_INPUTS = Inputs()

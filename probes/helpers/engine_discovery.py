@@ -24,7 +24,7 @@ from doctor.inputs import Inputs
 from doctor.model import ScanOptions
 from doctor.seam.host import Host
 from probes.helpers import engine_flags, engine_startup
-from probes.helpers.engine_argv import EngineArgv
+from probes.helpers.engine_argv import EngineArgv, engine_argv
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_named import credentials, named
 from probes.helpers.engine_pages import ask_engine
@@ -67,6 +67,25 @@ def found(host: Host, options: ScanOptions, inputs: Inputs) -> Found:
     if record is not None:
         return Found(record.engines, {r.endpoint: r for r in record.reachability})
     return discover_all(host, options)
+
+
+def record_of(host: Host, options: ScanOptions) -> DiscoveryRecord:
+    """engine.discovery's record: every engine found, its reachability and its argv."""
+    found = discover_all(host, options)
+    pids = dict.fromkeys(e.pid for e in found.engines if e.pid is not None)
+    return DiscoveryRecord(found.engines, len(found.engines),
+                           tuple(found.reached[e.base_url] for e in found.engines
+                                 if e.base_url in found.reached),
+                           tuple(engine_argv(host, pid) for pid in pids))
+
+
+def with_discovery(host: Host, options: ScanOptions, inputs: Inputs) -> Inputs:
+    """``inputs`` holding engine.discovery's record: the one handed over, else found here
+    once; a probe run without it calls this at its start, so that its reads after (its
+    targets, the scrape) do not find the engines again."""
+    if inputs.get(NAME, DiscoveryRecord) is not None:
+        return inputs
+    return inputs.adding(NAME, record_of(host, options))
 
 
 def discover_all(host: Host, options: ScanOptions) -> Found:

@@ -21,7 +21,7 @@ from doctor.model import Level, ScanOptions
 from doctor.redact import safe_display
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.values import number
-from probes.helpers.engine_discovery import found
+from probes.helpers.engine_discovery import found, with_discovery
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_named import credentials
 from probes.helpers.engine_names import kind_of_page
@@ -60,6 +60,16 @@ def scraped(host: Host, options: ScanOptions, inputs: Inputs) -> MetricsRecord:
     results = scrape_all(host, options, found(host, options, inputs).engines)
     return MetricsRecord(tuple(r for r in results if isinstance(r, EngineMetrics)),
                          tuple(r.message for r in results if isinstance(r, ScrapeError)))
+
+
+def with_metrics(host: Host, options: ScanOptions, inputs: Inputs) -> Inputs:
+    """``inputs`` holding engine.discovery's and engine.metrics' records: those handed over,
+    else read here once; a probe run without them calls this at its start, so that a read
+    per engine does not scrape every engine again."""
+    inputs = with_discovery(host, options, inputs)
+    if inputs.get(NAME, MetricsRecord) is not None:
+        return inputs
+    return inputs.adding(NAME, scraped(host, options, inputs))
 
 
 def for_engine(record: MetricsRecord, base_url: str) -> EngineMetrics | str | None:
