@@ -6,9 +6,10 @@ their records, by probe name, as ``Inputs``. The data flows through the registry
 through imports between probes or a per-scan cache: a probe reads its inputs, and its
 judging part is a function of records alone, testable without a host.
 
-A probe run without them (on its own, in the daemon's schedule, or where its need was not
-chosen at this level) gets ``NO_INPUTS`` and computes what it needs itself, from
-probes/helpers.
+The daemon's scheduler hands them the same way, from the latest results it holds. A probe
+run without them (on its own, or where a probe it builds on was not chosen or, for an
+``after`` probe, did not end ok) gets ``NO_INPUTS`` (or an ``Inputs`` without that record) and computes what
+it needs itself, from probes/helpers.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ class Inputs:
 
     def __contains__(self, name: object) -> bool:
         return name in self.records
+
+    def adding(self, name: str, record: object) -> "Inputs":
+        """These inputs and ``record`` as probe ``name``'s: what a probe run without that
+        record computed once at its start, so that every read after it takes the same one."""
+        return Inputs({**self.records, name: record})
 
 
 NO_INPUTS = Inputs()

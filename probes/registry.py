@@ -421,9 +421,10 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=engine_offload.probe,
         summary=engine_offload.summary,
         needs=("engine.discovery",),
+        after=("host.memory_bandwidth",),  # its STREAM figure, where the level runs it
         # exclusive only to run after host.memory_bandwidth, an exclusive probe listed
-        # before it (the exclusive ones run after the rest, in this order), and use its
-        # figure where the level runs it; it measures nothing itself
+        # before it (the exclusive ones run after the rest, in this order, and the daemon
+        # runs them one at a time); it measures nothing itself
         exclusive=True,
     ),
     ProbeSpec(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from doctor.daemon.history import History
 from doctor.daemon.scheduler import Scheduler
-from doctor.model import Level, ProbeSpec, ScanOptions
+from doctor.model import Level, ProbeSpec, ScanOptions, Skip
 
 RELEASE = threading.Event()
 KERNEL_GO = threading.Event()  # holds the test kernel running until the test has looked
@@ -183,3 +183,44 @@ def test_a_probe_whose_thread_cannot_start_is_its_error_and_the_next_beat_tries_
         ["t.a", "error"], ["t.b", "error"]]
     assert "cannot start a thread for this probe" in found["results"][0][2]
     assert found["again"] == ["t.a", "t.b"]
+
+
+def test_a_probe_is_handed_the_records_of_its_needs_and_after_as_in_a_scan():
+    """The daemon hands inputs as the runner does: this beat's record of a need, the last
+    record of an ``after`` probe that ended ok (here a kernel's, from an earlier run), and
+    nothing of one that did not end ok."""
+    KERNEL_GO.set()
+    handed: list[dict[str, object]] = []
+
+    def user(host, options, inputs=None) -> Reading:
+        handed.append(dict(inputs.records))
+        return Reading(1.0)
+
+    def failing(host, options, inputs=None) -> Reading:
+        raise Skip("not on this host")
+
+    base = ProbeSpec("t.base", Level.QUICK, "a need", "nothing", 5, lambda *a: Reading(7.0))
+    kernel = _spec("t.kernel", exclusive=True, timeout_s=5)
+    broken = ProbeSpec("t.broken", Level.QUICK, "fails", "nothing", 5, failing)
+    spec = ProbeSpec("t.user", Level.QUICK, "needs t.base", "nothing", 5, user,
+                     needs=("t.base",), after=("t.kernel", "t.broken"))
+    scheduler = Scheduler((base, kernel, broken, spec), None, ScanOptions(level=Level.QUICK),
+                          1.0, kernel_interval_s=0)
+    scheduler.start_due(0.0, False)  # the first beat: the kernel has not run yet
+    _finished(scheduler, ["t.base", "t.broken"])
+    scheduler.collect(0.1)
+    scheduler.start_waiting(0.1)  # (or started in start_due, where its needs were that quick)
+    assert scheduler.waiting() == []
+    _finished(scheduler, ["t.user"])
+    scheduler.collect(0.2)
+    assert scheduler.start_kernels(0.2, False).started == ["t.kernel"]
+    _finished(scheduler, ["t.kernel"])
+    scheduler.collect(0.3)
+    scheduler.start_due(1.0, False)  # the next beat: the kernel's record is there now
+    _finished(scheduler, ["t.base", "t.broken"])
+    scheduler.collect(1.1)
+    scheduler.start_waiting(1.1)
+    _finished(scheduler, ["t.user"])
+    assert scheduler.waiting() == []
+    assert handed == [{"t.base": Reading(7.0)},
+                      {"t.base": Reading(7.0), "t.kernel": Reading(41.0)}]

@@ -1,14 +1,16 @@
 """engine.frontend and frontend-cpu-bound on recorded hosts (tests/fixtures/build_frontend_hosts.py):
 a vLLM API server at 0.98 of a core beside a GPU at 20 % raises it; at 0.15 of a core beside
-a GPU at 85 % it stays silent. The probe reads host.cpu_load's sample once per scan."""
+a GPU at 85 % it stays silent. The probe is handed host.cpu_load's record: one sample a scan."""
 
 from __future__ import annotations
 
+from doctor.inputs import Inputs
 from doctor.model import ProbeResult, ScanOptions
+from doctor.runner import run_probes
 from doctor.rules.evaluate import evaluate
 from doctor.seam.recorded import RecordedHost
 from probes.engine import frontend
-from probes.host import cpu_load
+from probes.registry import by_name
 from tests.builtin_rules import builtin_rules
 from tests.fixtures.build_frontend_hosts import API, build
 
@@ -38,7 +40,8 @@ def test_calm_front_end_is_silent(tmp_path):
 
 
 def test_one_sample_per_scan(tmp_path):
-    """engine.frontend takes host.cpu_load's sample from the scan's memo: the same record."""
+    """In a scan engine.frontend is handed host.cpu_load's record (its need): one sample, the
+    same one; no probe's result is kept on the host for it."""
     host = RecordedHost(build(tmp_path, "h100-vllm-api-server-pinned"))
     calls = []
     real = host.measure
@@ -48,9 +51,14 @@ def test_one_sample_per_scan(tmp_path):
         return real(name, fn)
 
     host.measure = counted  # type: ignore[method-assign]
-    first = cpu_load.probe(host, ScanOptions())
-    frontend.probe(host, ScanOptions())
-    assert calls == ["host.cpu_load"] and cpu_load.probe(host, ScanOptions()) == first
+    specs = by_name()
+    load, front = run_probes((specs["host.cpu_load"], specs["engine.frontend"]), host,
+                             ScanOptions())
+    assert (load.status, front.status) == ("ok", "ok") and calls == ["host.cpu_load"]
+    assert front.record == frontend.probe(host, ScanOptions(), Inputs({load.name: load.record}))
+    assert calls == ["host.cpu_load"]  # handed the record, it samples nothing itself
+    frontend.probe(host, ScanOptions())  # run alone, it takes the sample itself
+    assert calls == ["host.cpu_load"] * 2
 
 
 def test_no_gpu_reading_falls_back_to_the_engine_core(tmp_path):

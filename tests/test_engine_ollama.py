@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from doctor.inputs import Inputs
 from doctor.model import Level, ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
 from doctor.seam.live import LiveHost
@@ -46,12 +47,12 @@ def test_ollama_settings_models_and_version(tmp_path):
     process, port = start(tmp_path, "ollama-calm", CALM_ENV)
     try:
         host = LiveHost()
-        engines = discovery.discover(host, QUICK)
-        record = ollama.probe(host, QUICK)
-        reached = discovery.reachability(host, QUICK)[f"http://127.0.0.1:{port}"]
+        found = discovery.probe(host, QUICK)  # as a scan: engine.ollama is handed its record
+        record = ollama.probe(host, QUICK, Inputs({"engine.discovery": found}))
     finally:
         stop(process)
-    (engine,) = [e for e in engines if e.pid == process.pid]
+    (reached,) = [r for r in found.reachability if r.endpoint == f"http://127.0.0.1:{port}"]
+    (engine,) = [e for e in found.engines if e.pid == process.pid]
     assert engine.kind == "ollama" and reached.outcome == "engine" and reached.basis == "listening"
     e = mine(record, port)
     assert (e.pid, e.version, e.available) == (process.pid, "0.12.6", 2)
@@ -76,8 +77,8 @@ def test_ollama_reloading_between_the_reads(tmp_path):
     process, port = start(tmp_path, "ollama-reloading", {"OLLAMA_KEEP_ALIVE": "10s"})
     try:
         host = LiveHost()
-        discovery.discover(host, QUICK)
-        record = ollama.probe(host, QUICK)
+        found = discovery.probe(host, QUICK)  # as a scan: engine.ollama is handed its record
+        record = ollama.probe(host, QUICK, Inputs({"engine.discovery": found}))
     finally:
         stop(process)
     e = mine(record, port)
@@ -99,13 +100,13 @@ def test_an_ollama_runner_is_no_engine_of_its_own(tmp_path):
     runner, runner_port = start(tmp_path, "ollama-calm", {}, role="runner")
     try:
         host = LiveHost()
-        engines = discovery.discover(host, QUICK)
-        record = ollama.probe(host, QUICK)
+        found = discovery.probe(host, QUICK)
+        record = ollama.probe(host, QUICK, Inputs({"engine.discovery": found}))
     finally:
         stop(server, runner)
-    pids = {e.pid for e in engines}
+    pids = {e.pid for e in found.engines}
     assert server.pid in pids and runner.pid not in pids
-    assert not any(e.base_url == f"http://127.0.0.1:{runner_port}" for e in engines)
+    assert not any(e.base_url == f"http://127.0.0.1:{runner_port}" for e in found.engines)
     assert mine(record, port).runners >= 1
     assert mine(record, port).settings_unset == ollama.SETTINGS  # all unset: defaults
     assert mine(record, port).keep_alive_s == ollama.DEFAULT_KEEP_ALIVE_S

@@ -19,6 +19,7 @@ from probes.helpers.engine_flags import blank
 from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_scrape import MetricsRecord, for_engine, scraped
 from probes.helpers.engine_sweep import SweepPoint
+from probes.helpers.stream_record import MemoryBandwidthRecord
 
 URL = "http://127.0.0.1:8000"
 
@@ -166,3 +167,26 @@ def test_offload_estimates_tokens_per_second_from_values(total, cpu, gpu_gbps, c
         assert set(missing) == {"tokens_per_s", "tokens_per_s_on_gpu", "slowdown"}
         if gpu_gbps is None:
             assert missing["slowdown"] == "no clock from NVML"
+
+
+def stream(**given) -> MemoryBandwidthRecord:
+    """host.memory_bandwidth's record with every figure absent (or zero) but those given."""
+    base = {f.name: None for f in fields(MemoryBandwidthRecord)}
+    base.update(backend="numpy", threads=2, array_bytes=1 << 28, copy_gbps=0.0, triad_gbps=0.0,
+                kernel_s=1.0, empty_channels=(), vm_cache_bounded=False)
+    base.update(given)
+    return MemoryBandwidthRecord(**base)
+
+
+@pytest.mark.parametrize("handed,expected", [
+    # the unrounded figure the record keeps for it, not the rounded triad_gbps it shows
+    ({"host.memory_bandwidth": stream(triad_gbps=362.18, stream_gbps=362.1849)}, (362.1849, None)),
+    ({"host.memory_bandwidth": stream(stream_gbps=0.0)}, (None, "host.memory_bandwidth gave 0.0")),
+    ({}, (None, "host memory bandwidth not measured in this scan "
+               "(host.memory_bandwidth runs at `--level standard`)")),
+    ({"host.memory_bandwidth": "a recording of another shape"},
+     (None, "host memory bandwidth not measured in this scan "
+            "(host.memory_bandwidth runs at `--level standard`)")),
+])
+def test_offload_takes_the_stream_figure_from_host_memory_bandwidth_s_record(handed, expected):
+    assert offload.host_bandwidth(Inputs(handed)) == expected

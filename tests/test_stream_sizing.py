@@ -176,6 +176,12 @@ from doctor.seam.live import LiveHost
 from probes.host import memory_bandwidth
 
 class SmallHost(LiveHost):
+    kept = {}
+
+    def measure(self, name, fn):
+        self.kept[name] = super().measure(name, fn)
+        return self.kept[name]
+
     def read_text(self, path):
         text = super().read_text(path)
         if path == "/proc/meminfo":
@@ -184,7 +190,7 @@ class SmallHost(LiveHost):
 
 host = SmallHost()
 record = memory_bandwidth.probe(host, ScanOptions())
-kernel = host.memo("host.memory_bandwidth.stream", lambda: None)
+kernel = host.kept["host.memory_bandwidth.stream"]
 bare = memory_bandwidth._run_kernel(8192, record.threads)  # the interpreter and numpy alone
 print(json.dumps(dict(array_bytes=record.array_bytes, budget=record.memory_budget_bytes,
                       rule=record.rule_array_bytes, under_rule=record.under_rule,

@@ -12,7 +12,10 @@ its thread or address-space limit) is an ``error`` of that probe; the beat goes 
 (probes/kernels/) that their own timeouts kill.
 
 A probe that needs another (``ProbeSpec.needs``) waits, when both are due, until that one
-has finished this beat, then starts (``start_waiting``), or is skipped with its reason.
+has finished this beat, then starts (``start_waiting``), or is skipped with its reason. It is
+handed the records of its ``needs`` and ``after`` as a scan hands them (``runner.inputs_of``),
+from the latest result the scheduler holds of each: this beat's for the cheap probes, the last
+run's for an exclusive one (a STREAM figure measured when the kernels last ran).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 
 from doctor.seam.host import Host
 from doctor.model import ProbeResult, ProbeSpec, ScanOptions
-from doctor.runner import ProbeCall, unmet  # the runner's isolation boundary, reused as is
+from doctor.runner import ProbeCall, inputs_of, unmet  # the runner's boundary, reused as is
 from doctor.i18n import t
 
 
@@ -116,7 +119,10 @@ class Scheduler:
         return cycle
 
     def _pending(self, slot: _Slot) -> bool:
-        return slot.waiting or self._busy(slot)
+        """Waiting, busy, or finished but not collected: its result is not yet the one the
+        probes after it are judged by (``unmet``) and handed (``inputs_of``)."""
+        return slot.waiting or self._busy(slot) or (
+            slot.call is not None and slot.call.result is not None and not slot.timeout_reported)
 
     def start_kernels(self, now: float, serving: bool) -> Cycle:
         """Start exclusive probes when due (or requested) and no other probe is busy."""
@@ -177,7 +183,8 @@ class Scheduler:
                     t("still running since {seconds:.0f} s ago; not started again",
                       seconds=now - slot.started)))
             return
-        slot.call = ProbeCall(slot.spec, self.host, self.options)
+        slot.call = ProbeCall(slot.spec, self.host, self.options, inputs=inputs_of(
+            slot.spec, {n: s.last for n, s in self.slots.items() if s.last is not None}))
         slot.started, slot.timeout_reported = now, False
         try:
             slot.call.start()

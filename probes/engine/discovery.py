@@ -38,8 +38,8 @@ from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host
-from probes.helpers.engine_argv import EngineArgv as EngineArgv, engine_argv
-from probes.helpers.engine_discovery import DiscoveryRecord, discover_all
+from probes.helpers.engine_argv import EngineArgv as EngineArgv
+from probes.helpers.engine_discovery import DiscoveryRecord, discover_all, record_of
 from probes.helpers.engine_discovery import discover as discover  # for tests and callers
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_reach import GETTING_READY, Reachability, answer_text
@@ -48,20 +48,15 @@ from probes.helpers.ollama_address import ollama_base_url as ollama_base_url
 
 
 def reachability(host: Host, options: ScanOptions) -> dict[str, Reachability]:
-    """Each engine's reachability by base URL, as discovery measured it (once a scan)."""
+    """Each engine's reachability by base URL, as discovery measures it."""
     return discover_all(host, options).reached
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> DiscoveryRecord:
-    found = discover_all(host, options)
-    engines = found.engines
-    if not engines:
+    record = record_of(host, options)
+    if not record.engines:
         raise Skip(t("no serving engine in the process table and no --endpoint given"))
-    reached = found.reached
-    pids = dict.fromkeys(e.pid for e in engines if e.pid is not None)
-    return DiscoveryRecord(engines, len(engines),
-                           tuple(reached[e.base_url] for e in engines if e.base_url in reached),
-                           tuple(engine_argv(host, pid) for pid in pids))
+    return record
 
 
 def summary(record: DiscoveryRecord) -> str:

@@ -4,7 +4,7 @@ The front end takes HTTP, tokenises, schedules and streams in one Python process
 API server, the parent of V1's ``VLLM::EngineCore``; SGLang's main process, which runs its
 tokenizer manager beside the ``sglang::scheduler`` children) or a small router (TGI's
 ``text-generation-router``). Pinned at about one core, it starves the engine core and the
-GPU of work. Sources: host.cpu_load's sample (no second sample: the same per-scan memo),
+GPU of work. Sources: host.cpu_load's sample (its record, handed over: no second sample),
 which holds each process of the ten busiest and each engine tree's total; the process
 table (probes/helpers/processes.py) for the router and the front end's flags; NVML
 ``nvmlDeviceGetUtilizationRates`` (``gpu``: percent of the sample period a kernel ran) of

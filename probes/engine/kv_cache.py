@@ -25,7 +25,7 @@ from doctor.values import count
 from probes.helpers.engine_discovery import DiscoveryRecord, found
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_normalise import EngineMetrics
-from probes.helpers.engine_scrape import MetricsRecord, scraped
+from probes.helpers.engine_scrape import MetricsRecord, scraped, with_metrics
 from probes.helpers.kv_blocks import simulate
 
 BLOCK_SIZES = (8, 16, 32, 64, 128)  # vLLM --block-size choices on CUDA (8-32) and others
@@ -117,6 +117,7 @@ def view(engine: Engine | None, m: EngineMetrics) -> EngineKV:
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KVRecord:
     """The records of engine.discovery and engine.metrics (its needs), judged by ``judge``."""
+    inputs = with_metrics(host, options, inputs)  # handed over, else read here once
     engines = found(host, options, inputs).engines
     return judge(DiscoveryRecord(engines, len(engines)), scraped(host, options, inputs))
 

@@ -33,7 +33,7 @@ from doctor.model import ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.values import count, field, page_json, text
 from doctor import display
-from probes.helpers.engine_scrape import for_engine, scraped
+from probes.helpers.engine_scrape import for_engine, scraped, with_metrics
 from probes.helpers.engine_sweep import MAX_SWEEP_LEVELS as MAX_SWEEP_LEVELS
 from probes.helpers.engine_sweep import SweepPoint, saved_sweep
 from probes.helpers.engine_sweep import saved_knee as saved_knee
@@ -100,8 +100,8 @@ def _headers(target: Target) -> dict[str, str] | None:
 
 
 def _from_metrics(host: Host, options: ScanOptions, target: Target, inputs: Inputs):
-    """engine.metrics' scrape of this endpoint (its record when it ran, else scraped once
-    a scan), or its error."""
+    """engine.metrics' scrape of this endpoint (its record when it ran, else scraped once at
+    the probe's start: ``with_metrics``), or its error."""
     found = for_engine(scraped(host, options, inputs), target.base_url)
     return f"{target.base_url}/metrics: not scraped" if found is None else found
 
@@ -208,6 +208,7 @@ def knee_throughput(knee: int | None, points: tuple[SweepPoint, ...]) -> float |
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> LoadRecord:
     """Live concurrency of every engine endpoint, against its saved knee."""
+    inputs = with_metrics(host, options, inputs)  # handed over, else read here once
     found = targets(host, options, inputs)
     if not found:
         raise Skip(t("no engine endpoint: none found running, none named with --endpoint"))

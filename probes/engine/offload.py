@@ -47,6 +47,7 @@ from probes.helpers.link_ceilings import link_ceiling_gbps, memory_ceiling_gbps
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import Reader, gpu_count
+from probes.helpers.stream_record import MemoryBandwidthRecord
 
 TIMEOUT_S = 5.0
 PAGE_MAX_BYTES = 4 << 20
@@ -57,7 +58,6 @@ NGL_FLAGS = ("-ngl", "--gpu-layers", "--n-gpu-layers")
 NGL_ALL = ("all", "auto")  # llama-server --help: "an exact number, 'auto', or 'all' (default: auto)"
 OFFLOAD_KINDS = ("vllm", "sglang")  # --cpu-offload-gb
 KINDS = ("llama.cpp", "ollama", *OFFLOAD_KINDS)
-STREAM_MEMO = "host.memory_bandwidth.stream"  # the measurement host.memory_bandwidth keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,13 +122,14 @@ def gpu_side(host: Host) -> GpuSide:
     return GpuSide(None, name, memory, pcie, missing)
 
 
-def host_bandwidth(host: Host) -> tuple[float | None, str | None]:
-    """(GB/s, why absent) of host.memory_bandwidth's STREAM run in this scan, if it ran."""
-    result = host.memo(STREAM_MEMO, lambda: None)
-    if not isinstance(result, dict):
+def host_bandwidth(inputs: Inputs) -> tuple[float | None, str | None]:
+    """(GB/s, why absent) of host.memory_bandwidth's STREAM run in this scan, if it ran: its
+    record, handed over by the runner (``after``)."""
+    record = inputs.get("host.memory_bandwidth", MemoryBandwidthRecord)
+    if record is None or record.stream_gbps is None:
         return None, ("host memory bandwidth not measured in this scan "
                       "(host.memory_bandwidth runs at `--level standard`)")
-    best = result.get("triad_gbps") if result.get("triad_passes", 3) == 3 else result.get("copy_gbps")
+    best = record.stream_gbps
     gbps = number(best)
     return (gbps, None) if gbps and gbps > 0 else (None, f"host.memory_bandwidth gave {best!r:.40}")
 
@@ -267,7 +268,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Offlo
         raise Skip(t("no llama.cpp, Ollama, vLLM or SGLang engine: only they offload layers or "
                      "weights to the CPU"))
     gpu = gpu_side(host)
-    cpu_gbps, cpu_why = host_bandwidth(host)
+    cpu_gbps, cpu_why = host_bandwidth(inputs)
     items: list[EngineOffload] = []
     not_read: list[str] = []
     for engine in found:

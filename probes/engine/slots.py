@@ -36,8 +36,8 @@ from doctor.seam.host import Host, HostReadError
 from doctor.model import ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.values import count, field
-from probes.helpers.engine_discovery import found as found_engines
-from probes.helpers.engine_scrape import MetricsRecord, scraped
+from probes.helpers.engine_discovery import found as found_engines, with_discovery
+from probes.helpers.engine_scrape import MetricsRecord, scraped, with_metrics
 from probes.helpers.engine_sweep import SweepPoint, saved_sweep
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_reads import argv_of, json_page
@@ -216,10 +216,13 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> SlotsRecord:
     """The slots of every llama.cpp and Ollama engine against the concurrency offered."""
+    inputs = with_discovery(host, options, inputs)  # handed over, else found here once
     found = [e for e in found_engines(host, options, inputs).engines
              if e.kind in KINDS and e.base_url]
     if not found:
         raise Skip(t("no llama.cpp or Ollama engine: only they serve from a fixed number of slots"))
+    if any(e.kind == "llama.cpp" for e in found):  # their deferred requests: one scrape for all
+        inputs = with_metrics(host, options, inputs)
     return SlotsRecord(tuple(
         _llama(host, options, inputs, e, e.base_url) if e.kind == "llama.cpp"
         else _ollama(host, e, e.base_url) for e in found if e.base_url))

@@ -248,7 +248,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Colle
     count = gpu_count(host)
     if count < 2:
         raise Skip(t("one GPU: an all-reduce needs two or more"))
-    topo = topology.topology_of(host, inputs)  # gpu.topology's record, else read once a scan
+    topo = topology.topology_of(host, inputs)  # gpu.topology's record, else read here
     groups, source = topology.talk_groups(host, count)
     groups = tuple(g for g in groups if len(g) > 1)[:MAX_GROUPS]
     if not groups:

@@ -153,7 +153,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NumaR
         raise Skip(nmap.reason)
     if len(nmap.cpus) < 2:
         raise Skip(t("one NUMA node: the engine cannot sit on a node away from its GPUs"))
-    topo = topology.topology_of(host, inputs)  # gpu.topology's record, else read once a scan
+    topo = topology.topology_of(host, inputs)  # gpu.topology's record, else read here
     missing: dict[str, str] = {}
     nodes_of_gpu = _gpu_nodes(host, topo, count, missing)
     holders = topology.gpu_pids(host, count)

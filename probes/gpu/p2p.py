@@ -225,7 +225,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> P2pRe
     count = gpu_count(host)
     if count < 2:
         raise Skip(t("one GPU: no pair to judge"))
-    topo = topology.topology_of(host, inputs)  # gpu.topology's record, else read once a scan
+    topo = topology.topology_of(host, inputs)  # gpu.topology's record, else read here
     groups, source = topology.talk_groups(host, count)
     engines = [p for p, _ in topology.tp_engines(host)]
     placed = [(g, engines[i] if i < len(engines) else None) for i, g in enumerate(groups)

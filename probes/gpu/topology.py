@@ -31,7 +31,7 @@ from probes.helpers.gpu_topology import TopologyRecord, measured
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> TopologyRecord:
-    """The GPUs' topology, read once per scan (probes/helpers/gpu_topology.py):
+    """The GPUs' topology (probes/helpers/gpu_topology.py), read once a scan:
     gpu.peer_to_peer, gpu.numa and gpu.collective are handed this record."""
     return measured(host)
 

@@ -4,7 +4,7 @@ probes/host/cpu_load.py says what is sampled and how (per-process CPU time via p
 ``/proc/<pid>/stat``, the system's busy time from ``/proc/stat``, twice, ``SAMPLE_S``
 apart; the CPU left to each engine). The sample goes through ``host.measure`` (it cannot be
 replayed from files) and is taken once a scan: engine.frontend is handed host.cpu_load's
-record, and reads the same sample when run without it. A command line is kept whole
+record (in the daemon too), and samples for itself only when run without it. A command line is kept whole
 (secrets masked) only for a serving engine; any other process is kept as its program name.
 Manual equivalent: ``top -b -n 2 -d 1 | head -20``.
 """
@@ -301,16 +301,15 @@ def _engine(i: int, row: Any, logical: int, other_busy: float | None) -> EngineC
 
 
 def load_of(host: Host, inputs: Inputs) -> CpuLoadRecord:
-    """The record host.cpu_load handed over in ``inputs``, else sampled here (once a scan)."""
+    """The record host.cpu_load handed over in ``inputs``, else sampled here."""
     record = inputs.get(NAME, CpuLoadRecord)
     return record if record is not None else read_load(host)
 
 
 def read_load(host: Host) -> CpuLoadRecord:
-    """The CPU sample as a record: taken once a scan (a sample kept on the host, so a probe
-    run without host.cpu_load's record reads the same one), each field checked, as a
-    recording may be edited."""
-    data = host.memo(NAME, lambda: host.measure(NAME, sample))
+    """The CPU sample as a record (host.cpu_load's work; a probe that needs it reads its record
+    through ``load_of``), each field checked, as a recording may be edited."""
+    data = host.measure(NAME, sample)
     if not isinstance(data, dict):
         raise MeasurementError(f"measurement host.cpu_load = {_shown(data)}: expected an object "
                                "with window_s, logical_cpus, busy_cores, top")

@@ -8,9 +8,10 @@ Sources: the process table (``/proc/<pid>/cmdline`` and the listening sockets ma
 (probes/helpers/engine_reach.py).
 
 In a scan, engine.discovery runs this once and the runner hands its record to the probes
-that name it in ``needs`` (``found(host, options, inputs)`` reads it from their inputs). A
-probe run without it (on its own, in the daemon's schedule) finds the engines here; that is
-kept per scan on the host, as the pages it reads are, so the engines are asked once.
+that name it in ``needs`` (``found(host, options, inputs)`` reads it from their inputs); the
+daemon hands it over the same way. A probe run without it (on its own, or where
+engine.discovery was not chosen) finds the engines here, once; the pages discovery reads are
+kept per scan on the host (probes/helpers/engine_pages.py), so an engine is not asked twice.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from doctor.inputs import Inputs
 from doctor.model import ScanOptions
 from doctor.seam.host import Host
 from probes.helpers import engine_flags, engine_startup
-from probes.helpers.engine_argv import EngineArgv
+from probes.helpers.engine_argv import EngineArgv, engine_argv
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_named import credentials, named
 from probes.helpers.engine_pages import ask_engine
@@ -61,20 +62,40 @@ class Found:
 
 
 def found(host: Host, options: ScanOptions, inputs: Inputs) -> Found:
-    """The engines engine.discovery handed over in ``inputs``, else found here (once a scan)."""
+    """The engines engine.discovery handed over in ``inputs``, else found here."""
     record = inputs.get(NAME, DiscoveryRecord)
     if record is not None:
         return Found(record.engines, {r.endpoint: r for r in record.reachability})
     return discover_all(host, options)
 
 
+def record_of(host: Host, options: ScanOptions) -> DiscoveryRecord:
+    """engine.discovery's record: every engine found, its reachability and its argv."""
+    found = discover_all(host, options)
+    pids = dict.fromkeys(e.pid for e in found.engines if e.pid is not None)
+    return DiscoveryRecord(found.engines, len(found.engines),
+                           tuple(found.reached[e.base_url] for e in found.engines
+                                 if e.base_url in found.reached),
+                           tuple(engine_argv(host, pid) for pid in pids))
+
+
+def with_discovery(host: Host, options: ScanOptions, inputs: Inputs) -> Inputs:
+    """``inputs`` holding engine.discovery's record: the one handed over, else found here
+    once; a probe run without it calls this at its start, so that its reads after (its
+    targets, the scrape) do not find the engines again."""
+    if inputs.get(NAME, DiscoveryRecord) is not None:
+        return inputs
+    return inputs.adding(NAME, record_of(host, options))
+
+
 def discover_all(host: Host, options: ScanOptions) -> Found:
-    """Every engine found and its reachability, once per scan (kept on the host)."""
-    return host.memo(NAME, lambda: _discover(host, options))
+    """Every engine found and its reachability (engine.discovery's work; a probe that needs
+    it reads its record through ``found``)."""
+    return _discover(host, options)
 
 
 def discover(host: Host, options: ScanOptions) -> tuple[Engine, ...]:
-    """Every engine found, once per scan."""
+    """Every engine found."""
     return discover_all(host, options).engines
 
 

@@ -6,9 +6,9 @@ bounded to PAGE_TIMEOUT_S and PAGE_MAX_BYTES; the first is the page discovery re
 prometheus-client's parser and normalised by probes.helpers.engine_normalise.
 
 In a scan, engine.metrics scrapes once and the runner hands its record to the probes that
-name it in ``needs`` or ``after`` (``scraped(host, options, inputs)``). A probe run without it
-(on its own, in the daemon, or after a metrics probe that failed) scrapes here; that is kept
-per scan on the host, so the engines are scraped once.
+name it in ``needs`` or ``after`` (``scraped(host, options, inputs)``); the daemon hands it
+over the same way. A probe run without it (on its own, or after a metrics probe that did not
+end ok) scrapes here itself; the first page of each is discovery's, kept per scan on the host.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from doctor.model import Level, ScanOptions
 from doctor.redact import safe_display
 from doctor.seam.host import Host, HostReadError, MeasurementError
 from doctor.values import number
-from probes.helpers.engine_discovery import found
+from probes.helpers.engine_discovery import found, with_discovery
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_named import credentials
 from probes.helpers.engine_names import kind_of_page
@@ -53,13 +53,23 @@ class MetricsRecord:
 
 
 def scraped(host: Host, options: ScanOptions, inputs: Inputs) -> MetricsRecord:
-    """The scrapes engine.metrics handed over in ``inputs``, else scraped here (once a scan)."""
+    """The scrapes engine.metrics handed over in ``inputs``, else scraped here."""
     record = inputs.get(NAME, MetricsRecord)
     if record is not None:
         return record
     results = scrape_all(host, options, found(host, options, inputs).engines)
     return MetricsRecord(tuple(r for r in results if isinstance(r, EngineMetrics)),
                          tuple(r.message for r in results if isinstance(r, ScrapeError)))
+
+
+def with_metrics(host: Host, options: ScanOptions, inputs: Inputs) -> Inputs:
+    """``inputs`` holding engine.discovery's and engine.metrics' records: those handed over,
+    else read here once; a probe run without them calls this at its start, so that a read
+    per engine does not scrape every engine again."""
+    inputs = with_discovery(host, options, inputs)
+    if inputs.get(NAME, MetricsRecord) is not None:
+        return inputs
+    return inputs.adding(NAME, scraped(host, options, inputs))
 
 
 def for_engine(record: MetricsRecord, base_url: str) -> EngineMetrics | str | None:
@@ -82,9 +92,9 @@ def targets(engines: tuple[Engine, ...]) -> list[Engine]:
 
 def scrape_all(host: Host, options: ScanOptions,
                engines: tuple[Engine, ...]) -> tuple[EngineMetrics | ScrapeError, ...]:
-    """Both scrapes of every engine discovery found (``engines``), once per scan (kept on
-    the host)."""
-    return host.memo(NAME, lambda: _scrape_all(host, options, targets(engines)))
+    """Both scrapes of every engine discovery found (``engines``): engine.metrics' work (a
+    probe that needs it reads its record through ``scraped``)."""
+    return _scrape_all(host, options, targets(engines))
 
 
 def _reason(exc: HostReadError) -> str:

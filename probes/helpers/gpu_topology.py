@@ -8,9 +8,9 @@ probes/gpu/topology.py says which pairs must talk and why. Manual equivalent:
 ``nvidia-smi topo -m`` and ``nvidia-smi topo -p2p rn``.
 
 In a scan, gpu.topology reads this once and the runner hands its record to the probes that
-name it in ``needs`` or ``after`` (``topology_of(host, inputs)``); a probe run without it (on
-its own, in the daemon) reads it here, kept per scan on the host (NVML's answers for every
-pair), so NVML is asked once a scan.
+name it in ``needs`` or ``after`` (``topology_of(host, inputs)``); the daemon hands it over
+the same way. A probe run without it (on its own, or after a gpu.topology that did not end
+ok) reads it here itself.
 """
 
 from __future__ import annotations
@@ -174,14 +174,15 @@ def talk_groups(host: Host, count: int) -> tuple[tuple[tuple[int, ...], ...], st
 
 
 def topology_of(host: Host, inputs: Inputs) -> TopologyRecord:
-    """The record gpu.topology handed over in ``inputs``, else read here (once a scan)."""
+    """The record gpu.topology handed over in ``inputs``, else read here."""
     record = inputs.get(NAME, TopologyRecord)
     return record if record is not None else measured(host)
 
 
 def measured(host: Host) -> TopologyRecord:
-    """The GPUs' topology, read once per scan (NVML's answers kept on the host)."""
-    return host.memo(NAME, lambda: _measured(host))
+    """The GPUs' topology from NVML and the process table (gpu.topology's work; a probe that
+    needs it reads its record through ``topology_of``)."""
+    return _measured(host)
 
 
 def _measured(host: Host) -> TopologyRecord:

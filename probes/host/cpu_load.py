@@ -40,7 +40,7 @@ from probes.helpers.cpu_sample import sample as sample
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CpuLoadRecord:
-    """The CPU sample, taken once a scan (probes/helpers/cpu_sample.py)."""
+    """The CPU sample (probes/helpers/cpu_sample.py); engine.frontend is handed this record."""
     return read_load(host)
 
 

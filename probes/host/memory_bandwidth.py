@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
@@ -38,6 +37,7 @@ from probes.helpers.kernel_child import run_kernel
 from probes.helpers.spread import read_spread
 from probes.helpers import stream_sizing
 from probes.helpers.stream_sizing import Sizing
+from probes.helpers.stream_record import MemoryBandwidthRecord as MemoryBandwidthRecord
 
 KERNEL_TIMEOUT_S = 120.0
 # The probe's time, from spawning the kernel to its result: the child's start (numpy imported
@@ -55,51 +55,6 @@ BUDGET_S = 1.0  # for the timed passes; the first touch of 3 arrays comes before
 # starts ~0.1 ms after the first on a 2-vCPU VM, under 0.5% of a pass over 3 x 256 MiB);
 # torch's OpenMP threads start together, which matters with many threads.
 NUMPY_MAX_THREADS = 8
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryBandwidthRecord:
-    backend: str  # torch or numpy
-    threads: int
-    array_bytes: int
-    copy_gbps: float
-    # (max - min) / median of the timed passes' rates: the figure's run-to-run noise floor;
-    # None after one pass, and in recordings from before the kernel reported it
-    copy_gbps_spread: float | None
-    triad_gbps: float
-    triad_gbps_spread: float | None
-    kernel_s: float  # the measurement's own wall time (allocation, first touch, passes)
-    dimms_populated: int | None
-    channels: int | None  # populated memory channels
-    dimm_rated_mts: int | None
-    dimm_configured_mts: int | None
-    ceiling_gbps: float | None  # the installed DIMMs' ceiling
-    ceiling_reason: str | None  # why there is no ceiling
-    # triad_gbps / ceiling_gbps; with a kernel whose triad makes 5 passes where STREAM counts
-    # 3 (numpy before its blocked triad; older recordings), copy_gbps / ceiling_gbps instead.
-    triad_ratio: float | None
-    repeats: int | None = None  # timed passes that ran (the time budget may stop them early)
-    huge_pages: bool | None = None  # MADV_HUGEPAGE accepted for the arrays
-    # Cores other processes (and hypervisor steal) kept busy during the timed passes, from
-    # /proc/stat less the kernel's own CPU time; None in recordings from before it was read.
-    other_busy_cores: float | None = None
-    platform_channels: int | None = None  # all channels the DIMM slots belong to
-    empty_channels: tuple[str, ...] = ()  # a slot name per channel with no DIMM
-    platform_ceiling_gbps: float | None = None  # every channel populated, at the same speed
-    platform_ratio: float | None = None  # the same figure as triad_ratio, / platform ceiling
-    # The last-level cache the threads reach (stream_sizing), None where sysfs shows none;
-    # vm_cache_bounded: a VM's advertised size (cache_advertised_bytes) was counted at most
-    # 48 MiB a vCPU
-    cache_bytes: int | None = None
-    cache_advertised_bytes: int | None = None
-    vm_cache_bounded: bool = False
-    rule_array_bytes: int | None = None  # 4x cache_bytes: STREAM's rule of thumb per array
-    memory_budget_bytes: int | None = None  # for the three arrays together
-    budget_basis: str | None = None  # what bound it: available, cap, threads
-    # The arrays that ran were smaller than the rule (the budget, or a first touch cut short
-    # on a busy host): part of the figure may be cache bandwidth. None in older recordings.
-    under_rule: bool | None = None
-    touch_cut: bool | None = None  # the first touch stopped at half the deadline
 
 
 def _run_kernel(array_bytes: int, threads: int, backend: str | None = None,
@@ -143,10 +98,8 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Memor
     threads, reach, sizing = plan(host)
     array_bytes = sizing.array_bytes
     floor = cut_floor(reach.cache_bytes, array_bytes)
-    # memoized: engine.offload estimates a token's cost from this scan's figure
-    result = host.memo("host.memory_bandwidth.stream", lambda: host.measure(
-        "host.memory_bandwidth.stream",
-        lambda: _run_kernel(array_bytes, threads, min_array_bytes=floor)))
+    result = host.measure("host.memory_bandwidth.stream",
+                          lambda: _run_kernel(array_bytes, threads, min_array_bytes=floor))
     ceiling = read_ceiling(host)
     best = result["triad_gbps"] if result.get("triad_passes", 3) == 3 else result["copy_gbps"]
     return MemoryBandwidthRecord(
@@ -165,6 +118,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Memor
         ceiling_gbps=ceiling.ceiling_gbps,
         ceiling_reason=ceiling.reason,
         triad_ratio=_ratio(best, ceiling.ceiling_gbps),
+        stream_gbps=float(best),
         repeats=result.get("repeats"),
         huge_pages=result.get("huge_pages"),
         other_busy_cores=result.get("other_busy_cores"),

@@ -197,6 +197,8 @@ TABLES = (
               "1 when the arrays were smaller than the rule of thumb"),
         gauge("touch_cut", "host_memory_bandwidth_touch_cut",
               "1 when the first touch was cut short (a busy host)"),
+        unexported("stream_gbps", "triad_gbps (copy_gbps for a five-pass triad) unrounded: "
+                   "engine.offload's input, exported as those two"),
         unexported("budget_basis", "what bound the memory budget (available, cap, threads): "
                    "the summary says it"),
         unexported("ceiling_reason", f"why there is no ceiling: {SENTENCE}"),
