@@ -23,6 +23,7 @@ from reports.json_report import to_dict
 from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.test_fixtures import replay
+from tests.saved_scans import saved
 
 RULES = builtin_rules()
 H100 = "h100-sxm-8x-torch-cu128"
@@ -200,7 +201,7 @@ def test_an_added_custom_all_reduce_off_bears_on_p2p():
         return {"probes": [{"name": "engine.discovery", "status": "ok", "data": {
             "engines": [{"pid": 7, "kind": "vllm", "base_url": "http://127.0.0.1:8000"}],
             "argv": [{"pid": 7, "argv": ["vllm", "serve", "/m", *args], "reason": None}]}}]}
-    diff = compare(saved_argv(), saved_argv("--disable-custom-all-reduce"))
+    diff = compare(saved(saved_argv()), saved(saved_argv("--disable-custom-all-reduce")))
     (first,) = diff.changes
     assert (first.id, first.status, first.direction) == (
         f"{VLLM}.argv.--disable-custom-all-reduce", ADDED, "worse")
