@@ -89,7 +89,7 @@ def test_each_gpu_copy_on_the_cpu_reports_its_spread(capsys):
 
 
 def test_stream_passes_give_each_kernels_spread(monkeypatch):
-    from probes.kernels import _passes
+    from probes.helpers import stream_passes as _passes
 
     clock = _Clock()
     monkeypatch.setattr(_passes, "time", clock)
