@@ -285,7 +285,7 @@ def render_data(scan: SavedScan | dict[str, Any], history: Any = None, alert: An
     data = _redacted(sanitized(dict(scan.data)))
     findings = data.get("findings", [])
     for finding, said in zip(findings, scan.findings):  # in the report's language
-        finding["title"], finding["remediation"] = said.title(), said.remediation()
+        finding["title"], finding["remediation"] = show(said.title()), show(said.remediation())
         finding["key"] = finding.get("key") or show(key_from_evidence(finding["evidence"]))
         if not isinstance(finding.get("missing"), dict):  # a JSON report from before 'missing'
             finding["missing"] = {}
