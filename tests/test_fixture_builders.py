@@ -8,34 +8,14 @@ tests/fixtures/builders/ only; tests/test_fixture_hosts_build.py covers the rest
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from doctor._toml import tomllib
 from tests.conftest import FIXTURE_HOSTS
+from tests.fixtures.build_all_hosts import PLAIN, tree
 from tests.fixtures.build_hosts import build
 from tests.fixtures.builders import BUILDERS
-
-PLAIN = {"README.md", "expected.toml"}  # edited by hand, beside what a build writes
-
-
-def _tree(root: Path) -> dict[str, tuple[str, bytes | str]]:
-    """relative path -> ("link", target) or ("file", bytes), for every entry but PLAIN files."""
-    out: dict[str, tuple[str, bytes | str]] = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder) / name
-            rel = str(path.relative_to(root))
-            if rel in PLAIN:
-                continue
-            if path.is_symlink():
-                out[rel] = ("link", os.readlink(path))
-            elif path.is_file():
-                out[rel] = ("file", path.read_bytes())
-    return out
-
 
 def test_every_builder_names_a_committed_host():
     assert set(BUILDERS) <= {p.name for p in FIXTURE_HOSTS.iterdir()}
@@ -45,7 +25,7 @@ def test_every_builder_names_a_committed_host():
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_rebuilding_a_host_gives_the_committed_tree(tmp_path, name):
     assert build([name], tmp_path, quiet=True) == 0
-    built, committed = _tree(tmp_path / name), _tree(FIXTURE_HOSTS / name)
+    built, committed = tree(tmp_path / name), tree(FIXTURE_HOSTS / name)
     assert sorted(built) == sorted(committed), "files differ: the build is not deterministic"
     for rel, (kind, data) in built.items():
         if rel == "host.toml":

@@ -13,19 +13,7 @@ from pathlib import Path
 from tests.conftest import FIXTURE_HOSTS
 from tests.engine_pages import make_hosts
 from tests.fixtures import build_all_hosts, build_diff_hosts, overlay
-
-
-def _tree(root: Path) -> dict[str, tuple[str, bytes | str]]:
-    out: dict[str, tuple[str, bytes | str]] = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder) / name
-            rel = str(path.relative_to(root))
-            if rel in build_all_hosts.PLAIN:
-                continue
-            out[rel] = (("link", os.readlink(path)) if path.is_symlink()
-                        else ("dir", "") if path.is_dir() else ("file", path.read_bytes()))
-    return out
+from tests.fixtures.build_all_hosts import tree
 
 
 def test_every_host_is_built_or_a_real_capture_and_keeps_its_plain_files():
@@ -99,7 +87,7 @@ def test_an_overlay_gives_back_the_host_it_was_made_from(tmp_path, monkeypatch):
     into = tmp_path / "built"
     shutil.copytree(base, into / "base", symlinks=True)
     overlay.apply("host", into)
-    assert _tree(into / "host") == _tree(host)
+    assert tree(into / "host", with_dirs=True) == tree(host, with_dirs=True)
 
 
 def test_a_real_overlay_gives_back_its_host(tmp_path, monkeypatch):
@@ -108,12 +96,12 @@ def test_a_real_overlay_gives_back_its_host(tmp_path, monkeypatch):
     into = tmp_path / "built"
     shutil.copytree(FIXTURE_HOSTS / base, into / base, symlinks=True)
     overlay.apply(name, into)
-    assert _tree(into / name) == _tree(FIXTURE_HOSTS / name)
+    assert tree(into / name, with_dirs=True) == tree(FIXTURE_HOSTS / name, with_dirs=True)
     monkeypatch.setattr(overlay, "OVERLAYS", tmp_path / "overlays")
     (tmp_path / "overlays").mkdir()
     overlay.make(name, base, FIXTURE_HOSTS)
-    assert (_tree(tmp_path / "overlays" / name)
-            == _tree(overlay.Path(overlay.__file__).parent / "overlays" / name))
+    assert (tree(tmp_path / "overlays" / name, with_dirs=True)
+            == tree(overlay.Path(overlay.__file__).parent / "overlays" / name, with_dirs=True))
 
 
 def test_placing_a_build_keeps_the_plain_files_and_drops_stale_ones(tmp_path):
