@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from doctor import i18n
@@ -77,17 +77,27 @@ def render(value: object, lang: str | None = None) -> str:
     return str(value)
 
 
-def _msg(msg: Msg, lang: str) -> str:
-    template = i18n.catalogue(lang).get(msg.msgid, msg.msgid) if lang != i18n.SOURCE else msg.msgid
+def _template(msgid: str, lang: str) -> str:
+    """The catalogue's text of ``msgid`` in ``lang`` (the id itself in English or unknown)."""
+    return i18n.catalogue(lang).get(msgid, msgid) if lang != i18n.SOURCE else msgid
+
+
+def _filled(msg: Msg, lang: str, say: Callable[[Text, str], str]) -> str:
+    """``msg``'s template in ``lang`` filled with its parameters, each message value among
+    them said in ``lang`` by ``say``; raises what ``fill`` raises."""
+    template = _template(msg.msgid, lang)
     if not msg.params:
         return template
-    params = {k: (render(v, lang) if isinstance(v, (Msg, Join, Localized)) else v)
-              for k, v in msg.params}
+    return fill(template, {k: (say(v, lang) if isinstance(v, (Msg, Join, Localized)) else v)
+                           for k, v in msg.params})
+
+
+def _msg(msg: Msg, lang: str) -> str:
     try:
-        return fill(template, params)
+        return _filled(msg, lang, render)
     except (Unsafe, ValueError, TypeError, KeyError, IndexError, OverflowError):
         if lang == i18n.SOURCE:  # the template itself cannot be filled: show it as written
-            return template
+            return msg.msgid
         return _msg(msg, i18n.SOURCE)
 
 
@@ -242,14 +252,8 @@ def _bounded(text: object) -> str:
 def render_strict(value: Text, lang: str) -> str:
     """``render`` that raises Unsafe where ``render`` would fall back."""
     if isinstance(value, Msg):
-        template = i18n.catalogue(lang).get(value.msgid, value.msgid) if lang != i18n.SOURCE \
-            else value.msgid
-        if not value.params:
-            return template
-        params = {k: (render_strict(v, lang) if isinstance(v, (Msg, Join, Localized)) else v)
-                  for k, v in value.params}
         try:
-            return fill(template, params)
+            return _filled(value, lang, render_strict)
         except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
             raise Unsafe(str(exc)[:80]) from None
     if isinstance(value, Join):
