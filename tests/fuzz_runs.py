@@ -21,8 +21,30 @@ from typing import Any
 
 from tests.fuzz_inputs import HOSTS, REPO, Outside, make_config, make_host, make_outside, make_rules
 
-__all__ = ["make_outside", "run_forked", "run_subprocess", "try_one", "warm_up"]
+__all__ = ["budget_s", "make_outside", "run_forked", "run_subprocess", "try_one", "warm_up"]
 EXIT_CODES = {0, 1, 2, 3}
+
+# Each campaign's time budget. Every run of the suite (the README's command, CI) runs each
+# campaign for a few seconds: a smoke of the harness on fresh inputs of the fixed seed. A deeper
+# campaign is the same test with a larger budget, e.g. LLM_DOCTOR_FUZZ_S=120 pytest -m fuzz,
+# or benchmarks/fuzz.py for thousands of inputs.
+FUZZ_BUDGET_ENV = "LLM_DOCTOR_FUZZ_S"
+DEFAULT_BUDGET_S = 5.0
+
+
+def budget_s() -> float:
+    """The campaign budget in seconds: LLM_DOCTOR_FUZZ_S (1-86400), else DEFAULT_BUDGET_S."""
+    text = os.environ.get(FUZZ_BUDGET_ENV, "").strip()
+    if not text:
+        return DEFAULT_BUDGET_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 1.0 <= value <= 86400.0:
+        raise SystemExit(f"{FUZZ_BUDGET_ENV}={text!r}: give a number of seconds from 1 to 86400")
+    return value
+
 
 # --------------------------------------------------------------------------- running and checking
 
