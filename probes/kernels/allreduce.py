@@ -54,7 +54,8 @@ CPU_BYTES = 16 << 20
 # What each step covers, in the order a worker goes through them.
 STEPS = {
     "start": "starting Python and importing torch",
-    "rendezvous": "joining the process group over 127.0.0.1",
+    "rendezvous": "joining the process group (127.0.0.1, or the master's TCP store across hosts)",
+    "stream": "a plain TCP stream with a peer host, the line's ceiling (across hosts)",
     "warm-up": "the first all-reduces, where NCCL sets up its communicator and transports",
     "timed": "the timed all-reduces",
 }
@@ -62,6 +63,7 @@ HOLD_S = 3600.0  # --hold-rank: that rank sleeps this long before its rendezvous
 EVENT_BYTES = 64 << 10  # what a worker may print: a few events of ~100 bytes
 NCCL_LOG_BYTES = 1 << 20  # the head of each worker's NCCL log: channel lines come first
 KILL_WAIT_S = 5.0
+EXTRA_EVENTS = ("missing", "group", "stream", "pairs")  # what a cross-host rank adds
 SPREAD_BLOCKS = 5  # the timed all-reduces are timed in this many blocks, for their spread
 
 # "host:1234:1250 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"; the brackets hold
@@ -127,6 +129,45 @@ def _emit(rank: int, **event: Any) -> None:
     sys.stdout.flush()
 
 
+def timed_allreduce(torch: Any, dist: Any, rank: int, world: int, device: str, nbytes: int,
+                    warmup: int, iters: int, budget_s: float, enter: Any,
+                    group: Any = None) -> dict[str, Any]:
+    """The checked first all-reduce, the warm-up, the agreed count and the timed blocks of one
+    joined group (``group``: a sub-group, None the whole); enters step "timed" through
+    ``enter``. Returns the rank's seconds per all-reduce, the count and the block times."""
+    on_gpu = device.startswith("cuda")
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    x = torch.full((nbytes // 4,), float(rank + 1), dtype=torch.float32, device=device)
+    dist.all_reduce(x, group=group)
+    members = dist.get_process_group_ranks(group) if group is not None else range(world)
+    expected = float(sum(r + 1 for r in members))
+    if not bool((x == expected).all()):
+        raise RuntimeError(f"wrong all-reduce result: expected {expected:g} everywhere, got "
+                           f"{float(x.min()):g}..{float(x.max()):g}")
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        dist.all_reduce(x, group=group)
+    sync()
+    per = (time.perf_counter() - t0) / max(warmup, 1)
+    # every rank must run the same count, or the last all-reduce waits forever
+    agreed = torch.tensor([max(1, min(iters, int(budget_s / max(per, 1e-6))))],
+                          dtype=torch.int64, device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN, group=group)
+    count = int(agreed.item())
+    enter("timed")
+    blocks = []  # seconds per all-reduce, block by block (the spread's repeats)
+    t0 = time.perf_counter()
+    for size in block_sizes(count):
+        start = time.perf_counter()
+        for _ in range(size):
+            dist.all_reduce(x, group=group)
+        sync()
+        blocks.append((time.perf_counter() - start) / size)
+    elapsed = time.perf_counter() - t0
+    return {"seconds": elapsed / count, "iterations": count, "block_s": blocks}
+
+
 def worker(rank: int, world: int, device: str, port: int, nbytes: int, warmup: int,
            iters: int, budget_s: float, hold: bool) -> int:
     """One rank: its steps and result as JSON lines on stdout."""
@@ -153,7 +194,6 @@ def worker(rank: int, world: int, device: str, port: int, nbytes: int, warmup: i
                                  "torch, or no driver): the all-reduce needs torch with CUDA")
                 return 0
             torch.cuda.set_device(device)
-        sync = torch.cuda.synchronize if on_gpu else (lambda: None)
         if hold:
             time.sleep(HOLD_S)
         enter("rendezvous")
@@ -161,36 +201,10 @@ def worker(rank: int, world: int, device: str, port: int, nbytes: int, warmup: i
                                 rank=rank, world_size=world,
                                 timeout=timedelta(seconds=HOLD_S))
         enter("warm-up")
-        x = torch.full((nbytes // 4,), float(rank + 1), dtype=torch.float32, device=device)
-        dist.all_reduce(x)
-        expected = world * (world + 1) / 2
-        if not bool((x == expected).all()):
-            raise RuntimeError(f"wrong all-reduce result: expected {expected:g} everywhere, got "
-                               f"{float(x.min()):g}..{float(x.max()):g}")
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(warmup):
-            dist.all_reduce(x)
-        sync()
-        per = (time.perf_counter() - t0) / max(warmup, 1)
-        # every rank must run the same count, or the last all-reduce waits forever
-        agreed = torch.tensor([max(1, min(iters, int(budget_s / max(per, 1e-6))))],
-                              dtype=torch.int64, device=device)
-        dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
-        count = int(agreed.item())
-        enter("timed")
-        blocks = []  # seconds per all-reduce, block by block (the spread's repeats)
-        t0 = time.perf_counter()
-        for size in block_sizes(count):
-            start = time.perf_counter()
-            for _ in range(size):
-                dist.all_reduce(x)
-            sync()
-            blocks.append((time.perf_counter() - start) / size)
-        elapsed = time.perf_counter() - t0
+        done = timed_allreduce(torch, dist, rank, world, device, nbytes, warmup, iters, budget_s,
+                               enter)
         steps_s[step] = round(time.perf_counter() - began, 4)
-        _emit(rank, done={"seconds": elapsed / count, "iterations": count, "steps_s": steps_s,
-                          "block_s": blocks})
+        _emit(rank, done={**done, "steps_s": steps_s})
         dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 -- the child's boundary: any failure is reported, named
         _emit(rank, error=f"{type(exc).__name__}: {str(exc)[:300]}", step=step)
@@ -239,6 +253,7 @@ class _Rank:
         self.done: dict | None = None
         self.error: str | None = None
         self.skip: str | None = None  # the rank cannot run here at all (torch without CUDA)
+        self.extra: dict[str, Any] = {}  # across hosts: the master's view (probes/kernels/xnode.py)
         self.buffer, self.read = b"", 0
 
     def feed(self, data: bytes) -> None:
@@ -262,6 +277,9 @@ class _Rank:
                 self.error = event["error"]
             if isinstance(event.get("skip"), str):
                 self.skip = event["skip"]
+            for key in EXTRA_EVENTS:
+                if key in event:
+                    self.extra[key] = event[key]
 
     def failure(self) -> str | None:
         """Why this rank failed, once it has exited non-zero or said so."""
