@@ -134,8 +134,8 @@ def interface(name: str, found: list[dict[str, Any]], sysfs: str = "/sys/class/n
         out["problem"] = f"interface {name} has no address: nothing can reach it"
     speed, why = speed_mbps(name, sysfs)
     if kind in NO_LINE_RATE or kind == "loopback":
-        why = (f"{kind}: no line rate" + (f" (the driver reports a constant {speed} Mb/s)"
-                                           if speed else "") + "; measured with a TCP stream")
+        why = f"{kind} has no line rate" + (f" (its driver reports a constant {speed} Mb/s)"
+                                             if speed else "")
         speed = None
     out["speed_mbps"], out["speed_missing"] = speed, (why or None)
     return out

@@ -156,8 +156,7 @@ def result(rv: Any, devices: list[str], nbytes: int, ranks: list[ar._Rank], outc
            failure: str | None, nccl_lines: list[str], limit_s: float, join_s: float,
            kill_s: float | None, total_s: float, path: dict[str, Any]) -> dict[str, Any]:
     """The launcher's JSON (see the module)."""
-    master = next((r for r in ranks if r.rank == 0), None)
-    extra = master.extra if master else {}
+    extra = ranks[0].extra if ranks else {}  # rank 0's where it runs here, else this host's first
     missing = [int(r) for r in extra.get("missing", []) if isinstance(r, int)]
     counts = ar.parse_transports(nccl_lines)
     out: dict[str, Any] = {
@@ -169,7 +168,7 @@ def result(rv: Any, devices: list[str], nbytes: int, ranks: list[ar._Rank], outc
         "path": path, "limit_s": limit_s, "join_s": join_s,
         "kill_latency_s": None if kill_s is None else round(kill_s, 4), "total_s": round(total_s, 3),
         "transports": counts, "transport": ar.chosen_transport(counts),
-        "stream": extra.get("stream"),
+        "stream": extra.get("stream") or _group(extra).get("stream"),
         "ranks": [{"rank": r.rank, "step": r.step, "done": r.done is not None} for r in ranks],
     }
     if outcome == "timeout":
@@ -178,7 +177,7 @@ def result(rv: Any, devices: list[str], nbytes: int, ranks: list[ar._Rank], outc
         out["failure"] = f"no result within the {limit_s:g} s limit: {who}; killed"
     elif outcome == "failed":
         out["failed_step"] = next((r.step or "start" for r in ranks if r.failure()), None)
-    group = extra.get("group") if isinstance(extra.get("group"), dict) else {}
+    group = _group(extra)
     out["pairs"] = group.get("pairs") or []
     out["arrivals"] = group.get("arrivals") or {}
     out["mtu_mismatch"] = mtu_mismatch(out["arrivals"])
@@ -191,6 +190,11 @@ def result(rv: Any, devices: list[str], nbytes: int, ranks: list[ar._Rank], outc
                    busbw_gbps=round(ar.bus_bandwidth(algbw, rv.world), 4))
     out.update(ceiling(path, out["stream"], out.get("busbw_gbps")))
     return out
+
+
+def _group(extra: dict[str, Any]) -> dict[str, Any]:
+    group = extra.get("group")
+    return group if isinstance(group, dict) else {}
 
 
 def mtu_mismatch(arrivals: Any) -> str | None:
@@ -212,8 +216,8 @@ def ceiling(path: dict[str, Any], stream: Any, busbw: float | None) -> dict[str,
     gbps, source = path.get("line_gbps"), path.get("line_source")
     if not gbps and isinstance(stream, dict) and stream.get("gbps"):
         gbps = stream["gbps"]
-        source = (f"a TCP stream with rank {stream.get('peer')}, the slower direction "
-                  f"({source or 'no line rate'})")
+        source = (f"a TCP stream with rank {stream.get('peer')}, its slower direction; "
+                  f"{source or 'no line rate'}")
     ratio = round(busbw / gbps, 3) if busbw and gbps else None
     return {"ceiling_gbps": gbps, "ceiling_source": source, "ratio": ratio}
 

@@ -36,6 +36,7 @@ STREAM_S = 0.5  # each direction of the TCP stream
 STREAM_GRACE_S = 2.0  # a stalled direction: the receiver gives up this long after the sender
 CHUNK = 1 << 18
 POLL_S = 0.05
+READ_WAIT_S = 3.0  # the other ranks read the group's figures from rank 0's store
 
 
 def pair_rounds(world: int) -> list[list[tuple[int, int]]]:
@@ -182,6 +183,31 @@ def pair_figures(results: dict[int, dict], nbytes: int) -> list[dict[str, Any]]:
             for k, s in sorted(seen.items()) if s > 0]
 
 
+def share(store: Any, rank: int, world: int, end_by: float, nbytes: int,
+          arrivals: dict[int, dict], line: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Rank 0 gathers every rank's result and writes the group's figures; the other ranks read
+    them, so that every host reports the same; rank 0 keeps its store up until they have
+    (``llmd/read/<rank>``), bounded. None where the figures did not come in time."""
+    if rank == 0:
+        results = gather(store, world, end_by)
+        group = {"ranks_done": sorted(results), "seconds": max(
+            (float(d["seconds"]) for d in results.values() if "seconds" in d), default=None),
+            "pairs": pair_figures(results, nbytes), "arrivals": arrivals, "stream": line}
+        store.set("llmd/group", json.dumps(group))
+        readers = [f"llmd/read/{r}" for r in range(1, world)]
+        until = min(time.time() + READ_WAIT_S, end_by)
+        while time.time() < until and not store.check(readers):
+            time.sleep(POLL_S)
+        return group
+    try:
+        store.wait(["llmd/group"], timedelta(seconds=max(min(READ_WAIT_S, end_by - time.time()), 0.1)))
+        group = json.loads(store.get("llmd/group"))
+        store.set(f"llmd/read/{rank}", "1")
+        return group if isinstance(group, dict) else None
+    except Exception:  # noqa: BLE001 -- rank 0 gone or late: this host reports its own figures
+        return None
+
+
 def run_rank(rank: int, world: int, device: str, master: str, port: int, nbytes: int,
              budget_s: float, join_by: float, end_by: float, me: dict[str, Any],
              pairs: bool) -> int:
@@ -229,11 +255,7 @@ def run_rank(rank: int, world: int, device: str, master: str, port: int, nbytes:
         steps_s[step] = round(time.perf_counter() - began, 4)
         done["steps_s"] = steps_s
         store.set(f"llmd/done/{rank}", json.dumps(done))
-        if rank == 0:
-            results = gather(store, world, end_by)
-            _emit(rank, group={"ranks_done": sorted(results), "seconds": max(
-                (float(d["seconds"]) for d in results.values() if "seconds" in d), default=None),
-                "pairs": pair_figures(results, nbytes), "arrivals": arrivals})
+        _emit(rank, group=share(store, rank, world, end_by, nbytes, arrivals, line))
         _emit(rank, done=done)
         dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 -- the child's boundary: any failure is reported, named
