@@ -35,8 +35,7 @@ Examples:
   eight GPUs per host (NCCL), the second host's ranks are 8-15:
     B$ llm-doctor collective --master 10.0.0.1:29500 --rank 8 --world 16 --devices 0,1,2,3,4,5,6,7
   under torchrun (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK), one rank a process:
-    torchrun --nnodes 2 --nproc-per-node 1 --rdzv-endpoint 10.0.0.1:29400 \\
-      $(which llm-doctor) collective
+    A$ torchrun --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 $(which llm-doctor) collective
   under Slurm (SLURM_PROCID, SLURM_NTASKS, the master from SLURM_LAUNCH_NODE_IPADDR):
     srun -N 4 -n 4 llm-doctor collective --pairwise --format json
   the interface is GLOO_SOCKET_IFNAME (NCCL_SOCKET_IFNAME on GPUs) where set, else the one

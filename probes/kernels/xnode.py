@@ -37,14 +37,41 @@ import tempfile
 import time
 from typing import Any
 
-from probes.helpers import net_path
+from doctor.seam.host import HostReadError
+from doctor.seam.live import LiveHost
+from probes.helpers import cgroups, net_path
 from probes.helpers.kernel_child import kernel_env
 from probes.helpers.kernel_cli import OneLineParser
 from probes.helpers.rendezvous import RendezvousError, resolve
 from probes.kernels import allreduce as ar
 
 MIN_LIMIT_S, MAX_LIMIT_S = 5.0, 600.0
+STARVED_S = 0.5  # throttled this long in one run: the quota is part of the story
 END_MARGIN_S = 1.5  # the workers' own timeouts end this long before the launcher's SIGKILL
+
+
+def cpu_quota() -> dict[str, Any] | None:
+    """This process's CPU quota (its cgroup, v1 or v2: probes/helpers/cgroups.py) and the
+    throttled seconds its cgroup has counted; None where there is no quota or no cgroup."""
+    try:
+        host = LiveHost()
+        q = cgroups.cpu_quota(host, cgroups.cgroup_dir(host, os.getpid(), "cpu"))
+    except (HostReadError, OSError, ValueError):
+        return None
+    if q.quota_cpus is None:
+        return None
+    return {"cpus": q.quota_cpus, "where": q.directory[:200], "throttled_s": q.throttled_s}
+
+
+def starved(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
+    """One line where this host's ranks ran under a CPU quota that throttled them."""
+    if not before or not after or after.get("throttled_s") is None:
+        return None
+    took = after["throttled_s"] - (before.get("throttled_s") or 0.0)
+    if took < STARVED_S:
+        return None
+    return (f"this host is held to {after['cpus']:g} CPU by its cgroup ({after['where']}) and "
+            f"was throttled {took:.1f} s of this run")
 
 
 def _setup_failure(step: str, why: str, **extra: Any) -> dict[str, Any]:
@@ -110,7 +137,7 @@ def _worker_env(workdir: str, rank: int, path: dict[str, Any], on_gpu: bool) -> 
 def launch(rv: Any, devices: list[str], nbytes: int, limit_s: float, budget_s: float,
            join_s: float, pairwise: bool, path: dict[str, Any]) -> dict[str, Any]:
     """Start this host's ranks and watch them to the hard limit (see the module)."""
-    started, epoch = time.perf_counter(), time.time()
+    started, epoch, quota = time.perf_counter(), time.time(), cpu_quota()
     on_gpu = devices[0].startswith("cuda")
     iface = path.get("interface") or {}
     me = {"host": os.uname().nodename[:64], "addr": path.get("address"),
@@ -148,8 +175,12 @@ def launch(rv: Any, devices: list[str], nbytes: int, limit_s: float, budget_s: f
         nccl = ar._nccl_lines(workdir) if on_gpu else []
     if outcome == "skip":
         return {"skip": failure}
-    return result(rv, devices, nbytes, ranks, outcome, failure, nccl, limit_s, join_s,
-                  kill_s if outcome != "ok" else None, time.perf_counter() - started, path)
+    out = result(rv, devices, nbytes, ranks, outcome, failure, nccl, limit_s, join_s,
+                 kill_s if outcome != "ok" else None, time.perf_counter() - started, path)
+    out["cpu_quota"], out["starved"] = quota, starved(quota, cpu_quota())
+    if out["starved"] and out["failure"]:
+        out["failure"] = f"{out['failure']}; {out['starved']}"
+    return out
 
 
 def result(rv: Any, devices: list[str], nbytes: int, ranks: list[ar._Rank], outcome: str,

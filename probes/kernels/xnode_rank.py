@@ -25,6 +25,7 @@ group's figures. Every wait has a deadline; the launcher's SIGKILL is the backst
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from datetime import timedelta
@@ -55,12 +56,14 @@ def _left(by: float) -> float:
 def join(torch_dist: Any, addr: str, port: int, rank: int, world: int, join_by: float,
          end_by: float, me: dict[str, Any]) -> tuple[Any, dict[int, dict]]:
     """The store and every rank's arrival record; raises RuntimeError naming who is missing."""
+    # under torchrun the agent serves the store on MASTER_PORT already; rank 0 joins it
+    serve = rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
     try:
-        store = torch_dist.TCPStore(addr, port, None, rank == 0,
+        store = torch_dist.TCPStore(addr, port, None, serve,
                                     timedelta(seconds=_left(join_by)), wait_for_workers=False)
     except Exception as exc:  # noqa: BLE001 -- torch's DistNetworkError / RuntimeError text
         text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        if rank == 0:
+        if serve:
             raise RuntimeError(f"cannot serve the rendezvous on port {port}: {text}") from None
         raise RuntimeError(f"no master at {addr}:{port} within the join bound (rank 0 not "
                            f"started, unreachable from here, or a firewall): {text}") from None

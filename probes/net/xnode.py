@@ -59,6 +59,7 @@ class CrossNodeCollective:
     ratio: float | None  # busbw / ceiling
     pairs: tuple[PairFigure, ...]  # --pairwise, on rank 0's host
     suspects: tuple[int, ...]  # ranks slow in every pair they were in
+    starved: str | None  # this host's CPU quota throttled its ranks during the run
     limit_s: float | None
     join_s: float | None
     total_s: float | None
@@ -141,7 +142,7 @@ def record(data: dict[str, Any]) -> CrossNodeCollective:
         line_gbps=line, line_source=_text(path, "line_source"), stream_gbps=_num(stream, "gbps"),
         ceiling_gbps=_num(data, "ceiling_gbps"), ceiling_source=_text(data, "ceiling_source"),
         algbw_gbps=_num(data, "algbw_gbps"), busbw_gbps=busbw, ratio=ratio, pairs=pairs,
-        suspects=suspects(pairs), limit_s=_num(data, "limit_s"), join_s=_num(data, "join_s"),
+        suspects=suspects(pairs), starved=_text(data, "starved"), limit_s=_num(data, "limit_s"), join_s=_num(data, "join_s"),
         total_s=_num(data, "total_s"), kill_latency_s=_num(data, "kill_latency_s"),
         missing=missing)
 
@@ -168,8 +169,9 @@ def describe(r: CrossNodeCollective) -> list[str]:
         lines.append(t("  busbw {busbw:g} GB/s{ceiling}", busbw=r.busbw_gbps, ceiling=ceiling))
     elif r.stream_gbps is not None:
         lines.append(t("  TCP stream with the peer host: {gbps:g} GB/s", gbps=r.stream_gbps))
-    if r.mtu_mismatch:
-        lines.append(f"  {r.mtu_mismatch}")
+    for note in (r.mtu_mismatch, r.starved):
+        if note and note not in (r.failure or ""):
+            lines.append(f"  {note}")
     for p in r.pairs:
         lines.append(t("  round {round}: ranks {a}-{b} busbw {busbw:g} GB/s", round=p.round,
                        a=p.ranks[0], b=p.ranks[1], busbw=p.busbw_gbps))
