@@ -50,12 +50,12 @@ STARVED_S = 0.5  # throttled this long in one run: the quota is part of the stor
 END_MARGIN_S = 1.5  # the workers' own timeouts end this long before the launcher's SIGKILL
 
 
-def cpu_quota() -> dict[str, Any] | None:
-    """This process's CPU quota (its cgroup, v1 or v2: probes/helpers/cgroups.py) and the
+def cpu_quota(pid: int) -> dict[str, Any] | None:
+    """A process's CPU quota (its cgroup, v1 or v2: probes/helpers/cgroups.py) and the
     throttled seconds its cgroup has counted; None where there is no quota or no cgroup."""
     try:
         host = LiveHost()
-        q = cgroups.cpu_quota(host, cgroups.cgroup_dir(host, os.getpid(), "cpu"))
+        q = cgroups.cpu_quota(host, cgroups.cgroup_dir(host, pid, "cpu"))
     except (HostReadError, OSError, ValueError):
         return None
     if q.quota_cpus is None:
@@ -63,15 +63,17 @@ def cpu_quota() -> dict[str, Any] | None:
     return {"cpus": q.quota_cpus, "where": q.directory[:200], "throttled_s": q.throttled_s}
 
 
-def starved(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
-    """One line where this host's ranks ran under a CPU quota that throttled them."""
-    if not before or not after or after.get("throttled_s") is None:
+def starved(rank: int, before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
+    """One line where a rank ran under a CPU quota that throttled it: the seconds of this run
+    where its cgroup is the one it started in, else all its new cgroup has counted."""
+    if not after or after.get("throttled_s") is None:
         return None
-    took = after["throttled_s"] - (before.get("throttled_s") or 0.0)
+    same = before is not None and before.get("where") == after["where"]
+    took = after["throttled_s"] - (before.get("throttled_s") or 0.0 if same and before else 0.0)
     if took < STARVED_S:
         return None
-    return (f"this host is held to {after['cpus']:g} CPU by its cgroup ({after['where']}) and "
-            f"was throttled {took:.1f} s of this run")
+    return (f"rank {rank} is held to {after['cpus']:g} CPU by its cgroup ({after['where']}) and "
+            f"was throttled {took:.1f} s" + (" of this run" if same else ""))
 
 
 def _setup_failure(step: str, why: str, **extra: Any) -> dict[str, Any]:
@@ -137,7 +139,7 @@ def _worker_env(workdir: str, rank: int, path: dict[str, Any], on_gpu: bool) -> 
 def launch(rv: Any, devices: list[str], nbytes: int, limit_s: float, budget_s: float,
            join_s: float, pairwise: bool, path: dict[str, Any]) -> dict[str, Any]:
     """Start this host's ranks and watch them to the hard limit (see the module)."""
-    started, epoch, quota = time.perf_counter(), time.time(), cpu_quota()
+    started, epoch = time.perf_counter(), time.time()
     on_gpu = devices[0].startswith("cuda")
     iface = path.get("interface") or {}
     me = {"host": os.uname().nodename[:64], "addr": path.get("address"),
@@ -164,7 +166,9 @@ def launch(rv: Any, devices: list[str], nbytes: int, limit_s: float, budget_s: f
                 assert proc.stdout is not None
                 os.set_blocking(proc.stdout.fileno(), False)
                 sel.register(proc.stdout, selectors.EVENT_READ, ranks[-1])
+            quota = [cpu_quota(r.proc.pid) for r in ranks]
             outcome, failure = ar._watch(sel, ranks, started + limit_s)
+            notes = [starved(r.rank, q, cpu_quota(r.proc.pid)) for r, q in zip(ranks, quota)]
         finally:
             kill_s = ar._kill(ranks) if any(r.proc.poll() is None for r in ranks) else None
             for r in ranks:
@@ -177,7 +181,7 @@ def launch(rv: Any, devices: list[str], nbytes: int, limit_s: float, budget_s: f
         return {"skip": failure}
     out = result(rv, devices, nbytes, ranks, outcome, failure, nccl, limit_s, join_s,
                  kill_s if outcome != "ok" else None, time.perf_counter() - started, path)
-    out["cpu_quota"], out["starved"] = quota, starved(quota, cpu_quota())
+    out["starved"] = "; ".join(n for n in notes if n) or None
     if out["starved"] and out["failure"]:
         out["failure"] = f"{out['failure']}; {out['starved']}"
     return out
