@@ -190,3 +190,28 @@ def test_a_rank_starved_by_a_cpu_quota_is_named_by_both_hosts(lab):
     assert rb["total_s"] < 8 + 2  # killed by its own hard limit
     print(f"\nCPU quota 0.03 on rank 1: master named it after {took_a:.1f} s; its host ended "
           f"after {took_b:.1f} s: {rb['failure']}")
+
+
+def test_pairwise_names_the_host_behind_a_slow_link(lab):
+    tbf = ["tc", "qdisc", "add", "dev", "{dev}", "root", "tbf", "rate", "100mbit", "burst",
+           "32kbit", "latency", "100ms"]
+    slowed = [(lab.hosts[2], "eth0"), (lab.switch, "p2")]  # host 2's link, both directions
+    try:
+        for ns, dev in slowed:
+            subprocess.run(["ip", "netns", "exec", ns, *[w.format(dev=dev) for w in tbf]],
+                           check=True, timeout=10)
+        t0 = time.perf_counter()
+        runs = [collective(lab, h, h, 3, 29616, "--pairwise", "--timeout-s", "30", "--budget-s",
+                           "0.5", "--bytes", str(1 << 20)) for h in range(3)]
+        (rc, r, took), *others = [_done(p, t0) for p in runs]
+    finally:
+        for ns, dev in slowed:
+            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"],
+                           timeout=10)
+    assert rc == 0 and r["outcome"] == "ok", r
+    pairs = {tuple(p["ranks"]): p["busbw_gbps"] for p in r["pairs"]}
+    assert set(pairs) == {(0, 1), (1, 2)}  # round 0: 0-1 (2 sits out); round 1: 1-2
+    assert pairs[(1, 2)] < 0.5 * pairs[(0, 1)]
+    assert r["suspects"] == [2] and all(o[1]["outcome"] == "ok" for o in others)
+    print(f"\npairwise, host 2 behind tbf 100 Mbit/s: {pairs} GB/s; suspect {r['suspects']}; "
+          f"{took:.1f} s")
