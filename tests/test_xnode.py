@@ -14,7 +14,7 @@ from doctor.commands import collective as command
 from probes.helpers import net_path
 from probes.helpers.rendezvous import RendezvousError, first_host, parse_master, resolve
 from probes.kernels import xnode as kernel
-from probes.kernels.xnode_rank import pair_figures, pair_rounds, stream_peer
+from probes.helpers.xnode_rank import pair_figures, pair_rounds, stream_peer
 from probes.net import xnode
 from reports.json_report import read
 

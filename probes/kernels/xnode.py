@@ -11,7 +11,7 @@ The launcher never imports torch; it
    (probes/helpers/net_path.py). An interface named but missing, down or without an address,
    or no route to the master, ends this host's part at once (step "setup"): the master then
    names this host's ranks as never joined;
-2. starts one worker per local rank (probes/kernels/xnode_rank.py), each in a process group of
+2. starts one worker per local rank (probes/helpers/xnode_rank.py), each in a process group of
    its own, with a join deadline (``--join-s``, default half the hard limit) and an end
    deadline (1.5 s before the hard limit) that gloo's / the store's timeouts are set from;
 3. at ``--limit-s`` kills every worker's process group (SIGKILL), as the single-host kernel does.
@@ -43,7 +43,8 @@ from probes.helpers import cgroups, net_path
 from probes.helpers.kernel_child import kernel_env
 from probes.helpers.kernel_cli import OneLineParser
 from probes.helpers.rendezvous import RendezvousError, resolve
-from probes.kernels import allreduce as ar
+from probes.helpers import collective_ranks as ar
+from probes.helpers.xnode_rank import run_rank
 
 MIN_LIMIT_S, MAX_LIMIT_S = 5.0, 600.0
 STARVED_S = 0.5  # throttled this long in one run: the quota is part of the story
@@ -145,7 +146,7 @@ def launch(rv: Any, devices: list[str], nbytes: int, limit_s: float, budget_s: f
     me = {"host": os.uname().nodename[:64], "addr": path.get("address"),
           "ifname": iface.get("name"), "mtu": iface.get("mtu")}
     with tempfile.TemporaryDirectory(prefix="llm-doctor-xnode-") as workdir:
-        ranks: list[ar._Rank] = []
+        ranks: list[ar.Rank] = []
         sel = selectors.DefaultSelector()
         try:
             for i, device in enumerate(devices):
@@ -161,22 +162,22 @@ def launch(rv: Any, devices: list[str], nbytes: int, limit_s: float, budget_s: f
                 proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr,
                                         stdin=subprocess.DEVNULL,
                                         env=_worker_env(workdir, rank, path, on_gpu),
-                                        process_group=0, preexec_fn=ar._dying_with(os.getpid()))
-                ranks.append(ar._Rank(rank, proc, stderr))
+                                        process_group=0, preexec_fn=ar.dying_with(os.getpid()))
+                ranks.append(ar.Rank(rank, proc, stderr))
                 assert proc.stdout is not None
                 os.set_blocking(proc.stdout.fileno(), False)
                 sel.register(proc.stdout, selectors.EVENT_READ, ranks[-1])
             quota = [cpu_quota(r.proc.pid) for r in ranks]
-            outcome, failure = ar._watch(sel, ranks, started + limit_s)
+            outcome, failure = ar.watch(sel, ranks, started + limit_s)
             notes = [starved(r.rank, q, cpu_quota(r.proc.pid)) for r, q in zip(ranks, quota)]
         finally:
-            kill_s = ar._kill(ranks) if any(r.proc.poll() is None for r in ranks) else None
+            kill_s = ar.kill(ranks) if any(r.proc.poll() is None for r in ranks) else None
             for r in ranks:
                 r.stderr.close()
                 if r.proc.stdout is not None:
                     r.proc.stdout.close()
             sel.close()
-        nccl = ar._nccl_lines(workdir) if on_gpu else []
+        nccl = ar.nccl_lines(workdir) if on_gpu else []
     if outcome == "skip":
         return {"skip": failure}
     out = result(rv, devices, nbytes, ranks, outcome, failure, nccl, limit_s, join_s,
@@ -187,7 +188,7 @@ def launch(rv: Any, devices: list[str], nbytes: int, limit_s: float, budget_s: f
     return out
 
 
-def result(rv: Any, devices: list[str], nbytes: int, ranks: list[ar._Rank], outcome: str,
+def result(rv: Any, devices: list[str], nbytes: int, ranks: list[ar.Rank], outcome: str,
            failure: str | None, nccl_lines: list[str], limit_s: float, join_s: float,
            kill_s: float | None, total_s: float, path: dict[str, Any]) -> dict[str, Any]:
     """The launcher's JSON (see the module)."""
@@ -207,7 +208,7 @@ def result(rv: Any, devices: list[str], nbytes: int, ranks: list[ar._Rank], outc
         "ranks": [{"rank": r.rank, "step": r.step, "done": r.done is not None} for r in ranks],
     }
     if outcome == "timeout":
-        step, who = ar._stuck_step(ranks)
+        step, who = ar.stuck_step(ranks)
         out["failed_step"] = step
         out["failure"] = f"no result within the {limit_s:g} s limit: {who}; killed"
     elif outcome == "failed":
@@ -258,8 +259,6 @@ def ceiling(path: dict[str, Any], stream: Any, busbw: float | None) -> dict[str,
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from probes.kernels.xnode_rank import run_rank
-
     return run_rank(args.rank, args.world, args.device, args.master_addr, args.port,
                     args.bytes or ar.CPU_BYTES, min(max(args.budget_s, 0.1), 60.0), args.join_by,
                     args.end_by, json.loads(args.me), args.pairwise)

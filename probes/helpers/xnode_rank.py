@@ -1,6 +1,6 @@
 """One rank of the cross-host all-reduce (probes/kernels/xnode.py starts it): join, stream, time.
 
-Steps, each printed as a JSON event (probes/kernels/allreduce.py's ``STEPS``):
+Steps, each printed as a JSON event (probes/helpers/collective_ranks.py's ``STEPS``):
 
 - ``rendezvous``: a ``torch.distributed.TCPStore`` on the master's port (rank 0 serves it,
   every other rank connects, retrying until the join deadline). Each rank writes
@@ -14,7 +14,7 @@ Steps, each printed as a JSON event (probes/kernels/allreduce.py's ``STEPS``):
   the line's ceiling as TCP sees it, measured before the all-reduce so that a path that stalls
   big segments (an MTU mismatch drops every segment over the receiver's MTU, silently, without
   an ICMP) shows here even when gloo then times out.
-- ``warm-up`` and ``timed``: ``allreduce.timed_allreduce``, over the whole group, or with
+- ``warm-up`` and ``timed``: ``collective_ranks.timed_allreduce``, over the whole group, or with
   ``--pairwise`` in pairs: round 0 pairs ranks (0,1), (2,3)...; round 1 rotates by one, (1,2),
   (3,4)... (W-1,0); a rank in a slow pair in every round it ran is the suspect host.
 
@@ -31,7 +31,8 @@ import time
 from datetime import timedelta
 from typing import Any, Callable
 
-from probes.kernels.allreduce import _emit, bus_bandwidth, timed_allreduce
+from probes.helpers.collective_ranks import bus_bandwidth, timed_allreduce
+from probes.helpers.collective_ranks import emit as _emit
 
 STREAM_S = 0.5  # each direction of the TCP stream
 STREAM_GRACE_S = 2.0  # a stalled direction: the receiver gives up this long after the sender
