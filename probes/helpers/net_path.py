@@ -113,6 +113,10 @@ def speed_mbps(name: str, sysfs: str = "/sys/class/net") -> tuple[int | None, st
     return int(text), ""
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def interface(name: str, found: list[dict[str, Any]], sysfs: str = "/sys/class/net") -> dict[str, Any]:
     """What a rank needs to know of one interface: whether it is usable and its line rate."""
     link = next((d for d in found if d.get("ifname") == name), None)
@@ -120,9 +124,9 @@ def interface(name: str, found: list[dict[str, Any]], sysfs: str = "/sys/class/n
         names = ", ".join(sorted(str(d["ifname"]) for d in found)[:16]) or "none"
         return {"name": name, "exists": False, "problem": f"no interface {name} here "
                 f"(interfaces: {names})"}
-    info = link.get("linkinfo") if isinstance(link.get("linkinfo"), dict) else {}
+    info = _dict(link.get("linkinfo"))
     kind = str(info.get("info_kind") or ("loopback" if name == "lo" else "physical"))
-    flags = link.get("flags") if isinstance(link.get("flags"), list) else []
+    flags: list[Any] = link["flags"] if isinstance(link.get("flags"), list) else []
     state = str(link.get("operstate", "UNKNOWN"))
     out: dict[str, Any] = {"name": name, "exists": True, "kind": kind, "operstate": state,
                            "mtu": link.get("mtu") if isinstance(link.get("mtu"), int) else None,

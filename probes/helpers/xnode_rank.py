@@ -180,8 +180,9 @@ def pair_figures(results: dict[int, dict], nbytes: int) -> list[dict[str, Any]]:
     seen: dict[tuple[int, int, int], float] = {}
     for done in results.values():
         for item in done.get("pairs", []):
-            key = (int(item["round"]), *map(int, item["pair"]))
-            seen[key] = max(seen.get(key, 0.0), float(item["seconds"]))  # type: ignore[arg-type]
+            a, b = map(int, item["pair"])
+            key = (int(item["round"]), a, b)
+            seen[key] = max(seen.get(key, 0.0), float(item["seconds"]))
     return [{"round": k[0], "pair": [k[1], k[2]],
              "busbw_gbps": round(bus_bandwidth(nbytes / s / 1e9, 2), 4)}
             for k, s in sorted(seen.items()) if s > 0]

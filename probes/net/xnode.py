@@ -81,6 +81,10 @@ def _num(data: Any, key: str) -> float | None:
     return finite_float(data.get(key)) if isinstance(data, dict) else None
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _ranks(value: Any) -> tuple[int, ...]:
     if not isinstance(value, list):
         return ()
@@ -115,9 +119,8 @@ def record(data: dict[str, Any]) -> CrossNodeCollective:
     """The record of the kernel's JSON; any field may be absent or hostile (a saved file)."""
     missing: dict[str, str] = {}
     outcome = data.get("outcome") if data.get("outcome") in _OUTCOMES else "failed"
-    path = data.get("path") if isinstance(data.get("path"), dict) else {}
-    iface = path.get("interface") if isinstance(path.get("interface"), dict) else {}
-    stream = data.get("stream") if isinstance(data.get("stream"), dict) else {}
+    path, stream = _dict(data.get("path")), _dict(data.get("stream"))
+    iface = _dict(path.get("interface"))
     pairs = _pairs(data.get("pairs"))
     busbw = _num(data, "busbw_gbps")
     if busbw is None:
