@@ -38,6 +38,7 @@ STREAM_S = 0.5  # each direction of the TCP stream
 STREAM_GRACE_S = 2.0  # a stalled direction: the receiver gives up this long after the sender
 CHUNK = 1 << 18
 POLL_S = 0.05
+MIN_CONNECT_S = 2.0  # a rank whose start ate its join bound still tries the master this long
 READ_WAIT_S = 3.0  # the other ranks read the group's figures from rank 0's store
 
 
@@ -61,7 +62,8 @@ def join(torch_dist: Any, addr: str, port: int, rank: int, world: int, join_by: 
     serve = rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
     try:
         store = torch_dist.TCPStore(addr, port, None, serve,
-                                    timedelta(seconds=_left(join_by)), wait_for_workers=False)
+                                    timedelta(seconds=max(_left(join_by), MIN_CONNECT_S)),
+                                    wait_for_workers=False)
     except Exception as exc:  # noqa: BLE001 -- torch's DistNetworkError / RuntimeError text
         text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         if serve:
@@ -126,7 +128,8 @@ def _drain(sock: socket.socket, seconds: float) -> dict[str, float]:
 def stream(store: Any, rank: int, peer: int, me: dict[str, Any]) -> dict[str, Any] | None:
     """Rank 0 and ``peer`` time a TCP stream both ways (see the module); rank 0 returns it."""
     if rank == 0:
-        with socket.create_server((me["addr"], 0)) as server:
+        family = socket.AF_INET6 if ":" in me["addr"] else socket.AF_INET
+        with socket.create_server((me["addr"], 0), family=family) as server:
             server.settimeout(STREAM_S + STREAM_GRACE_S * 2)
             store.set("llmd/stream", str(server.getsockname()[1]))
             conn, _ = server.accept()
