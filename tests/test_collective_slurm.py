@@ -6,18 +6,25 @@ cluster's daemons are stopped at the end, pass or fail."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 from tests import slurm_cluster
+from tests.daemon_helpers import need
 
 pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    for binary, package in (("munged", "munge"), ("slurmctld", "slurmctld"),
+                            ("slurmd", "slurmd"), ("srun", "slurm-client")):
+        need(binary, package)
+    if os.geteuid() != 0:
+        pytest.skip("the one-node Slurm runs slurmd as root")
     started = slurm_cluster.start(tmp_path_factory.mktemp("slurm"))
     try:
         yield started
