@@ -38,6 +38,7 @@ Examples:
     A$ torchrun --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 $(which llm-doctor) collective
   under Slurm (SLURM_PROCID, SLURM_NTASKS, the master from SLURM_LAUNCH_NODE_IPADDR):
     srun -N 4 -n 4 llm-doctor collective --pairwise --format json
+    srun -N 2 --ntasks-per-node 8 --gpus-per-node 8 llm-doctor collective --devices local
   the interface is GLOO_SOCKET_IFNAME (NCCL_SOCKET_IFNAME on GPUs) where set, else the one
   that routes to the master; a missing or down one is named before anything starts."""
 
@@ -76,7 +77,8 @@ def saved_scan(data: dict, took_s: float, started: float) -> str:
 @click.option("--cpu", type=click.IntRange(0, 64), default=0,
               help="Ranks on this host's CPU, with gloo (default 1 when --devices is not given).")
 @click.option("--devices", metavar="0,1,...", default=None,
-              help="This host's GPUs (NVML indexes), one rank each, with NCCL.")
+              help="This host's GPUs (NVML indexes), one rank each, with NCCL; 'local' under "
+                   "torchrun or srun: the GPU of LOCAL_RANK / SLURM_LOCALID.")
 @click.option("--pairwise", is_flag=True,
               help="Time the ranks in pairs (0-1, 2-3, ..., then rotated by one) to find the "
                    "host that slows every partner.")

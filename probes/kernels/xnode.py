@@ -131,6 +131,7 @@ def _worker_env(workdir: str, rank: int, path: dict[str, Any], on_gpu: bool) -> 
     if not env.get(path["variable"]) and path.get("interface"):
         env[path["variable"]] = path["interface"]["name"]
     if on_gpu:
+        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # NVML's indexes, as gpu.collective
         env.setdefault("NCCL_DEBUG", "INFO")
         env.setdefault("NCCL_DEBUG_SUBSYS", "INIT,P2P,SHM,NET")
         env["NCCL_DEBUG_FILE"] = os.path.join(workdir, f"nccl.{rank}.log")
@@ -298,7 +299,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     except RendezvousError as exc:
         return _setup_failure("setup", str(exc))
     try:
-        if args.devices:
+        if args.devices == "local":  # torchrun / srun: one rank a process, its GPU by local rank
+            visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
+            # srun --gpus-per-task=1 leaves each task one visible GPU: its index 0
+            devices = [f"cuda:{0 if len(visible) == 1 else rv.local_rank}"]
+        elif args.devices:
             devices = [f"cuda:{int(i)}" for i in args.devices.split(",")]
         else:
             devices = ["cpu"] * (args.cpu or 1)
