@@ -100,8 +100,26 @@ def test_the_interface_its_state_and_its_line_rate(tmp_path):
     gone = net_path.interface("ib9", LINKS, sysfs)
     assert gone["exists"] is False and "interfaces: eth0, eth1, eth2, lo, veth1" in gone["problem"]
     assert net_path.speed_mbps("../etc", sysfs)[0] is None
-    assert net_path.chosen_names("=eth0,eth1") == ["eth0", "eth1"]
-    assert net_path.chosen_names("^docker,lo") == []  # NCCL's exclusions: its own choice
+
+
+@pytest.mark.parametrize("value,prefix,route,want", [
+    ("eth1", False, "eth0", ("eth1", "")),  # gloo: the user's choice, kept
+    ("eth", False, "eth0", ("eth", "")),  # gloo takes exact names: "no interface eth here"
+    ("eth", True, "eth0", ("eth0", "")),  # NCCL: a prefix, the routed one preferred
+    ("=eth", True, "eth0", ("eth", "")),  # NCCL's exact match
+    ("^docker,lo", True, "eth0", ("eth0", "")),
+    ("^eth", True, "eth0", ("lo", "")),  # the operators' "Bootstrap: Using lo"
+    ("^eth,lo,veth", True, "eth0", (None, "excludes every interface here (eth0, eth1, eth2, lo, veth1)")),
+])
+def test_a_socket_ifname_is_read_as_the_library_reads_it(value, prefix, route, want):
+    names = [d["ifname"] for d in LINKS]
+    assert net_path.pick(value, names, route, prefix) == want
+
+
+def test_a_loopback_bind_for_a_master_elsewhere_is_a_problem():
+    lo = net_path.interface("lo", LINKS, "/nonexistent")
+    assert kernel._loopback(lo, "10.0.0.2") == "lo is the loopback: a rank on another host cannot reach it"
+    assert kernel._loopback(lo, "127.0.0.1") is None  # one host: torchrun --nnodes 1
 
 
 def test_infiniband_is_nic_rate_times_nics(tmp_path):

@@ -2,8 +2,7 @@
 and that interface's line rate, or the InfiniBand ports NCCL would use and their rates.
 
 - The interface: ``GLOO_SOCKET_IFNAME`` (gloo) / ``NCCL_SOCKET_IFNAME`` (NCCL) where the user
-  set one (its first name; a ``^`` exclusion list or ``=`` prefix is NCCL's, see
-  ``chosen_names``), else the interface that holds the address this host's kernel picks to
+  set one (read as the library reads it: see ``pick``), else the interface that holds the address this host's kernel picks to
   reach the master (a UDP socket's ``connect``, which sends nothing). Manual equivalent:
   ``ip route get <master>`` and ``ip -d addr``.
 - Its state from ``ip -json -details addr show`` (iproute2): operstate, MTU, addresses, and
@@ -90,13 +89,32 @@ def holding(address: str, found: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def chosen_names(value: str) -> list[str]:
-    """The interface names an ``*_SOCKET_IFNAME`` value asks for; [] for NCCL's exclusion list
-    (``^docker,lo``), where the choice is NCCL's own. ``=eth0`` is NCCL's exact match."""
-    value = value.strip()
-    if not value or value.startswith("^"):
-        return []
-    return [n.lstrip("=").strip() for n in value.split(",") if n.strip()]
+def pick(value: str, names: list[str], route: str | None, prefix: bool) -> tuple[str | None, str]:
+    """The interface a ``*_SOCKET_IFNAME`` value makes the library bind, as the library reads
+    it: gloo takes exact names; NCCL matches prefixes (``eth`` is eth0, eth1...) unless a
+    name starts with ``=``, and ``^a,b`` excludes instead. Of what it allows, the one that
+    routes to the master (``route``) where allowed, else the first. (name, "") or (None, why);
+    a name that matches nothing comes back as given, for ``interface`` to say so."""
+    text = value.strip()
+    exclude = text.startswith("^")
+    items = [i.strip() for i in text.lstrip("^").split(",") if i.strip()][:32]
+
+    def hit(name: str, item: str) -> bool:
+        exact = item.startswith("=") or not prefix
+        return name == item.lstrip("=") if exact else name.startswith(item)
+
+    if exclude:
+        allowed = [n for n in names if not any(hit(n, i) for i in items)]
+    else:
+        allowed = [n for i in items for n in names if hit(n, i)]
+    if route in allowed:
+        return route, ""
+    if allowed:
+        return allowed[0], ""
+    if exclude or not items:
+        return None, (f"excludes every interface here ({', '.join(sorted(names)[:16]) or 'none'})"
+                      if exclude else "names no interface")
+    return items[0].lstrip("="), ""
 
 
 def speed_mbps(name: str, sysfs: str = "/sys/class/net") -> tuple[int | None, str]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import ipaddress
 import json
 import os
 import selectors
@@ -87,19 +88,22 @@ def choose_path(master: str, port: int, on_gpu: bool, env: dict[str, str]) -> di
     found, why = net_path.links()
     route_addr, route_why = net_path.address_towards(master, port)
     path: dict[str, Any] = {"variable": var, "route_address": route_addr}
-    names = net_path.chosen_names(env.get(var, ""))
-    if names:
+    route_name = net_path.holding(route_addr, found) if route_addr else None
+    if env.get(var, "").strip():
         path["source"] = f"{var}={env[var][:64]}"
-        iface = net_path.interface(names[0], found)
+        name, problem = net_path.pick(env[var], [str(d["ifname"]) for d in found], route_name,
+                                      prefix=on_gpu)
+        if name is None:
+            return {**path, "problem": problem, "interface": None}
+        iface = net_path.interface(name, found)
     elif route_addr is None:
         return {**path, "source": "route", "problem": route_why, "interface": None}
     else:
-        name = net_path.holding(route_addr, found)
         path["source"] = f"the route to the master (source address {route_addr})"
-        if name is None:
+        if route_name is None:
             return {**path, "problem": why or f"no interface holds {route_addr}", "interface": None}
-        iface = net_path.interface(name, found)
-    path["interface"], path["problem"] = iface, iface.get("problem")
+        iface = net_path.interface(route_name, found)
+    path["interface"], path["problem"] = iface, iface.get("problem") or _loopback(iface, route_addr)
     if not path["problem"] and route_addr is None:
         path["problem"] = route_why
     addresses = iface.get("addresses") or []
@@ -107,6 +111,18 @@ def choose_path(master: str, port: int, on_gpu: bool, env: dict[str, str]) -> di
         (a for a in addresses if ":" not in a), addresses[0] if addresses else None)
     path.update(line_rate(iface, on_gpu, env))
     return path
+
+
+def _loopback(iface: dict[str, Any], route_addr: str | None) -> str | None:
+    """A loopback bind where the master is another host: no peer can reach it (NCCL's
+    "Bootstrap: Using lo" after an exclusion list that left lo in)."""
+    try:
+        remote = route_addr is not None and not ipaddress.ip_address(route_addr).is_loopback
+    except ValueError:
+        remote = False
+    if iface.get("kind") == "loopback" and remote:
+        return f"{iface['name']} is the loopback: a rank on another host cannot reach it"
+    return None
 
 
 def line_rate(iface: dict[str, Any], on_gpu: bool, env: dict[str, str]) -> dict[str, Any]:
