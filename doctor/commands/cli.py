@@ -370,6 +370,9 @@ cli.add_command(diff)
 cli.add_command(fix)
 cli.add_command(npd)
 cli.add_command(slurm_healthcheck)
+from doctor.commands.collective import collective  # noqa: E402 (across hosts: probes/net/xnode.py)
+
+cli.add_command(collective)
 lang.install(cli)  # --lang on every command (doctor/commands/lang.py)
 speak_click_too()  # click's plurals, and help measured in columns (doctor/commands/click_words.py)
 

@@ -1,0 +1,128 @@
+"""``llm-doctor collective``: an all-reduce across hosts, run on every host of the group.
+
+The command runs ``probes.kernels.xnode`` in a child process (its own session, killed whole
+at the hard limit plus a margin) and shows the record of probes/net/xnode.py. With
+``--format json`` it prints a saved scan holding that one probe (``net.collective``): what
+``llm-doctor diff`` and the fleet's readers take. Exit status: 0 the all-reduce ran, 1 it did
+not (a rank never joined, a fault on the path, the hard limit), 2 the command line was wrong,
+3 it cannot run here (torch not installed).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from doctor.i18n import t
+from doctor.model import Level, ProbeResult, ScanReport
+from doctor.output import write_atomic
+from doctor.seam.host import MeasurementError
+from doctor.seam.live import LiveHost
+from probes.helpers.kernel_child import run_kernel
+from probes.net import xnode
+from reports.json_report import render
+
+PROBE_NAME = "net.collective"
+CHILD_MARGIN_S = 15.0  # the kernel reports by its limit; this kills the kernel itself
+
+EPILOG = """\b
+Examples:
+  two hosts, one CPU rank each (gloo), host A is 10.0.0.1:
+    A$ llm-doctor collective --master 10.0.0.1:29500 --rank 0 --world 2
+    B$ llm-doctor collective --master 10.0.0.1:29500 --rank 1 --world 2
+  eight GPUs per host (NCCL), the second host's ranks are 8-15:
+    B$ llm-doctor collective --master 10.0.0.1:29500 --rank 8 --world 16 --devices 0,1,2,3,4,5,6,7
+  under torchrun (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK), one rank a process:
+    A$ torchrun --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 $(which llm-doctor) collective
+  under Slurm (SLURM_PROCID, SLURM_NTASKS, the master from SLURM_LAUNCH_NODE_IPADDR):
+    srun -N 4 -n 4 llm-doctor collective --pairwise --format json
+    srun -N 2 --ntasks-per-node 8 --gpus-per-node 8 llm-doctor collective --devices local
+  the interface is GLOO_SOCKET_IFNAME (NCCL_SOCKET_IFNAME on GPUs) where set, else the one
+  that routes to the master; a missing or down one is named before anything starts."""
+
+
+def kernel_args(master: str | None, rank: int | None, world: int | None, cpu: int,
+                devices: str | None, pairwise: bool, timeout_s: float, budget_s: float,
+                join_s: float | None, nbytes: int | None) -> list[str]:
+    args = ["--limit-s", f"{timeout_s:g}", "--budget-s", f"{budget_s:g}"]
+    for flag, value in (("--master", master), ("--rank", rank), ("--world", world),
+                        ("--devices", devices), ("--join-s", join_s), ("--bytes", nbytes)):
+        if value is not None:
+            args += [flag, str(value)]
+    args += ["--cpu", str(cpu)] if cpu else []
+    return args + (["--pairwise"] if pairwise else [])
+
+
+def saved_scan(data: dict, took_s: float, started: float) -> str:
+    """A saved scan (docs/report-schema.json) holding the one probe ``net.collective``."""
+    rec = xnode.record(data)
+    result = ProbeResult(name=PROBE_NAME, status="ok", duration_s=took_s, record=rec,
+                         summary=xnode.summary(rec))
+    report = ScanReport(host=LiveHost().describe(), level=Level.FULL,
+                        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                        duration_s=round(took_s, 3), probes=[result])
+    return render(report)
+
+
+@click.command("collective", epilog=EPILOG)
+@click.option("--master", metavar="HOST:PORT", default=None,
+              help="Rank 0's host and a free port on it (its TCP store). Default: torchrun's "
+                   "MASTER_ADDR/MASTER_PORT, else Slurm's.")
+@click.option("--rank", type=click.IntRange(0, 1023), default=None,
+              help="This host's first rank (with --cpu K or --devices, K ranks from it).")
+@click.option("--world", type=click.IntRange(2, 1024), default=None,
+              help="Ranks in the whole group, every host's.")
+@click.option("--cpu", type=click.IntRange(0, 64), default=0,
+              help="Ranks on this host's CPU, with gloo (default 1 when --devices is not given).")
+@click.option("--devices", metavar="0,1,...", default=None,
+              help="This host's GPUs (NVML indexes), one rank each, with NCCL; 'local' under "
+                   "torchrun or srun: the GPU of LOCAL_RANK / SLURM_LOCALID.")
+@click.option("--pairwise", is_flag=True,
+              help="Time the ranks in pairs (0-1, 2-3, ..., then rotated by one) to find the "
+                   "host that slows every partner.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="json: a saved scan holding the probe net.collective.")
+@click.option("--save", metavar="FILE", default=None,
+              help="Also write the saved scan (JSON) to FILE.")
+@click.option("--timeout-s", type=click.FloatRange(5, 600), default=60.0, show_default=True,
+              help="Hard limit: every rank of this host is killed by then.")
+@click.option("--join-s", type=click.FloatRange(1, 600), default=None,
+              help="How long the master waits for every rank to join (default half the limit).")
+@click.option("--budget-s", type=click.FloatRange(0.1, 60), default=3.0, show_default=True,
+              help="Seconds of timed all-reduces.")
+@click.option("--bytes", "nbytes", type=click.IntRange(4, 8 << 30), default=None,
+              help="Message size (default 16 MiB on the CPU, 256 MiB on GPUs).")
+def collective(master: str | None, rank: int | None, world: int | None, cpu: int,
+               devices: str | None, pairwise: bool, fmt: str, save: str | None,
+               timeout_s: float, join_s: float | None, budget_s: float,
+               nbytes: int | None) -> None:
+    """All-reduce across hosts: run it on every host; it names a rank that never joins and
+    holds busbw against the line rate of the path the ranks used."""
+    started, t0 = time.time(), time.perf_counter()
+    args = kernel_args(master, rank, world, cpu, devices, pairwise, timeout_s, budget_s, join_s,
+                       nbytes)
+    try:
+        data = run_kernel("xnode", *args, timeout_s=timeout_s + CHILD_MARGIN_S)
+    except MeasurementError as exc:
+        data = {"outcome": "failed", "failed_step": "start", "failure": str(exc)[:400]}
+    if isinstance(data.get("skip"), str):
+        click.echo("llm-doctor collective: " + t("cannot run here: {why}", why=data["skip"][:300]),
+                   err=True)
+        sys.exit(3)
+    took = time.perf_counter() - t0
+    if save or fmt == "json":
+        text = saved_scan(data, took, started)
+        if save:
+            try:
+                write_atomic(save, text)
+            except OSError as exc:
+                click.echo("llm-doctor collective: " + t("cannot write {path}: {why}", path=save,
+                                                         why=exc.strerror or exc), err=True)
+                sys.exit(2)
+        if fmt == "json":
+            click.echo(text, nl=False)
+    if fmt == "text":
+        click.echo("\n".join(xnode.describe(xnode.record(data))))
+    sys.exit(0 if data.get("outcome") == "ok" else 1)
