@@ -1,0 +1,132 @@
+"""net.nic_affinity: the RDMA NIC nearest each GPU, by PCIe path.
+
+NCCL gives each GPU the NIC nearest to it (src/graph/search.cc, by the path types of
+src/graph/topo.h) and, with the default NCCL_NET_GDR_LEVEL, uses GPUDirect RDMA only while
+that NIC is no farther than PHB (NCCL user guide, "NCCL_NET_GDR_LEVEL": the default takes the
+GPU-to-NIC distance into account). A GPU whose nearest RDMA NIC is across the inter-socket
+link (SYS) sends every inter-node byte through UPI / Infinity Fabric and host memory: the
+slot the card or the NIC sits in, not the software, sets it.
+
+Reads (world-readable, no root): NVML ``nvmlDeviceGetPciInfo`` (each GPU's bus id, as
+gpu.pcie reads it), ``/sys/class/infiniband/<dev>/device`` (each RDMA device's PCI function),
+``/sys/bus/pci/devices`` (each function's place in the PCIe tree), ``…/numa_node``; the level
+between a GPU and a NIC is probes/helpers/pci_path.py's. Manual equivalent: ``nvidia-smi topo
+-m`` (its NIC columns, the "NIC Legend" naming them) and ``lspci -tv``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.i18n import t
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host
+from probes.helpers.gpu_common import Reader, gpu_count, pci_bdf
+from probes.helpers.pci_path import LEVELS, level, nearer
+from probes.helpers.rdma_pci import PciPlace, device_bdf, place_of, rdma_devices
+from probes.helpers.virtualization import detect
+
+MAX_GPUS = 64  # NVML counts at most 64 in a recording; a bound on reads live
+
+
+@dataclass(frozen=True, slots=True)
+class Nic:
+    name: str  # mlx5_0, as /sys/class/infiniband names it
+    bdf: str | None  # its PCI function: "0000:17:00.0"; None for a software device (rxe0)
+    numa_node: int | None  # /sys/bus/pci/devices/<bdf>/numa_node; None: -1 or unread
+    missing: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuNic:
+    gpu: int  # NVML index
+    bdf: str | None  # nvmlDeviceGetPciInfo busId, as sysfs names it
+    numa_node: int | None
+    nearest_nic: str | None  # the nearest RDMA NIC (first by name among equals)
+    level: str | None  # PIX | PXB | PHB | NODE | SYS between them; None: not known
+    across_sockets: bool  # the nearest NIC is SYS away: through the inter-socket link
+    levels: dict[str, str]  # every NIC with a known level: name -> level
+    missing: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class NicAffinityRecord:
+    nics: tuple[Nic, ...]
+    gpus: tuple[GpuNic, ...]
+    gpus_far: tuple[int, ...]  # GPUs whose nearest NIC is across the socket link
+    on_vm: bool | None  # a VM: its PCIe tree is the hypervisor's picture, no slot to move
+    missing: dict[str, str]
+
+
+def nearest(gpu: int, gpu_place: PciPlace, nics: list[tuple[Nic, PciPlace]]) -> GpuNic:
+    """One GPU against every NIC: the judging part, a function of places alone."""
+    levels: dict[str, str] = {}
+    best: tuple[str | None, str | None] = (None, None)
+    missing = dict(gpu_place.missing)
+    for nic, place in nics:
+        if gpu_place.sysfs_dir is None or place.sysfs_dir is None:
+            continue
+        found = level(gpu_place.sysfs_dir, place.sysfs_dir, gpu_place.numa_node, place.numa_node)
+        if found is None:
+            missing[f"level.{nic.name}"] = "NUMA node of one side unknown"
+            continue
+        levels[nic.name] = found
+        if best[1] is None or nearer(found, best[1]):
+            best = (nic.name, found)
+    if best[1] is None:
+        missing.setdefault("level", "no NIC's PCI place known" if gpu_place.sysfs_dir
+                           else missing.get("sysfs_dir", "GPU's PCI place unknown"))
+    return GpuNic(gpu=gpu, bdf=gpu_place.bdf, numa_node=gpu_place.numa_node,
+                  nearest_nic=best[0], level=best[1], across_sockets=best[1] == "SYS",
+                  levels=levels, missing=missing)
+
+
+def _nics(host: Host, names: tuple[str, ...]) -> list[tuple[Nic, PciPlace]]:
+    out = []
+    for name in names:
+        bdf, why = device_bdf(host, name)
+        place = place_of(host, bdf)
+        missing = dict(place.missing)
+        if why:
+            missing["bdf"] = why
+        out.append((Nic(name, bdf, place.numa_node, missing), place))
+    return out
+
+
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NicAffinityRecord:
+    found = rdma_devices(host)
+    if not found.names:
+        raise Skip(t("no RDMA device ({reason}): no NIC to place", reason=found.reason or ""))
+    count = gpu_count(host)  # Skip with NVML's reason when there is no NVIDIA GPU
+    nics = _nics(host, found.names)
+    if not any(place.sysfs_dir for _, place in nics):
+        raise Skip(t("no RDMA device on the PCI bus (software devices only: {names})",
+                     names=", ".join(found.names)))
+    gpus = []
+    for index in range(min(count, MAX_GPUS)):
+        r = Reader(host)
+        pci = r.mapping("bdf", "nvmlDeviceGetPciInfo", index)
+        bdf = pci_bdf(r.item("bdf", pci, "busId", str))
+        place = place_of(host, bdf)
+        gpus.append(nearest(index, PciPlace(place.bdf, place.sysfs_dir, place.numa_node,
+                                            {**r.missing, **place.missing}), nics))
+    vm = detect(host)
+    return NicAffinityRecord(
+        nics=tuple(n for n, _ in nics), gpus=tuple(gpus),
+        gpus_far=tuple(g.gpu for g in gpus if g.across_sockets),
+        on_vm=vm.virtual_machine, missing=dict(vm.missing))
+
+
+def summary(record: NicAffinityRecord) -> str:
+    known = [g for g in record.gpus if g.level]
+    if not known:
+        return t("{gpus} GPU(s), {nics} RDMA NIC(s): no GPU's nearest NIC known",
+                 gpus=len(record.gpus), nics=len(record.nics))
+    worst = max((g.level for g in known), key=lambda lv: LEVELS.index(lv) if lv in LEVELS else 0)
+    text = t("{gpus} GPU(s), {nics} RDMA NIC(s): nearest NIC at worst {level}",
+             gpus=len(record.gpus), nics=len(record.nics), level=worst)
+    if record.gpus_far:
+        text += t("; GPU {ids} across the socket link from every NIC",
+                  ids=",".join(str(i) for i in record.gpus_far))
+    return text
