@@ -46,8 +46,13 @@ def rdma_devices(host: Host) -> RdmaDevices:
         names = host.list_dirs(INFINIBAND)
     except HostReadError as exc:
         return RdmaDevices((), f"{INFINIBAND}: {reason_of(exc)}")
-    kept = tuple(sorted(n for n in names if _NAME.match(n))[:MAX_RDMA_DEVICES])
+    kept = tuple(sorted((n for n in names if _NAME.match(n)), key=_natural)[:MAX_RDMA_DEVICES])
     return RdmaDevices(kept, None if kept else f"{INFINIBAND}: empty")
+
+
+def _natural(name: str) -> tuple:
+    """mlx5_2 before mlx5_10, as ibv_devices lists them."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
 def pci_dirs(host: Host) -> dict[str, str]:

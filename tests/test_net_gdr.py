@@ -1,0 +1,204 @@
+"""net.gpudirect and net.nic_affinity: the GPUDirect RDMA path, and the NIC nearest each GPU.
+
+The recorded hosts are built from real public outputs (tests/fixtures/gdr/PROVENANCE.md) by
+tests/fixtures/build_gdr_hosts.py; the parsers are fed the real lines those came from.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from doctor.model import Level, ScanOptions, Skip
+from doctor.seam.recorded import RecordedHost
+from probes.helpers.pci_path import level, nearer
+from probes.net import gpudirect, nic_affinity
+from tests.conftest import FIXTURE_HOSTS
+from tests.fixtures import build_gdr_hosts as gdr
+
+QUICK = ScanOptions(level=Level.QUICK)
+HOST = "/sys/devices/pci0000:16/0000:16:01.0"
+
+
+def _host(name: str) -> RecordedHost:
+    return RecordedHost(FIXTURE_HOSTS / name)
+
+
+# --- the PCIe path between two functions, as nvidia-smi topo -m names it ---------------
+
+@pytest.mark.parametrize("a, b, nodes, want", [
+    (f"{HOST}/0000:17:00.0/0000:18:08.0/0000:19:00.0",
+     f"{HOST}/0000:17:00.0/0000:18:10.0/0000:1a:00.0", (0, 0), "PIX"),  # one switch
+    (f"{HOST}/0000:17:00.0", f"{HOST}/0000:17:00.1", (0, 0), "PIX"),  # two ports of one card
+    (f"{HOST}/0000:17:00.0/0000:18:08.0/0000:19:00.0/0000:1a:08.0/0000:1b:00.0",
+     f"{HOST}/0000:17:00.0/0000:18:10.0/0000:1c:00.0", (0, 0), "PXB"),  # two switch levels
+    ("/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0",
+     "/sys/devices/pci0000:16/0000:16:03.0/0000:18:00.0", (0, 0), "PHB"),  # two root ports
+    ("/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0",
+     "/sys/devices/pci0000:38/0000:38:01.0/0000:39:00.0", (0, 0), "NODE"),
+    ("/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0",
+     "/sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0", (0, 1), "SYS"),
+    ("/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0",
+     "/sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0", (None, None), "NODE"),  # one node
+    ("/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0",
+     "/sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0", (0, None), None),  # not known
+    ("/sys/devices/platform/x", f"{HOST}/0000:17:00.0", (0, 0), None),  # outside the PCI tree
+])
+def test_the_path_level_follows_nvidia_smi_s_legend(a, b, nodes, want):
+    assert level(a, b, *nodes) == want
+    assert level(b, a, nodes[1], nodes[0]) == want
+
+
+def test_an_unknown_level_is_the_farthest():
+    assert nearer("PXB", "SYS") and not nearer("SYS", "PXB") and nearer("SYS", None)
+
+
+# --- what net.gpudirect reads, on the real lines ------------------------------------------
+
+def test_proc_modules_from_real_lsmod_lines_name_the_peer_memory_module():
+    text = gdr.proc_modules((gdr.SOURCES / "lsmod_nccl1737.txt").read_text())
+    modules = gpudirect.parse_modules(text)
+    assert modules["nvidia_peermem"] == "Live" and modules["ib_core"] == "Live"
+    dropped = gpudirect.parse_modules(gdr.proc_modules(
+        (gdr.SOURCES / "lsmod_nccl1737.txt").read_text(), drop="nvidia_peermem"))
+    assert "nvidia_peermem" not in dropped
+    assert gpudirect.parse_modules("garbage\n\x00\x01 x y\nnvidia_peermem 16384 0 - Loading 0x0\n") \
+        == {"nvidia_peermem": "Loading"}
+
+
+@pytest.mark.parametrize("line, want", [
+    # nixGL#186 (Ubuntu 24.04, 565-open), neofetch#876 (proprietary), nixGL#139 (Jetson)
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build  "
+     "(dvs-builder@U16-A24-9-2)  Thu Oct 10 12:15:00 UTC 2024\nGCC version:  gcc 13.3.0\n",
+     ("565.57.01", True)),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  384.98  Thu Oct 26 15:16:01 PDT 2017\n",
+     ("384.98", False)),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  35.3.1  Release Build\n",
+     (None, True)),  # a Jetson's L4T numbering is not a desktop driver version
+    ("", (None, None)),
+    ("\x00\xff binary", (None, None)),
+])
+def test_the_driver_version_file_says_which_kernel_module(line, want):
+    assert gpudirect.parse_driver(line) == want
+
+
+@pytest.mark.parametrize("release, want", [
+    ("6.8.0-90-generic", (6, 8)), ("5.4.0-150-generic", (5, 4)), ("5.12.0", (5, 12)),
+    ("4.18.0-553.el8_10.x86_64", (4, 18)), ("garbage", None), ("", None),
+])
+def test_kernel_version(release, want):
+    assert gpudirect.kernel_version(release) == want
+
+
+@pytest.mark.parametrize("files, release, driver, gdr_off, path", [
+    ((), "6.8.0-90-generic", ("550.90.07", False), True, None),  # nccl#1939's upgrade
+    ((), "6.8.0-90-generic", ("550.90.07", True), False, "dma-buf"),
+    ((), "5.4.0-150-generic", ("550.90.07", True), True, None),  # open module, old kernel
+    (("/sys/module/nvidia_peermem/version",), "6.8.0-90-generic", ("550.90.07", False), False,
+     "peer-memory"),
+    ((), "6.8.0-90-generic", (None, None), False, None),  # the driver file unread: not known
+    ((), None, ("550.90.07", True), False, None),  # the kernel unread: not known
+])
+def test_judging_the_two_paths(files, release, driver, gdr_off, path):
+    record = gpudirect.judge(("mlx5_0",), 8, {}, files, release, driver, {})
+    assert (record.gdr_off, record.path) == (gdr_off, path)
+
+
+def test_no_gpu_means_the_question_does_not_apply():
+    record = gpudirect.judge(("mlx5_0",), None, {}, (), "6.8.0", ("550.90.07", False),
+                             {"gpu_count": "library-missing"})
+    assert record.gdr_off is False and record.path is None
+    assert record.missing["path"] == "library-missing"
+
+
+# --- the probes on the recorded hosts -------------------------------------------------------
+
+@pytest.mark.parametrize("name, path, off, kernel, open_module", [
+    ("h100-sxm-8x-rdma-peermem", "peer-memory", False, "5.15.0-119-generic", False),
+    ("h100-sxm-8x-rdma-ubuntu68", None, True, "6.8.0-90-generic", False),
+    ("h100-sxm-8x-rdma-dmabuf", "dma-buf", False, "6.8.0-90-generic", True),
+])
+def test_gpudirect_on_the_recorded_hosts(name, path, off, kernel, open_module):
+    record = gpudirect.probe(_host(name), QUICK)
+    assert record.rdma_devices[:3] == ("mlx5_0", "mlx5_1", "mlx5_2")  # mlx5_10 after mlx5_9
+    assert len(record.rdma_devices) == 12 and record.gpu_count == 8
+    assert (record.path, record.gdr_off) == (path, off)
+    assert (record.kernel_release, record.open_kernel_module) == (kernel, open_module)
+    assert record.driver_version == "550.90.07"
+    assert ("nvidia_peermem" in record.peermem_modules) == (path == "peer-memory")
+
+
+def test_no_rdma_device_is_a_skip_with_its_reason():
+    for probe in (gpudirect.probe, nic_affinity.probe):
+        with pytest.raises(Skip, match="no RDMA device"):
+            probe(_host("h100-sxm-8x-nvswitch"), QUICK)
+
+
+def test_the_dgx_gives_each_gpu_its_own_nic_behind_a_switch():
+    record = nic_affinity.probe(_host("h100-sxm-8x-rdma-peermem"), QUICK)
+    nearest = {g.gpu: (g.nearest_nic, g.level) for g in record.gpus}
+    # vllm#13855's matrix: GPU0 PXB NIC0, GPU1 PXB NIC3, ... GPU5 PXB NIC9
+    assert nearest[0] == ("mlx5_0", "PXB") and nearest[1] == ("mlx5_3", "PXB")
+    assert nearest[5] == ("mlx5_9", "PXB") and nearest[7] == ("mlx5_11", "PXB")
+    assert record.gpus[0].levels["mlx5_1"] == "NODE" and record.gpus[0].levels["mlx5_6"] == "SYS"
+    assert record.gpus_far == () and record.on_vm is False
+
+
+def test_one_nic_on_the_other_socket_is_far_from_half_the_gpus():
+    record = nic_affinity.probe(_host("l40s-8x-rdma-far"), QUICK)
+    assert record.gpus_far == (0, 1, 2, 3)
+    assert [g.level for g in record.gpus] == ["SYS"] * 4 + ["PHB"] * 4
+    assert record.nics[0].numa_node == 1 and record.nics[0].bdf is not None
+
+
+def test_a_device_link_that_is_not_a_pci_function_is_absent_with_its_reason(tmp_path):
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "l40s-4x-rdma-far", root, symlinks=True)
+    link = root / "fs/sys/class/infiniband/mlx5_1/device"
+    link.unlink()
+    link.symlink_to("../../../../virtual/net/rxe0")  # a soft-RoCE device has no PCI function
+    record = nic_affinity.probe(RecordedHost(root), QUICK)
+    rxe = next(n for n in record.nics if n.name == "mlx5_1")
+    assert rxe.bdf is None and "not a PCI function" in rxe.missing["bdf"]
+    assert record.gpus_far == (0, 1)  # the other NIC still places the GPUs
+
+
+def test_hostile_kernel_files_are_absent_with_a_reason_never_a_crash(tmp_path):
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "h100-sxm-8x-rdma-ubuntu68", root, symlinks=True)
+    (root / "fs/proc/sys/kernel/osrelease").write_text("\x00" * 64 + "A" * 5000)
+    (root / "fs/proc/driver/nvidia/version").write_bytes(b"\xff\xfe" * 1000)
+    (root / "fs/proc/modules").write_text("x" * 100000 + "\n" + "nvidia_peermem\n" * 100)
+    record = gpudirect.probe(RecordedHost(root), QUICK)
+    assert record.gdr_off is False and record.path is None  # nothing proven either way
+    assert record.kernel_dmabuf is None and "malformed" in record.missing["kernel_dmabuf"]
+
+
+# --- the converter keeps to the real matrix -------------------------------------------------
+
+def test_the_converter_refuses_a_tree_that_does_not_give_the_matrix_back():
+    topo = (gdr.SOURCES / "topo_warpem106_l40s_4gpu.txt").read_text()
+    buses = ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"]
+    tree, nics = gdr.convert(topo, {}, buses, [0, 0, 1, 1])
+    assert tree.level(nics["mlx5_0"], nics["mlx5_1"]) == "PIX"
+    wrong = topo.replace("GPU0     X      NODE", "GPU0     X      PIX ", 1)
+    with pytest.raises(ValueError, match="GPU0-GPU1 is PIX in the matrix, NODE in the tree"):
+        gdr.convert(wrong, {}, buses, [0, 0, 1, 1])
+
+
+def test_run_together_cells_of_an_excerpt_are_split():
+    names, cells = gdr.parse_topo((gdr.SOURCES / "topo_vllm13855_dgx_h100.txt").read_text())
+    assert names[8:10] == ["mlx5_0", "mlx5_1"] and "mlx5_9" in names and len(names) == 20
+    assert cells[("GPU5", "mlx5_9")] == "PXB" and cells[("GPU4", "mlx5_8")] == "NODE"
+
+
+@pytest.mark.slow  # copies and builds a whole host twice (~0.5 s)
+def test_a_rebuild_gives_the_same_bytes(tmp_path):
+    """The build is deterministic (build_all_hosts keeps one digest for all hosts)."""
+    from tests.fixtures.build_all_hosts import tree
+
+    shutil.copytree(FIXTURE_HOSTS / "l40s-8x-acs-off", tmp_path / "l40s-8x-acs-off", symlinks=True)
+    first = tree(gdr.build("l40s-8x-rdma-far", tmp_path))
+    assert tree(gdr.build("l40s-8x-rdma-far", tmp_path)) == first
+    assert first == tree(FIXTURE_HOSTS / "l40s-8x-rdma-far")
