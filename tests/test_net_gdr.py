@@ -202,3 +202,42 @@ def test_a_rebuild_gives_the_same_bytes(tmp_path):
     first = tree(gdr.build("l40s-8x-rdma-far", tmp_path))
     assert tree(gdr.build("l40s-8x-rdma-far", tmp_path)) == first
     assert first == tree(FIXTURE_HOSTS / "l40s-8x-rdma-far")
+
+
+# --- the fix steps ----------------------------------------------------------------------------
+
+def _fix(findings: list[dict], probes: list[dict]):
+    from doctor.fix.plan import build_plan
+    from tests.saved_scans import saved
+
+    return build_plan(saved({"host": {"hostname": "h"}, "probes": probes, "findings": findings}),
+                      "saved scan x", {})
+
+
+MEMLOCK = {"rule": "rdma-memlock-low", "cause": "rdma-memlock-low", "key": "engine vllm",
+           "severity": "critical", "title": "t",
+           "evidence": {"process": "python3 pid 4242", "memlock_kib": 8192}}
+
+
+def test_memlock_under_a_systemd_unit_is_a_drop_in_with_limitmemlock_infinity():
+    unit = [{"name": "engine.container", "status": "ok",
+             "data": {"engines": [{"pid": 4242, "cgroup": "/system.slice/vllm.service"}]}}]
+    step, = _fix([MEMLOCK], unit).steps
+    assert step.files[0].path == "/etc/systemd/system/vllm.service.d/llm-doctor.conf"
+    assert step.files[0].content.endswith("[Service]\nLimitMEMLOCK=infinity\n")
+    assert step.restart_to_take and [c.argv for c in step.commands] == [("systemctl", "daemon-reload")]
+    docker = [{"name": "engine.container", "status": "ok", "data": {"engines": [
+        {"pid": 4242, "cgroup": "/system.slice/docker-" + "a" * 64 + ".scope"}]}}]
+    step, = _fix([MEMLOCK], docker).steps
+    assert not step.files and "--ulimit memlock=-1:-1" in step.manual[0]
+
+
+def test_a_far_nic_is_a_hands_on_checklist_never_on_a_vm():
+    far = {"rule": "nic-far-from-gpu", "cause": "nic-far-from-gpu", "key": "GPU0",
+           "severity": "warning", "title": "t", "evidence": {"gpu": 0}}
+    metal = [{"name": "host.cpu", "status": "ok", "data": {"virtual_machine": False}}]
+    step, = _fix([far], metal).steps
+    assert step.kind.value == "manual" and "slot" in step.manual[0]
+    vm = [{"name": "host.cpu", "status": "ok", "data": {"virtual_machine": True}}]
+    plan = _fix([far], vm)
+    assert not plan.steps and "virtual machine" in plan.no_steps[0].why
