@@ -241,3 +241,10 @@ def test_a_far_nic_is_a_hands_on_checklist_never_on_a_vm():
     vm = [{"name": "host.cpu", "status": "ok", "data": {"virtual_machine": True}}]
     plan = _fix([far], vm)
     assert not plan.steps and "virtual machine" in plan.no_steps[0].why
+
+
+def test_gpus_on_the_nics_socket_are_still_past_nccl_s_default_gdr_level():
+    """warpem#106: GPUs 2/3 reach the NICs at NODE, on their own socket but past PXB."""
+    record = nic_affinity.probe(_host("l40s-4x-rdma-far"), QUICK)
+    assert [(g.level, g.across_sockets, g.beyond_gdr_default) for g in record.gpus] == [
+        ("SYS", True, True), ("SYS", True, True), ("NODE", False, True), ("NODE", False, True)]

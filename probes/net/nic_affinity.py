@@ -1,11 +1,12 @@
 """net.nic_affinity: the RDMA NIC nearest each GPU, by PCIe path.
 
 NCCL gives each GPU the NIC nearest to it (src/graph/search.cc, by the path types of
-src/graph/topo.h) and, with the default NCCL_NET_GDR_LEVEL, uses GPUDirect RDMA only while
-that NIC is no farther than PHB (NCCL user guide, "NCCL_NET_GDR_LEVEL": the default takes the
-GPU-to-NIC distance into account). A GPU whose nearest RDMA NIC is across the inter-socket
-link (SYS) sends every inter-node byte through UPI / Infinity Fabric and host memory: the
-slot the card or the NIC sits in, not the software, sets it.
+src/graph/topo.h) and uses GPUDirect RDMA only while that NIC is no farther than
+NCCL_NET_GDR_LEVEL, by default PXB (src/graph/paths.cc, ncclTopoCheckGdr: ``int netGdrLevel
+= PATH_PXB``; its log says "GPU Direct RDMA Disabled for GPU … (distance … > …)"). A GPU
+whose nearest RDMA NIC is across the inter-socket link (SYS) sends every inter-node byte
+through UPI / Infinity Fabric and host memory; one at PHB or NODE stays on its socket but
+past that default. The slot the card or the NIC sits in, not the software, sets it.
 
 Reads (world-readable, no root): NVML ``nvmlDeviceGetPciInfo`` (each GPU's bus id, as
 gpu.pcie reads it), ``/sys/class/infiniband/<dev>/device`` (each RDMA device's PCI function),
@@ -46,6 +47,8 @@ class GpuNic:
     nearest_nic: str | None  # the nearest RDMA NIC (first by name among equals)
     level: str | None  # PIX | PXB | PHB | NODE | SYS between them; None: not known
     across_sockets: bool  # the nearest NIC is SYS away: through the inter-socket link
+    # the nearest NIC is past NCCL's default NCCL_NET_GDR_LEVEL (PXB): PHB, NODE or SYS
+    beyond_gdr_default: bool
     levels: dict[str, str]  # every NIC with a known level: name -> level
     missing: dict[str, str]
 
@@ -79,6 +82,7 @@ def nearest(gpu: int, gpu_place: PciPlace, nics: list[tuple[Nic, PciPlace]]) -> 
                            else missing.get("sysfs_dir", "GPU's PCI place unknown"))
     return GpuNic(gpu=gpu, bdf=gpu_place.bdf, numa_node=gpu_place.numa_node,
                   nearest_nic=best[0], level=best[1], across_sockets=best[1] == "SYS",
+                  beyond_gdr_default=best[1] in ("PHB", "NODE", "SYS"),
                   levels=levels, missing=missing)
 
 

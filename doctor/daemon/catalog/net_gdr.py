@@ -46,6 +46,8 @@ TABLES: tuple[Table, ...] = (
              nic="nearest_nic", level="level"),
         gauge("gpus.across_sockets", "net_nic_affinity_across_sockets",
               "1 when the GPU's nearest RDMA NIC is across the socket link (SYS)"),
+        gauge("gpus.beyond_gdr_default", "net_nic_affinity_beyond_gdr_default",
+              "1 when the GPU's nearest RDMA NIC is past NCCL's default NCCL_NET_GDR_LEVEL (PXB)"),
         of("pairs", "gpus.levels", "net_nic_affinity_path_info",
            "The PCIe path from the GPU to each RDMA NIC", "nic", "level"),
         missing("gpus.missing", "net_nic_affinity_gpu_value_missing", "net.nic_affinity's GPUs"),
