@@ -32,7 +32,7 @@ def test_a_base_is_built_before_every_host_copied_from_it():
     parents = {**{n: s[0] for n, s in build_diff_hosts.STORIES.items()},
                **{n: "healthy-epyc-9654-vllm" for n in make_hosts.STORIES},
                **{n: overlay.base(n) for n in overlay.names() if overlay.base(n)},
-               **{n: s.base for n, s in build_gdr_hosts.STORIES.items()}}
+               **{n: build_gdr_hosts.STORIES[n].base for n in build_gdr_hosts.BUILT}}
     for host, base in parents.items():
         assert order.index(base) < order.index(host), (base, host)
 

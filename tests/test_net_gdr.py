@@ -114,15 +114,31 @@ def test_no_gpu_means_the_question_does_not_apply():
 
 # --- the probes on the recorded hosts -------------------------------------------------------
 
-@pytest.mark.parametrize("name, path, off, kernel, open_module", [
-    ("h100-sxm-8x-rdma-peermem", "peer-memory", False, "5.15.0-119-generic", False),
-    ("h100-sxm-8x-rdma-ubuntu68", None, True, "6.8.0-90-generic", False),
-    ("h100-sxm-8x-rdma-dmabuf", "dma-buf", False, "6.8.0-90-generic", True),
+@pytest.fixture(scope="module")
+def story(tmp_path_factory):
+    """A story of build_gdr_hosts that is not built for every run, built once here from a
+    copy of its base: ``story(name)`` is its directory."""
+    into = tmp_path_factory.mktemp("gdr")
+    built: dict[str, object] = {}
+
+    def build(name: str):
+        if name not in built:
+            base = gdr.STORIES[name].base
+            if not (into / base).exists():
+                shutil.copytree(FIXTURE_HOSTS / base, into / base, symlinks=True)
+            built[name] = gdr.build(name, into)
+        return built[name]
+    return build
+
+
+@pytest.mark.parametrize("name, nics, path, off, kernel, open_module", [
+    ("l40s-8x-rdma-far", 1, "peer-memory", False, "5.15.0-119-generic", False),
+    ("h100-sxm-8x-rdma-ubuntu68", 12, None, True, "6.8.0-90-generic", False),
+    ("h100-sxm-8x-rdma-dmabuf", 12, "dma-buf", False, "6.8.0-90-generic", True),
 ])
-def test_gpudirect_on_the_recorded_hosts(name, path, off, kernel, open_module):
+def test_gpudirect_on_the_recorded_hosts(name, nics, path, off, kernel, open_module):
     record = gpudirect.probe(_host(name), QUICK)
-    assert record.rdma_devices[:3] == ("mlx5_0", "mlx5_1", "mlx5_2")  # mlx5_10 after mlx5_9
-    assert len(record.rdma_devices) == 12 and record.gpu_count == 8
+    assert len(record.rdma_devices) == nics and record.gpu_count == 8
     assert (record.path, record.gdr_off) == (path, off)
     assert (record.kernel_release, record.open_kernel_module) == (kernel, open_module)
     assert record.driver_version == "550.90.07"
@@ -136,13 +152,42 @@ def test_no_rdma_device_is_a_skip_with_its_reason():
 
 
 def test_the_dgx_gives_each_gpu_its_own_nic_behind_a_switch():
-    record = nic_affinity.probe(_host("h100-sxm-8x-rdma-peermem"), QUICK)
+    record = nic_affinity.probe(_host("h100-sxm-8x-rdma-dmabuf"), QUICK)
+    names = [n.name for n in record.nics]
+    assert names[:3] == ["mlx5_0", "mlx5_1", "mlx5_2"] and names[-1] == "mlx5_11"  # natural order
     nearest = {g.gpu: (g.nearest_nic, g.level) for g in record.gpus}
     # vllm#13855's matrix: GPU0 PXB NIC0, GPU1 PXB NIC3, ... GPU5 PXB NIC9
     assert nearest[0] == ("mlx5_0", "PXB") and nearest[1] == ("mlx5_3", "PXB")
     assert nearest[5] == ("mlx5_9", "PXB") and nearest[7] == ("mlx5_11", "PXB")
     assert record.gpus[0].levels["mlx5_1"] == "NODE" and record.gpus[0].levels["mlx5_6"] == "SYS"
     assert record.gpus_far == () and record.on_vm is False
+
+
+@pytest.mark.slow  # builds the host from a copy of h100-sxm-8x-nvswitch (~1 s)
+def test_the_peermem_dgx_is_healthy_and_an_8_mib_memlock_is_critical(story):
+    from doctor.model import Severity
+    from doctor.scan import scan
+    from probes.registry import PROBES
+    from tests.builtin_rules import builtin_rules
+
+    def warnings(name):
+        report = scan(RecordedHost(story(name)), QUICK, PROBES, builtin_rules())
+        assert report.rule_errors == []
+        return [(f.rule, f.severity.label, f.evidence.get("memlock_kib")) for f in report.findings
+                if f.severity >= Severity.WARNING]
+    assert warnings("h100-sxm-8x-rdma-peermem") == []
+    assert warnings("h100-sxm-8x-rdma-memlock-8m") == [("rdma-memlock-low", "critical", 8192)]
+
+
+@pytest.mark.slow  # builds the host from a copy of l40s-4x-2socket (~2 s)
+def test_gpus_on_the_nics_socket_are_still_past_nccl_s_default_gdr_level(story):
+    """warpem#106: GPUs 0/1 reach the NICs across the socket link; 2/3 at NODE, on their own
+    socket but past NCCL's default (PXB). The base has no PCI tree: the converter gives each
+    GPU a host bridge, and the dual-port NIC two functions of one card."""
+    record = nic_affinity.probe(RecordedHost(story("l40s-4x-rdma-far")), QUICK)
+    assert [(g.level, g.across_sockets, g.beyond_gdr_default) for g in record.gpus] == [
+        ("SYS", True, True), ("SYS", True, True), ("NODE", False, True), ("NODE", False, True)]
+    assert [n.bdf[-1] for n in record.nics] == ["0", "1"]
 
 
 def test_one_nic_on_the_other_socket_is_far_from_half_the_gpus():
@@ -154,14 +199,17 @@ def test_one_nic_on_the_other_socket_is_far_from_half_the_gpus():
 
 def test_a_device_link_that_is_not_a_pci_function_is_absent_with_its_reason(tmp_path):
     root = tmp_path / "host"
-    shutil.copytree(FIXTURE_HOSTS / "l40s-4x-rdma-far", root, symlinks=True)
-    link = root / "fs/sys/class/infiniband/mlx5_1/device"
-    link.unlink()
-    link.symlink_to("../../../../virtual/net/rxe0")  # a soft-RoCE device has no PCI function
+    shutil.copytree(FIXTURE_HOSTS / "l40s-8x-rdma-far", root, symlinks=True)
+    link = root / "fs/sys/class/infiniband/rxe0/device"
+    link.parent.mkdir()
+    link.symlink_to("../../../../virtual/net/rxe0")  # soft-RoCE: no PCI function of its own
     record = nic_affinity.probe(RecordedHost(root), QUICK)
-    rxe = next(n for n in record.nics if n.name == "mlx5_1")
+    rxe = next(n for n in record.nics if n.name == "rxe0")
     assert rxe.bdf is None and "not a PCI function" in rxe.missing["bdf"]
-    assert record.gpus_far == (0, 1)  # the other NIC still places the GPUs
+    assert record.gpus_far == (0, 1, 2, 3)  # mlx5_0 still places the GPUs
+    (root / "fs/sys/class/infiniband/mlx5_0/device").unlink()
+    with pytest.raises(Skip, match="software devices only"):
+        nic_affinity.probe(RecordedHost(root), QUICK)
 
 
 def test_hostile_kernel_files_are_absent_with_a_reason_never_a_crash(tmp_path):
@@ -242,9 +290,3 @@ def test_a_far_nic_is_a_hands_on_checklist_never_on_a_vm():
     plan = _fix([far], vm)
     assert not plan.steps and "virtual machine" in plan.no_steps[0].why
 
-
-def test_gpus_on_the_nics_socket_are_still_past_nccl_s_default_gdr_level():
-    """warpem#106: GPUs 2/3 reach the NICs at NODE, on their own socket but past PXB."""
-    record = nic_affinity.probe(_host("l40s-4x-rdma-far"), QUICK)
-    assert [(g.level, g.across_sockets, g.beyond_gdr_default) for g in record.gpus] == [
-        ("SYS", True, True), ("SYS", True, True), ("NODE", False, True), ("NODE", False, True)]
