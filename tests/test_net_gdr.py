@@ -290,3 +290,21 @@ def test_a_far_nic_is_a_hands_on_checklist_never_on_a_vm():
     plan = _fix([far], vm)
     assert not plan.steps and "virtual machine" in plan.no_steps[0].why
 
+
+
+def test_gpu_inventory_s_record_is_read_when_the_runner_hands_it_over():
+    """In a scan, gpu.inventory's record gives the GPUs (its count and bus ids); alone, the
+    probes read NVML themselves, and agree."""
+    from doctor.inputs import Inputs
+    from probes.gpu import inventory
+
+    host = _host("l40s-8x-rdma-far")
+    handed = Inputs({"gpu.inventory": inventory.probe(host, QUICK)})
+    assert nic_affinity.probe(host, QUICK, handed) == nic_affinity.probe(host, QUICK)
+    assert gpudirect.probe(host, QUICK, handed) == gpudirect.probe(host, QUICK)
+    # a handed record names the GPUs: one GPU less there is one GPU less here
+    fewer = inventory.probe(host, QUICK)
+    short = Inputs({"gpu.inventory": type(fewer)(**{**{f: getattr(fewer, f) for f in fewer.__slots__},
+                                                    "gpu_count": 7, "gpus": fewer.gpus[:7]})})
+    assert len(nic_affinity.probe(host, QUICK, short).gpus) == 7
+    assert gpudirect.probe(host, QUICK, short).gpu_count == 7

@@ -18,7 +18,7 @@ and a 2-node all-reduce falls to a fraction of the line rate. There are two path
   turns GPUDirect RDMA off.
 
 Reads (world-readable, no root): ``/sys/class/infiniband`` (are there RDMA devices),
-NVML ``nvmlDeviceGetCount`` (are there NVIDIA GPUs), ``/proc/modules``, the three files
+gpu.inventory's GPU count (handed by the runner; else NVML ``nvmlDeviceGetCount``), ``/proc/modules``, the three files
 above, ``/proc/sys/kernel/osrelease``, ``/proc/driver/nvidia/version``. Manual equivalent:
 ``lsmod | grep -e nvidia_peermem -e nv_peer_mem``, ``uname -r``,
 ``cat /proc/driver/nvidia/version``; NCCL_DEBUG=INFO prints ``GPU Direct RDMA Enabled``.
@@ -35,7 +35,8 @@ from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
-from probes.helpers.gpu_common import gpu_count, reason_of
+from probes.helpers.gpu_buses import count_of
+from probes.helpers.gpu_common import reason_of
 from probes.helpers.rdma_pci import rdma_devices
 
 MODULES = "/proc/modules"
@@ -114,10 +115,10 @@ def _present(host: Host, path: str) -> bool:
         return False
 
 
-def _gpus(host: Host, missing: dict[str, str]) -> int | None:
-    """The NVIDIA GPUs NVML sees, as gpu.inventory counts them; None and why when none."""
+def _gpus(host: Host, inputs: Inputs, missing: dict[str, str]) -> int | None:
+    """gpu.inventory's count of NVIDIA GPUs (or NVML's, read here); None and why when none."""
     try:
-        return gpu_count(host)
+        return count_of(host, inputs)
     except Skip as exc:
         missing["gpu_count"] = str(exc)
     except HostReadError as exc:
@@ -164,7 +165,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> GpuDi
         raise Skip(t("no RDMA device ({reason}): GPUDirect RDMA does not apply",
                      reason=found.reason or ""))
     missing: dict[str, str] = {}
-    gpus = _gpus(host, missing)
+    gpus = _gpus(host, inputs, missing)
     text = _text(host, MODULES, "peermem_modules", missing)
     modules = parse_modules(text) if text is not None else None
     files = tuple(f for f in NCCL_PEERMEM_FILES if _present(host, f))

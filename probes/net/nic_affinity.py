@@ -8,8 +8,8 @@ whose nearest RDMA NIC is across the inter-socket link (SYS) sends every inter-n
 through UPI / Infinity Fabric and host memory; one at PHB or NODE stays on its socket but
 past that default. The slot the card or the NIC sits in, not the software, sets it.
 
-Reads (world-readable, no root): NVML ``nvmlDeviceGetPciInfo`` (each GPU's bus id, as
-gpu.pcie reads it), ``/sys/class/infiniband/<dev>/device`` (each RDMA device's PCI function),
+Reads (world-readable, no root): each GPU's bus id from gpu.inventory's record (handed by
+the runner; else NVML ``nvmlDeviceGetPciInfo``, probes/helpers/gpu_buses.py), ``/sys/class/infiniband/<dev>/device`` (each RDMA device's PCI function),
 ``/sys/bus/pci/devices`` (each function's place in the PCIe tree), ``…/numa_node``; the level
 between a GPU and a NIC is probes/helpers/pci_path.py's. Manual equivalent: ``nvidia-smi topo
 -m`` (its NIC columns, the "NIC Legend" naming them) and ``lspci -tv``.
@@ -23,12 +23,10 @@ from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host
-from probes.helpers.gpu_common import Reader, gpu_count, pci_bdf
+from probes.helpers.gpu_buses import buses
 from probes.helpers.pci_path import LEVELS, level, nearer
 from probes.helpers.rdma_pci import PciPlace, device_bdf, place_of, rdma_devices
 from probes.helpers.virtualization import detect
-
-MAX_GPUS = 64  # NVML counts at most 64 in a recording; a bound on reads live
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,19 +100,16 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NicAf
     found = rdma_devices(host)
     if not found.names:
         raise Skip(t("no RDMA device ({reason}): no NIC to place", reason=found.reason or ""))
-    count = gpu_count(host)  # Skip with NVML's reason when there is no NVIDIA GPU
+    gpu_buses = buses(host, inputs)  # Skip with NVML's reason when there is no NVIDIA GPU
     nics = _nics(host, found.names)
     if not any(place.sysfs_dir for _, place in nics):
         raise Skip(t("no RDMA device on the PCI bus (software devices only: {names})",
                      names=", ".join(found.names)))
     gpus = []
-    for index in range(min(count, MAX_GPUS)):
-        r = Reader(host)
-        pci = r.mapping("bdf", "nvmlDeviceGetPciInfo", index)
-        bdf = pci_bdf(r.item("bdf", pci, "busId", str))
-        place = place_of(host, bdf)
-        gpus.append(nearest(index, PciPlace(place.bdf, place.sysfs_dir, place.numa_node,
-                                            {**r.missing, **place.missing}), nics))
+    for gpu in gpu_buses:
+        place = place_of(host, gpu.bdf)
+        gpus.append(nearest(gpu.index, PciPlace(place.bdf, place.sysfs_dir, place.numa_node,
+                                                {**gpu.missing, **place.missing}), nics))
     vm = detect(host)
     return NicAffinityRecord(
         nics=tuple(n for n, _ in nics), gpus=tuple(gpus),
