@@ -105,6 +105,16 @@ def test_judging_the_two_paths(files, release, driver, gdr_off, path):
     assert (record.gdr_off, record.path) == (gdr_off, path)
 
 
+def test_nvidia_peermem_alone_is_invisible_to_nccl_2_22_and_older():
+    """nccl#1676: NCCL <= 2.22.3 looks only in /sys/kernel/mm/memory_peers."""
+    module_only = gpudirect.judge(("mlx5_0",), 8, {}, ("/sys/module/nvidia_peermem/version",),
+                                  "5.15.0", ("550.90.07", False), {})
+    assert module_only.peermem and not module_only.peermem_registered
+    legacy = gpudirect.judge(("mlx5_0",), 8, {}, ("/sys/kernel/mm/memory_peers/nv_mem/version",),
+                             "5.15.0", ("550.90.07", False), {})
+    assert legacy.peermem and legacy.peermem_registered
+
+
 def test_no_gpu_means_the_question_does_not_apply():
     record = gpudirect.judge(("mlx5_0",), None, {}, (), "6.8.0", ("550.90.07", False),
                              {"gpu_count": "library-missing"})

@@ -64,6 +64,10 @@ class GpuDirectRecord:
     driver_version: str | None  # /proc/driver/nvidia/version: "535.129.03"
     open_kernel_module: bool | None  # that file says "Open Kernel Module"
     peermem: bool  # NCCL finds a peer-memory client (any of peermem_files)
+    # registered with ib_core's peer-memory API (memory_peers/nv_mem*): the only files NCCL
+    # 2.22 and older look for, so with only /sys/module/nvidia_peermem they see no GPUDirect
+    # RDMA (NVIDIA/nccl#1676: a DGX OS upgrade, 180 -> 10 GB/s)
+    peermem_registered: bool
     dmabuf: bool | None  # kernel and GPU driver allow dma-buf registration
     path: str | None  # what NCCL can use: "dma-buf", "peer-memory"; None: neither or n/a
     gdr_off: bool  # RDMA devices and NVIDIA GPUs here, and neither path is available
@@ -154,6 +158,7 @@ def judge(devices: tuple[str, ...], gpus: int | None, modules: dict[str, str] | 
         kernel_release=release.strip() if release else None, kernel_dmabuf=kernel_ok,
         driver_version=driver_version, open_kernel_module=open_module,
         peermem=peermem, dmabuf=dmabuf, path=path,
+        peermem_registered=any(f in files for f in NCCL_PEERMEM_FILES[:2]),
         # off only when both are known to be unavailable: an unread driver file is no proof
         gdr_off=gpus is not None and not peermem and dmabuf is False,
         missing=missing)

@@ -24,6 +24,9 @@ TABLES: tuple[Table, ...] = (
         gauge("open_kernel_module", "net_gpudirect_open_kernel_module",
               "1 when the NVIDIA kernel module is the open one (/proc/driver/nvidia/version)"),
         gauge("peermem", "net_gpudirect_peermem", "1 when NCCL finds a peer-memory client"),
+        gauge("peermem_registered", "net_gpudirect_peermem_registered",
+              "1 when the peer-memory client is registered with ib_core (memory_peers/nv_mem*): "
+              "what NCCL 2.22 and older look for"),
         gauge("dmabuf", "net_gpudirect_dmabuf",
               "1 when kernel and GPU driver allow dma-buf registration"),
         gauge("gdr_off", "net_gpudirect_off",
