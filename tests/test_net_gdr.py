@@ -6,6 +6,7 @@ tests/fixtures/build_gdr_hosts.py; the parsers are fed the real lines those came
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -23,6 +24,26 @@ HOST = "/sys/devices/pci0000:16/0000:16:01.0"
 
 def _host(name: str) -> RecordedHost:
     return RecordedHost(FIXTURE_HOSTS / name)
+
+
+def _copy(name: str, into) -> object:
+    """A copy of a recorded host to plant a fault in: its files hard links (a host has a
+    thousand), so a test replaces a file with ``_plant`` and never writes through a link."""
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:  # another filesystem (a tmpfs /tmp): a real copy
+            shutil.copy2(src, dst)
+
+    root = into / name
+    shutil.copytree(FIXTURE_HOSTS / name, root, symlinks=True, copy_function=link)
+    return root
+
+
+def _plant(path, data: str | bytes) -> None:
+    """Replace ``path`` by a new file holding ``data`` (the old one may be a hard link)."""
+    path.unlink(missing_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
 
 
 # --- the PCIe path between two functions, as nvidia-smi topo -m names it ---------------
@@ -208,8 +229,7 @@ def test_one_nic_on_the_other_socket_is_far_from_half_the_gpus():
 
 
 def test_a_device_link_that_is_not_a_pci_function_is_absent_with_its_reason(tmp_path):
-    root = tmp_path / "host"
-    shutil.copytree(FIXTURE_HOSTS / "l40s-8x-rdma-far", root, symlinks=True)
+    root = _copy("l40s-8x-rdma-far", tmp_path)
     link = root / "fs/sys/class/infiniband/rxe0/device"
     link.parent.mkdir()
     link.symlink_to("../../../../virtual/net/rxe0")  # soft-RoCE: no PCI function of its own
@@ -223,11 +243,11 @@ def test_a_device_link_that_is_not_a_pci_function_is_absent_with_its_reason(tmp_
 
 
 def test_hostile_kernel_files_are_absent_with_a_reason_never_a_crash(tmp_path):
-    root = tmp_path / "host"
-    shutil.copytree(FIXTURE_HOSTS / "h100-sxm-8x-rdma-ubuntu68", root, symlinks=True)
-    (root / "fs/proc/sys/kernel/osrelease").write_text("\x00" * 64 + "A" * 5000)
-    (root / "fs/proc/driver/nvidia/version").write_bytes(b"\xff\xfe" * 1000)
-    (root / "fs/proc/modules").write_text("x" * 100000 + "\n" + "nvidia_peermem\n" * 100)
+    root = _copy("l40s-8x-rdma-far", tmp_path)
+    (root / "fs/sys/module/nvidia_peermem/version").unlink()
+    _plant(root / "fs/proc/sys/kernel/osrelease", "\x00" * 64 + "A" * 5000)
+    _plant(root / "fs/proc/driver/nvidia/version", b"\xff\xfe" * 1000)
+    _plant(root / "fs/proc/modules", "x" * 100000 + "\n" + "nvidia_peermem\n" * 100)
     record = gpudirect.probe(RecordedHost(root), QUICK)
     assert record.gdr_off is False and record.path is None  # nothing proven either way
     assert record.kernel_dmabuf is None and "malformed" in record.missing["kernel_dmabuf"]
@@ -318,3 +338,22 @@ def test_gpu_inventory_s_record_is_read_when_the_runner_hands_it_over():
                                                     "gpu_count": 7, "gpus": fewer.gpus[:7]})})
     assert len(nic_affinity.probe(host, QUICK, short).gpus) == 7
     assert gpudirect.probe(host, QUICK, short).gpu_count == 7
+
+
+def test_hostile_sysfs_names_and_numa_nodes_are_refused_with_a_reason(tmp_path):
+    root = _copy("l40s-8x-rdma-far", tmp_path)
+    for bad in ("a b", "x" * 200, "mlx5_0;rm", ".hidden"):  # not names ib_core gives
+        (root / "fs/sys/class/infiniband" / bad).mkdir()
+    link = root / "fs/sys/class/infiniband/mlx5_9/device"
+    link.parent.mkdir()
+    link.symlink_to("../../../../../../../etc")  # leads nowhere a PCI function is
+    bdf = (root / "fs/sys/class/infiniband/mlx5_0/device").readlink().name
+    numa, = (root / "fs/sys/devices").rglob(f"{bdf}/numa_node")
+    _plant(numa, "1" * 5000)
+    record = nic_affinity.probe(RecordedHost(root), QUICK)
+    assert [n.name for n in record.nics] == ["mlx5_0", "mlx5_9"]
+    mlx5_0 = record.nics[0]
+    assert mlx5_0.numa_node is None and mlx5_0.missing["numa_node"].startswith("malformed")
+    assert record.nics[1].bdf is None
+    # the NIC's node unknown: the GPUs on other host bridges are not judged, not called far
+    assert record.gpus_far == () and all(g.level in ("PHB", None) for g in record.gpus)
