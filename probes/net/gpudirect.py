@@ -185,7 +185,9 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> GpuDi
 
 
 def summary(record: GpuDirectRecord) -> str:
-    devices = ", ".join(record.rdma_devices)
+    shown = record.rdma_devices[:4]
+    more = len(record.rdma_devices) - len(shown)
+    devices = ", ".join(shown) + (f" (+{more})" if more else "")
     if record.gpu_count is None:
         return t("{devices}: no NVIDIA GPU, GPUDirect RDMA does not apply", devices=devices)
     if record.path is not None:
