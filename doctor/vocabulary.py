@@ -97,12 +97,20 @@ CAUSES: tuple[str, ...] = (
     "slow-quant-kernel",
     "gpu-power-capped",
     "engine-unreachable",
+    # issue 30, net-gdr: GPUDirect RDMA, RDMA's locked memory, the NIC each GPU uses
+    "gpudirect-rdma-off",
+    "rdma-memlock-low",
+    "nic-far-from-gpu",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
 # the service must say before any of the domain's causes. Each is in CAUSES, after them.
 OWN_CAUSES: tuple[str, ...] = (
     "engine-unreachable",  # a named or discovered engine refuses, hangs, or answers as none
+    # issue 30, net-gdr
+    "gpudirect-rdma-off",  # RDMA devices and GPUs, but no peer-memory module and no dma-buf path
+    "rdma-memlock-low",  # an engine on an RDMA host with a finite locked-memory limit
+    "nic-far-from-gpu",  # a GPU whose nearest RDMA NIC is across the socket link
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

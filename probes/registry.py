@@ -53,6 +53,7 @@ from probes.host import (
     storage as host_storage,
     sysctl as host_sysctl,
 )
+from probes.net import gpudirect as net_gpudirect, nic_affinity as net_nic_affinity
 
 # Host probes first, then the serving engines (probes/engine_*.py), then the GPUs
 # (probes/gpu_*.py): a scan lists them in this order.
@@ -436,6 +437,27 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=engine_quant.probe,
         summary=engine_quant.summary,
         needs=("engine.discovery",),
+    ),
+    # issue 30, GPUDirect RDMA and NIC placement (net-gdr)
+    ProbeSpec(
+        name="net.gpudirect",
+        level=Level.QUICK,
+        description=lazy("Which GPUDirect RDMA path NCCL can use: the peer-memory module (nvidia_peermem, nv_peer_mem) or dma-buf (Linux 5.12+ and the open kernel module)"),
+        reads=lazy("/sys/class/infiniband, /proc/modules, /sys/kernel/mm/memory_peers/nv_mem/version, /sys/module/nvidia_peermem/version, /proc/sys/kernel/osrelease, /proc/driver/nvidia/version; gpu.inventory's GPU count (else NVML nvmlDeviceGetCount)"),
+        timeout_s=10.0,
+        run=net_gpudirect.probe,
+        summary=net_gpudirect.summary,
+        after=("gpu.inventory",),  # its GPU count; read here when it did not end ok
+    ),
+    ProbeSpec(
+        name="net.nic_affinity",
+        level=Level.QUICK,
+        description=lazy("The RDMA NIC nearest each GPU by PCIe path (PIX, PXB, PHB, NODE, SYS): a GPU whose nearest NIC is across the socket link"),
+        reads=lazy("/sys/class/infiniband/<dev>/device, /sys/bus/pci/devices (links), <function>/numa_node; gpu.inventory's bus ids (else NVML nvmlDeviceGetCount, GetPciInfo); /proc/cpuinfo, /sys/class/dmi/id (is it a VM)"),
+        timeout_s=10.0,
+        run=net_nic_affinity.probe,
+        summary=net_nic_affinity.summary,
+        after=("gpu.inventory",),  # each GPU's bus id; read here when it did not end ok
     ),
 )
 

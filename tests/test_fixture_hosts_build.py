@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.conftest import FIXTURE_HOSTS
 from tests.engine_pages import make_hosts
-from tests.fixtures import build_all_hosts, build_diff_hosts, overlay
+from tests.fixtures import build_all_hosts, build_diff_hosts, build_gdr_hosts, overlay
 from tests.fixtures.build_all_hosts import tree
 
 
@@ -31,7 +31,8 @@ def test_a_base_is_built_before_every_host_copied_from_it():
     order = [name for name, _ in build_all_hosts.steps()]
     parents = {**{n: s[0] for n, s in build_diff_hosts.STORIES.items()},
                **{n: "healthy-epyc-9654-vllm" for n in make_hosts.STORIES},
-               **{n: overlay.base(n) for n in overlay.names() if overlay.base(n)}}
+               **{n: overlay.base(n) for n in overlay.names() if overlay.base(n)},
+               **{n: build_gdr_hosts.STORIES[n].base for n in build_gdr_hosts.BUILT}}
     for host, base in parents.items():
         assert order.index(base) < order.index(host), (base, host)
 

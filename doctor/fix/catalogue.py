@@ -218,6 +218,40 @@ def limit(finding: SavedFinding, scan: Scan, date: str) -> Built:
                  restart_to_take=True)
 
 
+def memlock(finding: SavedFinding, scan: Scan, date: str) -> Built:
+    """LimitMEMLOCK=infinity for an engine on an RDMA host (rdma-memlock-low fires for
+    engines only): its unit's drop-in, or what to change where no unit is known."""
+    pid = _pid_of(finding.evidence.get("process"))
+    unit, container = _engine_unit(scan, pid)
+    if container:
+        return _manual(finding, [
+            t("The engine runs in a container ({container}): start it with `--ulimit "
+              "memlock=-1:-1` (docker run, or `ulimits:` in compose) and restart it when traffic "
+              "allows.", container=container)],
+            Risk.RESTARTS_ENGINE, t("Raise the container's locked-memory limit at its next start"))
+    if unit is None:
+        return _manual(finding, [
+            t("The engine (pid {pid}) runs under no systemd unit llm-doctor can name: raise the "
+              "limit in the shell or script that starts it (`ulimit -l unlimited`) and restart it.",
+              pid=pid)],
+            Risk.RESTARTS_ENGINE, t("Raise the engine's locked-memory limit where it starts"))
+    path = _drop_in_dir(unit) + "llm-doctor.conf"
+    directive, value = "LimitMEMLOCK", "infinity"
+    return _step(finding, Kind.FILE, Risk.RESTARTS_ENGINE,
+                 t("{directive}={value} for {unit} in a drop-in; it takes at the engine's next restart",
+                   directive=directive, value=value, unit=unit),
+                 check=t("systemctl show {unit} -p {directive} shows {value}", unit=unit,
+                         directive=directive, value=value),
+                 verify=t("after `systemctl restart {unit}`: grep 'Max locked memory' "
+                          "/proc/$(systemctl show -p MainPID --value {unit})/limits", unit=unit),
+                 revert=t("delete {path}, then systemctl daemon-reload", path=path),
+                 files=(FileWrite(path, header(finding, scan) + f"[Service]\n{directive}={value}\n"),),
+                 commands=_dev_char_guard(scan) + (Command(("systemctl", "daemon-reload"), ("systemctl", "daemon-reload"),
+                                                           t("systemd reads the drop-in")),),
+                 manual=(t("Restart the engine when traffic allows: `systemctl restart {unit}`.", unit=unit),),
+                 restart_to_take=True)
+
+
 def _gpus(text: object) -> list[str]:
     """The GPU indexes a finding names ("0,1", "0 1"): ASCII digits (str.isdigit takes "²"
     and "٣"), each once, at most MAX_GPUS."""
@@ -394,6 +428,20 @@ BUILDERS: dict[str, Builder] = {
              "(`nvidia-smi mig -dci/-dgi`, `echo quit | nvidia-cuda-mps-control`): every process on "
              "the GPU stops."),
     ], Risk.DISRUPTIVE, lazy("MIG or MPS in the way: change the layout")),
+    # issue 30, net-gdr
+    "gpudirect-rdma-off": manual([
+        lazy("Load the peer-memory module: `modprobe nvidia-peermem` and "
+             "`echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf`; if it fails with "
+             "`Unknown symbol ib_register_peer_memory_client`, install MLNX_OFED/DOCA-OFED before "
+             "the driver, or take the dma-buf path (the driver's open kernel module on Linux 5.12+)."),
+        lazy("Restart the engines, and look for `GPU Direct RDMA Enabled` in an NCCL_DEBUG=INFO log."),
+    ], Risk.RESTARTS_ENGINE, lazy("Give NCCL a GPUDirect RDMA path")),
+    "rdma-memlock-low": memlock,
+    "nic-far-from-gpu": hands_on([
+        lazy("Move an RDMA NIC (or the GPU) into a slot under the same CPU socket, best behind the "
+             "same PCIe switch (the server's block diagram says which); until then, serve "
+             "multi-node ranks from the GPUs with a NIC near."),
+    ], Risk.DISRUPTIVE, lazy("Change the slot of the NIC or the GPU (hands on the machine)")),
 }
 
 # Causes whose step is made from the scan alone, whatever the finding says (the governor of
