@@ -97,12 +97,20 @@ CAUSES: tuple[str, ...] = (
     "slow-quant-kernel",
     "gpu-power-capped",
     "engine-unreachable",
+    # issue 30, net.rdma (checks/net_rdma.toml)
+    "rdma-port-down",
+    "rdma-link-degraded",
+    "rdma-link-errors",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
 # the service must say before any of the domain's causes. Each is in CAUSES, after them.
 OWN_CAUSES: tuple[str, ...] = (
     "engine-unreachable",  # a named or discovered engine refuses, hangs, or answers as none
+    # issue 30, net.rdma
+    "rdma-port-down",  # an InfiniBand/RoCE port not ACTIVE, or going down and retraining
+    "rdma-link-degraded",  # a port trained below its peers' rate or on fewer lanes
+    "rdma-link-errors",  # a port's error counters rising past published rates
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

@@ -1,0 +1,140 @@
+"""net.rdma on real /sys/class/infiniband trees (tests/fixtures/rdma_sysfs/, cited in its
+PROVENANCE.md), on this machine (no RDMA device: skipped with the reason), and through the
+measurement that makes a replay give the same rates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import MalformedError, MeasurementError
+from doctor.seam.live import LiveHost
+from doctor.seam.recorded import RecordedHost
+from probes.helpers import rdma_sysfs as sysfs
+from probes.net import rdma
+from tests.fixtures.builders.recording import Recording
+from tests.fixtures.convert_rdma_sysfs import files
+
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+
+
+def _host(tmp_path: Path, tree: dict[str, str], measurements: dict | None = None) -> RecordedHost:
+    rec = Recording(hostname="t", captured_at="2026-12-07T00:00:00Z", level="quick")
+    rec.fs.update(tree)
+    rec.measurements = measurements or {}
+    rec.write(tmp_path / "h")
+    return RecordedHost(tmp_path / "h")
+
+
+@pytest.fixture(scope="module")
+def procfs(tmp_path_factory):
+    return rdma.probe(_host(tmp_path_factory.mktemp("p"), files("procfs-fixtures-infiniband.ttar")),
+                      ScanOptions())
+
+
+def test_the_parsers_read_what_the_kernel_prints():
+    assert sysfs.coded("s", "4: ACTIVE\n") == (4, "ACTIVE")
+    assert sysfs.coded("p", "5: LinkUp\n") == (5, "LinkUp")
+    assert sysfs.rate("r", "100 Gb/sec (4X EDR)\n") == (100.0, 4, "EDR")
+    assert sysfs.rate("r", "2.5 Gb/sec (1X SDR)\n") == (2.5, 1, "SDR")
+    assert sysfs.rate("r", "10 Gb/sec (4X)\n") == (10.0, 4, None)  # i40iw: no speed named
+    assert sysfs.counter("c", "N/A (no PMA)\n") is None
+    assert sysfs.counter("c", str(2**64 - 1)) == 2**64 - 1
+    for bad in ("-1", "1e9", str(2**64), "", "\x00\x01", "9" * 400):
+        with pytest.raises(MalformedError):
+            sysfs.counter("/sys/x/symbol_error", bad)
+    with pytest.raises(MalformedError, match="rate"):
+        sysfs.rate("/sys/x/rate", "fast")
+    with pytest.raises(MalformedError, match="GID"):
+        sysfs.gid("/sys/x/gids/0", "fe80::1")
+
+
+def test_procfs_tree_opa_connectx3_connectx5(procfs):
+    by = {p.name: p for p in procfs.ports}
+    assert sorted(by) == ["hfi1_0/1", "mlx4_0/1", "mlx4_0/2", "mlx5_0/1"]
+    assert procfs.devices == 3
+    hfi = by["hfi1_0/1"]
+    assert (hfi.state, hfi.phys_state, hfi.rate_gbits, hfi.width, hfi.speed, hfi.hca_type) == \
+        ("ACTIVE", "LinkUp", 100.0, 4, "EDR", None)
+    assert by["mlx4_0/1"].counters["symbol_error"] == 0
+    assert by["mlx4_0/1"].peers == 1 and by["mlx4_0/1"].peer_rate_gbits == 40.0
+    assert by["mlx5_0/1"].width == 1 and by["mlx5_0/1"].peers == 0
+    assert by["mlx5_0/1"].counters["rnr_nak_retry_err"] == 0  # hw_counters/
+    # no measurement in the recording: counters once, no rates, and why
+    assert procfs.window_s is None and procfs.missing == {"window_s": "not-found"}
+    assert by["mlx5_0/1"].rates_per_s == {} and by["mlx5_0/1"].missing["window_s"] == "not-found"
+    assert "4 RDMA ports on 3 devices, 4 ACTIVE" in str(rdma.summary(procfs))
+
+
+def test_node_exporter_i40iw_without_pma_counters(tmp_path):
+    record = rdma.probe(_host(tmp_path, files("node-exporter-sys-infiniband.ttar")), ScanOptions())
+    i40iw = next(p for p in record.ports if p.device == "i40iw0")
+    assert i40iw.counters == {}  # every counter reads "N/A (no PMA)": absent, not zero
+    assert i40iw.rate_gbits == 10.0 and i40iw.speed is None
+
+
+def test_the_roce_bond_gid_table_and_netdev():
+    record = rdma.probe(RecordedHost(HOSTS / "h100-8x-ndr-rails"), ScanOptions())
+    bond = next(p for p in record.ports if p.device == "mlx5_bond_0")
+    assert (bond.link_layer, bond.gids, bond.roce_v2_gids, bond.roce_v2_indexes) == ("Ethernet", 4, 2, (1, 3))
+    assert (bond.netdev, bond.netdev_mtu, bond.netdev_speed_mbits, bond.netdev_operstate) == ("bond0", 9000, 200000, "up")
+    ib = next(p for p in record.ports if p.device == "mlx5_0")
+    assert ib.gids is None and ib.missing["gids"] == "not-supported"
+    assert ib.peers == 7 and ib.rates_per_s.get("symbol_error") == 0.0 and ib.window_s == 1.001
+
+
+def test_the_planted_rates_come_from_the_measurement():
+    record = rdma.probe(RecordedHost(HOSTS / "h100-8x-ndr-rail-errors"), ScanOptions())
+    by = {p.name: p for p in record.ports}
+    assert by["mlx5_7/1"].deltas["symbol_error"] == 40
+    assert by["mlx5_7/1"].rates_per_s["symbol_error"] == pytest.approx(40 / 1.001, abs=1e-5)
+    assert by["mlx5_6/1"].deltas["link_downed"] == 1
+    assert by["mlx5_0/1"].deltas["symbol_error"] == 0
+
+
+def test_this_machine_has_no_rdma_device_and_says_so():
+    if Path(rdma.ROOT).exists():
+        pytest.skip("this machine has RDMA devices")
+    with pytest.raises(Skip, match="no RDMA device: /sys/class/infiniband is not-found"):
+        rdma.probe(LiveHost(), ScanOptions())
+
+
+def test_a_capture_replays_the_same_rates(tmp_path, monkeypatch):
+    """A live sample through a recording host, then its replay: the same record."""
+    tree = files("gpud-h100-infiniband.ttar")
+    source = _host(tmp_path, tree)
+    monkeypatch.setattr(rdma, "SAMPLE_S", 0.0)
+    live = rdma.sample(source, [("mlx5_0", "1"), ("mlx5_bond_0", "1")], window_s=0.0)
+    assert live["ports"]["mlx5_0/1"]["port_rcv_errors"][0] == live["ports"]["mlx5_0/1"]["port_rcv_errors"][1]
+    recorded = dict(source.measurements, **{rdma.NAME: live})
+    (tmp_path / "h" / "measurements.json").write_text(json.dumps(recorded))
+    a = rdma.probe(RecordedHost(tmp_path / "h"), ScanOptions())
+    b = rdma.probe(RecordedHost(tmp_path / "h"), ScanOptions())
+    assert a == b and a.window_s == live["window_s"]
+
+
+@pytest.mark.parametrize("bad", [
+    [], {"window_s": 1.0}, {"window_s": -1, "ports": {}}, {"window_s": True, "ports": {}},
+    {"window_s": 1.0, "ports": {"mlx5_0/1": {"symbol_error": [5, -1]}}},
+    {"window_s": 1.0, "ports": {"mlx5_0/1": {"symbol_error": [5, 2**70]}}},
+    {"window_s": 1.0, "ports": {"mlx5_0/1": {"symbol_error": "many"}}},
+    {"window_s": 1.0, "ports": {"mlx5_0/1": []}},
+])
+def test_a_hostile_measurement_is_one_clear_error(bad):
+    with pytest.raises(MeasurementError, match="measurement net.rdma"):
+        rdma.checked(bad)
+
+
+def test_a_counter_reset_inside_the_window_is_no_rate(tmp_path):
+    """``perfquery -R`` between the two reads: the counter fell; no negative rate is kept."""
+    measured = {"window_s": 1.0, "ports": {"mlx5_0/1": {"symbol_error": [90, 3], "port_rcv_errors": [1, 4]}}}
+    record = rdma.probe(_host(tmp_path, files("procfs-fixtures-infiniband.ttar"), {rdma.NAME: measured}),
+                        ScanOptions())
+    port = next(p for p in record.ports if p.name == "mlx5_0/1")
+    assert port.counters == {"symbol_error": 90, "port_rcv_errors": 1}
+    assert port.deltas == {"port_rcv_errors": 3} and port.rates_per_s == {"port_rcv_errors": 3.0}
+    other = next(p for p in record.ports if p.name == "mlx4_0/1")
+    assert other.counters == {} and other.window_s == 1.0  # measured, but nothing recorded for it
