@@ -138,3 +138,35 @@ def test_a_counter_reset_inside_the_window_is_no_rate(tmp_path):
     assert port.deltas == {"port_rcv_errors": 3} and port.rates_per_s == {"port_rcv_errors": 3.0}
     other = next(p for p in record.ports if p.name == "mlx4_0/1")
     assert other.counters == {} and other.window_s == 1.0  # measured, but nothing recorded for it
+
+
+# --- diff ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def rails_scans():
+    from reports.json_report import to_dict
+    from tests.test_fixtures import replay
+    return {name: to_dict(replay(HOSTS / name)) for name in
+            ("h100-8x-ndr-rails", "h100-8x-ndr-rail-at-hdr", "h100-8x-ndr-rail-down")}
+
+
+def test_diff_names_a_rail_that_trained_lower_as_worse(rails_scans):
+    from doctor.diff.compare import compare
+    from doctor.diff.model import CHANGED, SAME
+    diff = compare(rails_scans["h100-8x-ndr-rails"], rails_scans["h100-8x-ndr-rail-at-hdr"],
+                   different_hosts=True)  # the stories are built as hosts of their own names
+    facts = {f.id: f for f in diff.facts}
+    rate = facts["rdma[mlx5_4/1].rate_gbits"]
+    assert (rate.status, rate.before, rate.after, rate.direction) == (CHANGED, 400.0, 200.0, "worse")
+    assert rate.causes == ("rdma-link-degraded",) and rate.family == "net"
+    assert facts["rdma[mlx5_0/1].rate_gbits"].status == SAME
+    assert facts["rdma[mlx5_bond_0/1].netdev_mtu"].status == SAME
+
+
+def test_diff_names_a_rail_gone_down_as_worse(rails_scans):
+    from doctor.diff.compare import compare
+    diff = compare(rails_scans["h100-8x-ndr-rails"], rails_scans["h100-8x-ndr-rail-down"],
+                   different_hosts=True)
+    state = next(f for f in diff.facts if f.id == "rdma[mlx5_5/1].state")
+    assert (state.before, state.after, state.direction, state.causes) == \
+        ("ACTIVE", "DOWN", "worse", ("rdma-port-down",))
