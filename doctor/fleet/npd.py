@@ -45,7 +45,7 @@ MIN_SEVERITIES = {"warning": Severity.WARNING, "critical": Severity.CRITICAL}
 
 @dataclass(frozen=True, slots=True)
 class Family:
-    name: str  # gpu | engine | host, as doctor/daemon/state.py's FAMILIES
+    name: str  # gpu | engine | host | net, as doctor/daemon/state.py's FAMILIES
     condition: str  # the node condition NPD sets
     reason: str  # the condition's reason while a problem stands (static: NPD wants one)
     ok_reason: str  # the default condition's reason and message, shown while healthy
@@ -60,6 +60,10 @@ FAMILIES = (
            lazy("llm-doctor finds no serving-engine problem on this node")),
     Family("host", "LlmDoctorHostProblem", "LlmDoctorHostProblem", "LlmDoctorHostHealthy",
            lazy("llm-doctor finds no host (CPU, memory, disk, limits) problem on this node")),
+    # issue 30: the network between hosts (net.rdma's InfiniBand/RoCE ports), NPD's
+    # "network" condition; --family net, as the daemon state names the family
+    Family("net", "LlmDoctorNetworkProblem", "LlmDoctorNetworkProblem", "LlmDoctorNetworkHealthy",
+           lazy("llm-doctor finds no network (InfiniBand, RoCE) problem on this node")),
 )
 BY_NAME = {f.name: f for f in FAMILIES}  # the state's FAMILIES (tests/test_npd.py checks)
 
