@@ -32,7 +32,7 @@ MAX_OUTPUT_BYTES = 80  # NPD's default max_output_length, in bytes
 NPD_TIMEOUT_S = 5  # NPD's default global timeout: a plugin still running then is killed
 PLUGIN_TIMEOUT_S = 3  # ours, under NPD's: the answer takes tens of ms from a fresh state
 INVOKE_INTERVAL_S = 30  # NPD's default; the daemon beats every 15 s, so each run sees a new state
-CONCURRENCY = 3  # the three families at once (NPD's default)
+CONCURRENCY = 3  # NPD's default: of the four families one waits its turn (a run takes tens of ms)
 SOURCE = "llm-doctor-custom-plugin-monitor"
 # where contrib/kubernetes/Dockerfile.npd installs llm-doctor in NPD's image
 BINARY = "/opt/llm-doctor/bin/llm-doctor"
