@@ -170,3 +170,23 @@ def test_diff_names_a_rail_gone_down_as_worse(rails_scans):
     state = next(f for f in diff.facts if f.id == "rdma[mlx5_5/1].state")
     assert (state.before, state.after, state.direction, state.causes) == \
         ("ACTIVE", "DOWN", "worse", ("rdma-port-down",))
+
+
+def test_a_recorded_measurement_error_or_garbage_is_an_error_not_a_silent_gap(tmp_path):
+    tree = files("procfs-fixtures-infiniband.ttar")
+    failed = _host(tmp_path / "a", tree, {rdma.NAME: {"error": "sample failed: no permission"}})
+    with pytest.raises(MeasurementError, match="sample failed"):
+        rdma.probe(failed, ScanOptions())
+    edited = _host(tmp_path / "b", tree, {rdma.NAME: {"window_s": 1.0, "ports": {"mlx5_0/1": {"symbol_error": [1]}}}})
+    with pytest.raises(MeasurementError, match=r"measurement net.rdma: ports.mlx5_0/1.symbol_error"):
+        rdma.probe(edited, ScanOptions())
+
+
+def test_a_rail_down_has_card_peers_and_a_dual_port_card_is_its_own_peer_only_by_port(procfs):
+    record = rdma.probe(RecordedHost(HOSTS / "h100-8x-ndr-rail-down"), ScanOptions())
+    down = next(p for p in record.ports if p.name == "mlx5_5/1")
+    assert (down.state, down.phys_state, down.card_peers, down.peers) == ("DOWN", "Polling", 7, 7)
+    by = {p.name: p for p in procfs.ports}
+    # mlx4_0's two ports are peers (same card, same kind) but no other card has its port: no
+    # evidence a second port of a lone card is used
+    assert by["mlx4_0/2"].peers == 1 and by["mlx4_0/2"].card_peers == 0

@@ -13,7 +13,8 @@ once (totals since the last reset), its rates None with the reason.
 
 A port's peers are the other ACTIVE ports of its host with the same link layer and HCA
 type: a port that trained below them (a lane down, a bad cable) is slower than the rail
-it is one of. Manual equivalent: ``ibstat``, ``ibv_devinfo -v``, ``show_gids``,
+it is one of. Its card peers are those of them on other cards at the same port number: a
+port that is down where cards of its kind have that port up is one the host uses. Manual equivalent: ``ibstat``, ``ibv_devinfo -v``, ``show_gids``,
 ``perfquery -x`` twice; ``cat /sys/class/infiniband/*/ports/*/{state,rate}``.
 A host without ``/sys/class/infiniband`` (no RDMA driver loaded) is skipped with the reason.
 """
@@ -77,6 +78,9 @@ class RdmaPort:
     link_layer: str | None  # InfiniBand | Ethernet (RoCE)
     peers: int  # other ACTIVE ports of this host, same link layer and HCA type
     peer_rate_gbits: float | None  # the fastest of them; None without peers
+    # other cards of its kind (HCA type, link layer) whose port of this number is ACTIVE: the
+    # evidence that this port is one the host uses (NVSentinel's peer-card gate)
+    card_peers: int
     gids: int | None  # non-zero GIDs (Ethernet ports)
     roce_v2_gids: int | None  # of them, RoCE v2: what NCCL_IB_GID_INDEX must name
     roce_v2_indexes: tuple[int, ...]
@@ -318,10 +322,14 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RdmaR
     window: float | None = None
     measured: dict[str, dict[str, tuple[int, int]]] = {}
     try:
-        window, measured = checked(host.measure(NAME, lambda: sample(host, [(d, p) for d, p, _ in found])))
-    except MeasurementError:
+        data = host.measure(NAME, lambda: sample(host, [(d, p) for d, p, _ in found]))
+    except MeasurementError as exc:
+        if not str(exc).startswith(f"{NAME}: not in "):
+            raise  # the capture's own sample failed: the replay says so, as the live scan did
         # a recording without the measurement: the counters as the files hold them, no rates
         missing["window_s"] = "not-found"
+    else:
+        window, measured = checked(data)  # a recording's, edited by anyone: checked
     ports = []
     for (dev, port, _), row in zip(found, rows):
         pairs = measured.get(row["name"])
@@ -337,6 +345,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RdmaR
         ports.append(RdmaPort(
             **{k: v for k, v in row.items() if k != "missing"},
             peers=len(peers), peer_rate_gbits=max((p["rate_gbits"] for p in peers), default=None),
+            card_peers=sum(1 for p in peers if p["device"] != dev and p["port"] == row["port"]),
             counters=counters, deltas=deltas,
             rates_per_s={c: round(d / window, 6) for c, d in deltas.items()} if window else {},
             window_s=window, missing=row["missing"]))

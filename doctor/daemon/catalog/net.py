@@ -40,6 +40,8 @@ TABLES = (
         gauge("ports.width", "net_rdma_port_lanes", "Lanes the link trained on (1X, 2X, 4X)"),
         gauge("ports.peers", "net_rdma_port_peers",
               "Other ACTIVE ports of this host with the same link layer and HCA type"),
+        gauge("ports.card_peers", "net_rdma_port_card_peers",
+              "Other cards of the port's kind whose port of this number is ACTIVE"),
         gauge("ports.peer_rate_gbits", "net_rdma_port_peer_speed_bytes_per_second",
               "The fastest of those peers' rates", GBIT),
         gauge("ports.gids", "net_rdma_port_gids", "Non-zero GIDs of a RoCE port (ports/<n>/gids)"),
