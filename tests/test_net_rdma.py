@@ -190,3 +190,12 @@ def test_a_rail_down_has_card_peers_and_a_dual_port_card_is_its_own_peer_only_by
     # mlx4_0's two ports are peers (same card, same kind) but no other card has its port: no
     # evidence a second port of a lone card is used
     assert by["mlx4_0/2"].peers == 1 and by["mlx4_0/2"].card_peers == 0
+
+
+def test_board_ids_split_kinds_and_hfi1s_free_text_board_id_reads(procfs):
+    by = {p.name: p for p in procfs.ports}
+    assert by["hfi1_0/1"].board_id.startswith("HPE 100Gb 1-port OP101")
+    assert by["mlx4_0/1"].board_id == "SM_1141000001000"
+    record = rdma.probe(RecordedHost(HOSTS / "h100-8x-ndr-rails"), ScanOptions())
+    bond = next(p for p in record.ports if p.device == "mlx5_bond_0")
+    assert bond.board_id == "MT_0000000884" and bond.peers == 0

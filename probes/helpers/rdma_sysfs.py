@@ -95,6 +95,16 @@ def name(path: str, text: str) -> str:
     return value
 
 
+def label(path: str, text: str) -> str:
+    """A free-text identifier the driver prints (``board_id``: ``MT_0000000838``, or hfi1's
+    ``HPE 100Gb 1-port OP101 QSFP28 x16 PCIe Gen3 with Intel Omni-Path Adapter``): printable
+    ASCII, at most 128 characters."""
+    value = text.strip()
+    if not value or len(value) > 128 or not all(" " <= c <= "~" for c in value):
+        raise MalformedError(path, f"expected a board id (printable text), got {_shown(value)}")
+    return value
+
+
 def number(path: str, text: str, low: int, high: int) -> int:
     """A signed decimal within [low, high]: ``/sys/class/net/<if>/speed`` prints -1 unknown."""
     value = text.strip()

@@ -3,7 +3,7 @@
 Reads, for every ``/sys/class/infiniband/<dev>/ports/<n>/`` (world-readable, no root):
 ``state`` (``4: ACTIVE``), ``phys_state`` (``5: LinkUp``, ``2: Polling``), ``rate``
 (``400 Gb/sec (4X NDR)``), ``link_layer`` (InfiniBand or Ethernet), the device's
-``hca_type``; on an Ethernet (RoCE) port the GID table ``gids/<i>`` with
+``hca_type`` and ``board_id``; on an Ethernet (RoCE) port the GID table ``gids/<i>`` with
 ``gid_attrs/types/<i>`` (RoCE v2 entries, non-zero GIDs) and the netdev behind the port
 (``gid_attrs/ndevs/0``, else ``<dev>/device/net/*``) with its ``mtu``, ``speed`` (Mb/s) and
 ``operstate`` from ``/sys/class/net/<if>/``; and the error counters of ``counters/`` and
@@ -11,10 +11,11 @@ Reads, for every ``/sys/class/infiniband/<dev>/ports/<n>/`` (world-readable, no 
 replay gives the same rates. A recording without that measurement still gives the counters
 once (totals since the last reset), its rates None with the reason.
 
-A port's peers are the other ACTIVE ports of its host with the same link layer and HCA
-type: a port that trained below them (a lane down, a bad cable) is slower than the rail
-it is one of. Its card peers are those of them on other cards at the same port number: a
-port that is down where cards of its kind have that port up is one the host uses. Manual equivalent: ``ibstat``, ``ibv_devinfo -v``, ``show_gids``,
+A port's peers are the other ACTIVE ports of its host with the same link layer, HCA type
+and board id (``board_id``, the product's PSID): a port that trained below them (a lane
+down, a bad cable) is slower than the rail it is one of. Its card peers are those of them
+on other cards at the same port number: a port that is down where cards of its kind have
+that port up is one the host uses. Manual equivalent: ``ibstat``, ``ibv_devinfo -v``, ``show_gids``,
 ``perfquery -x`` twice; ``cat /sys/class/infiniband/*/ports/*/{state,rate}``.
 A host without ``/sys/class/infiniband`` (no RDMA driver loaded) is skipped with the reason.
 """
@@ -68,6 +69,7 @@ class RdmaPort:
     device: str
     port: int
     hca_type: str | None  # <dev>/hca_type: MT4129 (ConnectX-7)
+    board_id: str | None  # <dev>/board_id: the product's PSID, MT_0000000838
     state: str | None  # ACTIVE, DOWN, INIT, ARMED
     state_code: int | None
     phys_state: str | None  # LinkUp, Polling, Disabled, LinkErrorRecovery
@@ -252,7 +254,8 @@ def _coded(m: Missing, host: Host, field: str, path: str) -> tuple[int | None, s
     return sysfs.coded(path, text)
 
 
-def read_port(host: Host, dev: str, port: str, hca_type: str | None) -> dict[str, Any]:
+def read_port(host: Host, dev: str, port: str, hca_type: str | None,
+              board_id: str | None = None) -> dict[str, Any]:
     """One port's state, rate, link layer, GIDs and netdev (not its counters), as fields."""
     m, base = Missing(), _port_dir(dev, port)
     state_code, state = _coded(m, host, "state", f"{base}/state")
@@ -265,6 +268,7 @@ def read_port(host: Host, dev: str, port: str, hca_type: str | None) -> dict[str
     layer = None if layer_text is None else sysfs.name(f"{base}/link_layer", layer_text)
     fields: dict[str, Any] = {
         "name": f"{dev}/{port}", "device": dev, "port": int(port), "hca_type": hca_type,
+        "board_id": board_id,
         "state": state, "state_code": state_code, "phys_state": phys, "phys_state_code": phys_code,
         "rate_gbits": gbps, "width": width, "speed": speed, "link_layer": layer,
     }
@@ -299,25 +303,33 @@ def _ports_of(host: Host, dev: str) -> list[str]:
     return sorted((p for p in names if p.isdigit() and 0 < int(p) < 256), key=int)[:MAX_PORTS]
 
 
-def _hca_type(host: Host, dev: str) -> str | None:
-    path = f"{ROOT}/{dev}/hca_type"
-    try:
-        return sysfs.name(path, host.read_text(path))
-    except MalformedError:
-        raise
-    except HostReadError:
-        return None  # hfi1 and efa have none: such a port's peers are its link layer's
+def _kind(host: Host, dev: str) -> tuple[str | None, str | None]:
+    """The device's ``hca_type`` and ``board_id`` (the product's PSID: one SKU, one top speed);
+    None where the driver has none (hfi1 and efa have no hca_type)."""
+    out: list[str | None] = []
+    for name, parse in (("hca_type", sysfs.name), ("board_id", sysfs.label)):
+        path = f"{ROOT}/{dev}/{name}"
+        try:
+            out.append(parse(path, host.read_text(path)))
+        except MalformedError:
+            raise
+        except HostReadError:
+            out.append(None)
+    return out[0], out[1]
 
 
 def _peers(rows: list[dict[str, Any]], row: dict[str, Any]) -> list[dict[str, Any]]:
+    """Its kind: the same link layer, HCA type and board (a 200 Gb/s SKU of one chip is not
+    a peer of the 400 Gb/s one)."""
     return [r for r in rows if r is not row and r["state"] == "ACTIVE" and r["rate_gbits"] is not None
-            and r["link_layer"] == row["link_layer"] and r["hca_type"] == row["hca_type"]]
+            and r["link_layer"] == row["link_layer"] and r["hca_type"] == row["hca_type"]
+            and r["board_id"] == row["board_id"]]
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RdmaRecord:
     devices = _devices(host)
-    found = [(dev, port, _hca_type(host, dev)) for dev in devices for port in _ports_of(host, dev)]
-    rows = [read_port(host, dev, port, hca) for dev, port, hca in found]
+    found = [(dev, port, _kind(host, dev)) for dev in devices for port in _ports_of(host, dev)]
+    rows = [read_port(host, dev, port, *kind) for dev, port, kind in found]
     missing: dict[str, str] = {}
     window: float | None = None
     measured: dict[str, dict[str, tuple[int, int]]] = {}

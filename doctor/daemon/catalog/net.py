@@ -23,9 +23,9 @@ TABLES = (
               "How far apart the ports' counters were read twice"),
         missing("missing", "net_rdma_value_missing", "net.rdma"),
         each("ports", PORT),
-        info("ports", "net_rdma_port_info", "A port's HCA type, lane speed and netdev "
-             "(/sys/class/infiniband/<dev>/hca_type, ports/<n>/rate, gid_attrs/ndevs/0)",
-             hca_type="hca_type", speed="speed", netdev="netdev"),
+        info("ports", "net_rdma_port_info", "A port's HCA type, board id (PSID), lane speed and netdev "
+             "(/sys/class/infiniband/<dev>/{hca_type,board_id}, ports/<n>/rate, gid_attrs/ndevs/0)",
+             hca_type="hca_type", board_id="board_id", speed="speed", netdev="netdev"),
         gauge("ports.state_code", "net_rdma_port_state",
               "IBTA port state (ports/<n>/state): 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE"),
         gauge("ports.phys_state_code", "net_rdma_port_physical_state",
