@@ -78,7 +78,7 @@ class RdmaPort:
     width: int | None  # lanes: 1, 2, 4, 8, 12
     speed: str | None  # per-lane generation: EDR, HDR, NDR; None where the kernel names none
     link_layer: str | None  # InfiniBand | Ethernet (RoCE)
-    peers: int  # other ACTIVE ports of this host, same link layer and HCA type
+    peers: int  # other ACTIVE ports of this host, same link layer, HCA type and board id
     peer_rate_gbits: float | None  # the fastest of them; None without peers
     # other cards of its kind (HCA type, link layer) whose port of this number is ACTIVE: the
     # evidence that this port is one the host uses (NVSentinel's peer-card gate)

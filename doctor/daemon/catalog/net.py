@@ -39,7 +39,7 @@ TABLES = (
               ceiling="llm_doctor_net_rdma_port_peer_speed_bytes_per_second"),
         gauge("ports.width", "net_rdma_port_lanes", "Lanes the link trained on (1X, 2X, 4X)"),
         gauge("ports.peers", "net_rdma_port_peers",
-              "Other ACTIVE ports of this host with the same link layer and HCA type"),
+              "Other ACTIVE ports of this host with the same link layer, HCA type and board id"),
         gauge("ports.card_peers", "net_rdma_port_card_peers",
               "Other cards of the port's kind whose port of this number is ACTIVE"),
         gauge("ports.peer_rate_gbits", "net_rdma_port_peer_speed_bytes_per_second",
