@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from doctor.model import ScanOptions, Skip
+from doctor.model import ProbeResult, ScanOptions, Skip
+from doctor.rules.evaluate import evaluate
 from doctor.seam.host import MalformedError, MeasurementError
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost
 from probes.helpers import rdma_sysfs as sysfs
 from probes.net import rdma
+from tests.builtin_rules import builtin_rules
 from tests.fixtures.builders.recording import Recording
 from tests.fixtures.convert_rdma_sysfs import files
 
@@ -199,3 +201,42 @@ def test_board_ids_split_kinds_and_hfi1s_free_text_board_id_reads(procfs):
     record = rdma.probe(RecordedHost(HOSTS / "h100-8x-ndr-rails"), ScanOptions())
     bond = next(p for p in record.ports if p.device == "mlx5_bond_0")
     assert bond.board_id == "MT_0000000884" and bond.peers == 0
+
+
+# --- real ibstat outputs from public issues (tests/fixtures/convert_ibstat.py) -------------
+
+@pytest.mark.parametrize("source,expected", [
+    # a VF whose link trained but that no subnet manager made ACTIVE: nothing of its kind is
+    # up to call it a rail, so a warning
+    ("network-operator-249.txt", [("rdma-port-down", "mlx5_7/1", "warning")]),
+    # a rail with no signal (Polling): a warning on its own; critical beside ACTIVE cards
+    ("gpud-pr-482.txt", [("rdma-port-down", "mlx5_10/1", "warning")]),
+    # two ConnectX-6 Dx ports turned off, none of their kind up: a card the site does not
+    # use, silent (NVSentinel's first-poll peer gate)
+    ("sglang-6823.txt", []),
+    ("mooncake-1999.txt", []),
+])
+def test_real_ibstat_outputs_through_the_port_rules(tmp_path, source, expected):
+    from tests.fixtures.convert_ibstat import files as ibstat_files
+    record = rdma.probe(_host(tmp_path, ibstat_files(source)), ScanOptions())
+    assert all(p.rate_gbits is None and p.missing["rate_gbits"] == "not-found" for p in record.ports)
+    rules = [r for r in builtin_rules() if r.probes == ("net.rdma",)]
+    findings, errors = evaluate(rules, [ProbeResult("net.rdma", "ok", 0.0, None, record)])
+    assert errors == []
+    assert [(f.rule, f.key, f.severity.label) for f in findings] == expected
+
+
+def test_a_rail_polling_beside_active_cards_of_its_kind_is_critical(tmp_path):
+    """gpud#482's rail, on a host where another ConnectX-7 has port 1 ACTIVE."""
+    from tests.fixtures.convert_ibstat import files as ibstat_files
+    tree = ibstat_files("gpud-pr-482.txt")
+    for name in ("hca_type", "fw_ver"):
+        tree[f"/sys/class/infiniband/mlx5_9/{name}"] = tree[f"/sys/class/infiniband/mlx5_10/{name}"]
+    tree.update({"/sys/class/infiniband/mlx5_9/ports/1/state": "4: ACTIVE\n",
+                 "/sys/class/infiniband/mlx5_9/ports/1/phys_state": "5: LinkUp\n",
+                 "/sys/class/infiniband/mlx5_9/ports/1/rate": "400 Gb/sec (4X NDR)\n",
+                 "/sys/class/infiniband/mlx5_9/ports/1/link_layer": "InfiniBand\n"})
+    record = rdma.probe(_host(tmp_path, tree), ScanOptions())
+    rules = [r for r in builtin_rules() if r.id == "rdma-port-down"]
+    findings, _ = evaluate(rules, [ProbeResult("net.rdma", "ok", 0.0, None, record)])
+    assert [(f.key, f.severity.label) for f in findings] == [("mlx5_10/1", "critical")]
