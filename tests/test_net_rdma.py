@@ -4,7 +4,6 @@ measurement that makes a replay give the same rates."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from doctor.model import ProbeResult, ScanOptions, Skip
 from doctor.rules.evaluate import evaluate
 from doctor.seam.host import MalformedError, MeasurementError
 from doctor.seam.live import LiveHost
-from doctor.seam.recorded import RecordedHost
+from doctor.seam.recorded import RecordedHost, RecordingHost
 from probes.helpers import rdma_sysfs as sysfs
 from probes.net import rdma
 from tests.builtin_rules import builtin_rules
@@ -105,17 +104,29 @@ def test_this_machine_has_no_rdma_device_and_says_so():
 
 
 def test_a_capture_replays_the_same_rates(tmp_path, monkeypatch):
-    """A live sample through a recording host, then its replay: the same record."""
-    tree = files("gpud-h100-infiniband.ttar")
-    source = _host(tmp_path, tree)
-    monkeypatch.setattr(rdma, "SAMPLE_S", 0.0)
-    live = rdma.sample(source, [("mlx5_0", "1"), ("mlx5_bond_0", "1")], window_s=0.0)
-    assert live["ports"]["mlx5_0/1"]["port_rcv_errors"][0] == live["ports"]["mlx5_0/1"]["port_rcv_errors"][1]
-    recorded = dict(source.measurements, **{rdma.NAME: live})
-    (tmp_path / "h" / "measurements.json").write_text(json.dumps(recorded))
-    a = rdma.probe(RecordedHost(tmp_path / "h"), ScanOptions())
-    b = rdma.probe(RecordedHost(tmp_path / "h"), ScanOptions())
-    assert a == b and a.window_s == live["window_s"]
+    """``llm-doctor capture`` through RecordingHost (the gpud host standing for the live one,
+    its second read of mlx5_7's symbol errors 40 higher), then ``scan --replay``: the same
+    record, rates included, from measurements.json."""
+    source = RecordedHost(HOSTS / "h100-8x-ndr-rails")
+    reads = {"n": 0}
+    real = source.read_text
+
+    def read_text(path: str) -> str:  # the counter moves between the two reads, as on a host
+        text = real(path)
+        if path.endswith("mlx5_7/ports/1/counters/symbol_error"):
+            reads["n"] += 1
+            return str(int(text) + 40 * (reads["n"] - 1)) + "\n"
+        return text
+
+    monkeypatch.setattr(source, "read_text", read_text)
+    monkeypatch.setattr(rdma, "SAMPLE_S", 0.01)
+    capture = RecordingHost(source, tmp_path / "cap")
+    live = rdma.probe(capture, ScanOptions())
+    capture.save({"level": "quick"})
+    replayed = rdma.probe(RecordedHost(tmp_path / "cap"), ScanOptions())
+    assert replayed == live
+    rail = next(p for p in replayed.ports if p.name == "mlx5_7/1")
+    assert rail.deltas["symbol_error"] == 40 and rail.window_s == live.window_s
 
 
 @pytest.mark.parametrize("bad", [

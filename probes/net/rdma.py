@@ -133,7 +133,7 @@ def sample(host: Host, ports: list[tuple[str, str]], window_s: float = SAMPLE_S)
     time.sleep(window_s)
     after = {f"{d}/{p}": read_counters(host, d, p) for d, p in ports}
     elapsed = time.perf_counter() - started
-    return {"window_s": round(elapsed, 3),
+    return {"window_s": max(round(elapsed, 3), 0.001),  # checked() holds a window above 0
             "ports": {k: {c: [v, after[k][c]] for c, v in before[k].items() if c in after[k]}
                       for k in before}}
 
@@ -334,7 +334,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RdmaR
     window: float | None = None
     measured: dict[str, dict[str, tuple[int, int]]] = {}
     try:
-        data = host.measure(NAME, lambda: sample(host, [(d, p) for d, p, _ in found]))
+        data = host.measure(NAME, lambda: sample(host, [(d, p) for d, p, _ in found], SAMPLE_S))
     except MeasurementError as exc:
         if not str(exc).startswith(f"{NAME}: not in "):
             raise  # the capture's own sample failed: the replay says so, as the live scan did
