@@ -101,6 +101,10 @@ CAUSES: tuple[str, ...] = (
     "gpudirect-rdma-off",
     "rdma-memlock-low",
     "nic-far-from-gpu",
+    # issue 30, net.rdma (checks/net_rdma.toml)
+    "rdma-port-down",
+    "rdma-link-degraded",
+    "rdma-link-errors",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -111,6 +115,10 @@ OWN_CAUSES: tuple[str, ...] = (
     "gpudirect-rdma-off",  # RDMA devices and GPUs, but no peer-memory module and no dma-buf path
     "rdma-memlock-low",  # an engine on an RDMA host with a finite locked-memory limit
     "nic-far-from-gpu",  # a GPU whose nearest RDMA NIC is across the socket link
+    # issue 30, net.rdma
+    "rdma-port-down",  # an InfiniBand/RoCE port not ACTIVE, or going down and retraining
+    "rdma-link-degraded",  # a port trained below its peers' rate or on fewer lanes
+    "rdma-link-errors",  # a port's error counters rising past published rates
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

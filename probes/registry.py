@@ -53,7 +53,7 @@ from probes.host import (
     storage as host_storage,
     sysctl as host_sysctl,
 )
-from probes.net import gpudirect as net_gpudirect, nic_affinity as net_nic_affinity
+from probes.net import gpudirect as net_gpudirect, nic_affinity as net_nic_affinity, rdma as net_rdma
 
 # Host probes first, then the serving engines (probes/engine_*.py), then the GPUs
 # (probes/gpu_*.py): a scan lists them in this order.
@@ -122,6 +122,15 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=host_memory_bandwidth.probe,
         summary=host_memory_bandwidth.summary,
         exclusive=True,
+    ),
+    ProbeSpec(
+        name="net.rdma",
+        level=Level.QUICK,
+        description=lazy("InfiniBand and RoCE ports: state, rate against their peers, RoCE v2 GIDs, netdev MTU and speed, error counters sampled over a second"),
+        reads=lazy("/sys/class/infiniband/*/ports/*/{state,phys_state,rate,link_layer,gids,gid_attrs,counters,hw_counters} (counters twice, 1 s apart), /sys/class/net/<if>/{mtu,speed,operstate}"),
+        timeout_s=15.0,
+        run=net_rdma.probe,
+        summary=net_rdma.summary,
     ),
     ProbeSpec(
         name="engine.discovery",

@@ -27,7 +27,7 @@ from typing import Any
 from tests.fuzz_runs import Run, Tried, check
 
 HOSTS = ("h100-sxm-8x-gpu-lost", "h100-sxm-8x-torch-cu128", "healthy-epyc-9654-vllm")
-FAMILIES = ("gpu", "engine", "host")
+FAMILIES = ("gpu", "engine", "host", "net")
 NASTY = ["\x1b[31m", "\x00", "\u202e", "\ud800", "\n\n", "é" * 50, "😀" * 30, "\t", "\r",
          "x" * 100_000, "", " ", "\u0301" * 40, "%s%n", "../../etc/passwd", "\ufeff"]
 TRUSTED_FIELDS = ("taken_at", "interval_s", "kind", "state_version", "families")

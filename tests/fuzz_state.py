@@ -45,7 +45,7 @@ from tests.fuzz_npd import _npd_problems, base_states
 from tests.fuzz_runs import Run, Tried, check
 
 HOSTS = ("h100-sxm-8x-gpu-lost", "h100-sxm-8x-torch-cu128", "healthy-epyc-9654-vllm")
-FAMILIES = ("gpu", "engine", "host")
+FAMILIES = ("gpu", "engine", "host", "net")
 NODE = "vm"
 # Slurm 22.05.8's own line for a node drained by llm-doctor (tests/test_slurm_adapter.py).
 DRAINED = ("NodeName=vm Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 State=IDLE+DRAIN "

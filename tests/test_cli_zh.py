@@ -242,7 +242,8 @@ def test_npd_answers_in_chinese_and_keeps_its_machine_words(monkeypatch, capsys,
     config = json.loads(capsys.readouterr().out)
     assert [c["message"] for c in config["conditions"]][0] == "llm-doctor 未在本节点发现 GPU 问题"
     assert [c["type"] for c in config["conditions"]] == [
-        "LlmDoctorGPUProblem", "LlmDoctorEngineProblem", "LlmDoctorHostProblem"]
+        "LlmDoctorGPUProblem", "LlmDoctorEngineProblem", "LlmDoctorHostProblem",
+        "LlmDoctorNetworkProblem"]
     monkeypatch.setenv("LANG", "zh_CN.UTF-8")
     with pytest.raises(SystemExit) as done:
         npd_command.main(["--family", "gpu", "--output", "x"])

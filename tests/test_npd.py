@@ -93,7 +93,7 @@ def states(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("npd")
     return {host: write_state(tmp, host) for host in
             ("h100-sxm-8x-gpu-lost", "h100-sxm-8x-gpu-gone", "h100-sxm-8x-torch-cu128",
-             "healthy-epyc-9654-vllm")}
+             "healthy-epyc-9654-vllm", "h100-8x-ndr-rail-down", "h100-8x-ndr-rails")}
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +127,17 @@ def test_a_gpu_fallen_off_the_bus_sets_the_gpu_condition_and_only_it(states, bin
     for family in ("engine", "host"):
         status, message, _ = _run_family(binary, path, family)
         assert (status, message.split()[0]) == ("OK", "ok"), message
+
+
+@pytest.mark.slow
+def test_an_rdma_rail_down_sets_the_network_condition_and_only_it(states, binary):
+    status, message, _ = _run_family(binary, states["h100-8x-ndr-rail-down"], "net")
+    assert status == "NonOK" and message.startswith("rdma-port-down critical: RDMA port mlx5_5/1"), message
+    assert _config(binary, states["h100-8x-ndr-rail-down"])["conditions"][-1]["type"] == "LlmDoctorNetworkProblem"
+    for family in ("gpu", "engine", "host"):
+        assert _run_family(binary, states["h100-8x-ndr-rail-down"], family)[0] == "OK", family
+    status, message, _ = _run_family(binary, states["h100-8x-ndr-rails"], "net")
+    assert status == "OK" and message.startswith("ok net: 1 probes ran"), message
 
 
 @pytest.mark.slow

@@ -54,7 +54,7 @@ STATE_VERSION = 1
 DEFAULT_PATH = "/var/lib/llm-doctor/state.json"
 STALE_INTERVALS = 3  # older than three beats: the daemon is stopped, hung or far behind
 FUTURE_SLACK_S = 60.0  # clocks of a host and its container agree within this
-FAMILIES = ("gpu", "engine", "host")
+FAMILIES = ("gpu", "engine", "host", "net")
 INTERVAL_MIN_S, INTERVAL_MAX_S = BOUNDS["interval_s"][:2]  # the daemon's own --interval range
 # 2020-01-01T00:00:00Z, before any llm-doctor: a time earlier than this, in the state or on the
 # reader's clock, is a clock that was never set, and no age can be judged from it.

@@ -19,6 +19,7 @@ from doctor.saved_scan import SavedScan
 from doctor.diff.model import CONFIG, FLAG, Reading
 from doctor.i18n import lazy, t, translated
 from doctor.diff.noise import BANDWIDTH, LATENCY, MIB, STORAGE, THROUGHPUT
+from doctor.diff.net_facts import net_facts
 
 Data = dict[str, Any]
 
@@ -418,7 +419,8 @@ def _knee(r: Records) -> Iterator[Reading]:
                           spread=_spread(at_knee[0], "output_tokens_per_s"))
 
 
-EXTRACTORS: tuple[Callable[[Records], Iterator[Reading]], ...] = (gpu_facts, engine_facts, host_facts)
+EXTRACTORS: tuple[Callable[[Records], Iterator[Reading]], ...] = (gpu_facts, engine_facts, host_facts,
+                                                                  net_facts)
 
 # What the issue asks to compare that no probe records yet: named in every diff, so that a
 # reader knows the diff is silent about them, not that they are the same.

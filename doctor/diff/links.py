@@ -125,6 +125,12 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     "engine[*].kv_cache_type": (("kv-cache-pressure",), None),
     "engine[*].knee.output_tokens_per_s": (("past-throughput-knee",), HIGHER),
     "engine[*].knee.concurrency": (("past-throughput-knee",), HIGHER),
+    # issue 30, net.rdma (doctor/diff/net_facts.py)
+    "rdma[*].state": (("rdma-port-down",), Good("is", "ACTIVE")),
+    "rdma[*].rate_gbits": (("rdma-link-degraded",), HIGHER),
+    "rdma[*].width": (("rdma-link-degraded",), HIGHER),
+    "rdma[*].link_layer": ((), None),
+    "rdma[*].netdev_mtu": ((), None),
 }
 # The engine's latency percentiles: lower is better; they bear on no one cause, they are the
 # symptom the other changes explain.

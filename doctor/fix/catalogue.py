@@ -482,6 +482,10 @@ NO_STEP: dict[str, str] = {
     "numa-misplaced": lazy("the engine's CPU and memory binding (numactl, cpuset): a deployment change to review"),
     "slow-quant-kernel": _ENGINE,
     "engine-unreachable": lazy("the engine is down or not an engine: see its playbook first; nothing to change on the host"),
+    # issue 30, net.rdma: the fault is in the fabric's hardware
+    "rdma-port-down": lazy("a cable, transceiver, switch port or subnet manager to fix by hand: the playbook says which"),
+    "rdma-link-degraded": lazy("a cable, transceiver or switch port setting to replace or correct by hand"),
+    "rdma-link-errors": lazy("a cable or transceiver to clean or replace by hand, or congestion on the fabric"),
 }
 
 

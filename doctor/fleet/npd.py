@@ -32,7 +32,7 @@ MAX_OUTPUT_BYTES = 80  # NPD's default max_output_length, in bytes
 NPD_TIMEOUT_S = 5  # NPD's default global timeout: a plugin still running then is killed
 PLUGIN_TIMEOUT_S = 3  # ours, under NPD's: the answer takes tens of ms from a fresh state
 INVOKE_INTERVAL_S = 30  # NPD's default; the daemon beats every 15 s, so each run sees a new state
-CONCURRENCY = 3  # the three families at once (NPD's default)
+CONCURRENCY = 3  # NPD's default: of the four families one waits its turn (a run takes tens of ms)
 SOURCE = "llm-doctor-custom-plugin-monitor"
 # where contrib/kubernetes/Dockerfile.npd installs llm-doctor in NPD's image
 BINARY = "/opt/llm-doctor/bin/llm-doctor"
@@ -45,7 +45,7 @@ MIN_SEVERITIES = {"warning": Severity.WARNING, "critical": Severity.CRITICAL}
 
 @dataclass(frozen=True, slots=True)
 class Family:
-    name: str  # gpu | engine | host, as doctor/daemon/state.py's FAMILIES
+    name: str  # gpu | engine | host | net, as doctor/daemon/state.py's FAMILIES
     condition: str  # the node condition NPD sets
     reason: str  # the condition's reason while a problem stands (static: NPD wants one)
     ok_reason: str  # the default condition's reason and message, shown while healthy
@@ -60,6 +60,10 @@ FAMILIES = (
            lazy("llm-doctor finds no serving-engine problem on this node")),
     Family("host", "LlmDoctorHostProblem", "LlmDoctorHostProblem", "LlmDoctorHostHealthy",
            lazy("llm-doctor finds no host (CPU, memory, disk, limits) problem on this node")),
+    # issue 30: the network between hosts (net.rdma's InfiniBand/RoCE ports), NPD's
+    # "network" condition; --family net, as the daemon state names the family
+    Family("net", "LlmDoctorNetworkProblem", "LlmDoctorNetworkProblem", "LlmDoctorNetworkHealthy",
+           lazy("llm-doctor finds no network (InfiniBand, RoCE) problem on this node")),
 )
 BY_NAME = {f.name: f for f in FAMILIES}  # the state's FAMILIES (tests/test_npd.py checks)
 
