@@ -53,6 +53,7 @@ from probes.host import (
     storage as host_storage,
     sysctl as host_sysctl,
 )
+from probes.net import interfaces as net_interfaces
 
 # Host probes first, then the serving engines (probes/engine_*.py), then the GPUs
 # (probes/gpu_*.py): a scan lists them in this order.
@@ -436,6 +437,15 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=engine_quant.probe,
         summary=engine_quant.summary,
         needs=("engine.discovery",),
+    ),
+    ProbeSpec(
+        name="net.interfaces",
+        level=Level.QUICK,
+        description=lazy("Each network interface's state, MTU, speed and addresses, and whether a peer on another host can reach it (never lo, a container bridge or a link-local address)"),
+        reads=lazy("/sys/class/net/<if>/{operstate,carrier,flags,mtu,speed,type,bridge}; ip -j addr show, else /proc/net/fib_trie, /proc/net/route and /proc/net/if_inet6"),
+        timeout_s=10.0,
+        run=net_interfaces.probe,
+        summary=net_interfaces.summary,
     ),
 )
 
