@@ -53,7 +53,7 @@ from probes.host import (
     storage as host_storage,
     sysctl as host_sysctl,
 )
-from probes.net import interfaces as net_interfaces
+from probes.net import interfaces as net_interfaces, nccl_env as net_nccl_env
 
 # Host probes first, then the serving engines (probes/engine_*.py), then the GPUs
 # (probes/gpu_*.py): a scan lists them in this order.
@@ -446,6 +446,17 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=10.0,
         run=net_interfaces.probe,
         summary=net_interfaces.summary,
+    ),
+    ProbeSpec(
+        name="net.nccl_env",
+        level=Level.QUICK,
+        description=lazy("Each engine's NCCL, gloo and Ray network variables (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_DISABLE, NCCL_IB_GID_INDEX, VLLM_HOST_IP, ...) against the interfaces and RDMA ports this host has; its parallel layout from its flags"),
+        reads=lazy("net.interfaces; /proc/<pid>/environ, /proc/<pid>/cmdline, /sys/class/infiniband/<hca>/ports/<p>/{state,link_layer,gid_attrs/types/<index>}; NVML nvmlDeviceGetCount"),
+        timeout_s=10.0,
+        run=net_nccl_env.probe,
+        summary=net_nccl_env.summary,
+        needs=("engine.discovery",),
+        after=("net.interfaces",),
     ),
 )
 

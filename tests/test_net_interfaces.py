@@ -18,6 +18,7 @@ from doctor.seam.host import CommandOutput, Reason
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost, RecordingHost, RecordWriter
 from probes.net import interfaces
+from probes.helpers import net_interfaces
 
 PCI = "../../devices/pci0000:00/0000:00:03.0/0000:3b:00.0/net/"
 VIRTUAL = "../../devices/virtual/net/"
@@ -135,7 +136,7 @@ def test_without_ip_the_addresses_come_from_proc(records):
 @pytest.mark.parametrize("text", ["", "{}", "[1, {\"ifname\": 5}]", "[{\"ifname\": \"x\", \"addr_info\": [{\"local\": \"no\"}]}]"])
 def test_hostile_ip_json_gives_no_address_and_no_traceback(text):
     try:
-        assert interfaces._from_ip_json(text) == {}
+        assert net_interfaces._from_ip_json(text) == {}
     except ValueError:
         pass  # the probe turns it into a missing entry and reads /proc
 
