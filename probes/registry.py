@@ -53,7 +53,7 @@ from probes.host import (
     storage as host_storage,
     sysctl as host_sysctl,
 )
-from probes.net import interfaces as net_interfaces, nccl_env as net_nccl_env
+from probes.net import interfaces as net_interfaces, nccl_env as net_nccl_env, nccl_log as net_nccl_log
 
 # Host probes first, then the serving engines (probes/engine_*.py), then the GPUs
 # (probes/gpu_*.py): a scan lists them in this order.
@@ -457,6 +457,16 @@ PROBES: tuple[ProbeSpec, ...] = (
         summary=net_nccl_env.summary,
         needs=("engine.discovery",),
         after=("net.interfaces",),
+    ),
+    ProbeSpec(
+        name="net.nccl_log",
+        level=Level.QUICK,
+        description=lazy("NCCL's own words (NCCL_DEBUG=INFO) in the log scan --nccl-log names or in each engine's stdout/stderr files: the network and transports it chose, GPUDirect RDMA, the bootstrap interface, init failures"),
+        reads=lazy("the --nccl-log file, else /proc/<pid>/fd/1 and 2 of each NCCL engine where they link to a file: its first MiB and last 2 MiB; /sys/class/infiniband"),
+        timeout_s=15.0,
+        run=net_nccl_log.probe,
+        summary=net_nccl_log.summary,
+        after=("engine.discovery",),
     ),
 )
 

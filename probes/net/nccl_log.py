@@ -1,0 +1,163 @@
+"""net.nccl_log: what NCCL itself said about the network it chose (``NCCL_DEBUG=INFO``).
+
+Sources: the log ``scan --nccl-log PATH`` names, else each NCCL engine's standard output
+and error where they are regular files (``/proc/<pid>/fd/1`` and ``2`` link to a file: an
+engine started as ``vllm serve … > vllm.log 2>&1``; a pipe, a socket, a terminal or the
+journal is not read). The text is hostile: only a regular file is read (its size is listed
+first, so a FIFO or a device is never opened), its first MiB (where NCCL's init lines are)
+and its last 2 MiB (the newest: a failure at start is the end of the log), each line cut at
+4,096 characters, undecodable bytes replaced. What the lines say: probes/helpers/nccl_text.py.
+Privilege: the engine's user or root for its /proc/<pid>/fd; the file's own permissions.
+Manual equivalent: ``grep -E 'NCCL (INFO|WARN)' vllm.log | grep -E 'Bootstrap|NET/|via|GPU Direct'``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from doctor.i18n import t
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host, HostReadError
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.gpu_common import reason_of
+from probes.helpers.nccl_text import Failure, Said, parse
+
+KINDS = ("vllm", "sglang", "tensorrt-llm", "triton")  # engines that run NCCL groups
+HEAD_BYTES = 1 << 20  # NCCL's init lines come first
+TAIL_BYTES = 2 << 20  # and a failure at start ends the log
+CHUNK = 1 << 20  # one ranged read (the seam reads at most 1 MiB at a time)
+MAX_LOGS = 8
+MAX_LINES = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLog:
+    source: str  # "--nccl-log", "stdout of vllm at … pid 4242"
+    path: str
+    size_bytes: int | None
+    bytes_read: int
+    skipped_bytes: int  # the middle of a larger file, not read
+    said: Said | None  # None: not read (``error`` says why)
+    rdma_devices_here: int | None  # /sys/class/infiniband entries on this host; None: unreadable
+    error: str | None  # one line: why the file was not read
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLogRecord:
+    logs: tuple[NcclLog, ...]
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def _size(host: Host, path: str) -> tuple[int | None, str | None]:
+    """The size of ``path`` when it is a regular file, else why it is not read. Listing its
+    folder tells a regular file (with its size) from a FIFO, socket or device without
+    opening it."""
+    folder, name = posixpath.split(path)
+    try:
+        files = host.list_files(folder or "/")
+    except HostReadError as exc:
+        return None, t("{path}: its folder cannot be read ({reason})", path=path, reason=reason_of(exc))
+    if name in files:
+        return files[name], None
+    try:
+        dirs = host.list_dirs(folder or "/")
+    except HostReadError:
+        dirs = []
+    if name in dirs:
+        return None, t("{path} is a directory: name the log file", path=path)
+    return None, t("{path}: no such regular file (absent, or a FIFO, socket or device: not read)", path=path)
+
+
+def read_lines(host: Host, path: str, size: int) -> tuple[list[str], int, int]:
+    """(lines, bytes read, bytes skipped) of the head and tail of a file of ``size`` bytes."""
+    if size <= HEAD_BYTES + TAIL_BYTES:  # the whole file, as one text
+        spans = [(0, size)]
+    else:  # the head and the tail, each cut at a line's end
+        spans = [(0, HEAD_BYTES), (size - TAIL_BYTES, TAIL_BYTES)]
+    chunks, got = [], 0
+    for start, length in spans:
+        data = b""
+        for offset in range(start, start + length, CHUNK):
+            piece = host.read_bytes(path, offset, min(CHUNK, start + length - offset))
+            data += piece
+            if len(piece) < min(CHUNK, start + length - offset):
+                break  # the file shrank while read
+        got += len(data)
+        chunks.append(data.decode("utf-8", "replace").splitlines())
+    skipped = max(0, size - got)
+    lines = chunks[0]
+    if len(chunks) > 1:  # a line cut at either edge of the gap is no line
+        lines = lines[:-1] + chunks[1][1:]
+    return lines[:MAX_LINES], got, skipped
+
+
+def read_log(host: Host, source: str, path: str, rdma: int | None) -> NcclLog:
+    size, why = _size(host, path)
+    if size is None:
+        return NcclLog(source, path, None, 0, 0, None, rdma, why)
+    try:
+        lines, got, skipped = read_lines(host, path, size)
+    except HostReadError as exc:
+        return NcclLog(source, path, size, 0, 0, None, rdma, t("{path}: not read ({reason})", path=path, reason=reason_of(exc)))
+    return NcclLog(source, path, size, got, skipped, parse(lines), rdma, None)
+
+
+def engine_logs(host: Host, options: ScanOptions, inputs: Inputs) -> list[tuple[str, str]]:
+    """(source, path) of each NCCL engine's stdout/stderr that links to a file."""
+    out: list[tuple[str, str]] = []
+    for engine in found_engines(host, options, inputs).engines:
+        if engine.pid is None or engine.kind not in KINDS:
+            continue
+        label = f"{engine.kind} at {engine.base_url}" + f" pid {engine.pid}"
+        for fd, stream in ((1, "stdout"), (2, "stderr")):
+            try:
+                target = host.read_link(f"/proc/{engine.pid}/fd/{fd}")
+            except HostReadError:
+                continue
+            if target.startswith("/") and not target.startswith(("/dev/", "/proc/")) \
+                    and not target.endswith(" (deleted)") and target not in (p for _, p in out):
+                out.append((f"{stream} of {label}", target))
+    return out[:MAX_LOGS]
+
+
+def rdma_count(host: Host) -> int | None:
+    try:
+        return len(host.list_dirs("/sys/class/infiniband"))
+    except HostReadError as exc:
+        return 0 if reason_of(exc) == "not-found" else None
+
+
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NcclLogRecord:
+    """NCCL's lines in the named log, or in each NCCL engine's stdout/stderr files."""
+    named = options.nccl_log
+    sources = [("--nccl-log", named)] if named else engine_logs(host, options, inputs)
+    if not sources:
+        raise Skip(t("no NCCL log: name one with --nccl-log PATH (an engine started with "
+                     "NCCL_DEBUG=INFO), or start the engine with its output sent to a file"))
+    rdma = rdma_count(host)
+    return NcclLogRecord(tuple(read_log(host, source, path, rdma) for source, path in sources))
+
+
+def summary(record: NcclLogRecord) -> str:
+    return t("; ").join(_one(log) for log in record.logs)
+
+
+def _one(log: NcclLog) -> str:
+    if log.said is None:
+        return log.error or t("{path}: not read", path=log.path)
+    said = log.said
+    if not said.nccl_lines:
+        return t("{path}: no NCCL INFO/WARN line (start the engine with NCCL_DEBUG=INFO)", path=log.path)
+    line = t("{path}: {lines} NCCL lines, network {network}", path=log.path, lines=said.nccl_lines,
+             network=said.network or t("not said"))
+    if said.transports:
+        line += t(", channels via {transports}", transports=", ".join(f"{k} x{v}" for k, v in said.transports.items()))
+    if said.failures:
+        line += t(", failures: {failures}", failures=", ".join(_failure(f) for f in said.failures))
+    return line
+
+
+def _failure(f: Failure) -> str:
+    return f"{f.kind} x{f.count}"
