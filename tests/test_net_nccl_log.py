@@ -10,7 +10,11 @@ An engine's stdout sent to a file is found through /proc/<pid>/fd/1 of a recorde
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +136,18 @@ def test_a_missing_file_or_a_directory_is_one_clear_line(tmp_path):
         assert log.said is None and words in log.error and "\n" not in log.error
         assert nccl_log.summary(record) == log.error
         assert findings(record, 4) == []
+
+
+@pytest.mark.slow  # runs the command line: a quick scan of this machine
+def test_scan_nccl_log_names_a_relative_file_and_finds_the_failure(tmp_path):
+    out = tmp_path / "scan.json"
+    run = subprocess.run([sys.executable, "-m", "doctor.commands.entry", "scan", "--level", "quick",
+                          "--no-progress", "--nccl-log", "vllm-2084-no-socket-interface.log",
+                          "--format", "json", "-o", str(out)],
+                         cwd=LOGS, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert run.returncode == 2, run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert ("nccl-init-failed", "critical") in {(f["rule"], f["severity"]) for f in report["findings"]}
+    probe = next(p for p in report["probes"] if p["name"] == "net.nccl_log")
+    assert str(LOGS / "vllm-2084-no-socket-interface.log") in probe["summary"]
