@@ -10,9 +10,11 @@ capture of this machine replays to the same record.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from doctor._toml import tomllib
 from doctor.model import ScanOptions
 from doctor.seam.host import CommandOutput, Reason
 from doctor.seam.live import LiveHost
@@ -150,3 +152,30 @@ def test_a_capture_of_this_machine_replays_to_the_same_record(tmp_path):
     assert captured == live
     assert interfaces.probe(RecordedHost(tmp_path / "cap"), ScanOptions()) == live
     assert any(i.kind == "loopback" and not i.peer_reachable for i in live.interfaces)
+
+
+NET_SYSFS = sorted((Path(__file__).parent / "fixtures" / "net_sysfs").glob("*.toml"))
+
+
+@pytest.mark.parametrize("source", NET_SYSFS, ids=lambda p: p.stem)
+def test_real_sysfs_net_trees_read_as_their_files_say(tmp_path, source):
+    """Prometheus' real /sys/class/net fixtures (tests/fixtures/convert_net_ttar.py), replayed.
+    Where the archive keeps an interface as a directory, not the kernel's link, the link's
+    text is its name: the kind is then judged "physical", as nothing says otherwise."""
+    tree = tomllib.loads(source.read_text())
+    w = RecordWriter(tmp_path / "host")
+    w.links("/sys/class/net", {i["name"]: i["target"] or i["name"] for i in tree["interface"]})
+    for item in tree["interface"]:
+        for leaf, value in item["files"].items():
+            w.file(f"/sys/class/net/{item['name']}/{leaf}", value + "\n")
+    w.error("ip -j addr show", Reason.NOT_FOUND)
+    w.save({"level": "quick"}, hostname="procfs-fixture")
+    record = interfaces.probe(RecordedHost(tmp_path / "host"), ScanOptions())
+    assert [i.name for i in record.interfaces] == [i["name"] for i in tree["interface"]]
+    for got, item in zip(record.interfaces, tree["interface"]):
+        files = item["files"]
+        assert got.operstate == files["operstate"] and got.mtu == int(files["mtu"])
+        assert got.speed_mbps == (int(files["speed"]) if int(files["speed"]) > 0 else None)
+        assert got.admin_up is True and got.carrier is True and got.up
+        assert got.why_unreachable == "no address"  # the archives hold no /proc/net addresses
+    assert record.reachable == () and record.address_source is None

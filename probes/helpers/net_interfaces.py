@@ -119,7 +119,7 @@ def _from_ip_json(stdout: str) -> dict[str, list[Address]]:
     for entry in data[:MAX_INTERFACES]:
         if not isinstance(entry, dict) or not isinstance(entry.get("ifname"), str):
             continue
-        infos = entry.get("addr_info") if isinstance(entry.get("addr_info"), list) else []
+        infos: list = entry["addr_info"] if isinstance(entry.get("addr_info"), list) else []
         for info in infos[:MAX_ADDRESSES]:
             if isinstance(info, dict) and isinstance(info.get("local"), str):
                 prefix = info.get("prefixlen")
@@ -211,7 +211,8 @@ def _judge(kind: str, up: bool, addrs: tuple[Address, ...]) -> str | None:
 
 
 def interface(host: Host, name: str, target: str, addrs: list[Address]) -> Interface:
-    base, missing = f"/sys/class/net/{name}", {}
+    base = f"/sys/class/net/{name}"
+    missing: dict[str, str] = {}
     operstate = _read(host, f"{base}/operstate", missing, "operstate")
     flags = _int(_read(host, f"{base}/flags", missing, "flags"), 16)
     carrier_text = _read(host, f"{base}/carrier", {}, "carrier")  # EINVAL while down
