@@ -115,7 +115,7 @@ def test_kinds_states_and_reach_from_ip_json(records):
     assert {n: i.kind for n, i in found.items()} == {
         "ens1f0": "physical", "ens1f1": "physical", "ib0": "physical", "lo": "loopback",
         "docker0": "container-bridge", "br0": "bridge", "veth1a2b": "veth"}
-    assert found["ib0"].type == "infiniband" and found["ens1f0"].speed_mbps == 100000
+    assert found["ib0"].type == "infiniband" and found["ens1f0"].speed_mbits == 100000
     assert found["lo"].up and not found["ens1f1"].up and found["ens1f1"].carrier is None
     assert {n: i.why_unreachable for n, i in found.items()} == {
         "ens1f0": None, "ens1f1": "down", "ib0": "link-local only", "lo": "loopback",
@@ -175,7 +175,7 @@ def test_real_sysfs_net_trees_read_as_their_files_say(tmp_path, source):
     for got, item in zip(record.interfaces, tree["interface"]):
         files = item["files"]
         assert got.operstate == files["operstate"] and got.mtu == int(files["mtu"])
-        assert got.speed_mbps == (int(files["speed"]) if int(files["speed"]) > 0 else None)
+        assert got.speed_mbits == (int(files["speed"]) if int(files["speed"]) > 0 else None)
         assert got.admin_up is True and got.carrier is True and got.up
         assert got.why_unreachable == "no address"  # the archives hold no /proc/net addresses
     assert record.reachable == () and record.address_source is None

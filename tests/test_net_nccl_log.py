@@ -66,13 +66,13 @@ def test_every_log_in_the_folder_is_judged():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_real_logs_give_the_findings_their_threads_describe(records, name):
     record = records[name]
-    assert record.logs[0].error is None and record.logs[0].said.nccl_lines > 0
+    assert record.logs[0].error is None and record.logs[0].nccl_lines > 0
     for rdma, want in zip((0, 4), EXPECTED[name]):
         assert {f.rule for f in findings(record, rdma)} == want, (name, rdma)
 
 
 def test_what_the_real_lines_say(records):
-    said = {name: r.logs[0].said for name, r in records.items()}
+    said = {name: r.logs[0] for name, r in records.items()}
     assert said["vllm-8447-two-nodes-ib.log"].network == "IB" and said["vllm-8447-two-nodes-ib.log"].nodes == 2
     assert said["nccl-1537-gdr-disabled-roce.log"].ib_devices == ("mlx5_0:1/RoCE", "mlx5_1:1/RoCE")
     assert said["nccl-1537-gdr-disabled-roce.log"].gdr_disabled_hcas == ("mlx5_0", "mlx5_1")
@@ -133,7 +133,7 @@ def test_a_missing_file_or_a_directory_is_one_clear_line(tmp_path):
     for path, words in ((tmp_path / "absent.log", "no such regular file"), (tmp_path, "is a directory")):
         record = nccl_log.probe(LiveHost(), ScanOptions(nccl_log=str(path)))
         log = record.logs[0]
-        assert log.said is None and words in log.error and "\n" not in log.error
+        assert log.nccl_lines == 0 and words in log.error and "\n" not in log.error
         assert nccl_log.summary(record) == log.error
         assert findings(record, 4) == []
 

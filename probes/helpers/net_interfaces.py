@@ -58,7 +58,7 @@ class Interface:
     carrier: bool | None  # None: the kernel does not say (an interface that is down)
     up: bool  # operstate up, or unknown with admin up and carrier (lo, tun)
     mtu: int | None
-    speed_mbps: int | None  # None: down, virtual, or unknown (-1)
+    speed_mbits: int | None  # megabits/s as the kernel says; None: down, virtual, or unknown (-1)
     addresses: tuple[Address, ...]
     # up, not loopback or a container bridge, with an address a peer on another host can reach
     peer_reachable: bool

@@ -13,6 +13,7 @@ Manual equivalent: ``grep -E 'NCCL (INFO|WARN)' vllm.log | grep -E 'Bootstrap|NE
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from dataclasses import dataclass, field
 
@@ -34,14 +35,31 @@ MAX_LINES = 200_000
 
 @dataclass(frozen=True, slots=True)
 class NcclLog:
+    """One log and what NCCL said in it (probes/helpers/nccl_text.py ``Said``, field for
+    field; all empty when it was not read, and ``error`` says why)."""
+
     source: str  # "--nccl-log", "stdout of vllm at … pid 4242"
     path: str
     size_bytes: int | None
     bytes_read: int
     skipped_bytes: int  # the middle of a larger file, not read
-    said: Said | None  # None: not read (``error`` says why)
     rdma_devices_here: int | None  # /sys/class/infiniband entries on this host; None: unreadable
-    error: str | None  # one line: why the file was not read
+    error: str | None  # one line: why the file was not read; None when it was
+    nccl_lines: int = 0
+    warn_lines: int = 0
+    network: str | None = None  # "IB", "Socket", a plugin's name
+    bootstrap_ifs: tuple[str, ...] = ()  # "eth0:10.0.0.1"
+    socket_ifs: tuple[str, ...] = ()
+    ib_devices: tuple[str, ...] = ()  # "mlx5_0:1/RoCE"
+    ib_no_device: bool = False
+    ib_disabled_by_env: bool = False
+    gdr_disabled_hcas: tuple[str, ...] = ()
+    gdr_enabled: bool = False
+    transports: dict[str, int] = field(default_factory=dict)  # channel lines per transport
+    nodes: int | None = None  # the largest nNodes said
+    ranks: int | None = None
+    bootstrap_on_lo: bool = False
+    failures: tuple[Failure, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +114,14 @@ def read_lines(host: Host, path: str, size: int) -> tuple[list[str], int, int]:
 def read_log(host: Host, source: str, path: str, rdma: int | None) -> NcclLog:
     size, why = _size(host, path)
     if size is None:
-        return NcclLog(source, path, None, 0, 0, None, rdma, why)
+        return NcclLog(source, path, None, 0, 0, rdma, why)
     try:
         lines, got, skipped = read_lines(host, path, size)
     except HostReadError as exc:
-        return NcclLog(source, path, size, 0, 0, None, rdma, t("{path}: not read ({reason})", path=path, reason=reason_of(exc)))
-    return NcclLog(source, path, size, got, skipped, parse(lines), rdma, None)
+        return NcclLog(source, path, size, 0, 0, rdma, t("{path}: not read ({reason})", path=path, reason=reason_of(exc)))
+    said = parse(lines)
+    return NcclLog(source, path, size, got, skipped, rdma, None,
+                   **{f.name: getattr(said, f.name) for f in dataclasses.fields(Said)})
 
 
 def engine_logs(host: Host, options: ScanOptions, inputs: Inputs) -> list[tuple[str, str]]:
@@ -145,9 +165,9 @@ def summary(record: NcclLogRecord) -> str:
 
 
 def _one(log: NcclLog) -> str:
-    if log.said is None:
-        return log.error or t("{path}: not read", path=log.path)
-    said = log.said
+    if log.error is not None:
+        return log.error
+    said = log
     if not said.nccl_lines:
         return t("{path}: no NCCL INFO/WARN line (start the engine with NCCL_DEBUG=INFO)", path=log.path)
     line = t("{path}: {lines} NCCL lines, network {network}", path=log.path, lines=said.nccl_lines,

@@ -28,9 +28,11 @@ import re
 from typing import Iterator
 
 from doctor.daemon.catalog import engine, gpu, host
+from doctor.daemon.catalog import net_nccl
 from doctor.daemon.catalog.rows import KINDS, Metric, Table
 
-TABLES: dict[str, Table] = {t.probe: t for t in (*host.TABLES, *engine.TABLES, *gpu.TABLES)}
+TABLES: dict[str, Table] = {t.probe: t for t in (*host.TABLES, *engine.TABLES, *gpu.TABLES,
+                                                  *net_nccl.TABLES)}
 
 # Units a name must not carry (promtool's abbreviations, and the records' own spellings):
 # the base unit takes their place.
