@@ -93,6 +93,7 @@ IB_DOWN = ("mlx5_1", 1, "1: DOWN", "InfiniBand", {})
     ({"VLLM_HOST_IP": "172.17.0.1"}, (), {"VLLM_HOST_IP": "unroutable"}),
     ({"VLLM_HOST_IP": "10.9.9.9"}, (), {"VLLM_HOST_IP": "not-local"}),
     ({"VLLM_HOST_IP": "10.10.1.5"}, (), {"VLLM_HOST_IP": None}),
+    ({"RAY_OVERRIDE_NODE_IP_ADDRESS": "127.0.0.1"}, (), {"RAY_OVERRIDE_NODE_IP_ADDRESS": "unroutable"}),
     ({"NCCL_IB_DISABLE": "1"}, (ROCE,), {"NCCL_IB_DISABLE": "ib-disabled"}),
     ({"NCCL_IB_DISABLE": "1"}, (IB_DOWN,), {"NCCL_IB_DISABLE": None}),  # no active port: nothing lost
     ({"NCCL_NET": "Socket"}, (ROCE,), {"NCCL_NET": "ib-disabled"}),
@@ -124,3 +125,13 @@ def test_only_the_named_variables_reach_the_record(root):
     record = plant(root, {"HF_TOKEN": "hf_secret", "NCCL_SOCKET_IFNAME": "ens"})
     assert record.engines[0].env == {"NCCL_SOCKET_IFNAME": "ens"}
     assert "hf_secret" not in repr(record)
+
+
+def test_nccls_default_is_judged_only_for_a_group_across_hosts(root):
+    # NCCL's default takes ib* first: ib0 here is up with a link-local address only
+    vllm16 = ["vllm", "serve", "/m", "-tp", "16"]  # 16 GPUs, 8 here: two hosts
+    record = plant(root, {}, argv=vllm16)
+    assert [(c.variable, c.value, c.problem, c.matched) for c in record.checks] == [
+        ("NCCL_SOCKET_IFNAME", "", "default-unroutable", ("ib0",))]
+    assert plant(root, {}).checks == ()  # tp 4 on this host's 8 GPUs: one host, not judged
+    assert problems(plant(root, {"NCCL_SOCKET_IFNAME": "ens"}, argv=vllm16)) == {"NCCL_SOCKET_IFNAME": None}

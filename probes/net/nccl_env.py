@@ -13,6 +13,10 @@ NCCL_SOCKET_IFNAME and NCCL_IB_HCA; src/misc/utils.cc ``parseStringList``/``matc
 a comma list of prefixes, each optionally ``:port``; a leading ``^`` excludes what matches,
 then a leading ``=`` makes every entry an exact name (``^=docker0``). ``GLOO_SOCKET_IFNAME``
 is torch's: a comma list of exact names (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp).
+Ray's node address: ``RAY_OVERRIDE_NODE_IP_ADDRESS`` (Ray's own override of the address it
+detects), ``RAY_NODE_IP_ADDRESS`` (the name launch scripts export for ``ray start
+--node-ip-address``), and ``--node-ip-address`` on the engine's own command line; the raylet's
+command line is not read.
 
 Sources: ``/proc/<pid>/environ`` (the engine's user or root; only the named variables are
 kept), ``/proc/<pid>/cmdline`` (the layout flags), net.interfaces' record (or the same reads,
@@ -43,7 +47,7 @@ from probes.helpers.process_env import env_value
 KINDS = ("vllm", "sglang", "tensorrt-llm", "triton")  # engines that run NCCL groups
 VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE",
              "NCCL_IB_GID_INDEX", "NCCL_NET_GDR_LEVEL", "NCCL_NET", "VLLM_HOST_IP",
-             "RAY_NODE_IP_ADDRESS", "NCCL_SOCKET_FAMILY")
+             "RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS", "NCCL_SOCKET_FAMILY")
 MAX_ENTRIES = 32  # of one list variable
 MAX_HCAS = 64
 MAX_PORTS = 8
@@ -67,10 +71,11 @@ class EnvCheck:
     engine: str  # "vllm at http://127.0.0.1:8000 pid 4242"
     pid: int
     variable: str  # NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_HCA, VLLM_HOST_IP, ...
-    value: str
+    value: str  # as set; "" where unset (NCCL's default judged)
     # None: fine. "no-match" (names nothing here), "down", "no-address", "unroutable" (only
     # lo, a container bridge or link-local addresses), "not-local" (an address this host
-    # does not hold), "hca-down", "ib-disabled", "gdr-off", "gid-not-rocev2", "gid-missing"
+    # does not hold), "hca-down", "ib-disabled", "gdr-off", "gid-not-rocev2", "gid-missing";
+    # "default-unroutable": unset, and NCCL's default takes an interface no peer can reach
     problem: str | None
     detail: str  # what matched and in what state, in one line
     matched: tuple[str, ...]  # the interfaces or HCA ports the value selects
@@ -152,6 +157,21 @@ def check_ifname(variable: str, value: str, record: InterfacesRecord) -> tuple[s
         chosen = [i for i in record.interfaces if selects(value, i.name)]
     problem, detail = _socket_check(value, chosen)
     return problem, detail, tuple(i.name for i in chosen)
+
+
+def check_default(record: InterfacesRecord) -> tuple[str | None, str, tuple[str, ...]] | None:
+    """NCCL_SOCKET_IFNAME unset: NCCL takes the ``ib*`` interfaces that are up with an
+    address, else every other one but ``docker*`` and ``lo*`` (src/misc/socket.cc
+    ``ncclFindInterfaces``). A container bridge (cni0, virbr0) or a veth in that set can be
+    the one its bootstrap picks (NVIDIA/nccl#913): a finding for a group across hosts."""
+    usable = [i for i in record.interfaces if i.up and i.addresses]
+    chosen = [i for i in usable if i.name.startswith("ib")] or \
+        [i for i in usable if not i.name.startswith(("docker", "lo"))]
+    wrong = [i for i in chosen if not i.peer_reachable]
+    if not wrong:
+        return None
+    shown = ", ".join(f"{i.name} ({i.why_unreachable})" for i in wrong[:8])
+    return "default-unroutable", shown, tuple(i.name for i in chosen)
 
 
 def check_address(value: str, record: InterfacesRecord) -> tuple[str | None, str, tuple[str, ...]]:
@@ -272,7 +292,11 @@ def _checks(host: Host, label: str, pid: int, env: dict[str, str], nodes: int | 
     for variable in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
         if env.get(variable):
             add(variable, env[variable], check_ifname(variable, env[variable], record))
-    for variable in ("VLLM_HOST_IP", "RAY_NODE_IP_ADDRESS"):
+    if not env.get("NCCL_SOCKET_IFNAME") and nodes is not None and nodes > 1:
+        verdict = check_default(record)
+        if verdict is not None:
+            add("NCCL_SOCKET_IFNAME", "", verdict)
+    for variable in ("VLLM_HOST_IP", "RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS"):
         if env.get(variable):
             add(variable, env[variable], check_address(env[variable], record))
     if ports and env.get("NCCL_IB_HCA"):
