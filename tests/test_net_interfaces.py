@@ -32,7 +32,7 @@ NICS = {
     "lo": (VIRTUAL + "lo", "unknown", "0x9", "1", "772", "65536", None, False),
     "docker0": (VIRTUAL + "docker0", "up", "0x1003", "1", "1", "1500", None, True),
     "br0": (VIRTUAL + "br0", "up", "0x1003", "1", "1", "1500", None, True),
-    "veth1a2b": (VIRTUAL + "veth1a2b", "up", "0x1003", "1", "1", "1500", "10000", False),
+    "cali1a2b": (VIRTUAL + "cali1a2b", "up", "0x1003", "1", "1", "1500", "10000", False),
 }
 IP_JSON = [
     {"ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8}]},
@@ -41,7 +41,7 @@ IP_JSON = [
     {"ifname": "ib0", "addr_info": [{"family": "inet6", "local": "fe80::2", "prefixlen": 64}]},
     {"ifname": "docker0", "addr_info": [{"family": "inet", "local": "172.17.0.1", "prefixlen": 16}]},
     {"ifname": "br0", "addr_info": [{"family": "inet", "local": "10.20.0.1", "prefixlen": 24}]},
-    {"ifname": "veth1a2b", "addr_info": []},
+    {"ifname": "cali1a2b", "addr_info": [], "linkinfo": {"info_kind": "veth"}},  # Calico's veth
     {"ifname": "ens1f1", "addr_info": [{"family": "inet", "local": "10.10.2.5", "prefixlen": 24}]},
 ]
 # /proc/net/fib_trie, /proc/net/route and /proc/net/if_inet6 in the kernel's layout
@@ -88,7 +88,7 @@ def build(root, ip_installed: bool = True):
                 w.file(f"{base}/{leaf}", value + "\n")
         if bridge:
             w.file(f"{base}/bridge/bridge_id", "8000.0242ac110002\n")
-    argv = ("ip", "-j", "addr", "show")
+    argv = ("ip", "-j", "-d", "addr", "show")
     if ip_installed:
         w.command(argv, CommandOutput(argv, 0, json.dumps(IP_JSON), ""))
     else:
@@ -114,14 +114,14 @@ def test_kinds_states_and_reach_from_ip_json(records):
     found = by_name(records[True])
     assert {n: i.kind for n, i in found.items()} == {
         "ens1f0": "physical", "ens1f1": "physical", "ib0": "physical", "lo": "loopback",
-        "docker0": "container-bridge", "br0": "bridge", "veth1a2b": "veth"}
+        "docker0": "container-bridge", "br0": "bridge", "cali1a2b": "veth"}
     assert found["ib0"].type == "infiniband" and found["ens1f0"].speed_mbits == 100000
     assert found["lo"].up and not found["ens1f1"].up and found["ens1f1"].carrier is None
     assert {n: i.why_unreachable for n, i in found.items()} == {
         "ens1f0": None, "ens1f1": "down", "ib0": "link-local only", "lo": "loopback",
-        "docker0": "container bridge", "br0": None, "veth1a2b": "no address"}
+        "docker0": "container bridge", "br0": None, "cali1a2b": "no address"}
     assert records[True].reachable == ("br0", "ens1f0")
-    assert records[True].address_source == "ip -j addr show"
+    assert records[True].address_source == "ip -j -d addr show"
 
 
 def test_without_ip_the_addresses_come_from_proc(records):
@@ -138,7 +138,7 @@ def test_without_ip_the_addresses_come_from_proc(records):
 @pytest.mark.parametrize("text", ["", "{}", "[1, {\"ifname\": 5}]", "[{\"ifname\": \"x\", \"addr_info\": [{\"local\": \"no\"}]}]"])
 def test_hostile_ip_json_gives_no_address_and_no_traceback(text):
     try:
-        assert net_interfaces._from_ip_json(text) == {}
+        assert net_interfaces._from_ip_json(text)[0] == {}
     except ValueError:
         pass  # the probe turns it into a missing entry and reads /proc
 
@@ -168,7 +168,7 @@ def test_real_sysfs_net_trees_read_as_their_files_say(tmp_path, source):
     for item in tree["interface"]:
         for leaf, value in item["files"].items():
             w.file(f"/sys/class/net/{item['name']}/{leaf}", value + "\n")
-    w.error("ip -j addr show", Reason.NOT_FOUND)
+    w.error("ip -j -d addr show", Reason.NOT_FOUND)
     w.save({"level": "quick"}, hostname="procfs-fixture")
     record = interfaces.probe(RecordedHost(tmp_path / "host"), ScanOptions())
     assert [i.name for i in record.interfaces] == [i["name"] for i in tree["interface"]]

@@ -35,7 +35,7 @@ INTERFACES = InterfacesRecord(
      nic("lo", "loopback", addrs=(("127.0.0.1", False, "loopback"),)),
      nic("docker0", "container-bridge", addrs=(("172.17.0.1", True, None),)),
      nic("ib0", addrs=(("fe80::2", False, "link-local"),))),
-    ("ens1f0",), "ip -j addr show")
+    ("ens1f0",), "ip -j -d addr show")
 INPUTS = Inputs().adding("net.interfaces", INTERFACES)
 
 

@@ -11,8 +11,8 @@ Sources (no privilege): ``/sys/class/net`` (the links: a target under ``devices/
 is a software interface, one under ``devices/pci…`` a NIC), and per interface
 ``operstate``, ``carrier``, ``flags`` (IFF_UP, 0x1), ``mtu``, ``speed`` (Mb/s; the kernel
 refuses it for a link that is down or virtual), ``type`` (ARPHRD: 1 Ethernet, 32
-InfiniBand, 772 loopback) and ``bridge/bridge_id`` (present on a bridge). Addresses from
-``ip -j addr show`` (iproute2), or where it is not installed from ``/proc/net/fib_trie``
+InfiniBand, 772 loopback) and ``bridge/bridge_id`` (present on a bridge). Addresses (and the driver's kind: veth, bridge) from
+``ip -j -d addr show`` (iproute2), or where it is not installed from ``/proc/net/fib_trie``
 with ``/proc/net/route`` (the IPv4 addresses marked ``/32 host LOCAL``, each given to the
 interface of the connected route that holds it) and ``/proc/net/if_inet6`` (IPv6, per
 interface). Manual equivalent: ``ip -br addr; ip -d link; cat /sys/class/net/*/operstate``.
@@ -70,7 +70,7 @@ class Interface:
 class InterfacesRecord:
     interfaces: tuple[Interface, ...]
     reachable: tuple[str, ...]  # names of the interfaces a peer on another host can reach
-    address_source: str | None  # "ip -j addr show" or "/proc/net/fib_trie"; None: no address read
+    address_source: str | None  # "ip -j -d addr show" or "/proc/net/fib_trie"; None: no address read
     missing: dict[str, str] = field(default_factory=dict)
 
 
@@ -89,14 +89,18 @@ def _int(text: str | None, base: int = 10) -> int | None:
         return None
 
 
-def kind_of(name: str, target: str, type_code: int | None, is_bridge: bool) -> str:
-    """The interface's kind from its name, sysfs link target and ARPHRD type."""
+def kind_of(name: str, target: str, type_code: int | None, is_bridge: bool,
+            link_kind: str | None = None) -> str:
+    """The interface's kind from its name, sysfs link target, ARPHRD type and the driver
+    kind iproute2 reports (``ip -d``: linkinfo.info_kind "veth", "bridge", "vlan"...)."""
     if type_code == 772 or name == "lo":
         return "loopback"
-    if is_bridge or CONTAINER_BRIDGE.match(name):
+    if is_bridge or link_kind == "bridge" or CONTAINER_BRIDGE.match(name):
         return "container-bridge" if CONTAINER_BRIDGE.match(name) else "bridge"
+    if link_kind == "veth" or ("/devices/virtual/" in target and name.startswith("veth")):
+        return "veth"
     if "/devices/virtual/" in target:
-        return "veth" if name.startswith("veth") else "virtual"
+        return "virtual"
     return "physical"
 
 
@@ -111,14 +115,19 @@ def address_of(text: str, prefix_len: int | None) -> Address | None:
     return Address(str(ip), family, prefix_len, why is None, why)
 
 
-def _from_ip_json(stdout: str) -> dict[str, list[Address]]:
+def _from_ip_json(stdout: str) -> tuple[dict[str, list[Address]], dict[str, str]]:
+    """(addresses, driver kind) of each interface in ``ip -j -d addr show``'s output."""
     data = json.loads(stdout)
     found: dict[str, list[Address]] = {}
+    kinds: dict[str, str] = {}
     if not isinstance(data, list):
         raise ValueError("not a list")
     for entry in data[:MAX_INTERFACES]:
         if not isinstance(entry, dict) or not isinstance(entry.get("ifname"), str):
             continue
+        info_kind = entry["linkinfo"].get("info_kind") if isinstance(entry.get("linkinfo"), dict) else None
+        if isinstance(info_kind, str) and info_kind.isalnum() and len(info_kind) <= 16:
+            kinds[entry["ifname"]] = info_kind
         infos: list = entry["addr_info"] if isinstance(entry.get("addr_info"), list) else []
         for info in infos[:MAX_ADDRESSES]:
             if isinstance(info, dict) and isinstance(info.get("local"), str):
@@ -126,7 +135,7 @@ def _from_ip_json(stdout: str) -> dict[str, list[Address]]:
                 addr = address_of(info["local"], prefix if isinstance(prefix, int) else None)
                 if addr is not None:
                     found.setdefault(entry["ifname"], []).append(addr)
-    return found
+    return found, kinds
 
 
 def fib_trie_locals(text: str) -> list[str]:
@@ -179,20 +188,26 @@ def _from_proc(host: Host, missing: dict[str, str]) -> dict[str, list[Address]]:
     return found
 
 
-def addresses(host: Host) -> tuple[dict[str, list[Address]], str | None, dict[str, str]]:
-    """Every interface's addresses, from ``ip -j addr show`` or else /proc; and the source."""
+IP_ARGV = ("ip", "-j", "-d", "addr", "show")
+IP_SOURCE = "ip -j -d addr show"
+
+
+def addresses(host: Host) -> tuple[dict[str, list[Address]], dict[str, str], str | None, dict[str, str]]:
+    """Every interface's addresses and driver kind, from ``ip -j -d addr show`` or else
+    /proc (no kinds); the source; what could not be read."""
     missing: dict[str, str] = {}
     try:
-        out = host.run(["ip", "-j", "addr", "show"], timeout_s=5.0)
+        out = host.run(IP_ARGV, timeout_s=5.0)
         if out.rc == 0:
-            return _from_ip_json(out.stdout), "ip -j addr show", missing
-        missing["ip"] = f"ip -j addr show: exit {out.rc}"
+            found, kinds = _from_ip_json(out.stdout)
+            return found, kinds, IP_SOURCE, missing
+        missing["ip"] = f"{IP_SOURCE}: exit {out.rc}"
     except HostReadError as exc:
         missing["ip"] = reason_of(exc)
     except ValueError:
-        missing["ip"] = "ip -j addr show: not the JSON list iproute2 writes"
+        missing["ip"] = f"{IP_SOURCE}: not the JSON list iproute2 writes"
     found = _from_proc(host, missing)
-    return found, ("/proc/net/fib_trie" if "ipv4" not in missing else None), missing
+    return found, {}, ("/proc/net/fib_trie" if "ipv4" not in missing else None), missing
 
 
 def _judge(kind: str, up: bool, addrs: tuple[Address, ...]) -> str | None:
@@ -210,7 +225,8 @@ def _judge(kind: str, up: bool, addrs: tuple[Address, ...]) -> str | None:
     return None
 
 
-def interface(host: Host, name: str, target: str, addrs: list[Address]) -> Interface:
+def interface(host: Host, name: str, target: str, addrs: list[Address],
+              link_kind: str | None = None) -> Interface:
     base = f"/sys/class/net/{name}"
     missing: dict[str, str] = {}
     operstate = _read(host, f"{base}/operstate", missing, "operstate")
@@ -227,7 +243,7 @@ def interface(host: Host, name: str, target: str, addrs: list[Address]) -> Inter
     admin_up = bool(flags & 1) if flags is not None else None
     carrier = carrier_text == "1" if carrier_text in ("0", "1") else None
     up = operstate == "up" or (operstate == "unknown" and admin_up is True and carrier is not False)
-    kind = kind_of(name, target, type_code, is_bridge)
+    kind = kind_of(name, target, type_code, is_bridge, link_kind)
     kept = tuple(addrs[:MAX_ADDRESSES])
     why = _judge(kind, up, kept)
     return Interface(name, kind, ARPHRD.get(type_code, str(type_code)) if type_code is not None else None,
@@ -240,8 +256,8 @@ def read_interfaces(host: Host) -> InterfacesRecord:
     when /sys/class/net cannot be listed."""
     links = host.list_links("/sys/class/net")
     names = sorted(n for n in links if NAME_OK.match(n))[:MAX_INTERFACES]
-    found, source, missing = addresses(host)
-    items = tuple(interface(host, n, links[n], found.get(n, [])) for n in names)
+    found, kinds, source, missing = addresses(host)
+    items = tuple(interface(host, n, links[n], found.get(n, []), kinds.get(n)) for n in names)
     return InterfacesRecord(items, tuple(i.name for i in items if i.peer_reachable), source, missing)
 
 
