@@ -135,3 +135,19 @@ def test_nccls_default_is_judged_only_for_a_group_across_hosts(root):
         ("NCCL_SOCKET_IFNAME", "", "default-unroutable", ("ib0",))]
     assert plant(root, {}).checks == ()  # tp 4 on this host's 8 GPUs: one host, not judged
     assert problems(plant(root, {"NCCL_SOCKET_IFNAME": "ens"}, argv=vllm16)) == {"NCCL_SOCKET_IFNAME": None}
+
+
+def test_nccls_config_files_fill_what_the_environment_lacks(root):
+    """NCCL reads ~/.nccl.conf (or NCCL_CONF_FILE), then /etc/nccl.conf, inside the engine's
+    root, and never overrides the environment (NVIDIA/nccl#286 sets it there per host)."""
+    etc = root / f"fs/proc/{PID}/root/etc"
+    etc.mkdir(parents=True, exist_ok=True)
+    (etc / "nccl.conf").write_text("# site defaults\nNCCL_SOCKET_IFNAME=eth0\nNCCL_IB_DISABLE=1\nNCCL_DEBUG=INFO\n")
+    try:
+        record = plant(root, {"NCCL_IB_DISABLE": "0"}, ports=(ROCE,))
+        engine = record.engines[0]
+        assert engine.env == {"NCCL_IB_DISABLE": "0", "NCCL_SOCKET_IFNAME": "eth0"}
+        assert engine.conf_files == ("/etc/nccl.conf",)
+        assert problems(record) == {"NCCL_SOCKET_IFNAME": "no-match", "NCCL_IB_DISABLE": None}
+    finally:
+        (etc / "nccl.conf").unlink()

@@ -19,7 +19,9 @@ detects), ``RAY_NODE_IP_ADDRESS`` (the name launch scripts export for ``ray star
 command line is not read.
 
 Sources: ``/proc/<pid>/environ`` (the engine's user or root; only the named variables are
-kept), ``/proc/<pid>/cmdline`` (the layout flags), net.interfaces' record (or the same reads,
+kept), then NCCL's own config files as the engine sees them (``/proc/<pid>/root`` +
+``NCCL_CONF_FILE`` or ``~/.nccl.conf``, then ``/etc/nccl.conf``: NCCL sets what they say
+where the environment does not), ``/proc/<pid>/cmdline`` (the layout flags), net.interfaces' record (or the same reads,
 probes/helpers/net_interfaces.py), ``/sys/class/infiniband/<hca>/ports/<p>/{state,link_layer}``
 and ``.../gid_attrs/types/<index>``, NVML ``nvmlDeviceGetCount`` (a layout larger than this
 host's GPUs spans hosts). Manual equivalent: ``sudo tr '\\0' '\\n' < /proc/PID/environ |
@@ -42,12 +44,12 @@ from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import gpu_count, reason_of
 from probes.helpers.net_interfaces import Interface, InterfacesRecord, interfaces_of
-from probes.helpers.process_env import env_value
+from probes.helpers.process_env import env_value, home_of
 
 KINDS = ("vllm", "sglang", "tensorrt-llm", "triton")  # engines that run NCCL groups
 VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE",
              "NCCL_IB_GID_INDEX", "NCCL_NET_GDR_LEVEL", "NCCL_NET", "VLLM_HOST_IP",
-             "RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS", "NCCL_SOCKET_FAMILY")
+             "RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS", "NCCL_SOCKET_FAMILY", "NCCL_CONF_FILE")
 MAX_ENTRIES = 32  # of one list variable
 MAX_HCAS = 64
 MAX_PORTS = 8
@@ -98,6 +100,9 @@ class EngineNet:
     dist_init_addr: str | None  # SGLang --dist-init-addr, vLLM --master-addr / --data-parallel-address
     node_ip: str | None  # Ray --node-ip-address on its command line
     missing: dict[str, str] = field(default_factory=dict)
+    # NCCL's config files that gave a variable its environment lacks (as the engine sees
+    # them: /proc/<pid>/root/…): NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf
+    conf_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +259,37 @@ def check_gid(host: Host, value: str, ports: tuple[RdmaPort, ...], hca_filter: s
     return problem, shown, tuple(name for name, _ in wrong)
 
 
+MAX_CONF_LINES = 1000
+
+
+def nccl_conf(host: Host, pid: int, env: dict[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The NCCL variables NCCL itself would add from its config files, and the files that
+    gave them. NCCL reads ``NCCL_CONF_FILE`` (else ``~/.nccl.conf``), then ``/etc/nccl.conf``,
+    never overriding a variable already set (src/misc/param.cc ``initEnv``, ``setenv(…, 0)``);
+    the files are read inside the engine's own root (a container's)."""
+    root = f"/proc/{pid}/root"
+    user = env.get("NCCL_CONF_FILE")
+    if not user:
+        home, _ = home_of(host, pid)
+        user = f"{home.rstrip('/')}/.nccl.conf" if home else None
+    added: dict[str, str] = {}
+    used = []
+    for path in (p for p in (user, "/etc/nccl.conf") if p and p.startswith("/")):
+        try:
+            text = host.read_text(root + path)
+        except HostReadError:
+            continue
+        for line in text.splitlines()[:MAX_CONF_LINES]:
+            name, eq, value = line.strip().partition("=")
+            name = name.strip()
+            if eq and not name.startswith("#") and name.startswith("NCCL_") and name in VARIABLES \
+                    and name not in env and name not in added:
+                added[name] = value.strip()[:256]
+                if path not in used:
+                    used.append(path)
+    return added, tuple(used)
+
+
 def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.isdigit() and len(value) < 6 else None
 
@@ -339,13 +375,16 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NcclE
                 env[name] = got.value
             elif got.reason:
                 reasons.add(got.reason)
+        from_conf, conf_files = nccl_conf(host, pid, env)
+        env.update(from_conf)
         shape = layout(argv_of(host, pid), gpus)
         if shape["node_ip"] and "RAY_NODE_IP_ADDRESS" not in env:
             env["RAY_NODE_IP_ADDRESS"] = shape["node_ip"][:256]
         items.append(EngineNet(label, engine.kind, pid, env, ", ".join(sorted(reasons)) or None,
                                shape["tp"], shape["pp"], shape["dp"], shape["ep"], shape["nodes"],
                                shape["nodes_from"], shape["dist_init_addr"], shape["node_ip"],
-                               {} if gpus else {"nodes": missing.get("gpus", "no GPU count")}))
+                               {} if gpus else {"nodes": missing.get("gpus", "no GPU count")},
+                               conf_files))
         if record is not None:
             checks += _checks(host, label, pid, env, shape["nodes"], record, ports)
     return NcclEnvRecord(tuple(items), tuple(checks), ports,

@@ -49,6 +49,7 @@ TABLES = (
         unexported("engines.dist_init_addr", f"the rendezvous address: {FREE_TEXT}"),
         unexported("engines.node_ip", f"Ray's node address: {FREE_TEXT}"),
         unexported("engines.missing", f"field -> why it is absent: {FREE_TEXT}"),
+        unexported("engines.conf_files", f"NCCL's config files that set a variable: {FREE_TEXT}"),
         each("checks", L.fields("variable", "problem")),
         of("tally", "checks", "net_nccl_env_checks",
            "The engines' NCCL/gloo/Ray variables judged, by variable and problem ('' when usable)"),
