@@ -40,7 +40,8 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
 from probes.helpers.engine_discovery import found as found_engines
-from probes.helpers.engine_flags import Engine, flag
+from probes.helpers.engine_flags import Engine
+from probes.helpers.engine_layout import layout
 from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import gpu_count, reason_of
 from probes.helpers.net_interfaces import Interface, InterfacesRecord, interfaces_of
@@ -288,30 +289,6 @@ def nccl_conf(host: Host, pid: int, env: dict[str, str]) -> tuple[dict[str, str]
                 if path not in used:
                     used.append(path)
     return added, tuple(used)
-
-
-def _int(value: str | None) -> int | None:
-    return int(value) if value is not None and value.isdigit() and len(value) < 6 else None
-
-
-def layout(args: list[str], gpus: int | None) -> dict:
-    """The engine's parallel layout from vLLM's or SGLang's flags."""
-    tp = _int(flag(args, "--tensor-parallel-size", "-tp", "--tp-size", "--tp"))
-    pp = _int(flag(args, "--pipeline-parallel-size", "-pp", "--pp-size"))
-    dp = _int(flag(args, "--data-parallel-size", "-dp", "--dp-size", "--dp"))
-    dp_local = _int(flag(args, "--data-parallel-size-local", "-dpl"))
-    ep_size = _int(flag(args, "--ep-size", "--ep", "--expert-parallel-size"))
-    ep = True if "--enable-expert-parallel" in args or (ep_size or 0) > 1 else None
-    nodes, nodes_from = _int(flag(args, "--nnodes")), "--nnodes"
-    if nodes is None and dp and dp_local and dp > dp_local:
-        nodes, nodes_from = -(-dp // dp_local), "--data-parallel-size / --data-parallel-size-local"
-    if nodes is None and gpus:
-        world = (tp or 1) * (pp or 1)
-        nodes, nodes_from = -(-world // gpus), f"tp x pp = {world} against {gpus} GPUs here"
-    return {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "nodes": nodes,
-            "nodes_from": nodes_from if nodes is not None else None,
-            "dist_init_addr": flag(args, "--dist-init-addr", "--master-addr", "--data-parallel-address"),
-            "node_ip": flag(args, "--node-ip-address")}
 
 
 def _label(e: Engine) -> str:
