@@ -179,3 +179,24 @@ def test_real_sysfs_net_trees_read_as_their_files_say(tmp_path, source):
         assert got.admin_up is True and got.carrier is True and got.up
         assert got.why_unreachable == "no address"  # the archives hold no /proc/net addresses
     assert record.reachable == () and record.address_source is None
+
+
+def test_hostile_sysfs_values_are_absent_not_wrong(tmp_path):
+    """A recording is someone else's: names with path characters are not read, numbers
+    that are not numbers (or beyond any real one) are None, binary text is kept as text."""
+    w = RecordWriter(tmp_path / "host")
+    w.links("/sys/class/net", {"eth0": PCI + "eth0", "../../etc": "x", "a" * 40: "y", "ok\nnot": "z"})
+    for leaf, value in (("operstate", "\x00\xffup"), ("flags", "zz"), ("carrier", "2"), ("type", "-1"),
+                        ("mtu", "9" * 5000), ("speed", "abc")):
+        w.file(f"/sys/class/net/eth0/{leaf}", value)
+    argv = ("ip", "-j", "-d", "addr", "show")
+    hostile = [{"ifname": "eth0", "linkinfo": {"info_kind": "../veth"},
+                "addr_info": [{"local": "1.2.3.4", "prefixlen": 10**30}, {"local": "x" * 10_000}]}] * 3
+    w.command(argv, CommandOutput(argv, 0, json.dumps(hostile), ""))
+    w.save({"level": "quick"}, hostname="hostile")
+    record = interfaces.probe(RecordedHost(tmp_path / "host"), ScanOptions())
+    assert [i.name for i in record.interfaces] == ["eth0"]
+    eth0 = record.interfaces[0]
+    assert (eth0.admin_up, eth0.carrier, eth0.mtu, eth0.speed_mbits, eth0.up) == (None, None, None, None, False)
+    assert eth0.kind == "physical" and eth0.why_unreachable == "down"
+    assert [(a.address, a.prefix_len) for a in eth0.addresses] == [("1.2.3.4", None)]  # once, no 10**30 prefix

@@ -132,9 +132,11 @@ def _from_ip_json(stdout: str) -> tuple[dict[str, list[Address]], dict[str, str]
         for info in infos[:MAX_ADDRESSES]:
             if isinstance(info, dict) and isinstance(info.get("local"), str):
                 prefix = info.get("prefixlen")
-                addr = address_of(info["local"], prefix if isinstance(prefix, int) else None)
-                if addr is not None:
-                    found.setdefault(entry["ifname"], []).append(addr)
+                fits = isinstance(prefix, int) and not isinstance(prefix, bool) and 0 <= prefix <= 128
+                addr = address_of(info["local"][:64], prefix if fits else None)
+                kept = found.setdefault(entry["ifname"], [])
+                if addr is not None and addr.address not in (a.address for a in kept):
+                    kept.append(addr)
     return found, kinds
 
 
