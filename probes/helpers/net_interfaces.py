@@ -134,9 +134,9 @@ def _from_ip_json(stdout: str) -> tuple[dict[str, list[Address]], dict[str, str]
                 prefix = info.get("prefixlen")
                 fits = isinstance(prefix, int) and not isinstance(prefix, bool) and 0 <= prefix <= 128
                 addr = address_of(info["local"][:64], prefix if fits else None)
-                kept = found.setdefault(entry["ifname"], [])
+                kept = found.get(entry["ifname"], [])
                 if addr is not None and addr.address not in (a.address for a in kept):
-                    kept.append(addr)
+                    found[entry["ifname"]] = [*kept, addr]
     return found, kinds
 
 
