@@ -135,7 +135,7 @@ def _from_ip_json(stdout: str) -> tuple[dict[str, list[Address]], dict[str, str]
                 fits = isinstance(prefix, int) and not isinstance(prefix, bool) and 0 <= prefix <= 128
                 addr = address_of(info["local"][:64], prefix if fits else None)
                 kept = found.get(entry["ifname"], [])
-                if addr is not None and addr.address not in (a.address for a in kept):
+                if addr is not None and len(kept) < MAX_ADDRESSES and addr.address not in (a.address for a in kept):
                     found[entry["ifname"]] = [*kept, addr]
     return found, kinds
 
