@@ -106,27 +106,43 @@ def test_transport_per_channel(via, kind):
 
 @pytest.fixture(scope="module")
 def engine_host(tmp_path_factory):
-    """The recorded vLLM host with its stdout and stderr sent to /var/log/vllm.log."""
+    """The recorded vLLM host, its stdout and stderr sent to /var/log/vllm.log and its
+    NCCL_DEBUG_FILE=/tmp/nccl.%h.%p, all inside the engine's root (/proc/<pid>/root)."""
     root = tmp_path_factory.mktemp("stdout") / "host"
     shutil.copytree(HOST, root, symlinks=True)
+    own = root / "fs/proc/30412/root"
     text = (LOGS / "nccl-899-gdr-no-module.log").read_bytes()
-    (root / "fs/var/log").mkdir(parents=True, exist_ok=True)
-    (root / "fs/var/log/vllm.log").write_bytes(text)
+    (own / "var/log").mkdir(parents=True)
+    (own / "var/log/vllm.log").write_bytes(text)
+    (own / "tmp").mkdir()
+    debug = {"nccl.gpu-node-7.30500": LOGS / "nccl-2013-ibv-modify-qp.log",
+             "nccl.gpu-node-7.30501": LOGS / "vllm-8447-two-nodes-ib.log",
+             "nccl.conf": LOGS / "vllm-2084-no-socket-interface.log"}  # not the pattern: not read
+    for name, source in debug.items():
+        (own / "tmp" / name).write_bytes(source.read_bytes())
     fd = root / "fs/proc/30412/fd"
     fd.mkdir(parents=True, exist_ok=True)
     for n, target in (("0", "/dev/null"), ("1", "/var/log/vllm.log"), ("2", "/var/log/vllm.log")):
-        (fd / n).unlink(missing_ok=True)
         (fd / n).symlink_to(target)
+    environ = root / "fs/proc/30412/environ"
+    environ.write_bytes(environ.read_bytes() + b"NCCL_DEBUG_FILE=/tmp/nccl.%h.%p\0")
+    listing = {name: (own / "tmp" / name).stat().st_size for name in debug}
     with open(root / "host.toml", "a") as f:
-        f.write(f'\n[files."/var/log"]\n"vllm.log" = {len(text)}\n')
+        f.write(f'\n[files."/proc/30412/root/var/log"]\n"vllm.log" = {len(text)}\n')
+        f.write('\n[files."/proc/30412/root/tmp"]\n' + "".join(f'"{k}" = {v}\n' for k, v in listing.items()))
     return root
 
 
-def test_an_engines_stdout_file_is_read_once(engine_host):
+def test_an_engines_stdout_file_and_nccl_debug_files_are_read_in_its_root(engine_host):
     record = nccl_log.probe(RecordedHost(engine_host), ScanOptions())
+    label = "vllm at http://127.0.0.1:8000 pid 30412"
     assert [(log.source, log.path) for log in record.logs] == [
-        ("stdout of vllm at http://127.0.0.1:8000 pid 30412", "/var/log/vllm.log")]
-    assert {f.rule for f in findings(record, 0)} == {"nccl-log-gdr-disabled"}
+        (f"stdout of {label}", "/var/log/vllm.log"),
+        (f"NCCL_DEBUG_FILE of {label}", "/tmp/nccl.gpu-node-7.30500"),
+        (f"NCCL_DEBUG_FILE of {label}", "/tmp/nccl.gpu-node-7.30501")]
+    assert all(log.error is None for log in record.logs)
+    assert {(f.rule, f.key) for f in findings(record, 0)} == {
+        ("nccl-log-gdr-disabled", "/var/log/vllm.log"), ("nccl-init-failed", "/tmp/nccl.gpu-node-7.30500")}
 
 
 def test_a_missing_file_or_a_directory_is_one_clear_line(tmp_path):

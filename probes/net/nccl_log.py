@@ -3,7 +3,8 @@
 Sources: the log ``scan --nccl-log PATH`` names, else each NCCL engine's standard output
 and error where they are regular files (``/proc/<pid>/fd/1`` and ``2`` link to a file: an
 engine started as ``vllm serve … > vllm.log 2>&1``; a pipe, a socket, a terminal or the
-journal is not read). The text is hostile: only a regular file is read (its size is listed
+journal is not read) and the files its ``NCCL_DEBUG_FILE`` names, each read inside the
+engine's own root (``/proc/<pid>/root``, a container's). The text is hostile: only a regular file is read (its size is listed
 first, so a FIFO or a device is never opened), its first MiB (where NCCL's init lines are)
 and its last 2 MiB (the newest: a failure at start is the end of the log), each line cut at
 4,096 characters, undecodable bytes replaced. What the lines say: probes/helpers/nccl_text.py.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import re
 from dataclasses import dataclass, field
 
 from doctor.i18n import t
@@ -24,6 +26,7 @@ from doctor.seam.host import Host, HostReadError
 from probes.helpers.engine_discovery import found as found_engines
 from probes.helpers.gpu_common import reason_of
 from probes.helpers.nccl_text import Failure, Said, parse
+from probes.helpers.process_env import env_value
 
 KINDS = ("vllm", "sglang", "tensorrt-llm", "triton")  # engines that run NCCL groups
 HEAD_BYTES = 1 << 20  # NCCL's init lines come first
@@ -111,12 +114,13 @@ def read_lines(host: Host, path: str, size: int) -> tuple[list[str], int, int]:
     return lines[:MAX_LINES], got, skipped
 
 
-def read_log(host: Host, source: str, path: str, rdma: int | None) -> NcclLog:
-    size, why = _size(host, path)
+def read_log(host: Host, source: str, path: str, rdma: int | None, at: str | None = None) -> NcclLog:
+    """``path`` read (at ``at``, where the engine's root puts it) and parsed."""
+    size, why = _size(host, at or path)
     if size is None:
-        return NcclLog(source, path, None, 0, 0, rdma, why)
+        return NcclLog(source, path, None, 0, 0, rdma, why and why.replace(at or path, path))
     try:
-        lines, got, skipped = read_lines(host, path, size)
+        lines, got, skipped = read_lines(host, at or path, size)
     except HostReadError as exc:
         return NcclLog(source, path, size, 0, 0, rdma, t("{path}: not read ({reason})", path=path, reason=reason_of(exc)))
     said = parse(lines)
@@ -124,22 +128,48 @@ def read_log(host: Host, source: str, path: str, rdma: int | None) -> NcclLog:
                    **{f.name: getattr(said, f.name) for f in dataclasses.fields(Said)})
 
 
-def engine_logs(host: Host, options: ScanOptions, inputs: Inputs) -> list[tuple[str, str]]:
-    """(source, path) of each NCCL engine's stdout/stderr that links to a file."""
-    out: list[tuple[str, str]] = []
+def engine_logs(host: Host, options: ScanOptions, inputs: Inputs) -> list[tuple[str, str, str]]:
+    """(source, path as the engine names it, path to read) of each NCCL engine's
+    stdout/stderr that is a file, and of the files its NCCL_DEBUG_FILE names. Read through
+    ``/proc/<pid>/root``: the path an engine in a container names is in its own root."""
+    out: list[tuple[str, str, str]] = []
     for engine in found_engines(host, options, inputs).engines:
         if engine.pid is None or engine.kind not in KINDS:
             continue
-        label = f"{engine.kind} at {engine.base_url}" + f" pid {engine.pid}"
+        label, root = f"{engine.kind} at {engine.base_url} pid {engine.pid}", f"/proc/{engine.pid}/root"
         for fd, stream in ((1, "stdout"), (2, "stderr")):
             try:
                 target = host.read_link(f"/proc/{engine.pid}/fd/{fd}")
             except HostReadError:
                 continue
             if target.startswith("/") and not target.startswith(("/dev/", "/proc/")) \
-                    and not target.endswith(" (deleted)") and target not in (p for _, p in out):
-                out.append((f"{stream} of {label}", target))
+                    and not target.endswith(" (deleted)") and target not in (p for _, p, _ in out):
+                out.append((f"{stream} of {label}", target, root + target))
+        for path in debug_files(host, engine.pid):
+            if path not in (p for _, p, _ in out):
+                out.append((f"NCCL_DEBUG_FILE of {label}", path, root + path))
     return out[:MAX_LOGS]
+
+
+def debug_files(host: Host, pid: int) -> list[str]:
+    """The files the engine's ``NCCL_DEBUG_FILE`` names: NCCL writes one per process, with
+    ``%h`` the host name and ``%p`` the pid (src/debug.cc); the ranks are the engine's
+    workers, so every pid matches. Relative to the engine's working directory."""
+    pattern = env_value(host, pid, "NCCL_DEBUG_FILE").value
+    if not pattern:
+        return []
+    if not pattern.startswith("/"):
+        try:
+            pattern = posixpath.join(host.read_link(f"/proc/{pid}/cwd"), pattern)
+        except HostReadError:
+            return []
+    folder, base = posixpath.split(posixpath.normpath(pattern))
+    wanted = re.compile(re.escape(base).replace("%h", "[^/]+").replace("%p", "[0-9]+"))
+    try:
+        names = host.list_files(f"/proc/{pid}/root{folder}")
+    except HostReadError:
+        return []
+    return [posixpath.join(folder, n) for n in sorted(names) if wanted.fullmatch(n)][:MAX_LOGS]
 
 
 def rdma_count(host: Host) -> int | None:
@@ -152,12 +182,12 @@ def rdma_count(host: Host) -> int | None:
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NcclLogRecord:
     """NCCL's lines in the named log, or in each NCCL engine's stdout/stderr files."""
     named = options.nccl_log
-    sources = [("--nccl-log", named)] if named else engine_logs(host, options, inputs)
+    sources = [("--nccl-log", named, named)] if named else engine_logs(host, options, inputs)
     if not sources:
         raise Skip(t("no NCCL log: name one with --nccl-log PATH (an engine started with "
                      "NCCL_DEBUG=INFO), or start the engine with its output sent to a file"))
     rdma = rdma_count(host)
-    return NcclLogRecord(tuple(read_log(host, source, path, rdma) for source, path in sources))
+    return NcclLogRecord(tuple(read_log(host, source, path, rdma, at) for source, path, at in sources))
 
 
 def summary(record: NcclLogRecord) -> str:
