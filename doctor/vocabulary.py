@@ -105,6 +105,14 @@ CAUSES: tuple[str, ...] = (
     "rdma-port-down",
     "rdma-link-degraded",
     "rdma-link-errors",
+    # the network NCCL and gloo use between hosts (issue 30; checks/net_nccl.toml)
+    "nccl-interface-wrong",
+    "nccl-ib-disabled",
+    "roce-gid-index-wrong",
+    "nccl-socket-fallback",
+    "nccl-gdr-disabled",
+    "nccl-bootstrap-loopback",
+    "nccl-init-failed",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -119,6 +127,14 @@ OWN_CAUSES: tuple[str, ...] = (
     "rdma-port-down",  # an InfiniBand/RoCE port not ACTIVE, or going down and retraining
     "rdma-link-degraded",  # a port trained below its peers' rate or on fewer lanes
     "rdma-link-errors",  # a port's error counters rising past published rates
+    # the network NCCL and gloo use between hosts (issue 30; checks/net_nccl.toml)
+    "nccl-interface-wrong",  # NCCL/gloo/Ray/VLLM_HOST_IP on a missing, down or unroutable interface or HCA
+    "nccl-ib-disabled",  # NCCL_IB_DISABLE=1 / NCCL_NET=Socket where RDMA ports are up
+    "roce-gid-index-wrong",  # NCCL_IB_GID_INDEX names a RoCE v1 or empty GID
+    "nccl-socket-fallback",  # NCCL's log: sockets where RDMA was there
+    "nccl-gdr-disabled",  # NCCL's log or NCCL_NET_GDR_LEVEL: GPUDirect RDMA not used
+    "nccl-bootstrap-loopback",  # NCCL's log: bootstrap on lo in a group across hosts
+    "nccl-init-failed",  # NCCL's log: its WARN lines at init
 )
 
 # Causes a person must read before any other finding of the same severity: a service that
