@@ -116,12 +116,13 @@ def test_the_config_passes_npds_own_checks_and_holds_the_contract(tmp_path):
     assert go_duration_s(glob["timeout"]) < 5  # under NPD's default kill
     assert glob["max_output_length"] == 80 and glob["concurrency"] >= 3
     assert {c["type"] for c in loaded["conditions"]} == {
-        "LlmDoctorGPUProblem", "LlmDoctorEngineProblem", "LlmDoctorHostProblem"}
+        "LlmDoctorGPUProblem", "LlmDoctorEngineProblem", "LlmDoctorHostProblem",
+        "LlmDoctorNetworkProblem"}
     assert all(c["reason"] and c["message"] for c in loaded["conditions"])
     rules = loaded["rules"]
-    assert [r["type"] for r in rules] == ["permanent"] * 3
+    assert [r["type"] for r in rules] == ["permanent"] * 4
     families = [r["args"][r["args"].index("--family") + 1] for r in rules]
-    assert families == ["gpu", "engine", "host"]
+    assert families == ["gpu", "engine", "host", "net"]
     assert all(re.fullmatch(r"[A-Z][A-Za-z]+", r["reason"]) for r in rules)  # static, CamelCase
     assert all(go_duration_s(r["timeout"]) < 5 for r in rules)
     assert all(r["args"][0] == "npd" and "/var/lib/llm-doctor/state.json" in r["args"]

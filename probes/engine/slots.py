@@ -227,7 +227,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Slots
     # an engine that gave discovery no HTTP answer (refused, hung, still loading) is asked
     # nothing more: a stopped llama-server cost this probe two 5 s timeouts a scan
     silent = {e.base_url: _not_asked(r) for e in found
-              if (r := discovered.unanswered(e.base_url)) is not None}
+              if e.base_url and (r := discovered.unanswered(e.base_url)) is not None}
     return SlotsRecord(tuple(
         _llama(host, options, inputs, e, e.base_url, silent.get(e.base_url)) if e.kind == "llama.cpp"
         else _ollama(host, e, e.base_url, silent.get(e.base_url)) for e in found if e.base_url))
