@@ -105,6 +105,12 @@ CAUSES: tuple[str, ...] = (
     "rdma-port-down",
     "rdma-link-degraded",
     "rdma-link-errors",
+    # issue 30, the all-reduce across hosts (checks/net_collective.toml)
+    "collective-rank-missing",
+    "collective-interface-unusable",
+    "network-mtu-mismatch",
+    "collective-bandwidth-low",
+    "collective-slow-host",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -119,6 +125,12 @@ OWN_CAUSES: tuple[str, ...] = (
     "rdma-port-down",  # an InfiniBand/RoCE port not ACTIVE, or going down and retraining
     "rdma-link-degraded",  # a port trained below its peers' rate or on fewer lanes
     "rdma-link-errors",  # a port's error counters rising past published rates
+    # issue 30, net.collective (llm-doctor collective)
+    "collective-rank-missing",  # a rank of a group across hosts never joined its master
+    "collective-interface-unusable",  # the ranks' socket interface missing, down, lo or unrouted
+    "network-mtu-mismatch",  # the ranks' interfaces on one path disagree on the MTU
+    "collective-bandwidth-low",  # NCCL's busbw across hosts under half the path's line rate
+    "collective-slow-host",  # one host slow in every pair of a pairwise all-reduce
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

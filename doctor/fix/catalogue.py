@@ -486,6 +486,11 @@ NO_STEP: dict[str, str] = {
     "rdma-port-down": lazy("a cable, transceiver, switch port or subnet manager to fix by hand: the playbook says which"),
     "rdma-link-degraded": lazy("a cable, transceiver or switch port setting to replace or correct by hand"),
     "rdma-link-errors": lazy("a cable or transceiver to clean or replace by hand, or congestion on the fabric"),
+    "collective-rank-missing": lazy("another host's command or network to fix: the playbook says where to look"),
+    "collective-interface-unusable": lazy("which interface the group uses is the deployment's choice, on every host alike"),
+    "network-mtu-mismatch": lazy("the MTU must match the switches and every host of the path: a network change to plan"),
+    "collective-bandwidth-low": lazy("the path's cause is named by the scan's other findings, each with its own step"),
+    "collective-slow-host": lazy("draining a host from the group is the scheduler's decision, by hand"),
 }
 
 

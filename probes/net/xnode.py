@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.i18n import t
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host
 from doctor.values import finite_float
 
 SLOW_PAIR = 0.5  # a pair under half the best pair's busbw is slow (the health runners' cut)
@@ -113,6 +116,15 @@ def suspects(pairs: tuple[PairFigure, ...]) -> tuple[int, ...]:
         return ()
     ranks = sorted({r for p in pairs for r in p.ranks})
     return tuple(r for r in ranks if all(p.ranks in slow for p in pairs if r in p.ranks))
+
+
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CrossNodeCollective:
+    """In a scan: always a skip that says how to run it. An all-reduce across hosts needs
+    every host of the group started at once with the same master; one host's scan cannot
+    start its peers. It is registered so that rules can name ``net.collective`` and judge the
+    saved scan ``llm-doctor collective`` writes."""
+    raise Skip(t("needs its peers: run `llm-doctor collective --master HOST:PORT --rank N "
+                 "--world W` on every host of the group (docs/collective.md)"))
 
 
 def record(data: dict[str, Any]) -> CrossNodeCollective:
