@@ -1,0 +1,74 @@
+"""``llm-doctor collective`` judges its one probe: the built-in rules of
+checks/net_collective.toml evaluated on the record, the findings in its saved scan and under
+its text, the exit status unchanged by them (doctor/commands/collective.py). The launcher's
+JSON here is in the shapes tests/test_collective_netns.py records from real runs; one test
+runs the real command, whose kernel stops at setup before torch (no all-reduce starts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from doctor.commands import collective as command
+from doctor.rules.loader import builtin_files, load_rules
+from probes.registry import by_name
+from reports.json_report import read
+from tests.test_xnode import GOOD
+
+SETUP_FAILED = {"outcome": "failed", "failed_step": "setup", "missing": [], "world": 2,
+                "master": "10.231.0.1:29614", "ranks_here": [1],
+                "failure": "GLOO_SOCKET_IFNAME=eth9: interface eth9 is down",
+                "path": {"source": "GLOO_SOCKET_IFNAME=eth9", "interface": None}}
+NEVER_JOINED = {**GOOD, "outcome": "failed", "failed_step": "rendezvous", "busbw_gbps": None,
+                "ratio": None, "world": 3, "missing": [1, 2], "join_s": 4.0,
+                "failure": "rank(s) 1, 2 of 3 never joined within 4 s"}
+
+
+@pytest.fixture(scope="module")
+def rules():
+    """The built-in rules, loaded once for the module (what the command loads per run)."""
+    return load_rules(builtin_files(), by_name())
+
+
+def _rules(report) -> list[tuple[str, str]]:
+    return [(f.rule, f.severity.label) for f in report.findings]
+
+
+def test_the_saved_scan_carries_the_findings_and_a_healthy_gloo_run_has_none(tmp_path, rules):
+    assert _rules(command.report_of(GOOD, 4.2, 1.8e9, rules)) == []  # gloo at 0.4 of TCP: CPU-bound
+    saved = tmp_path / "collective.json"
+    saved.write_text(command.saved_scan(NEVER_JOINED, 6.0, 1.8e9, rules))
+    scan = read(saved, ValueError)
+    assert [(f.rule, f.severity.label) for f in scan.findings] == [("collective-rank-missing", "critical")]
+    assert "rank(s) 1, 2 of 3 never joined the master 10.0.0.1:29500" in scan.findings[0].title()
+
+
+def test_nccl_low_and_a_setup_failure_on_the_path_are_judged(rules):
+    nccl = {**GOOD, "backend": "nccl", "ratio": 0.2, "busbw_gbps": 2.5, "ceiling_gbps": 12.5}
+    assert _rules(command.report_of(nccl, 4.2, 1.8e9, rules)) == [("collective-bandwidth-low", "warning")]
+    assert _rules(command.report_of(SETUP_FAILED, 0.3, 1.8e9, rules)) == \
+        [("collective-interface-unusable", "critical")]
+
+
+@pytest.mark.parametrize("data,rc", [(GOOD, 0), (NEVER_JOINED, 1)])
+def test_the_exit_status_is_the_run_s_and_the_text_shows_the_findings(monkeypatch, capsys, data, rc):
+    # the launcher's JSON handed in where the child would print it: the command's own part
+    monkeypatch.setattr(command, "run_kernel", lambda *a, **k: dict(data))
+    with pytest.raises(SystemExit) as ended:
+        command.collective.main(["--master", "10.0.0.1:29500", "--rank", "0", "--world", "2"],
+                                standalone_mode=False)
+    out = capsys.readouterr().out
+    assert ended.value.code == rc
+    assert ("[critical] Cross-node all-reduce: rank(s) 1, 2 of 3 never joined" in out) == (rc == 1)
+    assert "collective-rank-missing" in out or rc == 0
+
+
+@pytest.mark.slow
+def test_the_real_command_judges_an_interface_that_does_not_exist(cli):
+    got = cli("collective", "--master", "10.0.0.1:29500", "--rank", "1", "--world", "2",
+              "--format", "json", env={"GLOO_SOCKET_IFNAME": "llmdnone0"}, timeout=60)
+    assert got.returncode == 1, got.stderr
+    report = json.loads(got.stdout)
+    assert [f["rule"] for f in report["findings"]] == ["collective-interface-unusable"]
+    assert "no interface llmdnone0 here" in report["findings"][0]["title"]
