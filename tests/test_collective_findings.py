@@ -72,3 +72,24 @@ def test_the_real_command_judges_an_interface_that_does_not_exist(cli):
     report = json.loads(got.stdout)
     assert [f["rule"] for f in report["findings"]] == ["collective-interface-unusable"]
     assert "no interface llmdnone0 here" in report["findings"][0]["title"]
+
+
+def test_the_exporter_walks_the_record_pairs_and_ranks_included():
+    from doctor.daemon.exporter import series
+    from doctor.model import ProbeResult
+    from probes.net import xnode
+
+    pairs = [{"round": 0, "pair": [0, 1], "busbw_gbps": 0.4},
+             {"round": 1, "pair": [1, 2], "busbw_gbps": 0.01},
+             {"round": 1, "pair": [2, 0], "busbw_gbps": 0.012}]
+    record = xnode.record({**NEVER_JOINED, "missing": [2], "pairs": pairs})
+    rows, undeclared = series({"net.collective": ProbeResult("net.collective", "ok", 1.0,
+                                                             record=record)})
+    got = {(m.name.removeprefix("llm_doctor_net_collective_"), labels): value
+           for m, labels, value in rows}
+    assert undeclared == {}
+    assert got[("missing_rank", (("rank", "2"),))] == 1.0
+    assert got[("suspect_rank", (("rank", "2"),))] == 1.0
+    assert got[("pair_bus_bytes_per_second", (("round", "1"), ("ranks", "1-2")))] == 1e7
+    assert got[("interface_mtu_bytes", ())] == 1500.0
+    assert ("bus_bytes_per_second", ()) not in got  # not measured: no series, not zero
