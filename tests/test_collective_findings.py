@@ -93,3 +93,24 @@ def test_the_exporter_walks_the_record_pairs_and_ranks_included():
     assert got[("pair_bus_bytes_per_second", (("round", "1"), ("ranks", "1-2")))] == 1e7
     assert got[("interface_mtu_bytes", ())] == 1500.0
     assert ("bus_bytes_per_second", ()) not in got  # not measured: no series, not zero
+
+
+def test_diff_holds_busbw_and_ratio_to_the_bandwidth_floor_per_group(rules):
+    from doctor.diff.compare import compare
+    from doctor.diff.model import CHANGED, SAME
+
+    def scan(**over):
+        return json.loads(command.saved_scan({**GOOD, **over}, 4.2, 1.8e9, rules))
+
+    at = "collective[gloo/2]"
+    diff = compare(scan(), scan(busbw_gbps=0.2, ratio=0.133))
+    facts = {f.id: f for f in diff.facts}
+    busbw = facts[f"{at}.busbw_gbps"]
+    assert (busbw.status, busbw.before, busbw.after, busbw.direction, busbw.floor) == \
+        (CHANGED, 0.6, 0.2, "worse", 0.10)
+    assert busbw.causes == ("collective-bandwidth-low", "collective-slow-host")
+    assert facts[f"{at}.ratio"].direction == "worse" and facts[f"{at}.outcome"].status == SAME
+    within = {f.id: f for f in compare(scan(), scan(busbw_gbps=0.63, ratio=0.42)).facts}
+    assert within[f"{at}.busbw_gbps"].status == SAME  # 5 %: under the 10 % noise floor
+    other = {f.id for f in compare(scan(), scan(world=4)).facts}
+    assert "collective[gloo/4].busbw_gbps" in other  # another group: another fact, no delta
