@@ -114,3 +114,15 @@ def test_diff_holds_busbw_and_ratio_to_the_bandwidth_floor_per_group(rules):
     assert within[f"{at}.busbw_gbps"].status == SAME  # 5 %: under the 10 % noise floor
     other = {f.id for f in compare(scan(), scan(world=4)).facts}
     assert "collective[gloo/4].busbw_gbps" in other  # another group: another fact, no delta
+
+
+def test_a_run_stopped_at_setup_reads_without_none_and_a_scan_skips_the_probe_with_the_command():
+    from doctor.model import Level, ScanOptions, Skip
+    from probes.net import xnode
+
+    text = "\n".join(xnode.describe(xnode.record(SETUP_FAILED)))
+    assert "None" not in text and "GLOO_SOCKET_IFNAME=eth9: interface eth9 is down" in text
+    spec = by_name()["net.collective"]
+    assert spec.level == Level.FULL
+    with pytest.raises(Skip, match=r"llm-doctor collective --master HOST:PORT --rank N --world W"):
+        spec.run(None, ScanOptions(level=Level.FULL))

@@ -166,12 +166,13 @@ def describe(r: CrossNodeCollective) -> list[str]:
     """The record for people, a few lines."""
     ranks = ",".join(map(str, r.ranks_here)) or "?"
     lines = [t("ranks {ranks} of {world} ({backend}, master {master}, from {source}): {outcome}",
-               ranks=ranks, world=r.world, backend=r.backend, master=r.master,
-               source=r.rendezvous, outcome=r.outcome)]
+               ranks=ranks, world=r.world if r.world is not None else "?",
+               backend=r.backend or "?", master=r.master or "?", source=r.rendezvous or "?",
+               outcome=r.outcome)]
     if r.interface:
         lines.append(t("  path: {interface} ({kind}, MTU {mtu}) chosen by {source}",
-                       interface=r.interface, kind=r.interface_kind, mtu=r.mtu,
-                       source=r.interface_source))
+                       interface=r.interface, kind=r.interface_kind or "?",
+                       mtu=r.mtu if r.mtu is not None else "?", source=r.interface_source))
     if r.missing_ranks:
         lines.append(t("  never joined: rank(s) {ranks}",
                        ranks=", ".join(map(str, r.missing_ranks))))
