@@ -79,6 +79,9 @@ class ScanOptions:
     # Told, one line per engine, what a probe will send before it sends it (the CLI prints
     # it on stderr, the daemon logs it); None: nobody is told
     announce: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+    # A log holding NCCL's INFO/WARN lines, named by scan --nccl-log (net.nccl_log); None: the
+    # engines' own stdout/stderr where they are files
+    nccl_log: str | None = None
 
 
 NO_REQUESTS = lazy("sends requests to the engine, and this scan sends none (scan --no-requests or "

@@ -105,6 +105,14 @@ CAUSES: tuple[str, ...] = (
     "rdma-port-down",
     "rdma-link-degraded",
     "rdma-link-errors",
+    # the network NCCL and gloo use between hosts (issue 30; checks/net_nccl.toml)
+    "nccl-interface-wrong",
+    "nccl-ib-disabled",
+    "roce-gid-index-wrong",
+    "nccl-socket-fallback",
+    "nccl-gdr-disabled",
+    "nccl-bootstrap-loopback",
+    "nccl-init-failed",
     # issue 30, the all-reduce across hosts (checks/net_collective.toml)
     "collective-rank-missing",
     "collective-interface-unusable",
@@ -125,6 +133,14 @@ OWN_CAUSES: tuple[str, ...] = (
     "rdma-port-down",  # an InfiniBand/RoCE port not ACTIVE, or going down and retraining
     "rdma-link-degraded",  # a port trained below its peers' rate or on fewer lanes
     "rdma-link-errors",  # a port's error counters rising past published rates
+    # the network NCCL and gloo use between hosts (issue 30; checks/net_nccl.toml)
+    "nccl-interface-wrong",  # NCCL/gloo/Ray/VLLM_HOST_IP on a missing, down or unroutable interface or HCA
+    "nccl-ib-disabled",  # NCCL_IB_DISABLE=1 / NCCL_NET=Socket where RDMA ports are up
+    "roce-gid-index-wrong",  # NCCL_IB_GID_INDEX names a RoCE v1 or empty GID
+    "nccl-socket-fallback",  # NCCL's log: sockets where RDMA was there
+    "nccl-gdr-disabled",  # NCCL's log or NCCL_NET_GDR_LEVEL: GPUDirect RDMA not used
+    "nccl-bootstrap-loopback",  # NCCL's log: bootstrap on lo in a group across hosts
+    "nccl-init-failed",  # NCCL's log: its WARN lines at init
     # issue 30, net.collective (llm-doctor collective)
     "collective-rank-missing",  # a rank of a group across hosts never joined its master
     "collective-interface-unusable",  # the ranks' socket interface missing, down, lo or unrouted

@@ -55,6 +55,9 @@ from probes.host import (
 )
 from probes.net import (
     gpudirect as net_gpudirect,
+    interfaces as net_interfaces,
+    nccl_env as net_nccl_env,
+    nccl_log as net_nccl_log,
     nic_affinity as net_nic_affinity,
     rdma as net_rdma,
     xnode as net_xnode,
@@ -472,6 +475,36 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=net_nic_affinity.probe,
         summary=net_nic_affinity.summary,
         after=("gpu.inventory",),  # each GPU's bus id; read here when it did not end ok
+    ),
+    ProbeSpec(
+        name="net.interfaces",
+        level=Level.QUICK,
+        description=lazy("Each network interface's state, MTU, speed and addresses, and whether a peer on another host can reach it (never lo, a container bridge or a link-local address)"),
+        reads=lazy("/sys/class/net/<if>/{operstate,carrier,flags,mtu,speed,type,bridge}; ip -j -d addr show, else /proc/net/fib_trie, /proc/net/route and /proc/net/if_inet6"),
+        timeout_s=10.0,
+        run=net_interfaces.probe,
+        summary=net_interfaces.summary,
+    ),
+    ProbeSpec(
+        name="net.nccl_env",
+        level=Level.QUICK,
+        description=lazy("Each engine's NCCL, gloo and Ray network variables (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_DISABLE, NCCL_IB_GID_INDEX, VLLM_HOST_IP, ...) against the interfaces and RDMA ports this host has; its parallel layout from its flags"),
+        reads=lazy("net.interfaces; /proc/<pid>/environ, /proc/<pid>/cmdline, /sys/class/infiniband/<hca>/ports/<p>/{state,link_layer,gid_attrs/types/<index>}; NVML nvmlDeviceGetCount"),
+        timeout_s=10.0,
+        run=net_nccl_env.probe,
+        summary=net_nccl_env.summary,
+        needs=("engine.discovery",),
+        after=("net.interfaces",),
+    ),
+    ProbeSpec(
+        name="net.nccl_log",
+        level=Level.QUICK,
+        description=lazy("NCCL's own words (NCCL_DEBUG=INFO) in the log scan --nccl-log names or in each engine's stdout/stderr files: the network and transports it chose, GPUDirect RDMA, the bootstrap interface, init failures"),
+        reads=lazy("the --nccl-log file, else each NCCL engine's stdout/stderr where /proc/<pid>/fd/1 and 2 link to a file, and the files its NCCL_DEBUG_FILE names, read in /proc/<pid>/root: the first MiB and last 2 MiB; /sys/class/infiniband"),
+        timeout_s=15.0,
+        run=net_nccl_log.probe,
+        summary=net_nccl_log.summary,
+        after=("engine.discovery",),
     ),
     # issue 30, the all-reduce across hosts: `llm-doctor collective` runs it on every host of
     # the group; a scan only skips it (it cannot start its peers), so that rules name it

@@ -12,6 +12,7 @@ changed number drawn as a before bar and an after bar with the noise floor it wa
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -166,6 +167,7 @@ def words() -> dict[str, str]:
     }
 
 
+@functools.lru_cache(maxsize=1)  # one a process: its templates compiled once
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
                               autoescape=True, trim_blocks=True, lstrip_blocks=True)

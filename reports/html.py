@@ -9,6 +9,7 @@ of the daemon's last hour are inline SVG; the page fits a 1280 px screen and pri
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from dataclasses import replace
@@ -257,6 +258,7 @@ def _breakable(key: Any) -> Markup:
     return Markup("_<wbr>").join(escape(part) for part in str(key).split("_"))
 
 
+@functools.lru_cache(maxsize=1)  # one a process: compiling the template took 50 ms a page
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)

@@ -8,6 +8,7 @@ themselves), ``mdcode`` for a code span (a fence longer than any backtick run in
 
 from __future__ import annotations
 
+import functools
 import re
 
 import jinja2
@@ -91,9 +92,8 @@ def _words(data: dict, counts: dict[str, int]) -> dict[str, str]:
     }
 
 
-def render(report: ScanReport, verbose: bool = False) -> str:
-    """The report; ``verbose`` gives every probe its own row (else a family skipped for one
-    reason is one row)."""
+@functools.lru_cache(maxsize=1)  # one a process: compiling the template took 20 ms a report
+def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
         autoescape=False,  # Markdown, not HTML: the filters above do its escaping
@@ -110,6 +110,13 @@ def render(report: ScanReport, verbose: bool = False) -> str:
     env.filters["mdsymptom"] = mdsymptom
     env.filters["severity"] = severity_word
     env.filters["status"] = status_word
+    return env
+
+
+def render(report: ScanReport, verbose: bool = False) -> str:
+    """The report; ``verbose`` gives every probe its own row (else a family skipped for one
+    reason is one row)."""
+    env = _environment()
     data = to_dict(report)
     for probe, result in zip(data["probes"], report.probes):
         probe["summary"] = probe_summary(result)

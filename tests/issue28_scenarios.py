@@ -19,7 +19,6 @@ import pytest
 
 from doctor.model import ScanOptions
 from doctor.seam.live import LiveHost
-from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from probes.helpers.engine_targets import active_targets
 from tests import llama_server
 from tests.conftest import REPO
@@ -64,21 +63,37 @@ def _two(tmp: Path):
     return a, b
 
 
+def _busy(url: str, stop: threading.Event) -> None:
+    """Completions to ``url`` back to back until ``stop``: one of four concurrent clients."""
+    body = json.dumps({"prompt": "Tell me about the sea " * 8, "max_tokens": 32,
+                       "temperature": 0}).encode()
+    for _ in range(10_000):
+        if stop.is_set():
+            return
+        request = urllib.request.Request(f"{url}/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 (loopback)
+            answer.read()
+
+
 def replicas(tmp: Path) -> dict:
     """Load on A through two quick scans of A and B: undeclared, then declared replicas."""
     a, b = _two(tmp)
+    stop = threading.Event()
+    busy = [threading.Thread(target=_busy, args=(a.base_url, stop), daemon=True) for _ in range(4)]
     try:
-        busy = threading.Thread(target=run_requests, daemon=True, args=(
-            RequestTarget(a.base_url), Workload(64, 32, timeout_s=60), 4, 10_000, 45.0))
-        busy.start()
-        time.sleep(2.0)  # the streams are running
+        for thread in busy:
+            thread.start()
+        time.sleep(2.0)  # the requests are running
         plain = _scan("--level", "quick", "--endpoint", a.base_url, "--endpoint", b.base_url)
         config = tmp / "llm-doctor.toml"
         config.write_text(f'[scan]\nreplicas = [["{a.base_url}", "{b.base_url}"]]\n')
         declared = _scan("--level", "quick", "--endpoint", a.base_url, "--endpoint", b.base_url,
                          config=config)
-        busy.join(90)
     finally:
+        stop.set()  # load until both scans are done, and no longer (a fixed 45 s before)
+        for thread in busy:
+            thread.join(90)
         llama_server.stop(b)
         llama_server.stop(a)
     return {"a": a.base_url, "b": b.base_url,

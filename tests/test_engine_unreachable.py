@@ -303,6 +303,10 @@ def test_the_real_llama_server_stopped_with_sigstop(tmp_path):
         assert "timed out" in finding["title"] and server.base_url in finding["title"]
         assert finding["evidence"]["tried"].startswith("/metrics: timed out after 3 s")
     assert f"pid {server.pid}" in _unreachable(found, server.base_url)["title"]
+    for report in (named, found):  # and no probe after discovery waits on it again
+        slots = next(p for p in report["probes"] if p["name"] == "engine.slots")
+        (engine,) = [e for e in slots["data"]["engines"] if e["base_url"] == server.base_url]
+        assert engine["error"].startswith(f"{server.base_url}: not asked, engine.discovery got no answer"), engine
 
 
 @pytest.mark.slow

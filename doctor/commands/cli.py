@@ -7,6 +7,7 @@ host).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -223,14 +224,23 @@ Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
 @_common
 @click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
               "instead of this one (docs/recorded-host.md).")
+@click.option("--nccl-log", "nccl_log", metavar="PATH",
+              help="A log with NCCL's own lines, from an engine or test started with "
+                   "NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET shows the network part): "
+                   "net.nccl_log says which network and transports NCCL chose, whether "
+                   "GPUDirect RDMA was used and why init failed. Its first MiB and last 2 MiB "
+                   "are read; a FIFO or device is not. Without it, each engine's "
+                   "stdout/stderr is read where it is sent to a file.")
 def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_requests,
-         requests_to, busy_ok, no_progress, verbose, replay) -> None:
+         requests_to, busy_ok, no_progress, verbose, replay, nccl_log) -> None:
     _check_output(output)
     rules, config = load_setup(config_path, rule_files)
     host: Host = open_host(replay)  # a recording's --model-dir and level, unless named here
     options = scan_options(config, level, model_dirs, tuple(endpoints), host=host,
                            no_requests=no_requests, busy_ok=busy_ok, announce=_announce,
                            requests_to=requests_to)
+    if nccl_log:
+        options = dataclasses.replace(options, nccl_log=str(Path(nccl_log).absolute()))
     if not replay:
         check_model_dirs(options)
     report = _run_scan(host, options, rules, config, not no_progress)

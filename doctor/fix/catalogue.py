@@ -450,6 +450,7 @@ BUILDERS: dict[str, Builder] = {
 ONCE_PER_SCAN = frozenset({"cpu-powersave-governor"})
 
 _ENGINE = lazy("an engine setting to review with the workload's owner; the playbook names the flag")
+_NCCL_ENV = lazy("every rank's environment, the same on every host, and a restart of the whole group: the playbook names the variable")
 NO_STEP: dict[str, str] = {
     "gpu-power-throttling": lazy("the power brake or board limit is the hardware's or the BMC's: the playbook says where to look"),
     "pcie-bandwidth-low": lazy("a measurement: fix the link or topology finding it comes with"),
@@ -486,6 +487,15 @@ NO_STEP: dict[str, str] = {
     "rdma-port-down": lazy("a cable, transceiver, switch port or subnet manager to fix by hand: the playbook says which"),
     "rdma-link-degraded": lazy("a cable, transceiver or switch port setting to replace or correct by hand"),
     "rdma-link-errors": lazy("a cable or transceiver to clean or replace by hand, or congestion on the fabric"),
+    # the network NCCL and gloo use between hosts (checks/net_nccl.toml): every rank's
+    # environment or the fabric, on every host at once, never one host's command
+    "nccl-interface-wrong": _NCCL_ENV,
+    "nccl-ib-disabled": _NCCL_ENV,
+    "roce-gid-index-wrong": _NCCL_ENV,
+    "nccl-socket-fallback": lazy("a container's RDMA devices or image, or the ranks' environment: a deployment change on every host"),
+    "nccl-gdr-disabled": lazy("a kernel module or driver on every host, or the ranks' environment: a change to plan"),
+    "nccl-bootstrap-loopback": _NCCL_ENV,
+    "nccl-init-failed": lazy("NCCL's first failure names the layer: see the playbook; nothing to change on this host alone"),
     "collective-rank-missing": lazy("another host's command or network to fix: the playbook says where to look"),
     "collective-interface-unusable": lazy("which interface the group uses is the deployment's choice, on every host alike"),
     "network-mtu-mismatch": lazy("the MTU must match the switches and every host of the path: a network change to plan"),

@@ -37,6 +37,7 @@ from doctor.model import ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.values import count, field
 from probes.helpers.engine_discovery import found as found_engines, with_discovery
+from probes.helpers.engine_reach import Reachability
 from probes.helpers.engine_scrape import MetricsRecord, scraped, with_metrics
 from probes.helpers.engine_sweep import SweepPoint, saved_sweep
 from probes.helpers.engine_flags import Engine, flag
@@ -154,10 +155,10 @@ def suggested_slots(slots: int | None, offered: int | None, level: int | None) -
 
 
 def _llama(host: Host, options: ScanOptions, inputs: Inputs, engine: Engine,
-           base_url: str) -> EngineSlots:
-    errors: list[str] = []
-    props = json_page(host, f"{base_url}/props", errors, TIMEOUT_S)
-    slots_page = json_page(host, f"{base_url}/slots", errors, TIMEOUT_S)
+           base_url: str, silent: str | None = None) -> EngineSlots:
+    errors: list[str] = [silent] if silent else []
+    props = None if silent else json_page(host, f"{base_url}/props", errors, TIMEOUT_S)
+    slots_page = None if silent else json_page(host, f"{base_url}/slots", errors, TIMEOUT_S)
     args = argv_of(host, engine.pid)
     slots = count(field(props, "total_slots"), minimum=1)
     slots_from = "/props total_slots" if slots else None
@@ -183,8 +184,8 @@ def _llama(host: Host, options: ScanOptions, inputs: Inputs, engine: Engine,
         suggested * ctx_slot if suggested and ctx_slot else None, (), "; ".join(errors) or None)
 
 
-def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
-    errors: list[str] = []
+def _ollama(host: Host, engine: Engine, base_url: str, silent: str | None = None) -> EngineSlots:
+    errors: list[str] = [silent] if silent else []
     slots: int | None = None
     absent: str | None = "no process: OLLAMA_NUM_PARALLEL is read from its environment"
     unset = False
@@ -195,7 +196,7 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
             absent = f"OLLAMA_NUM_PARALLEL={value[:40]!r} is not a whole number of at least 1"
         elif value is None and absent and absent.startswith("OLLAMA_NUM_PARALLEL not set"):
             slots, absent, unset = OLLAMA_DEFAULT_PARALLEL, None, True
-    ps = json_page(host, f"{base_url}/api/ps", errors, TIMEOUT_S)
+    ps = None if silent else json_page(host, f"{base_url}/api/ps", errors, TIMEOUT_S)
     models = field(ps, "models")
     loaded = [m for m in models[:64] if isinstance(m, dict)] if isinstance(models, list) else []
     port = count(base_url.rsplit(":", 1)[-1].split("/")[0], minimum=1)
@@ -217,15 +218,24 @@ def _ollama(host: Host, engine: Engine, base_url: str) -> EngineSlots:
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> SlotsRecord:
     """The slots of every llama.cpp and Ollama engine against the concurrency offered."""
     inputs = with_discovery(host, options, inputs)  # handed over, else found here once
-    found = [e for e in found_engines(host, options, inputs).engines
-             if e.kind in KINDS and e.base_url]
+    discovered = found_engines(host, options, inputs)
+    found = [e for e in discovered.engines if e.kind in KINDS and e.base_url]
     if not found:
         raise Skip(t("no llama.cpp or Ollama engine: only they serve from a fixed number of slots"))
     if any(e.kind == "llama.cpp" for e in found):  # their deferred requests: one scrape for all
         inputs = with_metrics(host, options, inputs)
+    # an engine that gave discovery no HTTP answer (refused, hung, still loading) is asked
+    # nothing more: a stopped llama-server cost this probe two 5 s timeouts a scan
+    silent = {e.base_url: _not_asked(r) for e in found
+              if (r := discovered.unanswered(e.base_url)) is not None}
     return SlotsRecord(tuple(
-        _llama(host, options, inputs, e, e.base_url) if e.kind == "llama.cpp"
-        else _ollama(host, e, e.base_url) for e in found if e.base_url))
+        _llama(host, options, inputs, e, e.base_url, silent.get(e.base_url)) if e.kind == "llama.cpp"
+        else _ollama(host, e, e.base_url, silent.get(e.base_url)) for e in found if e.base_url))
+
+
+def _not_asked(reached: Reachability) -> str:
+    return t("{url}: not asked, engine.discovery got no answer ({answer}); see engine-unreachable",
+             url=reached.endpoint, answer=reached.answer)
 
 
 def summary(record: SlotsRecord) -> str:

@@ -1,0 +1,382 @@
+"""net.nccl_env: the variables that choose each engine's interfaces and HCAs, checked against
+the interfaces and RDMA ports this host has; the engine's parallel layout from its flags.
+
+NCCL, gloo and Ray read their network from the environment. A value naming an interface
+that does not exist, is down or holds no address a peer can reach makes a multi-node engine
+hang at start ("Bootstrap : no socket interface found") or talk over the wrong network;
+``NCCL_IB_DISABLE=1`` (or ``NCCL_NET=Socket``) where InfiniBand/RoCE ports are up sends the
+collectives over TCP; ``NCCL_IB_GID_INDEX`` naming a RoCE v1 or empty GID fails the queue
+pair's setup (``ibv_modify_qp failed``) or leaves the traffic unroutable across subnets.
+
+The syntax judged is NCCL's (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html,
+NCCL_SOCKET_IFNAME and NCCL_IB_HCA; src/misc/utils.cc ``parseStringList``/``matchIfList``):
+a comma list of prefixes, each optionally ``:port``; a leading ``^`` excludes what matches,
+then a leading ``=`` makes every entry an exact name (``^=docker0``). ``GLOO_SOCKET_IFNAME``
+is torch's: a comma list of exact names (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp).
+Ray's node address: ``RAY_OVERRIDE_NODE_IP_ADDRESS`` (Ray's own override of the address it
+detects), ``RAY_NODE_IP_ADDRESS`` (the name launch scripts export for ``ray start
+--node-ip-address``), and ``--node-ip-address`` on the engine's own command line; the raylet's
+command line is not read.
+
+Sources: ``/proc/<pid>/environ`` (the engine's user or root; only the named variables are
+kept), then NCCL's own config files as the engine sees them (``/proc/<pid>/root`` +
+``NCCL_CONF_FILE`` or ``~/.nccl.conf``, then ``/etc/nccl.conf``: NCCL sets what they say
+where the environment does not), ``/proc/<pid>/cmdline`` (the layout flags), net.interfaces' record (or the same reads,
+probes/helpers/net_interfaces.py), ``/sys/class/infiniband/<hca>/ports/<p>/{state,link_layer}``
+and ``.../gid_attrs/types/<index>``, NVML ``nvmlDeviceGetCount`` (a layout larger than this
+host's GPUs spans hosts). Manual equivalent: ``sudo tr '\\0' '\\n' < /proc/PID/environ |
+grep -E '^(NCCL|GLOO|VLLM_HOST_IP|RAY_)'; ibv_devinfo; cat
+/sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/3``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+
+from doctor.i18n import t
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host, HostReadError
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_flags import Engine
+from probes.helpers.engine_layout import layout
+from probes.helpers.engine_reads import argv_of
+from probes.helpers.gpu_common import gpu_count, reason_of
+from probes.helpers.net_interfaces import Interface, InterfacesRecord, interfaces_of
+from probes.helpers.process_env import env_value, home_of
+
+KINDS = ("vllm", "sglang", "tensorrt-llm", "triton")  # engines that run NCCL groups
+VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE",
+             "NCCL_IB_GID_INDEX", "NCCL_NET_GDR_LEVEL", "NCCL_NET", "VLLM_HOST_IP",
+             "RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS", "NCCL_SOCKET_FAMILY", "NCCL_CONF_FILE")
+MAX_ENTRIES = 32  # of one list variable
+MAX_HCAS = 64
+MAX_PORTS = 8
+ACTIVE = "ACTIVE"  # /sys/class/infiniband/<hca>/ports/<p>/state: "4: ACTIVE"
+ROCE_V2 = "RoCE v2"  # gid_attrs/types/<index>: "IB/RoCE v1" or "RoCE v2"
+NAME_OK = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class RdmaPort:
+    hca: str  # mlx5_0
+    port: int
+    state: str | None  # ACTIVE, DOWN, INIT, ARMED, POLLING (the text after "4: ")
+    link_layer: str | None  # InfiniBand, Ethernet (RoCE)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvCheck:
+    """One variable of one engine judged against the host."""
+
+    engine: str  # "vllm at http://127.0.0.1:8000 pid 4242"
+    pid: int
+    variable: str  # NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_HCA, VLLM_HOST_IP, ...
+    value: str  # as set; "" where unset (NCCL's default judged)
+    # None: fine. "no-match" (names nothing here), "down", "no-address", "unroutable" (only
+    # lo, a container bridge or link-local addresses), "not-local" (an address this host
+    # does not hold), "hca-down", "ib-disabled", "gdr-off", "gid-not-rocev2", "gid-missing";
+    # "default-unroutable": unset, and NCCL's default takes an interface no peer can reach
+    problem: str | None
+    detail: str  # what matched and in what state, in one line
+    matched: tuple[str, ...]  # the interfaces or HCA ports the value selects
+    nodes: int | None  # the engine's hosts (EngineNet.nodes), for the rules
+
+
+@dataclass(frozen=True, slots=True)
+class EngineNet:
+    engine: str
+    kind: str
+    pid: int
+    env: dict[str, str]  # the VARIABLES set in its environment, values cut to 256 characters
+    env_reason: str | None  # why its environment could not be read (no-permission)
+    tensor_parallel: int | None
+    pipeline_parallel: int | None
+    data_parallel: int | None
+    expert_parallel: bool | None  # vLLM --enable-expert-parallel, SGLang --ep-size > 1
+    nodes: int | None  # hosts the engine spans: --nnodes, else its GPUs against this host's
+    nodes_from: str | None  # "--nnodes", "tp x pp against 8 GPUs here"
+    dist_init_addr: str | None  # SGLang --dist-init-addr, vLLM --master-addr / --data-parallel-address
+    node_ip: str | None  # Ray --node-ip-address on its command line
+    missing: dict[str, str] = field(default_factory=dict)
+    # NCCL's config files that gave a variable its environment lacks (as the engine sees
+    # them: /proc/<pid>/root/…): NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf
+    conf_files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NcclEnvRecord:
+    engines: tuple[EngineNet, ...]
+    checks: tuple[EnvCheck, ...]
+    rdma_ports: tuple[RdmaPort, ...]  # /sys/class/infiniband, empty on a host without RDMA
+    interfaces_reason: str | None  # why the interfaces could not be read (then nothing judged)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def parse_list(value: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
+    """NCCL's list syntax: (exclude, exact, [(prefix, port)]) of ``^=eth0,ib:1``."""
+    exclude = value.startswith("^")
+    rest = value[1:] if exclude else value
+    exact = rest.startswith("=")
+    rest = rest[1:] if exact else rest
+    entries: list[tuple[str, int | None]] = []
+    for part in rest.split(",")[:MAX_ENTRIES]:
+        name, _, port = part.strip().partition(":")
+        if name:
+            entries.append((name, int(port) if port.isdigit() else None))
+    return exclude, exact, entries
+
+
+def selects(value: str, name: str, port: int | None = None) -> bool:
+    """Whether NCCL's list ``value`` selects interface or HCA ``name`` (port ``port``)."""
+    exclude, exact, entries = parse_list(value)
+    hit = any((name == p if exact else name.startswith(p)) and (want is None or port is None or want == port)
+              for p, want in entries)
+    return hit != exclude
+
+
+def _socket_check(value: str, chosen: list[Interface]) -> tuple[str | None, str]:
+    if not chosen:
+        return "no-match", t("no interface here matches")
+    shown = ", ".join(f"{i.name} ({'up' if i.up else 'down'})" for i in chosen[:8])
+    up = [i for i in chosen if i.up]
+    if not up:
+        return "down", shown
+    if not any(i.addresses for i in up):
+        return "no-address", shown
+    if not any(i.peer_reachable for i in up):
+        return "unroutable", shown
+    return None, shown
+
+
+def check_ifname(variable: str, value: str, record: InterfacesRecord) -> tuple[str | None, str, tuple[str, ...]]:
+    """NCCL_SOCKET_IFNAME (NCCL's list) or GLOO_SOCKET_IFNAME (exact names) against the host."""
+    if variable == "GLOO_SOCKET_IFNAME":
+        names = {n.strip() for n in value.split(",")[:MAX_ENTRIES] if n.strip()}
+        chosen = [i for i in record.interfaces if i.name in names]
+        if len(chosen) < len(names):  # gloo fails on any name it cannot resolve
+            absent = sorted(names - {i.name for i in chosen})
+            return "no-match", t("no interface {names} here", names=", ".join(absent)[:200]), tuple(i.name for i in chosen)
+    else:
+        chosen = [i for i in record.interfaces if selects(value, i.name)]
+    problem, detail = _socket_check(value, chosen)
+    return problem, detail, tuple(i.name for i in chosen)
+
+
+def check_default(record: InterfacesRecord) -> tuple[str | None, str, tuple[str, ...]] | None:
+    """NCCL_SOCKET_IFNAME unset: NCCL takes the ``ib*`` interfaces that are up with an
+    address, else every other one but ``docker*`` and ``lo*`` (src/misc/socket.cc
+    ``ncclFindInterfaces``). A container bridge (cni0, virbr0) or a veth in that set can be
+    the one its bootstrap picks (NVIDIA/nccl#913): a finding for a group across hosts."""
+    usable = [i for i in record.interfaces if i.up and i.addresses]
+    chosen = [i for i in usable if i.name.startswith("ib")] or \
+        [i for i in usable if not i.name.startswith(("docker", "lo"))]
+    wrong = [i for i in chosen if not i.peer_reachable]
+    if not wrong:
+        return None
+    shown = ", ".join(f"{i.name} ({i.why_unreachable})" for i in wrong[:8])
+    return "default-unroutable", shown, tuple(i.name for i in chosen)
+
+
+def check_address(value: str, record: InterfacesRecord) -> tuple[str | None, str, tuple[str, ...]]:
+    """VLLM_HOST_IP / Ray's node address: held by an interface that is up and reachable."""
+    try:
+        wanted = str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        return "not-local", t("not an IP address"), ()
+    owners = [i for i in record.interfaces if any(a.address == wanted for a in i.addresses)]
+    if not owners:
+        return "not-local", t("no interface here holds {address}", address=wanted), ()
+    owner = owners[0]
+    if not owner.up:
+        return "down", t("{name} is down", name=owner.name), (owner.name,)
+    address = next(a for a in owner.addresses if a.address == wanted)
+    if not address.peer_reachable or owner.why_unreachable in ("loopback", "container bridge"):
+        why = address.why_not or owner.why_unreachable or ""
+        return "unroutable", t("{name}: {why}", name=owner.name, why=why), (owner.name,)
+    return None, owner.name, (owner.name,)
+
+
+def rdma_ports(host: Host) -> tuple[tuple[RdmaPort, ...], str | None]:
+    """Each RDMA port's state and link layer; () with why when there are none."""
+    try:
+        hcas = host.list_dirs("/sys/class/infiniband")
+    except HostReadError as exc:
+        return (), reason_of(exc)
+    ports = []
+    for hca in [h for h in hcas if NAME_OK.match(h)][:MAX_HCAS]:
+        base = f"/sys/class/infiniband/{hca}/ports"
+        try:
+            numbers = [p for p in host.list_dirs(base) if p.isdigit()][:MAX_PORTS]
+        except HostReadError:
+            continue
+        for number in numbers:
+            ports.append(RdmaPort(hca, int(number), _text(host, f"{base}/{number}/state", after=": "),
+                                  _text(host, f"{base}/{number}/link_layer")))
+    return tuple(ports), None
+
+
+def _text(host: Host, path: str, after: str = "") -> str | None:
+    try:
+        text = host.read_text(path).strip()[:64]
+    except HostReadError:
+        return None
+    return text.partition(after)[2].strip() or text if after else text
+
+
+def check_hca(value: str, ports: tuple[RdmaPort, ...]) -> tuple[str | None, str, tuple[str, ...]]:
+    chosen = [p for p in ports if selects(value, p.hca, p.port)]
+    names = tuple(f"{p.hca}:{p.port}" for p in chosen)
+    if not chosen:
+        return "no-match", t("no RDMA port here matches"), names
+    shown = ", ".join(f"{p.hca}:{p.port} {p.state or '?'}" for p in chosen[:8])
+    if not any(p.state == ACTIVE for p in chosen):
+        return "hca-down", shown, names
+    return None, shown, names
+
+
+def check_gid(host: Host, value: str, ports: tuple[RdmaPort, ...], hca_filter: str | None) -> tuple[str | None, str, tuple[str, ...]]:
+    """NCCL_IB_GID_INDEX on each RoCE port NCCL would use: the GID's type must be RoCE v2."""
+    if not value.strip().isdigit() or int(value) > 4096:
+        return None, t("not an index: NCCL picks the GID itself"), ()
+    roce = [p for p in ports if p.link_layer == "Ethernet" and p.state == ACTIVE
+            and (hca_filter is None or selects(hca_filter, p.hca, p.port))]
+    wrong, seen = [], []
+    for p in roce:
+        path = f"/sys/class/infiniband/{p.hca}/ports/{p.port}/gid_attrs/types/{int(value)}"
+        try:
+            kind = host.read_text(path).strip()[:32]
+        except HostReadError:
+            kind = ""  # the kernel gives EINVAL for an empty slot of the table
+        seen.append(f"{p.hca}:{p.port}")
+        if kind != ROCE_V2:
+            wrong.append((f"{p.hca}:{p.port}", kind))
+    if not wrong:
+        return None, ", ".join(seen) or t("no active RoCE port"), tuple(seen)
+    shown = ", ".join(f"{name} {kind or t('empty')}" for name, kind in wrong[:8])
+    problem = "gid-missing" if all(not kind for _, kind in wrong) else "gid-not-rocev2"
+    return problem, shown, tuple(name for name, _ in wrong)
+
+
+MAX_CONF_LINES = 1000
+
+
+def nccl_conf(host: Host, pid: int, env: dict[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The NCCL variables NCCL itself would add from its config files, and the files that
+    gave them. NCCL reads ``NCCL_CONF_FILE`` (else ``~/.nccl.conf``), then ``/etc/nccl.conf``,
+    never overriding a variable already set (src/misc/param.cc ``initEnv``, ``setenv(…, 0)``);
+    the files are read inside the engine's own root (a container's)."""
+    root = f"/proc/{pid}/root"
+    user = env.get("NCCL_CONF_FILE")
+    if not user:
+        home, _ = home_of(host, pid)
+        user = f"{home.rstrip('/')}/.nccl.conf" if home else None
+    added: dict[str, str] = {}
+    used = []
+    for path in (p for p in (user, "/etc/nccl.conf") if p and p.startswith("/")):
+        try:
+            text = host.read_text(root + path)
+        except HostReadError:
+            continue
+        for line in text.splitlines()[:MAX_CONF_LINES]:
+            name, eq, value = line.strip().partition("=")
+            name = name.strip()
+            if eq and not name.startswith("#") and name.startswith("NCCL_") and name in VARIABLES \
+                    and name not in env and name not in added:
+                added[name] = value.strip()[:256]
+                if path not in used:
+                    used.append(path)
+    return added, tuple(used)
+
+
+def _label(e: Engine) -> str:
+    return f"{e.kind} at {e.base_url}" + (f" pid {e.pid}" if e.pid else "")
+
+
+def _checks(host: Host, label: str, pid: int, env: dict[str, str], nodes: int | None,
+            record: InterfacesRecord, ports: tuple[RdmaPort, ...]) -> list[EnvCheck]:
+    out = []
+
+    def add(variable: str, value: str, verdict: tuple[str | None, str, tuple[str, ...]]) -> None:
+        out.append(EnvCheck(label, pid, variable, value, verdict[0], verdict[1][:300], verdict[2], nodes))
+
+    for variable in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        if env.get(variable):
+            add(variable, env[variable], check_ifname(variable, env[variable], record))
+    if not env.get("NCCL_SOCKET_IFNAME") and nodes is not None and nodes > 1:
+        verdict = check_default(record)
+        if verdict is not None:
+            add("NCCL_SOCKET_IFNAME", "", verdict)
+    for variable in ("VLLM_HOST_IP", "RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS"):
+        if env.get(variable):
+            add(variable, env[variable], check_address(env[variable], record))
+    if ports and env.get("NCCL_IB_HCA"):
+        add("NCCL_IB_HCA", env["NCCL_IB_HCA"], check_hca(env["NCCL_IB_HCA"], ports))
+    active = tuple(f"{p.hca}:{p.port}" for p in ports if p.state == ACTIVE)
+    for variable, off in (("NCCL_IB_DISABLE", lambda v: v.strip() not in ("", "0")),
+                          ("NCCL_NET", lambda v: v.strip().lower() == "socket")):
+        if variable in env:
+            value = env[variable]
+            problem = "ib-disabled" if off(value) and active else None
+            add(variable, value, (problem, t("active RDMA ports: {ports}", ports=", ".join(active) or t("none")), active))
+    gdr = env.get("NCCL_NET_GDR_LEVEL")
+    if gdr is not None:
+        problem = "gdr-off" if gdr.strip().upper() in ("LOC", "0") and active else None
+        add("NCCL_NET_GDR_LEVEL", gdr, (problem, t("GPUDirect RDMA only within the GPU itself: never over the NIC"), active))
+    if ports and env.get("NCCL_IB_GID_INDEX"):
+        add("NCCL_IB_GID_INDEX", env["NCCL_IB_GID_INDEX"],
+            check_gid(host, env["NCCL_IB_GID_INDEX"], ports, env.get("NCCL_IB_HCA")))
+    return out
+
+
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NcclEnvRecord:
+    """Each engine's NCCL/gloo/Ray variables against this host's interfaces and RDMA ports."""
+    engines = [e for e in found_engines(host, options, inputs).engines if e.pid and e.kind in KINDS]
+    if not engines:
+        raise Skip(t("no vLLM, SGLang or TensorRT-LLM engine process: no NCCL group to judge"))
+    record = interfaces_of(host, inputs)
+    ports, ports_reason = rdma_ports(host)
+    missing = {"rdma_ports": ports_reason} if ports_reason else {}
+    try:
+        gpus: int | None = gpu_count(host)
+    except (Skip, HostReadError) as exc:
+        gpus, missing["gpus"] = None, str(exc)[:200]
+    items, checks = [], []
+    for engine in engines:
+        pid, label, env, reasons = engine.pid or 0, _label(engine), {}, set()
+        for name in VARIABLES:
+            got = env_value(host, pid, name)
+            if got.value is not None:
+                env[name] = got.value
+            elif got.reason:
+                reasons.add(got.reason)
+        from_conf, conf_files = nccl_conf(host, pid, env)
+        env.update(from_conf)
+        shape = layout(argv_of(host, pid), gpus)
+        if shape["node_ip"] and "RAY_NODE_IP_ADDRESS" not in env:
+            env["RAY_NODE_IP_ADDRESS"] = shape["node_ip"][:256]
+        items.append(EngineNet(label, engine.kind, pid, env, ", ".join(sorted(reasons)) or None,
+                               shape["tp"], shape["pp"], shape["dp"], shape["ep"], shape["nodes"],
+                               shape["nodes_from"], shape["dist_init_addr"], shape["node_ip"],
+                               {} if gpus else {"nodes": missing.get("gpus", "no GPU count")},
+                               conf_files))
+        if record is not None:
+            checks += _checks(host, label, pid, env, shape["nodes"], record, ports)
+    return NcclEnvRecord(tuple(items), tuple(checks), ports,
+                         None if record is not None else "/sys/class/net cannot be read", missing)
+
+
+def summary(record: NcclEnvRecord) -> str:
+    parts = []
+    for e in record.engines:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(e.env.items())[:6]) or t("no NCCL, gloo or Ray variable set")
+        line = t("{engine}: {variables}", engine=e.engine, variables=shown)
+        if e.nodes is not None:
+            line += t(", {nodes} host(s)", nodes=e.nodes)
+        parts.append(line)
+    bad = [c for c in record.checks if c.problem]
+    if bad:
+        parts.append(t("{count} variable(s) name what this host cannot use", count=len(bad)))
+    return t("; ").join(parts)

@@ -1,0 +1,213 @@
+"""net.nccl_log: what NCCL itself said about the network it chose (``NCCL_DEBUG=INFO``).
+
+Sources: the log ``scan --nccl-log PATH`` names, else each NCCL engine's standard output
+and error where they are regular files (``/proc/<pid>/fd/1`` and ``2`` link to a file: an
+engine started as ``vllm serve … > vllm.log 2>&1``; a pipe, a socket, a terminal or the
+journal is not read) and the files its ``NCCL_DEBUG_FILE`` names, each read inside the
+engine's own root (``/proc/<pid>/root``, a container's). The text is hostile: only a regular file is read (its size is listed
+first, so a FIFO or a device is never opened), its first MiB (where NCCL's init lines are)
+and its last 2 MiB (the newest: a failure at start is the end of the log), each line cut at
+4,096 characters, undecodable bytes replaced. What the lines say: probes/helpers/nccl_text.py.
+Privilege: the engine's user or root for its /proc/<pid>/fd; the file's own permissions.
+Manual equivalent: ``grep -E 'NCCL (INFO|WARN)' vllm.log | grep -E 'Bootstrap|NET/|via|GPU Direct'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import re
+from dataclasses import dataclass, field
+
+from doctor.i18n import t
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host, HostReadError
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.gpu_common import reason_of
+from probes.helpers.nccl_text import Failure, Said, parse
+from probes.helpers.process_env import env_value
+
+KINDS = ("vllm", "sglang", "tensorrt-llm", "triton")  # engines that run NCCL groups
+HEAD_BYTES = 1 << 20  # NCCL's init lines come first
+TAIL_BYTES = 2 << 20  # and a failure at start ends the log
+CHUNK = 1 << 20  # one ranged read (the seam reads at most 1 MiB at a time)
+MAX_LOGS = 8
+MAX_LINES = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLog:
+    """One log and what NCCL said in it (probes/helpers/nccl_text.py ``Said``, field for
+    field; all empty when it was not read, and ``error`` says why)."""
+
+    source: str  # "--nccl-log", "stdout of vllm at … pid 4242"
+    path: str
+    size_bytes: int | None
+    bytes_read: int
+    skipped_bytes: int  # the middle of a larger file, not read
+    rdma_devices_here: int | None  # /sys/class/infiniband entries on this host; None: unreadable
+    error: str | None  # one line: why the file was not read; None when it was
+    nccl_lines: int = 0
+    warn_lines: int = 0
+    network: str | None = None  # "IB", "Socket", a plugin's name
+    bootstrap_ifs: tuple[str, ...] = ()  # "eth0:10.0.0.1"
+    socket_ifs: tuple[str, ...] = ()
+    ib_devices: tuple[str, ...] = ()  # "mlx5_0:1/RoCE"
+    ib_no_device: bool = False
+    ib_disabled_by_env: bool = False
+    gdr_disabled_hcas: tuple[str, ...] = ()
+    gdr_enabled: bool = False
+    transports: dict[str, int] = field(default_factory=dict)  # channel lines per transport
+    nodes: int | None = None  # the largest nNodes said
+    ranks: int | None = None
+    bootstrap_on_lo: bool = False
+    failures: tuple[Failure, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLogRecord:
+    logs: tuple[NcclLog, ...]
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def _size(host: Host, path: str) -> tuple[int | None, str | None]:
+    """The size of ``path`` when it is a regular file, else why it is not read. Listing its
+    folder tells a regular file (with its size) from a FIFO, socket or device without
+    opening it."""
+    folder, name = posixpath.split(path)
+    try:
+        files = host.list_files(folder or "/")
+    except HostReadError as exc:
+        return None, t("{path}: its folder cannot be read ({reason})", path=path, reason=reason_of(exc))
+    if name in files:
+        return files[name], None
+    try:
+        dirs = host.list_dirs(folder or "/")
+    except HostReadError:
+        dirs = []
+    if name in dirs:
+        return None, t("{path} is a directory: name the log file", path=path)
+    return None, t("{path}: no such regular file (absent, or a FIFO, socket or device: not read)", path=path)
+
+
+def read_lines(host: Host, path: str, size: int) -> tuple[list[str], int, int]:
+    """(lines, bytes read, bytes skipped) of the head and tail of a file of ``size`` bytes."""
+    if size <= HEAD_BYTES + TAIL_BYTES:  # the whole file, as one text
+        spans = [(0, size)]
+    else:  # the head and the tail, each cut at a line's end
+        spans = [(0, HEAD_BYTES), (size - TAIL_BYTES, TAIL_BYTES)]
+    chunks, got = [], 0
+    for start, length in spans:
+        data = b""
+        for offset in range(start, start + length, CHUNK):
+            piece = host.read_bytes(path, offset, min(CHUNK, start + length - offset))
+            data += piece
+            if len(piece) < min(CHUNK, start + length - offset):
+                break  # the file shrank while read
+        got += len(data)
+        chunks.append(data.decode("utf-8", "replace").splitlines())
+    skipped = max(0, size - got)
+    lines = chunks[0]
+    if len(chunks) > 1:  # a line cut at either edge of the gap is no line
+        lines = lines[:-1] + chunks[1][1:]
+    return lines[:MAX_LINES], got, skipped
+
+
+def read_log(host: Host, source: str, path: str, rdma: int | None, at: str | None = None) -> NcclLog:
+    """``path`` read (at ``at``, where the engine's root puts it) and parsed."""
+    size, why = _size(host, at or path)
+    if size is None:
+        return NcclLog(source, path, None, 0, 0, rdma, why and why.replace(at or path, path))
+    try:
+        lines, got, skipped = read_lines(host, at or path, size)
+    except HostReadError as exc:
+        return NcclLog(source, path, size, 0, 0, rdma, t("{path}: not read ({reason})", path=path, reason=reason_of(exc)))
+    said = parse(lines)
+    return NcclLog(source, path, size, got, skipped, rdma, None,
+                   **{f.name: getattr(said, f.name) for f in dataclasses.fields(Said)})
+
+
+def engine_logs(host: Host, options: ScanOptions, inputs: Inputs) -> list[tuple[str, str, str]]:
+    """(source, path as the engine names it, path to read) of each NCCL engine's
+    stdout/stderr that is a file, and of the files its NCCL_DEBUG_FILE names. Read through
+    ``/proc/<pid>/root``: the path an engine in a container names is in its own root."""
+    out: list[tuple[str, str, str]] = []
+    for engine in found_engines(host, options, inputs).engines:
+        if engine.pid is None or engine.kind not in KINDS:
+            continue
+        label, root = f"{engine.kind} at {engine.base_url} pid {engine.pid}", f"/proc/{engine.pid}/root"
+        for fd, stream in ((1, "stdout"), (2, "stderr")):
+            try:
+                target = host.read_link(f"/proc/{engine.pid}/fd/{fd}")
+            except HostReadError:
+                continue
+            if target.startswith("/") and not target.startswith(("/dev/", "/proc/")) \
+                    and not target.endswith(" (deleted)") and target not in (p for _, p, _ in out):
+                out.append((f"{stream} of {label}", target, root + target))
+        for path in debug_files(host, engine.pid):
+            if path not in (p for _, p, _ in out):
+                out.append((f"NCCL_DEBUG_FILE of {label}", path, root + path))
+    return out[:MAX_LOGS]
+
+
+def debug_files(host: Host, pid: int) -> list[str]:
+    """The files the engine's ``NCCL_DEBUG_FILE`` names: NCCL writes one per process, with
+    ``%h`` the host name and ``%p`` the pid (src/debug.cc); the ranks are the engine's
+    workers, so every pid matches. Relative to the engine's working directory."""
+    pattern = env_value(host, pid, "NCCL_DEBUG_FILE").value
+    if not pattern:
+        return []
+    if not pattern.startswith("/"):
+        try:
+            pattern = posixpath.join(host.read_link(f"/proc/{pid}/cwd"), pattern)
+        except HostReadError:
+            return []
+    folder, base = posixpath.split(posixpath.normpath(pattern))
+    wanted = re.compile(re.escape(base).replace("%h", "[^/]+").replace("%p", "[0-9]+"))
+    try:
+        names = host.list_files(f"/proc/{pid}/root{folder}")
+    except HostReadError:
+        return []
+    return [posixpath.join(folder, n) for n in sorted(names) if wanted.fullmatch(n)][:MAX_LOGS]
+
+
+def rdma_count(host: Host) -> int | None:
+    try:
+        return len(host.list_dirs("/sys/class/infiniband"))
+    except HostReadError as exc:
+        return 0 if reason_of(exc) == "not-found" else None
+
+
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NcclLogRecord:
+    """NCCL's lines in the named log, or in each NCCL engine's stdout/stderr files."""
+    named = options.nccl_log
+    sources = [("--nccl-log", named, named)] if named else engine_logs(host, options, inputs)
+    if not sources:
+        raise Skip(t("no NCCL log: name one with --nccl-log PATH (an engine started with "
+                     "NCCL_DEBUG=INFO), or start the engine with its output sent to a file"))
+    rdma = rdma_count(host)
+    return NcclLogRecord(tuple(read_log(host, source, path, rdma, at) for source, path, at in sources))
+
+
+def summary(record: NcclLogRecord) -> str:
+    return t("; ").join(_one(log) for log in record.logs)
+
+
+def _one(log: NcclLog) -> str:
+    if log.error is not None:
+        return log.error
+    said = log
+    if not said.nccl_lines:
+        return t("{path}: no NCCL INFO/WARN line (start the engine with NCCL_DEBUG=INFO)", path=log.path)
+    line = t("{path}: {lines} NCCL lines, network {network}", path=log.path, lines=said.nccl_lines,
+             network=said.network or t("not said"))
+    if said.transports:
+        line += t(", channels via {transports}", transports=", ".join(f"{k} x{v}" for k, v in said.transports.items()))
+    if said.failures:
+        line += t(", failures: {failures}", failures=", ".join(_failure(f) for f in said.failures))
+    return line
+
+
+def _failure(f: Failure) -> str:
+    return f"{f.kind} x{f.count}"
