@@ -115,7 +115,6 @@ CAUSES: tuple[str, ...] = (
     "nccl-init-failed",
     # issue 30, the all-reduce across hosts (checks/net_collective.toml)
     "collective-rank-missing",
-    "collective-interface-unusable",
     "network-mtu-mismatch",
     "collective-bandwidth-low",
     "collective-slow-host",
@@ -143,7 +142,6 @@ OWN_CAUSES: tuple[str, ...] = (
     "nccl-init-failed",  # NCCL's log: its WARN lines at init
     # issue 30, net.collective (llm-doctor collective)
     "collective-rank-missing",  # a rank of a group across hosts never joined its master
-    "collective-interface-unusable",  # the ranks' socket interface missing, down, lo or unrouted
     "network-mtu-mismatch",  # the ranks' interfaces on one path disagree on the MTU
     "collective-bandwidth-low",  # NCCL's busbw across hosts under half the path's line rate
     "collective-slow-host",  # one host slow in every pair of a pairwise all-reduce
