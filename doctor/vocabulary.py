@@ -113,6 +113,11 @@ CAUSES: tuple[str, ...] = (
     "nccl-gdr-disabled",
     "nccl-bootstrap-loopback",
     "nccl-init-failed",
+    # issue 30, the all-reduce across hosts (checks/net_collective.toml)
+    "collective-rank-missing",
+    "network-mtu-mismatch",
+    "collective-bandwidth-low",
+    "collective-slow-host",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -135,6 +140,11 @@ OWN_CAUSES: tuple[str, ...] = (
     "nccl-gdr-disabled",  # NCCL's log or NCCL_NET_GDR_LEVEL: GPUDirect RDMA not used
     "nccl-bootstrap-loopback",  # NCCL's log: bootstrap on lo in a group across hosts
     "nccl-init-failed",  # NCCL's log: its WARN lines at init
+    # issue 30, net.collective (llm-doctor collective)
+    "collective-rank-missing",  # a rank of a group across hosts never joined its master
+    "network-mtu-mismatch",  # the ranks' interfaces on one path disagree on the MTU
+    "collective-bandwidth-low",  # NCCL's busbw across hosts under half the path's line rate
+    "collective-slow-host",  # one host slow in every pair of a pairwise all-reduce
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

@@ -60,6 +60,7 @@ from probes.net import (
     nccl_log as net_nccl_log,
     nic_affinity as net_nic_affinity,
     rdma as net_rdma,
+    xnode as net_xnode,
 )
 
 # Host probes first, then the serving engines (probes/engine_*.py), then the GPUs
@@ -504,6 +505,17 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=net_nccl_log.probe,
         summary=net_nccl_log.summary,
         after=("engine.discovery",),
+    ),
+    # issue 30, the all-reduce across hosts: `llm-doctor collective` runs it on every host of
+    # the group; a scan only skips it (it cannot start its peers), so that rules name it
+    ProbeSpec(
+        name="net.collective",
+        level=Level.FULL,
+        description=lazy("All-reduce across hosts (gloo on CPUs, NCCL on GPUs): the ranks that never joined, the socket interface and its MTU, busbw against the line rate of the path; run by `llm-doctor collective` on every host, skipped by a scan"),
+        reads=lazy("`llm-doctor collective`'s saved scan: torch.distributed all-reduce between the hosts, /sys/class/net/<if>/speed and mtu, ip -j -d link and route, a TCP stream to the peer, the cgroup's cpu.stat"),
+        timeout_s=5.0,
+        run=net_xnode.probe,
+        summary=net_xnode.summary,
     ),
 )
 

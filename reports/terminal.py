@@ -79,6 +79,12 @@ def _findings(report: ScanReport) -> list[RenderableType]:
     return blocks
 
 
+def findings(report: ScanReport) -> Group:
+    """The findings alone, as the report shows them (``llm-doctor collective`` prints them
+    under its own lines)."""
+    return Group(*_findings(report))
+
+
 def _probes(report: ScanReport, verbose: bool) -> Table:
     table = Table(title=t("Probes"), title_justify="left", show_edge=False, pad_edge=False)
     # a family's row names its probes in braces (engine.{discovery,metrics,…}): folded, it

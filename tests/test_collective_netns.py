@@ -53,9 +53,11 @@ def _done(proc: subprocess.Popen, started: float) -> tuple[int, dict, float]:
         raise AssertionError("the command outlived the test's backstop") from None
     took = time.perf_counter() - started
     assert out, err.decode(errors="replace")[-2000:]
-    data = json.loads(out)["probes"][0]
+    report = json.loads(out)
+    data = report["probes"][0]
     assert data["name"] == "net.collective"
-    return proc.returncode, data["data"], took
+    # the rules the command evaluated on it (checks/net_collective.toml), by rule id
+    return proc.returncode, {**data["data"], "findings": [f["rule"] for f in report["findings"]]}, took
 
 
 def _hostile(lab: Lab, port: int) -> subprocess.Popen:
@@ -115,6 +117,7 @@ def test_an_mtu_mismatch_across_the_veth_is_named_though_tcp_hides_it(lab):
     # is named from the ranks' own interfaces, which is what would drop RDMA or UDP here
     assert rc_a == 0 and ra["outcome"] == "ok" and ra["mtu"] == 9000 and rb["mtu"] == 1500
     assert ra["mtu_mismatch"] == "MTU differs between ranks: rank 0 eth0 9000, rank 1 eth0 1500"
+    assert ra["findings"] == rb["findings"] == ["collective-mtu-mismatch"]  # both hosts name it
     print(f"\nMTU 9000 vs 1500: outcome {ra['outcome']}, busbw {ra['busbw_gbps']} GB/s, TCP "
           f"{ra['stream_gbps']} GB/s, ratio {ra['ratio']}; {took:.1f} s")
 
@@ -133,6 +136,8 @@ def test_an_interface_down_and_a_rank_that_never_starts_are_named_at_the_join_bo
     assert "no route from here to the master 10.231.0.1" in rb["failure"]
     assert rc_a == 1 and ra["missing_ranks"] == [1, 2] and ra["failed_step"] == "rendezvous"
     assert "rank(s) 1, 2 of 3 never joined" in ra["failure"]
+    assert ra["findings"] == ["collective-rank-missing"]
+    assert rb["findings"] == ["collective-interface-unusable"]
     assert ra["total_s"] < 12  # named by the join bound, not killed at the hard limit
     print(f"\ninterface down on host 1: named there in {took_b:.2f} s; rank 1 (down) and rank 2 "
           f"(never started) named by the master after {took_a:.1f} s (join bound 4 s)")
@@ -187,6 +192,7 @@ def test_a_rank_starved_by_a_cpu_quota_is_named_by_both_hosts(lab):
     assert rc_a == 1 and ra["missing_ranks"] == [1]
     assert rc_b == 1 and rb["outcome"] in ("timeout", "failed")
     assert "rank 1 is held to 0.03 CPU by its cgroup" in rb["failure"]
+    assert ra["findings"] == ["collective-rank-missing"] and "collective-rank-starved" in rb["findings"]
     assert rb["total_s"] < 8 + 2  # killed by its own hard limit
     print(f"\nCPU quota 0.03 on rank 1: master named it after {took_a:.1f} s; its host ended "
           f"after {took_b:.1f} s: {rb['failure']}")
@@ -213,5 +219,6 @@ def test_pairwise_names_the_host_behind_a_slow_link(lab):
     assert set(pairs) == {(0, 1), (1, 2)}  # round 0: 0-1 (2 sits out); round 1: 1-2
     assert pairs[(1, 2)] < 0.5 * pairs[(0, 1)]
     assert r["suspects"] == [2] and all(o[1]["outcome"] == "ok" for o in others)
+    assert r["findings"] == ["collective-slow-rank"]  # gloo too: the comparison is relative
     print(f"\npairwise, host 2 behind tbf 100 Mbit/s: {pairs} GB/s; suspect {r['suspects']}; "
           f"{took:.1f} s")

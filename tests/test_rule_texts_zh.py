@@ -131,7 +131,11 @@ def english_run(text: str) -> list[str]:
 
 
 # Fields a probe fills with English words for people; they need the probe's own translation.
-PROBE_TEXT = {"engine-unreachable": "answer"}  # probes/engine/discovery.py Reachability.answer
+PROBE_TEXT = {"engine-unreachable": "answer",  # probes/engine/discovery.py Reachability.answer
+              # probes/kernels/xnode.py's lines (a child's JSON, quoted as it said them)
+              "collective-interface-unusable": "failure",
+              "collective-mtu-mismatch": "mismatch",
+              "collective-rank-starved": "starved"}
 
 
 def _firing_cases():

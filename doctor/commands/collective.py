@@ -3,9 +3,14 @@
 The command runs ``probes.kernels.xnode`` in a child process (its own session, killed whole
 at the hard limit plus a margin) and shows the record of probes/net/xnode.py. With
 ``--format json`` it prints a saved scan holding that one probe (``net.collective``): what
-``llm-doctor diff`` and the fleet's readers take. Exit status: 0 the all-reduce ran, 1 it did
-not (a rank never joined, a fault on the path, the hard limit), 2 the command line was wrong,
-3 it cannot run here (torch not installed).
+``llm-doctor diff`` and the fleet's readers take. The built-in rules (and the config's, as
+``scan`` loads them) judge the record: checks/net_collective.toml; the findings are in the
+saved scan and under the text. Exit status: 0 the all-reduce ran, 1 it did not (a rank never
+joined, a fault on the path, the hard limit), 2 the command line was wrong, 3 it cannot run
+here (torch not installed, a broken config or rule file). A finding does not change it: the
+status answers "did this host's part run", which srun and torchrun gather per task, and
+scan's severity codes (1 warning, 2 critical) would collide with these; a gate on the
+findings reads ``--format json``'s ``findings`` (a warning or critical one).
 """
 
 from __future__ import annotations
@@ -15,13 +20,18 @@ import time
 
 import click
 
+from doctor.commands.setup import load_setup
+from doctor.config import Config
 from doctor.i18n import t
 from doctor.model import Level, ProbeResult, ScanReport
+from doctor.rules.evaluate import evaluate
+from doctor.rules.loader import Rule, builtin_files, load_rules
 from doctor.output import write_atomic
 from doctor.seam.host import MeasurementError
 from doctor.seam.live import LiveHost
 from probes.helpers.kernel_child import run_kernel
 from probes.net import xnode
+from probes.registry import by_name
 from reports.json_report import render
 
 PROBE_NAME = "net.collective"
@@ -55,15 +65,27 @@ def kernel_args(master: str | None, rank: int | None, world: int | None, cpu: in
     return args + (["--pairwise"] if pairwise else [])
 
 
-def saved_scan(data: dict, took_s: float, started: float) -> str:
-    """A saved scan (docs/report-schema.json) holding the one probe ``net.collective``."""
+def report_of(data: dict, took_s: float, started: float, rules: list[Rule] | None = None,
+              config: Config | None = None) -> ScanReport:
+    """The scan holding the one probe ``net.collective``, judged by ``rules`` (the built-in
+    rules where None)."""
     rec = xnode.record(data)
     result = ProbeResult(name=PROBE_NAME, status="ok", duration_s=took_s, record=rec,
                          summary=xnode.summary(rec))
-    report = ScanReport(host=LiveHost().describe(), level=Level.FULL,
-                        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-                        duration_s=round(took_s, 3), probes=[result])
-    return render(report)
+    if rules is None:
+        rules = load_rules(builtin_files(), by_name())
+    findings, errors = evaluate(rules, [result], config)
+    return ScanReport(host=LiveHost().describe(), level=Level.FULL,
+                      started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                      duration_s=round(took_s, 3), probes=[result], findings=findings,
+                      rule_errors=errors)
+
+
+def saved_scan(data: dict, took_s: float, started: float, rules: list[Rule] | None = None,
+               config: Config | None = None) -> str:
+    """A saved scan (docs/report-schema.json) holding the one probe ``net.collective`` and
+    its findings."""
+    return render(report_of(data, took_s, started, rules, config))
 
 
 @click.command("collective", epilog=EPILOG)
@@ -101,6 +123,7 @@ def collective(master: str | None, rank: int | None, world: int | None, cpu: int
     """All-reduce across hosts: run it on every host; it names a rank that never joins and
     holds busbw against the line rate of the path the ranks used."""
     started, t0 = time.time(), time.perf_counter()
+    rules, config = load_setup(None)  # before the run: a broken config fails fast, exit 3
     args = kernel_args(master, rank, world, cpu, devices, pairwise, timeout_s, budget_s, join_s,
                        nbytes)
     try:
@@ -112,8 +135,9 @@ def collective(master: str | None, rank: int | None, world: int | None, cpu: int
                    err=True)
         sys.exit(3)
     took = time.perf_counter() - t0
+    report = report_of(data, took, started, rules, config)
     if save or fmt == "json":
-        text = saved_scan(data, took, started)
+        text = render(report)
         if save:
             try:
                 write_atomic(save, text)
@@ -125,4 +149,19 @@ def collective(master: str | None, rank: int | None, world: int | None, cpu: int
             click.echo(text, nl=False)
     if fmt == "text":
         click.echo("\n".join(xnode.describe(xnode.record(data))))
+        if report.findings or report.rule_errors:
+            _show_findings(report)
     sys.exit(0 if data.get("outcome") == "ok" else 1)
+
+
+def _show_findings(report: ScanReport) -> None:
+    """The findings as scan shows them, after a blank line; rule errors in one line each."""
+    from rich.console import Console  # the text path only: JSON output never loads rich
+
+    from reports.terminal import findings
+
+    console = Console(highlight=False)
+    console.print()
+    console.print(findings(report))
+    for message in report.rule_errors:
+        click.echo(t("rule error: {message}", message=message), err=True)

@@ -131,6 +131,13 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     "rdma[*].width": (("rdma-link-degraded",), HIGHER),
     "rdma[*].link_layer": ((), None),
     "rdma[*].netdev_mtu": ((), None),
+    # issue 30, net.collective (llm-doctor collective's saved scan)
+    "collective[*].busbw_gbps": (("collective-bandwidth-low", "collective-slow-host"), HIGHER),
+    "collective[*].ratio": (("collective-bandwidth-low",), HIGHER),
+    "collective[*].outcome": (("collective-rank-missing", "nccl-interface-wrong"),
+                              Good("is", "ok")),
+    "collective[*].interface": (("nccl-interface-wrong",), None),
+    "collective[*].mtu": (("network-mtu-mismatch",), None),
 }
 # The engine's latency percentiles: lower is better; they bear on no one cause, they are the
 # symptom the other changes explain.

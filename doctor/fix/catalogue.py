@@ -496,6 +496,10 @@ NO_STEP: dict[str, str] = {
     "nccl-gdr-disabled": lazy("a kernel module or driver on every host, or the ranks' environment: a change to plan"),
     "nccl-bootstrap-loopback": _NCCL_ENV,
     "nccl-init-failed": lazy("NCCL's first failure names the layer: see the playbook; nothing to change on this host alone"),
+    "collective-rank-missing": lazy("another host's command or network to fix: the playbook says where to look"),
+    "network-mtu-mismatch": lazy("the MTU must match the switches and every host of the path: a network change to plan"),
+    "collective-bandwidth-low": lazy("the path's cause is named by the scan's other findings, each with its own step"),
+    "collective-slow-host": lazy("draining a host from the group is the scheduler's decision, by hand"),
 }
 
 

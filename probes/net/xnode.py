@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.i18n import t
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host
 from doctor.values import finite_float
 
 SLOW_PAIR = 0.5  # a pair under half the best pair's busbw is slow (the health runners' cut)
@@ -115,6 +118,15 @@ def suspects(pairs: tuple[PairFigure, ...]) -> tuple[int, ...]:
     return tuple(r for r in ranks if all(p.ranks in slow for p in pairs if r in p.ranks))
 
 
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CrossNodeCollective:
+    """In a scan: always a skip that says how to run it. An all-reduce across hosts needs
+    every host of the group started at once with the same master; one host's scan cannot
+    start its peers. It is registered so that rules can name ``net.collective`` and judge the
+    saved scan ``llm-doctor collective`` writes."""
+    raise Skip(t("needs its peers: run `llm-doctor collective --master HOST:PORT --rank N "
+                 "--world W` on every host of the group (docs/collective.md)"))
+
+
 def record(data: dict[str, Any]) -> CrossNodeCollective:
     """The record of the kernel's JSON; any field may be absent or hostile (a saved file)."""
     missing: dict[str, str] = {}
@@ -154,12 +166,13 @@ def describe(r: CrossNodeCollective) -> list[str]:
     """The record for people, a few lines."""
     ranks = ",".join(map(str, r.ranks_here)) or "?"
     lines = [t("ranks {ranks} of {world} ({backend}, master {master}, from {source}): {outcome}",
-               ranks=ranks, world=r.world, backend=r.backend, master=r.master,
-               source=r.rendezvous, outcome=r.outcome)]
+               ranks=ranks, world=r.world if r.world is not None else "?",
+               backend=r.backend or "?", master=r.master or "?", source=r.rendezvous or "?",
+               outcome=r.outcome)]
     if r.interface:
         lines.append(t("  path: {interface} ({kind}, MTU {mtu}) chosen by {source}",
-                       interface=r.interface, kind=r.interface_kind, mtu=r.mtu,
-                       source=r.interface_source))
+                       interface=r.interface, kind=r.interface_kind or "?",
+                       mtu=r.mtu if r.mtu is not None else "?", source=r.interface_source))
     if r.missing_ranks:
         lines.append(t("  never joined: rank(s) {ranks}",
                        ranks=", ".join(map(str, r.missing_ranks))))
