@@ -18,6 +18,7 @@ from doctor import values
 from doctor.seam.live import LiveHost
 from doctor.workload.loadgen import RequestTarget, Workload, run_requests
 from doctor.model import Level, ScanOptions
+from probes.engine import ollama as engine_ollama
 from probes.helpers.promtext import PageError, parse
 from probes.registry import PROBES
 from doctor.scan import scan
@@ -35,6 +36,9 @@ HUGE = "9" * 400
 @pytest.fixture(autouse=True)
 def no_local_engines(monkeypatch):
     monkeypatch.setattr("probes.helpers.engine_discovery.engine_processes", lambda host: ())
+    # engine.ollama reads /api/ps a second time 2 s after discovery (a reload between the two
+    # is what it looks for); the shapes here are the same on both reads, so no wait is needed
+    monkeypatch.setitem(engine_ollama.READ_INTERVAL_S, Level.QUICK, 0.01)
 
 
 def _serving(pages: dict[str, str]) -> RawServer:

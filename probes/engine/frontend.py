@@ -31,7 +31,7 @@ from probes.helpers.engine_flags import flag
 from probes.helpers.gpu_common import gpu_count, reason_of
 from probes.helpers.processes import process_table
 from probes.helpers import gpu_topology as topology
-from probes.helpers.cpu_sample import TOP_N, load_of
+from probes.helpers.cpu_sample import NAME as CPU_LOAD, TOP_N, CpuLoadRecord, load_of
 
 KINDS = ("vllm", "sglang", "tgi")
 ROLES = {"vllm": "vLLM API server", "sglang": "SGLang tokenizer manager (main process)",
@@ -131,6 +131,11 @@ def _frontend_pid(kind: str, root: int, host: Host) -> tuple[int, str, str] | No
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> FrontendRecord:
+    if inputs.get(CPU_LOAD, CpuLoadRecord) is None and not any(
+            p.engine in KINDS for p in process_table(host)):
+        # run without host.cpu_load (alone, or a subset of probes): no engine process of its
+        # kinds, so no 0.5 s CPU sample of the whole host to find that out
+        raise Skip(t("no vLLM, SGLang or TGI engine process"))
     sample = load_of(host, inputs)  # host.cpu_load's record (its needs), else its sample
     trees = [e for e in sample.engines if e.engine in KINDS]
     if not trees:
