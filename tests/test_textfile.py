@@ -22,6 +22,7 @@ from doctor.model import Finding, Level, ScanOptions, ScanReport, Severity
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost
 from probes.registry import PROBES
+from tests.tiers import sampled
 from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.daemon_helpers import need, prompt_histogram_host
@@ -66,7 +67,7 @@ HOSTS = sorted(p for p in FIXTURE_HOSTS.iterdir() if (p / "host.toml").is_file()
 RULES = builtin_rules()
 
 
-@pytest.mark.parametrize("path", HOSTS, ids=[p.name for p in HOSTS])
+@pytest.mark.parametrize("path", sampled(HOSTS))  # a quarter in the floor, all in the suite
 def test_the_textfile_of_every_recorded_host_passes_promtool(path):
     """Every committed recorded host, GPU and vLLM ones included, not only a CPU host."""
     assert _promtool_lint(_host_text(path)) == ""

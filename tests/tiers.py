@@ -88,3 +88,13 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         _markers = None
+
+
+def sampled(paths, every: int = 4) -> list:
+    """``paths`` as parameters of a test that walks every recorded host: each ``every``-th in
+    the floor, the others marked ``slow``, so that the floor still renders a spread of hosts
+    (GPU, engine, CPU-only, recorded from real dumps) and the whole suite renders them all."""
+    paths = list(paths)
+    return [pytest.param(p, id=getattr(p, "name", str(p)),
+                         marks=() if i % every == 0 else (pytest.mark.slow,))
+            for i, p in enumerate(paths)]
