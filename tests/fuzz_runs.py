@@ -29,7 +29,7 @@ EXIT_CODES = {0, 1, 2, 3}
 # campaign is the same test with a larger budget, e.g. LLM_DOCTOR_FUZZ_S=120 pytest -m fuzz,
 # or benchmarks/fuzz.py for thousands of inputs.
 FUZZ_BUDGET_ENV = "LLM_DOCTOR_FUZZ_S"
-DEFAULT_BUDGET_S = 5.0
+DEFAULT_BUDGET_S = 3.0
 
 
 def budget_s() -> float:
@@ -42,7 +42,10 @@ def budget_s() -> float:
     except ValueError:
         value = float("nan")
     if not 1.0 <= value <= 86400.0:
-        raise SystemExit(f"{FUZZ_BUDGET_ENV}={text!r}: give a number of seconds from 1 to 86400")
+        import pytest
+
+        pytest.exit(f"{FUZZ_BUDGET_ENV}={text!r}: give a number of seconds from 1 to 86400",
+                    returncode=4)
     return value
 
 

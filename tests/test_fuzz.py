@@ -1,7 +1,7 @@
 """Fuzz: mutated recorded hosts, rule files and config files never crash, hang, read outside
 the recorded host, or show a planted secret (tests/fuzz_inputs.py makes them, tests/fuzz_runs.py checks the runs).
 
-A fixed seed and a time budget per kind keep this bounded (tests/fuzz_runs.budget_s: 5 s a
+A fixed seed and a time budget per kind keep this bounded (tests/fuzz_runs.budget_s: 3 s a
 kind, LLM_DOCTOR_FUZZ_S for more); the campaign of 10,000 inputs is benchmarks/fuzz.py. Each run goes through ``doctor.commands.cli.main`` in a fork
 of this process, and every 20th through a new interpreter, as a user runs it.
 """
@@ -19,7 +19,7 @@ from tests import fuzz_runs as fuzz
 pytestmark = pytest.mark.fuzz
 
 SEED = 20261129
-BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 5 s: no input starts after it is spent
+BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 3 s: no input starts after it is spent
 BOUND_S = 8.0  # per run: a recorded host is read in well under a second
 MAX_INPUTS = 150
 MIN_INPUTS = 5  # the budget ends a campaign only after these: the work is fixed, not the speed

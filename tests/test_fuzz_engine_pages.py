@@ -22,7 +22,7 @@ from tests.fuzz_engine_pages import NOT_A_NUMBER, hostile_page, judged, restarte
 pytestmark = pytest.mark.fuzz
 
 SEED = 20261201
-BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 5 s: no input starts after it is spent
+BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 3 s: no input starts after it is spent
 BOUND_S = 20.0  # per run: the campaign's default bound
 MAX_INPUTS = 40
 MIN_INPUTS = 3  # the budget ends a campaign only after these: the work is fixed, not the speed

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.fuzz_runs import budget_s as fuzz_budget_s
 
 from doctor.model import ScanOptions
 from doctor.seam.live import LiveHost
@@ -24,7 +25,7 @@ from probes.net import nccl_log
 pytestmark = pytest.mark.fuzz
 
 SEED = 20261207
-BUDGET_S = 3.0
+BUDGET_S = fuzz_budget_s()  # LLM_DOCTOR_FUZZ_S, else 3 s: as every campaign
 BOUND_S = 5.0  # one read of a hostile file: far above the 3 MiB it may read
 LOGS = Path(__file__).parent / "fixtures" / "nccl_logs"
 

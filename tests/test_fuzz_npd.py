@@ -20,7 +20,7 @@ from tests.fuzz_npd import base_states
 pytestmark = pytest.mark.fuzz
 
 SEED = 20261201
-BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 5 s: no input starts after it is spent
+BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 3 s: no input starts after it is spent
 BOUND_S = 5.0  # NPD's default kill
 MAX_INPUTS = 150
 MIN_INPUTS = 5  # the budget ends a campaign only after these: the work is fixed, not the speed

@@ -19,7 +19,7 @@ from tests import fuzz_runs as fuzz
 pytestmark = pytest.mark.fuzz
 
 SEED = 20261212
-BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 5 s: no input starts after it is spent
+BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 3 s: no input starts after it is spent
 BOUND_S = 5.0  # per run: a plan takes milliseconds
 MAX_INPUTS = 400
 MIN_INPUTS = 20  # the budget ends a campaign only after these: the work is fixed, not the speed

@@ -31,11 +31,12 @@ from tests.builtin_rules import builtin_rules
 from tests.fixtures import build_rdma_hosts as rdma_hosts
 from tests.fixtures.builders.recording import Recording
 from tests.fixtures.convert_rdma_sysfs import files
+from tests.fuzz_runs import budget_s as fuzz_budget_s
 
 pytestmark = pytest.mark.fuzz
 
 SEED = 20261207
-BUDGET_S = 4.0
+BUDGET_S = fuzz_budget_s()  # LLM_DOCTOR_FUZZ_S, else 3 s: as every campaign
 MIN_INPUTS = 20
 MAX_INPUTS = 400
 RULES = [r for r in builtin_rules() if r.probes == ("net.rdma",)]

@@ -20,7 +20,7 @@ from tests import fuzz_runs as fuzz
 pytestmark = pytest.mark.fuzz
 
 SEED = 20261201
-BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 5 s: no input starts after it is spent
+BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 3 s: no input starts after it is spent
 BOUND_S = 10.0  # per run: a saved scan renders in well under a second
 MAX_INPUTS = 150
 MIN_INPUTS = 5  # the budget ends a campaign only after these: the work is fixed, not the speed

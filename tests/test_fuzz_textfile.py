@@ -21,7 +21,7 @@ from tests import fuzz_runs as fuzz
 pytestmark = [pytest.mark.fuzz, pytest.mark.live]
 
 SEED = 20261217
-BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 5 s: no input starts after it is spent
+BUDGET_S = fuzz.budget_s()  # LLM_DOCTOR_FUZZ_S, else 3 s: no input starts after it is spent
 BOUND_S = 30.0  # per run: a replayed scan takes about a second
 MAX_INPUTS = 100
 MIN_INPUTS = 3  # the budget ends a campaign only after these: the work is fixed, not the speed
