@@ -93,9 +93,13 @@ def _read_nodes(host: Host) -> NodeMap:
     return NodeMap(dict(sorted(out.items())), None)
 
 
+def pci_dirs(host: Host) -> dict[str, str]:
+    """bus id -> the function's own directory under /sys/devices, read once per scan (the
+    links' targets, so a capture keeps the link listing and the files where sysfs has them)."""
+    return host.memo("numa_nodes.pci_dirs", lambda: _pci_dirs(host))
+
+
 def _pci_dirs(host: Host) -> dict[str, str]:
-    """bus id -> the function's own directory under /sys/devices (the links'
-    targets), so a capture keeps the link listing and the files where sysfs has them."""
     try:
         links = host.list_links(PCI_DEVICES)
     except HostReadError:
@@ -108,7 +112,7 @@ def _pci_dirs(host: Host) -> dict[str, str]:
 def pci_numa_node(host: Host, bdf: str) -> tuple[int | None, str | None]:
     """A PCI function's node from sysfs, or None and the read-failure reason: -1 (the
     firmware gave the device no node) is not-supported."""
-    where = host.memo("numa_nodes.pci_dirs", lambda: _pci_dirs(host)).get(bdf)
+    where = pci_dirs(host).get(bdf)
     path = f"{where or PCI_DEVICES + '/' + bdf}/numa_node"
     try:
         text = host.read_text(path).strip()

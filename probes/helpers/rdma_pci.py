@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from doctor.seam.host import Host, HostReadError
 from probes.helpers.gpu_common import pci_bdf, reason_of
+from probes.helpers.numa_nodes import pci_dirs  # one listing of the PCI functions a scan
 
 INFINIBAND = "/sys/class/infiniband"
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -53,19 +54,6 @@ def rdma_devices(host: Host) -> RdmaDevices:
 def _natural(name: str) -> tuple:
     """mlx5_2 before mlx5_10, as ibv_devices lists them."""
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
-
-
-def pci_dirs(host: Host) -> dict[str, str]:
-    """bus id -> the function's own directory under /sys/devices, read once per scan."""
-    def read() -> dict[str, str]:
-        try:
-            links = host.list_links(PCI_DEVICES)
-        except HostReadError:
-            return {}
-        return {name: where for name, target in links.items()
-                if (where := posixpath.normpath(posixpath.join(PCI_DEVICES, target)))
-                .startswith("/sys/devices/")}
-    return host.memo("rdma_pci.pci_dirs", read)
 
 
 def place_of(host: Host, bdf: str | None) -> PciPlace:
