@@ -115,6 +115,9 @@ def _read(tmp_path, data: dict, **changes) -> state.State:
     return state.read(path)
 
 
+NEXT_HOUR = time.time() + 3600  # a time in the future; its test id says so (ids stay the same
+# between collections, as pytest-xdist's workers need)
+
 # (changes, what the reason says): each a state no daemon writes, that read fresh before
 STALE_OR_BROKEN = [
     ({"taken_at": 1.0, "interval_s": 1e308}, "interval_s 1e+308: not the daemon's interval"),
@@ -129,7 +132,7 @@ STALE_OR_BROKEN = [
     ({"taken_at": 0}, "taken_at 0: not a time in Unix seconds after 2020-01-01"),
     ({"taken_at": -5.0}, "taken_at -5.0: not a time"),
     ({"taken_at": 1e18}, "in the future"),
-    ({"taken_at": time.time() + 3600}, "in the future"),
+    ({"taken_at": NEXT_HOUR}, "in the future"),
     ({"taken_at": True}, "taken_at True: not a time"),
     ({"taken_at": [1]}, "taken_at [1]: not a time"),
     ({"state_version": True}, "state_version True, this llm-doctor reads 1"),
@@ -143,7 +146,8 @@ STALE_OR_BROKEN = [
 ]
 
 
-@pytest.mark.parametrize("changes,why", STALE_OR_BROKEN, ids=[repr(c)[:50] for c, _ in STALE_OR_BROKEN])
+@pytest.mark.parametrize("changes,why", STALE_OR_BROKEN, ids=[repr(c)[:50] if c.get("taken_at") != NEXT_HOUR else "taken_at an hour ahead"
+                              for c, _ in STALE_OR_BROKEN])
 def test_a_state_no_daemon_writes_is_unknown_with_its_reason(tmp_path, beaten, changes, why):
     read = _read(tmp_path, beaten, **changes)
     assert why in read.unknown, read.unknown
