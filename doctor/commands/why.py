@@ -51,13 +51,14 @@ def level_needed(specs: list[ProbeSpec]) -> Level:
 
 
 def _plan(symptom: str, specs: list[ProbeSpec], options: ScanOptions, causes: int, rules: int,
-          say: Callable[[str], None]) -> None:
-    """What this run will do, and send, before it does."""
+          say: Callable[[str], None], recorded: bool = False) -> None:
+    """What this run will do, and send, before it does (a replay sends nothing: its records
+    answer)."""
     chosen = [s for s in specs if s.level <= options.level]
     say(t("why {symptom}: {causes} candidate cause(s) from {rules} rule(s); {probes} probe(s) at "
           "level {level}", symptom=symptom, causes=causes, rules=rules, probes=len(chosen),
           level=options.level.name.lower()))
-    costly = [s for s in chosen if s.cost is not None]
+    costly = [s for s in chosen if s.cost is not None and not recorded]
     if costly and options.requests:
         for spec in costly:
             assert spec.cost is not None
@@ -82,7 +83,8 @@ def differential(word: str, replay: str | None, level: str | None, config_path: 
     options = scan_options(config, level, host=host, announce=announce, **option_args)
     if not replay:
         check_model_dirs(options)
-    _plan(symptom, needed, options, len({r.cause for r in chosen}), len(chosen), announce)
+    _plan(symptom, needed, options, len({r.cause for r in chosen}), len(chosen), announce,
+          recorded=host.kind == "recorded")
     report = scan(host, options, tuple(needed), chosen, config)
     say_sent(report, host)
     diff = build(symptom, chosen, report.probes, report.findings, specs, options.level,
