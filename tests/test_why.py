@@ -99,6 +99,16 @@ def test_a_value_not_measured_is_not_checked_with_the_records_reason():
     assert "d2d_ratio: not measured (not measured at level quick)" in said(
         diff, "gpu-memory-bandwidth-low")
     assert found.checks[0].command == "llm-doctor why memory-bandwidth-bound --level full"
+    # a None the record gives no reason for is not judged either: the condition cannot tell
+    diff = differential("memory-bandwidth-bound", {"gpu.bandwidth": {"gpus": [{"index": 0}]}})
+    assert row(diff, "gpu-memory-bandwidth-low").status == NOT_CHECKED
+    assert "d2d_ratio has no value" in said(diff, "gpu-memory-bandwidth-low")
+    # an `or` with one part measured and false rules out what it covers, naming the rest
+    gpu = {"index": 2, "thermal_slowdown": False, "reasons": []}
+    diff = differential("memory-bandwidth-bound", {"gpu.thermal_power": {"gpus": [gpu]}})
+    assert row(diff, "gpu-thermal-throttling").status == RULED_OUT
+    assert ("GPU 2: thermal_slowdown = false, needs true; margin_c has no value"
+            in said(diff, "gpu-thermal-throttling"))
 
 
 def test_startup_oom_from_records():

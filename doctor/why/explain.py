@@ -6,8 +6,7 @@ each sub-expression is evaluated by the rule's own bounded evaluator
 ``a or b`` every operand; a comparison says its measured side, the operator and its limit
 ("temp_c = 62, needs ≥ 82 (slowdown_c - min_margin_c)"); ``x is not None`` that fails, or a
 comparison with an absent value, says the value was not measured, with the record's reason.
-An item whose condition needed an absent value is *not judged*, which is not ruled out; a
-None the record gives no reason for is a value (no quota set), judged as one.
+An item whose condition needed an absent value is *not judged*, which is not ruled out.
 """
 
 from __future__ import annotations
@@ -73,13 +72,14 @@ def _is_constant(node: ast.expr) -> bool:
 
 
 def _absent(node: ast.expr, ev: Evaluator) -> Explanation:
-    """A None the condition needed: not measured when the record says why (its ``missing``);
-    else None is the value itself (no quota set, no engine named), and judged as such."""
+    """A None the condition needed: not judged, as the rules engine treats it (a None may be
+    a value, "no quota set", but the condition cannot tell, so neither can this). The
+    record's own reason where it gives one (its ``missing``)."""
     reason = _reason(node, ev.names)
     if reason:
         return Explanation(True, (m("{name}: not measured ({reason})", name=name_of(node),
                                     reason=reason),))
-    return Explanation(False, (m("{name} has no value", name=name_of(node)),))
+    return Explanation(True, (m("{name} has no value", name=name_of(node)),))
 
 
 def _compare(node: ast.Compare, ev: Evaluator) -> Explanation:
