@@ -248,3 +248,15 @@ def test_the_command_on_a_recorded_host():
     wrong = run_cli("scan", "--symptom", "latency", "--replay",
                     str(FIXTURE_HOSTS / "h100-thermal-88c"))
     assert wrong.returncode == 3 and "slow-first-token" in wrong.stderr
+
+
+def test_a_long_item_list_is_explained_in_part_and_counted():
+    processes = [{"pid": pid, "comm": "python3", "role": "engine", "engine": "vllm",
+                  "nofile_soft": 1048576, "nofile_hard": 1048576, "nproc_soft": 96364,
+                  "nproc_hard": 96364} for pid in range(1, 302)]
+    diff = differential("crash-under-concurrency",
+                        {"host.limits": {"engine_count": 301, "processes": processes}})
+    check = next(c for c in row(diff, "fd-limit-low").checks if c.rule == "fd-limit-low")
+    assert check.status == RULED_OUT
+    assert len(check.items) == 4 and check.more_items == 297
+    assert "… and 297 more item(s)" in said(diff, "fd-limit-low")

@@ -26,6 +26,9 @@ from doctor.why.model import (CONFIRMED, NOT_CHECKED, RULED_OUT, CauseRow, Diffe
 from doctor.why.order import phase_of, sort_key
 
 MAX_ITEMS = 4  # items shown per rule; the rest are counted
+# Items explained part by part per rule (a few evaluations each, within the rule's time
+# budget); past them, a process table of thousands is judged by the condition alone.
+MAX_EXPLAINED = 200
 MAX_LABEL_CHARS = 80
 
 
@@ -92,14 +95,22 @@ def _judged(rule: Rule, roots: dict, params: dict, level: Level, command: str) -
         return RuleCheck(rule.id, RULED_OUT, items=(ItemCheck("", False, (
             m("nothing to judge: {each} is empty", each=name_of(rule.compiled["each"])),)),))
     checks = []
+    unexplained = 0  # items past MAX_EXPLAINED: judged by the condition alone, and counted
     for item in items:
         ev.names["item"] = item
-        if _run_or_absent(ev, rule.compiled["when"], rule.when):
+        met = _run_or_absent(ev, rule.compiled["when"], rule.when)
+        if met:
             continue  # it fired on this item: a finding (another symptom's run may show it)
+        if len(checks) >= MAX_EXPLAINED:
+            if met is None:  # not judged: a value it needs is absent
+                checks.append(ItemCheck(_label(rule, ev, item), True, ()))
+            else:
+                unexplained += 1
+            continue
         found: Explanation = why_false(rule.compiled["when"], ev)
         checks.append(ItemCheck(_label(rule, ev, item), found.absent, found.parts))
     checks.sort(key=lambda c: not c.absent)  # what was not judged first: it decides the row
-    shown, more = tuple(checks[:MAX_ITEMS]), max(len(checks) - MAX_ITEMS, 0)
+    shown, more = tuple(checks[:MAX_ITEMS]), max(len(checks) + unexplained - MAX_ITEMS, 0)
     if any(c.absent for c in checks):
         return RuleCheck(rule.id, NOT_CHECKED, items=shown, more_items=more,
                          why=m("a value its condition needs was not measured"),
