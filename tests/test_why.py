@@ -260,3 +260,12 @@ def test_a_long_item_list_is_explained_in_part_and_counted():
     assert check.status == RULED_OUT
     assert len(check.items) == 4 and check.more_items == 297
     assert "… and 297 more item(s)" in said(diff, "fd-limit-low")
+
+
+def test_host_text_is_shown_never_obeyed(hosts):
+    diff = hosts["held"]
+    hostile = Differential(diff.symptom, diff.level, diff.requests, diff.rows,
+                           host={"hostname": "<script>alert(1)</script>\x1b[2J"})
+    page = why_html.render(hostile)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "\x1b" not in why_text.render(hostile) and "\x1b" not in why_markdown.render(hostile)
