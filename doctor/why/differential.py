@@ -94,7 +94,7 @@ def _judged(rule: Rule, roots: dict, params: dict, level: Level, command: str) -
     if not items:
         return RuleCheck(rule.id, RULED_OUT, items=(ItemCheck("", False, (
             m("nothing to judge: {each} is empty", each=name_of(rule.compiled["each"])),)),))
-    checks = []
+    checks: list[ItemCheck] = []
     unexplained = 0  # items past MAX_EXPLAINED: judged by the condition alone, and counted
     for item in items:
         ev.names["item"] = item
