@@ -33,8 +33,8 @@ def verdict(diff: Differential) -> str:
     likely = diff.likely
     if likely:
         head = t("most likely: {causes}", causes=", ".join(
-            f"{show(r.cause)} ({severity_word(r.worst.label)})" if r.worst is not None
-            else show(r.cause) for r in likely))
+            t("{cause} ({severity})", cause=show(r.cause), severity=severity_word(r.worst.label))
+            if r.worst is not None else show(r.cause) for r in likely))
     else:
         head = t("nothing confirmed")
     unchecked = diff.with_status(NOT_CHECKED)
@@ -61,7 +61,8 @@ def context(diff: Differential) -> str:
 def finding_lines(f: Finding) -> list[str]:
     evidence = ", ".join(f"{show(k)}={evidence_text(v, (f.missing or {}).get(k))}"
                          for k, v in f.evidence.items())
-    return [f"{severity_word(f.severity.label)}: {show(render(f.title))}",
+    return [t("{severity}: {title}", severity=severity_word(f.severity.label),
+              title=show(render(f.title))),
             t("evidence: {evidence}", evidence=evidence),
             t("fix: {remediation}", remediation=show(render(f.remediation))),
             t("playbook: llm-doctor playbook {cause}", cause=show(f.cause))]
@@ -76,7 +77,7 @@ def check_lines(check: RuleCheck) -> list[str]:
         lines.append(show(render(check.why)))
     for item in check.items:
         said = t("; ").join(show(render(p)) for p in item.parts)
-        lines.append(f"{show(item.item)}: {said}" if item.item else said)
+        lines.append(t("{item}: {why}", item=show(item.item), why=said) if item.item else said)
     if check.more_items:
         lines.append(t("… and {count} more item(s)", count=check.more_items))
     return lines
