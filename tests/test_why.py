@@ -269,3 +269,18 @@ def test_host_text_is_shown_never_obeyed(hosts):
     page = why_html.render(hostile)
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "\x1b" not in why_text.render(hostile) and "\x1b" not in why_markdown.render(hostile)
+
+
+@pytest.mark.parametrize("cause, phase", [
+    ("engine-not-warmed-up", "first-token"), ("gpu-thermal-throttling", "decode"),
+    ("too-few-slots", "throughput"),
+    # causes no table lists yet (a new rule family's) are placed by the words in their ids
+    ("ttft-queue-dominated", "first-token"), ("decode-at-bandwidth-limit", "decode"),
+    ("decode-below-ceiling", "decode"), ("site-batch-starved", "throughput"),
+    ("rdma-link-errors", None),
+])
+def test_the_diagnosis_phase_of_a_cause(cause, phase):
+    from doctor.why.order import phase_of
+
+    assert phase_of("slowdown", cause) == phase
+    assert phase_of("startup-oom", cause) is None  # the articles' order is for latency
