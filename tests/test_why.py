@@ -17,7 +17,7 @@ from doctor.rules.evaluate import evaluate
 from doctor.scan import scan
 from doctor.why.differential import build, candidates, probes_needed
 from doctor.why.model import CONFIRMED, NOT_CHECKED, RULED_OUT, Differential
-from doctor.why.order import PHASE_ORDER
+from doctor.why.order import PHASE_ORDER, phase_of
 from doctor.why.words import Ambiguous, resolve
 from probes.registry import by_name
 from reports import why_html, why_json, why_markdown, why_text
@@ -280,7 +280,5 @@ def test_host_text_is_shown_never_obeyed(hosts):
     ("rdma-link-errors", None),
 ])
 def test_the_diagnosis_phase_of_a_cause(cause, phase):
-    from doctor.why.order import phase_of
-
     assert phase_of("slowdown", cause) == phase
     assert phase_of("startup-oom", cause) is None  # the articles' order is for latency
