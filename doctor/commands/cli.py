@@ -22,6 +22,10 @@ from doctor.commands.emit import CannotWrite, check_output, emit
 from doctor.commands.setup import (FORMATS, ScanCannotRun, check_model_dirs, load_setup, open_host, render,
                         scan_options)
 from doctor.commands.plan import plan
+from doctor.commands.why import command_args as why_args
+from doctor.commands.why import run as why_run
+from doctor.commands.sent import announce as _announce
+from doctor.commands.sent import say_sent as _say_sent
 from doctor.config import ConfigError
 from doctor.endpoints import Endpoint
 from doctor.i18n import LangError, lazy, t, translated
@@ -72,30 +76,6 @@ def _run_scan(host: Host, options: ScanOptions, rules, config, show_progress: bo
         return scan(host, options, PROBES, rules, config)
     with status:
         return scan(host, options, PROBES, rules, config, on_event)
-
-
-def _announce(line: str) -> None:
-    """A probe's plan line, before it sends: on stderr, above the spinner."""
-    click.echo(line, err=True)
-
-
-def _say_sent(report: ScanReport, host: Host) -> None:
-    """What the probes that send requests sent, on stderr once the scan is done (a replay
-    sent nothing: its records say what the capture sent)."""
-    if host.kind == "recorded":
-        return
-    specs = by_name()
-    costly = [r for r in report.probes if r.name in specs and specs[r.name].cost is not None]
-    sent = [(r.name, s) for r in costly if r.status == "ok"
-            for s in getattr(r.record, "sent", tuple)()]
-    for name, item in sent:
-        click.echo(f"{name} {item.text()}", err=True)
-    for result in costly:
-        if result.status in ("error", "timeout"):  # it may have sent before it failed
-            click.echo(t("{probe} ended {status}: what it sent is not known, at most what it "
-                         "said it would", probe=result.name, status=result.status), err=True)
-    if costly and all(r.status == "skipped" for r in costly):
-        click.echo(t("no request was sent to an engine"), err=True)
 
 
 def _emit(report: ScanReport, fmt: str, output: str | None, verbose: bool = False) -> None:
@@ -231,8 +211,13 @@ Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
                    "GPUDirect RDMA was used and why init failed. Its first MiB and last 2 MiB "
                    "are read; a FIFO or device is not. Without it, each engine's "
                    "stdout/stderr is read where it is sent to a file.")
+@click.option("--symptom", metavar="SYMPTOM",
+              help="Answer one complaint instead: as 'llm-doctor why SYMPTOM' (docs/why.md).")
 def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_requests,
-         requests_to, busy_ok, no_progress, verbose, replay, nccl_log) -> None:
+         requests_to, busy_ok, no_progress, verbose, replay, nccl_log, symptom) -> None:
+    if symptom is not None:
+        why_run(symptom, fmt, output, replay, level, config_path, rule_files,
+                **why_args(model_dirs, endpoints, no_requests, requests_to, busy_ok))
     _check_output(output)
     rules, config = load_setup(config_path, rule_files)
     host: Host = open_host(replay)  # a recording's --model-dir and level, unless named here
@@ -247,6 +232,37 @@ def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_
     _say_sent(report, host)
     _emit(report, fmt, output, verbose)
     sys.exit(report.exit_code())
+
+
+WHY_HELP = """Why SYMPTOM: every cause the rules tie to it, confirmed, ruled out or not checked.
+
+SYMPTOM is a symptom row (slow-first-token), its words in English or Chinese
+(首个token延迟过高), or a plain word (slow, oom, queue, ttft); a word that may mean
+several rows lists them (exit 3). Runs only the probes those causes need, at the level
+they need (standard at most unless --level full), and says first what it will send to
+an engine. Each cause: confirmed (finding, evidence, fix), ruled out (the values and the
+condition they fail), or not checked (why, and the command that would check it).
+
+\b
+llm-doctor why slowdown
+llm-doctor why 首个token延迟过高 --no-requests
+llm-doctor why queue --replay DIR --format markdown
+
+\b
+Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
+            3 the symptom or the run is wrong (the message says which).
+"""
+
+
+@cli.command(help=WHY_HELP)
+@click.argument("symptom", metavar="SYMPTOM")
+@_common
+@click.option("--replay", metavar="DIR", help="Scan a host recorded by 'llm-doctor capture DIR' "
+              "instead of this one (docs/recorded-host.md).")
+def why(symptom, level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_requests,
+        requests_to, busy_ok, no_progress, verbose, replay) -> None:
+    why_run(symptom, fmt, output, replay, level, config_path, rule_files,
+            **why_args(model_dirs, endpoints, no_requests, requests_to, busy_ok))
 
 
 @cli.command()
