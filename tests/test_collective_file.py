@@ -207,3 +207,23 @@ def test_the_command_keeps_its_result_beside_the_state_file_it_is_given(tmp_path
     err = capsys.readouterr().err
     assert ended.value.code == 0
     assert f"the result is not kept for the daemon: cannot write {blocked}/collective.json" in err
+
+
+def test_rank_0s_host_naming_ranks_that_never_joined_is_not_drained(tmp_path):
+    """The master names the ranks of *other* hosts: a warning there, so slurm-healthcheck
+    leaves rank 0's node in service and NPD's network condition (critical by default) clear."""
+    from doctor.rules.loader import builtin_files, load_rules
+    from probes.registry import by_name
+    from tests.test_collective_findings import NEVER_JOINED
+
+    rules = load_rules(builtin_files(), by_name())
+    report = command.report_of(NEVER_JOINED, 6.0, time.time(), rules)
+    path = tmp_path / "state.json"
+    daemon_state.write(path, daemon_state.to_state(report, rules, 15.0, time.time(), 1))
+    read = daemon_state.read(path)
+    assert [f["rule"] for f in read.findings] == ["collective-rank-missing"]
+    verdict = judge(read, None, Severity.CRITICAL, width=200)
+    assert verdict.status is Status.OK
+    assert decide(verdict, Node("gpu01", "IDLE", "")).update == ()
+    assert npd.answer(str(path), "net")[0] == 0
+    assert npd.answer(str(path), "net", Severity.WARNING)[1].startswith("collective-rank-missing warning")
