@@ -33,7 +33,6 @@ A result written on another machine (the file copied, a shared folder) is not ju
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from doctor.i18n import t
 from doctor.jsonfile import parse
 from doctor.seam.host import Host, HostReadError, MeasurementError, Reason
 from doctor.seam.identity import identity
+from doctor.values import finite_float
 
 NAME = "collective.json"
 KIND = "llm-doctor-collective"
@@ -132,14 +132,14 @@ def _checked(doc: Any, path: str) -> tuple[dict[str, Any], float]:
     if version != VERSION or isinstance(version, bool):
         raise bad(t("version {version}, this llm-doctor reads {ours}",
                     version=repr(version)[:40], ours=VERSION))
-    taken = doc.get("taken_at")
-    if isinstance(taken, bool) or not isinstance(taken, (int, float)) or taken < EARLIEST:
+    taken = finite_float(doc.get("taken_at"))
+    if taken is None or taken < EARLIEST:
         raise bad(t("taken_at {value}: not a time in Unix seconds after 2020",
-                    value=repr(taken)[:40]))
+                    value=repr(doc.get("taken_at"))[:40]))
     result = doc.get("result")
     if not isinstance(result, dict):
         raise bad(t("result must be an object (the all-reduce's JSON)"))
-    return result, float(taken)
+    return result, taken
 
 
 def _same_machine(host: Host, doc: dict[str, Any], path: str) -> None:
@@ -161,9 +161,8 @@ def _clock(host: Host) -> float | None:
         value = host.measure(CLOCK, lambda: {"unix_s": round(time.time(), 3)})
     except MeasurementError:
         return None
-    now = value.get("unix_s") if isinstance(value, dict) else None
-    ok = isinstance(now, (int, float)) and not isinstance(now, bool) and math.isfinite(now)
-    return float(now) if ok and now >= EARLIEST else None
+    now = finite_float(value.get("unix_s")) if isinstance(value, dict) else None
+    return now if now is not None and now >= EARLIEST else None
 
 
 def _age(host: Host, taken: float, path: str) -> float:
