@@ -227,3 +227,15 @@ def test_rank_0s_host_naming_ranks_that_never_joined_is_not_drained(tmp_path):
     assert decide(verdict, Node("gpu01", "IDLE", "")).update == ()
     assert npd.answer(str(path), "net")[0] == 0
     assert npd.answer(str(path), "net", Severity.WARNING)[1].startswith("collective-rank-missing warning")
+
+
+@pytest.mark.parametrize("var,value,kept", [("SLURM_LOCALID", "0", True),
+                                            ("SLURM_LOCALID", "3", False),
+                                            ("LOCAL_RANK", "1", False)])
+def test_of_several_ranks_on_one_host_only_the_first_keeps_the_result(tmp_path, monkeypatch,
+                                                                      var, value, kept):
+    monkeypatch.setenv(var, value)
+    source = "slurm" if var == "SLURM_LOCALID" else "torchrun"
+    written = command.keep({**GOOD, "rendezvous": source}, {"hostname": "n1"},
+                           str(tmp_path / "state.json"))
+    assert (tmp_path / "collective.json").exists() is kept and bool(written) is kept

@@ -18,6 +18,7 @@ findings reads ``--format json``'s ``findings`` (a warning or critical one).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -173,7 +174,7 @@ def keep(data: dict, host: dict[str, str], state_file: str) -> str:
     written, or "" when none is kept. A folder this user cannot write (the daemon's is
     root's) is one line on stderr: the run itself still stands, and its exit status says so."""
     path = collective_file.beside(state_file)
-    if not path:
+    if not path or _not_first_here(data):
         return ""
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -186,6 +187,15 @@ def keep(data: dict, host: dict[str, str], state_file: str) -> str:
             path=path, why=why), err=True)
         return ""
     return path
+
+
+def _not_first_here(data: dict) -> bool:
+    """Whether this process is one of several on its host and not the first (torchrun's
+    LOCAL_RANK, srun's SLURM_LOCALID above 0): the first, the host's lowest rank (rank 0 on
+    the master's host, which alone names the ranks that never joined), keeps the host's
+    result; the others would replace it with theirs, last writer wins."""
+    var = {"torchrun": "LOCAL_RANK", "slurm": "SLURM_LOCALID"}.get(data.get("rendezvous") or "")
+    return var is not None and os.environ.get(var, "0").strip() not in ("", "0")
 
 
 def _show_findings(report: ScanReport) -> None:
