@@ -82,6 +82,10 @@ class ScanOptions:
     # A log holding NCCL's INFO/WARN lines, named by scan --nccl-log (net.nccl_log); None: the
     # engines' own stdout/stderr where they are files
     nccl_log: str | None = None
+    # Where `llm-doctor collective` keeps its last result for net.collective: collective.json
+    # beside the daemon's state file (doctor/commands/setup.py); None: beside the default one
+    # (/var/lib/llm-doctor/), "": none kept (the daemon's --state-file "")
+    collective_file: str | None = None
 
 
 NO_REQUESTS = lazy("sends requests to the engine, and this scan sends none (scan --no-requests or "

@@ -507,12 +507,13 @@ PROBES: tuple[ProbeSpec, ...] = (
         after=("engine.discovery",),
     ),
     # issue 30, the all-reduce across hosts: `llm-doctor collective` runs it on every host of
-    # the group; a scan only skips it (it cannot start its peers), so that rules name it
+    # the group and keeps its last result; a scan and the daemon read that file back (quick:
+    # one small file), so that its rules reach the daemon's state, npd and Slurm
     ProbeSpec(
         name="net.collective",
-        level=Level.FULL,
-        description=lazy("All-reduce across hosts (gloo on CPUs, NCCL on GPUs): the ranks that never joined, the socket interface and its MTU, busbw against the line rate of the path; run by `llm-doctor collective` on every host, skipped by a scan"),
-        reads=lazy("`llm-doctor collective`'s saved scan: torch.distributed all-reduce between the hosts, /sys/class/net/<if>/speed and mtu, ip -j -d link and route, a TCP stream to the peer, the cgroup's cpu.stat"),
+        level=Level.QUICK,
+        description=lazy("All-reduce across hosts (gloo on CPUs, NCCL on GPUs): the ranks that never joined, the socket interface and its MTU, busbw against the line rate of the path; run by `llm-doctor collective` on every host, its last result read back by a scan within a day"),
+        reads=lazy("collective.json beside the daemon's state file, which `llm-doctor collective` writes (a torch.distributed all-reduce between the hosts, /sys/class/net/<if>/speed and mtu, ip -j -d link and route, a TCP stream to the peer, the cgroup's cpu.stat)"),
         timeout_s=5.0,
         run=net_xnode.probe,
         summary=net_xnode.summary,

@@ -83,10 +83,13 @@ class Lab:
 
 def collective(lab: Lab, host: int, rank: int, world: int, port: int, *extra: str,
                env: dict[str, str] | None = None, cgroup_fs: bool = False) -> subprocess.Popen:
-    """``llm-doctor collective --format json`` on host ``host``, rank 0's host the master."""
+    """``llm-doctor collective --format json`` on host ``host``, rank 0's host the master.
+    The namespaces share this machine's files: nothing is kept beside the daemon's state
+    file (``--state-file ""``) unless ``extra`` names one."""
+    keep = () if "--state-file" in extra else ("--state-file", "")
     args = [sys.executable, "-m", "doctor.commands.cli", "collective", "--master",
             f"{lab.addr(0)}:{port}", "--rank", str(rank), "--world", str(world), "--format",
-            "json", *extra]
+            "json", *keep, *extra]
     return subprocess.Popen(lab.argv(host, *args, cgroup_fs=cgroup_fs), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             env={**os.environ, **(env or {})}, start_new_session=True)

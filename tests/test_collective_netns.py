@@ -79,9 +79,10 @@ def _hostile(lab: Lab, port: int) -> subprocess.Popen:
                             stderr=subprocess.PIPE, start_new_session=True)
 
 
-def test_two_hosts_all_reduce_against_the_veths_tcp_ceiling_with_hostile_peers(lab):
+def test_two_hosts_all_reduce_against_the_veths_tcp_ceiling_with_hostile_peers(lab, tmp_path):
     t0 = time.perf_counter()
-    a = collective(lab, 0, 0, 2, 29611, "--timeout-s", "30", *FAST)
+    kept = tmp_path / "daemon" / "state.json"  # host A keeps its result beside it, for the daemon
+    a = collective(lab, 0, 0, 2, 29611, "--timeout-s", "30", "--state-file", str(kept), *FAST)
     rude = _hostile(lab, 29611)
     b = collective(lab, 1, 1, 2, 29611, "--timeout-s", "30", *FAST)
     try:
@@ -98,6 +99,8 @@ def test_two_hosts_all_reduce_against_the_veths_tcp_ceiling_with_hostile_peers(l
         assert r["busbw_gbps"] > 0 and r["ceiling_gbps"] > 0 and 0 < r["ratio"]
         assert "TCP stream with rank 1" in r["ceiling_source"]
     assert ra["busbw_gbps"] == rb["busbw_gbps"]  # every host reports the group's figure
+    saved = json.loads((tmp_path / "daemon" / "collective.json").read_text())
+    assert saved["result"]["busbw_gbps"] == ra["busbw_gbps"]  # what net.collective reads back
     print(f"\nveth, 2 namespaces, gloo 4 MiB: busbw {ra['busbw_gbps']} GB/s, TCP stream "
           f"{ra['stream_gbps']} GB/s (slower direction), ratio {ra['ratio']}; {took:.1f} s; "
           "a silent and a garbage peer on the master's port changed nothing")

@@ -36,7 +36,7 @@ def test_srun_two_tasks_find_each_other_from_slurms_variables(cluster, tmp_path)
     # the node has one CPU (slurm_cluster): -O lets two tasks share it
     argv = ["srun", "-O", "-n", "2", "-t", "1", f"--output={tmp_path}/out.%t",
             sys.executable, "-m", "doctor.commands.cli", "collective", "--format", "json",
-            "--timeout-s", "30", "--budget-s", "0.5", "--bytes", str(4 << 20)]
+            "--state-file", "", "--timeout-s", "30", "--budget-s", "0.5", "--bytes", str(4 << 20)]
     done = subprocess.run(argv, env=cluster.env, capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, f"{done.stderr}\n{cluster.logs()}"
     records = [json.loads((tmp_path / f"out.{task}").read_text())["probes"][0]["data"]

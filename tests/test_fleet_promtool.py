@@ -50,7 +50,7 @@ def test_every_recording_rule_and_outlier_alert_has_a_promtool_case(cli, tmp_pat
     cases = (REPO / "tests/promtool/fleet_rules_test.yml").read_text()
     records = [line.split(": ", 1)[1] for line in text.splitlines() if "- record: " in line]
     alerts = [line.split(": ", 1)[1] for line in text.splitlines() if "- alert: " in line]
-    assert len(alerts) == 4 and all(r.startswith(("job:", "instance")) for r in records)
+    assert len(alerts) == 5 and all(r.startswith(("job:", "instance")) for r in records)
     assert [r for r in records if f"expr: {r}" not in cases] == []
     assert [a for a in alerts if f"alertname: {a}" not in cases] == []
 

@@ -3,7 +3,10 @@
 The command runs ``probes.kernels.xnode`` in a child process (its own session, killed whole
 at the hard limit plus a margin) and shows the record of probes/net/xnode.py. With
 ``--format json`` it prints a saved scan holding that one probe (``net.collective``): what
-``llm-doctor diff`` and the fleet's readers take. The built-in rules (and the config's, as
+``llm-doctor diff`` and the fleet's readers take. It also keeps the run's JSON in
+collective.json beside the daemon's state file (``keep``), where ``net.collective`` in the
+daemon and in scans reads it back (probes/helpers/collective_file.py): that is how its
+findings reach the daemon's state, ``npd --family net`` and ``slurm-healthcheck``. The built-in rules (and the config's, as
 ``scan`` loads them) judge the record: checks/net_collective.toml; the findings are in the
 saved scan and under the text. Exit status: 0 the all-reduce ran, 1 it did not (a rank never
 joined, a fault on the path, the hard limit), 2 the command line was wrong, 3 it cannot run
@@ -15,11 +18,14 @@ findings reads ``--format json``'s ``findings`` (a warning or critical one).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from pathlib import Path
 
 import click
 
+from doctor.commands.diff import state_file_of
 from doctor.commands.setup import load_setup
 from doctor.config import Config
 from doctor.i18n import t
@@ -29,6 +35,7 @@ from doctor.rules.loader import Rule, builtin_files, load_rules
 from doctor.output import write_atomic
 from doctor.seam.host import MeasurementError
 from doctor.seam.live import LiveHost
+from probes.helpers import collective_file
 from probes.helpers.kernel_child import run_kernel
 from probes.net import xnode
 from probes.registry import by_name
@@ -108,6 +115,11 @@ def saved_scan(data: dict, took_s: float, started: float, rules: list[Rule] | No
               show_default=True, help="json: a saved scan holding the probe net.collective.")
 @click.option("--save", metavar="FILE", default=None,
               help="Also write the saved scan (JSON) to FILE.")
+@click.option("--state-file", metavar="FILE", default=None,
+              help="The daemon's state file: the result is kept beside it as collective.json, "
+                   "where the daemon and scans read it back (a day at most); \"\" keeps none. "
+                   "Default: the config's [daemon] state_file, else "
+                   "/var/lib/llm-doctor/state.json.")
 @click.option("--timeout-s", type=click.FloatRange(5, 600), default=60.0, show_default=True,
               help="Hard limit: every rank of this host is killed by then.")
 @click.option("--join-s", type=click.FloatRange(1, 600), default=None,
@@ -118,12 +130,13 @@ def saved_scan(data: dict, took_s: float, started: float, rules: list[Rule] | No
               help="Message size (default 16 MiB on the CPU, 256 MiB on GPUs).")
 def collective(master: str | None, rank: int | None, world: int | None, cpu: int,
                devices: str | None, pairwise: bool, fmt: str, save: str | None,
-               timeout_s: float, join_s: float | None, budget_s: float,
+               state_file: str | None, timeout_s: float, join_s: float | None, budget_s: float,
                nbytes: int | None) -> None:
     """All-reduce across hosts: run it on every host; it names a rank that never joins and
     holds busbw against the line rate of the path the ranks used."""
     started, t0 = time.time(), time.perf_counter()
     rules, config = load_setup(None)  # before the run: a broken config fails fast, exit 3
+    state_file = state_file_of(state_file)  # the daemon's, as diff finds it: [daemon] read too
     args = kernel_args(master, rank, world, cpu, devices, pairwise, timeout_s, budget_s, join_s,
                        nbytes)
     try:
@@ -136,6 +149,7 @@ def collective(master: str | None, rank: int | None, world: int | None, cpu: int
         sys.exit(3)
     took = time.perf_counter() - t0
     report = report_of(data, took, started, rules, config)
+    keep(data, report.host, state_file)
     if save or fmt == "json":
         text = render(report)
         if save:
@@ -152,6 +166,36 @@ def collective(master: str | None, rank: int | None, world: int | None, cpu: int
         if report.findings or report.rule_errors:
             _show_findings(report)
     sys.exit(0 if data.get("outcome") == "ok" else 1)
+
+
+def keep(data: dict, host: dict[str, str], state_file: str) -> str:
+    """Keep the kernel's JSON in collective.json beside the daemon's state file, atomically,
+    for net.collective in the daemon and scans (probes/helpers/collective_file.py); the path
+    written, or "" when none is kept. A folder this user cannot write (the daemon's is
+    root's) is one line on stderr: the run itself still stands, and its exit status says so."""
+    path = collective_file.beside(state_file)
+    if not path or _not_first_here(data):
+        return ""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, collective_file.text_of(data, time.time(), host))
+    except (OSError, ValueError) as exc:  # ValueError: a number JSON cannot hold
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        click.echo("llm-doctor collective: " + t(
+            "the result is not kept for the daemon: cannot write {path}: {why} (run as the "
+            "daemon's user, or name its state file with --state-file; \"\" keeps none)",
+            path=path, why=why), err=True)
+        return ""
+    return path
+
+
+def _not_first_here(data: dict) -> bool:
+    """Whether this process is one of several on its host and not the first (torchrun's
+    LOCAL_RANK, srun's SLURM_LOCALID above 0): the first, the host's lowest rank (rank 0 on
+    the master's host, which alone names the ranks that never joined), keeps the host's
+    result; the others would replace it with theirs, last writer wins."""
+    var = {"torchrun": "LOCAL_RANK", "slurm": "SLURM_LOCALID"}.get(data.get("rendezvous") or "")
+    return var is not None and os.environ.get(var, "0").strip() not in ("", "0")
 
 
 def _show_findings(report: ScanReport) -> None:

@@ -22,6 +22,7 @@ from doctor.seam.host import Host
 from doctor.seam.live import LiveHost
 from doctor.i18n import t
 from doctor.model import Level, ScanOptions, ScanReport
+from probes.helpers.collective_file import beside
 from probes.registry import by_name
 from doctor.rules.ids import declared_ids
 from doctor.rules.loader import Rule, builtin_files, load_rules
@@ -86,7 +87,21 @@ def scan_options(config: Config, level: str | None, model_dirs: tuple[str, ...] 
                        requests=requests, busy_ok=busy_ok or meta.get("busy_ok", False),
                        announce=announce,
                        requests_to=requests_to or config.scan.get("requests_to", "named"),
-                       replicas=replica_groups(config))
+                       replicas=replica_groups(config),
+                       collective_file=collective_file(config))
+
+
+def collective_file(config: Config) -> str | None:
+    """Where net.collective finds `llm-doctor collective`'s last result: beside the daemon's
+    state file as the config's [daemon] state_file names it (None: beside the default one).
+    A [daemon] table the daemon would refuse is the daemon's error to show, not the scan's:
+    the default then."""
+    if config.path is None:
+        return None
+    try:
+        return beside(load_settings(config.path).state_file)
+    except ConfigError:
+        return None
 
 
 def _parsed(urls: tuple[str, ...]) -> tuple[Endpoint | str, ...]:
@@ -127,7 +142,8 @@ def load_daemon(config_path: str | None, rule_files: tuple[str, ...],
                            host=host, announce=logging.getLogger("llm-doctor.requests").info)
     meta = getattr(host, "manifest", {}).get("host", {}) if host is not None else {}
     options = replace(options, requests=settings.requests and meta.get("requests", True),
-                      busy_ok=settings.kernels_while_serving or meta.get("busy_ok", False))
+                      busy_ok=settings.kernels_while_serving or meta.get("busy_ok", False),
+                      collective_file=beside(settings.state_file))  # its --state-file too
     return DaemonSetup(settings, config, rules, options)
 
 

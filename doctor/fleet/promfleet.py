@@ -12,7 +12,8 @@ Recording rules, in Prometheus' ``level:metric:operations`` convention:
 
 Outlier alerts: a host whose figure sits below ``ratio`` (0.8 unless given) times the median
 of the hosts with the same GPU model and driver (and, for the engine's knee, the same engine
-kind and model), only in a group of at least ``MIN_HOSTS`` hosts: the median of two is one of
+kind and model; for the all-reduce across hosts, the same backend, interface kind and world
+size: ``BY_NET_PATH``), only in a group of at least ``MIN_HOSTS`` hosts: the median of two is one of
 the two, and a fleet of two cannot say which one is slow. The alert's value is the ratio.
 
 A host with several GPUs is one figure, its slowest GPU's (``min``): tensor parallelism runs
@@ -33,6 +34,39 @@ OUTLIER_FOR_S = 900.0  # the figures change only when the kernels run again (eve
 MIN_HOSTS = 3
 GROUP = ("job", "gpu_model", "driver_version")
 FLEET_INFO = "llm_doctor_host_fleet_info"
+NET_INFO = "llm_doctor_net_collective_info"
+NET_RANKS = "llm_doctor_net_collective_ranks"
+
+
+@dataclass(frozen=True, slots=True)
+class Grouping:
+    """What hosts must share to be compared (beside ``job``), and the series each host's
+    figure is joined with to carry those labels: ``joins`` are (labels, PromQL with
+    ``{job}`` for the job's matcher), each a one-to-one join on (job, instance)."""
+
+    labels: tuple[str, ...]
+    joins: tuple[tuple[str, str], ...]
+    where: str  # the group for people, in the alert's summary (Go template)
+
+    def joined(self, job: str) -> str:
+        return "".join(f" * on (job, instance) group_left ({labels}) {expr.format(job=job)}"
+                       for labels, expr in self.joins)
+
+
+# GPU figures: the same GPU model and driver (gpu.inventory's fleet info series)
+BY_GPU = Grouping(GROUP[1:], (("gpu_model, driver_version", FLEET_INFO + '{{job="{job}"}}'),),
+                  "{{ $labels.gpu_model }}, driver {{ $labels.driver_version }}")
+# The all-reduce across hosts: every host of one run reports the group's busbw, so hosts
+# are compared across runs, and only runs that should measure the same: one backend (gloo is
+# bound by the CPU, NCCL by the network), one kind of interface (physical, bond, veth...),
+# one world size (busbw's 2(n-1)/n and the ring's hops move with it). Not the line rate: a
+# port trained at half its rate is what the comparison is for. The world is a value
+# (net_collective_ranks); count_values turns it into the label ``world``.
+BY_NET_PATH = Grouping(
+    ("backend", "interface_kind", "world"),
+    (("backend, interface_kind", NET_INFO + '{{job="{job}"}}'),
+     ("world", 'count_values by (job, instance) ("world", ' + NET_RANKS + '{{job="{job}"}})')),
+    "{{ $labels.backend }} over {{ $labels.interface_kind }}, {{ $labels.world }} ranks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +82,7 @@ class Figure:
     check: str  # how a person looks closer
     keep: tuple[str, ...] = ()  # labels kept per host beside job, instance (and grouped by)
     recorded: str = ""  # the recorded rules' metric name, where the selector narrows it
+    grouping: Grouping = BY_GPU
 
     @property
     def base(self) -> str:
@@ -68,7 +103,7 @@ class Figure:
 
     @property
     def group(self) -> str:
-        return ", ".join((*GROUP, *self.keep))
+        return ", ".join(("job", *self.grouping.labels, *self.keep))
 
 
 FIGURES = (
@@ -95,6 +130,14 @@ FIGURES = (
            "Rerun 'llm-doctor load --endpoint URL' on it and on a neighbour; 'llm-doctor scan' "
            "on it names what else differs (clocks, throttling, CPU contention).",
            keep=("kind", "model")),
+    Figure("collective_busbw", "LlmDoctorFleetCollectiveBusbwOutlier",
+           "llm_doctor_net_collective_bus_bytes_per_second", "",
+           "all-reduce busbw across hosts", "collective-bandwidth-low",
+           "Its run's hosts all report the group's figure: run 'llm-doctor collective "
+           "--pairwise' over them to find the one that slows every partner, and "
+           "'llm-doctor scan' there (RDMA ports, error counters, GPUDirect RDMA, the NIC each "
+           "GPU uses).",
+           grouping=BY_NET_PATH),
 )
 
 
@@ -128,8 +171,7 @@ def _figure_records(figure: Figure, job: str) -> list[str]:
     by = ", ".join(("job", "instance", *figure.keep))
     source = _sel(figure.metric, job, figure.selector)
     lines = _record(figure.per_host,
-                    f"min by ({by}) ({source}) * on (job, instance) "
-                    f"group_left (gpu_model, driver_version) {_sel(FLEET_INFO, job)}")
+                    f"min by ({by}) ({source}){figure.grouping.joined(job)}")
     lines += _record(figure.median, f"quantile by ({figure.group}) (0.5, {figure.per_host})")
     lines += _record(figure.hosts, f"count by ({figure.group}) ({figure.per_host})")
     return lines
@@ -139,7 +181,7 @@ def _outlier(figure: Figure, ratio: float, for_s: float) -> list[str]:
     on = f"on ({figure.group})"
     expr = (f"{figure.per_host} / {on} group_left () {figure.median} < {ratio:g} "
             f"and {on} ({figure.hosts} >= {MIN_HOSTS})")
-    where = "{{ $labels.gpu_model }}, driver {{ $labels.driver_version }}"
+    where = figure.grouping.where
     if figure.keep:
         where += ", " + ", ".join(f"{{{{ $labels.{k} }}}}" for k in figure.keep)
     lines = _rule_yaml(
@@ -160,7 +202,8 @@ def export(job: str = JOB, ratio: float = OUTLIER_RATIO, for_s: float = OUTLIER_
     """The fleet rules file's text: one group of recording rules, one of outlier alerts."""
     lines = ["# Generated by 'llm-doctor rules export --prometheus --fleet'; regenerate, do not edit.",
              f"# Outliers: below {ratio:g} x the median of a group of {MIN_HOSTS} or more hosts "
-             f"of one GPU model and driver, for {_duration(for_s)}.",
+             f"of one GPU model and driver (the all-reduce across hosts: of one backend, "
+             f"interface kind and world size), for {_duration(for_s)}.",
              "groups:", "  - name: llm-doctor-fleet-records", "    rules:"]
     lines += _fleet_records(job)
     for figure in FIGURES:

@@ -8,8 +8,11 @@ to the master), the line rate (``/sys/class/net/<if>/speed``, or InfiniBand's NI
 the TCP stream measured between the same two addresses in the same run (the ceiling where the
 interface reports no line rate: veth, bridges), busbw as nccl-tests computes it (algbw x
 2(n-1)/n, decimal GB/s) and its ratio to the ceiling; with ``--pairwise`` each pair's busbw and
-the suspect ranks. Not a scan probe (it needs its peers); its saved form is a saved scan with
-this one probe (``net.collective``), so that ``diff`` and the fleet read it like any other.
+the suspect ranks. A scan cannot run it (it needs its peers): the command keeps its last
+result in collective.json beside the daemon's state file, and the probe reads that back
+(probes/helpers/collective_file.py) so that a scan and the daemon judge it, within a day of
+the run. Its saved form is a saved scan with this one probe (``net.collective``), so that
+``diff`` and the fleet read it like any other.
 No root. Manual equivalent: nccl-tests' ``all_reduce_perf`` under ``mpirun``/``srun``, and
 ``iperf3`` for the line.
 """
@@ -24,6 +27,7 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host
 from doctor.values import finite_float
+from probes.helpers import collective_file
 
 SLOW_PAIR = 0.5  # a pair under half the best pair's busbw is slow (the health runners' cut)
 _OUTCOMES = ("ok", "timeout", "failed")
@@ -67,6 +71,8 @@ class CrossNodeCollective:
     join_s: float | None
     total_s: float | None
     kill_latency_s: float | None
+    # how old the result read from collective.json was (a scan, the daemon); None: this run
+    age_s: float | None = None
     missing: dict[str, str] = field(default_factory=dict)  # absent values: why
 
 
@@ -119,16 +125,22 @@ def suspects(pairs: tuple[PairFigure, ...]) -> tuple[int, ...]:
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> CrossNodeCollective:
-    """In a scan: always a skip that says how to run it. An all-reduce across hosts needs
-    every host of the group started at once with the same master; one host's scan cannot
-    start its peers. It is registered so that rules can name ``net.collective`` and judge the
-    saved scan ``llm-doctor collective`` writes."""
-    raise Skip(t("needs its peers: run `llm-doctor collective --master HOST:PORT --rank N "
-                 "--world W` on every host of the group (docs/collective.md)"))
+    """In a scan or the daemon: the last result ``llm-doctor collective`` kept on this host
+    (probes/helpers/collective_file.py), judged by the same rules as the command's own. One
+    host's scan cannot start its peers, so it never runs the all-reduce itself; a result that
+    is absent, older than a day, from another machine or damaged is a skip saying why and
+    what to run."""
+    path = collective_file.DEFAULT_FILE if options.collective_file is None else options.collective_file
+    try:
+        result, age = collective_file.read(host, path)
+    except collective_file.SavedError as exc:
+        raise Skip(str(exc)) from None
+    return record(result, age_s=round(age, 1))
 
 
-def record(data: dict[str, Any]) -> CrossNodeCollective:
-    """The record of the kernel's JSON; any field may be absent or hostile (a saved file)."""
+def record(data: dict[str, Any], age_s: float | None = None) -> CrossNodeCollective:
+    """The record of the kernel's JSON; any field may be absent or hostile (a saved file).
+    ``age_s``: how old the saved result is, where it was read back."""
     missing: dict[str, str] = {}
     outcome = data.get("outcome") if data.get("outcome") in _OUTCOMES else "failed"
     path, stream = _dict(data.get("path")), _dict(data.get("stream"))
@@ -159,7 +171,7 @@ def record(data: dict[str, Any]) -> CrossNodeCollective:
         algbw_gbps=_num(data, "algbw_gbps"), busbw_gbps=busbw, ratio=ratio, pairs=pairs,
         suspects=suspects(pairs), starved=_text(data, "starved"), limit_s=_num(data, "limit_s"), join_s=_num(data, "join_s"),
         total_s=_num(data, "total_s"), kill_latency_s=_num(data, "kill_latency_s"),
-        missing=missing)
+        age_s=age_s, missing=missing)
 
 
 def describe(r: CrossNodeCollective) -> list[str]:
@@ -198,7 +210,14 @@ def describe(r: CrossNodeCollective) -> list[str]:
 
 
 def summary(r: CrossNodeCollective) -> str:
-    """One line: the first of ``describe``'s, with the busbw where it was measured."""
+    """One line: the first of ``describe``'s, with the busbw where it was measured (and how
+    old the result is, where it was read back from collective.json)."""
     if r.busbw_gbps is None:
-        return describe(r)[0] + (f": {r.failure}" if r.failure else "")
-    return describe(r)[0] + t(": busbw {busbw:g} GB/s", busbw=r.busbw_gbps)
+        line = describe(r)[0] + (f": {r.failure}" if r.failure else "")
+    else:
+        line = describe(r)[0] + t(": busbw {busbw:g} GB/s", busbw=r.busbw_gbps)
+    return line + (t(" (saved {age} ago)", age=_ago(r.age_s)) if r.age_s is not None else "")
+
+
+def _ago(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"

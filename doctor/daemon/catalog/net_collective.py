@@ -1,7 +1,8 @@
 """The all-reduce across hosts' metrics (probes/net/xnode.py, net.collective).
 
-A scan never runs it (it needs its peers: ``llm-doctor collective`` does, on every host), so
-these series appear where its saved scan is what the exporter renders: busbw and the line it
+A scan never runs it (it needs its peers: ``llm-doctor collective`` does, on every host); the
+daemon reads back the last result the command kept (collective.json, within a day), so
+these series appear where that result is fresh, or where its saved scan is rendered: busbw and the line it
 is held against in bytes per second (GB/s x 1e9, as gpu.collective's), the ranks that never
 joined and the pairwise suspects one series each, the interface and how the run ended as an
 info series. Sentences for people (the failure, where the interface and the ceiling came
@@ -64,6 +65,9 @@ TABLES = (
         gauge("total_s", "net_collective_run_seconds", "The launcher's whole run"),
         gauge("kill_latency_s", "net_collective_kill_latency_seconds",
               "SIGKILL sent at the limit until every rank was gone"),
+        gauge("age_s", "net_collective_result_age_seconds",
+              "How old the result the daemon read back from collective.json is (a day at most: "
+              "an older one is not judged)"),
         missing("missing", "net_collective_value_missing", "net.collective"),
     )),
 )
