@@ -19,8 +19,9 @@ engine's run only (``START``: the process's start, ``/proc/<pid>/stat`` field 22
 ticks of 1/100 s, Linux's USER_HZ, after ``btime`` of ``/proc/stat``), the last
 ``JOURNAL_LINES`` of them, in ``JOURNAL_TIMEOUT_S``, and the last ``JOURNAL_BYTES`` of what it
 printed kept. Absent ``journalctl``, no permission (not root nor in the ``systemd-journal`` or
-``adm`` group: journalctl then shows the caller's own messages only, and says so), or no
-journal at all are reasons, not errors. Privilege: root or those groups; reading
+``adm`` group: journalctl then shows the caller's own messages only), or no journal at all
+are reasons, not errors: where nothing came back, journalctl is asked once more without
+``--output=cat`` (which silences its notices) for the notice that says which. Privilege: root or those groups; reading
 ``/proc/<pid>/cgroup`` needs none. Manual equivalent: ``journalctl -u vllm.service -o cat
 --since @<start> | grep NCCL``.
 """
@@ -101,28 +102,45 @@ def journal_argv(unit: str, since: int | None) -> tuple[str, ...]:
 def journal(host: Host, unit: str, since: int | None) -> tuple[list[str], int, int, str | None]:
     """(lines, bytes kept, bytes cut, None) of ``unit``'s journal since ``since``, or
     ([], 0, 0, why it was not read)."""
-    argv = journal_argv(unit, since)
     try:
-        out = host.run(argv, timeout_s=JOURNAL_TIMEOUT_S)
+        out = host.run(journal_argv(unit, since), timeout_s=JOURNAL_TIMEOUT_S)
     except HostReadError as exc:
-        why = reason_text(exc.reason) + (f" ({detail_text(exc.detail)})" if exc.detail else "")
-        return [], 0, 0, t("{unit}'s journal not read: journalctl: {reason}", unit=unit, reason=why)
-    said = " ".join(out.stderr.split())[:200]
+        return [], 0, 0, _failed(unit, exc)
+    if any(words in out.stderr for words in (NO_JOURNAL, *NOT_ALL)):  # said whatever its exit status
+        return [], 0, 0, _why_empty(host, unit, out.stderr)
     if out.rc != 0:
         return [], 0, 0, t("{unit}'s journal not read: journalctl exited {rc} ({said})",
-                           unit=unit, rc=out.rc, said=_shown(said))
-    if NO_JOURNAL in out.stderr:
-        return [], 0, 0, t("{unit}'s journal not read: this host keeps no journal (journalctl: {said})",
-                           unit=unit, said=_shown(said))
-    if any(words in out.stderr for words in NOT_ALL):
-        return [], 0, 0, t("{unit}'s journal not read: no permission (root, or the systemd-journal "
-                           "or adm group, sees a service's messages)", unit=unit)
+                           unit=unit, rc=out.rc, said=_shown(" ".join(out.stderr.split())))
     data = out.stdout.encode("utf-8", "replace")
     kept = data[-JOURNAL_BYTES:]
     lines = kept.decode("utf-8", "replace").splitlines()
     if len(kept) < len(data):
         lines = lines[1:]  # cut inside its first line
     if not lines:
-        return [], 0, 0, t("{unit}'s journal holds no message since the engine started "
-                           "(its output may go elsewhere: StandardOutput= of the unit)", unit=unit)
+        return [], 0, 0, _why_empty(host, unit, out.stderr)
     return lines, len(kept), len(data) - len(kept), None
+
+
+def _why_empty(host: Host, unit: str, said: str) -> str:
+    """Why journalctl printed nothing (``said``: its stderr). ``--output=cat`` makes it quiet (as json and export
+    do), so its notices of no journal or no permission are asked for again without it,
+    with ``--lines=0``: no message, only the notices."""
+    if not any(words in said for words in (NO_JOURNAL, *NOT_ALL)):
+        try:
+            said = host.run(("journalctl", f"--unit={unit}", "--lines=0", "--no-pager"),
+                            timeout_s=JOURNAL_TIMEOUT_S).stderr
+        except HostReadError:
+            said = ""
+    if any(words in said for words in NOT_ALL):
+        return t("{unit}'s journal not read: no permission (root, or the systemd-journal "
+                 "or adm group, sees a service's messages)", unit=unit)
+    if NO_JOURNAL in said:
+        return t("{unit}'s journal not read: this host keeps no journal (journalctl: {said})",
+                 unit=unit, said=_shown(" ".join(said.split())))
+    return t("{unit}'s journal holds no message since the engine started "
+             "(its output may go elsewhere: StandardOutput= of the unit)", unit=unit)
+
+
+def _failed(unit: str, exc: HostReadError) -> str:
+    why = reason_text(exc.reason) + (f" ({detail_text(exc.detail)})" if exc.detail else "")
+    return t("{unit}'s journal not read: journalctl: {reason}", unit=unit, reason=why)
