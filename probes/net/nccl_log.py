@@ -148,18 +148,21 @@ def engine_logs(host: Host, engines: list[Engine]) -> list[tuple[str, str, str]]
     ``/proc/<pid>/root``: the path an engine in a container names is in its own root."""
     out: list[tuple[str, str, str]] = []
     for engine in engines:
-        label, root = _label(engine), f"/proc/{engine.pid}/root"
+        pid = engine.pid
+        if pid is None:
+            continue
+        label, root = _label(engine), f"/proc/{pid}/root"
         for fd, stream in ((1, "stdout"), (2, "stderr")):
-            target = _file_of(host, engine.pid, fd)
+            target = _file_of(host, pid, fd)
             if target is not None and target not in (p for _, p, _ in out):
                 out.append((f"{stream} of {label}", target, root + target))
-        for path in debug_files(host, engine.pid):
+        for path in debug_files(host, pid):
             if path not in (p for _, p, _ in out):
                 out.append((f"NCCL_DEBUG_FILE of {label}", path, root + path))
     return out[:MAX_LOGS]
 
 
-def _file_of(host: Host, pid: int | None, fd: int) -> str | None:
+def _file_of(host: Host, pid: int, fd: int) -> str | None:
     """The file ``pid``'s descriptor ``fd`` writes to; None for a pipe, a socket (the
     journal's stream), a device, a deleted file or an unreadable link."""
     try:
