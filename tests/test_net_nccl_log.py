@@ -300,3 +300,15 @@ def test_an_engine_whose_output_is_a_file_is_not_read_again_in_the_journal(engin
     host = _Watched(engine_host)
     nccl_log.probe(host, ScanOptions())
     assert host.ran == []  # stdout and stderr are /var/log/vllm.log, read above
+
+
+def test_a_journal_larger_than_the_bound_keeps_its_newest_bytes(journal_host):
+    """4 MiB of messages: the last 3 MiB are parsed, the line cut by the bound dropped."""
+    text = (LOGS / JOURNAL_LOG).read_bytes()
+    filler = b"INFO 12-07 03:12:44 metrics.py:351] Avg prompt throughput: 0.0 tokens/s\n"
+    big = filler * ((4 << 20) // len(filler)) + text
+    host = _answers(journal_host, {"stdout": big})
+    log = nccl_log.probe(RecordedHost(host), ScanOptions()).logs[0]
+    assert (log.size_bytes, log.bytes_read) == (len(big), engine_journal.JOURNAL_BYTES)
+    assert log.skipped_bytes == len(big) - engine_journal.JOURNAL_BYTES
+    assert log.failures[0].kind == "ibv-modify-qp"  # the newest lines are kept
