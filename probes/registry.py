@@ -499,8 +499,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="net.nccl_log",
         level=Level.QUICK,
-        description=lazy("NCCL's own words (NCCL_DEBUG=INFO) in the log scan --nccl-log names or in each engine's stdout/stderr files: the network and transports it chose, GPUDirect RDMA, the bootstrap interface, init failures"),
-        reads=lazy("the --nccl-log file, else each NCCL engine's stdout/stderr where /proc/<pid>/fd/1 and 2 link to a file, and the files its NCCL_DEBUG_FILE names, read in /proc/<pid>/root: the first MiB and last 2 MiB; /sys/class/infiniband"),
+        description=lazy("NCCL's own words (NCCL_DEBUG=INFO) in the log scan --nccl-log names, each engine's stdout/stderr files or its systemd service's journal: the network and transports it chose, GPUDirect RDMA, the bootstrap interface, init failures"),
+        reads=lazy("the --nccl-log file, else each NCCL engine's stdout/stderr where /proc/<pid>/fd/1 and 2 link to a file, and the files its NCCL_DEBUG_FILE names, read in /proc/<pid>/root: the first MiB and last 2 MiB; else the journal of the systemd service in its /proc/<pid>/cgroup since it started (journalctl --unit, the last 20,000 lines, 3 MiB); /sys/class/infiniband"),
         timeout_s=15.0,
         run=net_nccl_log.probe,
         summary=net_nccl_log.summary,

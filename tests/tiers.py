@@ -27,6 +27,7 @@ _NEEDS = {
     "alertmanager": "live",
     "prometheus-alertmanager": "live",
     "node_exporter": "live",
+    "systemd-journald": "live",
     "prometheus-node-exporter": "live",
     "chromium": "browser",
     "chromium-browser": "browser",

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from doctor.i18n import t
+from doctor.redact import redact_text
 from doctor.seam import identity
 from doctor.seam import read_kinds as kinds
+from doctor.seam import recorded_redact
 from doctor.seam.host import (CommandOutput, HostReadError, HttpResponse, MeasurementError, Memo,
                               PathInfo, Reason)
 from doctor.seam.live import LiveHost
@@ -159,6 +161,7 @@ class RecordWriter:
         self.measurements: dict[str, Any] = {}
         self.http_entries: list[dict] = []
         self.nvml_entries: list[dict] = []
+        self.ranges: dict[str, list[tuple[int, int]]] = {}  # the byte ranges read of each file
 
     def _local(self, path: str) -> Path:
         return self.fs / path.lstrip("/")
@@ -214,6 +217,14 @@ class RecordWriter:
             with open(entry, "r+b" if entry.is_file() else "wb") as f:
                 f.seek(offset)
                 f.write(data)
+            self.ranges.setdefault(path, []).append((offset, len(data)))
+
+    def _redact_ranges(self) -> None:
+        """The text in the ranges read of each file through doctor.redact, in place, once
+        every range is written, so that a line read in two pieces is masked whole."""
+        for path, ranges in self.ranges.items():
+            with open(self._entry(path), "r+b") as f:
+                recorded_redact.redact_file(f, path, ranges)
 
     def dir(self, path: str, names: Sequence[str] = ()) -> None:
         with self._lock:
@@ -266,9 +277,9 @@ class RecordWriter:
         with self._lock:
             stdout_file = f"commands/{len(self.commands):02d}-{kinds.slug('_'.join(argv))}.out"
             (self.root / "commands").mkdir(parents=True, exist_ok=True)
-            (self.root / stdout_file).write_text(out.stdout)
+            (self.root / stdout_file).write_text(_redacted_output(argv, out.stdout))
             self.commands.append({"argv": list(argv), "rc": out.rc, "stdout_file": stdout_file,
-                                  "stderr": out.stderr[-2000:]})
+                                  "stderr": _redacted_output(argv, out.stderr[-2000:])})
 
     def measurement(self, name: str, value: Any) -> None:
         with self._lock:
@@ -309,6 +320,7 @@ class RecordWriter:
         """Write host.toml and the JSON files; the fs/ tree was written as reads happened."""
         import tomli_w  # only capture and fixture builders write TOML
 
+        self._redact_ranges()
         manifest: dict[str, Any] = {
             "host": {
                 "format": FORMAT_VERSION,
@@ -392,4 +404,12 @@ def _redacted(path: str, text: str) -> str:
         from doctor.redact import redact_environ
 
         return redact_environ(text)
+    return text
+
+
+def _redacted_output(argv: Sequence[str], text: str) -> str:
+    """What a recording keeps of a command's output: a journal's messages (an engine's log,
+    its arguments and tracebacks in it) through doctor.redact; other commands' as they said."""
+    if argv and posixpath.basename(argv[0]) == "journalctl":
+        return redact_text(text)
     return text

@@ -90,6 +90,27 @@ def emit(rank: int, **event: Any) -> None:
     sys.stdout.flush()
 
 
+class Steps:
+    """Which step (``STEPS``) a rank is in, each step announced as a JSON event as it begins,
+    and the seconds each took: a rank that fails names its step, and the launcher names the
+    step a hung rank was in (``stuck_step``). ``enter`` is what ``timed_allreduce`` calls."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank, self.step, self.began = rank, "start", time.perf_counter()
+        self.seconds: dict[str, float] = {}
+        emit(rank, step=self.step)
+
+    def enter(self, name: str) -> None:
+        self.done()
+        self.step, self.began = name, time.perf_counter()
+        emit(self.rank, step=name)
+
+    def done(self) -> dict[str, float]:
+        """The seconds of every step so far, the current one up to now."""
+        self.seconds[self.step] = round(time.perf_counter() - self.began, 4)
+        return self.seconds
+
+
 def timed_allreduce(torch: Any, dist: Any, rank: int, world: int, device: str, nbytes: int,
                     warmup: int, iters: int, budget_s: float, enter: Any,
                     group: Any = None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import time
 from datetime import timedelta
 from typing import Any, Callable
 
-from probes.helpers.collective_ranks import bus_bandwidth, timed_allreduce
+from probes.helpers.collective_ranks import Steps, bus_bandwidth, timed_allreduce
 from probes.helpers.collective_ranks import emit as _emit
 
 STREAM_S = 0.5  # each direction of the TCP stream
@@ -220,16 +220,8 @@ def run_rank(rank: int, world: int, device: str, master: str, port: int, nbytes:
              budget_s: float, join_by: float, end_by: float, me: dict[str, Any],
              pairs: bool) -> int:
     """One rank: its steps and result as JSON lines on stdout (see the module)."""
-    step, began, steps_s = "start", time.perf_counter(), {}
-
-    def enter(name: str) -> None:
-        nonlocal step, began
-        now = time.perf_counter()
-        steps_s[step] = round(now - began, 4)
-        step, began = name, now
-        _emit(rank, step=name)
-
-    _emit(rank, step=step)
+    steps = Steps(rank)
+    enter = steps.enter
     try:
         import torch
         import torch.distributed as dist
@@ -260,14 +252,13 @@ def run_rank(rank: int, world: int, device: str, master: str, port: int, nbytes:
                                                       budget_s, enter)}
         else:
             done = timed_allreduce(torch, dist, rank, world, device, nbytes, 2, 10, budget_s, enter)
-        steps_s[step] = round(time.perf_counter() - began, 4)
-        done["steps_s"] = steps_s
+        done["steps_s"] = steps.done()
         store.set(f"llmd/done/{rank}", json.dumps(done))
         _emit(rank, group=share(store, rank, world, end_by, nbytes, arrivals, line))
         _emit(rank, done=done)
         dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 -- the child's boundary: any failure is reported, named
         _emit(rank, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
-              step=step)
+              step=steps.step)
         return 1
     return 0

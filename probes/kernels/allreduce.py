@@ -42,7 +42,7 @@ import time
 from typing import Any
 
 from probes.helpers.collective_ranks import (  # noqa: F401 (block_sizes, parse_transports: the tests')
-    CPU_BYTES, GPU_BYTES, STEPS, block_sizes, bus_bandwidth, chosen_transport,
+    CPU_BYTES, GPU_BYTES, STEPS, Steps, block_sizes, bus_bandwidth, chosen_transport,
     parse_transports, timed_allreduce)
 from probes.helpers.collective_ranks import Rank as _Rank
 from probes.helpers.collective_ranks import dying_with as _dying_with
@@ -72,16 +72,7 @@ def _block_spread(done: list[dict], nbytes: int, world: int) -> float | None:
 def worker(rank: int, world: int, device: str, port: int, nbytes: int, warmup: int,
            iters: int, budget_s: float, hold: bool) -> int:
     """One rank: its steps and result as JSON lines on stdout."""
-    step, began, steps_s = "start", time.perf_counter(), {}
-
-    def enter(name: str) -> None:
-        nonlocal step, began
-        now = time.perf_counter()
-        steps_s[step] = round(now - began, 4)
-        step, began = name, now
-        _emit(rank, step=name)
-
-    _emit(rank, step=step)
+    steps = Steps(rank)
     try:
         from datetime import timedelta
 
@@ -97,18 +88,17 @@ def worker(rank: int, world: int, device: str, port: int, nbytes: int, warmup: i
             torch.cuda.set_device(device)
         if hold:
             time.sleep(HOLD_S)
-        enter("rendezvous")
+        steps.enter("rendezvous")
         dist.init_process_group("nccl" if on_gpu else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                                 rank=rank, world_size=world,
                                 timeout=timedelta(seconds=HOLD_S))
-        enter("warm-up")
+        steps.enter("warm-up")
         done = timed_allreduce(torch, dist, rank, world, device, nbytes, warmup, iters, budget_s,
-                               enter)
-        steps_s[step] = round(time.perf_counter() - began, 4)
-        _emit(rank, done={**done, "steps_s": steps_s})
+                               steps.enter)
+        _emit(rank, done={**done, "steps_s": steps.done()})
         dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 -- the child's boundary: any failure is reported, named
-        _emit(rank, error=f"{type(exc).__name__}: {str(exc)[:300]}", step=step)
+        _emit(rank, error=f"{type(exc).__name__}: {str(exc)[:300]}", step=steps.step)
         return 1
     return 0
 

@@ -2,14 +2,17 @@
 
 Sources: the log ``scan --nccl-log PATH`` names, else each NCCL engine's standard output
 and error where they are regular files (``/proc/<pid>/fd/1`` and ``2`` link to a file: an
-engine started as ``vllm serve … > vllm.log 2>&1``; a pipe, a socket, a terminal or the
-journal is not read) and the files its ``NCCL_DEBUG_FILE`` names, each read inside the
-engine's own root (``/proc/<pid>/root``, a container's). The text is hostile: only a regular file is read (its size is listed
+engine started as ``vllm serve … > vllm.log 2>&1``; a pipe, a socket or a terminal is not
+read) and the files its ``NCCL_DEBUG_FILE`` names, each read inside the engine's own root
+(``/proc/<pid>/root``, a container's); and where its stdout or stderr is not a file, the
+journal of the systemd service it runs under, since it started (``journalctl --unit``:
+probes/helpers/engine_journal.py, bounded in lines, bytes and time). The text is hostile: only a regular file is read (its size is listed
 first, so a FIFO or a device is never opened), its first MiB (where NCCL's init lines are)
 and its last 2 MiB (the newest: a failure at start is the end of the log), each line cut at
 4,096 characters, undecodable bytes replaced. What the lines say: probes/helpers/nccl_text.py.
 Privilege: the engine's user or root for its /proc/<pid>/fd; the file's own permissions.
-Manual equivalent: ``grep -E 'NCCL (INFO|WARN)' vllm.log | grep -E 'Bootstrap|NET/|via|GPU Direct'``.
+Manual equivalent: ``grep -E 'NCCL (INFO|WARN)' vllm.log | grep -E 'Bootstrap|NET/|via|GPU Direct'``
+(``journalctl -u vllm.service -o cat | grep …`` for a service).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
 from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_flags import Engine
+from probes.helpers.engine_journal import journal, started_at, unit_of
 from probes.helpers.gpu_common import reason_of
 from probes.helpers.nccl_text import Failure, Said, parse
 from probes.helpers.process_env import env_value
@@ -128,27 +133,74 @@ def read_log(host: Host, source: str, path: str, rdma: int | None, at: str | Non
                    **{f.name: getattr(said, f.name) for f in dataclasses.fields(Said)})
 
 
-def engine_logs(host: Host, options: ScanOptions, inputs: Inputs) -> list[tuple[str, str, str]]:
+def nccl_engines(host: Host, options: ScanOptions, inputs: Inputs) -> list[Engine]:
+    """The engines found that run NCCL groups and have a pid to read."""
+    return [e for e in found_engines(host, options, inputs).engines if e.pid is not None and e.kind in KINDS]
+
+
+def _label(engine: Engine) -> str:
+    return f"{engine.kind} at {engine.base_url} pid {engine.pid}"
+
+
+def engine_logs(host: Host, engines: list[Engine]) -> list[tuple[str, str, str]]:
     """(source, path as the engine names it, path to read) of each NCCL engine's
     stdout/stderr that is a file, and of the files its NCCL_DEBUG_FILE names. Read through
     ``/proc/<pid>/root``: the path an engine in a container names is in its own root."""
     out: list[tuple[str, str, str]] = []
-    for engine in found_engines(host, options, inputs).engines:
-        if engine.pid is None or engine.kind not in KINDS:
+    for engine in engines:
+        pid = engine.pid
+        if pid is None:
             continue
-        label, root = f"{engine.kind} at {engine.base_url} pid {engine.pid}", f"/proc/{engine.pid}/root"
+        label, root = _label(engine), f"/proc/{pid}/root"
         for fd, stream in ((1, "stdout"), (2, "stderr")):
-            try:
-                target = host.read_link(f"/proc/{engine.pid}/fd/{fd}")
-            except HostReadError:
-                continue
-            if target.startswith("/") and not target.startswith(("/dev/", "/proc/")) \
-                    and not target.endswith(" (deleted)") and target not in (p for _, p, _ in out):
+            target = _file_of(host, pid, fd)
+            if target is not None and target not in (p for _, p, _ in out):
                 out.append((f"{stream} of {label}", target, root + target))
-        for path in debug_files(host, engine.pid):
+        for path in debug_files(host, pid):
             if path not in (p for _, p, _ in out):
                 out.append((f"NCCL_DEBUG_FILE of {label}", path, root + path))
     return out[:MAX_LOGS]
+
+
+def _file_of(host: Host, pid: int, fd: int) -> str | None:
+    """The file ``pid``'s descriptor ``fd`` writes to; None for a pipe, a socket (the
+    journal's stream), a device, a deleted file or an unreadable link."""
+    try:
+        target = host.read_link(f"/proc/{pid}/fd/{fd}")
+    except HostReadError:
+        return None
+    if target.startswith("/") and not target.startswith(("/dev/", "/proc/")) and not target.endswith(" (deleted)"):
+        return target
+    return None
+
+
+def engine_journals(host: Host, engines: list[Engine], rdma: int | None) -> tuple[list[NcclLog], dict[str, str]]:
+    """The journal of the systemd service of each NCCL engine whose stdout or stderr is not
+    a file (probes/helpers/engine_journal.py), and why an engine's journal was not read."""
+    logs: list[NcclLog] = []
+    missing: dict[str, str] = {}
+    for engine in engines:
+        pid = engine.pid
+        if pid is None or all(_file_of(host, pid, fd) is not None for fd in (1, 2)):
+            continue  # its output goes to files, read above
+        unit, why = unit_of(host, pid)
+        if unit is None:
+            missing[f"journal of {_label(engine)}"] = why
+            continue
+        logs.append(journal_log(host, f"journal of {_label(engine)}", unit, started_at(host, pid), rdma))
+    return logs[:MAX_LOGS], missing
+
+
+def journal_log(host: Host, source: str, unit: str, since: int | None, rdma: int | None) -> NcclLog:
+    """The messages of ``unit``'s journal since ``since`` read and parsed; ``path`` names
+    the unit as journalctl is given it."""
+    lines, kept, cut, why = journal(host, unit, since)
+    path = f"journalctl --unit={unit}"
+    if why is not None:
+        return NcclLog(source, path, None, 0, 0, rdma, why)
+    said = parse(lines[:MAX_LINES])
+    return NcclLog(source, path, kept + cut, kept, cut, rdma, None,
+                   **{f.name: getattr(said, f.name) for f in dataclasses.fields(Said)})
 
 
 def debug_files(host: Host, pid: int) -> list[str]:
@@ -180,14 +232,22 @@ def rdma_count(host: Host) -> int | None:
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NcclLogRecord:
-    """NCCL's lines in the named log, or in each NCCL engine's stdout/stderr files."""
+    """NCCL's lines in the named log, or in each NCCL engine's stdout/stderr files or its
+    service's journal."""
     named = options.nccl_log
-    sources = [("--nccl-log", named, named)] if named else engine_logs(host, options, inputs)
-    if not sources:
+    if named:
+        return NcclLogRecord((read_log(host, "--nccl-log", named, rdma_count(host)),))
+    engines = nccl_engines(host, options, inputs)
+    sources = engine_logs(host, engines)
+    rdma = rdma_count(host) if engines else None
+    journals, missing = engine_journals(host, engines, rdma)
+    if not sources and not journals:
+        why = "; ".join(missing.values())
         raise Skip(t("no NCCL log: name one with --nccl-log PATH (an engine started with "
-                     "NCCL_DEBUG=INFO), or start the engine with its output sent to a file"))
-    rdma = rdma_count(host)
-    return NcclLogRecord(tuple(read_log(host, source, path, rdma, at) for source, path, at in sources))
+                     "NCCL_DEBUG=INFO), or start the engine with its output sent to a file")
+                   + (t(" (no journal: {why})", why=why) if why else ""))
+    logs = [read_log(host, source, path, rdma, at) for source, path, at in sources]
+    return NcclLogRecord(tuple(logs) + tuple(journals), missing)
 
 
 def summary(record: NcclLogRecord) -> str:
