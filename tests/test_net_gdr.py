@@ -194,7 +194,7 @@ def test_the_dgx_gives_each_gpu_its_own_nic_behind_a_switch():
     assert record.gpus_far == () and record.on_vm is False
 
 
-@pytest.mark.slow  # builds the host from a copy of h100-sxm-8x-nvswitch (~1 s)
+@pytest.mark.slow  # builds three hosts from copies of h100-sxm-8x-nvswitch (~1 s each)
 def test_the_peermem_dgx_is_healthy_and_an_8_mib_memlock_is_critical(story):
     from doctor.model import Severity
     from doctor.scan import scan
@@ -208,6 +208,8 @@ def test_the_peermem_dgx_is_healthy_and_an_8_mib_memlock_is_critical(story):
                 if f.severity >= Severity.WARNING]
     assert warnings("h100-sxm-8x-rdma-peermem") == []
     assert warnings("h100-sxm-8x-rdma-memlock-8m") == [("rdma-memlock-low", "critical", 8192)]
+    # the same limit on an engine on this host alone: no RDMA registration, not judged
+    assert warnings("h100-sxm-8x-rdma-memlock-8m-one-host") == []
 
 
 @pytest.mark.slow  # builds the host from a copy of l40s-4x-2socket (~2 s)
