@@ -359,3 +359,31 @@ def test_hostile_sysfs_names_and_numa_nodes_are_refused_with_a_reason(tmp_path):
     assert record.nics[1].bdf is None
     # the NIC's node unknown: the GPUs on other host bridges are not judged, not called far
     assert record.gpus_far == () and all(g.level in ("PHB", None) for g in record.gpus)
+
+
+def test_nccls_gdr_disabled_and_the_missing_module_are_one_story():
+    """NVIDIA/nccl#899's real log ("GPU Direct RDMA Disabled … (no module)") beside this host's
+    GPUDirect paths: where net.gpudirect finds neither, gpudirect-rdma-off alone tells it (its
+    cause and fix); where the host offers dma-buf, the log's finding is the news."""
+    import dataclasses
+    from pathlib import Path
+
+    from doctor.model import ProbeResult
+    from doctor.rules.evaluate import evaluate
+    from doctor.seam.live import LiveHost
+    from probes.net import nccl_log
+    from tests.builtin_rules import builtin_rules
+
+    log = Path(__file__).parent / "fixtures" / "nccl_logs" / "nccl-899-gdr-no-module.log"
+    said = nccl_log.probe(LiveHost(), ScanOptions(nccl_log=str(log)))
+    said = dataclasses.replace(said, logs=tuple(dataclasses.replace(x, rdma_devices_here=12) for x in said.logs))
+    rules = [r for r in builtin_rules() if set(r.probes) <= {"net.gpudirect", "net.nccl_log"}]
+
+    def fired(host: str) -> set[str]:
+        results = [ProbeResult("net.nccl_log", "ok", 0.0, None, said),
+                   ProbeResult("net.gpudirect", "ok", 0.0, None, gpudirect.probe(_host(host), QUICK))]
+        found, errors = evaluate(rules, results)
+        assert errors == []
+        return {f.rule for f in found}
+    assert fired("h100-sxm-8x-rdma-ubuntu68") == {"gpudirect-rdma-off"}
+    assert fired("h100-sxm-8x-rdma-dmabuf") == {"nccl-log-gdr-disabled"}
