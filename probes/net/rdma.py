@@ -6,7 +6,9 @@ Reads, for every ``/sys/class/infiniband/<dev>/ports/<n>/`` (world-readable, no 
 ``hca_type`` and ``board_id``; on an Ethernet (RoCE) port the GID table ``gids/<i>`` with
 ``gid_attrs/types/<i>`` (RoCE v2 entries, non-zero GIDs) and the netdev behind the port
 (``gid_attrs/ndevs/0``, else ``<dev>/device/net/*``) with its ``mtu``, ``speed`` (Mb/s) and
-``operstate`` from ``/sys/class/net/<if>/``; and the error counters of ``counters/`` and
+``operstate`` from ``/sys/class/net/<if>/`` (and the RDMA MTU that MTU gives, include/rdma/
+ib_addr.h ``iboe_get_mtu``); the device's ``node_type`` (``4: RNIC``: iWARP, Ethernet without
+RoCE GIDs); and the error counters of ``counters/`` and
 ``hw_counters/`` (COUNTERS), read twice SAMPLE_S apart inside ``host.measure`` so that a
 replay gives the same rates. A recording without that measurement still gives the counters
 once (totals since the last reset), its rates None with the reason.
@@ -17,7 +19,8 @@ down, a bad cable) is slower than the rail it is one of. Its card peers are thos
 on other cards at the same port number: a port that is down where cards of its kind have
 that port up is one the host uses. Manual equivalent: ``ibstat``, ``ibv_devinfo -v``, ``show_gids``,
 ``perfquery -x`` twice; ``cat /sys/class/infiniband/*/ports/*/{state,rate}``.
-A host without ``/sys/class/infiniband`` (no RDMA driver loaded) is skipped with the reason.
+A host without ``/sys/class/infiniband`` (no RDMA driver loaded) is skipped with the reason;
+one listing more than MAX_DEVICES judges the first by name and says so (``truncated``).
 """
 
 from __future__ import annotations
