@@ -194,7 +194,7 @@ def test_the_dgx_gives_each_gpu_its_own_nic_behind_a_switch():
     assert record.gpus_far == () and record.on_vm is False
 
 
-@pytest.mark.slow  # builds the host from a copy of h100-sxm-8x-nvswitch (~1 s)
+@pytest.mark.slow  # builds three hosts from copies of h100-sxm-8x-nvswitch (~1 s each)
 def test_the_peermem_dgx_is_healthy_and_an_8_mib_memlock_is_critical(story):
     from doctor.model import Severity
     from doctor.scan import scan
@@ -208,6 +208,8 @@ def test_the_peermem_dgx_is_healthy_and_an_8_mib_memlock_is_critical(story):
                 if f.severity >= Severity.WARNING]
     assert warnings("h100-sxm-8x-rdma-peermem") == []
     assert warnings("h100-sxm-8x-rdma-memlock-8m") == [("rdma-memlock-low", "critical", 8192)]
+    # the same limit on an engine on this host alone: no RDMA registration, not judged
+    assert warnings("h100-sxm-8x-rdma-memlock-8m-one-host") == []
 
 
 @pytest.mark.slow  # builds the host from a copy of l40s-4x-2socket (~2 s)
@@ -357,3 +359,31 @@ def test_hostile_sysfs_names_and_numa_nodes_are_refused_with_a_reason(tmp_path):
     assert record.nics[1].bdf is None
     # the NIC's node unknown: the GPUs on other host bridges are not judged, not called far
     assert record.gpus_far == () and all(g.level in ("PHB", None) for g in record.gpus)
+
+
+def test_nccls_gdr_disabled_and_the_missing_module_are_one_story():
+    """NVIDIA/nccl#899's real log ("GPU Direct RDMA Disabled … (no module)") beside this host's
+    GPUDirect paths: where net.gpudirect finds neither, gpudirect-rdma-off alone tells it (its
+    cause and fix); where the host offers dma-buf, the log's finding is the news."""
+    import dataclasses
+    from pathlib import Path
+
+    from doctor.model import ProbeResult
+    from doctor.rules.evaluate import evaluate
+    from doctor.seam.live import LiveHost
+    from probes.net import nccl_log
+    from tests.builtin_rules import builtin_rules
+
+    log = Path(__file__).parent / "fixtures" / "nccl_logs" / "nccl-899-gdr-no-module.log"
+    said = nccl_log.probe(LiveHost(), ScanOptions(nccl_log=str(log)))
+    said = dataclasses.replace(said, logs=tuple(dataclasses.replace(x, rdma_devices_here=12) for x in said.logs))
+    rules = [r for r in builtin_rules() if set(r.probes) <= {"net.gpudirect", "net.nccl_log"}]
+
+    def fired(host: str) -> set[str]:
+        results = [ProbeResult("net.nccl_log", "ok", 0.0, None, said),
+                   ProbeResult("net.gpudirect", "ok", 0.0, None, gpudirect.probe(_host(host), QUICK))]
+        found, errors = evaluate(rules, results)
+        assert errors == []
+        return {f.rule for f in found}
+    assert fired("h100-sxm-8x-rdma-ubuntu68") == {"gpudirect-rdma-off"}
+    assert fired("h100-sxm-8x-rdma-dmabuf") == {"nccl-log-gdr-disabled"}

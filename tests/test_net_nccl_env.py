@@ -151,3 +151,21 @@ def test_nccls_config_files_fill_what_the_environment_lacks(root):
         assert problems(record) == {"NCCL_SOCKET_IFNAME": "no-match", "NCCL_IB_DISABLE": None}
     finally:
         (etc / "nccl.conf").unlink()
+
+
+def test_whether_an_engine_uses_rdma_between_hosts(root):
+    """rdma_use: what rdma-memlock-low judges an engine by (a single-host engine never
+    registers RDMA memory)."""
+    one = plant(root, {}).engines[0]  # vLLM -tp 4 on this host's 8 GPUs
+    assert (one.rdma_across_hosts, one.rdma_why) == (False, "one host (tp x pp = 4 against 8 GPUs here)")
+    named = plant(root, {"NCCL_IB_HCA": "mlx5_0"}, ports=(ROCE,)).engines[0]
+    assert (named.rdma_across_hosts, named.rdma_why) == (True, "NCCL_IB_HCA=mlx5_0")
+    sglang = ["python", "-m", "sglang.launch_server", "--tp", "16", "--nnodes", "2"]
+    across = plant(root, {}, argv=sglang).engines[0]
+    assert (across.rdma_across_hosts, across.rdma_why) == (True, "2 hosts (--nnodes)")
+    off = plant(root, {"NCCL_IB_DISABLE": "1"}, argv=sglang).engines[0]
+    assert (off.rdma_across_hosts, off.rdma_why) == (False, "NCCL_IB_DISABLE=1")
+    assert nccl_env.rdma_use({"NCCL_NET": "IB"}, 1, "--nnodes")[0] is True
+    assert nccl_env.rdma_use({"NCCL_NET": "Socket"}, 2, "--nnodes")[0] is False
+    assert nccl_env.rdma_use({"NCCL_NET": "Socket "}, None, None)[0] is False
+    assert nccl_env.rdma_use({}, None, None)[0] is None  # no layout and no variable: unknown

@@ -32,11 +32,14 @@ LOGS = Path(__file__).parent / "fixtures" / "nccl_logs"
 HOST = Path(__file__).parent / "fixtures" / "hosts" / "l40s-8x-nccl-p2p-disabled"
 RULES = [r for r in builtin_rules() if r.probes == ("net.nccl_log",) or r.probes == ["net.nccl_log"]]
 
-# file → (rule ids firing without RDMA devices here, with them)
+# file → (rule ids firing without RDMA devices here, with them). GPU Direct RDMA Disabled is
+# the log's own story only without RDMA devices here; with them net.gpudirect's rules say it
+# (nccl-log-gdr-disabled, gpudirect-rdma-off: tests/test_net_gdr.py), not these.
+GDR = "nccl-log-gdr-disabled-no-rdma-here"
 EXPECTED = {
     "sglang-3398-ib-no-device-socket.log": (set(), {"nccl-socket-fallback"}),
-    "nccl-1537-gdr-disabled-roce.log": ({"nccl-log-gdr-disabled"}, {"nccl-log-gdr-disabled"}),
-    "nccl-899-gdr-no-module.log": ({"nccl-log-gdr-disabled"}, {"nccl-log-gdr-disabled"}),
+    "nccl-1537-gdr-disabled-roce.log": ({GDR}, set()),
+    "nccl-899-gdr-no-module.log": ({GDR}, set()),
     "nccl-367-no-libibverbs-socket.log": (set(), {"nccl-socket-fallback"}),
     "nccl-952-ib-no-device-socket-closed.log": ({"nccl-init-failed"}, {"nccl-init-failed", "nccl-socket-fallback"}),
     "nccl-2013-ibv-modify-qp.log": ({"nccl-init-failed"}, {"nccl-init-failed"}),
@@ -143,7 +146,7 @@ def test_an_engines_stdout_file_and_nccl_debug_files_are_read_in_its_root(engine
         (f"NCCL_DEBUG_FILE of {label}", "/tmp/nccl.gpu-node-7.30501")]
     assert all(log.error is None for log in record.logs)
     assert {(f.rule, f.key) for f in findings(record, 0)} == {
-        ("nccl-log-gdr-disabled", "/var/log/vllm.log"), ("nccl-init-failed", "/tmp/nccl.gpu-node-7.30500")}
+        (GDR, "/var/log/vllm.log"), ("nccl-init-failed", "/tmp/nccl.gpu-node-7.30500")}
 
 
 def test_a_missing_file_or_a_directory_is_one_clear_line(tmp_path):

@@ -251,3 +251,55 @@ def test_a_rail_polling_beside_active_cards_of_its_kind_is_critical(tmp_path):
     rules = [r for r in builtin_rules() if r.id == "rdma-port-down"]
     findings, _ = evaluate(rules, [ProbeResult("net.rdma", "ok", 0.0, None, record)])
     assert [(f.key, f.severity.label) for f in findings] == [("mlx5_10/1", "critical")]
+
+
+# --- RoCE: RoCE v2 GIDs, the RDMA MTU the netdev gives, the host's RoCE MTU (issue 30) ------
+
+def _roce_tree() -> dict[str, str]:
+    """gpud's H100 tree with its RoCE bond (build_rdma_hosts.py), the bond's netdev at 1500,
+    a second RoCE card copied from the bond with its netdev at 9000 and only RoCE v1 GIDs,
+    and an iWARP RNIC at 1500 (Ethernet too, judged by neither)."""
+    from tests.fixtures.build_rdma_hosts import GPUD, IB, _roce_bond
+    keep = (f"{IB}/mlx5_0/", f"{IB}/mlx5_bond_0/")  # one InfiniBand rail of eight is enough here
+    tree = {k: v for k, v in files(GPUD).items() if not k.startswith(f"{IB}/") or k.startswith(keep)}
+    _roce_bond(tree)
+    tree["/sys/class/net/bond0/mtu"] = "1500\n"
+    for new, netdev, mtu in (("mlx5_bond_1", "bond1", "9000"), ("irdma0", "eno1", "1500")):
+        for path, text in list(tree.items()):
+            if path.startswith(f"{IB}/mlx5_bond_0/"):
+                tree[path.replace("/mlx5_bond_0/", f"/{new}/")] = "bond1\n" if "/ndevs/" in path else text
+        for key, value in (("mtu", mtu), ("speed", "200000"), ("operstate", "up")):
+            tree[f"/sys/class/net/{netdev}/{key}"] = value + "\n"
+        for i in range(4):
+            tree[f"{IB}/{new}/ports/1/gid_attrs/ndevs/{i}"] = netdev + "\n"
+    for i in (1, 3):
+        tree[f"{IB}/mlx5_bond_1/ports/1/gid_attrs/types/{i}"] = "IB/RoCE v1\n"
+    tree[f"{IB}/irdma0/node_type"] = "4: RNIC\n"
+    return tree
+
+
+def test_roce_ports_say_their_rdma_mtu_the_hosts_roce_mtu_and_v2_gids(tmp_path):
+    record = rdma.probe(_host(tmp_path, _roce_tree()), ScanOptions())
+    by = {p.name: p for p in record.ports}
+    bond0, bond1, iwarp = by["mlx5_bond_0/1"], by["mlx5_bond_1/1"], by["irdma0/1"]
+    assert (bond0.netdev, bond0.netdev_mtu, bond0.roce_mtu) == ("bond0", 1500, 1024)  # 1500 - 96 → 1024
+    assert (bond1.netdev_mtu, bond1.roce_mtu, bond1.roce_v2_gids, bond1.gids) == (9000, 4096, 0, 4)
+    assert iwarp.node_type == "RNIC" and iwarp.mtu_peers == 2  # the RNIC is no RoCE peer
+    # the bonds are each other's only RoCE peer: 1500 against 9000, the tie goes to the larger
+    assert (bond0.mtu_peers, bond0.peer_mtu) == (1, 9000) and (bond1.mtu_peers, bond1.peer_mtu) == (1, 9000)
+    assert by["mlx5_0/1"].roce_mtu is None and by["mlx5_0/1"].missing["roce_mtu"] == "not-supported"
+    assert [sysfs.roce_mtu(m) for m in (1500, 2200, 4191, 4192, 9000, 300)] == [1024, 2048, 2048, 4096, 4096, None]
+    rules = [r for r in builtin_rules() if r.id in ("roce-no-v2-gid", "roce-mtu-mismatch", "roce-mtu-low")]
+    findings, errors = evaluate(rules, [ProbeResult("net.rdma", "ok", 0.0, None, record)])
+    assert errors == []
+    assert sorted((f.rule, f.key) for f in findings) == [
+        ("roce-mtu-mismatch", "mlx5_bond_0/1"), ("roce-no-v2-gid", "mlx5_bond_1/1")]
+
+
+def test_a_device_list_past_max_devices_says_it_was_cut(tmp_path, monkeypatch):
+    monkeypatch.setattr(rdma, "MAX_DEVICES", 2)
+    record = rdma.probe(_host(tmp_path, files("procfs-fixtures-infiniband.ttar")), ScanOptions())
+    assert (record.devices, record.devices_listed, record.truncated) == (2, 3, True)
+    assert record.missing["devices"] == "truncated: the first 2 of 3 by name"
+    assert {p.device for p in record.ports} == {"hfi1_0", "mlx4_0"}
+    assert "first 2 of 3 devices" in str(rdma.summary(record))

@@ -114,3 +114,17 @@ def number(path: str, text: str, low: int, high: int) -> int:
     if not low <= result <= high:
         raise MalformedError(path, f"{result} is outside {low}..{high}")
     return result
+
+
+# The headers a RoCE packet carries besides its payload, as include/rdma/ib_addr.h
+# iboe_get_mtu() subtracts them from the netdev's MTU: GRH 40, UDP 8, BTH 12, XRC 4,
+# AtomicETH 28, ICRC 4 bytes. What is left is rounded down to an InfiniBand MTU.
+ROCE_HEADER_BYTES = 40 + 8 + 12 + 4 + 28 + 4
+IB_MTUS = (4096, 2048, 1024, 512, 256)
+
+
+def roce_mtu(netdev_mtu: int) -> int | None:
+    """The RDMA (active) MTU the kernel gives a RoCE port whose netdev has ``netdev_mtu``
+    (iboe_get_mtu): 1500 -> 1024, 4200 or 9000 -> 4096; None below 256 + headers."""
+    payload = netdev_mtu - ROCE_HEADER_BYTES
+    return next((m for m in IB_MTUS if payload >= m), None)

@@ -104,6 +104,10 @@ class EngineNet:
     # NCCL's config files that gave a variable its environment lacks (as the engine sees
     # them: /proc/<pid>/root/…): NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf
     conf_files: tuple[str, ...] = ()
+    # whether NCCL will register RDMA memory across hosts (rdma_use): True, False, or None
+    # where neither its layout nor its variables say; rdma_why says what decided
+    rdma_across_hosts: bool | None = None
+    rdma_why: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +295,27 @@ def nccl_conf(host: Host, pid: int, env: dict[str, str]) -> tuple[dict[str, str]
     return added, tuple(used)
 
 
+def rdma_use(env: dict[str, str], nodes: int | None, nodes_from: str | None) -> tuple[bool | None, str]:
+    """Whether the engine's NCCL will use RDMA between hosts, and what says so. IB turned off
+    (NCCL_IB_DISABLE, NCCL_NET=Socket): no, whatever the layout. A layout across hosts, or
+    NCCL_NET=IB, NCCL_IB_HCA, NCCL_IB_GID_INDEX set (a launcher's settings for a fabric): yes.
+    A layout on one host: no (NCCL's transports inside a host are P2P and SHM). Else unknown."""
+    disable, net = env.get("NCCL_IB_DISABLE", "").strip(), env.get("NCCL_NET", "").strip()
+    if disable not in ("", "0"):
+        return False, f"NCCL_IB_DISABLE={disable[:40]}"
+    if net.lower() == "socket":
+        return False, f"NCCL_NET={net[:40]}"
+    if nodes is not None and nodes > 1:
+        return True, t("{nodes} hosts ({source})", nodes=nodes, source=nodes_from or "?")
+    named = [v for v in ("NCCL_NET", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX") if env.get(v, "").strip()
+             and (v != "NCCL_NET" or net.upper() == "IB")]
+    if named:
+        return True, f"{named[0]}={env[named[0]].strip()[:60]}"
+    if nodes is not None:
+        return False, t("one host ({source})", source=nodes_from or "?")
+    return None, t("no layout flag, no GPU count and no NCCL_IB_* variable say whether it spans hosts")
+
+
 def _label(e: Engine) -> str:
     return f"{e.kind} at {e.base_url}" + (f" pid {e.pid}" if e.pid else "")
 
@@ -357,11 +382,12 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NcclE
         shape = layout(argv_of(host, pid), gpus)
         if shape["node_ip"] and "RAY_NODE_IP_ADDRESS" not in env:
             env["RAY_NODE_IP_ADDRESS"] = shape["node_ip"][:256]
+        across, why = rdma_use(env, shape["nodes"], shape["nodes_from"])
         items.append(EngineNet(label, engine.kind, pid, env, ", ".join(sorted(reasons)) or None,
                                shape["tp"], shape["pp"], shape["dp"], shape["ep"], shape["nodes"],
                                shape["nodes_from"], shape["dist_init_addr"], shape["node_ip"],
                                {} if gpus else {"nodes": missing.get("gpus", "no GPU count")},
-                               conf_files))
+                               conf_files, across, why))
         if record is not None:
             checks += _checks(host, label, pid, env, shape["nodes"], record, ports)
     return NcclEnvRecord(tuple(items), tuple(checks), ports,

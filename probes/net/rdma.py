@@ -6,7 +6,9 @@ Reads, for every ``/sys/class/infiniband/<dev>/ports/<n>/`` (world-readable, no 
 ``hca_type`` and ``board_id``; on an Ethernet (RoCE) port the GID table ``gids/<i>`` with
 ``gid_attrs/types/<i>`` (RoCE v2 entries, non-zero GIDs) and the netdev behind the port
 (``gid_attrs/ndevs/0``, else ``<dev>/device/net/*``) with its ``mtu``, ``speed`` (Mb/s) and
-``operstate`` from ``/sys/class/net/<if>/``; and the error counters of ``counters/`` and
+``operstate`` from ``/sys/class/net/<if>/`` (and the RDMA MTU that MTU gives, include/rdma/
+ib_addr.h ``iboe_get_mtu``); the device's ``node_type`` (``4: RNIC``: iWARP, Ethernet without
+RoCE GIDs); and the error counters of ``counters/`` and
 ``hw_counters/`` (COUNTERS), read twice SAMPLE_S apart inside ``host.measure`` so that a
 replay gives the same rates. A recording without that measurement still gives the counters
 once (totals since the last reset), its rates None with the reason.
@@ -17,7 +19,8 @@ down, a bad cable) is slower than the rail it is one of. Its card peers are thos
 on other cards at the same port number: a port that is down where cards of its kind have
 that port up is one the host uses. Manual equivalent: ``ibstat``, ``ibv_devinfo -v``, ``show_gids``,
 ``perfquery -x`` twice; ``cat /sys/class/infiniband/*/ports/*/{state,rate}``.
-A host without ``/sys/class/infiniband`` (no RDMA driver loaded) is skipped with the reason.
+A host without ``/sys/class/infiniband`` (no RDMA driver loaded) is skipped with the reason;
+one listing more than MAX_DEVICES judges the first by name and says so (``truncated``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, MalformedError, MeasurementError
 from doctor.seam.missing import Missing
 from probes.helpers import rdma_sysfs as sysfs
+from probes.helpers.rdma_peers import mtu_peers as _mtu_peers, peers as _peers
 
 NAME = "net.rdma"  # the probe, and its measurement
 ROOT = "/sys/class/infiniband"
@@ -95,14 +99,22 @@ class RdmaPort:
     rates_per_s: dict[str, float]  # counter → increase per second over the window
     window_s: float | None  # the sampling window; None when not measured
     missing: dict[str, str]
+    node_type: str | None = None  # <dev>/node_type: CA (an InfiniBand HCA or RoCE NIC), RNIC (iWARP)
+    roce_mtu: int | None = None  # the RDMA MTU its netdev's MTU gives a RoCE port (iboe_get_mtu)
+    # the other ACTIVE RoCE ports of this host whose netdev MTU is known, and the MTU most
+    # of this host's ACTIVE RoCE ports use (ties: the largest); None without such peers
+    mtu_peers: int = 0
+    peer_mtu: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RdmaRecord:
-    devices: int
+    devices: int  # judged: at most MAX_DEVICES
     ports: tuple[RdmaPort, ...]
     window_s: float | None  # the counters' sampling window; None when not measured
-    missing: dict[str, str]  # window_s → why the rates were not measured
+    missing: dict[str, str]  # window_s → why the rates were not measured; devices → the cut
+    devices_listed: int | None = None  # /sys/class/infiniband's entries, before the cut
+    truncated: bool = False  # more devices listed than MAX_DEVICES: the rest not judged
 
 
 def _port_dir(dev: str, port: str) -> str:
@@ -255,7 +267,7 @@ def _coded(m: Missing, host: Host, field: str, path: str) -> tuple[int | None, s
 
 
 def read_port(host: Host, dev: str, port: str, hca_type: str | None,
-              board_id: str | None = None) -> dict[str, Any]:
+              board_id: str | None = None, node_type: str | None = None) -> dict[str, Any]:
     """One port's state, rate, link layer, GIDs and netdev (not its counters), as fields."""
     m, base = Missing(), _port_dir(dev, port)
     state_code, state = _coded(m, host, "state", f"{base}/state")
@@ -268,23 +280,29 @@ def read_port(host: Host, dev: str, port: str, hca_type: str | None,
     layer = None if layer_text is None else sysfs.name(f"{base}/link_layer", layer_text)
     fields: dict[str, Any] = {
         "name": f"{dev}/{port}", "device": dev, "port": int(port), "hca_type": hca_type,
-        "board_id": board_id,
+        "board_id": board_id, "node_type": node_type,
         "state": state, "state_code": state_code, "phys_state": phys, "phys_state_code": phys_code,
         "rate_gbits": gbps, "width": width, "speed": speed, "link_layer": layer,
     }
     if layer == "Ethernet":
         fields["gids"], fields["roce_v2_gids"], fields["roce_v2_indexes"] = _gids(host, m, base)
         fields.update(_netdev(host, m, dev, port))
+        mtu = fields["netdev_mtu"]
+        fields["roce_mtu"] = None if mtu is None else sysfs.roce_mtu(mtu)
+        if mtu is None:
+            m.absent("roce_mtu", m.reasons.get("netdev_mtu", "not-found"))
     else:  # InfiniBand: GIDs carry no RoCE type, and an IPoIB netdev is not the data path
         fields.update(gids=None, roce_v2_gids=None, roce_v2_indexes=(), netdev=None, netdev_mtu=None,
-                      netdev_speed_mbits=None, netdev_operstate=None)
-        for f in ("gids", "roce_v2_gids", "netdev", "netdev_mtu", "netdev_speed_mbits", "netdev_operstate"):
+                      netdev_speed_mbits=None, netdev_operstate=None, roce_mtu=None)
+        for f in ("gids", "roce_v2_gids", "netdev", "netdev_mtu", "netdev_speed_mbits", "netdev_operstate",
+                  "roce_mtu"):
             m.absent(f, "not-supported")
     fields["missing"] = m.reasons
     return fields
 
 
-def _devices(host: Host) -> list[str]:
+def _devices(host: Host) -> tuple[list[str], int]:
+    """The devices judged (the first MAX_DEVICES by name) and how many the class lists."""
     try:
         names = host.list_dirs(ROOT)
     except HostReadError as exc:
@@ -292,7 +310,7 @@ def _devices(host: Host) -> list[str]:
                      path=ROOT, reason=exc.reason.value)) from None
     if not names:
         raise Skip(t("no RDMA device: {path} is empty", path=ROOT))
-    return sorted(names)[:MAX_DEVICES]
+    return sorted(names)[:MAX_DEVICES], len(names)
 
 
 def _ports_of(host: Host, dev: str) -> list[str]:
@@ -303,11 +321,15 @@ def _ports_of(host: Host, dev: str) -> list[str]:
     return sorted((p for p in names if p.isdigit() and 0 < int(p) < 256), key=int)[:MAX_PORTS]
 
 
-def _kind(host: Host, dev: str) -> tuple[str | None, str | None]:
-    """The device's ``hca_type`` and ``board_id`` (the product's PSID: one SKU, one top speed);
-    None where the driver has none (hfi1 and efa have no hca_type)."""
+def _node_type(path: str, text: str) -> str:
+    return sysfs.coded(path, text)[1]  # "1: CA", "4: RNIC" (iWARP)
+
+
+def _kind(host: Host, dev: str) -> tuple[str | None, str | None, str | None]:
+    """The device's ``hca_type``, ``board_id`` (the product's PSID: one SKU, one top speed)
+    and ``node_type``; None where the driver has none (hfi1 and efa have no hca_type)."""
     out: list[str | None] = []
-    for name, parse in (("hca_type", sysfs.name), ("board_id", sysfs.label)):
+    for name, parse in (("hca_type", sysfs.name), ("board_id", sysfs.label), ("node_type", _node_type)):
         path = f"{ROOT}/{dev}/{name}"
         try:
             out.append(parse(path, host.read_text(path)))
@@ -315,22 +337,18 @@ def _kind(host: Host, dev: str) -> tuple[str | None, str | None]:
             raise
         except HostReadError:
             out.append(None)
-    return out[0], out[1]
-
-
-def _peers(rows: list[dict[str, Any]], row: dict[str, Any]) -> list[dict[str, Any]]:
-    """Its kind: the same link layer, HCA type and board (a 200 Gb/s SKU of one chip is not
-    a peer of the 400 Gb/s one)."""
-    return [r for r in rows if r is not row and r["state"] == "ACTIVE" and r["rate_gbits"] is not None
-            and r["link_layer"] == row["link_layer"] and r["hca_type"] == row["hca_type"]
-            and r["board_id"] == row["board_id"]]
+    return out[0], out[1], out[2]
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RdmaRecord:
-    devices = _devices(host)
+    devices, listed = _devices(host)
+    if listed > len(devices):  # a host has a few dozen; more is a recording's or a VF farm's
+        missing_devices = {"devices": f"truncated: the first {len(devices)} of {listed} by name"}
+    else:
+        missing_devices = {}
     found = [(dev, port, _kind(host, dev)) for dev in devices for port in _ports_of(host, dev)]
     rows = [read_port(host, dev, port, *kind) for dev, port, kind in found]
-    missing: dict[str, str] = {}
+    missing: dict[str, str] = dict(missing_devices)
     window: float | None = None
     measured: dict[str, dict[str, tuple[int, int]]] = {}
     try:
@@ -354,14 +372,16 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RdmaR
         if window is None:
             row["missing"]["window_s"] = missing["window_s"]
         peers = _peers(rows, row)
+        mtu_peers, peer_mtu = _mtu_peers(rows, row)
         ports.append(RdmaPort(
             **{k: v for k, v in row.items() if k != "missing"},
             peers=len(peers), peer_rate_gbits=max((p["rate_gbits"] for p in peers), default=None),
             card_peers=sum(1 for p in peers if p["device"] != dev and p["port"] == row["port"]),
             counters=counters, deltas=deltas,
             rates_per_s={c: round(d / window, 6) for c, d in deltas.items()} if window else {},
-            window_s=window, missing=row["missing"]))
-    return RdmaRecord(devices=len(devices), ports=tuple(ports), window_s=window, missing=missing)
+            window_s=window, missing=row["missing"], mtu_peers=mtu_peers, peer_mtu=peer_mtu))
+    return RdmaRecord(devices=len(devices), ports=tuple(ports), window_s=window, missing=missing,
+                      devices_listed=listed, truncated=listed > len(devices))
 
 
 def summary(record: RdmaRecord) -> str:
@@ -373,6 +393,10 @@ def summary(record: RdmaRecord) -> str:
             key = f"{p.rate_gbits:g} Gb/s {p.link_layer or '?'}"
             rates[key] = rates.get(key, 0) + 1
     shown = ", ".join(f"{n}x {k}" for k, n in sorted(rates.items()))
+    if record.truncated:  # the cut said, not hidden: the rest of the devices were not read
+        return t("{ports} RDMA ports on the first {devices} of {listed} devices (the rest not read), "
+                 "{active} ACTIVE{rates}", ports=len(record.ports), devices=record.devices,
+                 listed=record.devices_listed, active=len(active), rates=f": {shown}" if shown else "")
     return t("{ports} RDMA ports on {devices} devices, {active} ACTIVE{rates}",
              ports=len(record.ports), devices=record.devices, active=len(active),
              rates=f": {shown}" if shown else "")
