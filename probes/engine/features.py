@@ -3,8 +3,8 @@ from its own series against its command line.
 
 Sources: engine.metrics' record (its two scrapes; the series are read by
 probes/helpers/engine_features.py, which names the engines' files they come from) and
-engine.discovery's engines; the command line from ``/proc/<pid>/cmdline`` split at its NULs
-(probes/helpers/engine_argv.py), so a JSON argument with spaces stays one:
+engine.discovery's engines and their command lines (``/proc/<pid>/cmdline`` split at its NULs,
+probes/helpers/engine_argv.py, so a JSON argument with spaces stays one):
 
 * vLLM ``--speculative-config '{"method": "ngram", "num_speculative_tokens": 4}'`` (or
   ``--speculative-config.num_speculative_tokens 4``): k, the tokens drafted a step; without
@@ -30,7 +30,7 @@ from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host
 from doctor.values import count
 from probes.helpers.engine_argv import engine_argv
-from probes.helpers.engine_discovery import found
+from probes.helpers.engine_discovery import DiscoveryRecord, found
 from probes.helpers.engine_features import FeatureFigures
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_normalise import EngineMetrics
@@ -170,13 +170,18 @@ def view(engine: Engine | None, m: EngineMetrics, argv: list[str]) -> EngineFeat
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> FeaturesRecord:
     inputs = with_metrics(host, options, inputs)  # handed over, else read here once
     engines = {e.base_url: e for e in found(host, options, inputs).engines}
+    record = inputs.get("engine.discovery", DiscoveryRecord)  # its read of each cmdline
+    argvs = {a.pid: a.argv for a in record.argv} if record is not None else {}
     metrics = scraped(host, options, inputs)
     if not metrics.engines:
         raise Skip(t("no engine's /metrics page could be read (see engine.metrics)"))
     items = []
     for m in metrics.engines:
+        if m.features is None:  # no feature series: nothing to read its command line for
+            continue
         engine = engines.get(m.endpoint.rsplit("/metrics", 1)[0])
-        argv = list(engine_argv(host, engine.pid).argv) if engine and engine.pid else []
+        pid = engine.pid if engine else None
+        argv = list(argvs[pid] if pid in argvs else engine_argv(host, pid).argv if pid else ())
         item = view(engine, m, argv)
         if item is not None:
             items.append(item)
