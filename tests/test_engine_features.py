@@ -179,3 +179,16 @@ def test_the_probe_takes_the_command_line_engine_discovery_read():
     [item] = F.probe(None, ScanOptions(), inputs).engines  # type: ignore[arg-type]
     assert (item.spec_k_from, item.spec_method, item.model) == ("--speculative-config", "ngram",
                                                                 "Qwen/Qwen3-8B")
+
+
+@pytest.mark.parametrize("argv", [
+    ["--speculative-config", "[" * 5000 + "]" * 5000],  # nesting past Python's recursion
+    ["--speculative-config", '{"num_speculative_tokens": 1e999}'],
+    ["--speculative-config", '{"num_speculative_tokens": 500}'],
+    ["--speculative-config", "not json"],
+    ["--speculative-num-steps", "-3"],
+])
+def test_hostile_speculative_flags_are_no_k(argv):
+    method, k, k_from = F.spec_config("vllm", argv, None)
+    assert k is None and k_from is None
+    assert F.spec_config("sglang", argv, None)[1] is None

@@ -21,14 +21,13 @@ and ``tr '\\0' ' ' < /proc/PID/cmdline``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host
-from doctor.values import count
+from doctor.values import count, page_json
 from probes.helpers.engine_argv import engine_argv
 from probes.helpers.engine_discovery import DiscoveryRecord, found
 from probes.helpers.engine_features import FeatureFigures
@@ -83,7 +82,7 @@ def _dotted(argv: list[str], key: str, name: str) -> str | None:
         return value
     raw = flag(argv, name)
     try:
-        config = json.loads(raw) if raw and len(raw) < 65536 else None
+        config = page_json(raw) if raw and len(raw) < 65536 else None  # depth bounded
     except ValueError:
         return None
     found = config.get(key) if isinstance(config, dict) else None
