@@ -118,14 +118,15 @@ def _adapters(text: str) -> tuple[str, ...]:
 
 def _lora_state(page: Page) -> tuple[int | None, tuple[str, ...], tuple[str, ...], float] | None:
     """(max_lora, running, waiting, time) of the newest lora_requests_info series."""
-    newest = None
-    for labels, value in page.samples.get(LORA, ()):
+    newest: tuple[dict[str, str], float] | None = None
+    for series, value in page.samples.get(LORA, ()):
         if math.isfinite(value) and (newest is None or value > newest[1]):
-            newest = (dict(labels), value)
+            newest = (dict(series), value)
     if newest is None:
         return None
     labels, at = newest
-    return (count(labels.get("max_lora"), minimum=1), _adapters(labels.get("running_lora_adapters", "")),
+    return (count(labels.get("max_lora"), minimum=1),
+            _adapters(labels.get("running_lora_adapters", "")),
             _adapters(labels.get("waiting_lora_adapters", "")), at)
 
 
