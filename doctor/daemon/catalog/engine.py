@@ -289,6 +289,8 @@ TABLES = (
         gauge("processes.tokenisation_share", "engine_stack_tokenisation_ratio",
               "Share in tokenisation"),
         gauge("processes.gil_wait_share", "engine_stack_gil_wait_ratio", "Share waiting for the GIL"),
+        gauge("processes.grammar_share", "engine_stack_grammar_ratio",
+              "Share in a structured-output backend (grammar compilation, token masks)"),
         unexported("processes.top_frames", "function names and source lines, for people"),
         unexported("processes.base_url", "the engine's endpoint: the scan shows it"),
         of("flag", "processes.error", "engine_stack_sampling_failed",
