@@ -118,6 +118,10 @@ CAUSES: tuple[str, ...] = (
     "network-mtu-mismatch",
     "collective-bandwidth-low",
     "collective-slow-host",
+    # issue 32, engine.features (checks/engine_features.toml)
+    "spec-decode-low-acceptance",
+    "lora-adapter-thrash",
+    "structured-output-bottleneck",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -145,6 +149,10 @@ OWN_CAUSES: tuple[str, ...] = (
     "network-mtu-mismatch",  # the ranks' interfaces on one path disagree on the MTU
     "collective-bandwidth-low",  # NCCL's busbw across hosts under half the path's line rate
     "collective-slow-host",  # one host slow in every pair of a pairwise all-reduce
+    # issue 32, engine.features: serving features that slow the engine when they misfit
+    "spec-decode-low-acceptance",  # speculative drafts mostly rejected: each step pays for k
+    "lora-adapter-thrash",  # adapters waiting while --max-loras slots are all taken
+    "structured-output-bottleneck",  # requests waiting for their grammar to compile
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

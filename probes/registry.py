@@ -14,6 +14,7 @@ from probes.engine import (
     container as engine_container,
     discovery as engine_discovery,
     exposure as engine_exposure,
+    features as engine_features,
     frontend as engine_frontend,
     kv_cache as engine_kv,
     load as engine_load,
@@ -167,6 +168,16 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=10.0,  # no reads of its own: engine.metrics has scraped
         run=engine_kv.probe,
         summary=engine_kv.summary,
+        needs=("engine.discovery", "engine.metrics"),
+    ),
+    ProbeSpec(
+        name="engine.features",
+        level=Level.QUICK,
+        description=lazy("Speculative decoding's acceptance length against its k, LoRA adapters waiting at --max-loras, structured-output share and grammar queue"),
+        reads=lazy("engine.metrics and engine.discovery; /proc/<pid>/cmdline (--speculative-config, --speculative-num-steps, the grammar backend)"),
+        timeout_s=10.0,  # engine.metrics has scraped; one cmdline read per engine
+        run=engine_features.probe,
+        summary=engine_features.summary,
         needs=("engine.discovery", "engine.metrics"),
     ),
     ProbeSpec(

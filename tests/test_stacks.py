@@ -107,3 +107,15 @@ def test_classify_counts_gil_waits():
     assert shares["samples"] == 4
     assert shares["gil_wait_share"] == 0.5 and shares["tokenisation_share"] == 0.5
     assert shares["logging_share"] == 0.0
+
+
+def test_classify_counts_structured_output_backends():
+    def thread(path: str) -> dict:
+        return {"active": True, "owns_gil": False,
+                "frames": [{"name": "f", "filename": path, "short_filename": path.rsplit("/", 1)[-1],
+                            "line": 1}]}
+    dump = [thread("/site-packages/xgrammar/compiler.py"),
+            thread("/site-packages/vllm/v1/structured_output/backend_outlines.py"),
+            thread("/site-packages/sglang/srt/constrained/xgrammar_backend.py"),
+            thread("/site-packages/vllm/v1/core/sched/scheduler.py")]
+    assert engine_stacks.classify([dump])["grammar_share"] == 0.75

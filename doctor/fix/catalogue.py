@@ -500,6 +500,10 @@ NO_STEP: dict[str, str] = {
     "network-mtu-mismatch": lazy("the MTU must match the switches and every host of the path: a network change to plan"),
     "collective-bandwidth-low": lazy("the path's cause is named by the scan's other findings, each with its own step"),
     "collective-slow-host": lazy("draining a host from the group is the scheduler's decision, by hand"),
+    # issue 32, engine.features: the engine's own flags, changed where it is deployed
+    "spec-decode-low-acceptance": _ENGINE,
+    "lora-adapter-thrash": _ENGINE,
+    "structured-output-bottleneck": _ENGINE,
 }
 
 

@@ -5,7 +5,10 @@ Source: ``py-spy dump --pid PID --json`` taken ``SAMPLES`` times, ``INTERVAL_S``
 samples of active threads. A sample is *logging* when a frame is in the ``logging`` package
 (or loguru, structlog), *tokenisation* when a frame is in a tokenizer library
 (transformers' tokenization_*, tokenizers, sentencepiece, tiktoken), *waiting for the GIL*
-when the thread is active but another thread of the process owns the GIL.
+when the thread is active but another thread of the process owns the GIL, *grammar* when a
+frame is in a structured-output backend (xgrammar, outlines, llguidance, lm-format-enforcer,
+vLLM's ``vllm/v1/structured_output/``, SGLang's ``sglang/srt/constrained/``): compiling a
+grammar or filling its token mask.
 
 Privilege: ptrace of the engine process: the same user with ``kernel.yama.ptrace_scope``
 at 0 (or 1 for a child), root, or CAP_SYS_PTRACE in a container. Manual equivalent:
@@ -35,6 +38,8 @@ PYTHON_ENGINES = ("vllm", "sglang")  # engines written in Python; the others are
 LOGGING = ("/logging/", "loguru/", "structlog/")
 TOKENISATION = ("tokenization_", "/tokenizers/", "sentencepiece", "tiktoken",
                 "tokenizer_utils", "/detokenizer")
+GRAMMAR = ("/xgrammar/", "/outlines/", "/outlines_core/", "/llguidance/", "/lmformatenforcer/",
+           "/vllm/v1/structured_output/", "/sglang/srt/constrained/")
 PTRACE_HELP = lazy("py-spy needs ptrace permission on the engine: run llm-doctor as root or as the "
                    "engine's user with `sudo sysctl kernel.yama.ptrace_scope=0`; in a container "
                    "add `--cap-add SYS_PTRACE` (docker) or `securityContext.capabilities.add: "
@@ -53,6 +58,7 @@ class StackProcess:
     top_frames: tuple[str, ...]  # the most frequent innermost frames, "function (file:line)"
     error: str | None  # why sampling failed (ptrace refused, py-spy missing)
     base_url: str | None = None  # the engine's address: with its kind, its key in findings
+    grammar_share: float | None = None  # of the samples in a structured-output backend
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +77,8 @@ def _in(frames: list[dict], needles: tuple[str, ...]) -> bool:
 
 
 def classify(dumps: list[list[dict]]) -> dict:
-    """Shares of active-thread samples in logging, tokenisation and GIL waits."""
-    samples = logging_n = token_n = gil_wait = 0
+    """Shares of active-thread samples in logging, tokenisation, grammar work and GIL waits."""
+    samples = logging_n = token_n = gil_wait = grammar_n = 0
     inner: dict[str, int] = {}
     for threads in dumps:
         holder = any(t.get("owns_gil") for t in threads)
@@ -83,6 +89,7 @@ def classify(dumps: list[list[dict]]) -> dict:
             samples += 1
             logging_n += _in(frames, LOGGING)
             token_n += _in(frames, TOKENISATION)
+            grammar_n += _in(frames, GRAMMAR)
             gil_wait += holder and not thread.get("owns_gil")
             if frames:
                 top = frames[0]
@@ -92,7 +99,7 @@ def classify(dumps: list[list[dict]]) -> dict:
     top = tuple(k for k, _ in sorted(inner.items(), key=lambda kv: -kv[1])[:5])
     return {"samples": samples, "logging_share": share(logging_n),
             "tokenisation_share": share(token_n), "gil_wait_share": share(gil_wait),
-            "top_frames": top}
+            "grammar_share": share(grammar_n), "top_frames": top}
 
 
 def _denied(stderr: str) -> bool:
@@ -159,7 +166,8 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Stack
                                 tokenisation_share=data.get("tokenisation_share"),
                                 gil_wait_share=data.get("gil_wait_share"),
                                 top_frames=tuple(data.get("top_frames", ())),
-                                error=data.get("error"), base_url=base_url))
+                                error=data.get("error"), base_url=base_url,
+                                grammar_share=data.get("grammar_share")))
     return StacksRecord(tuple(out))
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields, replace
 from probes.helpers.promtext import Page, bucket_delta, observed, quantile
 from doctor.values import fraction, non_negative
 from probes.helpers import engine_names as N
+from probes.helpers.engine_features import FeatureFigures, features
 
 QUANTILES = (0.5, 0.95, 0.99)
 # vllm:cache_config_info labels worth a report (the rest are allocator internals).
@@ -62,6 +63,9 @@ class EngineMetrics:
     # prompt + generated tokens (every engine; llama.cpp counts no requests)
     requests_in_window: float | None = None
     tokens_in_window: float | None = None
+    # speculative decoding, LoRA and structured output series (probes/helpers/engine_features.py),
+    # judged by engine.features; None when the page holds none of them
+    features: FeatureFigures | None = None
 
 
 def _pick(table: dict[str, tuple[str, ...]], kind: str, page: Page, suffix: str = "") -> str | None:
@@ -169,6 +173,7 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
         # vLLM writes a setting it leaves unset as Python's "None": absent, so left out
         cache_config={k: v for k, v in (second.first_labels("vllm:cache_config_info") or {}).items()
                       if k in CACHE_CONFIG_KEPT and v != "None"},
+        features=features(first, second),
         absent=tuple(r.absent)))
 
 

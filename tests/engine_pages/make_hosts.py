@@ -8,7 +8,9 @@ host with those answers:
 
 * ``vllm-v1-calm``: 41 % of the KV cache, nobody waiting, no new preemption;
 * ``vllm-v1-kv-pressure``: 99 % of the KV cache, 12 requests waiting and 15 preemptions
-  between the scrapes.
+  between the scrapes;
+* ``vllm-v1-spec-lora-thrash``: the calm pages with ngram speculation keeping few drafts and
+  LoRA adapters waiting at ``max_lora`` (engine.features).
 
 ``page_answers(scenario)`` gives the same answers to a fixture builder (for the healthy
 host itself, say). tests/fixtures/build_all_hosts.py builds the two hosts at test time
@@ -47,6 +49,19 @@ rule = "engine-preemption"
 severity = "critical"
 evidence = { preemptions_in_window = 15.0, preemptions_per_s = 5.0 }
 ''',
+    "vllm-v1-spec-lora-thrash": '''# What `llm-doctor scan --replay <this dir>` must raise at warning or above.
+level = "standard"
+
+[[finding]]
+rule = "spec-decode-low-acceptance"
+severity = "warning"
+evidence = { k = 4, k_from = "the page's per-position series", accept_length = 1.25, acceptance_rate = 0.062 }
+
+[[finding]]
+rule = "lora-adapter-thrash"
+severity = "warning"
+evidence = { max_lora = 2, running = 2, waiting = 2, adapters = "chat,qa" }
+''',
 }
 
 README = """# {name}
@@ -67,6 +82,11 @@ STORIES = {
                     "preemption between the scrapes; TTFT p99 under 0.1 s.",
     "vllm-v1-kv-pressure": "99 % of the KV cache in use, 48 requests running and 12 waiting, "
                            "15 preemptions in the 3 s between the scrapes, TTFT p95 of seconds.",
+    "vllm-v1-spec-lora-thrash": "the calm engine's pages with vLLM 0.33.0's own speculative-"
+                                "decoding and LoRA families (k=4 positions): 600 drafts between "
+                                "the scrapes kept 150 tokens (1.25 tokens a step), and both "
+                                "`max_lora=2` slots were taken at both scrapes while 'chat' and "
+                                "then 'qa' waited.",
 }
 
 

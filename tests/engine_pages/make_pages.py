@@ -175,6 +175,25 @@ def tgi() -> tuple[str, str]:
     return pages[0], pages[1]
 
 
+def vllm_v1_features() -> tuple[str, str]:
+    """The calm engine serving with ngram speculation (k=4, vLLM 0.33.0's own SpecDecodingProm
+    families, source/vllm_v1_0.33.0_features_generated.txt) and LoRA at --max-loras 2: 600
+    drafts between the scrapes keep 150 tokens (1.25 a step, 6 % of the drafted), and a newer
+    LoRA series, still with both slots taken and 'chat' and 'qa' waiting."""
+    calm = SCENARIOS["vllm-v1-calm"]()
+    first, second = (Page(text).append(source("vllm_v1_0.33.0_features_generated.txt").text())
+                     for text in calm)
+    spec = "vllm:spec_decode_num_"
+    second.add(spec + "drafts_total", 600).add(spec + "draft_tokens_total", 2400)
+    second.add(spec + "accepted_tokens_total", 150)
+    for pos, n in enumerate((110, 30, 10, 0)):
+        second.add(spec + "accepted_tokens_per_pos_total", n, position=str(pos))
+    # loggers.py sets the gauge to the current time for each new label set
+    second.append('vllm:lora_requests_info{max_lora="2",running_lora_adapters="summarise,sql",'
+                  'waiting_lora_adapters="chat,qa"} 1.7966156075932755e+09')
+    return first.text(), second.text()
+
+
 SCENARIOS = {
     # KV at 0.99, 12 waiting, 15 preemptions between scrapes, slow first tokens
     "vllm-v1-kv-pressure": lambda: vllm_v1(
@@ -188,6 +207,8 @@ SCENARIOS = {
     "vllm-v1-short-requests-big-blocks": lambda: vllm_v1(
         0.6, 0, 20, 0, ttft=spread(0.03, 0.09, 20), itl=spread(0.012, 0.03, 400),
         prompt=spread(12, 45, 20), generated=spread(3, 9, 20), block_size=128),
+    # the calm engine with ngram speculation keeping few drafts and LoRA adapters waiting
+    "vllm-v1-spec-lora-thrash": lambda: vllm_v1_features(),
     "sglang": sglang,
     "tgi": tgi,
     "triton-trtllm": triton,

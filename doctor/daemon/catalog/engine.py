@@ -7,6 +7,13 @@ from doctor.daemon.catalog import labels as L
 from doctor.daemon.catalog.rows import (GB, MS, Table, counter, each, gauge, info, of,
                                         unexported)
 
+# probes/helpers/engine_features.FeatureFigures' fields: engine.features reads them
+FEATURE_FIGURES = ("spec_window", "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens",
+                   "spec_positions", "spec_accepted_per_pos", "spec_accept_length_gauge",
+                   "lora_max", "lora_running", "lora_waiting", "lora_running_before",
+                   "lora_waiting_before", "lora_updated_in_window", "so_requests",
+                   "so_of_requests", "grammar_queue", "grammar_queue_before",
+                   "grammar_compile_p95_s", "grammar_timeouts", "absent")
 FREE_TEXT = "free text for people (it may name URLs and paths), shown by the scan"
 
 
@@ -132,7 +139,49 @@ TABLES = (
                      "and sequence-cap rules: the counters themselves are the engine's own series")
           for f in ("requests_in_window", "tokens_in_window", "requests_running_before",
                     "requests_waiting_before")),
+        # one record, not a tuple: declared as items so its fields are walked (none exported)
+        each("engines.features", L.position("features")),
+        *(unexported(f"engines.features.{f}", "a speculative-decoding, LoRA or structured-output "
+                     "series of the two scrapes: engine.features exports it, judged")
+          for f in FEATURE_FIGURES),
         of("length", "errors", "engine_scrape_errors", "Engines whose /metrics could not be read"),
+    )),
+    Table("engine.features", (
+        each("engines", L.engine(url="endpoint", kind="kind", model="model")),
+        info("engines", "engine_speculative_info", "Speculative decoding's method and where its "
+             "k was read", method="spec_method", k_from="spec_k_from", window="spec_window"),
+        gauge("engines.spec_k", "engine_speculative_tokens", "Tokens drafted a step (k)"),
+        gauge("engines.spec_drafts", "engine_speculative_drafts",
+              "Drafts over the window (or since start: the info's window)"),
+        gauge("engines.spec_accept_length", "engine_speculative_acceptance_length_tokens",
+              "Mean tokens a step: 1 + accepted / drafts"),
+        gauge("engines.spec_acceptance_rate", "engine_speculative_acceptance_ratio",
+              "Share of the drafted tokens accepted: (length - 1) / k"),
+        unexported("engines.spec_accepted_per_pos", "the share accepted at each draft position: "
+                   "the engine's own vllm:spec_decode_num_accepted_tokens_per_pos series"),
+        gauge("engines.lora_max", "engine_lora_slots", "Adapters a batch may hold (--max-loras)"),
+        gauge("engines.lora_running", "engine_lora_adapters_running", "Adapters running now"),
+        gauge("engines.lora_waiting_outside", "engine_lora_adapters_waiting",
+              "Adapters of waiting requests that are not running"),
+        *(unexported(f"engines.{f}", why) for f, why in (
+            ("lora_waiting_adapters", "the waiting adapters' names: for people"),
+            ("lora_waiting_outside_before", "the first scrape's count, read by the thrash rule"),
+            ("lora_running_before", "the first scrape's count, read by the thrash rule"),
+            ("lora_live", "whether vLLM updated the gauge between the scrapes, read by the rule"),
+            ("grammar_queue_before", "the first scrape's grammar queue, read by the rule"),
+            ("missing", "why a figure is absent: for people"))),
+        info("engines", "engine_structured_output_info", "The grammar backend on the command "
+             "line", backend="so_backend"),
+        gauge("engines.so_share", "engine_structured_output_ratio",
+              "Share of finished requests that asked for structured output (SGLang)"),
+        gauge("engines.so_requests", "engine_structured_output_requests",
+              "Structured-output requests finished over the window (or since start)"),
+        gauge("engines.grammar_queue", "engine_grammar_queue_requests",
+              "Requests waiting for their grammar to compile (SGLang)"),
+        gauge("engines.grammar_compile_p95_s", "engine_grammar_compile_seconds",
+              "Grammar compilation time, percentile", const=(("percentile", "95"),)),
+        gauge("engines.grammar_timeouts", "engine_grammar_timeouts_between_scrapes",
+              "Grammar compilations that timed out between the scrapes"),
     )),
     Table("engine.kv_cache", (
         each("engines", L.engine(url="endpoint", kind="kind", model="model")),
@@ -240,6 +289,8 @@ TABLES = (
         gauge("processes.tokenisation_share", "engine_stack_tokenisation_ratio",
               "Share in tokenisation"),
         gauge("processes.gil_wait_share", "engine_stack_gil_wait_ratio", "Share waiting for the GIL"),
+        gauge("processes.grammar_share", "engine_stack_grammar_ratio",
+              "Share in a structured-output backend (grammar compilation, token masks)"),
         unexported("processes.top_frames", "function names and source lines, for people"),
         unexported("processes.base_url", "the engine's endpoint: the scan shows it"),
         of("flag", "processes.error", "engine_stack_sampling_failed",
