@@ -118,6 +118,11 @@ CAUSES: tuple[str, ...] = (
     "network-mtu-mismatch",
     "collective-bandwidth-low",
     "collective-slow-host",
+    # issue 31, decode against the memory-bandwidth ceiling, TTFT taken apart (checks/engine_roofline.toml)
+    "decode-at-bandwidth-limit",
+    "decode-below-ceiling",
+    "ttft-queue-dominated",
+    "ttft-prefill-dominated",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -145,6 +150,11 @@ OWN_CAUSES: tuple[str, ...] = (
     "network-mtu-mismatch",  # the ranks' interfaces on one path disagree on the MTU
     "collective-bandwidth-low",  # NCCL's busbw across hosts under half the path's line rate
     "collective-slow-host",  # one host slow in every pair of a pairwise all-reduce
+    # issue 31, engine.roofline
+    "decode-at-bandwidth-limit",  # decode near bandwidth / bytes a token: an explanation, not a fault
+    "decode-below-ceiling",  # decode under half that ceiling: something else sets the pace
+    "ttft-queue-dominated",  # most of the time to first token waiting in the engine's queue
+    "ttft-prefill-dominated",  # most of it computing the prompt
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

@@ -183,7 +183,7 @@ def ttft_parts(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
             missing["prefill_s"] = lazy("the engine publishes no prefill-time histogram")
     elif speed is not None and speed.ttft_s:
         ttft, queue = speed.ttft_s, None
-        prefill = speed.engine_prompt_ms / 1000 if speed.engine_prompt_ms else None
+        prefill = round(speed.engine_prompt_ms / 1000, 6) if speed.engine_prompt_ms else None
         out.update(ttft_s=ttft, prefill_s=prefill, ttft_from=(
             "engine.speed's request: client TTFT" + (", llama.cpp timings.prompt_ms" if prefill else "")))
         missing["queue_s"] = (lazy("llama.cpp publishes no queue wait per request (engine.speed "
