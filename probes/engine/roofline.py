@@ -181,7 +181,7 @@ def ttft_parts(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
                    ttft_from=f"{metrics.kind} histogram means ({metrics.means_window})")
         if prefill is None:
             missing["prefill_s"] = lazy("the engine publishes no prefill-time histogram")
-    elif speed is not None and speed.ttft_s:
+    elif speed is not None and not speed.error and speed.ttft_s:
         ttft, queue = speed.ttft_s, None
         prefill = round(speed.engine_prompt_ms / 1000, 6) if speed.engine_prompt_ms else None
         out.update(ttft_s=ttft, prefill_s=prefill, ttft_from=(
@@ -209,7 +209,8 @@ def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint
     context = context_of(speed, metrics)
     kv = kv_read_bytes(place.shape, context, place.kv_element_bytes) if place.shape and context else None
     if kv is None:
-        missing["kv_read_bytes"] = lazy("the context is not known: the ceiling counts the weights only")
+        missing["kv_read_bytes"] = (lazy("the context is not known: the ceiling counts the weights only")
+                                    if place.shape else lazy("the model's shape is not known"))
     per_token = total + (kv or 0) if total is not None else None
     memory = ceiling_s = None
     if total is not None and host_bytes is not None:

@@ -154,6 +154,7 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
     lengths = _lengths(r)
     iteration, _ = r.histogram("iteration_tokens", N.ITERATION_TOKENS, "tokens-per-step histogram")
     window_buckets = ttft if observed(ttft) else e2e
+    means = _means(r)  # before absent is read: it adds to it
     return _judgeable(EngineMetrics(
         endpoint=endpoint, kind=kind, interval_s=round(interval_s, 3), kv_cache_use=kv,
         requests_running=_requests(r, "running", "active", N.RUNNING),
@@ -179,7 +180,7 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
         # vLLM writes a setting it leaves unset as Python's "None": absent, so left out
         cache_config={k: v for k, v in (second.first_labels("vllm:cache_config_info") or {}).items()
                       if k in CACHE_CONFIG_KEPT and v != "None"},
-        absent=tuple(r.absent), **_means(r)))
+        **means, absent=tuple(r.absent)))
 
 
 SHARES = ("kv_cache_use", "prefix_cache_hit_rate")  # 0-1; every other figure is >= 0
