@@ -162,3 +162,37 @@ def test_the_diff_names_a_fall_in_decode_speed_at_the_same_ceiling():
     at = "engine[llama.cpp@127.0.0.1:8080].roofline"
     assert set(changed) == {f"{at}.measured_tokens_per_s", f"{at}.efficiency"}
     assert changed[f"{at}.efficiency"].before == 0.837 and changed[f"{at}.efficiency"].after == 0.37
+
+
+# --- the recorded H100 hosts (tests/fixtures/build_roofline_hosts.py) -----------------------
+
+ROOFLINE_PROBES = ("engine.discovery", "engine.metrics", "host.memory_bandwidth", "gpu.bandwidth",
+                   "engine.roofline")
+
+
+def _findings(name: str, level: str) -> dict[str, tuple[str, dict]]:
+    from doctor.model import Level, ScanOptions
+    from doctor.scan import scan
+    from doctor.seam.recorded import RecordedHost
+    from probes.registry import PROBES
+    from tests.builtin_rules import builtin_rules
+    from tests.conftest import FIXTURE_HOSTS
+
+    probes = [p for p in PROBES if p.name in ROOFLINE_PROBES]
+    report = scan(RecordedHost(FIXTURE_HOSTS / name), ScanOptions(level=Level.parse(level)), probes,
+                  builtin_rules())
+    return {f.rule: (f.severity.name.lower(), f.evidence) for f in report.findings}
+
+
+def test_an_h100_vllm_at_nine_tenths_of_its_hbm_copy_is_at_the_limit_not_at_fault():
+    found = _findings("h100-pcie-vllm-at-hbm-limit", "standard")
+    assert set(found) == {"decode-at-bandwidth-limit"}
+    severity, evidence = found["decode-at-bandwidth-limit"]
+    assert severity == "info" and evidence["efficiency"] == 0.9
+    assert evidence["gpu_bandwidth_gbps"] == 1702.4  # gpu.bandwidth's recorded copy, not NVML's
+
+
+def test_the_same_engine_at_three_tenths_on_a_throttled_h100_is_the_fault():
+    found = _findings("h100-thermal-vllm-below-ceiling", "quick")
+    assert set(found) == {"decode-below-bandwidth-ceiling"}
+    assert found["decode-below-bandwidth-ceiling"][1]["efficiency"] == 0.3
