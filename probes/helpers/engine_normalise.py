@@ -12,6 +12,7 @@ share outside 0-1): every figure passes doctor/values.py's checks before it is k
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from probes.helpers.promtext import Page, bucket_delta, observed, quantile
 from doctor.values import fraction, non_negative
@@ -207,7 +208,8 @@ def _judgeable(m: EngineMetrics) -> EngineMetrics:
     return replace(m, **changes, absent=tuple(absent)) if changes else m
 
 
-def _named(prefix: str, values: tuple) -> dict[str, float | None]:
+def _named(prefix: str, values: tuple) -> dict[str, Any]:
+    # Any: unpacked into EngineMetrics, whose str fields mypy cannot tell from these keys
     return {f"{prefix}_p{p}_s": None if v is None else round(v, 6)
             for p, v in zip((50, 95, 99), values)}
 
