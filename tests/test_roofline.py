@@ -196,3 +196,39 @@ def test_the_same_engine_at_three_tenths_on_a_throttled_h100_is_the_fault():
     found = _findings("h100-thermal-vllm-below-ceiling", "quick")
     assert set(found) == {"decode-below-bandwidth-ceiling"}
     assert found["decode-below-bandwidth-ceiling"][1]["efficiency"] == 0.3
+
+
+# --- engine.speed's measurement, as a capture keeps it (and a person may edit it) ------------
+
+def test_a_recorded_speed_measurement_comes_back_as_it_was_measured():
+    from dataclasses import asdict
+
+    from probes.engine.speed import checked
+    assert checked(asdict(_speed()), "http://x") == _speed()
+
+
+@pytest.mark.parametrize("edit", [
+    {"ttft_s": "fast"}, {"engine_predicted_per_second": float("nan")}, {"requests": -1},
+    {"output_tokens_received": None}, {"kind": 7}, {"planted": 1}, "not a dict"])
+def test_an_edited_speed_measurement_is_refused_in_one_line(edit):
+    from dataclasses import asdict
+
+    from doctor.seam.host import MeasurementError
+    from probes.engine.speed import checked
+    data = {**asdict(_speed()), **edit} if isinstance(edit, dict) else edit
+    with pytest.raises(MeasurementError, match="engine.speed http://x: "):
+        checked(data, "http://x")
+
+
+def test_an_engine_engine_speed_did_not_send_to_says_why_it_has_no_speed():
+    from probes.engine.roofline import _not_sent
+    from probes.helpers.speed_record import SpeedRecord
+    record = SpeedRecord((_speed(base_url="http://127.0.0.1:8080"),),
+                         ("http://127.0.0.1:9000: the engine is serving 3 requests; --busy-ok",))
+    assert _not_sent(record, "http://127.0.0.1:8080") is None
+    assert "serving 3 requests" in _not_sent(record, "http://127.0.0.1:9000")
+    assert "--requests-to all" in _not_sent(record, "http://127.0.0.1:7000")
+    assert _not_sent(None, "http://127.0.0.1:7000") is None  # did not run: the default reason
+    place = Placement("m", 10**9, 10**9, 1, "no GPU", None, 2.0, {})
+    judged = judge(_engine("llama.cpp"), place, CPU_ONLY, None, None, _not_sent(record, "http://x"))
+    assert "--requests-to all" in judged.missing["measured_tokens_per_s"]

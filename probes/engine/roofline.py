@@ -129,9 +129,11 @@ def bandwidths(host: Host, inputs: Inputs) -> Bandwidths:
                       host_gbps, missing)
 
 
-def measured_decode(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None
+def measured_decode(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
+                    not_sent: str | None = None
                     ) -> tuple[float | None, str | None, float | None, str | None]:
-    """(tokens/s of one sequence, from what, requests running, why absent)."""
+    """(tokens/s of one sequence, from what, requests running, why absent); ``not_sent``:
+    why engine.speed, which ran, sent this engine nothing."""
     if speed is not None and not speed.error:
         if speed.engine_predicted_per_second:
             return (speed.engine_predicted_per_second,
@@ -144,7 +146,7 @@ def measured_decode(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | 
         return (round(1 / metrics.itl_mean_s, 3),
                 f"{metrics.kind} inter-token latency histogram mean ({metrics.means_window})",
                 metrics.requests_running, None)
-    why = (speed.error if speed is not None and speed.error else
+    why = (speed.error if speed is not None and speed.error else not_sent or
            lazy("no inter-token latency: engine.speed did not measure it (it sends requests: "
                 "`--level standard`, not `--no-requests`) and the engine's /metrics has no histogram of it"))
     return None, None, None, why
@@ -202,8 +204,9 @@ def ttft_parts(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
 
 
 def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint | None,
-          metrics: EngineMetrics | str | None) -> EngineRoofline:
-    """One engine's record from plain values and records (no host)."""
+          metrics: EngineMetrics | str | None, not_sent: str | None = None) -> EngineRoofline:
+    """One engine's record from plain values and records (no host); ``not_sent``: why
+    engine.speed, which ran, sent this engine no request."""
     missing = dict(place.missing)
     total, host_bytes = place.weights_bytes, place.host_bytes
     context = context_of(speed, metrics)
@@ -224,7 +227,7 @@ def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint
     else:
         missing["ceiling_tokens_per_s"] = missing.get("weights_bytes") or missing.get(
             "weights_host_bytes") or lazy("the model's bytes are not known")
-    speed_now, source, running, why = measured_decode(speed, metrics)
+    speed_now, source, running, why = measured_decode(speed, metrics, not_sent)
     if why:
         missing["measured_tokens_per_s"] = why
     efficiency = round(speed_now / ceiling_s, 3) if speed_now and ceiling_s else None
@@ -255,10 +258,22 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Roofl
     metrics = scraped(host, options, inputs)
     out = [judge(e, placement(host, e, bw.gpu_present), bw,
                  speeds.of(e.base_url) if speeds else None,
-                 for_engine(metrics, e.base_url) if e.base_url else None) for e in chosen]
+                 for_engine(metrics, e.base_url) if e.base_url else None,
+                 _not_sent(speeds, e.base_url)) for e in chosen]
     others = tuple(f"{_label(e)}: its weights' placement is not read for {e.kind}"
                    for e in engines if e.kind not in KINDS)
     return RooflineRecord(tuple(out), others)
+
+
+def _not_sent(speeds: SpeedRecord | None, base_url: str | None) -> str | None:
+    """Why engine.speed, which ran, has no measurement of this engine; None when it has one
+    or did not run."""
+    if speeds is None or speeds.of(base_url) is not None:
+        return None
+    base = (base_url or "").rstrip("/")
+    said = next((why for why in speeds.not_sent if why.startswith(f"{base}:")), None)
+    return said or t("engine.speed sent it no request: requests go to the --endpoint engines "
+                     "(--requests-to all: to every engine found)")
 
 
 def summary(record: RooflineRecord) -> str:

@@ -22,7 +22,7 @@ from functools import partial
 from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import RequestCost, ScanOptions, Skip
-from doctor.seam.host import Host
+from doctor.seam.host import Host, MeasurementError
 from doctor.values import count, number
 from doctor.workload.loadgen import LoadError, RequestResult, RequestTarget, Workload, run_requests
 from probes.helpers.engine_requests import clear_to_send
@@ -93,8 +93,38 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Speed
                                         BUDGET_S / len(found)))
         except LoadError as exc:
             raise Skip(str(exc)) from None
-        out.append(SpeedEndpoint(**data))
+        out.append(checked(data, target.base_url))
     return SpeedRecord(tuple(out), not_sent)
+
+
+COUNTS = ("requests", "prompt_tokens", "output_tokens", "engine_prompt_n", "engine_predicted_n",
+          "prompt_tokens_sent", "output_tokens_received")
+FIGURES = ("ttft_s", "itl_mean_s", "engine_prompt_ms", "engine_predicted_per_second", "sending_s")
+
+
+def checked(data: object, url: str) -> SpeedEndpoint:
+    """The measurement (live, or a capture's, which can be edited) as a record: every field
+    of its kind or the measurement refused in one line."""
+    names = {f for f in SpeedEndpoint.__dataclass_fields__}
+    if not isinstance(data, dict) or set(data) != names:
+        raise MeasurementError(f"engine.speed {url}: the measurement does not hold engine.speed's "
+                               f"fields ({', '.join(sorted(names))})")
+    values = dict(data)
+    for name in COUNTS + FIGURES:
+        value = values[name]
+        kept = count(value) if name in COUNTS else number(value)
+        if value is not None and (kept is None or kept < 0):
+            raise MeasurementError(f"engine.speed {url}: {name} is {str(value)[:40]!r}, not a "
+                                   "figure >= 0")
+        values[name] = kept
+    for name in ("base_url", "kind", "error"):
+        if values[name] is not None and not isinstance(values[name], str):
+            raise MeasurementError(f"engine.speed {url}: {name} is not text")
+    values["error"] = values["error"] and values["error"][:200]
+    for name in ("requests", "prompt_tokens_sent", "output_tokens_received", "sending_s"):
+        if values[name] is None:
+            raise MeasurementError(f"engine.speed {url}: {name} is missing")
+    return SpeedEndpoint(**values)
 
 
 def summary(record: SpeedRecord) -> str:
