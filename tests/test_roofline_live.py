@@ -36,6 +36,8 @@ def test_decode_against_the_bandwidth_ceiling(threads, stream, tmp_path, monkeyp
     # and -t 2 on a shared 2-core host decodes at a few tokens/s
     monkeypatch.setattr(speed, "PROMPT_TOKENS", 32)
     monkeypatch.setattr(speed, "OUTPUT_TOKENS", 16)
+    monkeypatch.setattr(speed, "WARM_PROMPT", 8)
+    monkeypatch.setattr(speed, "WARM_OUTPUT", 2)
     started = llama.start(tmp_path, "-t", str(threads), "-np", "1")  # the last -t wins
     try:
         host = LiveHost()
