@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.i18n import lazy, t
+from doctor.i18n import lazy, t, translated
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
@@ -286,5 +286,5 @@ def summary(record: RooflineRecord) -> str:
                            memory=e.memory, efficiency=e.efficiency))
         else:
             parts.append(t("{engine}: efficiency unknown ({why})", engine=label_text(e.engine),
-                           why=e.missing.get("efficiency", "")))
+                           why=translated(e.missing.get("efficiency", ""))))
     return t("; ").join(parts)

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict
 from functools import partial
 
-from doctor.i18n import t
+from doctor.i18n import t, translated
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import RequestCost, ScanOptions, Skip
 from doctor.seam.host import Host, MeasurementError
@@ -131,7 +131,7 @@ def summary(record: SpeedRecord) -> str:
     parts = []
     for e in record.endpoints:
         if e.error:
-            parts.append(t("{url}: {error}", url=e.base_url, error=e.error))
+            parts.append(t("{url}: {error}", url=e.base_url, error=translated(e.error)))
             continue
         speed = e.engine_predicted_per_second or (1 / e.itl_mean_s if e.itl_mean_s else None)
         parts.append(t("{url}: decode {speed} tokens/s, first token {ttft} ms at concurrency 1",
