@@ -122,6 +122,11 @@ CAUSES: tuple[str, ...] = (
     "spec-decode-low-acceptance",
     "lora-adapter-thrash",
     "structured-output-bottleneck",
+    # issue 31, decode against the memory-bandwidth ceiling, TTFT taken apart (checks/engine_roofline.toml)
+    "decode-at-bandwidth-limit",
+    "decode-below-ceiling",
+    "ttft-queue-dominated",
+    "ttft-prefill-dominated",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -153,6 +158,11 @@ OWN_CAUSES: tuple[str, ...] = (
     "spec-decode-low-acceptance",  # speculative drafts mostly rejected: each step pays for k
     "lora-adapter-thrash",  # adapters waiting while --max-loras slots are all taken
     "structured-output-bottleneck",  # requests waiting for their grammar to compile
+    # issue 31, engine.roofline
+    "decode-at-bandwidth-limit",  # decode near bandwidth / bytes a token: an explanation, not a fault
+    "decode-below-ceiling",  # decode under half that ceiling: something else sets the pace
+    "ttft-queue-dominated",  # most of the time to first token waiting in the engine's queue
+    "ttft-prefill-dominated",  # most of it computing the prompt
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

@@ -23,7 +23,9 @@ from probes.engine import (
     ollama as engine_ollama,
     output as engine_output,
     quant as engine_quant,
+    roofline as engine_roofline,
     slots as engine_slots,
+    speed as engine_speed,
     stacks as engine_stacks,
     truncation as engine_truncation,
     warmup as engine_warmup,
@@ -465,6 +467,33 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=engine_quant.probe,
         summary=engine_quant.summary,
         needs=("engine.discovery",),
+    ),
+    # issue 31: decode against the memory-bandwidth ceiling, and TTFT taken apart
+    ProbeSpec(
+        name="engine.speed",
+        level=Level.STANDARD,
+        description=lazy("Decode speed and time to first token of one sequence, measured: a warm-up and one 64-token prompt with 48 output tokens, streamed (llama.cpp's own timings where it sends them)"),
+        reads=lazy("GET /metrics (else /slots) for requests in flight, then POST /v1/completions (streamed, 2 requests)"),
+        timeout_s=45.0,
+        run=engine_speed.probe,
+        summary=engine_speed.summary,
+        cost=engine_speed.COST,
+        exclusive=True,
+        needs=("engine.discovery",),
+    ),
+    ProbeSpec(
+        name="engine.roofline",
+        level=Level.QUICK,
+        description=lazy("Each llama.cpp, vLLM and SGLang engine's decode speed against its memory-bandwidth ceiling (bandwidth / bytes a token reads), and its time to first token taken apart (queue, prefill, rest)"),
+        reads=lazy("/proc/<pid>/cmdline, the GGUF header or <model_path>/config.json; engine.metrics' histogram means; engine.speed's request; host.memory_bandwidth's STREAM triad; gpu.bandwidth's device copy, else NVML nvmlDeviceGetMaxClockInfo(MEM), GetMemoryBusWidth"),
+        timeout_s=20.0,
+        run=engine_roofline.probe,
+        summary=engine_roofline.summary,
+        needs=("engine.discovery",),
+        after=("engine.metrics", "host.memory_bandwidth", "gpu.bandwidth", "engine.speed"),
+        # exclusive only to run after the exclusive probes it reads (host.memory_bandwidth,
+        # gpu.bandwidth, engine.speed); it measures nothing itself
+        exclusive=True,
     ),
     # issue 30, GPUDirect RDMA and NIC placement (net-gdr)
     ProbeSpec(

@@ -238,7 +238,7 @@ def test_an_engine_that_came_whole_is_one_row_in_the_tables():
     from reports.diff_common import grouped
     from reports.diff_markdown import render as markdown
     before, after = saved("vllm-v1-calm"), saved("vllm-v1-calm")
-    for name in ("engine.discovery", "engine.metrics", "engine.load"):
+    for name in ("engine.discovery", "engine.metrics", "engine.load", "engine.roofline"):
         probe(before, name)["engines"] = []
     for rows in (probe(before, "host.limits")["processes"],):
         rows[:] = [r for r in rows if r.get("role") == "shell"]

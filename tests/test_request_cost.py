@@ -18,11 +18,12 @@ from doctor.model import NO_REQUESTS, Level, ProbeResult, ScanOptions, Skip
 from doctor.runner import run_probes
 from doctor.seam.live import LiveHost
 from probes.engine import output as engine_output
+from probes.engine import speed as engine_speed
 from probes.engine import warmup as engine_warmup
 from probes.registry import PROBES, by_name
 from tests.stream_server import Behaviour, StreamServer, only_named_endpoints
 
-COSTLY = ("engine.warmup", "engine.output")
+COSTLY = ("engine.warmup", "engine.output", "engine.speed")
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +60,8 @@ def test_every_probe_that_sends_requests_declares_its_cost():
 
 
 @pytest.mark.parametrize("module, name", [(engine_warmup, "engine.warmup"),
-                                          (engine_output, "engine.output")])
+                                          (engine_output, "engine.output"),
+                                          (engine_speed, "engine.speed")])
 def test_what_is_sent_never_exceeds_the_declared_cost_and_is_reported(server, module, name):
     lines: list = []
     record = module.probe(LiveHost(), _options(server, lines))
@@ -158,10 +160,10 @@ def test_config_requests_false_sends_none(cli, server, tmp_path):
 def test_scan_says_what_it_will_send_and_what_it_sent(cli, server, tmp_path):
     probes, stderr = _scan_json(cli, server, tmp_path)
     warmup = probes["engine.warmup"]["data"]["endpoints"][0]
-    output = probes["engine.output"]["data"]["endpoints"][0]
-    assert server.requests == warmup["requests"] + output["requests"]
-    assert _words(server) == warmup["prompt_tokens_sent"] + output["prompt_tokens_sent"]
-    assert server.generated == warmup["output_tokens_received"] + output["output_tokens_received"]
+    senders = [probes[name]["data"]["endpoints"][0] for name in COSTLY]
+    assert server.requests == sum(e["requests"] for e in senders)
+    assert _words(server) == sum(e["prompt_tokens_sent"] for e in senders)
+    assert server.generated == sum(e["output_tokens_received"] for e in senders)
     lines = stderr.splitlines()
     plan = lines.index(f"engine.warmup will send {server.base_url} "
                        f"{engine_warmup.COST.text()} (--no-requests to send none)")

@@ -322,6 +322,7 @@ def engine_facts(r: Records) -> Iterator[Reading]:
     yield from _argv(r)
     yield from _latency(r)
     yield from _knee(r)
+    yield from _roofline(r)
 
 
 # the spellings whose figure is already a fact (ENGINE_FLAGS, with its meaning and link):
@@ -417,6 +418,24 @@ def _knee(r: Records) -> Iterator[Reading]:
             yield Reading(f"{at}.knee.output_tokens_per_s", "engine", t("output tokens/s at the knee"),
                           _scalar(at_knee[0].get("output_tokens_per_s")), THROUGHPUT, "engine.load",
                           spread=_spread(at_knee[0], "output_tokens_per_s"))
+
+
+ROOFLINE = {
+    "ceiling_tokens_per_s": lazy("decode ceiling of one sequence (memory bandwidth / bytes a token), tokens/s"),
+    "measured_tokens_per_s": lazy("decode speed of one sequence, measured, tokens/s"),
+    "efficiency": lazy("decode speed over its memory-bandwidth ceiling"),
+}
+
+
+def _roofline(r: Records) -> Iterator[Reading]:
+    """engine.roofline's figures: a change of ceiling (fewer bytes, faster memory) or of the
+    measured speed at the same ceiling (a setting, contention) tells a different story."""
+    for engine in r.rows("engine.roofline", "engines"):
+        described = str(engine.get("engine") or "")
+        kind, _, rest = described.partition(" at ")
+        base = rest.split(" pid ")[0]
+        at = f"engine[{engine_name(kind, base if base.startswith('http') else None, engine.get('model'))}]"
+        yield from _fields(f"{at}.roofline", "engine", "engine.roofline", engine, ROOFLINE, THROUGHPUT)
 
 
 EXTRACTORS: tuple[Callable[[Records], Iterator[Reading]], ...] = (gpu_facts, engine_facts, host_facts,

@@ -24,7 +24,8 @@ BANDWIDTH, STORAGE, THROUGHPUT, LATENCY, MIB = "bandwidth", "storage", "throughp
 FLOORS: dict[str, tuple[float, str]] = {
     BANDWIDTH: (0.10, "GPU copy (D2D, H2D, D2H), host STREAM and all-reduce bandwidths, GB/s"),
     STORAGE: (0.25, "the O_DIRECT read of the weights, MB/s (a shared or cloud disk varies most)"),
-    THROUGHPUT: (0.10, "output tokens/s at the knee of a saved sweep (the knee's own noise is 5%)"),
+    THROUGHPUT: (0.10, "output tokens/s at the knee of a saved sweep (the knee's own noise is 5%); "
+                        "one sequence's decode tokens/s, its ceiling and their ratio (engine.roofline)"),
     LATENCY: (0.10, "an engine's TTFT / ITL / end-to-end percentile: 2/sqrt(requests), at least this"),
     MIB: (0.0, "GPU memory held by processes other than the engines: 1 GiB absolute"),
 }

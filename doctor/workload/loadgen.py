@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -76,6 +77,10 @@ class RequestResult:
     cached_tokens: int | None = None
     stamps_s: tuple[float, ...] = ()  # each content event's arrival, since the run began
     cut: bool = False  # in flight when the client's own budget ended: neither ok nor an error
+    # llama.cpp's own account of the request (its last event's ``timings``: prompt_n,
+    # prompt_ms, predicted_n, predicted_ms, predicted_per_second...), the finite numbers only;
+    # () from an engine that sends none
+    engine_timings: tuple[tuple[str, float], ...] = ()
 
     @property
     def mean_itl_s(self) -> float | None:
@@ -136,6 +141,7 @@ class _Stream:
         self.parts: list[str] = []
         self.usage: dict = {}
         self.cache_n: int | None = None  # llama.cpp's timings.cache_n
+        self.timings: tuple[tuple[str, float], ...] = ()  # llama.cpp's timings, numbers only
         self.done = False
         self.error: str | None = None
 
@@ -175,6 +181,8 @@ class _Stream:
         timings = event.get("timings")
         if isinstance(timings, dict) and count(timings.get("cache_n")) is not None:
             self.cache_n = count(timings.get("cache_n"))
+        if isinstance(timings, dict):
+            self.timings = _numbers(timings)
         text = _event_content(event)
         if text is not None:
             self.stamps.append(now)
@@ -331,7 +339,16 @@ def _result(stream: _Stream, status: int, t0: float, now: float,
         output_tokens=usage_tokens if usage_tokens is not None and not cut else len(stamps),
         prompt_tokens=count(stream.usage.get("prompt_tokens")), itl_s=gaps,
         text="".join(stream.parts), cached_tokens=stream.cached_tokens(),
-        stamps_s=tuple(s - t0 for s in stamps), cut=cut)
+        stamps_s=tuple(s - t0 for s in stamps), cut=cut, engine_timings=stream.timings)
+
+
+def _numbers(values: dict) -> tuple[tuple[str, float], ...]:
+    """An engine's ``timings`` object as (name, value) pairs: finite numbers under short
+    names only, at most 32 (an answer is the engine's, not to be trusted)."""
+    kept = [(k, float(v)) for k, v in values.items()
+            if isinstance(k, str) and len(k) <= 40 and isinstance(v, (int, float))
+            and not isinstance(v, bool) and math.isfinite(v)]
+    return tuple(kept[:32])
 
 
 @dataclass(frozen=True, slots=True)

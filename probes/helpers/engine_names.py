@@ -67,6 +67,15 @@ E2E = {
     "sglang": ("sglang:e2e_request_latency_seconds",),
     "tgi": ("tgi_request_duration",),
 }
+# The parts of the time to first token (histograms, base names). vLLM: the wait in its
+# scheduler's queue (queued -> scheduled) and prefill (scheduled -> first token), each a
+# histogram beside TTFT (vllm/v1/metrics/loggers.py); SGLang: the queue wait only
+# (sglang/srt/metrics/collector.py: its prefill is one stage of per_stage_req_latency).
+QUEUE_TIME = {
+    "vllm": ("vllm:request_queue_time_seconds",),
+    "sglang": ("sglang:queue_time_seconds",),
+}
+PREFILL_TIME = {"vllm": ("vllm:request_prefill_time_seconds",)}
 PROMPT_LENGTH = {
     "vllm": ("vllm:request_prompt_tokens",),
     "tgi": ("tgi_request_input_length",),

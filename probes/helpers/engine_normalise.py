@@ -12,6 +12,7 @@ share outside 0-1): every figure passes doctor/values.py's checks before it is k
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from probes.helpers.promtext import Page, bucket_delta, observed, quantile
 from doctor.values import fraction, non_negative
@@ -66,6 +67,16 @@ class EngineMetrics:
     # speculative decoding, LoRA and structured output series (probes/helpers/engine_features.py),
     # judged by engine.features; None when the page holds none of them
     features: FeatureFigures | None = None
+    # Means (a histogram's _sum over its _count) over the same window as ``means_window``:
+    # the time to first token and its parts (vLLM: queue wait, prefill; SGLang: queue wait),
+    # the gap between tokens, and a request's prompt and generated tokens (vLLM)
+    ttft_mean_s: float | None = None
+    queue_mean_s: float | None = None
+    prefill_mean_s: float | None = None
+    itl_mean_s: float | None = None
+    prompt_tokens_mean: float | None = None
+    generation_tokens_mean: float | None = None
+    means_window: str | None = None  # "between scrapes" | "since start" (TTFT's, else ITL's)
 
 
 def _pick(table: dict[str, tuple[str, ...]], kind: str, page: Page, suffix: str = "") -> str | None:
@@ -148,6 +159,7 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
     lengths = _lengths(r)
     iteration, _ = r.histogram("iteration_tokens", N.ITERATION_TOKENS, "tokens-per-step histogram")
     window_buckets = ttft if observed(ttft) else e2e
+    means = _means(r)  # before absent is read: it adds to it
     return _judgeable(EngineMetrics(
         endpoint=endpoint, kind=kind, interval_s=round(interval_s, 3), kv_cache_use=kv,
         requests_running=_requests(r, "running", "active", N.RUNNING),
@@ -174,7 +186,7 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
         cache_config={k: v for k, v in (second.first_labels("vllm:cache_config_info") or {}).items()
                       if k in CACHE_CONFIG_KEPT and v != "None"},
         features=features(first, second),
-        absent=tuple(r.absent)))
+        **means, absent=tuple(r.absent)))
 
 
 SHARES = ("kv_cache_use", "prefix_cache_hit_rate")  # 0-1; every other figure is >= 0
@@ -201,7 +213,8 @@ def _judgeable(m: EngineMetrics) -> EngineMetrics:
     return replace(m, **changes, absent=tuple(absent)) if changes else m
 
 
-def _named(prefix: str, values: tuple) -> dict[str, float | None]:
+def _named(prefix: str, values: tuple) -> dict[str, Any]:
+    # Any: unpacked into EngineMetrics, whose str fields mypy cannot tell from these keys
     return {f"{prefix}_p{p}_s": None if v is None else round(v, 6)
             for p, v in zip((50, 95, 99), values)}
 
@@ -219,6 +232,40 @@ def _before(r: _Reader, table: dict) -> float | None:
     name = _pick(table, r.kind, r.first)
     values = r.first.values(name) if name is not None else []
     return sum(values) if values else None
+
+
+def _mean(r: _Reader, table: dict, figure: str = "", what: str = "") -> tuple[float | None, str | None]:
+    """(a histogram's mean, its window): ``_sum`` over ``_count`` between the scrapes when
+    requests were observed there, else since the engine started; (None, None) with no
+    observation. ``what`` names the histogram where an absent one must be said (the
+    percentiles' histograms said it already)."""
+    name = _pick(table, r.kind, r.second, "_count")
+    if name is None:
+        if what:
+            r.missing(figure, what)
+        return None, None
+    total, count = r.second.total(f"{name}_sum"), r.second.total(f"{name}_count")
+    before, before_count = r.first.total(f"{name}_sum"), r.first.total(f"{name}_count")
+    if total is None or count is None:
+        return None, None
+    if before is not None and before_count is not None and count > before_count and total >= before:
+        return (total - before) / (count - before_count), "between scrapes"
+    return (total / count, "since start") if count > 0 else (None, None)
+
+
+def _means(r: _Reader) -> dict:
+    ttft, window = _mean(r, N.TTFT)
+    itl, itl_window = _mean(r, N.INTER_TOKEN)
+    queue, _ = _mean(r, N.QUEUE_TIME, "queue_time", "queue-time histogram")
+    prefill, _ = _mean(r, N.PREFILL_TIME, "prefill_time", "prefill-time histogram")
+    prompt, _ = _mean(r, N.PROMPT_LENGTH)
+    generated, _ = _mean(r, N.GENERATION_LENGTH)
+    rounded = {k: None if v is None else round(v, 6) for k, v in (
+        ("ttft_mean_s", ttft), ("queue_mean_s", queue), ("prefill_mean_s", prefill),
+        ("itl_mean_s", itl))}
+    return {**rounded, "prompt_tokens_mean": None if prompt is None else round(prompt, 1),
+            "generation_tokens_mean": None if generated is None else round(generated, 1),
+            "means_window": window or itl_window}
 
 
 def _increase(r: _Reader, figure: str, table: dict, what: str) -> float | None:

@@ -48,6 +48,11 @@ evidence = { kv_cache_use = 0.99, requests_waiting = 12.0 }
 rule = "engine-preemption"
 severity = "critical"
 evidence = { preemptions_in_window = 15.0, preemptions_per_s = 5.0 }
+
+[[finding]]
+rule = "ttft-queue-dominated"
+severity = "warning"
+evidence = { queue_s = 2.05, queue_share = 0.547, ttft_s = 3.75 }
 ''',
     "vllm-v1-spec-lora-thrash": '''# What `llm-doctor scan --replay <this dir>` must raise at warning or above.
 level = "standard"

@@ -1,0 +1,290 @@
+"""engine.roofline: each engine's decode speed against its memory-bandwidth ceiling, and its
+time to first token taken apart.
+
+Decode reads every weight (and the KV cache of the context) once a generated token, so one
+sequence cannot go faster than ``ceiling = bandwidth / bytes per token``
+(probes/helpers/weight_bytes.py for the bytes and where they live). The bandwidths:
+gpu.bandwidth's measured device copy (read + write counted) of GPU 0 when it ran, else GPU 0's
+NVML ceiling (max memory clock x 2 x bus width / 8); host.memory_bandwidth's STREAM triad
+for the bytes in host memory (level standard). Split weights add their times:
+``1/ceiling = gpu_bytes / gpus / gpu_bw + host_bytes / host_bw``.
+
+The measured speed, one sequence: engine.speed's bounded request (llama.cpp's own
+``timings.predicted_per_second``, else the client's inter-token latency), else the engine's
+inter-token latency histogram mean (vLLM ``vllm:inter_token_latency_seconds``, SGLang's),
+with the requests running beside it. ``efficiency = measured / ceiling``: near 1 the engine
+is at what the memory allows; far below it something else sets the pace.
+
+Time to first token: vLLM's queue, prefill and TTFT histogram means (``rest`` = TTFT less
+both: tokenising, detokenising, HTTP), SGLang's queue and TTFT; llama.cpp's ``prompt_ms`` of
+engine.speed's request against its client TTFT (llama.cpp publishes no queue wait).
+
+Units: bytes, GB/s (decimal), tokens/s, seconds. No privilege; it sends nothing itself.
+Manual equivalent: ``ls -l model.gguf``; ``curl -s :8080/v1/completions -d '{...}' | jq
+.timings``; ``curl -s :8000/metrics | grep -E 'queue_time|prefill_time|inter_token'``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.i18n import lazy, t, translated
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host, HostReadError
+from probes.helpers.engine_discovery import found as found_engines
+from probes.helpers.engine_flags import Engine
+from probes.helpers.engine_normalise import EngineMetrics
+from probes.helpers.engine_reach import label_text
+from probes.helpers.engine_scrape import for_engine, scraped, with_metrics
+from probes.helpers.gpu_bandwidth_record import BandwidthRecord
+from probes.helpers.gpu_common import Reader, gpu_count
+from probes.helpers.link_ceilings import memory_ceiling_gbps
+from probes.helpers.speed_record import SpeedEndpoint, SpeedRecord
+from probes.helpers.stream_record import MemoryBandwidthRecord
+from probes.helpers.weight_bytes import Placement, kv_read_bytes, placement
+
+KINDS = ("llama.cpp", "vllm", "sglang")
+
+
+@dataclass(frozen=True, slots=True)
+class Bandwidths:
+    gpu_present: bool
+    gpu_name: str | None
+    gpu_gbps: float | None
+    gpu_from: str | None  # "gpu.bandwidth device copy" | "NVML ceiling"
+    host_gbps: float | None
+    missing: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRoofline:
+    engine: str  # "llama.cpp at http://127.0.0.1:8080 pid 4242"
+    kind: str
+    model: str | None
+    memory: str | None  # where the bytes a token reads live: gpu, host, gpu+host
+    placed_from: str
+    weights_bytes: int | None  # read once a token
+    weights_host_bytes: int | None  # of them in host memory
+    gpus: int  # sharing the GPU part
+    context_tokens: float | None  # the context a generated token attends to, measured
+    kv_read_bytes: int | None  # of the KV cache, a generated token
+    bytes_per_token: int | None  # weights + KV cache
+    gpu_name: str | None
+    gpu_bandwidth_gbps: float | None
+    gpu_bandwidth_from: str | None
+    host_bandwidth_gbps: float | None  # STREAM triad
+    ceiling_tokens_per_s: float | None  # one sequence, from the bandwidths
+    measured_tokens_per_s: float | None  # one sequence, decode
+    measured_from: str | None
+    concurrency: float | None  # requests running while it was measured
+    efficiency: float | None  # measured / ceiling
+    ttft_s: float | None  # time to first token (mean)
+    queue_s: float | None  # of it waiting in the engine's queue
+    prefill_s: float | None  # of it computing the prompt
+    rest_s: float | None  # the rest: tokenising, HTTP, detokenising
+    queue_share: float | None  # queue_s / ttft_s
+    prefill_share: float | None  # prefill_s / ttft_s
+    ttft_from: str | None
+    missing: dict[str, str]  # field -> why it is None
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineRecord:
+    engines: tuple[EngineRoofline, ...]
+    not_judged: tuple[str, ...]  # engines of other kinds, each with why
+
+
+def _label(e: Engine) -> str:
+    return f"{e.kind} at {e.base_url}" + (f" pid {e.pid}" if e.pid else "")
+
+
+def bandwidths(host: Host, inputs: Inputs) -> Bandwidths:
+    missing: dict[str, str] = {}
+    stream = inputs.get("host.memory_bandwidth", MemoryBandwidthRecord)
+    host_gbps = stream.stream_gbps if stream is not None and stream.stream_gbps else None
+    if host_gbps is None:
+        missing["host_bandwidth_gbps"] = lazy("host memory bandwidth not measured in this scan "
+                                             "(host.memory_bandwidth runs at `--level standard`)")
+    try:
+        gpu_count(host)
+    except Skip:
+        return Bandwidths(False, None, None, None, host_gbps, missing)
+    except HostReadError as exc:
+        missing["gpu_bandwidth_gbps"] = f"no GPU count: {exc}"
+        return Bandwidths(True, None, None, None, host_gbps, missing)
+    copy = inputs.get("gpu.bandwidth", BandwidthRecord)
+    measured = next((g for g in copy.gpus if g.index == 0), None) if copy else None
+    if measured is not None and measured.d2d_gbps:
+        return Bandwidths(True, measured.name, measured.d2d_gbps, "gpu.bandwidth device copy",
+                          host_gbps, missing)
+    r = Reader(host)
+    name = r.text("name", "nvmlDeviceGetName", 0)
+    ceiling, how = memory_ceiling_gbps(
+        name, r.integer("mem_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", 0, 2),
+        r.integer("bus_width", "nvmlDeviceGetMemoryBusWidth", 0))
+    if not ceiling:
+        missing["gpu_bandwidth_gbps"] = f"GPU 0: {how}"
+    return Bandwidths(True, name, ceiling or None, "NVML ceiling" if ceiling else None,
+                      host_gbps, missing)
+
+
+def measured_decode(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
+                    not_sent: str | None = None
+                    ) -> tuple[float | None, str | None, float | None, str | None]:
+    """(tokens/s of one sequence, from what, requests running, why absent); ``not_sent``:
+    why engine.speed, which ran, sent this engine nothing."""
+    if speed is not None and not speed.error:
+        if speed.engine_predicted_per_second:
+            return (speed.engine_predicted_per_second,
+                    f"llama.cpp timings.predicted_per_second of {speed.engine_predicted_n} tokens "
+                    "(engine.speed, one request)", 1.0, None)
+        if speed.itl_mean_s:
+            return (round(1 / speed.itl_mean_s, 3), "client inter-token latency of "
+                    f"{speed.output_tokens} tokens (engine.speed, one request)", 1.0, None)
+    if isinstance(metrics, EngineMetrics) and metrics.itl_mean_s:
+        return (round(1 / metrics.itl_mean_s, 3),
+                f"{metrics.kind} inter-token latency histogram mean ({metrics.means_window})",
+                metrics.requests_running, None)
+    why = (speed.error if speed is not None and speed.error else not_sent or
+           lazy("no inter-token latency: engine.speed did not measure it (it sends requests: "
+                "`--level standard`, not `--no-requests`) and the engine's /metrics has no histogram of it"))
+    return None, None, None, why
+
+
+def context_of(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None) -> float | None:
+    """The mean context a generated token attends to: prompt + half the output."""
+    if isinstance(metrics, EngineMetrics) and metrics.prompt_tokens_mean is not None:
+        return metrics.prompt_tokens_mean + (metrics.generation_tokens_mean or 0) / 2
+    if speed is not None and speed.prompt_tokens is not None:
+        return speed.prompt_tokens + (speed.output_tokens or 0) / 2
+    return None
+
+
+def ceiling(gpu_bytes: int, host_bytes: int, gpus: int, bw: Bandwidths) -> tuple[float | None, str | None]:
+    """(tokens/s one sequence can reach, why absent): every byte read once at its memory's rate."""
+    if gpu_bytes and not bw.gpu_gbps:
+        return None, bw.missing.get("gpu_bandwidth_gbps", "no GPU bandwidth")
+    if host_bytes and not bw.host_gbps:
+        return None, bw.missing["host_bandwidth_gbps"]
+    seconds = ((gpu_bytes / gpus / (bw.gpu_gbps * 1e9) if gpu_bytes and bw.gpu_gbps else 0.0)
+               + (host_bytes / (bw.host_gbps * 1e9) if host_bytes and bw.host_gbps else 0.0))
+    return (round(1 / seconds, 2), None) if seconds > 0 else (None, "no bytes to read")
+
+
+def ttft_parts(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
+               missing: dict[str, str]) -> dict:
+    """TTFT and its parts: the engine's histogram means, else engine.speed's request."""
+    out: dict = dict.fromkeys(("ttft_s", "queue_s", "prefill_s", "rest_s", "queue_share",
+                               "prefill_share", "ttft_from"))
+    if isinstance(metrics, EngineMetrics) and metrics.ttft_mean_s:
+        ttft, queue, prefill = metrics.ttft_mean_s, metrics.queue_mean_s, metrics.prefill_mean_s
+        out.update(ttft_s=ttft, queue_s=queue, prefill_s=prefill,
+                   ttft_from=f"{metrics.kind} histogram means ({metrics.means_window})")
+        if prefill is None:
+            missing["prefill_s"] = lazy("the engine publishes no prefill-time histogram")
+    elif speed is not None and not speed.error and speed.ttft_s:
+        ttft, queue = speed.ttft_s, None
+        prefill = round(speed.engine_prompt_ms / 1000, 6) if speed.engine_prompt_ms else None
+        out.update(ttft_s=ttft, prefill_s=prefill, ttft_from=(
+            "engine.speed's request: client TTFT" + (", llama.cpp timings.prompt_ms" if prefill else "")))
+        missing["queue_s"] = (lazy("llama.cpp publishes no queue wait per request (engine.speed "
+                                   "sent to an idle engine)") if prefill
+                              else lazy("one request to an idle engine: no queue to measure"))
+    else:
+        missing["ttft_s"] = lazy("no TTFT histogram on the engine's /metrics and no request "
+                                 "measured by engine.speed")
+        return out
+    known = (queue or 0.0) + (prefill or 0.0)
+    if queue is not None or prefill is not None:
+        out["rest_s"] = round(max(ttft - known, 0.0), 6)
+    out["queue_share"] = round(min(queue / ttft, 1.0), 3) if queue is not None else None
+    out["prefill_share"] = round(min(prefill / ttft, 1.0), 3) if prefill is not None else None
+    return out
+
+
+def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint | None,
+          metrics: EngineMetrics | str | None, not_sent: str | None = None) -> EngineRoofline:
+    """One engine's record from plain values and records (no host); ``not_sent``: why
+    engine.speed, which ran, sent this engine no request."""
+    missing = dict(place.missing)
+    total, host_bytes = place.weights_bytes, place.host_bytes
+    context = context_of(speed, metrics)
+    kv = kv_read_bytes(place.shape, context, place.kv_element_bytes) if place.shape and context else None
+    if kv is None:
+        missing["kv_read_bytes"] = (lazy("the context is not known: the ceiling counts the weights only")
+                                    if place.shape else lazy("the model's shape is not known"))
+    per_token = total + (kv or 0) if total is not None else None
+    memory = ceiling_s = None
+    if total is not None and host_bytes is not None:
+        host_share = host_bytes / total if total else 0.0
+        kv_host = round((kv or 0) * host_share)
+        gpu_part, host_part = total - host_bytes + (kv or 0) - kv_host, host_bytes + kv_host
+        memory = "+".join(m for m, b in (("gpu", gpu_part), ("host", host_part)) if b) or None
+        ceiling_s, why = ceiling(gpu_part, host_part, place.gpus, bw)
+        if why:
+            missing["ceiling_tokens_per_s"] = why
+    else:
+        missing["ceiling_tokens_per_s"] = missing.get("weights_bytes") or missing.get(
+            "weights_host_bytes") or lazy("the model's bytes are not known")
+    speed_now, source, running, why = measured_decode(speed, metrics, not_sent)
+    if why:
+        missing["measured_tokens_per_s"] = why
+    efficiency = round(speed_now / ceiling_s, 3) if speed_now and ceiling_s else None
+    if efficiency is None:
+        missing["efficiency"] = missing.get("ceiling_tokens_per_s") or missing.get(
+            "measured_tokens_per_s") or lazy("not computed")
+    return EngineRoofline(
+        engine=_label(engine), kind=engine.kind, model=place.model, memory=memory,
+        placed_from=place.placed_from, weights_bytes=total, weights_host_bytes=host_bytes,
+        gpus=place.gpus, context_tokens=context, kv_read_bytes=kv, bytes_per_token=per_token,
+        gpu_name=bw.gpu_name, gpu_bandwidth_gbps=bw.gpu_gbps, gpu_bandwidth_from=bw.gpu_from,
+        host_bandwidth_gbps=None if bw.host_gbps is None else round(bw.host_gbps, 2),
+        ceiling_tokens_per_s=ceiling_s, measured_tokens_per_s=speed_now, measured_from=source,
+        concurrency=running, efficiency=efficiency, **ttft_parts(speed, metrics, missing),
+        missing=missing)
+
+
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RooflineRecord:
+    """Every llama.cpp, vLLM and SGLang engine against its memory-bandwidth ceiling."""
+    inputs = with_metrics(host, options, inputs)
+    engines = found_engines(host, options, inputs).engines
+    chosen = [e for e in engines if e.kind in KINDS]
+    if not chosen:
+        raise Skip(t("no llama.cpp, vLLM or SGLang engine: the weights' bytes are read from "
+                     "their files and flags"))
+    bw = bandwidths(host, inputs)
+    speeds = inputs.get("engine.speed", SpeedRecord)
+    metrics = scraped(host, options, inputs)
+    out = [judge(e, placement(host, e, bw.gpu_present), bw,
+                 speeds.of(e.base_url) if speeds else None,
+                 for_engine(metrics, e.base_url) if e.base_url else None,
+                 _not_sent(speeds, e.base_url)) for e in chosen]
+    others = tuple(f"{_label(e)}: its weights' placement is not read for {e.kind}"
+                   for e in engines if e.kind not in KINDS)
+    return RooflineRecord(tuple(out), others)
+
+
+def _not_sent(speeds: SpeedRecord | None, base_url: str | None) -> str | None:
+    """Why engine.speed, which ran, has no measurement of this engine; None when it has one
+    or did not run."""
+    if speeds is None or speeds.of(base_url) is not None:
+        return None
+    base = (base_url or "").rstrip("/")
+    said = next((why for why in speeds.not_sent if why.startswith(f"{base}:")), None)
+    return said or t("engine.speed sent it no request: requests go to the --endpoint engines "
+                     "(--requests-to all: to every engine found)")
+
+
+def summary(record: RooflineRecord) -> str:
+    parts = []
+    for e in record.engines:
+        if e.efficiency is not None:
+            parts.append(t("{engine}: decode {measured:.1f} of {ceiling:.1f} tokens/s the {memory} "
+                           "memory allows ({efficiency:.0%})", engine=label_text(e.engine),
+                           measured=e.measured_tokens_per_s, ceiling=e.ceiling_tokens_per_s,
+                           memory=e.memory, efficiency=e.efficiency))
+        else:
+            parts.append(t("{engine}: efficiency unknown ({why})", engine=label_text(e.engine),
+                           why=translated(e.missing.get("efficiency", ""))))
+    return t("; ").join(parts)
