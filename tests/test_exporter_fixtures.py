@@ -80,8 +80,8 @@ def _leaves(table: Table, obj: Any, at: str = "", chain: Chain = ()
         path = f"{at}.{f.name}" if at else f.name
         value = getattr(obj, f.name)
         yield path, value, chain
-        if path in eaches:
-            for item in value:
+        if path in eaches and isinstance(value, (tuple, list)):  # as the exporter walks items:
+            for item in value:  # one record declared as items (engine.metrics' features) has none
                 yield from _leaves(table, item, path, (*chain, (eaches[path], item)))
 
 

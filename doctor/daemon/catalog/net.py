@@ -19,6 +19,10 @@ PORT = L.fields("device", "port", "link_layer")
 TABLES = (
     Table("net.rdma", (
         gauge("devices", "net_rdma_devices", "RDMA devices (/sys/class/infiniband)"),
+        gauge("devices_listed", "net_rdma_devices_listed",
+              "Entries of /sys/class/infiniband before the cut at MAX_DEVICES"),
+        gauge("truncated", "net_rdma_devices_truncated",
+              "1 when more devices were listed than are read (MAX_DEVICES): the rest not judged"),
         gauge("window_s", "net_rdma_sample_window_seconds",
               "How far apart the ports' counters were read twice"),
         missing("missing", "net_rdma_value_missing", "net.rdma"),
@@ -53,6 +57,13 @@ TABLES = (
               "MTU of the interface behind a RoCE port (/sys/class/net/<if>/mtu)"),
         gauge("ports.netdev_speed_mbits", "net_rdma_port_netdev_speed_bytes_per_second",
               "Speed of the interface behind a RoCE port (/sys/class/net/<if>/speed)", MBIT),
+        gauge("ports.roce_mtu", "net_rdma_port_roce_mtu_bytes",
+              "The RDMA MTU a RoCE port's interface MTU gives it (the kernel's iboe_get_mtu)"),
+        gauge("ports.mtu_peers", "net_rdma_port_mtu_peers",
+              "Other ACTIVE RoCE ports of this host whose interface MTU is known"),
+        gauge("ports.peer_mtu", "net_rdma_port_peer_mtu_bytes",
+              "The interface MTU most of this host's ACTIVE RoCE ports use"),
+        unexported("ports.node_type", "text (CA, RNIC): an iWARP card is not judged as RoCE"),
         unexported("ports.netdev_operstate", "text; the port's state codes say whether it is up"),
         of("counts", "ports.counters", "net_rdma_port_errors",
            "A port's error counter as the driver holds it since its last reset "

@@ -43,6 +43,8 @@ TABLES = (
         gauge("engines.data_parallel", "net_engine_data_parallel_size", "--data-parallel-size / --dp"),
         gauge("engines.expert_parallel", "net_engine_expert_parallel", "1 with expert parallelism on"),
         gauge("engines.nodes", "net_engine_hosts", "Hosts the engine spans (--nnodes, or its GPUs against this host's)"),
+        gauge("engines.rdma_across_hosts", "net_engine_rdma_across_hosts", "1 when the engine uses RDMA between hosts (layout or NCCL_IB_*), 0 when not; absent when neither says"),
+        unexported("engines.rdma_why", f"what decided rdma_across_hosts: {FREE_TEXT}"),
         unexported("engines.env", f"the NCCL/gloo/Ray variables' values: {FREE_TEXT}"),
         unexported("engines.env_reason", "why the environment could not be read: shown by the scan"),
         unexported("engines.nodes_from", f"where the host count came from: {FREE_TEXT}"),
