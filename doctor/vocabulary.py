@@ -118,6 +118,8 @@ CAUSES: tuple[str, ...] = (
     "network-mtu-mismatch",
     "collective-bandwidth-low",
     "collective-slow-host",
+    # issue 32: the platforms engines run on (checks/gpu_cdi.toml)
+    "cdi-spec-stale",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -145,6 +147,8 @@ OWN_CAUSES: tuple[str, ...] = (
     "network-mtu-mismatch",  # the ranks' interfaces on one path disagree on the MTU
     "collective-bandwidth-low",  # NCCL's busbw across hosts under half the path's line rate
     "collective-slow-host",  # one host slow in every pair of a pairwise all-reduce
+    # issue 32, gpu.cdi
+    "cdi-spec-stale",  # a CDI spec naming another driver's files or GPUs NVML does not list
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

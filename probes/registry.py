@@ -29,6 +29,7 @@ from probes.engine import (
 )
 from probes.gpu import (
     bandwidth as gpu_bandwidth,
+    cdi as gpu_cdi,
     collective as gpu_collective,
     devices as gpu_devices,
     errors as gpu_errors,
@@ -417,6 +418,16 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=10.0,
         run=gpu_devices.probe,
         summary=gpu_devices.summary,
+    ),
+    ProbeSpec(
+        name="gpu.cdi",
+        level=Level.QUICK,
+        description=lazy("Container device specs (CDI) against the running driver and GPUs, and the NVIDIA container runtime's mode"),
+        reads=lazy("/etc/cdi/*.{yaml,json}, /var/run/cdi/*.{yaml,json}, /etc/nvidia-container-runtime/config.toml; gpu.inventory's driver and UUIDs (else NVML nvmlSystemGetDriverVersion, nvmlDeviceGetUUID)"),
+        timeout_s=10.0,
+        run=gpu_cdi.probe,
+        summary=gpu_cdi.summary,
+        after=("gpu.inventory",),  # the driver and UUIDs; read here when it did not end ok
     ),
     ProbeSpec(
         name="gpu.numa",

@@ -442,6 +442,16 @@ BUILDERS: dict[str, Builder] = {
              "same PCIe switch (the server's block diagram says which); until then, serve "
              "multi-node ranks from the GPUs with a NIC near."),
     ], Risk.DISRUPTIVE, lazy("Change the slot of the NIC or the GPU (hands on the machine)")),
+    # issue 32, gpu.cdi: the spec is regenerated where it lives, then the GPU containers restart
+    "cdi-spec-stale": manual([
+        lazy("Regenerate the spec the finding names for the running driver and GPUs: "
+             "`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` (or the finding's path); "
+             "`nvidia-ctk cdi list` must name the GPUs `nvidia-smi -L` lists."),
+        lazy("With NVIDIA Container Toolkit 1.18 or later, `sudo systemctl enable --now "
+             "nvidia-cdi-refresh.path nvidia-cdi-refresh.service` keeps /var/run/cdi/nvidia.yaml "
+             "current at every driver install; then delete a hand-made copy in /etc/cdi."),
+        lazy("Restart the GPU containers: those started before keep the old driver's files."),
+    ], Risk.RESTARTS_ENGINE, lazy("Regenerate the CDI spec")),
 }
 
 # Causes whose step is made from the scan alone, whatever the finding says (the governor of
