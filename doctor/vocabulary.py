@@ -120,6 +120,7 @@ CAUSES: tuple[str, ...] = (
     "collective-slow-host",
     # issue 32: the platforms engines run on (checks/gpu_cdi.toml)
     "cdi-spec-stale",
+    "unified-memory-overcommit",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -149,6 +150,8 @@ OWN_CAUSES: tuple[str, ...] = (
     "collective-slow-host",  # one host slow in every pair of a pairwise all-reduce
     # issue 32, gpu.cdi
     "cdi-spec-stale",  # a CDI spec naming another driver's files or GPUs NVML does not list
+    # issue 32, gpu.unified_memory
+    "unified-memory-overcommit",  # an engine's target over what a unified-memory host has left
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

@@ -44,6 +44,7 @@ from probes.gpu import (
     sharing as gpu_sharing,
     thermal_power as gpu_thermal_power,
     topology as gpu_topology,
+    unified_memory as gpu_unified_memory,
 )
 from probes.host import (
     cpu as host_cpu,
@@ -418,6 +419,16 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=10.0,
         run=gpu_devices.probe,
         summary=gpu_devices.summary,
+    ),
+    ProbeSpec(
+        name="gpu.unified_memory",
+        level=Level.QUICK,
+        description=lazy("On a GPU that shares the host's memory (GB10): each engine's memory target against MemAvailable"),
+        reads=lazy("gpu.memory's answers (else NVML nvmlDeviceGetMemoryInfo), /proc/meminfo, each vLLM or SGLang engine's command line, NVML nvmlDeviceGetName, GetComputeRunningProcesses, /proc/<pid>/stat"),
+        timeout_s=10.0,
+        run=gpu_unified_memory.probe,
+        summary=gpu_unified_memory.summary,
+        after=("gpu.memory",),  # which GPUs NVML answers not-supported for; asked here otherwise
     ),
     ProbeSpec(
         name="gpu.cdi",

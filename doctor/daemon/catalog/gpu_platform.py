@@ -1,5 +1,6 @@
 """The catalog rows of the platform probes of issue 32: gpu.cdi (probes/gpu/cdi.py), the
-container device specs against the running driver and GPUs."""
+container device specs against the running driver and GPUs, and gpu.unified_memory
+(probes/gpu/unified_memory.py), engines' memory targets on a GPU sharing the host's memory."""
 
 from __future__ import annotations
 
@@ -30,5 +31,29 @@ TABLES: tuple[Table, ...] = (
            "A GPU UUID or index the spec names that NVML does not list", "device"),
         unexported("specs.error", "a sentence for people: why the file is not a spec llm-doctor "
                    "reads; shown by the scan and kept in its JSON report"),
+    )),
+    Table("gpu.unified_memory", (
+        of("members", "unified_gpus", "gpu_unified_memory_gpu_info",
+           "A GPU whose memory NVML does not support: it allocates the host's (GB10)", "gpu"),
+        unexported("gpu_names", "gpu.inventory's name label on llm_doctor_gpu_info"),
+        unexported("mem_total_mib", "host.memory's llm_doctor_host_memory_total_bytes"),
+        unexported("mem_available_mib", "host.memory's llm_doctor_host_memory_available_bytes"),
+        missing("missing", "gpu_unified_memory_value_missing", "gpu.unified_memory"),
+        each("engines", L.fields("pid", "engine", "name")),
+        gauge("engines.memory_fraction", "gpu_unified_memory_engine_target_ratio",
+              "The engine's memory fraction (vLLM --gpu-memory-utilization, 0.9 by default; "
+              "SGLang --mem-fraction-static)"),
+        info("engines", "gpu_unified_memory_engine_target_info",
+             "Where the engine's memory fraction came from", source="fraction_source"),
+        gauge("engines.target_mib", "gpu_unified_memory_engine_target_bytes",
+              "The engine's memory target: its fraction of MemTotal", scale=1 << 20),
+        gauge("engines.held_mib", "gpu_unified_memory_engine_held_bytes",
+              "What NVML says the engine and its children hold", scale=1 << 20),
+        gauge("engines.room_mib", "gpu_unified_memory_engine_room_bytes",
+              "MemAvailable plus what the engine holds: what it can have", scale=1 << 20),
+        gauge("engines.left_mib", "gpu_unified_memory_engine_left_bytes",
+              "What the host keeps once the engine has its target (negative: over)", scale=1 << 20),
+        missing("engines.missing", "gpu_unified_memory_engine_value_missing",
+                "gpu.unified_memory's engines"),
     )),
 )
