@@ -76,3 +76,33 @@ def test_a_fraction_out_of_range_is_not_judged(tmp_path):
     cmdline.write_bytes(cmdline.read_bytes().replace(b"0.95", b"9.5"))
     (engine,) = unified_memory.probe(RecordedHost(root), QUICK).engines
     assert engine.target_mib is None and "not a fraction" in engine.missing["memory_fraction"]
+
+
+def _plan(evidence: dict):
+    from datetime import datetime, timezone
+
+    from doctor.fix.plan import build_plan
+    from tests.saved_scans import saved
+    finding = {"rule": "unified-memory-overcommit", "cause": "unified-memory-overcommit",
+               "key": "vllm", "title": "t", "severity": "critical", "evidence": evidence}
+    return build_plan(saved({"host": {"hostname": "h"}, "probes": [], "findings": [finding]}), "x",
+                      {}, datetime(2026, 12, 1, tzinfo=timezone.utc))
+
+
+@pytest.mark.parametrize("source,removed", [
+    ("--gpu-memory-utilization", ("--gpu-memory-utilization", "0.95")),
+    ("vLLM default", ("--gpu-memory-utilization",)),
+])
+def test_the_fix_plan_swaps_the_fraction_for_the_suggested_one(source, removed):
+    """The evidence of gb10-spark-vllm-095's finding (tests/rule_cases: suggested 0.86)."""
+    step, = _plan({"engine": "vllm pid 7310", "fraction": 0.95, "source": source,
+                   "suggested": "0.86"}).steps
+    assert (step.flags.remove, step.flags.add) == (removed, ("--gpu-memory-utilization", "0.86"))
+
+
+@pytest.mark.parametrize("suggested", ["0.01", "nan", "1e999", "x" * 40, None])
+def test_a_saved_scan_suggesting_no_usable_fraction_gets_no_step(suggested):
+    from doctor.fix.model import NoStep
+    plan = _plan({"engine": "vllm pid 7310", "fraction": 0.95, "suggested": suggested})
+    assert plan.steps == ()
+    assert [type(n) for n in plan.no_steps] == [NoStep]
