@@ -135,3 +135,13 @@ def test_an_amd_spec_is_not_judged_against_nvml(tmp_path):
 def test_spec_error_is_a_value_error():
     with pytest.raises(SpecError):
         parse("kind: *x\n")
+
+
+@pytest.mark.parametrize("names,uuids,count,unknown", [
+    (("0", "gpu1", "all"), ("GPU-a",), 1, ("gpu1",)),  # index and type-index names past the count
+    (("GPU-A", "GPU-b"), ("GPU-a",), 1, ("GPU-b",)),  # UUIDs compared without case
+    (("GPU-b", "3"), (), None, ()),  # NVML gave neither UUIDs nor a count: not judged
+    (("MIG-1f2e", "0:1", "all"), ("GPU-a",), 1, ()),  # MIG devices are not judged
+])
+def test_device_names_nvml_does_not_list(names, uuids, count, unknown):
+    assert cdi._unknown(names, uuids, count) == unknown

@@ -93,7 +93,8 @@ def _unknown(names: tuple[str, ...], uuids: tuple[str, ...], count: int | None) 
     for name in names:
         if name.startswith("GPU-") and uuids and name.lower() not in known:
             out.append(name)
-        elif name.isdigit() and count is not None and int(name) >= count:
+        # "0" (nvidia-ctk's default name), "gpu0" (--device-name-strategy=type-index)
+        elif (index := name.removeprefix("gpu")).isdigit() and count is not None and int(index) >= count:
             out.append(name)
     return tuple(out)
 
