@@ -127,6 +127,9 @@ CAUSES: tuple[str, ...] = (
     "decode-below-ceiling",
     "ttft-queue-dominated",
     "ttft-prefill-dominated",
+    # issue 32: the platforms engines run on (checks/gpu_cdi.toml)
+    "cdi-spec-stale",
+    "unified-memory-overcommit",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -163,6 +166,10 @@ OWN_CAUSES: tuple[str, ...] = (
     "decode-below-ceiling",  # decode under half that ceiling: something else sets the pace
     "ttft-queue-dominated",  # most of the time to first token waiting in the engine's queue
     "ttft-prefill-dominated",  # most of it computing the prompt
+    # issue 32, gpu.cdi
+    "cdi-spec-stale",  # a CDI spec naming another driver's files or GPUs NVML does not list
+    # issue 32, gpu.unified_memory
+    "unified-memory-overcommit",  # an engine's target over what a unified-memory host has left
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

@@ -32,6 +32,7 @@ from probes.engine import (
 )
 from probes.gpu import (
     bandwidth as gpu_bandwidth,
+    cdi as gpu_cdi,
     collective as gpu_collective,
     devices as gpu_devices,
     errors as gpu_errors,
@@ -46,6 +47,7 @@ from probes.gpu import (
     sharing as gpu_sharing,
     thermal_power as gpu_thermal_power,
     topology as gpu_topology,
+    unified_memory as gpu_unified_memory,
 )
 from probes.host import (
     cpu as host_cpu,
@@ -430,6 +432,26 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=10.0,
         run=gpu_devices.probe,
         summary=gpu_devices.summary,
+    ),
+    ProbeSpec(
+        name="gpu.unified_memory",
+        level=Level.QUICK,
+        description=lazy("On a GPU that shares the host's memory (GB10): each engine's memory target against MemAvailable"),
+        reads=lazy("gpu.memory's answers (else NVML nvmlDeviceGetMemoryInfo), /proc/meminfo, each vLLM or SGLang engine's command line, NVML nvmlDeviceGetName, GetComputeRunningProcesses, /proc/<pid>/stat"),
+        timeout_s=10.0,
+        run=gpu_unified_memory.probe,
+        summary=gpu_unified_memory.summary,
+        after=("gpu.memory",),  # which GPUs NVML answers not-supported for; asked here otherwise
+    ),
+    ProbeSpec(
+        name="gpu.cdi",
+        level=Level.QUICK,
+        description=lazy("Container device specs (CDI) against the running driver and GPUs, and the NVIDIA container runtime's mode"),
+        reads=lazy("/etc/cdi/*.{yaml,json}, /var/run/cdi/*.{yaml,json}, /etc/nvidia-container-runtime/config.toml; gpu.inventory's driver and UUIDs (else NVML nvmlSystemGetDriverVersion, nvmlDeviceGetUUID)"),
+        timeout_s=10.0,
+        run=gpu_cdi.probe,
+        summary=gpu_cdi.summary,
+        after=("gpu.inventory",),  # the driver and UUIDs; read here when it did not end ok
     ),
     ProbeSpec(
         name="gpu.numa",

@@ -332,6 +332,31 @@ def engine_flag(finding: SavedFinding, scan: Scan, date: str) -> Built:
                            "in {where}, then restart the engine when traffic allows.", where=where),))
 
 
+def unified_fraction(finding: SavedFinding, scan: Scan, date: str) -> Built:
+    """The fraction unified-memory-overcommit suggests (the host's room less its reserve,
+    over MemTotal), in place of the engine's: a flag change, as for gpu-memory-no-headroom."""
+    engine, where = _engine_where(scan, finding)
+    flag = "--mem-fraction-static" if engine.startswith("sglang") else "--gpu-memory-utilization"
+    seen, wanted = finding.evidence.get("fraction"), finding.evidence.get("suggested")
+    try:
+        value = float(wanted) if isinstance(wanted, str) and len(wanted) < 12 else math.nan
+    except ValueError:
+        value = math.nan
+    if not 0.05 <= value <= 0.95:  # also refuses NaN: a saved scan may say anything
+        return t("no fraction to suggest: the host has too little memory available for the engine")
+    valid = isinstance(seen, (int, float)) and not isinstance(seen, bool) and 0 < seen <= 1
+    given = valid and finding.evidence.get("source") != "vLLM default"
+    remove = (flag, f"{seen:g}") if given else (flag,)
+    return _step(finding, Kind.ENGINE_FLAG, Risk.RESTARTS_ENGINE,
+                 t("{flag} {value}: leave the host its memory", flag=flag, value=f"{value:g}"),
+                 check=t("the engine's argv (`tr '\\0' ' ' < /proc/PID/cmdline`)"),
+                 verify=t("after the engine's restart a scan of gpu.unified_memory no longer raises the finding"),
+                 revert=t("put the removed flags back and restart the engine"),
+                 flags=FlagDiff(engine, remove, (flag, f"{value:g}"), where),
+                 manual=(t("llm-doctor edits no engine flag and restarts nothing: make the change "
+                           "in {where}, then restart the engine when traffic allows.", where=where),))
+
+
 def dev_char(finding: SavedFinding, scan: Scan, date: str) -> Built:
     if finding.rule != "gpu-dev-char-links-missing":
         return t("the engine lost its GPUs inside its container: restart the container after "
@@ -442,6 +467,17 @@ BUILDERS: dict[str, Builder] = {
              "same PCIe switch (the server's block diagram says which); until then, serve "
              "multi-node ranks from the GPUs with a NIC near."),
     ], Risk.DISRUPTIVE, lazy("Change the slot of the NIC or the GPU (hands on the machine)")),
+    # issue 32, gpu.cdi: the spec is regenerated where it lives, then the GPU containers restart
+    "unified-memory-overcommit": unified_fraction,
+    "cdi-spec-stale": manual([
+        lazy("Regenerate the spec the finding names for the running driver and GPUs: "
+             "`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` (or the finding's path); "
+             "`nvidia-ctk cdi list` must name the GPUs `nvidia-smi -L` lists."),
+        lazy("With NVIDIA Container Toolkit 1.18 or later, `sudo systemctl enable --now "
+             "nvidia-cdi-refresh.path nvidia-cdi-refresh.service` keeps /var/run/cdi/nvidia.yaml "
+             "current at every driver install; then delete a hand-made copy in /etc/cdi."),
+        lazy("Restart the GPU containers: those started before keep the old driver's files."),
+    ], Risk.RESTARTS_ENGINE, lazy("Regenerate the CDI spec")),
 }
 
 # Causes whose step is made from the scan alone, whatever the finding says (the governor of

@@ -1,0 +1,194 @@
+"""gpu.cdi: the container device specs (CDI) against the GPUs and the driver NVML sees.
+
+Source: the CDI spec files in ``/etc/cdi`` and ``/var/run/cdi`` (``*.yaml``, ``*.yml``,
+``*.json``; at most MAX_SPECS files of at most 1 MiB, read by probes/helpers/cdi_spec.py),
+and the NVIDIA Container Toolkit's ``/etc/nvidia-container-runtime/config.toml`` (its
+``[nvidia-container-runtime] mode``: legacy, cdi, csv or auto; the toolkit's default is auto,
+which picks cdi for a CDI device request). The GPUs and the driver are gpu.inventory's
+record (``after``), else NVML here: ``nvmlSystemGetDriverVersion``, ``nvmlDeviceGetUUID``.
+
+A spec is generated once (``nvidia-ctk cdi generate``) and names the driver's files by
+version (``libcuda.so.570.133.20``) and the GPUs by index and UUID. A driver upgraded after
+it leaves those files gone: a container asking for ``nvidia.com/gpu=all`` fails to start
+("error running hook … no such file or directory") or starts without the GPU. A GPU replaced
+leaves its UUID in the spec and the new one out ("unresolvable CDI devices"). Only specs of
+an ``nvidia.com`` kind are judged against NVML; MIG devices (``MIG-…``, ``0:1``) are not
+(gpu.inventory does not list MIG UUIDs). Root is not needed: the files are world-readable.
+Manual equivalent: ``nvidia-ctk cdi list``, ``grep -h 'libcuda.so\\.' /etc/cdi/*.yaml
+/var/run/cdi/*.yaml``, ``nvidia-smi -L``, ``nvidia-ctk config | grep mode``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from doctor._toml import tomllib
+from doctor.i18n import t
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host, HostReadError
+from doctor.tomlfile import check_shape
+from probes.helpers.cdi_spec import MAX_SPEC_BYTES, CdiSpec, SpecError, driver_versions, parse
+from probes.helpers.gpu_common import Reader, reason_of
+
+SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")  # the CDI specification's default directories
+SUFFIXES = (".yaml", ".yml", ".json")
+MAX_SPECS = 16  # nvidia-ctk writes one or two; more is not a host llm-doctor judges file by file
+RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+MAX_GPUS = 64
+INVENTORY = "gpu.inventory"
+
+
+@runtime_checkable
+class InventoryShape(Protocol):
+    """What is read of gpu.inventory's record (probes/gpu/inventory.py)."""
+
+    driver_version: str | None
+    gpus: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class CdiSpecFile:
+    path: str  # /etc/cdi/nvidia.yaml
+    kind: str | None  # "nvidia.com/gpu"
+    cdi_version: str | None
+    device_names: tuple[str, ...]
+    driver_version: str | None  # the version its libcuda.so.<v> (else libnvidia-ml, else hook) names
+    driver_source: str | None  # "libcuda", "libnvidia-ml" or "hook": which file said it
+    # the spec's driver is not the one running (None: not an nvidia.com spec, or either unknown)
+    driver_stale: bool | None
+    unknown_devices: tuple[str, ...]  # GPU UUIDs and indexes NVML does not list
+    error: str | None  # why the file could not be read as a spec; None when it was
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCdiRecord:
+    specs: tuple[CdiSpecFile, ...]
+    runtime_mode: str | None  # config.toml [nvidia-container-runtime] mode; "auto" when unset
+    driver_version: str | None  # nvmlSystemGetDriverVersion: "570.133.20"
+    gpu_uuids: tuple[str, ...]  # nvmlDeviceGetUUID of each GPU, in NVML's order
+    gpu_count: int | None
+    stale_specs: int  # specs whose driver or devices are not this host's
+    missing: dict[str, str]
+
+
+def _nvml(host: Host, inputs: Inputs) -> tuple[str | None, tuple[str, ...], int | None, dict]:
+    """The running driver's version, the GPUs' UUIDs and their count; the reasons for absence."""
+    record = inputs.get(INVENTORY, InventoryShape)  # type: ignore[type-abstract]
+    if record is not None:
+        uuids = tuple(g.uuid for g in record.gpus[:MAX_GPUS] if isinstance(getattr(g, "uuid", None), str))
+        why = {} if record.driver_version else {"driver_version": "not read by gpu.inventory"}
+        return record.driver_version, uuids, len(record.gpus), why
+    r = Reader(host)
+    driver = r.text("driver_version", "nvmlSystemGetDriverVersion")
+    count = r.integer("gpu_count", "nvmlDeviceGetCount")
+    found = [r.text("gpu_uuids", "nvmlDeviceGetUUID", i) for i in range(min(count or 0, MAX_GPUS))]
+    return driver, tuple(u for u in found if u), count, r.missing
+
+
+def _unknown(names: tuple[str, ...], uuids: tuple[str, ...], count: int | None) -> tuple[str, ...]:
+    known = {u.lower() for u in uuids}
+    out = []
+    for name in names:
+        if name.startswith("GPU-") and uuids and name.lower() not in known:
+            out.append(name)
+        # "0" (nvidia-ctk's default name), "gpu0" (--device-name-strategy=type-index)
+        elif (index := name.removeprefix("gpu")).isdigit() and count is not None and int(index) >= count:
+            out.append(name)
+    return tuple(out)
+
+
+def _spec_file(path: str, text: str | None, error: str | None, nvml: tuple) -> CdiSpecFile:
+    driver, uuids, count, _ = nvml
+    spec: CdiSpec | None = None
+    if text is not None:
+        try:
+            spec = parse(text)
+        except SpecError as exc:
+            error = str(exc)
+    if spec is None:
+        return CdiSpecFile(path, None, None, (), None, None, None, (), error)
+    versions = driver_versions(spec)
+    source = next((k for k in ("libcuda", "libnvidia-ml", "hook") if k in versions), None)
+    version = versions.get(source) if source else None
+    # nvidia.com/gpu, and management.nvidia.com/gpu (nvidia-ctk --mode=management)
+    nvidia = spec.kind is not None and spec.kind.split("/")[0].endswith("nvidia.com")
+    stale = None if not (nvidia and version and driver) else version != driver
+    return CdiSpecFile(path=path, kind=spec.kind, cdi_version=spec.cdi_version,
+                       device_names=spec.device_names, driver_version=version,
+                       driver_source=source, driver_stale=stale,
+                       unknown_devices=_unknown(spec.device_names, uuids, count) if nvidia else (),
+                       error=None)
+
+
+def _spec_paths(host: Host, missing: dict[str, str]) -> list[tuple[str, int]]:
+    found: list[tuple[str, int]] = []
+    for directory in SPEC_DIRS:
+        try:
+            files = host.list_files(directory)
+        except HostReadError as exc:
+            if reason_of(exc) != "not-found":
+                missing[directory] = reason_of(exc)
+            continue
+        found += [(f"{directory}/{name}", size) for name, size in sorted(files.items())
+                  if name.endswith(SUFFIXES) and not name.startswith(".")]
+    if len(found) > MAX_SPECS:
+        missing["specs"] = f"{len(found)} spec files; the first {MAX_SPECS} read"
+    return found[:MAX_SPECS]
+
+
+def runtime_mode(host: Host, missing: dict[str, str]) -> str | None:
+    """``mode`` of the toolkit's config; "auto" (its default) when the file leaves it out."""
+    try:
+        text = host.read_text(RUNTIME_CONFIG)
+    except HostReadError as exc:
+        missing["runtime_mode"] = reason_of(exc)
+        return None
+    problem = check_shape(text)
+    try:
+        if problem:
+            raise ValueError(problem[1])
+        doc = tomllib.loads(text)
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+        missing["runtime_mode"] = f"{RUNTIME_CONFIG}: not TOML: {str(exc)[:120]}"
+        return None
+    table = doc.get("nvidia-container-runtime", {})
+    mode = table.get("mode", "auto") if isinstance(table, dict) else None
+    if not isinstance(mode, str):
+        missing["runtime_mode"] = f"{RUNTIME_CONFIG}: [nvidia-container-runtime] mode is not a string"
+        return None
+    return mode[:40]
+
+
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> GpuCdiRecord:
+    missing: dict[str, str] = {}
+    paths = _spec_paths(host, missing)
+    mode = runtime_mode(host, missing)
+    if not paths and mode is None and not any(d in missing for d in SPEC_DIRS):
+        raise Skip(t("no CDI spec in /etc/cdi or /var/run/cdi and no NVIDIA Container Toolkit config"))
+    nvml = _nvml(host, inputs)
+    missing.update(nvml[3])
+    specs = []
+    for path, size in paths:
+        text, error = None, None
+        if size > MAX_SPEC_BYTES:
+            error = f"{size} bytes, over the {MAX_SPEC_BYTES >> 10} KiB a spec is read to"
+        else:
+            try:
+                text = host.read_text(path)
+            except HostReadError as exc:
+                error = reason_of(exc)
+        specs.append(_spec_file(path, text, error, nvml))
+    return GpuCdiRecord(specs=tuple(specs), runtime_mode=mode, driver_version=nvml[0],
+                        gpu_uuids=nvml[1], gpu_count=nvml[2],
+                        stale_specs=sum(1 for s in specs if s.driver_stale or s.unknown_devices),
+                        missing=missing)
+
+
+def summary(record: GpuCdiRecord) -> str:
+    mode = record.runtime_mode or "?"
+    if not record.specs:
+        return t("no CDI spec; container runtime mode {mode}", mode=mode)
+    return t("{n} CDI spec(s), {stale} stale; container runtime mode {mode}",
+             n=len(record.specs), stale=record.stale_specs, mode=mode)
