@@ -118,6 +118,10 @@ CAUSES: tuple[str, ...] = (
     "network-mtu-mismatch",
     "collective-bandwidth-low",
     "collective-slow-host",
+    # issue 32 item 6, engine.cache (checks/engine_cache.toml)
+    "engine-cache-ephemeral",
+    "engine-cache-disk-full",
+    "hf-offline-unset",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -145,6 +149,10 @@ OWN_CAUSES: tuple[str, ...] = (
     "network-mtu-mismatch",  # the ranks' interfaces on one path disagree on the MTU
     "collective-bandwidth-low",  # NCCL's busbw across hosts under half the path's line rate
     "collective-slow-host",  # one host slow in every pair of a pairwise all-reduce
+    # issue 32 item 6, engine.cache
+    "engine-cache-ephemeral",  # a model or compile cache on tmpfs, an emptyDir or a container's overlay
+    "engine-cache-disk-full",  # a model or compile cache's filesystem nearly full
+    "hf-offline-unset",  # a hub model cached locally, HF_HUB_OFFLINE unset: a restart asks the hub
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

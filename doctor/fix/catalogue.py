@@ -500,6 +500,10 @@ NO_STEP: dict[str, str] = {
     "network-mtu-mismatch": lazy("the MTU must match the switches and every host of the path: a network change to plan"),
     "collective-bandwidth-low": lazy("the path's cause is named by the scan's other findings, each with its own step"),
     "collective-slow-host": lazy("draining a host from the group is the scheduler's decision, by hand"),
+    # issue 32 item 6: where an engine's caches live is its deployment's (volumes, environment)
+    "engine-cache-ephemeral": lazy("a persistent volume for the engine's cache and its variable: a deployment change to review"),
+    "engine-cache-disk-full": lazy("which cached models or compile artefacts may go is the owner's call: the playbook says how to list them"),
+    "hf-offline-unset": lazy("HF_HUB_OFFLINE=1 in the engine's environment, set at its next planned restart"),
 }
 
 
