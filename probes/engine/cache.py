@@ -127,9 +127,9 @@ def _engine(host: Host, e: Engine) -> tuple[list[C.CacheDir], EngineStart]:
     args = argv_of(host, pid)
     no_home = f"no home directory for the default: {home_why}"
     download = flag(args, "--download-dir") if e.kind == "vllm" else None
-    if download:
-        model_path, by = download, "--download-dir"
-    else:
+    model_path: str | None = download
+    by = "--download-dir"
+    if not download:
         model_path, by = C.hub_cache(env, home)
     model = C.place(host, pid, table, table_why, label, "model",
                     "download-dir" if download else "hf-hub", model_path, by, no_home)
