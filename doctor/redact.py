@@ -471,7 +471,7 @@ KEPT_ENV = frozenset({"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE",
                       "OLLAMA_HOST"}) | frozenset({
     # where an engine keeps its model and compile caches (probes/engine/cache.py): paths
     # and a switch, no secret; HOME and USER give the defaults (~/.cache, /tmp/torchinductor_<user>)
-    "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRITON_CACHE_DIR",
+    "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TRITON_CACHE_DIR",
     "TRITON_HOME", "TORCHINDUCTOR_CACHE_DIR", "HOME", "USER"})
 
 

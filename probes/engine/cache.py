@@ -13,8 +13,8 @@ Sources, per vLLM, SGLang or TGI engine found with a pid:
   user);
 * the model the engine was started with (``vllm serve ID``, ``--model``, ``--model-path``,
   ``--model-id``): when it is a hub id, whether the model cache holds a snapshot of it
-  (``models--ORG--NAME/snapshots/*``), and ``HF_HUB_OFFLINE`` (huggingface_hub's own test:
-  1, ON, YES, TRUE): unset, a restart asks the hub first, and waits on it where the hub is
+  (``models--ORG--NAME/snapshots/*``), and ``HF_HUB_OFFLINE`` (else ``TRANSFORMERS_OFFLINE``;
+  huggingface_hub's own test: 1, ON, YES, TRUE): unset, a restart asks the hub first, and waits on it where the hub is
   slow or out of reach;
 * vLLM's own phase lines in what it printed (probes/helpers/engine_output.py and
   engine_phases.py): weights load, torch.compile (and whether its graphs came from the
@@ -153,7 +153,8 @@ def _start(host: Host, e: Engine, env: C.Env, model: str | None, model_cache: st
         missing["model_cached"] = "not started with a hub id" if model else "no model on its command line"
     elif why:
         missing["model_cached"] = why
-    offline_value = env.get("HF_HUB_OFFLINE")
+    # huggingface_hub's constants.py reads TRANSFORMERS_OFFLINE where HF_HUB_OFFLINE is unset
+    offline_value = env.get("HF_HUB_OFFLINE") or env.get("TRANSFORMERS_OFFLINE")
     offline = None if env.refused else C.is_true(offline_value)
     if env.refused:
         missing["hf_hub_offline"] = f"/proc/{pid}/environ: {env.refused}"
