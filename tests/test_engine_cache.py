@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,10 @@ from doctor.model import Level, ScanOptions
 from doctor.scan import scan
 from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost
+from probes.engine import cache as cache_probe
 from probes.engine.cache import hub_id, model_arg
 from probes.helpers import cache_dirs as C
+from probes.helpers.engine_flags import blank
 from probes.helpers.engine_phases import parse
 from probes.registry import PROBES
 from tests.builtin_rules import builtin_rules
@@ -139,7 +142,7 @@ def test_the_mount_that_holds_a_path_and_whether_it_survives(path, kind):
     ("vllm", ["vllm", "serve", "/models/llama-3-8b"], None),
     ("vllm", ["vllm", "serve", "../etc/passwd"], None),
     ("tgi", ["text-generation-launcher", "--model-id", "a--b/c"], None)])
-def test_a_hub_id_is_told_from_a_local_path(tmp_path, kind, argv, repo):
+def test_a_hub_id_is_told_from_a_local_path(kind, argv, repo):
     # cwd unreadable on the live host for pid 0: no local folder of that name is found
     assert hub_id(LiveHost(), 0, model_arg(kind, argv)) == repo
 
@@ -177,3 +180,14 @@ def test_a_real_process_with_hf_home_on_a_tmpfs_in_its_own_mount_namespace(tmp_p
     finally:
         proc.kill()
         proc.wait(timeout=5)
+
+
+@pytest.mark.parametrize("kind, argv, eager, compiles", [
+    ("vllm", ["vllm", "serve", "m"], None, True),
+    ("vllm", ["vllm", "serve", "m", "--enforce-eager"], True, False),
+    ("sglang", ["python", "-m", "sglang.launch_server", "--model-path", "m"], None, False),
+    ("sglang", ["python", "-m", "sglang.launch_server", "--enable-torch-compile"], None, True),
+    ("tgi", ["text-generation-launcher", "--model-id", "m"], None, False)])
+def test_only_an_engine_that_compiles_at_start_has_its_compile_caches_judged(kind, argv, eager, compiles):
+    engine = replace(blank("http://127.0.0.1:8000"), kind=kind, pid=1, enforce_eager=eager)
+    assert cache_probe.compiles(engine, argv) is compiles

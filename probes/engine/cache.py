@@ -5,8 +5,9 @@ Sources, per vLLM, SGLang or TGI engine found with a pid:
 
 * the caches (probes/helpers/cache_dirs.py): the Hugging Face hub cache (``HF_HUB_CACHE``,
   ``HF_HOME``, or the default under the engine user's ``~/.cache``) or vLLM's
-  ``--download-dir``; vLLM's torch.compile cache (``VLLM_CACHE_ROOT``), Triton's
-  (``TRITON_CACHE_DIR``) and Inductor's (``TORCHINDUCTOR_CACHE_DIR``), from
+  ``--download-dir``; vLLM's torch.compile cache (``VLLM_CACHE_ROOT``; none with
+  ``--enforce-eager``), and SGLang's Triton (``TRITON_CACHE_DIR``) and Inductor
+  (``TORCHINDUCTOR_CACHE_DIR``) caches where it runs ``--enable-torch-compile``, from
   ``/proc/<pid>/environ`` and ``/proc/<pid>/cmdline``; each placed on its mount in the
   engine's ``/proc/<pid>/mountinfo`` (tmpfs, a Kubernetes emptyDir or a container's overlay
   root do not survive a restart) and measured by ``statvfs`` (bytes free to the engine's
@@ -134,13 +135,22 @@ def _engine(host: Host, e: Engine) -> tuple[list[C.CacheDir], EngineStart]:
     model = C.place(host, pid, table, table_why, label, "model",
                     "download-dir" if download else "hf-hub", model_path, by, no_home)
     caches = [model]
-    if e.kind in C.COMPILE_KINDS:
+    if compiles(e, args):
         user = C.user_of(host, pid, env)
         for name, path, set_by in C.compile_caches(e.kind, env, home, user):
             caches.append(C.place(host, pid, table, table_why, label, "compile", name, path,
                                   set_by, no_home if name != "inductor" else "no user name for /tmp/torchinductor_<user>"))
     start = _start(host, e, env, model_arg(e.kind, args), model.path)
     return _with_costs(caches, start), start
+
+
+def compiles(e: Engine, args: list[str]) -> bool:
+    """Whether the engine compiles at start: vLLM unless ``--enforce-eager`` (torch.compile
+    and CUDA graphs off); SGLang only with ``--enable-torch-compile`` (its default runs no
+    torch.compile, and its few Triton kernels build in seconds)."""
+    if e.kind == "vllm":
+        return not e.enforce_eager and "--enforce-eager" not in args
+    return e.kind == "sglang" and "--enable-torch-compile" in args
 
 
 def _start(host: Host, e: Engine, env: C.Env, model: str | None, model_cache: str | None) -> EngineStart:

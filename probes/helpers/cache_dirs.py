@@ -35,9 +35,8 @@ from probes.helpers.process_env import env_value, real_uid
 
 EMPTY_DIR = "kubernetes.io~empty-dir"
 MAX_UP = 32  # folders climbed from a cache path to one that exists
-# kind -> what a cache of that role holds; the engines whose caches are read
+# the engines whose caches are read (their compile caches: probes/engine/cache.py compiles())
 MODEL_KINDS = ("vllm", "sglang", "tgi")
-COMPILE_KINDS = ("vllm", "sglang")
 
 
 @dataclass(frozen=True, slots=True)
