@@ -468,7 +468,11 @@ KEPT_ENV = frozenset({"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE",
                       "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME",
                       "OLLAMA_NUM_PARALLEL", "OLLAMA_CONTEXT_LENGTH", "OLLAMA_KEEP_ALIVE",
                       "OLLAMA_MAX_LOADED_MODELS", "OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE",
-                      "OLLAMA_HOST"})
+                      "OLLAMA_HOST"}) | frozenset({
+    # where an engine keeps its model and compile caches (probes/engine/cache.py): paths
+    # and a switch, no secret; HOME and USER give the defaults (~/.cache, /tmp/torchinductor_<user>)
+    "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TRITON_CACHE_DIR",
+    "TRITON_HOME", "TORCHINDUCTOR_CACHE_DIR", "HOME", "USER"})
 
 
 def redact_environ(text: str) -> str:

@@ -130,6 +130,10 @@ CAUSES: tuple[str, ...] = (
     # issue 32: the platforms engines run on (checks/gpu_cdi.toml)
     "cdi-spec-stale",
     "unified-memory-overcommit",
+    # issue 32 item 6, engine.cache (checks/engine_cache.toml)
+    "engine-cache-ephemeral",
+    "engine-cache-disk-full",
+    "hf-offline-unset",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -170,6 +174,10 @@ OWN_CAUSES: tuple[str, ...] = (
     "cdi-spec-stale",  # a CDI spec naming another driver's files or GPUs NVML does not list
     # issue 32, gpu.unified_memory
     "unified-memory-overcommit",  # an engine's target over what a unified-memory host has left
+    # issue 32 item 6, engine.cache
+    "engine-cache-ephemeral",  # a model or compile cache on tmpfs, an emptyDir or a container's overlay
+    "engine-cache-disk-full",  # a model or compile cache's filesystem nearly full
+    "hf-offline-unset",  # a hub model cached locally, HF_HUB_OFFLINE unset: a restart asks the hub
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

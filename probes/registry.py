@@ -10,6 +10,7 @@ from __future__ import annotations
 from doctor.i18n import lazy
 from doctor.model import Level, ProbeSpec
 from probes.engine import (
+    cache as engine_cache,
     capacity as engine_capacity,
     container as engine_container,
     discovery as engine_discovery,
@@ -479,6 +480,16 @@ PROBES: tuple[ProbeSpec, ...] = (
         # before it (the exclusive ones run after the rest, in this order, and the daemon
         # runs them one at a time); it measures nothing itself
         exclusive=True,
+    ),
+    ProbeSpec(
+        name="engine.cache",
+        level=Level.QUICK,
+        description=lazy("Each vLLM/SGLang/TGI engine's model and compile caches (Hugging Face hub, --download-dir, vLLM torch.compile, Triton, Inductor): on a filesystem lost at a restart or short of space; HF_HUB_OFFLINE against a cached model; the start's phases from vLLM's log"),
+        reads=lazy("/proc/<pid>/environ (HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE, VLLM_CACHE_ROOT, TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, XDG_CACHE_HOME, HOME, USER only), cmdline, mountinfo, cwd, fd/1 and fd/2 (a log file's first and last MiB) or the service's journal; statvfs /proc/<pid>/root<cache>; the hub cache's snapshots folder; /etc/passwd"),
+        timeout_s=15.0,
+        run=engine_cache.probe,
+        summary=engine_cache.summary,
+        needs=("engine.discovery",),
     ),
     ProbeSpec(
         name="engine.quant",

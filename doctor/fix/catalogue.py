@@ -540,6 +540,10 @@ NO_STEP: dict[str, str] = {
     "spec-decode-low-acceptance": _ENGINE,
     "lora-adapter-thrash": _ENGINE,
     "structured-output-bottleneck": _ENGINE,
+    # issue 32 item 6: where an engine's caches live is its deployment's (volumes, environment)
+    "engine-cache-ephemeral": lazy("a persistent volume for the engine's cache and its variable: a deployment change to review"),
+    "engine-cache-disk-full": lazy("which cached models or compile artefacts may go is the owner's call: the playbook says how to list them"),
+    "hf-offline-unset": lazy("HF_HUB_OFFLINE=1 in the engine's environment, set at its next planned restart"),
 }
 
 
