@@ -134,7 +134,8 @@ def test_bios_kernel_and_hands_on_causes_are_checklists(host, rule):
 def test_findings_without_a_step_say_why():
     plan = _plan("vllm-v1-kv-pressure")
     assert plan.steps == ()
-    assert sorted(n.rule for n in plan.no_steps) == ["engine-preemption", "kv-cache-pressure"]
+    assert sorted(n.rule for n in plan.no_steps) == ["engine-preemption", "kv-cache-pressure",
+                                                     "ttft-queue-dominated"]
     assert all(n.why for n in plan.no_steps)
 
 

@@ -540,6 +540,11 @@ NO_STEP: dict[str, str] = {
     "spec-decode-low-acceptance": _ENGINE,
     "lora-adapter-thrash": _ENGINE,
     "structured-output-bottleneck": _ENGINE,
+    # issue 31, engine.roofline: explanations and pointers, not settings a script may change
+    "decode-at-bandwidth-limit": lazy("an explanation, not a fault: quantisation, speculative decoding or faster memory are deployment choices"),
+    "decode-below-ceiling": lazy("the step is the cause's: contention, throttling, offload or the thread count, each its own finding"),
+    "ttft-queue-dominated": lazy("capacity (replicas, --max-num-seqs) is a sizing decision: the playbook says how to size it"),
+    "ttft-prefill-dominated": lazy("prompt length and prefix caching are the application's and the deployment's: the playbook says what to measure"),
     # issue 32 item 6: where an engine's caches live is its deployment's (volumes, environment)
     "engine-cache-ephemeral": lazy("a persistent volume for the engine's cache and its variable: a deployment change to review"),
     "engine-cache-disk-full": lazy("which cached models or compile artefacts may go is the owner's call: the playbook says how to list them"),
