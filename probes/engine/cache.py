@@ -126,7 +126,7 @@ def _engine(host: Host, e: Engine) -> tuple[list[C.CacheDir], EngineStart]:
         home, home_why = home_of(host, pid)
     table, table_why = C.mount_table(host, pid)
     args = argv_of(host, pid)
-    no_home = f"no home directory for the default: {home_why}"
+    no_home = t("no home directory for the default: {why}", why=home_why)
     download = flag(args, "--download-dir") if e.kind == "vllm" else None
     model_path: str | None = download
     by = "--download-dir"
@@ -160,7 +160,8 @@ def _start(host: Host, e: Engine, env: C.Env, model: str | None, model_cache: st
     repo = hub_id(host, pid, model)
     is_cached, why = cached(host, pid, model_cache, repo) if repo else (None, None)
     if repo is None:
-        missing["model_cached"] = "not started with a hub id" if model else "no model on its command line"
+        missing["model_cached"] = (t("not started with a hub id") if model
+                                   else t("no model on its command line"))
     elif why:
         missing["model_cached"] = why
     # huggingface_hub's constants.py reads TRANSFORMERS_OFFLINE where HF_HUB_OFFLINE is unset
@@ -225,5 +226,5 @@ def summary(record: CacheRecord) -> str:
                 else t("kept") if c.persistent else t("mount not read"))
         if c.free_bytes is not None:
             kept += t(", {gib} GiB free", gib=f"{c.free_bytes / (1 << 30):.1f}")
-        parts.append(f"{c.name} {where}: {kept}")
+        parts.append(t("{name} {where}: {kept}", name=c.name, where=where, kept=kept))
     return t("; ").join(parts + list(record.not_read))

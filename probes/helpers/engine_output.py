@@ -16,6 +16,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
+from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError
 from probes.helpers.engine_journal import journal, started_at, unit_of
 from probes.helpers.gpu_common import reason_of
@@ -81,16 +82,16 @@ def output_of(host: Host, pid: int) -> Output:
         at = f"/proc/{pid}/root{path}"
         size = _size(host, at)
         if size is None:
-            why.append(f"{stream} {path}: not a regular file that can be listed")
+            why.append(t("{stream} {path}: not a regular file that can be listed", stream=stream, path=path))
             continue
         try:
             return Output(f"{stream} {path}", tuple(head_and_tail(host, at, size)), None)
         except HostReadError as exc:
-            why.append(f"{stream} {path}: {reason_of(exc)}")
+            why.append(t("{stream} {path}: {why}", stream=stream, path=path, why=reason_of(exc)))
     unit, no_unit = unit_of(host, pid)
     if unit is None:
-        return Output(None, (), "; ".join(why + [f"stdout and stderr are not files; {no_unit}"]))
+        return Output(None, (), t("; ").join(why + [t("stdout and stderr are not files; {why}", why=no_unit)]))
     lines, _, _, failed = journal(host, unit, started_at(host, pid))
     if failed is not None:
-        return Output(None, (), "; ".join(why + [failed]))
+        return Output(None, (), t("; ").join(why + [failed]))
     return Output(f"journalctl --unit={unit}", tuple(line[:MAX_LINE_CHARS] for line in lines[:MAX_LINES]), None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from doctor.i18n import t
 from doctor.seam.host import Host, HostReadError
 from probes.helpers.gpu_common import reason_of
 
@@ -55,7 +56,7 @@ def home_of(host: Host, pid: int) -> tuple[str | None, str | None]:
     """The home directory of the user running ``pid``, or None and why."""
     uid = real_uid(host, pid)
     if uid is None:
-        return None, f"no Uid in /proc/{pid}/status"
+        return None, t("no Uid in /proc/{pid}/status", pid=pid)
     try:
         passwd = host.read_text("/etc/passwd")
     except HostReadError as exc:
@@ -64,5 +65,5 @@ def home_of(host: Host, pid: int) -> tuple[str | None, str | None]:
         fields = line.split(":")
         if len(fields) >= 7 and fields[2] == str(uid):
             home = fields[5]
-            return (home, None) if home.startswith("/") else (None, f"uid {uid}'s home {home!r} is not a path")
-    return None, f"uid {uid} not in /etc/passwd"
+            return (home, None) if home.startswith("/") else (None, t("uid {uid}'s home {home} is not a path", uid=uid, home=repr(home)))
+    return None, t("uid {uid} not in /etc/passwd", uid=uid)

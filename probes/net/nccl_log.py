@@ -242,7 +242,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NcclL
     rdma = rdma_count(host) if engines else None
     journals, missing = engine_journals(host, engines, rdma)
     if not sources and not journals:
-        why = "; ".join(missing.values())
+        why = t("; ").join(missing.values())
         raise Skip(t("no NCCL log: name one with --nccl-log PATH (an engine started with "
                      "NCCL_DEBUG=INFO), or start the engine with its output sent to a file")
                    + (t(" (no journal: {why})", why=why) if why else ""))

@@ -133,8 +133,8 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Cross
     path = collective_file.DEFAULT_FILE if options.collective_file is None else options.collective_file
     try:
         result, age = collective_file.read(host, path)
-    except collective_file.SavedError as exc:
-        raise Skip(str(exc)) from None
+    except collective_file.SavedError as exc:  # its message value, said in the report's language
+        raise Skip(exc.args[0] if exc.args else str(exc)) from None
     return record(result, age_s=round(age, 1))
 
 
