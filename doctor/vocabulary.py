@@ -134,6 +134,9 @@ CAUSES: tuple[str, ...] = (
     "engine-cache-ephemeral",
     "engine-cache-disk-full",
     "hf-offline-unset",
+    # issue 32 item 8, the NVLink domain across trays (checks/gpu_fabric.toml)
+    "nvlink-domain-unhealthy",
+    "imex-domain-not-ready",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -178,6 +181,9 @@ OWN_CAUSES: tuple[str, ...] = (
     "engine-cache-ephemeral",  # a model or compile cache on tmpfs, an emptyDir or a container's overlay
     "engine-cache-disk-full",  # a model or compile cache's filesystem nearly full
     "hf-offline-unset",  # a hub model cached locally, HF_HUB_OFFLINE unset: a restart asks the hub
+    # issue 32 item 8, gpu.fabric across trays (GB200 NVL72)
+    "nvlink-domain-unhealthy",  # fabric health mask bits set, or one host's GPUs in two cliques/clusters
+    "imex-domain-not-ready",  # a multi-node NVLink domain configured, nvidia-imex or its channel missing
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

@@ -478,6 +478,15 @@ BUILDERS: dict[str, Builder] = {
              "current at every driver install; then delete a hand-made copy in /etc/cdi."),
         lazy("Restart the GPU containers: those started before keep the old driver's files."),
     ], Risk.RESTARTS_ENGINE, lazy("Regenerate the CDI spec")),
+    # issue 32 item 8: the IMEX daemon and its default channel on a multi-node NVLink domain
+    "imex-domain-not-ready": manual([
+        lazy("Start IMEX on every node of the domain, with the same /etc/nvidia-imex/nodes_config.cfg "
+             "on each: `sudo systemctl enable --now nvidia-imex`; `nvidia-imex-ctl -N` must show "
+             "every node READY."),
+        lazy("Create the default channel: `sudo nvidia-modprobe -i 0:1` now, and "
+             "`options nvidia NVreg_CreateImexChannel0=1` in /etc/modprobe.d/ for the next boot."),
+        lazy("Restart the engines that span trays: those started before have no channel."),
+    ], Risk.RESTARTS_ENGINE, lazy("Start IMEX and create its channel")),
 }
 
 # Causes whose step is made from the scan alone, whatever the finding says (the governor of
@@ -489,6 +498,7 @@ _ENGINE = lazy("an engine setting to review with the workload's owner; the playb
 _NCCL_ENV = lazy("every rank's environment, the same on every host, and a restart of the whole group: the playbook names the variable")
 NO_STEP: dict[str, str] = {
     "gpu-power-throttling": lazy("the power brake or board limit is the hardware's or the BMC's: the playbook says where to look"),
+    "nvlink-domain-unhealthy": lazy("the fabric's partition and routes are the rack's NVLink management's (NMX on the switch trays): drain the tray first; the playbook says what to check before a GPU reset"),
     "pcie-bandwidth-low": lazy("a measurement: fix the link or topology finding it comes with"),
     "gpu-memory-bandwidth-low": lazy("a measurement: look at the thermal, power and hardware-error findings beside it"),
     "gpu-memory-held-by-other-process": lazy("another process holds the memory: which one may stop is the owner's call"),

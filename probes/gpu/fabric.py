@@ -13,9 +13,19 @@ Sources:
   the GPU's state (nvmlGpuFabricState_t: NOT_SUPPORTED 0, NOT_STARTED 1, IN_PROGRESS 2,
   COMPLETED 3) and status (the nvmlReturn_t of its registration; 0 is success). A driver
   without the call gives "not-supported", and the state is then not judged;
-* ``nvmlDeviceGetNvLinkState`` per link (1 = up), up to NVML_NVLINK_MAX_LINKS (18);
+  The same structure gives the cluster UUID, the clique id and (v2) the health mask,
+  decoded in probes/helpers/fabric_domain.py;
+* ``nvmlDeviceGetNvLinkState`` per link (1 = up), from link 0 up to the binding's bound
+  (NVML_NVLINK_MAX_LINKS: 18 before nvidia-ml-py 13, 36 since), stopping at the first link
+  that does not answer: a GB200 has 18 and answers INVALID_ARGUMENT for 18-35
+  (NVIDIA/TensorRT-LLM#17060, where a loop that caught only NOT_SUPPORTED broke MNNVL
+  detection on healthy NVL72 nodes);
 * the process table for ``nv-fabricmanager``; when it is not there,
-  ``systemctl is-active nvidia-fabricmanager`` for the service's state.
+  ``systemctl is-active nvidia-fabricmanager`` for the service's state. Judged only where an
+  NVSwitch is on this host's PCI bus: a GB200 compute tray has its GPUs on the fabric but
+  the switches, and their manager, in the switch trays (leptonai/gpud#1106);
+* the IMEX domain (``/etc/nvidia-imex/nodes_config.cfg``, ``nvidia-imex``,
+  ``/dev/nvidia-caps-imex-channels/channel0``), read where a GPU reports a fabric cluster.
 
 A host with no NVSwitch on its PCI bus, and no GPU reporting a fabric state, is skipped.
 The manager is judged only where the process table is the host's (pid 1 is init): a
@@ -33,12 +43,14 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError
 from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count, nvidia_pci
+from probes.helpers.fabric_domain import (IMEX_DAEMON, cluster_uuid, health_problems,
+                                          imex_channel0, imex_nodes)
 from probes.helpers.processes import process_table
 
 # nvmlGpuFabricState_t (nvml.h)
 FABRIC_STATES = {0: "not-supported", 1: "not-started", 2: "in-progress", 3: "completed"}
 NVML_SUCCESS = 0
-NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS
+NVLINK_MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS in nvml.h since CUDA 13 (a bound, not a count)
 NVLINK_UP = 1  # nvmlEnableState_t NVML_FEATURE_ENABLED
 MANAGER = "nv-fabricmanager"  # its comm is cut to 15 characters: "nv-fabricmanage"
 SERVICE = "nvidia-fabricmanager"
@@ -51,6 +63,9 @@ class GpuFabric:
     state: str | None  # not-supported | not-started | in-progress | completed
     status: int | None  # nvmlReturn_t of the GPU's fabric registration: 0 success
     clique_id: int | None  # the NVLink domain's clique the GPU joined
+    cluster_uuid: str | None  # the NVLink domain (rack) the GPU joined; None: all zeros
+    health_mask: int | None  # nvmlGpuFabricInfo_v2_t.healthMask; None before R550
+    health: tuple[str, ...] | None  # the mask's bad fields (fabric_domain.HEALTH_FIELDS)
     nvlinks_up: int | None  # nvmlDeviceGetNvLinkState == 1; None: no NVLink answered
     nvlinks_total: int | None  # links that answered
     missing: dict[str, str]
@@ -65,6 +80,13 @@ class FabricRecord:
     manager_pid: int | None
     manager_reason: str | None  # why manager_running is None
     service_state: str | None  # systemctl is-active nvidia-fabricmanager, when not running
+    clusters: int  # distinct cluster UUIDs among the GPUs
+    multi_node: bool  # GPUs in a cluster and no NVSwitch here: the domain spans trays
+    imex_nodes: int | None  # nodes in /etc/nvidia-imex/nodes_config.cfg; None: not read
+    imex_nodes_reason: str | None
+    imex_channel0: bool | None  # /dev/nvidia-caps-imex-channels/channel0 exists
+    imex_channel_reason: str | None
+    imex_running: bool | None  # nvidia-imex in the process table; None: not judged
 
 
 def _nvlinks(host: Host, index: int) -> tuple[int | None, int | None]:
@@ -87,16 +109,19 @@ def read_gpu(host: Host, index: int) -> GpuFabric:
     code = r.item("state", info, "state")
     status = r.item("status", info, "status")
     up, total = _nvlinks(host, index)
+    mask = r.item("health_mask", info, "healthMask") if info and "healthMask" in info else None
     return GpuFabric(index=index,
                      state=None if code is None else FABRIC_STATES.get(code, f"state {code}"),
                      status=status, clique_id=r.item("clique_id", info, "cliqueId"),
+                     cluster_uuid=cluster_uuid((info or {}).get("clusterUuid")),
+                     health_mask=mask, health=health_problems(mask),
                      nvlinks_up=up, nvlinks_total=total, missing=r.missing)
 
 
-def _manager(host: Host) -> tuple[bool | None, int | None, str | None]:
+def _daemon(host: Host, name: str) -> tuple[bool | None, int | None, str | None]:
     table = process_table(host)
     for p in table:
-        if p.comm == MANAGER[:15] or p.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1] == MANAGER:
+        if p.comm == name[:15] or p.cmdline.split(" ", 1)[0].rsplit("/", 1)[-1] == name:
             return True, p.pid, None
     init = next((p.comm for p in table if p.pid == 1), None)
     if init not in INIT_NAMES:
@@ -131,10 +156,27 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Fabri
     else:
         raise Skip(t("no NVSwitch on the PCI bus (`lspci -d 10de:` lists no bridge of class 0680) "
                      "and no GPU reports a fabric state"))
-    running, pid, reason = _manager(host)
+    # the PCI bus read and no switch on it: the manager is not this host's to run
+    tray = not pci.switches and not pci.reason
+    if not tray:
+        running, pid, reason = _daemon(host, MANAGER)
+    else:
+        running, pid, reason = None, None, ("no NVSwitch on this host's PCI bus: the fabric is "
+                                            "managed from the switch trays (GB200 NVL72)")
+    clusters = {g.cluster_uuid for g in gpus if g.cluster_uuid}
+    # GPUs in a cluster with no switch of their own: the NVLink domain spans trays, and
+    # memory shared across them goes through IMEX
+    multi_node = bool(clusters) and tray
+    nodes, nodes_reason = imex_nodes(host) if multi_node else (None, None)
+    channel, channel_reason = imex_channel0(host) if multi_node else (None, None)
+    imex = _daemon(host, IMEX_DAEMON)[0] if multi_node else None
     return FabricRecord(nvswitches=len(pci.switches), nvswitch_source=source, gpus=gpus,
                         manager_running=running, manager_pid=pid, manager_reason=reason,
-                        service_state=_service(host) if running is False else None)
+                        service_state=_service(host) if running is False else None,
+                        clusters=len(clusters), multi_node=multi_node,
+                        imex_nodes=nodes, imex_nodes_reason=nodes_reason,
+                        imex_channel0=channel, imex_channel_reason=channel_reason,
+                        imex_running=imex)
 
 
 def summary(record: FabricRecord) -> str:

@@ -33,7 +33,7 @@ P2P_STATUS = {0: "ok", 1: "chipset-not-supported", 2: "gpu-not-supported",
               3: "topology-not-supported", 4: "disabled-by-regkey", 5: "not-supported",
               6: "unknown"}
 P2P_READ, P2P_NVLINK = 0, 2  # nvmlGpuP2PCapsIndex_t (pass ints: the binding's READ is a tuple)
-NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS
+NVLINK_MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS since CUDA 13: a bound; the loop stops at the first link that does not answer (GB200: 18)
 AFFINITY_WORDS = 16  # 64-bit words of CPU mask asked for: 1024 CPUs
 TP_FLAGS = ("--tensor-parallel-size", "-tp", "--tp", "--tp-size", "--num-shard")
 
