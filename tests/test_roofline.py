@@ -83,14 +83,38 @@ def test_a_cpu_host_without_its_stream_figure_has_no_ceiling_and_says_why():
     assert record.measured_tokens_per_s == 17.7  # measured all the same
 
 
-def test_llama_cpp_ttft_is_its_prompt_time_and_the_queue_is_said_unpublished():
+def test_llama_cpp_ttft_is_its_prompt_time_and_the_rest_is_the_wait():
     place = Placement("gemma", 253_113_024, 253_113_024, 1, "no GPU", GEMMA, 2.0, {})
     record = judge(_engine("llama.cpp"), place, CPU_ONLY, _speed(), None)
-    assert record.prefill_s == 0.548 and record.rest_s == pytest.approx(0.002)
-    assert record.prefill_share == pytest.approx(0.996, abs=0.001)
-    assert record.queue_s is None and "queue" in record.missing["queue_s"]
+    # idle: 548 ms of a 550 ms first token computing the prompt, 2 ms of HTTP
+    assert record.prefill_s == 0.548 and record.queue_s == pytest.approx(0.002)
+    assert record.prefill_share == pytest.approx(0.996, abs=0.001) and record.queue_share == 0.004
+    assert record.rest_s is None and "queue" in record.missing["rest_s"]
     # the request's context: 64 + 48 / 2 tokens
     assert record.context_tokens == 88 and record.kv_read_bytes == kv_read_bytes(GEMMA, 88, 2.0)
+
+
+def test_llama_cpp_behind_other_requests_for_its_one_slot_is_queue_dominated():
+    place = Placement("gemma", 253_113_024, 253_113_024, 1, "no GPU", GEMMA, 2.0, {})
+    # -np 1 and four clients: 1.8 s before the first token, 150 ms of it the prompt
+    record = judge(_engine("llama.cpp"), place, CPU_ONLY, _speed(ttft_s=1.8, engine_prompt_ms=150.0), None)
+    assert (record.queue_s, record.prefill_s) == (1.65, 0.15)
+    assert (record.queue_share, record.prefill_share) == (0.917, 0.083)
+    assert "queue is the rest" in record.ttft_from
+
+
+def test_llama_cpp_prompt_time_past_the_client_ttft_is_capped_not_negative():
+    # the engine's clock and the client's disagree by a millisecond: no negative wait
+    place = Placement("gemma", 253_113_024, 253_113_024, 1, "no GPU", GEMMA, 2.0, {})
+    record = judge(_engine("llama.cpp"), place, CPU_ONLY, _speed(ttft_s=0.5, engine_prompt_ms=501.0), None)
+    assert (record.queue_s, record.prefill_s, record.prefill_share) == (0.0, 0.5, 1.0)
+
+
+def test_llama_cpp_without_a_prompt_time_is_not_taken_apart():
+    place = Placement("gemma", 253_113_024, 253_113_024, 1, "no GPU", GEMMA, 2.0, {})
+    record = judge(_engine("llama.cpp"), place, CPU_ONLY, _speed(engine_prompt_ms=None), None)
+    assert record.ttft_s == 0.55 and record.queue_s is None and record.queue_share is None
+    assert "prompt time" in record.missing["queue_s"]
 
 
 def test_no_measurement_at_all_is_absent_with_a_reason_not_zero():

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
+import urllib.request
 
 import pytest
 
 from doctor.inputs import Inputs
-from doctor.model import Level, ScanOptions
+from doctor.model import Level, ProbeResult, ScanOptions
+from doctor.rules.evaluate import evaluate
 from doctor.seam.live import LiveHost
 from probes.engine import roofline, speed
 from probes.host import memory_bandwidth
 from tests import live_stack
 from tests import llama_server as llama
+from tests.builtin_rules import builtin_rules
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
 
@@ -59,18 +63,52 @@ def _figures(report: dict, pid: int) -> str:
     return f"neither decode cause confirmed: {items}"
 
 
-def _alone(base_url: str, pid: int, monkeypatch) -> roofline.EngineRoofline:
-    """engine.roofline of this engine, alone, from a short bounded request."""
+def _short_requests(monkeypatch) -> None:
     for name, value in (("PROMPT_TOKENS", 32), ("OUTPUT_TOKENS", 16), ("WARM_PROMPT", 8),
                         ("WARM_OUTPUT", 2)):
         monkeypatch.setattr(speed, name, value)
+
+
+def _roofline(base_url: str, pid: int, stream, busy_ok: bool = False) -> roofline.EngineRoofline:
+    """engine.roofline of this engine, from engine.speed's short bounded request
+    (``busy_ok``: sent while the engine serves others, as `--busy-ok`)."""
     host = LiveHost()
-    options = ScanOptions(level=Level.QUICK, endpoints=(base_url,))
-    inputs = Inputs({"host.memory_bandwidth": memory_bandwidth.probe(host, ScanOptions()),
-                     "engine.speed": speed.probe(host, options)})
+    options = ScanOptions(level=Level.QUICK, endpoints=(base_url,), busy_ok=busy_ok)
+    inputs = Inputs({"host.memory_bandwidth": stream, "engine.speed": speed.probe(host, options)})
     (mine,) = [e for e in roofline.probe(host, options, inputs).engines
                if e.engine.endswith(f"pid {pid}")]
     return mine
+
+
+def _clients(base_url: str, count: int, stop: threading.Event) -> list[threading.Thread]:
+    """``count`` clients, each sending short completions one after another until ``stop``
+    (at most 40 each): with one slot, the requests beside them wait for it."""
+    def loop(i: int) -> None:
+        body = json.dumps({"prompt": f"client {i} counts:", "n_predict": 8}).encode()
+        for _ in range(40):
+            if stop.is_set():
+                return
+            request = urllib.request.Request(f"{base_url}/completion", data=body,
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as r:
+                r.read()
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def _fires(rule_id: str, record: roofline.EngineRoofline) -> bool:
+    rule = [r for r in builtin_rules() if r.id == rule_id]
+    result = ProbeResult("engine.roofline", "ok", 0.0, None, roofline.RooflineRecord((record,), ()))
+    findings, errors = evaluate(rule, [result])
+    assert not errors, errors
+    return bool(findings)
+
+
+def _ttft(label: str, e: roofline.EngineRoofline) -> str:
+    return (f"{label}: TTFT {e.ttft_s} s = queue {e.queue_s} s ({e.queue_share}) + prefill "
+            f"{e.prefill_s} s ({e.prefill_share})")
 
 
 def _hogs_stop(hogs: list) -> None:
@@ -80,25 +118,38 @@ def _hogs_stop(hogs: list) -> None:
 
 
 def test_why_slowdown_names_cpu_contention_beside_a_hog(tmp_path, cli, monkeypatch):
+    _short_requests(monkeypatch)
+    stream = memory_bandwidth.probe(LiveHost(), ScanOptions())
     started = llama.start(tmp_path, "-np", "1")
     prefix = f"ldwhy{os.getpid() % 1000}-"
     hogs: list = []
+    stop = threading.Event()
+    clients: list[threading.Thread] = []
     try:
-        alone = _alone(started.base_url, started.pid, monkeypatch)
+        alone = _roofline(started.base_url, started.pid, stream)
         # one hog, not one a CPU: with a hog on every CPU engine.speed's request ran at a
         # tenth of its speed and the run took 40 s; one is enough to be named
         hogs = [live_stack.duty_spinner(f"{prefix}0", 60, 1.0)]
         time.sleep(0.5)
         beside = _why(cli, started.base_url)
-    finally:
         _hogs_stop(hogs)
+        hogs = []
+        clients = _clients(started.base_url, 4, stop)
+        time.sleep(0.3)  # the four in: one in the slot, three waiting
+        queued = _roofline(started.base_url, started.pid, stream, busy_ok=True)
+    finally:
+        stop.set()
+        _hogs_stop(hogs)
+        for thread in clients:
+            thread.join(30)
         llama.stop(started)
     print("\nalone:      " + ", ".join(f"{k} {getattr(alone, k)}" for k in FIGURES)
-          + f"\nbeside hog: {_figures(beside, started.pid)}\n  verdict: {beside['verdict']}")
+          + f"\nbeside hog: {_figures(beside, started.pid)}\n  verdict: {beside['verdict']}"
+          + "\n" + _ttft("one client", alone) + "\n" + _ttft("four clients, -np 1", queued))
     mine = f"pid {started.pid}"
     # alone, the engine was measured against its ceiling (whatever the verdict)
     assert alone.efficiency is not None and alone.memory == "host", alone
-    # beside the hogs: the cause named, about this test's hogs or this engine
+    # beside the hog: the cause named, about this test's hog or this engine
     contention = _cause(beside, "cpu-contention")
     assert contention["status"] == "confirmed", json.dumps(contention)[:4000]
     ours = [f for f in _findings(contention)
@@ -110,3 +161,7 @@ def test_why_slowdown_names_cpu_contention_beside_a_hog(tmp_path, cli, monkeypat
     below = _cause(beside, "decode-below-ceiling")
     assert below["status"] == "confirmed", json.dumps(below)[:4000]
     assert any(f["evidence"]["engine"].endswith(mine) for f in _findings(below))
+    # TTFT: alone the prompt's compute, behind the four the wait for the one slot
+    assert alone.prefill_share is not None and alone.prefill_share > alone.queue_share, alone
+    assert queued.queue_share is not None and queued.queue_share > queued.prefill_share, queued
+    assert _fires("ttft-queue-dominated", queued) and not _fires("ttft-queue-dominated", alone)

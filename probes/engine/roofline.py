@@ -17,7 +17,10 @@ is at what the memory allows; far below it something else sets the pace.
 
 Time to first token: vLLM's queue, prefill and TTFT histogram means (``rest`` = TTFT less
 both: tokenising, detokenising, HTTP), SGLang's queue and TTFT; llama.cpp's ``prompt_ms`` of
-engine.speed's request against its client TTFT (llama.cpp publishes no queue wait).
+engine.speed's request against its client TTFT: llama.cpp publishes no queue wait (its
+``requests_deferred`` counts requests, not time), so the rest of the TTFT is taken as the
+wait for a slot (with the HTTP round trip and tokenising in it: milliseconds on loopback,
+a network's round trip for a remote --endpoint).
 
 Units: bytes, GB/s (decimal), tokens/s, seconds. No privilege; it sends nothing itself.
 Manual equivalent: ``ls -l model.gguf``; ``curl -s :8080/v1/completions -d '{...}' | jq
@@ -184,13 +187,7 @@ def ttft_parts(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
         if prefill is None:
             missing["prefill_s"] = lazy("the engine publishes no prefill-time histogram")
     elif speed is not None and not speed.error and speed.ttft_s:
-        ttft, queue = speed.ttft_s, None
-        prefill = round(speed.engine_prompt_ms / 1000, 6) if speed.engine_prompt_ms else None
-        out.update(ttft_s=ttft, prefill_s=prefill, ttft_from=(
-            "engine.speed's request: client TTFT" + (", llama.cpp timings.prompt_ms" if prefill else "")))
-        missing["queue_s"] = (lazy("llama.cpp publishes no queue wait per request (engine.speed "
-                                   "sent to an idle engine)") if prefill
-                              else lazy("one request to an idle engine: no queue to measure"))
+        return _client_ttft(speed, out, missing)
     else:
         missing["ttft_s"] = lazy("no TTFT histogram on the engine's /metrics and no request "
                                  "measured by engine.speed")
@@ -200,6 +197,29 @@ def ttft_parts(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
         out["rest_s"] = round(max(ttft - known, 0.0), 6)
     out["queue_share"] = round(min(queue / ttft, 1.0), 3) if queue is not None else None
     out["prefill_share"] = round(min(prefill / ttft, 1.0), 3) if prefill is not None else None
+    return out
+
+
+def _client_ttft(speed: SpeedEndpoint, out: dict, missing: dict[str, str]) -> dict:
+    """engine.speed's request: llama.cpp says how long the prompt took (``timings.prompt_ms``)
+    and nothing of the wait before it (its /metrics counts deferred requests, no time), so the
+    client's TTFT less the prompt time is the wait: the queue for a slot (``-np``), plus the
+    HTTP round trip and tokenising, milliseconds on loopback; judged as queue."""
+    ttft = speed.ttft_s or 0.0
+    out["ttft_s"] = ttft
+    if not speed.engine_prompt_ms:
+        out["ttft_from"] = "engine.speed's request: client TTFT"
+        missing["queue_s"] = missing["prefill_s"] = lazy(
+            "the engine reports no prompt time (llama.cpp timings.prompt_ms): TTFT not taken apart")
+        return out
+    prefill = round(min(speed.engine_prompt_ms / 1000, ttft), 6)
+    queue = round(ttft - prefill, 6)
+    out.update(prefill_s=prefill, queue_s=queue, rest_s=None,
+               queue_share=round(queue / ttft, 3), prefill_share=round(prefill / ttft, 3),
+               ttft_from="engine.speed's request: client TTFT; llama.cpp timings.prompt_ms; the "
+                         "queue is the rest (waiting for a slot, HTTP and tokenising)")
+    missing["rest_s"] = lazy("counted in the queue: llama.cpp publishes no queue wait, so the "
+                             "client's TTFT less the prompt time is the wait and the overhead together")
     return out
 
 
