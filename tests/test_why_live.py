@@ -108,7 +108,7 @@ def _fires(rule_id: str, record: roofline.EngineRoofline) -> bool:
 
 def _ttft(label: str, e: roofline.EngineRoofline) -> str:
     return (f"{label}: TTFT {e.ttft_s} s = queue {e.queue_s} s ({e.queue_share}) + prefill "
-            f"{e.prefill_s} s ({e.prefill_share})")
+            f"{e.prefill_s} s ({e.prefill_share}); prefill {e.prefill_tokens_per_s} tokens/s")
 
 
 def _hogs_stop(hogs: list) -> None:

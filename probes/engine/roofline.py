@@ -22,6 +22,13 @@ engine.speed's request against its client TTFT: llama.cpp publishes no queue wai
 wait for a slot (with the HTTP round trip and tokenising in it: milliseconds on loopback,
 a network's round trip for a remote --endpoint).
 
+Prefill against a compute ceiling: the prompt tokens a second measured (llama.cpp's
+``timings`` of engine.speed's request; vLLM's mean prompt tokens over its mean prefill time)
+over ``gpus x dense BF16 peak / (2 x parameters)`` (probes/helpers/compute_peaks.py: the
+datasheets' table). Exported, judged by no rule: a short prompt at batch one reaches a few
+per cent of a GEMM's peak on a healthy card, and a CPU has no peak llm-doctor measures, so
+a threshold would fire on every host; the figure is for reading and diffing.
+
 Units: bytes, GB/s (decimal), tokens/s, seconds. No privilege; it sends nothing itself.
 Manual equivalent: ``ls -l model.gguf``; ``curl -s :8080/v1/completions -d '{...}' | jq
 .timings``; ``curl -s :8000/metrics | grep -E 'queue_time|prefill_time|inter_token'``.
@@ -39,6 +46,7 @@ from probes.helpers.engine_discovery import found as found_engines
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_reach import label_text
+from probes.helpers.compute_peaks import dense_peak, prefill_ceiling
 from probes.helpers.engine_scrape import for_engine, scraped, with_metrics
 from probes.helpers.gpu_bandwidth_record import BandwidthRecord
 from probes.helpers.gpu_common import Reader, gpu_count
@@ -89,6 +97,12 @@ class EngineRoofline:
     queue_share: float | None  # queue_s / ttft_s
     prefill_share: float | None  # prefill_s / ttft_s
     ttft_from: str | None
+    prefill_tokens_per_s: float | None  # prompt tokens computed a second, measured
+    prefill_from: str | None
+    compute_peak_tflops: float | None  # one card's dense BF16 peak, its datasheet's
+    compute_peak_from: str | None
+    prefill_ceiling_tokens_per_s: float | None  # gpus x peak / (2 x parameters)
+    prefill_efficiency: float | None  # measured / ceiling
     missing: dict[str, str]  # field -> why it is None
 
 
@@ -223,6 +237,48 @@ def _client_ttft(speed: SpeedEndpoint, out: dict, missing: dict[str, str]) -> di
     return out
 
 
+def prefill_parts(place: Placement, bw: Bandwidths, speed: SpeedEndpoint | None,
+                  metrics: EngineMetrics | str | None, missing: dict[str, str]) -> dict:
+    """Prefill speed against the cards' dense compute peak (probes/helpers/compute_peaks.py)."""
+    out: dict = dict.fromkeys(("prefill_tokens_per_s", "prefill_from", "compute_peak_tflops",
+                               "compute_peak_from", "prefill_ceiling_tokens_per_s",
+                               "prefill_efficiency"))
+    if speed is not None and not speed.error and speed.engine_prompt_ms and speed.engine_prompt_n:
+        out.update(prefill_tokens_per_s=round(speed.engine_prompt_n / speed.engine_prompt_ms * 1000, 1),
+                   prefill_from=f"llama.cpp timings of {speed.engine_prompt_n} prompt tokens "
+                                "(engine.speed, one request)")
+    elif (isinstance(metrics, EngineMetrics) and metrics.prefill_mean_s
+          and metrics.prompt_tokens_mean):
+        out.update(prefill_tokens_per_s=round(metrics.prompt_tokens_mean / metrics.prefill_mean_s, 1),
+                   prefill_from=f"{metrics.kind} mean prompt tokens over mean prefill time "
+                                f"({metrics.means_window}; prefix-cache hits counted as computed)")
+    else:
+        missing["prefill_tokens_per_s"] = lazy(
+            "no prompt time: neither llama.cpp timings of a request nor a prefill-time histogram")
+    if not bw.gpu_present:
+        missing["prefill_ceiling_tokens_per_s"] = lazy(
+            "no compute peak for CPUs: llm-doctor measures no CPU matrix multiply")
+    else:
+        out["compute_peak_tflops"], out["compute_peak_from"] = dense_peak(bw.gpu_name)
+        if out["compute_peak_tflops"] is None:
+            missing["prefill_ceiling_tokens_per_s"] = t(
+                "no dense compute peak known for {gpu} (probes/helpers/compute_peaks.py)",
+                gpu=bw.gpu_name or "GPU 0")
+    params = place.shape.params if place.shape else None
+    if out["compute_peak_tflops"] and params:
+        out["prefill_ceiling_tokens_per_s"] = prefill_ceiling(params, out["compute_peak_tflops"],
+                                                              place.gpus)
+    elif out["compute_peak_tflops"]:
+        missing["prefill_ceiling_tokens_per_s"] = lazy("the model's parameter count is not known")
+    if out["prefill_tokens_per_s"] and out["prefill_ceiling_tokens_per_s"]:
+        out["prefill_efficiency"] = round(out["prefill_tokens_per_s"]
+                                          / out["prefill_ceiling_tokens_per_s"], 3)
+    else:
+        missing["prefill_efficiency"] = missing.get("prefill_ceiling_tokens_per_s") or missing.get(
+            "prefill_tokens_per_s") or lazy("not computed")
+    return out
+
+
 def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint | None,
           metrics: EngineMetrics | str | None, not_sent: str | None = None) -> EngineRoofline:
     """One engine's record from plain values and records (no host); ``not_sent``: why
@@ -262,7 +318,7 @@ def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint
         host_bandwidth_gbps=None if bw.host_gbps is None else round(bw.host_gbps, 2),
         ceiling_tokens_per_s=ceiling_s, measured_tokens_per_s=speed_now, measured_from=source,
         concurrency=running, efficiency=efficiency, **ttft_parts(speed, metrics, missing),
-        missing=missing)
+        **prefill_parts(place, bw, speed, metrics, missing), missing=missing)
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RooflineRecord:
