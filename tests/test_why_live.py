@@ -2,7 +2,7 @@
 llama-server (tests/llama_server.py, gemma3-270m on this host's CPUs), first alone, then
 beside a CPU hog this test starts (one process spinning on a core): the
 differential must then name the cause, cpu-contention confirmed about this test's hogs or
-this engine, and decode-below-ceiling confirmed for this engine. The efficiency figures
+this engine, and its decode judged against the ceiling and not at it. The efficiency figures
 (measured tokens/s, ceiling tokens/s, their ratio) of both are printed for the report; no
 speed is asserted (benchmarks/ hold speed). The run alone is engine.speed and
 engine.roofline in this process with a shorter request (tests/test_roofline_live.py's): a
@@ -10,7 +10,7 @@ second `why` (about 10 s) would not fit the test-time budget.
 
 Without the hogs the verdict is not "at the limit" on a small shared host: the ceiling is
 STREAM's triad over every core, and ``-t 1`` decodes on one (the efficiency is about a
-quarter to a third); what the hogs must add is the cause, named."""
+quarter to a third); what the hog must add is the cause, named."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def _clients(base_url: str, count: int, stop: threading.Event) -> list[threading
     """``count`` clients, each sending short completions one after another until ``stop``
     (at most 40 each): with one slot, the requests beside them wait for it."""
     def loop(i: int) -> None:
-        body = json.dumps({"prompt": f"client {i} counts:", "n_predict": 8}).encode()
+        body = json.dumps({"prompt": f"client {i} counts:", "n_predict": 4}).encode()
         for _ in range(40):
             if stop.is_set():
                 return
@@ -119,24 +119,29 @@ def _hogs_stop(hogs: list) -> None:
 
 def test_why_slowdown_names_cpu_contention_beside_a_hog(tmp_path, cli, monkeypatch):
     _short_requests(monkeypatch)
+    took = [("start", time.monotonic())]
     stream = memory_bandwidth.probe(LiveHost(), ScanOptions())
     started = llama.start(tmp_path, "-np", "1")
+    took.append(("STREAM and server", time.monotonic()))
     prefix = f"ldwhy{os.getpid() % 1000}-"
     hogs: list = []
     stop = threading.Event()
     clients: list[threading.Thread] = []
     try:
         alone = _roofline(started.base_url, started.pid, stream)
+        took.append(("alone", time.monotonic()))
         # one hog, not one a CPU: with a hog on every CPU engine.speed's request ran at a
         # tenth of its speed and the run took 40 s; one is enough to be named
         hogs = [live_stack.duty_spinner(f"{prefix}0", 60, 1.0)]
         time.sleep(0.5)
         beside = _why(cli, started.base_url)
+        took.append(("why beside the hog", time.monotonic()))
         _hogs_stop(hogs)
         hogs = []
         clients = _clients(started.base_url, 4, stop)
         time.sleep(0.3)  # the four in: one in the slot, three waiting
         queued = _roofline(started.base_url, started.pid, stream, busy_ok=True)
+        took.append(("four clients", time.monotonic()))
     finally:
         stop.set()
         _hogs_stop(hogs)
@@ -145,7 +150,8 @@ def test_why_slowdown_names_cpu_contention_beside_a_hog(tmp_path, cli, monkeypat
         llama.stop(started)
     print("\nalone:      " + ", ".join(f"{k} {getattr(alone, k)}" for k in FIGURES)
           + f"\nbeside hog: {_figures(beside, started.pid)}\n  verdict: {beside['verdict']}"
-          + "\n" + _ttft("one client", alone) + "\n" + _ttft("four clients, -np 1", queued))
+          + "\n" + _ttft("one client", alone) + "\n" + _ttft("four clients, -np 1", queued)
+          + "\n" + ", ".join(f"{what} {b - a:.1f} s" for (_, a), (what, b) in zip(took, took[1:])))
     mine = f"pid {started.pid}"
     # alone, the engine was measured against its ceiling (whatever the verdict)
     assert alone.efficiency is not None and alone.memory == "host", alone
@@ -157,10 +163,15 @@ def test_why_slowdown_names_cpu_contention_beside_a_hog(tmp_path, cli, monkeypat
             or str(f["evidence"].get("engine", "")).endswith(mine)]
     assert ours, json.dumps(_findings(contention))[:4000]
     assert "cpu-contention" in beside["verdict"].split(";")[0], beside["verdict"]
-    # and the decode speed judged below what the memory allows
-    below = _cause(beside, "decode-below-ceiling")
-    assert below["status"] == "confirmed", json.dumps(below)[:4000]
-    assert any(f["evidence"]["engine"].endswith(mine) for f in _findings(below))
+    # and the decode speed judged against its ceiling, not "at the limit". Not asserted:
+    # decode-below-ceiling itself. The STREAM triad of that run is measured beside the hog
+    # too, so the ceiling can fall with the speed (45.6 against 92.9 tokens/s alone, once),
+    # and beside the hog the ratio was anywhere in 0.13-0.51 in six runs on a shared 2-core
+    # host; the cause, not the ratio, is what the hog reliably moves
+    at_limit = _cause(beside, "decode-at-bandwidth-limit")
+    judged = [i for r in at_limit["rules"] for i in r["items"] if i["item"].endswith(mine)]
+    assert judged and not judged[0]["not_measured"], json.dumps(at_limit)[:4000]
+    assert not any(f["evidence"]["engine"].endswith(mine) for f in _findings(at_limit))
     # TTFT: alone the prompt's compute, behind the four the wait for the one slot
     assert alone.prefill_share is not None and alone.prefill_share > alone.queue_share, alone
     assert queued.queue_share is not None and queued.queue_share > queued.prefill_share, queued
