@@ -11,6 +11,7 @@ from doctor.diff.compare import compare
 from doctor.diff.model import CHANGED
 from doctor.workload.model_shape import ModelShape
 from probes.engine.roofline import Bandwidths, judge
+from probes.helpers.compute_peaks import dense_peak
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_normalise import EngineMetrics, normalise
 from probes.helpers.promtext import parse
@@ -83,14 +84,38 @@ def test_a_cpu_host_without_its_stream_figure_has_no_ceiling_and_says_why():
     assert record.measured_tokens_per_s == 17.7  # measured all the same
 
 
-def test_llama_cpp_ttft_is_its_prompt_time_and_the_queue_is_said_unpublished():
+def test_llama_cpp_ttft_is_its_prompt_time_and_the_rest_is_the_wait():
     place = Placement("gemma", 253_113_024, 253_113_024, 1, "no GPU", GEMMA, 2.0, {})
     record = judge(_engine("llama.cpp"), place, CPU_ONLY, _speed(), None)
-    assert record.prefill_s == 0.548 and record.rest_s == pytest.approx(0.002)
-    assert record.prefill_share == pytest.approx(0.996, abs=0.001)
-    assert record.queue_s is None and "queue" in record.missing["queue_s"]
+    # idle: 548 ms of a 550 ms first token computing the prompt, 2 ms of HTTP
+    assert record.prefill_s == 0.548 and record.queue_s == pytest.approx(0.002)
+    assert record.prefill_share == pytest.approx(0.996, abs=0.001) and record.queue_share == 0.004
+    assert record.rest_s is None and "queue" in record.missing["rest_s"]
     # the request's context: 64 + 48 / 2 tokens
     assert record.context_tokens == 88 and record.kv_read_bytes == kv_read_bytes(GEMMA, 88, 2.0)
+
+
+def test_llama_cpp_behind_other_requests_for_its_one_slot_is_queue_dominated():
+    place = Placement("gemma", 253_113_024, 253_113_024, 1, "no GPU", GEMMA, 2.0, {})
+    # -np 1 and four clients: 1.8 s before the first token, 150 ms of it the prompt
+    record = judge(_engine("llama.cpp"), place, CPU_ONLY, _speed(ttft_s=1.8, engine_prompt_ms=150.0), None)
+    assert (record.queue_s, record.prefill_s) == (1.65, 0.15)
+    assert (record.queue_share, record.prefill_share) == (0.917, 0.083)
+    assert "queue is the rest" in record.ttft_from
+
+
+def test_llama_cpp_prompt_time_past_the_client_ttft_is_capped_not_negative():
+    # the engine's clock and the client's disagree by a millisecond: no negative wait
+    place = Placement("gemma", 253_113_024, 253_113_024, 1, "no GPU", GEMMA, 2.0, {})
+    record = judge(_engine("llama.cpp"), place, CPU_ONLY, _speed(ttft_s=0.5, engine_prompt_ms=501.0), None)
+    assert (record.queue_s, record.prefill_s, record.prefill_share) == (0.0, 0.5, 1.0)
+
+
+def test_llama_cpp_without_a_prompt_time_is_not_taken_apart():
+    place = Placement("gemma", 253_113_024, 253_113_024, 1, "no GPU", GEMMA, 2.0, {})
+    record = judge(_engine("llama.cpp"), place, CPU_ONLY, _speed(engine_prompt_ms=None), None)
+    assert record.ttft_s == 0.55 and record.queue_s is None and record.queue_share is None
+    assert "prompt time" in record.missing["queue_s"]
 
 
 def test_no_measurement_at_all_is_absent_with_a_reason_not_zero():
@@ -232,3 +257,44 @@ def test_an_engine_engine_speed_did_not_send_to_says_why_it_has_no_speed():
     place = Placement("m", 10**9, 10**9, 1, "no GPU", None, 2.0, {})
     judged = judge(_engine("llama.cpp"), place, CPU_ONLY, None, None, _not_sent(record, "http://x"))
     assert "--requests-to all" in judged.missing["measured_tokens_per_s"]
+
+
+def test_prefill_on_an_h100_against_its_dense_bf16_peak():
+    place = Placement("llama-3-8b", 16 * 10**9, 0, 1, "--cpu-offload-gb 0", LLAMA, 2.0, {})
+    # 2,000 prompt tokens in 0.25 s: 8,000 tokens/s; 989 TFLOPS / (2 x 8.03e9) = 61,581 tokens/s
+    metrics = _metrics(prefill_mean_s=0.25, prompt_tokens_mean=2000.0, itl_mean_s=0.01)
+    record = judge(_engine(), place, H100, None, metrics)
+    assert (record.compute_peak_tflops, record.compute_peak_from) == (989.0, "NVIDIA H100 SXM datasheet")
+    assert record.prefill_tokens_per_s == 8000.0 and record.prefill_ceiling_tokens_per_s == 61581.6
+    assert record.prefill_efficiency == 0.13 and "prefill time" in record.prefill_from
+
+
+def test_prefill_with_tensor_parallel_counts_every_card():
+    place = Placement("llama-3-8b", 16 * 10**9, 0, 2, "--tensor-parallel-size 2", LLAMA, 2.0, {})
+    record = judge(_engine(), place, H100, None, _metrics(prefill_mean_s=0.25, prompt_tokens_mean=2000.0))
+    assert record.prefill_ceiling_tokens_per_s == 123163.1
+
+
+def test_a_cpu_engine_has_its_prefill_speed_and_no_compute_ceiling_with_the_reason():
+    place = Placement("gemma", 253_113_024, 253_113_024, 1, "no GPU", GEMMA, 2.0, {})
+    record = judge(_engine("llama.cpp"), place, CPU_ONLY, _speed(), None)
+    assert record.prefill_tokens_per_s == 116.8  # 64 prompt tokens in 548 ms
+    assert record.prefill_ceiling_tokens_per_s is None and record.prefill_efficiency is None
+    assert "CPU" in record.missing["prefill_ceiling_tokens_per_s"]
+
+
+def test_an_unknown_card_has_no_compute_peak_and_says_so():
+    place = Placement("llama-3-8b", 16 * 10**9, 0, 1, "-ngl all", LLAMA, 2.0, {})
+    odd = Bandwidths(True, "NVIDIA GeForce GTX 1080", 320.0, "NVML ceiling", 20.0, {})
+    record = judge(_engine("llama.cpp"), place, odd, _speed(), None)
+    assert record.compute_peak_tflops is None and "GTX 1080" in record.missing["prefill_efficiency"]
+
+
+@pytest.mark.parametrize(("name", "tflops"), [
+    ("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0), ("NVIDIA H100 NVL", 835.0),
+    ("NVIDIA H200", 989.0), ("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA A100 80GB PCIe", 312.0),
+    ("NVIDIA L40S", 362.0), ("NVIDIA L40", 181.0), ("NVIDIA L4", 121.0), ("NVIDIA A10", 125.0),
+    ("NVIDIA GeForce RTX 4090", 165.2), ("AMD Instinct MI300X", 1307.4), ("NVIDIA A10G", None),
+    ("Tesla T4", None), (None, None)])
+def test_dense_peaks_match_the_longest_name_first(name, tflops):
+    assert dense_peak(name)[0] == tflops

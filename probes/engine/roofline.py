@@ -17,7 +17,17 @@ is at what the memory allows; far below it something else sets the pace.
 
 Time to first token: vLLM's queue, prefill and TTFT histogram means (``rest`` = TTFT less
 both: tokenising, detokenising, HTTP), SGLang's queue and TTFT; llama.cpp's ``prompt_ms`` of
-engine.speed's request against its client TTFT (llama.cpp publishes no queue wait).
+engine.speed's request against its client TTFT: llama.cpp publishes no queue wait (its
+``requests_deferred`` counts requests, not time), so the rest of the TTFT is taken as the
+wait for a slot (with the HTTP round trip and tokenising in it: milliseconds on loopback,
+a network's round trip for a remote --endpoint).
+
+Prefill against a compute ceiling: the prompt tokens a second measured (llama.cpp's
+``timings`` of engine.speed's request; vLLM's mean prompt tokens over its mean prefill time)
+over ``gpus x dense BF16 peak / (2 x parameters)`` (probes/helpers/compute_peaks.py: the
+datasheets' table). Exported, judged by no rule: a short prompt at batch one reaches a few
+per cent of a GEMM's peak on a healthy card, and a CPU has no peak llm-doctor measures, so
+a threshold would fire on every host; the figure is for reading and diffing.
 
 Units: bytes, GB/s (decimal), tokens/s, seconds. No privilege; it sends nothing itself.
 Manual equivalent: ``ls -l model.gguf``; ``curl -s :8080/v1/completions -d '{...}' | jq
@@ -36,6 +46,7 @@ from probes.helpers.engine_discovery import found as found_engines
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_reach import label_text
+from probes.helpers.compute_peaks import dense_peak, prefill_ceiling
 from probes.helpers.engine_scrape import for_engine, scraped, with_metrics
 from probes.helpers.gpu_bandwidth_record import BandwidthRecord
 from probes.helpers.gpu_common import Reader, gpu_count
@@ -86,6 +97,12 @@ class EngineRoofline:
     queue_share: float | None  # queue_s / ttft_s
     prefill_share: float | None  # prefill_s / ttft_s
     ttft_from: str | None
+    prefill_tokens_per_s: float | None  # prompt tokens computed a second, measured
+    prefill_from: str | None
+    compute_peak_tflops: float | None  # one card's dense BF16 peak, its datasheet's
+    compute_peak_from: str | None
+    prefill_ceiling_tokens_per_s: float | None  # gpus x peak / (2 x parameters)
+    prefill_efficiency: float | None  # measured / ceiling
     missing: dict[str, str]  # field -> why it is None
 
 
@@ -184,13 +201,7 @@ def ttft_parts(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
         if prefill is None:
             missing["prefill_s"] = lazy("the engine publishes no prefill-time histogram")
     elif speed is not None and not speed.error and speed.ttft_s:
-        ttft, queue = speed.ttft_s, None
-        prefill = round(speed.engine_prompt_ms / 1000, 6) if speed.engine_prompt_ms else None
-        out.update(ttft_s=ttft, prefill_s=prefill, ttft_from=(
-            "engine.speed's request: client TTFT" + (", llama.cpp timings.prompt_ms" if prefill else "")))
-        missing["queue_s"] = (lazy("llama.cpp publishes no queue wait per request (engine.speed "
-                                   "sent to an idle engine)") if prefill
-                              else lazy("one request to an idle engine: no queue to measure"))
+        return _client_ttft(speed, out, missing)
     else:
         missing["ttft_s"] = lazy("no TTFT histogram on the engine's /metrics and no request "
                                  "measured by engine.speed")
@@ -200,6 +211,71 @@ def ttft_parts(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
         out["rest_s"] = round(max(ttft - known, 0.0), 6)
     out["queue_share"] = round(min(queue / ttft, 1.0), 3) if queue is not None else None
     out["prefill_share"] = round(min(prefill / ttft, 1.0), 3) if prefill is not None else None
+    return out
+
+
+def _client_ttft(speed: SpeedEndpoint, out: dict, missing: dict[str, str]) -> dict:
+    """engine.speed's request: llama.cpp says how long the prompt took (``timings.prompt_ms``)
+    and nothing of the wait before it (its /metrics counts deferred requests, no time), so the
+    client's TTFT less the prompt time is the wait: the queue for a slot (``-np``), plus the
+    HTTP round trip and tokenising, milliseconds on loopback; judged as queue."""
+    ttft = speed.ttft_s or 0.0
+    out["ttft_s"] = ttft
+    if not speed.engine_prompt_ms:
+        out["ttft_from"] = "engine.speed's request: client TTFT"
+        missing["queue_s"] = missing["prefill_s"] = lazy(
+            "the engine reports no prompt time (llama.cpp timings.prompt_ms): TTFT not taken apart")
+        return out
+    prefill = round(min(speed.engine_prompt_ms / 1000, ttft), 6)
+    queue = round(ttft - prefill, 6)
+    out.update(prefill_s=prefill, queue_s=queue, rest_s=None,
+               queue_share=round(queue / ttft, 3), prefill_share=round(prefill / ttft, 3),
+               ttft_from="engine.speed's request: client TTFT; llama.cpp timings.prompt_ms; the "
+                         "queue is the rest (waiting for a slot, HTTP and tokenising)")
+    missing["rest_s"] = lazy("counted in the queue: llama.cpp publishes no queue wait, so the "
+                             "client's TTFT less the prompt time is the wait and the overhead together")
+    return out
+
+
+def prefill_parts(place: Placement, bw: Bandwidths, speed: SpeedEndpoint | None,
+                  metrics: EngineMetrics | str | None, missing: dict[str, str]) -> dict:
+    """Prefill speed against the cards' dense compute peak (probes/helpers/compute_peaks.py)."""
+    out: dict = dict.fromkeys(("prefill_tokens_per_s", "prefill_from", "compute_peak_tflops",
+                               "compute_peak_from", "prefill_ceiling_tokens_per_s",
+                               "prefill_efficiency"))
+    if speed is not None and not speed.error and speed.engine_prompt_ms and speed.engine_prompt_n:
+        out.update(prefill_tokens_per_s=round(speed.engine_prompt_n / speed.engine_prompt_ms * 1000, 1),
+                   prefill_from=f"llama.cpp timings of {speed.engine_prompt_n} prompt tokens "
+                                "(engine.speed, one request)")
+    elif (isinstance(metrics, EngineMetrics) and metrics.prefill_mean_s
+          and metrics.prompt_tokens_mean):
+        out.update(prefill_tokens_per_s=round(metrics.prompt_tokens_mean / metrics.prefill_mean_s, 1),
+                   prefill_from=f"{metrics.kind} mean prompt tokens over mean prefill time "
+                                f"({metrics.means_window}; prefix-cache hits counted as computed)")
+    else:
+        missing["prefill_tokens_per_s"] = lazy(
+            "no prompt time: neither llama.cpp timings of a request nor a prefill-time histogram")
+    if not bw.gpu_present:
+        missing["prefill_ceiling_tokens_per_s"] = lazy(
+            "no compute peak for CPUs: llm-doctor measures no CPU matrix multiply")
+    else:
+        out["compute_peak_tflops"], out["compute_peak_from"] = dense_peak(bw.gpu_name)
+        if out["compute_peak_tflops"] is None:
+            missing["prefill_ceiling_tokens_per_s"] = t(
+                "no dense compute peak known for {gpu} (probes/helpers/compute_peaks.py)",
+                gpu=bw.gpu_name or "GPU 0")
+    params = place.shape.params if place.shape else None
+    if out["compute_peak_tflops"] and params:
+        out["prefill_ceiling_tokens_per_s"] = prefill_ceiling(params, out["compute_peak_tflops"],
+                                                              place.gpus)
+    elif out["compute_peak_tflops"]:
+        missing["prefill_ceiling_tokens_per_s"] = lazy("the model's parameter count is not known")
+    if out["prefill_tokens_per_s"] and out["prefill_ceiling_tokens_per_s"]:
+        out["prefill_efficiency"] = round(out["prefill_tokens_per_s"]
+                                          / out["prefill_ceiling_tokens_per_s"], 3)
+    else:
+        missing["prefill_efficiency"] = missing.get("prefill_ceiling_tokens_per_s") or missing.get(
+            "prefill_tokens_per_s") or lazy("not computed")
     return out
 
 
@@ -242,7 +318,7 @@ def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint
         host_bandwidth_gbps=None if bw.host_gbps is None else round(bw.host_gbps, 2),
         ceiling_tokens_per_s=ceiling_s, measured_tokens_per_s=speed_now, measured_from=source,
         concurrency=running, efficiency=efficiency, **ttft_parts(speed, metrics, missing),
-        missing=missing)
+        **prefill_parts(place, bw, speed, metrics, missing), missing=missing)
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RooflineRecord:
