@@ -134,6 +134,11 @@ CAUSES: tuple[str, ...] = (
     "engine-cache-ephemeral",
     "engine-cache-disk-full",
     "hf-offline-unset",
+    # issue 32 items 1-2, engine.kv_tiers (checks/engine_kv.toml)
+    "kv-transfer-failing",
+    "kv-transfer-ucx-tcp",
+    "kv-offload-tier-small",
+    "kv-offload-hashseed-unset",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -178,6 +183,11 @@ OWN_CAUSES: tuple[str, ...] = (
     "engine-cache-ephemeral",  # a model or compile cache on tmpfs, an emptyDir or a container's overlay
     "engine-cache-disk-full",  # a model or compile cache's filesystem nearly full
     "hf-offline-unset",  # a hub model cached locally, HF_HUB_OFFLINE unset: a restart asks the hub
+    # issue 32 items 1-2, engine.kv_tiers
+    "kv-transfer-failing",  # NIXL KV transfers failing between the scrapes: decode may serve partial KV
+    "kv-transfer-ucx-tcp",  # UCX_TLS keeps KV transfers on TCP where RDMA ports are up
+    "kv-offload-tier-small",  # a CPU KV tier no larger than the GPU's: copies without hits
+    "kv-offload-hashseed-unset",  # LMCache, TP > 1, PYTHONHASHSEED unset: workers' keys differ
 )
 
 # Causes a person must read before any other finding of the same severity: a service that
