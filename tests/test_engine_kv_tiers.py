@@ -127,3 +127,19 @@ def test_ucx_tls_parsing(tls, tcp):
 @pytest.mark.parametrize("raw", ["{not json", "[" * 5000 + "]" * 5000, '{"kv_connector": {"x": 1}}', "x" * 70000])
 def test_a_hostile_kv_transfer_config_is_no_connector(raw):
     assert K.config_key(["vllm", "--kv-transfer-config", raw], "kv_connector") is None
+
+
+@pytest.mark.parametrize("args", [["--hicache-ratio", "nan"], ["--hicache-ratio", "-1e999"],
+                                  ["--hicache-size", "1e300"], ["--hicache-ratio", "1e300"]])
+def test_a_hostile_hicache_flag_is_no_figure_and_not_judged(args):
+    page = "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 1\n"
+    item = record(None, page, page, ["sglang", "--enable-hierarchical-cache", *args], pid=None, kind="sglang")
+    assert item.cpu_tier_bytes is None and fired(item) == []
+    if args[0] == "--hicache-ratio":  # no ratio; a bad --hicache-size leaves the default ratio
+        assert item.hicache_ratio is None
+
+
+def test_a_huge_offloading_size_is_no_size():
+    calm = SCENARIOS["vllm-v1-calm"]()
+    item = record(None, *calm, ["vllm", "--kv-offloading-size", "1e300"], pid=None)
+    assert item is None  # no tier, no connector, no series: nothing to judge

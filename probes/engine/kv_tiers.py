@@ -42,6 +42,13 @@ from probes.helpers.engine_scrape import scraped, with_metrics
 from probes.helpers.process_env import env_value
 
 GIB = 1 << 30
+MAX_GB = 1e6  # no host has a petabyte of memory: a larger size is no size
+
+
+def _gb(value: str | None) -> float | None:
+    """A size in GB/GiB from a flag or variable; None unless a number in (0, MAX_GB]."""
+    found = number(value)
+    return found if found is not None and 0 < found <= MAX_GB else None
 # UCX transports that use an RDMA device (ucx_info -d): rc, ud, dc and their verbs/mlx5 forms
 UCX_RDMA = ("rc", "ud", "dc", "ib", "rc_v", "rc_x", "rc_mlx5", "ud_v", "ud_x", "ud_mlx5",
             "dc_x", "dc_mlx5", "all")
@@ -122,23 +129,23 @@ def _cpu_tier(m: EngineMetrics, argv: list[str], lmcache_size: str | None,
     if m.kind == "sglang":
         if "--enable-hierarchical-cache" not in argv:
             return None, None, None, None
-        size = number(flag(argv, "--hicache-size"))
-        ratio = number(flag(argv, "--hicache-ratio"))
+        size = _gb(flag(argv, "--hicache-size"))
         if size:
             return "hicache", int(size * 1e9), "--hicache-size", None
-        return "hicache", None, None, ratio if ratio is not None else 2.0  # its default
+        raw = flag(argv, "--hicache-ratio")
+        ratio = number(raw) if raw is not None else 2.0  # its default
+        return "hicache", None, None, ratio if ratio is not None and 0 <= ratio <= MAX_GB else None
     kv = m.kv
     backend = flag(argv, "--kv-offloading-backend")
-    size = number(flag(argv, "--kv-offloading-size"))
+    size = _gb(flag(argv, "--kv-offloading-size"))
     if kv is not None and kv.offload_cpu_bytes is not None:
         named = backend or ("native" if size else connector) or "native"
         return named, kv.offload_cpu_bytes, "vllm:kv_offload_config_info", None
-    if size is not None and size > 0:
+    if size is not None:
         return backend or "native", int(size * GIB), "--kv-offloading-size", None
     if connector and "lmcache" in connector.lower():
-        lm = number(lmcache_size)
-        return connector, int(lm * 1e9) if lm and lm > 0 else None, \
-            "LMCACHE_MAX_LOCAL_CPU_SIZE" if lm else None, None
+        lm = _gb(lmcache_size)
+        return connector, int(lm * 1e9) if lm else None, "LMCACHE_MAX_LOCAL_CPU_SIZE" if lm else None, None
     if connector == "OffloadingConnector":
         return connector, None, None, None
     return None, None, None, None
