@@ -174,6 +174,8 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
     tls, _ = _env(host, pid, "UCX_TLS", missing) if connector or kv else (None, False)
     seed, read = _env(host, pid, "PYTHONHASHSEED", missing)
     gpu_tokens = count(m.cache_config.get("kv_cache_size_tokens"), minimum=1)
+    if rdma is None and (connector or kv):
+        missing["rdma_ports_active"] = "net.rdma did not run here or found no RDMA device"
     if backend and size is None and ratio is None:
         missing["cpu_tier_bytes"] = "set in LMCache's config file or by its default: not on the command line"
     return EngineKvTiers(
