@@ -137,6 +137,11 @@ CAUSES: tuple[str, ...] = (
     # issue 32 item 8, the NVLink domain across trays (checks/gpu_fabric.toml)
     "nvlink-domain-unhealthy",
     "imex-domain-not-ready",
+    # issue 32 items 1-2, engine.kv_tiers (checks/engine_kv.toml)
+    "kv-transfer-failing",
+    "kv-transfer-ucx-tcp",
+    "kv-offload-tier-small",
+    "kv-offload-hashseed-unset",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -184,6 +189,11 @@ OWN_CAUSES: tuple[str, ...] = (
     # issue 32 item 8, gpu.fabric across trays (GB200 NVL72)
     "nvlink-domain-unhealthy",  # fabric health mask bits set, or one host's GPUs in two cliques/clusters
     "imex-domain-not-ready",  # a multi-node NVLink domain configured, nvidia-imex or its channel missing
+    # issue 32 items 1-2, engine.kv_tiers
+    "kv-transfer-failing",  # NIXL KV transfers failing between the scrapes: decode may serve partial KV
+    "kv-transfer-ucx-tcp",  # UCX_TLS keeps KV transfers on TCP where RDMA ports are up
+    "kv-offload-tier-small",  # a CPU KV tier no larger than the GPU's: copies without hits
+    "kv-offload-hashseed-unset",  # LMCache, TP > 1, PYTHONHASHSEED unset: workers' keys differ
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

@@ -18,6 +18,7 @@ from probes.engine import (
     features as engine_features,
     frontend as engine_frontend,
     kv_cache as engine_kv,
+    kv_tiers as engine_kv_tiers,
     load as engine_load,
     metrics as engine_metrics,
     offload as engine_offload,
@@ -184,6 +185,17 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=engine_features.probe,
         summary=engine_features.summary,
         needs=("engine.discovery", "engine.metrics"),
+    ),
+    ProbeSpec(
+        name="engine.kv_tiers",
+        level=Level.QUICK,
+        description=lazy("KV transfer between prefill and decode instances (NIXL failures, transfer time, UCX transports) and KV offload to host memory (the CPU tier against the GPU tier, PYTHONHASHSEED with LMCache)"),
+        reads=lazy("engine.metrics, engine.discovery and net.rdma; /proc/<pid>/cmdline (--kv-transfer-config, --kv-offloading-size, --hicache-ratio) and /proc/<pid>/environ (UCX_TLS, PYTHONHASHSEED, LMCACHE_MAX_LOCAL_CPU_SIZE)"),
+        timeout_s=10.0,  # engine.metrics has scraped; one cmdline and environ read per engine
+        run=engine_kv_tiers.probe,
+        summary=engine_kv_tiers.summary,
+        needs=("engine.discovery", "engine.metrics"),
+        after=("net.rdma",),  # the host's RDMA ports, when that probe ran
     ),
     ProbeSpec(
         name="engine.capacity",

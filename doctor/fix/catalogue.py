@@ -559,6 +559,11 @@ NO_STEP: dict[str, str] = {
     "engine-cache-ephemeral": lazy("a persistent volume for the engine's cache and its variable: a deployment change to review"),
     "engine-cache-disk-full": lazy("which cached models or compile artefacts may go is the owner's call: the playbook says how to list them"),
     "hf-offline-unset": lazy("HF_HUB_OFFLINE=1 in the engine's environment, set at its next planned restart"),
+    # issue 32 items 1-2: the KV path between instances and the offload tier are deployment settings
+    "kv-transfer-failing": lazy("the transfer path is two instances' and the network's: the playbook says how to take the pair out of the pool and find the fault"),
+    "kv-transfer-ucx-tcp": _ENGINE,
+    "kv-offload-tier-small": lazy("the CPU tier's size is bounded by the host memory left: a sizing decision the playbook walks through"),
+    "kv-offload-hashseed-unset": lazy("PYTHONHASHSEED in the engine's environment, set at its next planned restart"),
 }
 
 

@@ -18,6 +18,7 @@ from probes.helpers.promtext import Page, bucket_delta, observed, quantile
 from doctor.values import fraction, non_negative
 from probes.helpers import engine_names as N
 from probes.helpers.engine_features import FeatureFigures, features
+from probes.helpers.engine_kv import KvFigures, kv as kv_figures
 
 QUANTILES = (0.5, 0.95, 0.99)
 # vllm:cache_config_info labels worth a report (the rest are allocator internals).
@@ -67,6 +68,9 @@ class EngineMetrics:
     # speculative decoding, LoRA and structured output series (probes/helpers/engine_features.py),
     # judged by engine.features; None when the page holds none of them
     features: FeatureFigures | None = None
+    # NIXL KV-transfer and KV-offload series (probes/helpers/engine_kv.py), judged by
+    # engine.kv; None when the page holds none of them
+    kv: KvFigures | None = None
     # Means (a histogram's _sum over its _count) over the same window as ``means_window``:
     # the time to first token and its parts (vLLM: queue wait, prefill; SGLang: queue wait),
     # the gap between tokens, and a request's prompt and generated tokens (vLLM)
@@ -185,7 +189,7 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
         # vLLM writes a setting it leaves unset as Python's "None": absent, so left out
         cache_config={k: v for k, v in (second.first_labels("vllm:cache_config_info") or {}).items()
                       if k in CACHE_CONFIG_KEPT and v != "None"},
-        features=features(first, second),
+        features=features(first, second), kv=kv_figures(first, second),
         **means, absent=tuple(r.absent)))
 
 

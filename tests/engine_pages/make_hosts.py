@@ -69,6 +69,24 @@ evidence = { max_lora = 2, running = 2, waiting = 2, adapters = "chat,qa" }
 ''',
 }
 
+EXPECTED["vllm-v1-kv-nixl-offload"] = '''# What `llm-doctor scan --replay <this dir>` must raise at warning or above.
+level = "standard"
+
+[[finding]]
+rule = "kv-transfer-failing"
+severity = "critical"
+evidence = { failed = 2.0, transfers = 20.0, connector = "NixlConnector", role = "kv_both" }
+
+[[finding]]
+rule = "kv-offload-tier-small"
+severity = "warning"
+evidence = { cpu_tokens = 29127, gpu_tokens = 70560, backend = "native" }
+'''
+# the engine's command line and environment where a scenario needs its own (NUL-separated)
+KV_ARGS = ("--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
+           "--kv-offloading-size", "4")
+PROCESS = {"vllm-v1-kv-nixl-offload": (KV_ARGS, ("PATH=/usr/local/bin:/usr/bin", "UCX_TLS=tcp,cuda_copy"))}
+
 README = """# {name}
 
 A copy of `../healthy-epyc-9654-vllm/` (read its README for the machine) whose vLLM server
@@ -92,6 +110,13 @@ STORIES = {
                                 "the scrapes kept 150 tokens (1.25 tokens a step), and both "
                                 "`max_lora=2` slots were taken at both scrapes while 'chat' and "
                                 "then 'qa' waited.",
+    "vllm-v1-kv-nixl-offload": "the calm engine started as one instance of a NIXL prefill/decode "
+                               "pair with a 4 GiB CPU offload tier (`--kv-transfer-config "
+                               "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}' "
+                               "--kv-offloading-size 4`, `UCX_TLS=tcp,cuda_copy` on a host with no "
+                               "RDMA port); vLLM 0.33.0's own NIXL and offload families: 2 of 20 "
+                               "transfers failed between the scrapes, and the CPU tier holds 29,127 "
+                               "tokens against the GPU's 70,560.",
 }
 
 
@@ -130,6 +155,12 @@ def write_host(name: str, hosts: Path = HOSTS) -> Path:
         shutil.rmtree(target)
     shutil.copytree(hosts / HEALTHY.name, target, symlinks=True)
     write_pages(target, name)
+    if name in PROCESS:
+        args, environ = PROCESS[name]
+        proc = target / "fs" / "proc" / "48213"
+        cmdline = (proc / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        (proc / "cmdline").write_bytes(b"\0".join(cmdline + [a.encode() for a in args]) + b"\0")
+        (proc / "environ").write_bytes(b"\0".join(e.encode() for e in environ) + b"\0")
     # the capture timed its two scrapes 3 s apart (engine.metrics records the interval)
     measurements = json.loads((target / "measurements.json").read_text())
     measurements[f"engine.metrics interval {BASE}/metrics"] = {"interval_s": 3.0}

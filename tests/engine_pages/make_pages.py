@@ -194,6 +194,20 @@ def vllm_v1_features() -> tuple[str, str]:
     return first.text(), second.text()
 
 
+def vllm_v1_kv() -> tuple[str, str]:
+    """The calm engine as one instance of a prefill/decode pair with CPU offload: vLLM 0.33.0's
+    own NIXL families and offload info gauge (source/vllm_v1_0.33.0_kv_generated.txt, a CPU
+    tier of 29,127 tokens against the calm page's 70,560 on the GPU); 20 transfers between the
+    scrapes, 2 of them failed (one a notification)."""
+    calm = SCENARIOS["vllm-v1-calm"]()
+    first, second = (Page(text).append(source("vllm_v1_0.33.0_kv_generated.txt").text())
+                     for text in calm)
+    second.observe("vllm:nixl_xfer_time_seconds", [0.02] * 16 + [0.3, 0.4, 0.9, 2.5])
+    second.add("vllm:nixl_num_failed_transfers_total", 2)
+    second.add("vllm:nixl_num_failed_notifications_total", 1)
+    return first.text(), second.text()
+
+
 SCENARIOS = {
     # KV at 0.99, 12 waiting, 15 preemptions between scrapes, slow first tokens
     "vllm-v1-kv-pressure": lambda: vllm_v1(
@@ -209,6 +223,8 @@ SCENARIOS = {
         prompt=spread(12, 45, 20), generated=spread(3, 9, 20), block_size=128),
     # the calm engine with ngram speculation keeping few drafts and LoRA adapters waiting
     "vllm-v1-spec-lora-thrash": lambda: vllm_v1_features(),
+    # one instance of a NIXL prefill/decode pair with a CPU offload tier smaller than its GPU's
+    "vllm-v1-kv-nixl-offload": lambda: vllm_v1_kv(),
     "sglang": sglang,
     "tgi": tgi,
     "triton-trtllm": triton,

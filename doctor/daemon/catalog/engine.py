@@ -14,6 +14,9 @@ FEATURE_FIGURES = ("spec_window", "spec_drafts", "spec_draft_tokens", "spec_acce
                    "lora_waiting_before", "lora_updated_in_window", "so_requests",
                    "so_of_requests", "grammar_queue", "grammar_queue_before",
                    "grammar_compile_p95_s", "grammar_timeouts", "absent")
+# probes/helpers/engine_kv.KvFigures' fields: engine.kv_tiers reads them
+KV_FIGURES = ("transfers", "failed", "failed_notifications", "failed_window", "xfer_p99_s",
+              "offload_cpu_bytes", "offload_cpu_tokens", "absent")
 FREE_TEXT = "free text for people (it may name URLs and paths), shown by the scan"
 
 
@@ -149,6 +152,9 @@ TABLES = (
         *(unexported(f"engines.features.{f}", "a speculative-decoding, LoRA or structured-output "
                      "series of the two scrapes: engine.features exports it, judged")
           for f in FEATURE_FIGURES),
+        each("engines.kv", L.position("kv")),
+        *(unexported(f"engines.kv.{f}", "a NIXL KV-transfer or KV-offload series of the two "
+                     "scrapes: engine.kv_tiers exports it, judged") for f in KV_FIGURES),
         of("length", "errors", "engine_scrape_errors", "Engines whose /metrics could not be read"),
     )),
     Table("engine.features", (
@@ -187,6 +193,38 @@ TABLES = (
               "Grammar compilation time, percentile", const=(("percentile", "95"),)),
         gauge("engines.grammar_timeouts", "engine_grammar_timeouts_between_scrapes",
               "Grammar compilations that timed out between the scrapes"),
+    )),
+    Table("engine.kv_tiers", (
+        each("engines", L.engine(url="endpoint", kind="kind", model="model")),
+        info("engines", "engine_kv_transfer_info", "The KV connector and this instance's role "
+             "(--kv-transfer-config), and the KV offload backend", connector="kv_connector",
+             role="kv_role", offload="offload_backend", cpu_tier_from="cpu_tier_from"),
+        gauge("engines.transfers", "engine_kv_transfers",
+              "NIXL KV transfers over the window (or since start: failed_window says)"),
+        gauge("engines.failed_transfers", "engine_kv_transfer_failures",
+              "Failed NIXL KV transfers, handshakes and notifications over the window"),
+        gauge("engines.xfer_p99_s", "engine_kv_transfer_seconds", "NIXL KV transfer time, "
+              "percentile", const=(("percentile", "99"),)),
+        gauge("engines.ucx_tcp_only", "engine_kv_transfer_ucx_tcp_only",
+              "1 when UCX_TLS leaves UCX no RDMA transport"),
+        gauge("engines.rdma_ports_active", "engine_kv_transfer_rdma_ports",
+              "The host's ACTIVE RDMA ports (net.rdma)"),
+        gauge("engines.cpu_tier_bytes", "engine_kv_offload_cpu_bytes", "The CPU KV tier's size"),
+        gauge("engines.cpu_tier_tokens", "engine_kv_offload_cpu_tokens",
+              "Tokens the CPU KV tier holds at max_model_len"),
+        gauge("engines.gpu_tier_tokens", "engine_kv_offload_gpu_tokens",
+              "Tokens the GPU KV cache holds (vllm:cache_config_info's kv_cache_size_tokens)"),
+        gauge("engines.hicache_ratio", "engine_kv_offload_hicache_ratio",
+              "SGLang HiCache's host pool over its device pool"),
+        gauge("engines.pythonhashseed_set", "engine_pythonhashseed_set",
+              "1 when PYTHONHASHSEED is set in the engine's environment"),
+        *(unexported(f"engines.{f}", why) for f, why in (
+            ("failed_window", "what the failures cover: 'between scrapes' or 'since start'"),
+            ("ucx_tls", "the engine's UCX_TLS, read by the rule and shown by the scan"),
+            ("lmcache", "whether the connector or backend is LMCache, read by the rule"),
+            ("nixl", "whether the connector moves KV with NIXL, read by the rule"),
+            _copy("tensor_parallel", "engine.discovery", "engine_tensor_parallel_size"),
+            ("missing", "why a figure is absent: for people"))),
     )),
     Table("engine.kv_cache", (
         each("engines", L.engine(url="endpoint", kind="kind", model="model")),

@@ -1,0 +1,228 @@
+"""engine.kv_tiers: each engine's KV cache beyond its GPU: KV transfer between prefill and
+decode instances (disaggregated serving) and KV offload to host memory.
+
+Sources: engine.metrics' record (the NIXL and offload series of its two scrapes, read by
+probes/helpers/engine_kv.py, which names vLLM's files they come from; ``vllm:cache_config_info``'s
+``kv_cache_size_tokens``: the GPU tier), engine.discovery's engines and their command lines
+(``/proc/<pid>/cmdline``), the engine's environment (``/proc/<pid>/environ``: ``UCX_TLS``,
+``PYTHONHASHSEED``, ``LMCACHE_MAX_LOCAL_CPU_SIZE``; the rest never kept), and net.rdma's
+record when it ran (the host's ACTIVE InfiniBand/RoCE ports). Flags, as vLLM 0.33.0's
+``vllm/engine/arg_utils.py`` and ``vllm/config/cache.py`` and SGLang 0.5.23's ``server_args.py``
+name them:
+
+* vLLM ``--kv-transfer-config '{"kv_connector": "NixlConnector", "kv_role": "kv_both"}'`` (or
+  ``--kv-transfer-config.kv_connector X``): the connector (NixlConnector, LMCacheConnectorV1,
+  OffloadingConnector, MooncakeConnector…) and the instance's role;
+* vLLM ``--kv-offloading-size`` (GiB, all TP ranks together) and ``--kv-offloading-backend``
+  (``native`` or ``lmcache``); ``--tensor-parallel-size`` / ``-tp``;
+* SGLang ``--enable-hierarchical-cache``, ``--hicache-ratio`` (host pool / device pool,
+  default 2.0) and ``--hicache-size`` (GB; 0, the default, uses the ratio).
+
+The CPU tier helps only when it holds more than the GPU tier (LMCache's maintainers,
+LMCache/LMCache#928 and #1109; a user measured TTFT 27 % worse with it smaller, #1241).
+Units: tokens, bytes, seconds, counts. Privilege: the engine's user or root for its environ.
+Manual equivalent: ``curl -s :8000/metrics | grep -E 'nixl_|kv_offload_config'`` and
+``tr '\\0' '\\n' < /proc/PID/environ | grep -E '^(UCX_TLS|PYTHONHASHSEED)='``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.i18n import t
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host
+from doctor.values import count, number, page_json
+from probes.helpers.engine_argv import engine_argv
+from probes.helpers.engine_discovery import DiscoveryRecord, found
+from probes.helpers.engine_flags import Engine, flag
+from probes.helpers.engine_normalise import EngineMetrics
+from probes.helpers.engine_scrape import scraped, with_metrics
+from probes.helpers.process_env import env_value
+
+GIB = 1 << 30
+MAX_GB = 1e6  # no host has a petabyte of memory: a larger size is no size
+
+
+def _gb(value: str | None) -> float | None:
+    """A size in GB/GiB from a flag or variable; None unless a number in (0, MAX_GB]."""
+    found = number(value)
+    return found if found is not None and 0 < found <= MAX_GB else None
+# UCX transports that use an RDMA device (ucx_info -d): rc, ud, dc and their verbs/mlx5 forms
+UCX_RDMA = ("rc", "ud", "dc", "ib", "rc_v", "rc_x", "rc_mlx5", "ud_v", "ud_x", "ud_mlx5",
+            "dc_x", "dc_mlx5", "all")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineKvTiers:
+    endpoint: str
+    kind: str
+    model: str | None
+    kv_connector: str | None  # --kv-transfer-config's kv_connector
+    kv_role: str | None  # kv_producer, kv_consumer, kv_both
+    transfers: float | None  # NIXL transfers over the window (else since start)
+    failed_transfers: float | None  # failed NIXL transfers, handshakes and notifications
+    failed_window: str | None  # "between scrapes" | "since start"
+    xfer_p99_s: float | None
+    nixl: bool  # the connector moves KV with NIXL (over UCX): NixlConnector
+    ucx_tls: str | None  # the engine's UCX_TLS; None: unset (UCX picks) or not readable
+    ucx_tcp_only: bool | None  # UCX_TLS leaves no RDMA transport; None: unset or not read
+    rdma_ports_active: int | None  # the host's ACTIVE RDMA ports (net.rdma); None: not run
+    offload_backend: str | None  # native, lmcache, OffloadingConnector, LMCacheConnectorV1, hicache
+    cpu_tier_bytes: int | None  # the CPU tier's size
+    cpu_tier_from: str | None  # where it was read
+    cpu_tier_tokens: int | None  # tokens it holds (vLLM's offload info)
+    gpu_tier_tokens: int | None  # vllm:cache_config_info's kv_cache_size_tokens
+    hicache_ratio: float | None  # SGLang's host pool / device pool
+    tensor_parallel: int | None
+    lmcache: bool  # the connector or offload backend is LMCache
+    pythonhashseed_set: bool | None  # None: the environ was not read
+    missing: dict[str, str]  # figure -> why it is None
+
+
+@dataclass(frozen=True, slots=True)
+class KvTiersRecord:
+    engines: tuple[EngineKvTiers, ...]
+
+
+def config_key(argv: list[str], key: str, name: str = "--kv-transfer-config") -> str | None:
+    """A key of a JSON config argument (``--x '{"k": 4}'``) or its dotted form (``--x.k 4``)."""
+    value = flag(argv, f"{name}.{key}")
+    if value is not None:
+        return value[:128]
+    raw = flag(argv, name)
+    try:
+        config = page_json(raw) if raw and len(raw) < 65536 else None  # depth bounded
+    except ValueError:
+        return None
+    got = config.get(key) if isinstance(config, dict) else None
+    return None if got is None or isinstance(got, (dict, list)) else str(got)[:128]
+
+
+def tcp_only(tls: str | None) -> bool | None:
+    """Whether UCX_TLS leaves UCX no RDMA transport: ``tcp,cuda_copy`` yes, ``rc,tcp`` no,
+    ``^ib`` (everything but InfiniBand) yes; None when unset (UCX then picks every device)."""
+    if not tls:
+        return None
+    names = {n.strip().lower() for n in tls.lstrip("^").split(",") if n.strip()}
+    if tls.startswith("^"):  # an exclusion list
+        return "ib" in names or {"rc", "ud", "dc"} <= names or "all" in names
+    return not names & set(UCX_RDMA)
+
+
+def _env(host: Host, pid: int | None, name: str, missing: dict[str, str]) -> tuple[str | None, bool]:
+    """(value, read): the variable, and whether the environ could be read at all."""
+    if pid is None:
+        missing[name] = "no engine process found for this endpoint"
+        return None, False
+    got = env_value(host, pid, name)
+    if got.reason is not None:
+        missing[name] = f"/proc/{pid}/environ: {got.reason}"
+        return None, False
+    return got.value or None, True
+
+
+def _cpu_tier(m: EngineMetrics, argv: list[str], lmcache_size: str | None,
+              connector: str | None) -> tuple[str | None, int | None, str | None, float | None]:
+    """(backend, bytes, where from, SGLang's ratio)."""
+    if m.kind == "sglang":
+        if "--enable-hierarchical-cache" not in argv:
+            return None, None, None, None
+        size = _gb(flag(argv, "--hicache-size"))
+        if size:
+            return "hicache", int(size * 1e9), "--hicache-size", None
+        raw = flag(argv, "--hicache-ratio")
+        ratio = number(raw) if raw is not None else 2.0  # its default
+        return "hicache", None, None, ratio if ratio is not None and 0 <= ratio <= MAX_GB else None
+    kv = m.kv
+    backend = flag(argv, "--kv-offloading-backend")
+    size = _gb(flag(argv, "--kv-offloading-size"))
+    if kv is not None and kv.offload_cpu_bytes is not None:
+        named = backend or ("native" if size else connector) or "native"
+        return named, kv.offload_cpu_bytes, "vllm:kv_offload_config_info", None
+    if size is not None:
+        return backend or "native", int(size * GIB), "--kv-offloading-size", None
+    if connector and "lmcache" in connector.lower():
+        lm = _gb(lmcache_size)
+        return connector, int(lm * 1e9) if lm else None, "LMCACHE_MAX_LOCAL_CPU_SIZE" if lm else None, None
+    if connector == "OffloadingConnector":
+        return connector, None, None, None
+    return None, None, None, None
+
+
+def _active_rdma(inputs: Inputs) -> int | None:
+    # read by shape: a probe imports no other probe (tests/test_import_graph.py)
+    ports = getattr(inputs.records.get("net.rdma"), "ports", None)
+    if not isinstance(ports, tuple):
+        return None
+    return sum(1 for p in ports if getattr(p, "state", None) == "ACTIVE")
+
+
+def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
+         rdma: int | None) -> EngineKvTiers | None:
+    """One engine's KV tiers; None when it uses neither KV transfer nor offload."""
+    connector = config_key(argv, "kv_connector")
+    kv = m.kv
+    pid = engine.pid if engine else None
+    missing: dict[str, str] = dict(a.split(": ", 1) for a in (kv.absent if kv else ()) if ": " in a)
+    lmcache, _ = (_env(host, pid, "LMCACHE_MAX_LOCAL_CPU_SIZE", {})
+                  if connector and "lmcache" in connector.lower() else (None, False))
+    backend, size, size_from, ratio = _cpu_tier(m, argv, lmcache, connector)
+    if connector is None and kv is None and backend is None:
+        return None
+    tls, _ = _env(host, pid, "UCX_TLS", missing) if connector or kv else (None, False)
+    seed, read = _env(host, pid, "PYTHONHASHSEED", missing)
+    gpu_tokens = count(m.cache_config.get("kv_cache_size_tokens"), minimum=1)
+    if rdma is None and (connector or kv):
+        missing["rdma_ports_active"] = "net.rdma did not run here or found no RDMA device"
+    if backend and size is None and ratio is None:
+        missing["cpu_tier_bytes"] = "set in LMCache's config file or by its default: not on the command line"
+    return EngineKvTiers(
+        endpoint=m.endpoint, kind=m.kind, model=engine.model if engine else None,
+        kv_connector=connector, kv_role=config_key(argv, "kv_role"),
+        transfers=kv.transfers if kv else None, failed_transfers=kv.failed if kv else None,
+        failed_window=kv.failed_window if kv else None, xfer_p99_s=kv.xfer_p99_s if kv else None,
+        nixl="nixl" in (connector or "").lower(), ucx_tls=tls[:128] if tls else None, ucx_tcp_only=tcp_only(tls), rdma_ports_active=rdma,
+        offload_backend=backend, cpu_tier_bytes=size, cpu_tier_from=size_from,
+        cpu_tier_tokens=kv.offload_cpu_tokens if kv else None, gpu_tier_tokens=gpu_tokens,
+        hicache_ratio=ratio,
+        tensor_parallel=count(flag(argv, "--tensor-parallel-size", "-tp", "--tp-size", "--tp"), minimum=1),
+        lmcache="lmcache" in f"{connector} {backend}".lower(),
+        pythonhashseed_set=(seed is not None) if read else None, missing=missing)
+
+
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTiersRecord:
+    inputs = with_metrics(host, options, inputs)  # handed over, else read here once
+    engines = {e.base_url: e for e in found(host, options, inputs).engines}
+    record = inputs.get("engine.discovery", DiscoveryRecord)
+    argvs = {a.pid: a.argv for a in record.argv} if record is not None else {}
+    metrics = scraped(host, options, inputs)
+    if not metrics.engines:
+        raise Skip(t("no engine's /metrics page could be read (see engine.metrics)"))
+    rdma, items = _active_rdma(inputs), []
+    for m in metrics.engines:
+        engine = engines.get(m.endpoint.rsplit("/metrics", 1)[0])
+        pid = engine.pid if engine else None
+        argv = list(argvs[pid] if pid in argvs else engine_argv(host, pid).argv if pid else ())
+        item = view(host, engine, m, argv, rdma)
+        if item is not None:
+            items.append(item)
+    if not items:
+        raise Skip(t("no engine transfers or offloads its KV cache (no --kv-transfer-config, offload flags or series)"))
+    return KvTiersRecord(tuple(items))
+
+
+def summary(record: KvTiersRecord) -> str:
+    parts = []
+    for e in record.engines:
+        bits = []
+        if e.kv_connector:
+            bits.append(t("{connector} ({role})", connector=e.kv_connector, role=e.kv_role or "?"))
+        if e.failed_transfers is not None:
+            bits.append(t("{failed:g} failed transfers ({window})", failed=e.failed_transfers,
+                          window=e.failed_window))
+        if e.cpu_tier_bytes is not None:
+            bits.append(t("CPU tier {gib:.1f} GiB", gib=e.cpu_tier_bytes / GIB))
+        parts.append(f"{e.kind}: " + (t(", ").join(bits) or t("no KV tier figures")))
+    return t("; ").join(parts)
