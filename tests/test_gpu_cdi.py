@@ -111,8 +111,8 @@ def test_a_spec_over_the_bound_is_not_read(tmp_path):
 @pytest.mark.parametrize("config,mode,reason", [
     ("[nvidia-container-runtime]\nlog-level = 'info'\n", "auto", None),  # the toolkit's default
     ("[nvidia-container-runtime]\nmode = 5\n", None, "not a string"),
-    ("[nvidia-container-runtime\nmode = 'cdi'\n", None, "not TOML"),
-    ("a" + ".a" * 40 + " = 1\n", None, "not TOML"),
+    ("[nvidia-container-runtime\nmode = 'cdi'\n", None, "not valid TOML"),
+    ("a" + ".a" * 40 + " = 1\n", None, "more than 8 parts"),
 ])
 def test_the_runtime_mode_or_why_not(tmp_path, config, mode, reason):
     record = cdi.probe(planted(tmp_path, SPEC.read_text(), config), QUICK)

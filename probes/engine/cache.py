@@ -221,7 +221,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Cache
 def summary(record: CacheRecord) -> str:
     parts = []
     for c in record.caches:
-        where = c.path or c.missing.get("path", "?")
+        where = c.path or "?"  # why it has none is in the record (a summary keeps plain values)
         kept = (t("lost at a restart ({why})", why=c.ephemeral) if c.persistent is False
                 else t("kept") if c.persistent else t("mount not read"))
         if c.free_bytes is not None:

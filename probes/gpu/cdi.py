@@ -21,16 +21,16 @@ Manual equivalent: ``nvidia-ctk cdi list``, ``grep -h 'libcuda.so\\.' /etc/cdi/*
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from doctor._toml import tomllib
 from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
-from doctor.tomlfile import check_shape
+from doctor.tomlfile import parse as parse_toml
 from probes.helpers.cdi_spec import MAX_SPEC_BYTES, CdiSpec, SpecError, driver_versions, parse
-from probes.helpers.gpu_common import Reader, reason_of
+from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 
 SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")  # the CDI specification's default directories
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -145,13 +145,10 @@ def runtime_mode(host: Host, missing: dict[str, str]) -> str | None:
     except HostReadError as exc:
         missing["runtime_mode"] = reason_of(exc)
         return None
-    problem = check_shape(text)
-    try:
-        if problem:
-            raise ValueError(problem[1])
-        doc = tomllib.loads(text)
-    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
-        missing["runtime_mode"] = f"{RUNTIME_CONFIG}: not TOML: {str(exc)[:120]}"
+    try:  # doctor/tomlfile's parse: bounded shape, every TOML error one line naming the file
+        doc = parse_toml(text, Path(RUNTIME_CONFIG), ValueError)
+    except ValueError as exc:
+        missing["runtime_mode"] = exc.args[0] if exc.args else str(exc)
         return None
     table = doc.get("nvidia-container-runtime", {})
     mode = table.get("mode", "auto") if isinstance(table, dict) else None
@@ -162,6 +159,8 @@ def runtime_mode(host: Host, missing: dict[str, str]) -> str | None:
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> GpuCdiRecord:
+    if inputs.get(INVENTORY, InventoryShape) is None:  # type: ignore[type-abstract]
+        gpu_count(host)  # no driver, no GPU or NVML failing: as every gpu.* probe says it
     missing: dict[str, str] = {}
     paths = _spec_paths(host, missing)
     mode = runtime_mode(host, missing)
