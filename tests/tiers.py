@@ -100,18 +100,3 @@ def sampled(paths, every: int = 4) -> list:
                          marks=() if i % every == 0 else (pytest.mark.slow,))
             for i, p in enumerate(paths)]
 
-
-# pytest-xdist (pyproject's addopts: two workers, --dist loadgroup). A test of a tier that acts
-# on this host as a whole (starts an engine, a CPU hog, a daemon or a cluster, or scans the live
-# host and judges what it finds) runs in the group "host", one after another on one worker: a
-# scan of the live host would otherwise find the other worker's llama-server or hog (four such
-# failures in the first two-worker run). Every other test runs beside its module's, so that a
-# module's fixtures are built once, on whichever worker is free.
-HOST_TIERS = ("live", "slurm", "browser", "slow")
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    for item in items:
-        shared = any(item.get_closest_marker(name) for name in HOST_TIERS)
-        group = "host" if shared else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
