@@ -156,9 +156,9 @@ def parse_info(text: str) -> Overview:
             chips.append(ChipRow(npu, chip, phy, (name or "")[:40] or None,
                                  row1[1][:20] or None, (bus or "")[:20] or None, values))
     if head1 is None or head2 is None:
-        first = next((ln.strip() for ln in text.splitlines()[:MAX_LINES] if ln.strip()), "")
+        seen = next((ln.strip() for ln in text.splitlines()[:MAX_LINES] if ln.strip()), "")
         raise TableError(f"no chip table (header `NPU Name | Health` and `Chip | Bus-Id`); "
-                         f"first line: {first[:80]!r}")
+                         f"first line: {seen[:80]!r}")
     if pending is not None:
         problem(" | ".join(pending[0]))
     return Overview(version, tuple(chips), tuple(procs), tuple(problems))
