@@ -3,7 +3,8 @@ and the processes holding its memory, as ``npu-smi info`` prints them.
 
 Source: ``npu-smi info`` (the overview table; probes/helpers/npu_smi.py reads it), and for a
 chip whose health is not ``OK``, ``npu-smi info -t health -i <NPU> -c <chip>`` (its ``Error
-Code`` and ``Error Information``). Units as npu-smi prints them: °C, W, %, MB (read as MiB:
+Code`` and ``Error Information``); the process table (``/proc/<pid>/cmdline``, as gpu.memory
+reads it) says which of npu-smi's processes is a serving engine. Units as npu-smi prints them: °C, W, %, MB (read as MiB:
 npu-smi's 65536 MB HBM is the 64 GiB of a 910B). Needs no root where the user is in the
 driver's group (HwHiAiUser); in a container, /dev/davinci_manager and the chip's /dev/davinci<N>
 must be mounted (npu.device_files says which are missing). Manual equivalent: ``npu-smi info``.
@@ -25,6 +26,7 @@ from doctor.model import ScanOptions
 from doctor.seam.host import Host, HostReadError, MalformedError
 from probes.helpers.npu_read import CommandFailed, npu_smi, overview
 from probes.helpers.npu_smi import ChipRow, TableError, parse_kv
+from probes.helpers.processes import Process, process_table
 
 VENDOR = "huawei"
 OK = "OK"
@@ -61,6 +63,10 @@ class NpuProcess:
     pid: int  # as npu-smi prints it (the host's PID namespace when run on the host)
     name: str  # npu-smi's Process name (the comm, cut to 15 characters by the kernel)
     used_mib: int | None  # Process memory(MB)
+    # /proc/<pid> seen by this scan: False where the pid is another PID namespace's (npu-smi
+    # run on the host, llm-doctor in a container) or the process ended; then engine is None
+    visible: bool = False
+    engine: str | None = None  # vllm, sglang, ... when /proc/<pid>/cmdline is a serving engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,14 @@ def _health_detail(host: Host, row: ChipRow) -> tuple[str | None, str | None, st
         value = kv.get(key)
         return None if not value or value.upper() == "NA" else value[:120]
     return word("Error Code"), word("Error Information"), None
+
+
+def _visible(host: Host) -> dict[int, Process]:
+    """The processes this scan sees, by pid; none where /proc cannot be listed."""
+    try:
+        return {p.pid: p for p in process_table(host)}
+    except HostReadError:
+        return {}
 
 
 def chip_of(host: Host, index: int, row: ChipRow, asked: int) -> NpuChip:
@@ -135,8 +149,11 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NpuDe
         chips.append(chip_of(host, index, row, asked))
         asked += row.health is not None and row.health != OK
     where = {(c.npu_id, c.chip_id): c.index for c in chips}
+    seen = _visible(host) if table.processes else {}
     procs = tuple(NpuProcess(VENDOR, p.npu_id, p.chip_id, where.get((p.npu_id, p.chip_id)),
-                             p.pid, p.name, p.memory_mib) for p in table.processes)
+                             p.pid, p.name, p.memory_mib, p.pid in seen,
+                             seen[p.pid].engine if p.pid in seen else None)
+                  for p in table.processes)
     return NpuDevicesRecord(VENDOR, table.smi_version, tuple(chips), procs, table.problems)
 
 

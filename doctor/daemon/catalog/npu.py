@@ -11,7 +11,7 @@ from doctor.daemon.catalog import labels as L
 from doctor.daemon.catalog.rows import MIB, Table, each, gauge, info, missing, unexported
 
 CHIP = L.fields("vendor", "npu=index", "npu_id", "chip_id", "model_name=name")
-PROCESS = L.fields("vendor", "npu=index", "npu_id", "chip_id", "pid", "comm=name")
+PROCESS = L.fields("vendor", "npu=index", "npu_id", "chip_id", "pid", "comm=name", "engine")
 PORT = L.fields("vendor", "device", "npu_id", "chip_id")
 NODE = L.fields("path", "role")
 ENGINE = L.fields("engine", "kind", "pid")
@@ -39,6 +39,7 @@ TABLES = (
         missing("chips.missing", "npu_value_missing", "npu.devices"),
         each("processes", PROCESS),
         unexported("processes.index", "the npu label says it"),
+        unexported("processes.visible", "whether /proc/<pid> was seen: the engine label is empty when not"),
         gauge("processes.used_mib", "npu_process_memory_used_bytes",
               "Device memory each process holds (npu-smi's process table)", MIB),
         unexported("problems", "table lines npu-smi printed that could not be read: the scan shows them"),
