@@ -74,6 +74,7 @@ from probes.npu import (
     devices as npu_devices,
     hccl_env as npu_hccl_env,
     network as npu_network,
+    topology as npu_topology,
     versions as npu_versions,
 )
 
@@ -629,6 +630,15 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=npu_network.probe,
         summary=npu_network.summary,
         after=("npu.devices",),  # its npu-smi info table, read once a scan
+    ),
+    ProbeSpec(
+        name="npu.topology",
+        level=Level.QUICK,
+        description=lazy("How each pair of Ascend NPUs is connected (HCCS or a PCIe path) and which CPUs are near each NPU"),
+        reads=lazy("npu-smi info -t topo"),
+        timeout_s=15.0,
+        run=npu_topology.probe,
+        summary=npu_topology.summary,
     ),
     ProbeSpec(
         name="npu.device_files",

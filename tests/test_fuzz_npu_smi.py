@@ -1,7 +1,7 @@
 """Fuzz: hostile npu-smi and hccn_tool text never crashes the parsers, hangs, or grows past
 their bounds.
 
-The inputs are the real tables of tests/fixtures/ascend/sources mutated at random: lines cut
+The inputs are the real tables (and ``npu-smi info -t topo``'s) of tests/fixtures/ascend/sources mutated at random: lines cut
 at random points, cells swapped, columns dropped, the border characters and digits replaced
 by box-drawing runes, Chinese labels, NUL and very long lines spliced in, the table repeated.
 ``parse_info`` must return a table or raise TableError (one line), never anything else, with
@@ -18,6 +18,7 @@ import pytest
 
 from probes.helpers import npu_smi
 from probes.helpers.npu_smi import TableError, hccn_value, parse_info, parse_kv
+from probes.npu.topology import parse_topo
 from tests.fixtures.build_ascend_hosts import SOURCES
 from tests.fuzz_runs import budget_s as fuzz_budget_s
 
@@ -26,7 +27,8 @@ pytestmark = pytest.mark.fuzz
 SEED = 20261207
 BUDGET_S = fuzz_budget_s()
 MIN_INPUTS = 200
-TABLES = [p.read_text() for p in sorted(SOURCES.glob("*npu-smi-info*"))]
+TABLES = [p.read_text() for p in sorted(SOURCES.glob("*npu-smi-info*")) if "-t-topo" not in p.name]
+TOPO = (SOURCES / "ms-swift-valle-npu-smi-info-t-topo-910b3-8x.txt").read_text()
 NOISE = ["│", "┃", "═", "╪", "健康", "芯片", "\0", "\x1b[31m", "NA", "-", "/", " / ", "|", "||",
          "9" * 40, "x" * 5000, "\ufffd", "+=+", "Process id", "NPU   Name", "Chip  Phy-ID"]
 
@@ -81,6 +83,11 @@ def test_mutated_real_tables():
         kv = parse_kv(mutate(rng, "link status: UP\nnet health status: Success\nipaddr:10.0.0.1\n"))
         assert len(kv) <= 256
         hccn_value(mutate(rng, "link status: DOWN\n"), "link status")
+        try:
+            topo = parse_topo(mutate(rng, TOPO))
+            assert len(topo.affinity) <= 64 and len(topo.problems) <= 8
+        except ValueError as exc:
+            assert "\n" not in str(exc)
         runs += 1
     assert runs >= MIN_INPUTS
 

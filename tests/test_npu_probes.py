@@ -62,6 +62,19 @@ def test_the_910b2c_table_of_npu_smi_23():
         [(0, 0, 124528, "python3.8", 17400)]
 
 
+def test_eight_910b3_of_one_real_host():
+    table = parse_info((SOURCES / "ms-swift-valle-npu-smi-info-910b3-8x-24.1.rc1.txt").read_text())
+    assert table.smi_version == "24.1.rc1.b030" and table.problems == () and table.processes == ()
+    assert [c.bus_id for c in table.chips][::3] == ["0000:C1:00.0", "0000:82:00.0", "0000:41:00.0"]
+    assert {c.values["HBM-Usage(MB)"][1] for c in table.chips} == {65536.0}  # type: ignore[index]
+
+
+def test_a_table_cut_after_a_chips_first_row_says_so():
+    text = (SOURCES / "ms-swift-valle-npu-smi-info-910b3-8x-24.1.rc1.txt").read_text()
+    table = parse_info("\n".join(text.splitlines()[:-2]))  # NPU 7's second row gone
+    assert len(table.chips) == 7 and table.problems[0].startswith("7     910B3 | OK | 98.2")
+
+
 def test_the_a3_table_with_phy_ids_and_a_dash_for_power():
     table = parse_info((SOURCES / "npu-smi-info-ascend910-phyid-25.2.0.txt").read_text())
     assert [(c.npu_id, c.chip_id, c.phy_id) for c in table.chips] == [(0, 0, 0), (0, 1, 1), (1, 0, 2), (1, 1, 3)]
@@ -97,6 +110,7 @@ def test_the_health_view_is_key_value():
 @pytest.mark.parametrize("story, expected", [
     ("ascend-910b2c-healthy", []),
     ("ascend-a3-phyid", []),
+    ("ascend-910b3-8x-valle", []),
     ("ascend-910b2c-health-warning", [("npu-health-not-ok", "NPU1 chip 0", "warning")]),
     ("ascend-910b4-warning-doc", [("npu-health-not-ok", "NPU0 chip 0", "warning")]),
     ("ascend-310b4-alarm", [("npu-health-not-ok", "NPU0 chip 0", "critical")]),
@@ -127,6 +141,16 @@ def test_the_records_carry_the_nvidia_names_and_the_vendor(hosts):
     ports = probes["npu.network"].record.ports
     assert [(p.device, p.link, p.net_health, p.address) for p in ports] == [
         (0, "UP", "Success", "10.10.0.10"), (1, "UP", "Success", "10.10.0.11")]
+
+
+def test_the_topology_of_the_8_x_910b3_host(hosts):
+    specs = [by_name()["npu.topology"]]
+    report = scan(RecordedHost(hosts / "ascend-910b3-8x-valle"), ScanOptions(level=Level.QUICK), specs, [])
+    record = report.probes[0].record
+    assert len(record.pairs) == 28 and {p.link for p in record.pairs} == {"HCCS"}
+    assert [(a.npu, a.cpus) for a in record.affinity][::2] == [
+        (0, "144-167"), (2, "96-119"), (4, "0-23"), (6, "48-71")]
+    assert record.problems == ()
 
 
 def test_a_host_without_npu_smi_skips_with_the_reason(hosts):

@@ -56,6 +56,16 @@ TABLES = (
         unexported("ports.netmask", "the address's mask: the finding shows it"),
         unexported("ports.address_reason", "why no address: the scan shows it"),
     )),
+    Table("npu.topology", (
+        unexported("vendor", "the vendor label of every npu series"),
+        each("pairs", L.fields("a", "b")),
+        info("pairs", "npu_pair_link_info", "How two Ascend NPUs are connected "
+             "(npu-smi info -t topo: HCCS, PIX, PXB, PHB, SYS, NA)", link="link"),
+        each("affinity", L.fields("npu")),
+        info("affinity", "npu_cpu_affinity_info", "The CPUs near an NPU (npu-smi info -t topo, "
+             "CPU Affinity)", cpus="cpus"),
+        unexported("problems", "rows npu-smi printed that could not be read: the scan shows them"),
+    )),
     Table("npu.device_files", (
         unexported("vendor", "the vendor label of every npu series"),
         unexported("chips_from", "where the chips came from: a sentence"),
