@@ -72,6 +72,7 @@ from probes.net import (
 from probes.npu import (
     device_files as npu_device_files,
     devices as npu_devices,
+    errors as npu_errors,
     hccl_env as npu_hccl_env,
     network as npu_network,
     topology as npu_topology,
@@ -630,6 +631,16 @@ PROBES: tuple[ProbeSpec, ...] = (
         run=npu_network.probe,
         summary=npu_network.summary,
         after=("npu.devices",),  # its npu-smi info table, read once a scan
+    ),
+    ProbeSpec(
+        name="npu.errors",
+        level=Level.QUICK,
+        description=lazy("Each Ascend chip's HBM ECC counts (corrected and not, since the driver loaded and over the card's life) and isolated pages"),
+        reads=lazy("npu.devices' chips; npu-smi info -t ecc -i <NPU> (-c <chip> on an NPU of two chips)"),
+        timeout_s=60.0,  # one npu-smi call a chip
+        run=npu_errors.probe,
+        summary=npu_errors.summary,
+        after=("npu.devices",),
     ),
     ProbeSpec(
         name="npu.topology",

@@ -27,7 +27,7 @@ from tests.builtin_rules import builtin_rules
 from tests.fixtures import build_ascend_hosts as ascend
 
 SOURCES = ascend.SOURCES
-NPU_PROBES = ["npu.devices", "npu.network", "npu.device_files", "npu.versions"]
+NPU_PROBES = ["npu.devices", "npu.network", "npu.device_files", "npu.versions", "npu.errors"]
 RULES = [r for r in builtin_rules() if any(p.startswith("npu.") for p in r.probes)]
 
 
@@ -110,6 +110,7 @@ def test_the_health_view_is_key_value():
 @pytest.mark.parametrize("story, expected", [
     ("ascend-910b2c-healthy", []),
     ("ascend-a3-phyid", []),
+    ("ascend-910b2c-hbm-ecc", [("npu-hbm-ecc-uncorrected", "NPU1 chip 0", "critical")]),
     ("ascend-910b3-8x-valle", []),
     ("ascend-910b2c-health-warning", [("npu-health-not-ok", "NPU1 chip 0", "warning")]),
     ("ascend-910b4-warning-doc", [("npu-health-not-ok", "NPU0 chip 0", "warning")]),
@@ -136,6 +137,9 @@ def test_the_records_carry_the_nvidia_names_and_the_vendor(hosts):
     chip = probes["npu.devices"].record.chips[0]
     assert (chip.vendor, chip.index, chip.temp_c, chip.power_w, chip.memory_used_mib,
             chip.memory_total_mib, chip.memory_kind) == ("huawei", 0, 51, 88.6, 20701, 65536, "HBM")
+    errors = probes["npu.errors"].record.chips
+    assert [(e.npu_id, e.ecc_uncorrected_volatile, e.isolated_pages_uncorrected) for e in errors] == [
+        (0, 0, 0), (1, 0, 0)]
     process = probes["npu.devices"].record.processes[0]
     assert (process.index, process.pid, process.used_mib) == (0, 124528, 17400)
     ports = probes["npu.network"].record.ports

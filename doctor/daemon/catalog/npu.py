@@ -11,6 +11,7 @@ from doctor.daemon.catalog import labels as L
 from doctor.daemon.catalog.rows import MIB, Table, each, gauge, info, missing, unexported
 
 CHIP = L.fields("vendor", "npu=index", "npu_id", "chip_id", "model_name=name")
+CHIP_ONLY = L.fields("vendor", "npu=index", "npu_id", "chip_id")
 PROCESS = L.fields("vendor", "npu=index", "npu_id", "chip_id", "pid", "comm=name", "engine")
 PORT = L.fields("vendor", "device", "npu_id", "chip_id")
 NODE = L.fields("path", "role")
@@ -55,6 +56,20 @@ TABLES = (
         unexported("ports.net_health_reason", "why no net health: the scan shows it"),
         unexported("ports.netmask", "the address's mask: the finding shows it"),
         unexported("ports.address_reason", "why no address: the scan shows it"),
+    )),
+    Table("npu.errors", (
+        unexported("vendor", "the vendor label of every npu series"),
+        each("chips", CHIP_ONLY),
+        unexported("chips.vendor", "a label"),
+        *(gauge(f"chips.ecc_{kind}_{scope}", "npu_hbm_ecc_errors",
+                "HBM ECC errors (npu-smi info -t ecc): single-bit corrected, double-bit "
+                "uncorrected; volatile is the count without 'Aggregate', aggregate the 'Aggregate "
+                "Total' one", const=(("error", kind), ("scope", scope)))
+          for kind in ("corrected", "uncorrected") for scope in ("volatile", "aggregate")),
+        *(gauge(f"chips.isolated_pages_{kind}", "npu_hbm_isolated_pages",
+                "HBM pages isolated after ECC errors (npu-smi info -t ecc)",
+                const=(("error", kind),)) for kind in ("corrected", "uncorrected")),
+        missing("chips.missing", "npu_errors_value_missing", "npu.errors"),
     )),
     Table("npu.topology", (
         unexported("vendor", "the vendor label of every npu series"),
