@@ -65,6 +65,7 @@ class HcclEngine:
 
 @dataclass(frozen=True, slots=True)
 class HcclEnvRecord:
+    vendor: str  # "huawei": HCCL is Ascend's collective library
     engines: tuple[HcclEngine, ...]
     checks: tuple[HcclCheck, ...]
     interfaces_reason: str | None  # why the interfaces could not be read (then none judged)
@@ -117,7 +118,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> HcclE
                                     detail[:300], matched))
     if not out:
         raise Skip(t("no engine sets an HCCL variable (HCCL_*): nothing to judge"))
-    return HcclEnvRecord(tuple(out), tuple(checks),
+    return HcclEnvRecord("huawei", tuple(out), tuple(checks),
                          None if record is not None else t("/sys/class/net could not be read"))
 
 

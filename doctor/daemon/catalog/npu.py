@@ -107,6 +107,7 @@ TABLES = (
         missing("missing", "npu_versions_value_missing", "npu.versions"),
     )),
     Table("npu.hccl_env", (
+        unexported("vendor", "always huawei: HCCL is Ascend's"),
         each("engines", ENGINE),
         gauge("engines.connect_timeout_s", "npu_hccl_connect_timeout_seconds",
               "HCCL_CONNECT_TIMEOUT in the engine's environment"),
