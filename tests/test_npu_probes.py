@@ -187,6 +187,19 @@ def test_a_hostile_or_failing_npu_smi_is_one_error_line(hosts, tmp_path, stdout,
     assert result.status == "error" and said in result.reason and "\n" not in result.reason
 
 
+def test_a_chip_not_ok_whose_health_view_is_missing_still_reports(hosts, tmp_path):
+    root = tmp_path / "host"
+    shutil.copytree(hosts / "ascend-910b2c-healthy", root)
+    table = root / "commands/00-npu-smi_info.out"
+    table.write_text(table.read_text().replace("| 1     910B2C              | OK     ",
+                                               "| 1     910B2C              | Warning"))
+    probes, found = _scan(root)  # no `npu-smi info -t health` answer in this recording
+    chip = probes["npu.devices"].record.chips[1]
+    assert (chip.health, chip.health_error_code, chip.missing) == (
+        "Warning", None, {"health_error_code": "not-found"})
+    assert found == [("npu-health-not-ok", "NPU1 chip 0", "warning")]
+
+
 # npu.hccl_env on a real captured vLLM (PID 30412 of l40s-8x-nccl-p2p-disabled)
 BASE = Path(__file__).parent / "fixtures" / "hosts" / "l40s-8x-nccl-p2p-disabled"
 PID = 30412

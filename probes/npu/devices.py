@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
-from doctor.model import ScanOptions
+from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, MalformedError
 from probes.helpers.npu_read import CommandFailed, npu_smi, overview
 from probes.helpers.npu_smi import ChipRow, TableError, parse_kv
@@ -89,13 +89,18 @@ def _pair(row: ChipRow, name: str) -> tuple[int, int] | None:
 
 
 def _health_detail(host: Host, row: ChipRow) -> tuple[str | None, str | None, str | None]:
-    """(error code, error information, why not read) of a chip whose health is not OK."""
+    """(error code, error information, the reason it was not read: the seam's words) of a
+    chip whose health is not OK."""
     args = ["info", "-t", "health", "-i", str(row.npu_id)]
     args += ["-c", str(row.chip_id)] if row.chip_id is not None else []
     try:
         kv = parse_kv(npu_smi(host, args))
-    except (CommandFailed, HostReadError) as exc:
-        return None, None, str(exc)[:160]
+    except CommandFailed:
+        return None, None, "failed"
+    except HostReadError as exc:
+        return None, None, exc.reason.value
+    except Skip:  # this npu-smi (or its recording) has no health view
+        return None, None, "not-found"
 
     def word(key: str) -> str | None:
         value = kv.get(key)

@@ -66,14 +66,17 @@ def read_chip(host: Host, index: int, npu: int, chip: int | None, chips_on_npu: 
     args = ["info", "-t", "ecc", "-i", str(npu)]
     args += ["-c", str(chip)] if chips_on_npu > 1 and chip is not None else []
     missing: dict[str, str] = {}
+    why = "not-supported"  # a 310 card without HBM prints no HBM lines
     try:
         kv = parse_kv(npu_smi(host, args))
-    except (CommandFailed, HostReadError) as exc:
-        kv, missing["ecc"] = {}, str(exc)[:160]
+    except CommandFailed:
+        kv, why = {}, "failed"
+    except HostReadError as exc:
+        kv, why = {}, exc.reason.value
     counts = {name: _count(kv.get(key)) for name, key in FIELDS.items()}
     for name, value in counts.items():
-        if value is None and "ecc" not in missing:
-            missing[name] = "not-supported"  # a 310 card without HBM prints no HBM lines
+        if value is None:
+            missing[name] = why
     return NpuErrors(VENDOR, index, npu, chip, missing=missing, **counts)
 
 

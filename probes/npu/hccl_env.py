@@ -83,19 +83,18 @@ def _seconds(env: dict[str, str], name: str, bad: list[str]) -> int | None:
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> HcclEnvRecord:
-    engines = [e for e in found_engines(host, options, inputs).engines if e.pid]
+    engines = [(e, e.pid) for e in found_engines(host, options, inputs).engines if e.pid]
     if not engines:
         raise Skip(t("no engine process: no HCCL group to judge"))
     record = interfaces_of(host, inputs)
     out: list[HcclEngine] = []
     checks: list[HcclCheck] = []
-    for e in engines[:MAX_ENGINES]:
-        assert e.pid is not None
-        label = f"{e.kind} at {e.base_url}" + f" pid {e.pid}"
+    for e, pid in engines[:MAX_ENGINES]:
+        label = f"{e.kind} at {e.base_url} pid {pid}"
         env: dict[str, str] = {}
         reason = None
         for name in VARIABLES:
-            got = env_value(host, e.pid, name)
+            got = env_value(host, pid, name)
             if got.value is not None:
                 env[name] = got.value[:128]
             elif got.reason and reason is None:
@@ -103,18 +102,18 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> HcclE
         if not any(name.startswith("HCCL_") for name in env) and reason is None:
             continue  # no HCCL variable: not an HCCL group, or HCCL's defaults (judged by none)
         bad: list[str] = []
-        out.append(HcclEngine(label, e.kind, e.pid, env, reason,
+        out.append(HcclEngine(label, e.kind, pid, env, reason,
                               _seconds(env, "HCCL_CONNECT_TIMEOUT", bad),
                               _seconds(env, "HCCL_EXEC_TIMEOUT", bad), tuple(bad)))
         if record is None:
             continue
         if env.get("HCCL_SOCKET_IFNAME"):
             problem, detail, matched = check_ifname("HCCL_SOCKET_IFNAME", env["HCCL_SOCKET_IFNAME"], record)
-            checks.append(HcclCheck(label, e.pid, "HCCL_SOCKET_IFNAME", env["HCCL_SOCKET_IFNAME"],
+            checks.append(HcclCheck(label, pid, "HCCL_SOCKET_IFNAME", env["HCCL_SOCKET_IFNAME"],
                                     problem, detail[:300], matched))
         if env.get("HCCL_IF_IP"):
             problem, detail, matched = check_address(env["HCCL_IF_IP"], record)
-            checks.append(HcclCheck(label, e.pid, "HCCL_IF_IP", env["HCCL_IF_IP"], problem,
+            checks.append(HcclCheck(label, pid, "HCCL_IF_IP", env["HCCL_IF_IP"], problem,
                                     detail[:300], matched))
     if not out:
         raise Skip(t("no engine sets an HCCL variable (HCCL_*): nothing to judge"))
