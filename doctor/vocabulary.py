@@ -142,6 +142,13 @@ CAUSES: tuple[str, ...] = (
     "kv-transfer-ucx-tcp",
     "kv-offload-tier-small",
     "kv-offload-hashseed-unset",
+    # issue 33, Huawei Ascend NPUs (checks/npu_ascend.toml)
+    "npu-health-not-ok",
+    "npu-network-port-down",
+    "hccl-timeout-low",
+    "hccl-interface-wrong",
+    "npu-device-files-missing",
+    "ascend-version-mismatch",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -194,6 +201,13 @@ OWN_CAUSES: tuple[str, ...] = (
     "kv-transfer-ucx-tcp",  # UCX_TLS keeps KV transfers on TCP where RDMA ports are up
     "kv-offload-tier-small",  # a CPU KV tier no larger than the GPU's: copies without hits
     "kv-offload-hashseed-unset",  # LMCache, TP > 1, PYTHONHASHSEED unset: workers' keys differ
+    # issue 33, Huawei Ascend NPUs (checks/npu_ascend.toml)
+    "npu-health-not-ok",  # npu-smi's Health column not OK (Warning, Alarm, Critical)
+    "npu-network-port-down",  # an NPU's RoCE port link DOWN or its net health failing (hccn_tool)
+    "hccl-timeout-low",  # HCCL_CONNECT_TIMEOUT under HCCL's floor, HCCL_EXEC_TIMEOUT far under its default
+    "hccl-interface-wrong",  # HCCL_SOCKET_IFNAME / HCCL_IF_IP on a missing, down or unroutable NIC
+    "npu-device-files-missing",  # /dev/davinci<N>, davinci_manager, devmm_svm or hisi_hdc missing
+    "ascend-version-mismatch",  # CANN, driver and firmware version files that do not list each other
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

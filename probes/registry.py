@@ -69,6 +69,15 @@ from probes.net import (
     rdma as net_rdma,
     xnode as net_xnode,
 )
+from probes.npu import (
+    device_files as npu_device_files,
+    devices as npu_devices,
+    errors as npu_errors,
+    hccl_env as npu_hccl_env,
+    network as npu_network,
+    topology as npu_topology,
+    versions as npu_versions,
+)
 
 # Host probes first, then the serving engines (probes/engine_*.py), then the GPUs
 # (probes/gpu_*.py): a scan lists them in this order.
@@ -602,6 +611,75 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=5.0,
         run=net_xnode.probe,
         summary=net_xnode.summary,
+    ),
+    # issue 33, Huawei Ascend NPUs (probes/npu/, checks/npu_ascend.toml)
+    ProbeSpec(
+        name="npu.devices",
+        level=Level.QUICK,
+        description=lazy("Each Huawei Ascend chip's health, temperature, power, AICore use and HBM, and the processes holding it"),
+        reads=lazy("npu-smi info; npu-smi info -t health -i <NPU> -c <chip> for a chip whose health is not OK; /proc/<pid>/cmdline of the processes npu-smi lists"),
+        timeout_s=30.0,
+        run=npu_devices.probe,
+        summary=npu_devices.summary,
+    ),
+    ProbeSpec(
+        name="npu.network",
+        level=Level.QUICK,
+        description=lazy("Each Ascend NPU's own network port (RoCE): link state, net health and address"),
+        reads=lazy("npu.devices' chips; hccn_tool -i <id> -link -g, -net_health -g, -ip -g (on the PATH or /usr/local/Ascend/driver/tools/hccn_tool)"),
+        timeout_s=60.0,  # three hccn_tool calls a chip, 16 chips on an A3 module host
+        run=npu_network.probe,
+        summary=npu_network.summary,
+        after=("npu.devices",),  # its npu-smi info table, read once a scan
+    ),
+    ProbeSpec(
+        name="npu.errors",
+        level=Level.QUICK,
+        description=lazy("Each Ascend chip's HBM ECC counts (corrected and not, since the driver loaded and over the card's life) and isolated pages"),
+        reads=lazy("npu.devices' chips; npu-smi info -t ecc -i <NPU> (-c <chip> on an NPU of two chips)"),
+        timeout_s=60.0,  # one npu-smi call a chip
+        run=npu_errors.probe,
+        summary=npu_errors.summary,
+        after=("npu.devices",),
+    ),
+    ProbeSpec(
+        name="npu.topology",
+        level=Level.QUICK,
+        description=lazy("How each pair of Ascend NPUs is connected (HCCS or a PCIe path) and which CPUs are near each NPU"),
+        reads=lazy("npu-smi info -t topo"),
+        timeout_s=15.0,
+        run=npu_topology.probe,
+        summary=npu_topology.summary,
+    ),
+    ProbeSpec(
+        name="npu.device_files",
+        level=Level.QUICK,
+        description=lazy("The Ascend device nodes a process needs: /dev/davinci<N> for each chip, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc"),
+        reads=lazy("npu.devices' chips (else /dev/davinci0-15); stat of each /dev node; /usr/local/Ascend/driver/version.info"),
+        timeout_s=10.0,
+        run=npu_device_files.probe,
+        summary=npu_device_files.summary,
+        after=("npu.devices",),
+    ),
+    ProbeSpec(
+        name="npu.versions",
+        level=Level.QUICK,
+        description=lazy("The Ascend driver, firmware and CANN toolkit versions, and whether each says it fits the others"),
+        reads=lazy("/usr/local/Ascend/driver/version.info, /usr/local/Ascend/firmware/version.info, ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info, cann/<arch>-linux/ascend_toolkit_install.info, nnae/latest/ascend_nnae_install.info"),
+        timeout_s=10.0,
+        run=npu_versions.probe,
+        summary=npu_versions.summary,
+    ),
+    ProbeSpec(
+        name="npu.hccl_env",
+        level=Level.QUICK,
+        description=lazy("Each engine's HCCL variables: HCCL_CONNECT_TIMEOUT and HCCL_EXEC_TIMEOUT against HCCL's floor, HCCL_SOCKET_IFNAME and HCCL_IF_IP against the interfaces this host has"),
+        reads=lazy("net.interfaces; /proc/<pid>/environ (HCCL_* and ASCEND_RT_VISIBLE_DEVICES only)"),
+        timeout_s=10.0,
+        run=npu_hccl_env.probe,
+        summary=npu_hccl_env.summary,
+        needs=("engine.discovery",),
+        after=("net.interfaces",),
     ),
 )
 

@@ -564,6 +564,13 @@ NO_STEP: dict[str, str] = {
     "kv-transfer-ucx-tcp": _ENGINE,
     "kv-offload-tier-small": lazy("the CPU tier's size is bounded by the host memory left: a sizing decision the playbook walks through"),
     "kv-offload-hashseed-unset": lazy("PYTHONHASHSEED in the engine's environment, set at its next planned restart"),
+    # issue 33, Huawei Ascend: a chip, a port, a container's devices or an install, by hand
+    "npu-health-not-ok": lazy("a chip reset or a service request, once the engine is off the chip: the playbook says how to read its error code first"),
+    "npu-network-port-down": lazy("an optical module, fibre or switch port to fix by hand: the playbook says which"),
+    "hccl-timeout-low": _NCCL_ENV,
+    "hccl-interface-wrong": _NCCL_ENV,
+    "npu-device-files-missing": lazy("the container's --device list or the Ascend Docker Runtime: a deployment change to review"),
+    "ascend-version-mismatch": lazy("a driver, firmware or CANN install, planned with Huawei's compatibility table"),
 }
 
 
