@@ -164,6 +164,16 @@ def test_a_host_without_npu_smi_skips_with_the_reason(hosts):
     assert probes["npu.network"].reason == "no Ascend driver: npu-smi not found"
 
 
+def test_a_host_without_anything_of_ascend_shows_one_reason_for_every_npu_probe():
+    # an NVIDIA host: before, device_files and versions each said what they had looked for,
+    # and a newcomer's scan showed three rows of Ascend for a machine that has none
+    from tests.conftest import FIXTURE_HOSTS
+    probes, found = _scan(FIXTURE_HOSTS / "healthy-epyc-9654-vllm")
+    reasons = {name: probes[name].reason for name in probes if name != "npu.hccl_env"}
+    assert set(reasons.values()) == {"no Ascend driver: npu-smi not found"}, reasons
+    assert found == []
+
+
 def test_an_soc_without_hccn_tool_skips_the_ports(hosts):
     probes, _ = _scan(hosts / "ascend-310b4-alarm")
     assert probes["npu.network"].status == "skipped"

@@ -26,6 +26,19 @@ def no_driver() -> str:
     return t("no Ascend driver: npu-smi not found")
 
 
+def absent_reason(host: Host, own: str) -> str:
+    """The reason a probe that found nothing of Ascend's skips with: ``no_driver()`` when
+    npu-smi is not installed either, so that a host without Ascend shows one row for every
+    npu probe (the scan's table joins probes skipped for one reason); else ``own``."""
+    try:
+        overview(host)
+    except Skip:
+        return no_driver()
+    except Exception:  # npu-smi is there and failed: the probe's own words say more
+        return own
+    return own
+
+
 class CommandFailed(Exception):
     """A command ran and refused: its argv, exit code and first line of stderr, in one line."""
 
@@ -74,4 +87,4 @@ def hccn(host: Host, device: int, *query: str) -> str:
                  "installed)", path=HCCN_TOOL_PATH))
 
 
-__all__ = ["CommandFailed", "TableError", "hccn", "no_driver", "npu_smi", "overview"]
+__all__ = ["CommandFailed", "TableError", "absent_reason", "hccn", "no_driver", "npu_smi", "overview"]

@@ -23,7 +23,7 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, Reason
 from probes.helpers.gpu_common import reason_of
-from probes.helpers.npu_read import CommandFailed, overview
+from probes.helpers.npu_read import CommandFailed, absent_reason, overview
 from probes.helpers.npu_smi import TableError
 
 VENDOR = "huawei"
@@ -76,7 +76,8 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NpuDe
                  if n.present is not False]
     shared = [_node(host, path, "shared") for path in SHARED]
     if not any(n.present for n in chips + shared) and not _driver_installed(host):
-        raise Skip(t("no Ascend driver: no /dev/davinci* node and no {path}", path=DRIVER))
+        raise Skip(absent_reason(host, t("no Ascend driver: no /dev/davinci* node and no {path}",
+                                         path=DRIVER)))
     return NpuDeviceFilesRecord(VENDOR, tuple(chips + shared), chips_from)
 
 

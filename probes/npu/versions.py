@@ -29,6 +29,7 @@ from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError
+from probes.helpers.npu_read import absent_reason
 from probes.helpers.npu_smi import parse_kv
 
 VENDOR = "huawei"
@@ -126,7 +127,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NpuVe
     firmware = _kv(host, FIRMWARE, missing)
     found = [(kind, path, kv) for kind, path in PACKAGES if (kv := _kv(host, path, missing))]
     if driver is None and not found:
-        raise Skip(t("no Ascend driver: {path} not found", path=DRIVER))
+        raise Skip(absent_reason(host, t("no Ascend driver: {path} not found", path=DRIVER)))
     driver = driver or {}
     driver_groups = _groups(driver.get("compatible_version"))
     driver_line = _line(driver.get("Innerversion"))
