@@ -142,6 +142,8 @@ CAUSES: tuple[str, ...] = (
     "kv-transfer-ucx-tcp",
     "kv-offload-tier-small",
     "kv-offload-hashseed-unset",
+    "kv-offload-over-memory",
+    "kv-offload-over-memlock",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -194,6 +196,8 @@ OWN_CAUSES: tuple[str, ...] = (
     "kv-transfer-ucx-tcp",  # UCX_TLS keeps KV transfers on TCP where RDMA ports are up
     "kv-offload-tier-small",  # a CPU KV tier no larger than the GPU's: copies without hits
     "kv-offload-hashseed-unset",  # LMCache, TP > 1, PYTHONHASHSEED unset: workers' keys differ
+    "kv-offload-over-memory",  # a pinned CPU KV tier larger than the host has left
+    "kv-offload-over-memlock",  # a CPU KV tier registered with RDMA above the memlock limit
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

@@ -82,18 +82,18 @@ def test_a_nan_counter_is_absent_with_its_reason_and_not_judged(host):
     assert fired(item) == []
 
 
-def test_the_cpu_tier_smaller_than_the_gpu_tier_fires_from_the_pages():
+def test_the_cpu_tier_smaller_than_the_gpu_tier_fires_from_the_pages(host):
     # the calm page's GPU tier: 70,560 tokens; the generated offload info: 29,127
     calm = SCENARIOS["vllm-v1-calm"]()
     kv = source("vllm_v1_0.33.0_kv_generated.txt").text()
-    item = record(None, calm[0] + kv, calm[1] + kv, ["vllm", "serve", "--kv-offloading-size", "4"],
+    item = record(host, calm[0] + kv, calm[1] + kv, ["vllm", "serve", "--kv-offloading-size", "4"],
                   pid=None)
     assert (item.offload_backend, item.cpu_tier_tokens, item.gpu_tier_tokens) == ("native", 29127, 70560)
     assert item.cpu_tier_bytes == 4 << 30 and item.cpu_tier_from == "vllm:kv_offload_config_info"
     assert "no engine process" in item.missing["PYTHONHASHSEED"]
     assert fired(item) == ["kv-offload-tier-small"]
     bigger = kv.replace('cpu_kv_cache_size_tokens="29127"', 'cpu_kv_cache_size_tokens="291270"')
-    assert fired(record(None, calm[0] + bigger, calm[1] + bigger, [], pid=None)) == []
+    assert fired(record(host, calm[0] + bigger, calm[1] + bigger, [], pid=None)) == []
 
 
 def test_lmcache_with_tp_and_no_hash_seed_fires_and_reads_its_size_from_the_environ(host):
@@ -106,15 +106,15 @@ def test_lmcache_with_tp_and_no_hash_seed_fires_and_reads_its_size_from_the_envi
     assert fired(record(host, *calm, argv[:3] + ["1"] + argv[4:])) == []  # one rank
 
 
-def test_sglang_hicache_ratio_and_an_engine_without_kv_tiers():
+def test_sglang_hicache_ratio_and_an_engine_without_kv_tiers(host):
     page = "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 1\n"
-    item = record(None, page, page, ["sglang", "--enable-hierarchical-cache", "--hicache-ratio", "1"],
+    item = record(host, page, page, ["sglang", "--enable-hierarchical-cache", "--hicache-ratio", "1"],
                   pid=None, kind="sglang")
     assert (item.offload_backend, item.hicache_ratio) == ("hicache", 1.0)
     assert fired(item) == ["kv-offload-tier-small"]
-    default = record(None, page, page, ["sglang", "--enable-hierarchical-cache"], pid=None, kind="sglang")
+    default = record(host, page, page, ["sglang", "--enable-hierarchical-cache"], pid=None, kind="sglang")
     assert default.hicache_ratio == 2.0 and fired(default) == []
-    assert record(None, page, page, ["sglang"], pid=None, kind="sglang") is None
+    assert record(host, page, page, ["sglang"], pid=None, kind="sglang") is None
 
 
 @pytest.mark.parametrize("tls, tcp", [("tcp", True), ("tcp,cuda_copy,cuda_ipc", True), ("rc,tcp", False),
@@ -133,7 +133,7 @@ def test_a_hostile_kv_transfer_config_is_no_connector(raw):
                                   ["--hicache-size", "1e300"], ["--hicache-ratio", "1e300"]])
 def test_a_hostile_hicache_flag_is_no_figure_and_not_judged(args):
     page = "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 1\n"
-    item = record(None, page, page, ["sglang", "--enable-hierarchical-cache", *args], pid=None, kind="sglang")
+    item = record(host, page, page, ["sglang", "--enable-hierarchical-cache", *args], pid=None, kind="sglang")
     assert item.cpu_tier_bytes is None and fired(item) == []
     if args[0] == "--hicache-ratio":  # no ratio; a bad --hicache-size leaves the default ratio
         assert item.hicache_ratio is None
@@ -141,5 +141,91 @@ def test_a_hostile_hicache_flag_is_no_figure_and_not_judged(args):
 
 def test_a_huge_offloading_size_is_no_size():
     calm = SCENARIOS["vllm-v1-calm"]()
-    item = record(None, *calm, ["vllm", "--kv-offloading-size", "1e300"], pid=None)
+    item = record(host, *calm, ["vllm", "--kv-offloading-size", "1e300"], pid=None)
     assert item is None  # no tier, no connector, no series: nothing to judge
+
+
+LIMITS = """Limit                     Soft Limit           Hard Limit           Units
+Max processes             511432               511432               processes
+Max open files            1048576              1048576              files
+Max locked memory         {memlock}              {memlock}              bytes
+"""
+
+
+def _proc(root, pid: int, ppid: int, cmdline: bytes, rss_kb: int, capeff: str = "00000000a80425fb",
+          memlock: str = "8388608") -> None:
+    proc = root / "fs" / "proc" / str(pid)
+    proc.mkdir(parents=True)
+    (proc / "cmdline").write_bytes(cmdline)
+    (proc / "stat").write_text(f"{pid} (python3) S {ppid} {pid} {pid} 0 -1 4194560 0 0 0 0\n")
+    (proc / "status").write_text(f"Name:\tpython3\nPid:\t{pid}\nPPid:\t{ppid}\nVmRSS:\t{rss_kb} kB\n"
+                                 f"CapEff:\t{capeff}\n")
+    (proc / "limits").write_text(LIMITS.format(memlock=memlock))
+    (proc / "environ").write_bytes(b"PATH=/usr/bin\0LMCACHE_MAX_LOCAL_CPU_SIZE=40\0")
+
+
+@pytest.fixture(scope="module")
+def roomy(tmp_path_factory) -> RecordedHost:
+    """A host with 96 GiB available; pid 5000 serves LMCache with TP 4 (40 GB a worker) and
+    holds 12 GiB; its worker 5001 another 2 GiB; memlock 8 MiB, CAP_IPC_LOCK not held (the
+    default docker set, 0xa80425fb); pid 6000 runs with CAP_IPC_LOCK and 170 GiB resident."""
+    root = tmp_path_factory.mktemp("kv-room")
+    (root / "host.toml").write_text('[host]\nformat = 2\nhostname = "kv"\nlevel = "standard"\n'
+                                    'captured_at = "2026-12-07T07:00:00Z"\nllm_doctor_version = "0.1.0"\n')
+    (root / "fs" / "proc").mkdir(parents=True)
+    (root / "fs" / "proc" / "meminfo").write_text(
+        "MemTotal:       263921236 kB\nMemFree:        90000000 kB\nMemAvailable:   100663296 kB\n")
+    _proc(root, 5000, 1, b"vllm\0serve\0Qwen/Qwen3-8B\0", 12 << 20)
+    _proc(root, 5001, 5000, b"python3\0-c\0from multiprocessing.spawn import spawn_main\0", 2 << 20)
+    _proc(root, 6000, 1, b"sglang\0", 170 << 20, capeff="00000000a80465fb", memlock="unlimited")
+    return RecordedHost(root)
+
+
+LMCACHE_TP4 = ["vllm", "serve", "-tp", "4", "--kv-transfer-config.kv_connector", "LMCacheConnectorV1"]
+HICACHE = ["python3", "-m", "sglang.launch_server", "--enable-hierarchical-cache", "--hicache-size", "64",
+           "--hicache-storage-backend", "mooncake"]
+
+
+def test_a_cpu_tier_the_host_cannot_hold_fires_and_reads_the_engine_and_its_workers(roomy):
+    calm = SCENARIOS["vllm-v1-calm"]()
+    item = record(roomy, *calm, LMCACHE_TP4, pid=5000)
+    assert (item.cpu_tier_bytes, item.cpu_tier_host_bytes) == (40_000_000_000, 160_000_000_000)
+    assert item.mem_available_bytes == 96 << 30
+    assert item.engine_rss_bytes == 14 << 30  # the server and its spawned worker
+    assert (item.memlock_bytes, item.ipc_lock) == (8 << 20, False)
+    assert "kv-offload-over-memory" in fired(item)
+    # 160 GB less 14 GiB held is 145 GB: above 96 GiB. At TP 2 it is 65 GB: silent.
+    two = record(roomy, *calm, LMCACHE_TP4[:3] + ["2"] + LMCACHE_TP4[4:], pid=5000)
+    assert two.cpu_tier_host_bytes == 80_000_000_000 and "kv-offload-over-memory" not in fired(two)
+
+
+def test_a_tier_already_resident_is_not_counted_twice_and_ipc_lock_lifts_memlock(roomy):
+    page = "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 1\n"
+    item = record(roomy, page, page, HICACHE + ["--tp-size", "2"], pid=6000, kind="sglang")
+    assert (item.cpu_tier_host_bytes, item.engine_rss_bytes) == (128_000_000_000, 170 << 30)
+    assert item.tier_rdma_registered is True and item.ipc_lock is True
+    assert item.memlock_bytes is None and item.missing["memlock_bytes"] == "unlimited"
+    assert fired(item) == []
+
+
+def test_a_mooncake_host_pool_above_memlock_fires(roomy):
+    page = "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 1\n"
+    item = record(roomy, page, page, HICACHE, pid=5000, kind="sglang")
+    assert (item.memlock_bytes, item.ipc_lock, item.rdma_ports_active) == (8 << 20, False, 2)
+    assert "kv-offload-over-memlock" in fired(item)
+    assert "kv-offload-over-memlock" not in fired(record(roomy, page, page, HICACHE, pid=5000,
+                                                         kind="sglang", rdma=0))
+
+
+def test_hostile_proc_files_leave_the_figures_absent_with_a_reason(tmp_path):
+    (tmp_path / "host.toml").write_text('[host]\nformat = 2\nhostname = "kv"\nlevel = "standard"\n'
+                                        'captured_at = "2026-12-07T07:00:00Z"\nllm_doctor_version = "0.1.0"\n')
+    _proc(tmp_path, 5000, 1, b"vllm\0", 1, capeff="zz" * 40, memlock="-5")
+    (tmp_path / "fs" / "proc" / "meminfo").write_text("MemTotal: lots\n")
+    (tmp_path / "fs" / "proc" / "5000" / "status").write_text("VmRSS:\t-1 kB\nCapEff:\tnothex\n")
+    calm = SCENARIOS["vllm-v1-calm"]()
+    item = record(RecordedHost(tmp_path), *calm, LMCACHE_TP4, pid=5000)
+    assert item.cpu_tier_host_bytes == 160_000_000_000
+    assert (item.mem_available_bytes, item.engine_rss_bytes, item.memlock_bytes, item.ipc_lock) == (None,) * 4
+    assert all(item.missing[k] for k in ("mem_available_bytes", "engine_rss_bytes", "memlock_bytes", "ipc_lock"))
+    assert "kv-offload-over-memory" not in fired(item)

@@ -564,6 +564,8 @@ NO_STEP: dict[str, str] = {
     "kv-transfer-ucx-tcp": _ENGINE,
     "kv-offload-tier-small": lazy("the CPU tier's size is bounded by the host memory left: a sizing decision the playbook walks through"),
     "kv-offload-hashseed-unset": lazy("PYTHONHASHSEED in the engine's environment, set at its next planned restart"),
+    "kv-offload-over-memory": lazy("the CPU tier's size is bounded by the host memory left: a sizing decision the playbook walks through"),
+    "kv-offload-over-memlock": lazy("the engine's locked-memory limit is set where it is started (its unit, container or pod): the playbook names each"),
 }
 
 

@@ -39,6 +39,7 @@ from probes.helpers.engine_discovery import DiscoveryRecord, found
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_scrape import scraped, with_metrics
+from probes.helpers.kv_host import host_room
 from probes.helpers.process_env import env_value
 
 GIB = 1 << 30
@@ -79,6 +80,14 @@ class EngineKvTiers:
     lmcache: bool  # the connector or offload backend is LMCache
     pythonhashseed_set: bool | None  # None: the environ was not read
     missing: dict[str, str]  # figure -> why it is None
+    # the host's room for the tier (probes/helpers/kv_host.py says how a tier already
+    # allocated is told apart): all ranks' tiers together, where the size is per rank
+    cpu_tier_host_bytes: int | None = None
+    mem_available_bytes: int | None = None  # /proc/meminfo MemAvailable
+    engine_rss_bytes: int | None = None  # VmRSS of the engine and its workers
+    memlock_bytes: int | None = None  # the engine's soft RLIMIT_MEMLOCK; None: unlimited or unread
+    ipc_lock: bool | None = None  # CAP_IPC_LOCK: the memlock limit does not bind
+    tier_rdma_registered: bool = False  # the tier is registered with an RDMA device (Mooncake)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +160,22 @@ def _cpu_tier(m: EngineMetrics, argv: list[str], lmcache_size: str | None,
     return None, None, None, None
 
 
+# Backends whose size is per worker process: the host holds one tier a tensor-parallel rank
+# (LMCache's max_local_cpu_size, SGLang's --hicache-size); vLLM's --kv-offloading-size is
+# all ranks together (vllm/engine/arg_utils.py).
+PER_RANK = ("hicache", "lmcache")
+# SGLang's Mooncake HiCache storage registers the whole host pool with Mooncake's transfer
+# engine (mooncake_store.py register_mem_pool_host: store.register_buffer(kv_buffer)), which
+# registers it with the RDMA device: charged against RLIMIT_MEMLOCK.
+RDMA_STORAGE = ("mooncake",)
+
+
+def _tier_host_bytes(backend: str, size: int, tp: int | None) -> int:
+    """What the host holds for the tier: the size, times the ranks where it is per rank
+    (an unknown rank count is one: the least the host holds)."""
+    return size * (tp or 1) if any(b in backend.lower() for b in PER_RANK) else size
+
+
 def _active_rdma(inputs: Inputs) -> int | None:
     # read by shape: a probe imports no other probe (tests/test_import_graph.py)
     ports = getattr(inputs.records.get("net.rdma"), "ports", None)
@@ -178,6 +203,10 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         missing["rdma_ports_active"] = "net.rdma did not run here or found no RDMA device"
     if backend and size is None and ratio is None:
         missing["cpu_tier_bytes"] = "set in LMCache's config file or by its default: not on the command line"
+    tp = count(flag(argv, "--tensor-parallel-size", "-tp", "--tp-size", "--tp"), minimum=1)
+    sized = backend is not None and size is not None  # the host is read for a tier of known size
+    room = host_room(host, pid, missing) if sized else None
+    storage = (flag(argv, "--hicache-storage-backend") or "").lower()
     return EngineKvTiers(
         endpoint=m.endpoint, kind=m.kind, model=engine.model if engine else None,
         kv_connector=connector, kv_role=config_key(argv, "kv_role"),
@@ -187,9 +216,13 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         offload_backend=backend, cpu_tier_bytes=size, cpu_tier_from=size_from,
         cpu_tier_tokens=kv.offload_cpu_tokens if kv else None, gpu_tier_tokens=gpu_tokens,
         hicache_ratio=ratio,
-        tensor_parallel=count(flag(argv, "--tensor-parallel-size", "-tp", "--tp-size", "--tp"), minimum=1),
-        lmcache="lmcache" in f"{connector} {backend}".lower(),
-        pythonhashseed_set=(seed is not None) if read else None, missing=missing)
+        tensor_parallel=tp, lmcache="lmcache" in f"{connector} {backend}".lower(),
+        pythonhashseed_set=(seed is not None) if read else None, missing=missing,
+        cpu_tier_host_bytes=_tier_host_bytes(backend, size, tp) if backend and size else None,
+        mem_available_bytes=room.mem_available_bytes if room else None,
+        engine_rss_bytes=room.engine_rss_bytes if room else None,
+        memlock_bytes=room.memlock_bytes if room else None, ipc_lock=room.ipc_lock if room else None,
+        tier_rdma_registered=backend == "hicache" and storage in RDMA_STORAGE)
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTiersRecord:
