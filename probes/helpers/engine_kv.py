@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.values import count, non_negative
+from probes.helpers.counter_span import span
 from probes.helpers.promtext import Page, bucket_delta, observed, quantile
 
 FAILED = "vllm:nixl_num_failed_transfers_total"
@@ -42,20 +43,6 @@ class KvFigures:
     offload_cpu_bytes: int | None  # the CPU tier's size (vllm:kv_offload_config_info)
     offload_cpu_tokens: int | None  # tokens it holds at max_model_len
     absent: tuple[str, ...]  # "figure: why"
-
-
-def _increase(first: Page, second: Page, name: str, absent: list[str]) -> tuple[float | None, str | None]:
-    after, before = second.total(name), first.total(name)
-    if after is None:
-        if second.has(name):
-            absent.append(f"{name}: no finite value (NaN or infinite)")
-        return None, None
-    if non_negative(after) is None:
-        absent.append(f"{name}: the page gives {after:g}, not a count >= 0")
-        return None, None
-    if before is not None and after >= before >= 0:
-        return after - before, "between scrapes"
-    return after, "since start"
 
 
 def _xfer(first: Page, second: Page) -> tuple[float | None, float | None]:
@@ -86,8 +73,8 @@ def kv(first: Page, second: Page) -> KvFigures | None:
     if not any(n.startswith(("vllm:nixl_", OFFLOAD_INFO)) for n in second.names()):
         return None
     absent: list[str] = []
-    failed, window = _increase(first, second, FAILED, absent)
-    notify, _ = _increase(first, second, FAILED_NOTIFY, absent)
+    failed, window = span(first, second, FAILED, absent, still_is_window=True)
+    notify, _ = span(first, second, FAILED_NOTIFY, absent, still_is_window=True)
     transfers, p99 = _xfer(first, second)
     size, tokens = _offload(second, absent)
     return KvFigures(transfers=transfers, failed=failed, failed_notifications=notify,
