@@ -144,6 +144,8 @@ CAUSES: tuple[str, ...] = (
     "kv-offload-hashseed-unset",
     "kv-offload-over-memory",
     "kv-offload-over-memlock",
+    "kv-transfer-slow",
+    "kv-transfer-config-mismatch",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -198,6 +200,8 @@ OWN_CAUSES: tuple[str, ...] = (
     "kv-offload-hashseed-unset",  # LMCache, TP > 1, PYTHONHASHSEED unset: workers' keys differ
     "kv-offload-over-memory",  # a pinned CPU KV tier larger than the host has left
     "kv-offload-over-memlock",  # a CPU KV tier registered with RDMA above the memlock limit
+    "kv-transfer-slow",  # NIXL transfers far slower than the RDMA link allows for their bytes
+    "kv-transfer-config-mismatch",  # a prefill and a decode instance whose KV configuration differs
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

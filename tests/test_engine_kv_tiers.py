@@ -45,14 +45,14 @@ def pages(failed: float) -> tuple[str, str]:
 
 
 def record(host, first: str, second: str, argv: list[str], rdma: int | None = 2, pid=4242,
-           kind: str = "vllm"):
-    m = normalise(kind, f"{BASE}/metrics", parse(first, "1"), parse(second, "2"), 3.0)
-    engine = dataclasses.replace(blank(BASE), pid=pid, kind=kind, model="Qwen/Qwen3-8B")
-    return K.view(host, engine, m, argv, rdma)
+           kind: str = "vllm", link: float | None = None, base: str = BASE):
+    m = normalise(kind, f"{base}/metrics", parse(first, "1"), parse(second, "2"), 3.0)
+    engine = dataclasses.replace(blank(base), pid=pid, kind=kind, model="Qwen/Qwen3-8B")
+    return K.view(host, engine, m, argv, rdma, link)
 
 
-def fired(item) -> list[str]:
-    result = ProbeResult("engine.kv_tiers", "ok", 0.0, None, K.KvTiersRecord((item,)))
+def fired(item, *others) -> list[str]:
+    result = ProbeResult("engine.kv_tiers", "ok", 0.0, None, K.KvTiersRecord((item, *others)))
     found, errors = evaluate(RULES, [result])
     assert errors == []
     return sorted(f.rule for f in found)
@@ -229,3 +229,45 @@ def test_hostile_proc_files_leave_the_figures_absent_with_a_reason(tmp_path):
     assert (item.mem_available_bytes, item.engine_rss_bytes, item.memlock_bytes, item.ipc_lock) == (None,) * 4
     assert all(item.missing[k] for k in ("mem_available_bytes", "engine_rss_bytes", "memlock_bytes", "ipc_lock"))
     assert "kv-offload-over-memory" not in fired(item)
+
+
+def test_transfers_far_slower_than_the_rdma_port_allows_fire_from_vllms_own_histograms(host):
+    # the generated page: 40 transfers of 48 MiB (byte bucket <= 128 MiB, 2**27); the window
+    # adds 9 of 20 ms and one of 0.9 s: 1 % took over 0.75 s, against 2.7 ms for 128 MiB at 400 Gb/s
+    item = record(host, *pages(0), NIXL, link=400.0)
+    assert (item.xfer_p99_floor_s, item.xfer_bytes_max, item.link_gbits) == (0.75, float(128 << 20), 400.0)
+    assert item.xfer_line_s == pytest.approx((128 << 20) * 8 / 400e9, abs=1e-6)
+    assert "kv-transfer-slow" in fired(item)
+    first, second = source("vllm_v1_0.33.0_kv_generated.txt"), source("vllm_v1_0.33.0_kv_generated.txt")
+    second.observe("vllm:nixl_xfer_time_seconds", [0.02] * 10)
+    calm = record(host, first.text(), second.text(), NIXL, link=400.0)
+    assert calm.xfer_p99_floor_s == 0.01 and "kv-transfer-slow" not in fired(calm)
+    unknown = record(host, *pages(0), NIXL, link=None)
+    assert unknown.xfer_line_s is None and "RDMA" in unknown.missing["link_gbits"]
+    assert "kv-transfer-slow" not in fired(unknown)
+
+
+def test_a_prefill_and_a_decode_instance_with_different_kv_dtypes_fire_on_both(host):
+    calm = SCENARIOS["vllm-v1-calm"]()
+    fp8 = tuple(p.replace('cache_dtype="auto"', 'cache_dtype="fp8"') for p in calm)
+    producer = ["vllm", "serve", "--kv-transfer-config", '{"kv_connector": "NixlConnector", "kv_role": "kv_producer"}']
+    prefill = record(host, *calm, producer, base="http://127.0.0.1:8100")
+    decode = record(host, *fp8, NIXL, base="http://127.0.0.1:8200")
+    assert (prefill.cache_dtype, decode.cache_dtype, decode.block_size) == ("auto", "fp8", "16")
+    a, b = K.paired([prefill, decode])
+    assert a.nixl_differs == "cache_dtype: auto here, fp8 at http://127.0.0.1:8200/metrics"
+    assert b.nixl_differs == "cache_dtype: fp8 here, auto at http://127.0.0.1:8100/metrics"
+    assert fired(a, b).count("kv-transfer-config-mismatch") == 2
+    # the silent twins: two producers never pair; the same dtype on both agrees
+    assert all(e.nixl_differs is None for e in K.paired([prefill, record(host, *fp8, producer)]))
+    assert all(e.nixl_differs is None for e in K.paired([prefill, record(host, *calm, NIXL)]))
+
+
+def test_push_against_pull_and_block_sizes_with_a_host_buffer_differ(host):
+    calm = SCENARIOS["vllm-v1-calm"]()
+    b32 = tuple(p.replace('block_size="16"', 'block_size="32"') for p in calm)
+    push = ["vllm", "serve", "--kv-transfer-config",
+            '{"kv_connector": "NixlPushConnector", "kv_role": "kv_producer", "kv_buffer_device": "cpu"}']
+    a, b = K.paired([record(host, *b32, push, base="http://127.0.0.1:8100"), record(host, *calm, NIXL)])
+    assert a.nixl_differs is not None and "transfer mode: push here, pull" in a.nixl_differs
+    assert "block_size with a host buffer: 32 here, 16" in a.nixl_differs

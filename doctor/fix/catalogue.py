@@ -565,6 +565,8 @@ NO_STEP: dict[str, str] = {
     "kv-offload-tier-small": lazy("the CPU tier's size is bounded by the host memory left: a sizing decision the playbook walks through"),
     "kv-offload-hashseed-unset": lazy("PYTHONHASHSEED in the engine's environment, set at its next planned restart"),
     "kv-offload-over-memory": lazy("the CPU tier's size is bounded by the host memory left: a sizing decision the playbook walks through"),
+    "kv-transfer-slow": lazy("where a KV transfer spends its time is found by measuring the link: the playbook says how"),
+    "kv-transfer-config-mismatch": lazy("which instance of the pair is restarted with the other's settings is the operator's call: the playbook lists the settings"),
     "kv-offload-over-memlock": lazy("the engine's locked-memory limit is set where it is started (its unit, container or pod): the playbook names each"),
 }
 

@@ -27,7 +27,7 @@ Manual equivalent: ``curl -s :8000/metrics | grep -E 'nixl_|kv_offload_config'``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
@@ -39,7 +39,9 @@ from probes.helpers.engine_discovery import DiscoveryRecord, found
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_scrape import scraped, with_metrics
+from probes.helpers.engine_kv import XFER_BYTES, KvFigures
 from probes.helpers.kv_host import host_room
+from probes.helpers.nixl_pairs import NixlSide, mismatches, mode_of
 from probes.helpers.process_env import env_value
 
 GIB = 1 << 30
@@ -88,6 +90,18 @@ class EngineKvTiers:
     memlock_bytes: int | None = None  # the engine's soft RLIMIT_MEMLOCK; None: unlimited or unread
     ipc_lock: bool | None = None  # CAP_IPC_LOCK: the memlock limit does not bind
     tier_rdma_registered: bool = False  # the tier is registered with an RDMA device (Mooncake)
+    # NIXL transfer time against the link (probes/helpers/engine_kv.py: floor and ceiling)
+    xfer_p99_floor_s: float | None = None  # at least 1 % of the transfers took longer
+    xfer_bytes_max: float | None = None  # no transfer moved more bytes
+    link_gbits: float | None = None  # the fastest ACTIVE RDMA port's rate (net.rdma)
+    xfer_line_s: float | None = None  # xfer_bytes_max at link_gbits: the longest a transfer needs
+    # what a NIXL pair must agree on (probes/helpers/nixl_pairs.py), vllm:cache_config_info
+    cache_dtype: str | None = None
+    block_size: str | None = None
+    kv_cache_layout: str | None = None
+    kv_buffer_device: str | None = None  # --kv-transfer-config's kv_buffer_device
+    nixl_permute: bool = False  # enable_permute_local_kv
+    nixl_differs: str | None = None  # differences from the instances it could pair with, "; "-joined
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,16 +190,33 @@ def _tier_host_bytes(backend: str, size: int, tp: int | None) -> int:
     return size * (tp or 1) if any(b in backend.lower() for b in PER_RANK) else size
 
 
-def _active_rdma(inputs: Inputs) -> int | None:
+def _active_rdma(inputs: Inputs) -> tuple[int | None, float | None]:
+    """(ACTIVE ports, the fastest one's rate in Gb/s); (None, None) where net.rdma did not run."""
     # read by shape: a probe imports no other probe (tests/test_import_graph.py)
     ports = getattr(inputs.records.get("net.rdma"), "ports", None)
     if not isinstance(ports, tuple):
+        return None, None
+    active = [p for p in ports if getattr(p, "state", None) == "ACTIVE"]
+    rates = [r for r in (getattr(p, "rate_gbits", None) for p in active)
+             if isinstance(r, (int, float)) and 0 < r < 1e5]
+    return len(active), max(rates) if rates else None
+
+
+def _line(kv: KvFigures | None, link: float | None, missing: dict[str, str]) -> float | None:
+    """The seconds the largest transfer needs at the link's rate; None with a reason."""
+    if kv is None or kv.xfer_p99_floor_s is None:
         return None
-    return sum(1 for p in ports if getattr(p, "state", None) == "ACTIVE")
+    if link is None:
+        missing["link_gbits"] = "no ACTIVE RDMA port with a rate (net.rdma): a TCP path's rate is not judged"
+        return None
+    if kv.xfer_bytes_max is None:
+        missing["xfer_bytes_max"] = f"{XFER_BYTES}: no transfer counted, or one above its last bucket"
+        return None
+    return round(kv.xfer_bytes_max * 8 / (link * 1e9), 6)
 
 
 def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
-         rdma: int | None) -> EngineKvTiers | None:
+         rdma: int | None, link: float | None = None) -> EngineKvTiers | None:
     """One engine's KV tiers; None when it uses neither KV transfer nor offload."""
     connector = config_key(argv, "kv_connector")
     kv = m.kv
@@ -222,7 +253,13 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         mem_available_bytes=room.mem_available_bytes if room else None,
         engine_rss_bytes=room.engine_rss_bytes if room else None,
         memlock_bytes=room.memlock_bytes if room else None, ipc_lock=room.ipc_lock if room else None,
-        tier_rdma_registered=backend == "hicache" and storage in RDMA_STORAGE)
+        tier_rdma_registered=backend == "hicache" and storage in RDMA_STORAGE,
+        xfer_p99_floor_s=kv.xfer_p99_floor_s if kv else None, xfer_bytes_max=kv.xfer_bytes_max if kv else None,
+        link_gbits=link if kv and kv.transfers else None, xfer_line_s=_line(kv, link, missing),
+        cache_dtype=m.cache_config.get("cache_dtype"), block_size=m.cache_config.get("block_size"),
+        kv_cache_layout=m.cache_config.get("kv_cache_layout"),
+        kv_buffer_device=config_key(argv, "kv_buffer_device"),
+        nixl_permute=(config_key(argv, "enable_permute_local_kv") or "").lower() == "true")
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTiersRecord:
@@ -233,17 +270,26 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTie
     metrics = scraped(host, options, inputs)
     if not metrics.engines:
         raise Skip(t("no engine's /metrics page could be read (see engine.metrics)"))
-    rdma, items = _active_rdma(inputs), []
+    (rdma, link), items = _active_rdma(inputs), []
     for m in metrics.engines:
         engine = engines.get(m.endpoint.rsplit("/metrics", 1)[0])
         pid = engine.pid if engine else None
         argv = list(argvs[pid] if pid in argvs else engine_argv(host, pid).argv if pid else ())
-        item = view(host, engine, m, argv, rdma)
+        item = view(host, engine, m, argv, rdma, link)
         if item is not None:
             items.append(item)
     if not items:
         raise Skip(t("no engine transfers or offloads its KV cache (no --kv-transfer-config, offload flags or series)"))
-    return KvTiersRecord(tuple(items))
+    return KvTiersRecord(paired(items))
+
+
+def paired(items: list[EngineKvTiers]) -> tuple[EngineKvTiers, ...]:
+    """The items, each NIXL instance with what differs from those it could pair with here."""
+    sides = [NixlSide(e.endpoint, e.model, e.kv_role, mode_of(e.kv_connector), e.cache_dtype,
+                      e.block_size, e.kv_cache_layout, (e.kv_buffer_device or "").lower() == "cpu",
+                      e.nixl_permute) for e in items if e.nixl]
+    found = mismatches(sides)
+    return tuple(replace(e, nixl_differs="; ".join(found[e.endpoint])[:1000]) if e.endpoint in found else e for e in items)
 
 
 def summary(record: KvTiersRecord) -> str:

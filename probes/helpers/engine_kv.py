@@ -30,6 +30,7 @@ from probes.helpers.promtext import Page, bucket_delta, observed, quantile
 FAILED = "vllm:nixl_num_failed_transfers_total"
 FAILED_NOTIFY = "vllm:nixl_num_failed_notifications_total"
 XFER = "vllm:nixl_xfer_time_seconds"
+XFER_BYTES = "vllm:nixl_bytes_transferred"  # histogram, buckets 2 KiB to 8 GiB a factor 4 apart
 OFFLOAD_INFO = "vllm:kv_offload_config_info"
 
 
@@ -40,20 +41,57 @@ class KvFigures:
     failed_notifications: float | None
     failed_window: str | None  # "between scrapes" | "since start": what failed covers
     xfer_p99_s: float | None  # transfer time, 99th percentile, over the same span
+    # the lower bound of the time bucket that holds the 99th percentile: at least 1 % of the
+    # transfers took longer than this, whatever the interpolation inside the bucket
+    xfer_p99_floor_s: float | None
+    # the upper bound of the highest byte bucket with a transfer: no transfer moved more;
+    # None when one fell in the +Inf bucket (above 8 GiB) or none was counted
+    xfer_bytes_max: float | None
     offload_cpu_bytes: int | None  # the CPU tier's size (vllm:kv_offload_config_info)
     offload_cpu_tokens: int | None  # tokens it holds at max_model_len
     absent: tuple[str, ...]  # "figure: why"
 
 
-def _xfer(first: Page, second: Page) -> tuple[float | None, float | None]:
-    after = second.buckets(XFER)
-    delta = bucket_delta(first.buckets(XFER), after)
-    buckets = delta if observed(delta) > 0 else after
+def _window(first: Page, second: Page, name: str) -> tuple[tuple[float, float], ...]:
+    """A histogram's buckets over the window, else since start (as the failures)."""
+    after = second.buckets(name)
+    delta = bucket_delta(first.buckets(name), after)
+    return delta if observed(delta) > 0 else after
+
+
+def floor_of(q: float, buckets: tuple[tuple[float, float], ...]) -> float | None:
+    """The lower bound of the bucket holding the q-quantile's rank (0 for the first)."""
     n = observed(buckets)
     if n <= 0:
-        return None, None
+        return None
+    below = 0.0
+    for le, cumulative in buckets:
+        if cumulative >= q * n:
+            return below
+        below = le
+    return None
+
+
+def top_of(buckets: tuple[tuple[float, float], ...]) -> float | None:
+    """The upper bound of the highest bucket holding an observation; None past the last bound."""
+    seen = 0.0
+    top = None
+    for le, cumulative in buckets:
+        if cumulative > seen:
+            top, seen = le, cumulative
+    return top if top is not None and top != float("inf") else None
+
+
+def _xfer(first: Page, second: Page) -> tuple[float | None, float | None, float | None, float | None]:
+    """(transfers, p99 s, p99 floor s, bytes of the largest transfer at most)."""
+    buckets = _window(first, second, XFER)
+    n = observed(buckets)
+    if n <= 0:
+        return None, None, None, None
     p99 = quantile(0.99, buckets)
-    return n, round(p99, 4) if p99 is not None and non_negative(p99) is not None else None
+    moved = _window(first, second, XFER_BYTES)
+    return (n, round(p99, 4) if p99 is not None and non_negative(p99) is not None else None,
+            floor_of(0.99, buckets), top_of(moved) if observed(moved) > 0 else None)
 
 
 def _offload(second: Page, absent: list[str]) -> tuple[int | None, int | None]:
@@ -75,8 +113,9 @@ def kv(first: Page, second: Page) -> KvFigures | None:
     absent: list[str] = []
     failed, window = span(first, second, FAILED, absent, still_is_window=True)
     notify, _ = span(first, second, FAILED_NOTIFY, absent, still_is_window=True)
-    transfers, p99 = _xfer(first, second)
+    transfers, p99, floor, most = _xfer(first, second)
     size, tokens = _offload(second, absent)
     return KvFigures(transfers=transfers, failed=failed, failed_notifications=notify,
-                     failed_window=window, xfer_p99_s=p99, offload_cpu_bytes=size,
+                     failed_window=window, xfer_p99_s=p99, xfer_p99_floor_s=floor,
+                     xfer_bytes_max=most, offload_cpu_bytes=size,
                      offload_cpu_tokens=tokens, absent=tuple(absent))

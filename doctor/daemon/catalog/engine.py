@@ -16,6 +16,7 @@ FEATURE_FIGURES = ("spec_window", "spec_drafts", "spec_draft_tokens", "spec_acce
                    "grammar_compile_p95_s", "grammar_timeouts", "absent")
 # probes/helpers/engine_kv.KvFigures' fields: engine.kv_tiers reads them
 KV_FIGURES = ("transfers", "failed", "failed_notifications", "failed_window", "xfer_p99_s",
+              "xfer_p99_floor_s", "xfer_bytes_max",
               "offload_cpu_bytes", "offload_cpu_tokens", "absent")
 FREE_TEXT = "free text for people (it may name URLs and paths), shown by the scan"
 
@@ -228,6 +229,22 @@ TABLES = (
               "The engine's soft locked-memory limit (absent when unlimited)"),
         gauge("engines.ipc_lock", "engine_kv_offload_ipc_lock",
               "1 when the engine holds CAP_IPC_LOCK: the locked-memory limit does not bind"),
+        gauge("engines.xfer_p99_floor_s", "engine_kv_transfer_p99_floor_seconds",
+              "At least 1 % of the NIXL KV transfers took longer (the 99th percentile's bucket floor)"),
+        gauge("engines.xfer_bytes_max", "engine_kv_transfer_max_bytes",
+              "No NIXL KV transfer moved more bytes (the highest byte bucket used)"),
+        gauge("engines.link_gbits", "engine_kv_transfer_link_gbits",
+              "The fastest ACTIVE RDMA port's rate, Gb/s (net.rdma)"),
+        gauge("engines.xfer_line_s", "engine_kv_transfer_line_seconds",
+              "The largest transfer's bytes at the link's rate, seconds"),
+        info("engines", "engine_kv_transfer_config_info", "What a NIXL prefill/decode pair must "
+             "agree on (vllm:cache_config_info, --kv-transfer-config)", cache_dtype="cache_dtype",
+             block_size="block_size", kv_cache_layout="kv_cache_layout",
+             kv_buffer_device="kv_buffer_device"),
+        gauge("engines.nixl_permute", "engine_kv_transfer_permute_local_kv",
+              "1 when enable_permute_local_kv is set in --kv-transfer-config"),
+        unexported("engines.nixl_differs", "what differs from the NIXL instances it could pair with: "
+                   "read by the rule and shown by the scan"),
         gauge("engines.tier_rdma_registered", "engine_kv_offload_rdma_registered",
               "1 when the CPU KV tier is registered with an RDMA device (SGLang HiCache on Mooncake)"),
         *(unexported(f"engines.{f}", why) for f, why in (
