@@ -271,3 +271,29 @@ def test_push_against_pull_and_block_sizes_with_a_host_buffer_differ(host):
     a, b = K.paired([record(host, *b32, push, base="http://127.0.0.1:8100"), record(host, *calm, NIXL)])
     assert a.nixl_differs is not None and "transfer mode: push here, pull" in a.nixl_differs
     assert "block_size with a host buffer: 32 here, 16" in a.nixl_differs
+
+
+def _sglang(prompt: float, device: float, host_: float, storage: str = "0") -> str:
+    """SGLang's TokenizerMetricsCollector counters as its collector.py names and labels them
+    (cached tokens by cache_source: device, host, storage); the values are made up."""
+    return ("# TYPE sglang:prompt_tokens_total counter\n"
+            f'sglang:prompt_tokens_total{{model_name="Qwen/Qwen3-8B"}} {prompt}\n'
+            "# HELP sglang:cached_tokens_total Number of cached prompt tokens by source (device/host/storage).\n"
+            "# TYPE sglang:cached_tokens_total counter\n"
+            f'sglang:cached_tokens_total{{cache_source="device",model_name="Qwen/Qwen3-8B"}} {device}\n'
+            f'sglang:cached_tokens_total{{cache_source="host",model_name="Qwen/Qwen3-8B"}} {host_}\n'
+            f'sglang:cached_tokens_total{{cache_source="storage",model_name="Qwen/Qwen3-8B"}} {storage}\n')
+
+
+def test_sglang_hit_shares_by_tier_are_reported_over_the_window_and_judged_by_no_rule(host):
+    argv = ["sglang", "--enable-hierarchical-cache"]
+    item = record(host, _sglang(1000, 400, 100), _sglang(11000, 4400, 2100, "NaN"), argv, pid=None,
+                  kind="sglang")
+    assert item.hit_window == "between scrapes"
+    assert item.hit_shares == {"device": 0.4, "host": 0.2}  # storage's NaN: absent, with its reason
+    assert "no count" in item.missing["sglang:cached_tokens_total{cache_source='storage'}"]
+    assert fired(item) == []
+    # the prompts did not move: the shares since start
+    still = record(host, _sglang(1000, 400, 100), _sglang(1000, 400, 100), argv, pid=None, kind="sglang")
+    assert (still.hit_window, still.hit_shares) == ("since start", {"device": 0.4, "host": 0.1, "storage": 0.0})
+    assert "prompt tokens from cache: device 40%, host 10%, storage 0%" in K.summary(K.KvTiersRecord((still,)))

@@ -39,7 +39,7 @@ from probes.helpers.engine_discovery import DiscoveryRecord, found
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_scrape import scraped, with_metrics
-from probes.helpers.engine_kv import XFER_BYTES, KvFigures
+from probes.helpers.engine_kv import XFER_BYTES, KvFigures, hits_only
 from probes.helpers.kv_host import host_room
 from probes.helpers.nixl_pairs import NixlSide, mismatches, mode_of
 from probes.helpers.process_env import env_value
@@ -102,6 +102,10 @@ class EngineKvTiers:
     kv_buffer_device: str | None = None  # --kv-transfer-config's kv_buffer_device
     nixl_permute: bool = False  # enable_permute_local_kv
     nixl_differs: str | None = None  # differences from the instances it could pair with, "; "-joined
+    # SGLang: each cache source's share of the prompt tokens (device, host, storage); reported,
+    # not judged: no published threshold says what share a tier should reach
+    hit_shares: dict[str, float] | None = None
+    hit_window: str | None = None  # "between scrapes" | "since start"
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,9 +223,10 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
          rdma: int | None, link: float | None = None) -> EngineKvTiers | None:
     """One engine's KV tiers; None when it uses neither KV transfer nor offload."""
     connector = config_key(argv, "kv_connector")
-    kv = m.kv
+    hits = m.kv if m.kv is not None and m.kv.hit_shares else None
+    kv = None if hits_only(m.kv) else m.kv  # SGLang's tier hits alone: no transfer or offload series
     pid = engine.pid if engine else None
-    missing: dict[str, str] = dict(a.split(": ", 1) for a in (kv.absent if kv else ()) if ": " in a)
+    missing: dict[str, str] = dict(a.split(": ", 1) for a in (m.kv.absent if m.kv else ()) if ": " in a)
     lmcache, _ = (_env(host, pid, "LMCACHE_MAX_LOCAL_CPU_SIZE", {})
                   if connector and "lmcache" in connector.lower() else (None, False))
     backend, size, size_from, ratio = _cpu_tier(m, argv, lmcache, connector)
@@ -254,6 +259,7 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         engine_rss_bytes=room.engine_rss_bytes if room else None,
         memlock_bytes=room.memlock_bytes if room else None, ipc_lock=room.ipc_lock if room else None,
         tier_rdma_registered=backend == "hicache" and storage in RDMA_STORAGE,
+        hit_shares=dict(hits.hit_shares) if hits else None, hit_window=hits.hit_window if hits else None,
         xfer_p99_floor_s=kv.xfer_p99_floor_s if kv else None, xfer_bytes_max=kv.xfer_bytes_max if kv else None,
         link_gbits=link if kv and kv.transfers else None, xfer_line_s=_line(kv, link, missing),
         cache_dtype=m.cache_config.get("cache_dtype"), block_size=m.cache_config.get("block_size"),
@@ -303,5 +309,8 @@ def summary(record: KvTiersRecord) -> str:
                           window=e.failed_window))
         if e.cpu_tier_bytes is not None:
             bits.append(t("CPU tier {gib:.1f} GiB", gib=e.cpu_tier_bytes / GIB))
+        if e.hit_shares:
+            bits.append(t("prompt tokens from cache: {shares}",
+                          shares=", ".join(f"{k} {v:.0%}" for k, v in sorted(e.hit_shares.items()))))
         parts.append(f"{e.kind}: " + (t(", ").join(bits) or t("no KV tier figures")))
     return t("; ").join(parts)

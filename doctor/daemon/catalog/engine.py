@@ -16,7 +16,7 @@ FEATURE_FIGURES = ("spec_window", "spec_drafts", "spec_draft_tokens", "spec_acce
                    "grammar_compile_p95_s", "grammar_timeouts", "absent")
 # probes/helpers/engine_kv.KvFigures' fields: engine.kv_tiers reads them
 KV_FIGURES = ("transfers", "failed", "failed_notifications", "failed_window", "xfer_p99_s",
-              "xfer_p99_floor_s", "xfer_bytes_max",
+              "xfer_p99_floor_s", "xfer_bytes_max", "hit_shares", "hit_window",
               "offload_cpu_bytes", "offload_cpu_tokens", "absent")
 FREE_TEXT = "free text for people (it may name URLs and paths), shown by the scan"
 
@@ -243,6 +243,9 @@ TABLES = (
              kv_buffer_device="kv_buffer_device"),
         gauge("engines.nixl_permute", "engine_kv_transfer_permute_local_kv",
               "1 when enable_permute_local_kv is set in --kv-transfer-config"),
+        unexported("engines.hit_shares", "each SGLang cache source's share of the prompt tokens: "
+                   "shown by the scan, judged by no rule (no published threshold)"),
+        unexported("engines.hit_window", "what hit_shares covers: 'between scrapes' or 'since start'"),
         unexported("engines.nixl_differs", "what differs from the NIXL instances it could pair with: "
                    "read by the rule and shown by the scan"),
         gauge("engines.tier_rdma_registered", "engine_kv_offload_rdma_registered",
