@@ -234,16 +234,16 @@ def test_hostile_proc_files_leave_the_figures_absent_with_a_reason(tmp_path):
 def test_transfers_far_slower_than_the_rdma_port_allows_fire_from_vllms_own_histograms(host):
     # the generated page: 40 transfers of 48 MiB (byte bucket <= 128 MiB, 2**27); the window
     # adds 9 of 20 ms and one of 0.9 s: 1 % took over 0.75 s, against 2.7 ms for 128 MiB at 400 Gb/s
-    item = record(host, *pages(0), NIXL, link=400.0)
+    item = record(host, *pages(0), NIXL, link=(400.0, "net.rdma: mlx5_0/1"))
     assert (item.xfer_p99_floor_s, item.xfer_bytes_max, item.link_gbits) == (0.75, float(128 << 20), 400.0)
     assert item.xfer_line_s == pytest.approx((128 << 20) * 8 / 400e9, abs=1e-6)
-    assert "kv-transfer-slow" in fired(item)
+    assert item.link_from == "net.rdma: mlx5_0/1" and "kv-transfer-slow" in fired(item)
     first, second = source("vllm_v1_0.33.0_kv_generated.txt"), source("vllm_v1_0.33.0_kv_generated.txt")
     second.observe("vllm:nixl_xfer_time_seconds", [0.02] * 10)
-    calm = record(host, first.text(), second.text(), NIXL, link=400.0)
+    calm = record(host, first.text(), second.text(), NIXL, link=(400.0, "net.rdma: mlx5_0/1"))
     assert calm.xfer_p99_floor_s == 0.01 and "kv-transfer-slow" not in fired(calm)
     unknown = record(host, *pages(0), NIXL, link=None)
-    assert unknown.xfer_line_s is None and "RDMA" in unknown.missing["link_gbits"]
+    assert unknown.xfer_line_s is None and "physical interface" in unknown.missing["link_gbits"]
     assert "kv-transfer-slow" not in fired(unknown)
 
 
@@ -297,3 +297,16 @@ def test_sglang_hit_shares_by_tier_are_reported_over_the_window_and_judged_by_no
     still = record(host, _sglang(1000, 400, 100), _sglang(1000, 400, 100), argv, pid=None, kind="sglang")
     assert (still.hit_window, still.hit_shares) == ("since start", {"device": 0.4, "host": 0.1, "storage": 0.0})
     assert "prompt tokens from cache: device 40%, host 10%, storage 0%" in K.summary(K.KvTiersRecord((still,)))
+
+
+def test_without_an_rdma_port_the_fastest_physical_interface_up_is_the_line(host):
+    from doctor.inputs import Inputs
+    from probes.helpers.net_interfaces import NAME, Interface, InterfacesRecord
+
+    def nic(name, kind, up, speed):
+        return Interface(name, kind, "ether", "up" if up else "down", up, up, up, 1500, speed, (), up, None)
+    nics = InterfacesRecord((nic("lo", "loopback", True, None), nic("eno1", "physical", True, 1000),
+                             nic("ens1f0", "physical", True, 25000), nic("ens2f0", "physical", False, 100000),
+                             nic("docker0", "container-bridge", True, 10000)), (), None)
+    assert K._fastest_nic(host, Inputs({NAME: nics})) == (25.0, "net.interfaces: ens1f0")
+    assert K._fastest_nic(host, Inputs({NAME: InterfacesRecord((), (), None)})) is None

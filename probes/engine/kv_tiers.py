@@ -41,6 +41,7 @@ from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_scrape import scraped, with_metrics
 from probes.helpers.engine_kv import XFER_BYTES, KvFigures, hits_only
 from probes.helpers.kv_host import host_room
+from probes.helpers.net_interfaces import interfaces_of
 from probes.helpers.nixl_pairs import NixlSide, mismatches, mode_of
 from probes.helpers.process_env import env_value
 
@@ -93,7 +94,8 @@ class EngineKvTiers:
     # NIXL transfer time against the link (probes/helpers/engine_kv.py: floor and ceiling)
     xfer_p99_floor_s: float | None = None  # at least 1 % of the transfers took longer
     xfer_bytes_max: float | None = None  # no transfer moved more bytes
-    link_gbits: float | None = None  # the fastest ACTIVE RDMA port's rate (net.rdma)
+    link_gbits: float | None = None  # the fastest ACTIVE RDMA port's rate, else the fastest up NIC's
+    link_from: str | None = None  # "net.rdma: mlx5_0/1", "net.interfaces: ens1f0"
     xfer_line_s: float | None = None  # xfer_bytes_max at link_gbits: the longest a transfer needs
     # what a NIXL pair must agree on (probes/helpers/nixl_pairs.py), vllm:cache_config_info
     cache_dtype: str | None = None
@@ -194,16 +196,25 @@ def _tier_host_bytes(backend: str, size: int, tp: int | None) -> int:
     return size * (tp or 1) if any(b in backend.lower() for b in PER_RANK) else size
 
 
-def _active_rdma(inputs: Inputs) -> tuple[int | None, float | None]:
-    """(ACTIVE ports, the fastest one's rate in Gb/s); (None, None) where net.rdma did not run."""
+def _active_rdma(inputs: Inputs) -> tuple[int | None, tuple[float, str] | None]:
+    """(ACTIVE ports, (the fastest one's rate in Gb/s, its name)); None where net.rdma did not run."""
     # read by shape: a probe imports no other probe (tests/test_import_graph.py)
     ports = getattr(inputs.records.get("net.rdma"), "ports", None)
     if not isinstance(ports, tuple):
         return None, None
     active = [p for p in ports if getattr(p, "state", None) == "ACTIVE"]
-    rates = [r for r in (getattr(p, "rate_gbits", None) for p in active)
-             if isinstance(r, (int, float)) and 0 < r < 1e5]
+    rates = [(float(r), f"net.rdma: {getattr(p, 'name', '?')}") for p in active
+             if isinstance(r := getattr(p, "rate_gbits", None), (int, float)) and 0 < r < 1e5]
     return len(active), max(rates) if rates else None
+
+
+def _fastest_nic(host: Host, inputs: Inputs) -> tuple[float, str] | None:
+    """The fastest physical interface that is up, where no RDMA port gives a rate: the line
+    UCX's TCP transport (or RoCE through it) uses. /sys/class/net/<if>/speed, Mb/s."""
+    record = interfaces_of(host, inputs)
+    speeds = [(i.speed_mbits / 1000, f"net.interfaces: {i.name}") for i in (record.interfaces if record else ())
+              if i.kind == "physical" and i.up and i.speed_mbits and 0 < i.speed_mbits < 10**8]
+    return max(speeds) if speeds else None
 
 
 def _line(kv: KvFigures | None, link: float | None, missing: dict[str, str]) -> float | None:
@@ -211,7 +222,7 @@ def _line(kv: KvFigures | None, link: float | None, missing: dict[str, str]) -> 
     if kv is None or kv.xfer_p99_floor_s is None:
         return None
     if link is None:
-        missing["link_gbits"] = "no ACTIVE RDMA port with a rate (net.rdma): a TCP path's rate is not judged"
+        missing["link_gbits"] = "no ACTIVE RDMA port (net.rdma) nor physical interface up with a speed (/sys/class/net)"
         return None
     if kv.xfer_bytes_max is None:
         missing["xfer_bytes_max"] = f"{XFER_BYTES}: no transfer counted, or one above its last bucket"
@@ -220,7 +231,7 @@ def _line(kv: KvFigures | None, link: float | None, missing: dict[str, str]) -> 
 
 
 def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
-         rdma: int | None, link: float | None = None) -> EngineKvTiers | None:
+         rdma: int | None, link: tuple[float, str] | None = None) -> EngineKvTiers | None:
     """One engine's KV tiers; None when it uses neither KV transfer nor offload."""
     connector = config_key(argv, "kv_connector")
     hits = m.kv if m.kv is not None and m.kv.hit_shares else None
@@ -261,7 +272,9 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         tier_rdma_registered=backend == "hicache" and storage in RDMA_STORAGE,
         hit_shares=dict(hits.hit_shares) if hits else None, hit_window=hits.hit_window if hits else None,
         xfer_p99_floor_s=kv.xfer_p99_floor_s if kv else None, xfer_bytes_max=kv.xfer_bytes_max if kv else None,
-        link_gbits=link if kv and kv.transfers else None, xfer_line_s=_line(kv, link, missing),
+        link_gbits=link[0] if link and kv and kv.transfers else None,
+        link_from=link[1] if link and kv and kv.transfers else None,
+        xfer_line_s=_line(kv, link[0] if link else None, missing),
         cache_dtype=m.cache_config.get("cache_dtype"), block_size=m.cache_config.get("block_size"),
         kv_cache_layout=m.cache_config.get("kv_cache_layout"),
         kv_buffer_device=config_key(argv, "kv_buffer_device"),
@@ -277,6 +290,8 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTie
     if not metrics.engines:
         raise Skip(t("no engine's /metrics page could be read (see engine.metrics)"))
     (rdma, link), items = _active_rdma(inputs), []
+    if link is None and any(m.kv is not None and m.kv.transfers for m in metrics.engines):
+        link = _fastest_nic(host, inputs)
     for m in metrics.engines:
         engine = engines.get(m.endpoint.rsplit("/metrics", 1)[0])
         pid = engine.pid if engine else None

@@ -234,7 +234,8 @@ TABLES = (
         gauge("engines.xfer_bytes_max", "engine_kv_transfer_max_bytes",
               "No NIXL KV transfer moved more bytes (the highest byte bucket used)"),
         gauge("engines.link_gbits", "engine_kv_transfer_link_gbits",
-              "The fastest ACTIVE RDMA port's rate, Gb/s (net.rdma)"),
+              "The link's rate, Gb/s: the fastest ACTIVE RDMA port, else the fastest physical interface up"),
+        unexported("engines.link_from", "where link_gbits comes from (net.rdma or net.interfaces): shown with the finding"),
         gauge("engines.xfer_line_s", "engine_kv_transfer_line_seconds",
               "The largest transfer's bytes at the link's rate, seconds"),
         info("engines", "engine_kv_transfer_config_info", "What a NIXL prefill/decode pair must "
