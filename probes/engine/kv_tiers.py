@@ -20,8 +20,15 @@ name them:
 
 The CPU tier helps only when it holds more than the GPU tier (LMCache's maintainers,
 LMCache/LMCache#928 and #1109; a user measured TTFT 27 % worse with it smaller, #1241).
+The host's room for the tier (probes/helpers/kv_host.py: MemAvailable, the resident memory of
+the engine and its workers, which already holds what of the tier is allocated, the memlock
+limit and CAP_IPC_LOCK); NIXL transfer time against the link (the fastest ACTIVE RDMA port,
+else the fastest physical interface up: net.interfaces); the NIXL instances of one model on
+this host that could pair, and what of their KV configuration differs
+(probes/helpers/nixl_pairs.py); SGLang's prompt-token share from each HiCache tier.
 Units: tokens, bytes, seconds, counts. Privilege: the engine's user or root for its environ.
-Manual equivalent: ``curl -s :8000/metrics | grep -E 'nixl_|kv_offload_config'`` and
+Manual equivalent: ``curl -s :8000/metrics | grep -E 'nixl_|kv_offload_config|cached_tokens'``,
+``grep MemAvailable /proc/meminfo``, ``grep 'Max locked' /proc/PID/limits`` and
 ``tr '\\0' '\\n' < /proc/PID/environ | grep -E '^(UCX_TLS|PYTHONHASHSEED)='``.
 """
 
