@@ -310,3 +310,14 @@ def test_without_an_rdma_port_the_fastest_physical_interface_up_is_the_line(host
                              nic("docker0", "container-bridge", True, 10000)), (), None)
     assert K._fastest_nic(host, Inputs({NAME: nics})) == (25.0, "net.interfaces: ens1f0")
     assert K._fastest_nic(host, Inputs({NAME: InterfacesRecord((), (), None)})) is None
+
+
+def test_data_parallel_engines_each_hold_their_own_cpu_tier(host):
+    # vLLM's offload info: "Each engine reports its own configuration, not the instance total"
+    calm = SCENARIOS["vllm-v1-calm"]()
+    kv = source("vllm_v1_0.33.0_kv_generated.txt").text()
+    line = next(x for x in kv.splitlines() if x.startswith("vllm:kv_offload_config_info{"))
+    two = kv + line.replace('engine="0"', 'engine="1"') + "\n"
+    one = record(host, calm[0] + kv, calm[1] + kv, ["vllm", "serve"], pid=None)
+    both = record(host, calm[0] + two, calm[1] + two, ["vllm", "serve"], pid=None)
+    assert (one.cpu_tier_host_bytes, both.cpu_tier_host_bytes) == (4 << 30, 8 << 30)

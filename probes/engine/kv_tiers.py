@@ -272,7 +272,9 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         hicache_ratio=ratio,
         tensor_parallel=tp, lmcache="lmcache" in f"{connector} {backend}".lower(),
         pythonhashseed_set=(seed is not None) if read else None, missing=missing,
-        cpu_tier_host_bytes=_tier_host_bytes(backend, size, tp) if backend and size else None,
+        cpu_tier_host_bytes=(kv.offload_cpu_bytes_all if size_from == "vllm:kv_offload_config_info" and kv
+                             and kv.offload_cpu_bytes_all else _tier_host_bytes(backend, size, tp)
+                             if backend and size else None),
         mem_available_bytes=room.mem_available_bytes if room else None,
         engine_rss_bytes=room.engine_rss_bytes if room else None,
         memlock_bytes=room.memlock_bytes if room else None, ipc_lock=room.ipc_lock if room else None,

@@ -57,6 +57,9 @@ class KvFigures:
     xfer_bytes_max: float | None
     offload_cpu_bytes: int | None  # the CPU tier's size (vllm:kv_offload_config_info)
     offload_cpu_tokens: int | None  # tokens it holds at max_model_len
+    # every engine's CPU tier together (one series an engine: "Each engine reports its own
+    # configuration, not the instance total", the gauge's HELP); data parallel has several
+    offload_cpu_bytes_all: int | None
     # cache_source -> its cached tokens over the prompt tokens (SGLang); hit_window says over
     # what span: "between scrapes" where the prompts moved, else "since start"
     hit_shares: dict[str, float]
@@ -104,6 +107,18 @@ def _xfer(first: Page, second: Page) -> tuple[float | None, float | None, float 
     moved = _window(first, second, XFER_BYTES)
     return (n, round(p99, 4) if p99 is not None and non_negative(p99) is not None else None,
             floor_of(0.99, buckets), top_of(moved) if observed(moved) > 0 else None)
+
+
+def _offload_all(second: Page) -> int | None:
+    """The CPU tiers of every engine on the page, one series an engine label (at most 64)."""
+    sizes: dict[str, int] = {}
+    for labels, _ in second.samples.get(OFFLOAD_INFO, ())[:64]:
+        named = dict(labels)
+        size = count(named.get("cpu_kv_cache_size_bytes"))
+        if size is None:
+            return None
+        sizes[named.get("engine", "")] = size
+    return sum(sizes.values()) if sizes else None
 
 
 def _offload(second: Page, absent: list[str]) -> tuple[int | None, int | None]:
@@ -164,5 +179,6 @@ def kv(first: Page, second: Page) -> KvFigures | None:
     shares, hit_window = _hits(first, second, absent)
     return KvFigures(transfers=transfers, failed=failed, failed_notifications=notify,
                      failed_window=window, xfer_p99_s=p99, xfer_p99_floor_s=floor,
-                     xfer_bytes_max=most, offload_cpu_bytes=size, hit_shares=shares, hit_window=hit_window,
+                     xfer_bytes_max=most, offload_cpu_bytes=size, offload_cpu_bytes_all=_offload_all(second),
+                     hit_shares=shares, hit_window=hit_window,
                      offload_cpu_tokens=tokens, absent=tuple(absent))

@@ -16,7 +16,7 @@ FEATURE_FIGURES = ("spec_window", "spec_drafts", "spec_draft_tokens", "spec_acce
                    "grammar_compile_p95_s", "grammar_timeouts", "absent")
 # probes/helpers/engine_kv.KvFigures' fields: engine.kv_tiers reads them
 KV_FIGURES = ("transfers", "failed", "failed_notifications", "failed_window", "xfer_p99_s",
-              "xfer_p99_floor_s", "xfer_bytes_max", "hit_shares", "hit_window",
+              "xfer_p99_floor_s", "xfer_bytes_max", "hit_shares", "hit_window", "offload_cpu_bytes_all",
               "offload_cpu_bytes", "offload_cpu_tokens", "absent")
 FREE_TEXT = "free text for people (it may name URLs and paths), shown by the scan"
 
