@@ -149,6 +149,10 @@ CAUSES: tuple[str, ...] = (
     "hccl-interface-wrong",
     "npu-device-files-missing",
     "ascend-version-mismatch",
+    "kv-offload-over-memory",
+    "kv-offload-over-memlock",
+    "kv-transfer-slow",
+    "kv-transfer-config-mismatch",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -208,6 +212,10 @@ OWN_CAUSES: tuple[str, ...] = (
     "hccl-interface-wrong",  # HCCL_SOCKET_IFNAME / HCCL_IF_IP on a missing, down or unroutable NIC
     "npu-device-files-missing",  # /dev/davinci<N>, davinci_manager, devmm_svm or hisi_hdc missing
     "ascend-version-mismatch",  # CANN, driver and firmware version files that do not list each other
+    "kv-offload-over-memory",  # a pinned CPU KV tier larger than the host has left
+    "kv-offload-over-memlock",  # a CPU KV tier registered with RDMA above the memlock limit
+    "kv-transfer-slow",  # NIXL transfers far slower than the RDMA link allows for their bytes
+    "kv-transfer-config-mismatch",  # a prefill and a decode instance whose KV configuration differs
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

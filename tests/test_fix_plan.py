@@ -169,3 +169,19 @@ def test_hands_on_steps_are_never_planned_for_a_virtual_machine():
     finding["evidence"]["on_vm"] = True
     report["probes"][0]["data"]["virtual_machine"] = None
     assert not build_plan(saved(report), "saved scan x", {}).steps
+
+
+def test_the_fabric_manager_is_started_only_where_it_is_this_hosts_to_run():
+    """nvswitch-fabric-down on a GB200 compute tray (no NVSwitch on its PCI bus: gpu.fabric
+    leaves the manager unjudged) gets no step: the tray runs no fabric manager, and
+    `systemctl enable --now nvidia-fabricmanager` there would start nothing useful."""
+    finding = {"rule": "nvswitch-fabric-down", "cause": "nvswitch-fabric-down", "key": "",
+               "severity": "critical", "title": "t", "evidence": {"problem": "GPU0 in-progress"}}
+    fabric = {"nvswitches": 4, "manager_running": False}
+    report = {"host": {"hostname": "h"}, "findings": [finding],
+              "probes": [{"name": "gpu.fabric", "status": "ok", "data": fabric}]}
+    hgx = build_plan(saved(report), "saved scan x", {})
+    assert [s.kind.value for s in hgx.steps] == ["manual"] and "nvidia-fabricmanager" in hgx.steps[0].manual[0]
+    fabric.update(nvswitches=0, manager_running=None)
+    tray = build_plan(saved(report), "saved scan x", {})
+    assert not tray.steps and "switch trays" in tray.no_steps[0].why
