@@ -16,7 +16,7 @@ from doctor.i18n import current
 from doctor.i18n.text import render as say
 from doctor.redact import redact_text
 from doctor.why.model import CauseRow, Differential, RuleCheck
-from reports.json_report import _finding  # the scan report's finding, field for field
+from reports.json_report import finding_dict  # the scan report's finding, field for field
 from reports.why_common import commands, phase_text, verdict
 
 WHY_SCHEMA_VERSION = 1
@@ -36,7 +36,7 @@ def _clean(value: Any) -> Any:
 
 def _check(check: RuleCheck) -> dict[str, Any]:
     return {"rule": check.rule, "status": check.status,
-            "findings": [_finding(f) for f in check.findings],
+            "findings": [finding_dict(f) for f in check.findings],
             "items": [{"item": i.item, "not_measured": i.absent,
                        "why": [say(p) for p in i.parts]} for i in check.items],
             "more_items": check.more_items,

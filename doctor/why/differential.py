@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from doctor.config import Config
 from doctor.i18n.values import m
 from doctor.model import Finding, Level, ProbeResult, ProbeSpec
-from doctor.rules.evaluate import (RULE_TIME_LIMIT_S, _default_key, _items,  # the engine's own
-                                   _run_or_absent, namespace)
+from doctor.rules.evaluate import (RULE_TIME_LIMIT_S, item_key, rule_items,  # the engine's own
+                                   run_or_absent, namespace)
 from doctor.rules.loader import Rule
 from doctor.rules.sandbox import Evaluator, LimitExceeded
 from doctor.runner import status_text
@@ -80,17 +80,17 @@ def _label(rule: Rule, ev: Evaluator, item: object) -> str:
     if item is None:
         return ""
     if "evidence.gpu" in rule.compiled:
-        gpu = _run_or_absent(ev, rule.compiled["evidence.gpu"], rule.evidence["gpu"])
+        gpu = run_or_absent(ev, rule.compiled["evidence.gpu"], rule.evidence["gpu"])
         if gpu is not None:
             return f"GPU {gpu}"
-    key = ev.run(rule.compiled["key"], rule.key or "") if rule.key else _default_key(item)
+    key = ev.run(rule.compiled["key"], rule.key or "") if rule.key else item_key(item)
     return str(key)[:MAX_LABEL_CHARS]
 
 
 def _judged(rule: Rule, roots: dict, params: dict, level: Level, command: str) -> RuleCheck:
     """RULED_OUT or NOT_CHECKED for a rule that ran and did not fire: each item explained."""
     ev = Evaluator({**roots, "params": params, "item": None}, RULE_TIME_LIMIT_S)
-    items = _items(rule, ev)
+    items = rule_items(rule, ev)
     if not items:
         return RuleCheck(rule.id, RULED_OUT, items=(ItemCheck("", False, (
             m("nothing to judge: {each} is empty", each=name_of(rule.compiled["each"])),)),))
@@ -98,7 +98,7 @@ def _judged(rule: Rule, roots: dict, params: dict, level: Level, command: str) -
     unexplained = 0  # items past MAX_EXPLAINED: judged by the condition alone, and counted
     for item in items:
         ev.names["item"] = item
-        met = _run_or_absent(ev, rule.compiled["when"], rule.when)
+        met = run_or_absent(ev, rule.compiled["when"], rule.when)
         if met:
             continue  # it fired on this item: a finding (another symptom's run may show it)
         if len(checks) >= MAX_EXPLAINED:
