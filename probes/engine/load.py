@@ -36,6 +36,7 @@ from doctor import display
 from probes.helpers.engine_scrape import for_engine, scraped, with_metrics
 from probes.helpers.engine_sweep import MAX_SWEEP_LEVELS as MAX_SWEEP_LEVELS
 from probes.helpers.engine_sweep import SweepPoint, saved_sweep
+from probes.helpers.engine_sweep import knee_throughput as knee_throughput
 from probes.helpers.engine_sweep import saved_knee as saved_knee
 from probes.helpers.engine_sweep import sweep_points as sweep_points
 from probes.helpers.engine_targets import Target, targets
@@ -197,13 +198,6 @@ def served_model(host: Host, target: Target) -> str | None:
         return text(field(page_json(page.body), "data", 0, "id")) if page.status == 200 else None
     except (HostReadError, ValueError):
         return None
-
-
-def knee_throughput(knee: int | None, points: tuple[SweepPoint, ...]) -> float | None:
-    """Output tokens/s of the usable level the knee was found at; None without a knee."""
-    at = [p.output_tokens_per_s for p in points if knee is not None and p.concurrency == knee
-          and p.usable and p.output_tokens_per_s is not None]
-    return at[0] if at else None
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> LoadRecord:

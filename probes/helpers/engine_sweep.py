@@ -51,6 +51,13 @@ def sweep_points(document: object) -> tuple[SweepPoint, ...]:
     return tuple(points)
 
 
+def knee_throughput(knee: int | None, points: tuple[SweepPoint, ...]) -> float | None:
+    """Output tokens/s of the usable level the knee was found at; None without a knee."""
+    at = [p.output_tokens_per_s for p in points if knee is not None and p.concurrency == knee
+          and p.usable and p.output_tokens_per_s is not None]
+    return at[0] if at else None
+
+
 def saved_sweep(host: Host, base_url: str) -> tuple[tuple[int | None, str | None, str | None, str],
                                                     tuple[SweepPoint, ...]]:
     """``saved_knee``'s answer, and the sweep's levels (none unless its schema is current)."""
