@@ -3,8 +3,8 @@
 Source: the file doctor.workload.knee.knee_path names for the endpoint's base URL: the knee's
 concurrency and status, when it was measured, and each level of the sweep (at most
 MAX_SWEEP_LEVELS), so a report can draw the curve the knee was read from. A sweep of an
-older schema is not used (probes/engine/load.py says why). Read by engine.load and
-engine.slots. Manual equivalent: ``cat ~/.cache/llm-doctor/knee-*.json``.
+older schema is not used (probes/engine/load.py says why). Read by engine.load,
+engine.slots and engine.roofline. Manual equivalent: ``cat ~/.cache/llm-doctor/knee-*.json``.
 """
 
 from __future__ import annotations
