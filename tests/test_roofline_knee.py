@@ -118,11 +118,15 @@ def test_why_queue_says_at_the_limit_when_the_knee_is_the_memory():
 
 
 def test_why_queue_without_a_saved_knee_says_not_checked_and_how_to_measure_it():
+    record = judge(_engine(), H100_PLACE, H100, None, _metrics(itl_mean_s=0.01),
+                   knee=SavedKnee(None, None, "/s/k.json", None, "http://127.0.0.1:8000"))
+    command = "llm-doctor load --endpoint http://127.0.0.1:8000"
     diff = differential("queueing-under-load", {"engine.roofline": {"engines": [_row(missing={
-        "knee_efficiency": "no throughput knee measured: `llm-doctor load --endpoint URL` sweeps"})]}})
+        "knee_efficiency": record.missing["knee_efficiency"]})]}})
     for cause in ("knee-below-bandwidth-ceiling", "knee-at-bandwidth-limit"):
         assert row(diff, cause).status == NOT_CHECKED
-        assert "llm-doctor load --endpoint URL" in said(diff, cause)
+        assert command in said(diff, cause)
+        assert row(diff, cause).checks[0].command == command  # the record's, not a level
 
 
 def _scan(knee_tps: float) -> dict:

@@ -99,10 +99,22 @@ def test_a_value_not_measured_is_not_checked_with_the_records_reason():
     assert "d2d_ratio: not measured (not measured at level quick)" in said(
         diff, "gpu-memory-bandwidth-low")
     assert found.checks[0].command == "llm-doctor why memory-bandwidth-bound --level full"
+    # the command is the one the record's reason quotes; none where no run would measure it
+    quoted = {**gpu, "missing": {"d2d_ratio": "not measured: `llm-doctor bench --gpu` measures it"}}
+    diff = differential("memory-bandwidth-bound", {"gpu.bandwidth": {"gpus": [quoted]}})
+    assert row(diff, "gpu-memory-bandwidth-low").checks[0].command == "llm-doctor bench --gpu"
+    option = {**gpu, "missing": {"d2d_ratio": "engine.speed sends no request (`--busy-ok` to)"}}
+    diff = differential("memory-bandwidth-bound", {"gpu.bandwidth": {"gpus": [option]}})
+    assert (row(diff, "gpu-memory-bandwidth-low").checks[0].command
+            == "llm-doctor why memory-bandwidth-bound --busy-ok")
+    none = {**gpu, "missing": {"d2d_ratio": "the recording holds no copy of it"}}
+    diff = differential("memory-bandwidth-bound", {"gpu.bandwidth": {"gpus": [none]}})
+    assert row(diff, "gpu-memory-bandwidth-low").checks[0].command is None
     # a None the record gives no reason for is not judged either: the condition cannot tell
     diff = differential("memory-bandwidth-bound", {"gpu.bandwidth": {"gpus": [{"index": 0}]}})
     assert row(diff, "gpu-memory-bandwidth-low").status == NOT_CHECKED
     assert "d2d_ratio has no value" in said(diff, "gpu-memory-bandwidth-low")
+    assert row(diff, "gpu-memory-bandwidth-low").checks[0].command.endswith("--level full")
     # an `or` with one part measured and false rules out what it covers, naming the rest
     gpu = {"index": 2, "thermal_slowdown": False, "reasons": []}
     diff = differential("memory-bandwidth-bound", {"gpu.thermal_power": {"gpus": [gpu]}})

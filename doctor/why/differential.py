@@ -10,6 +10,7 @@ the first of confirmed, not checked, ruled out that one of its rules has.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from doctor.config import Config
@@ -95,6 +96,7 @@ def _judged(rule: Rule, roots: dict, params: dict, level: Level, command: str) -
         return RuleCheck(rule.id, RULED_OUT, items=(ItemCheck("", False, (
             m("nothing to judge: {each} is empty", each=name_of(rule.compiled["each"])),)),))
     checks: list[ItemCheck] = []
+    reasons: list[str] = []  # the records' reasons for the values not measured
     unexplained = 0  # items past MAX_EXPLAINED: judged by the condition alone, and counted
     for item in items:
         ev.names["item"] = item
@@ -104,18 +106,43 @@ def _judged(rule: Rule, roots: dict, params: dict, level: Level, command: str) -
         if len(checks) >= MAX_EXPLAINED:
             if met is None:  # not judged: a value it needs is absent
                 checks.append(ItemCheck(_label(rule, ev, item), True, ()))
+                reasons.append("")
             else:
                 unexplained += 1
             continue
         found: Explanation = why_false(rule.compiled["when"], ev)
         checks.append(ItemCheck(_label(rule, ev, item), found.absent, found.parts))
+        if found.absent:
+            reasons += found.reasons
     checks.sort(key=lambda c: not c.absent)  # what was not judged first: it decides the row
     shown, more = tuple(checks[:MAX_ITEMS]), max(len(checks) + unexplained - MAX_ITEMS, 0)
     if any(c.absent for c in checks):
         return RuleCheck(rule.id, NOT_CHECKED, items=shown, more_items=more,
                          why=m("a value its condition needs was not measured"),
-                         command=f"{command} --level full" if level < Level.FULL else None)
+                         command=command_for(reasons, level, command))
     return RuleCheck(rule.id, RULED_OUT, items=shown, more_items=more)
+
+
+_QUOTED = re.compile(r"`([^`]{1,200})`")
+
+
+def command_for(reasons: Iterable[str], level: Level, command: str) -> str | None:
+    """What would measure the values a condition lacked, from the records' reasons: a
+    command a reason quotes (`llm-doctor load --endpoint URL`), or an option of this one it
+    quotes (`--level standard`, `--busy-ok`); else a higher level where a value has no reason
+    or its reason names a level; else none (the reasons say why: no GPU, no such page)."""
+    reasons = list(reasons)
+    for reason in reasons:
+        for quoted in _QUOTED.findall(reason):
+            if quoted.startswith("llm-doctor "):
+                return quoted
+            if quoted.startswith("--level ") and _reached(quoted[len("--level "):], level):
+                continue  # this run was at that level: the value is absent for another reason
+            if quoted.startswith("--"):
+                return f"{command} {quoted}"
+    if level < Level.FULL and any(not r or "level" in r for r in reasons):
+        return f"{command} --level full"
+    return None
 
 
 def check_rule(rule: Rule, results: Mapping[str, ProbeResult], roots: dict,
@@ -168,3 +195,10 @@ def build(symptom: str, rules: Iterable[Rule], results: Iterable[ProbeResult],
     rows.sort(key=lambda r: sort_key(symptom, r.cause))
     return Differential(symptom, level, requests, tuple(rows), rule_errors=tuple(rule_errors))
 
+
+
+def _reached(name: str, level: Level) -> bool:
+    try:
+        return Level.parse(name.strip()) <= level
+    except ValueError:
+        return False

@@ -34,6 +34,9 @@ class Explanation:
 
     absent: bool
     parts: tuple[Text, ...]
+    # the records' reasons for the absent values it names ("" for one with none), from which
+    # the differential picks the command that would measure them
+    reasons: tuple[str, ...] = ()
 
 
 def name_of(node: ast.expr) -> str:
@@ -78,8 +81,8 @@ def _absent(node: ast.expr, ev: Evaluator) -> Explanation:
     reason = missing_reason(node, ev.names)
     if reason:
         return Explanation(True, (m("{name}: not measured ({reason})", name=name_of(node),
-                                    reason=reason),))
-    return Explanation(True, (m("{name} has no value", name=name_of(node)),))
+                                    reason=reason),), (reason,))
+    return Explanation(True, (m("{name} has no value", name=name_of(node)),), ("",))
 
 
 def _compare(node: ast.Compare, ev: Evaluator) -> Explanation:
@@ -125,7 +128,8 @@ def why_false(node: ast.expr, ev: Evaluator) -> Explanation:
         # Not judged only when no operand was: one measured and false rules out what it
         # covers, and the parts not measured are still named.
         found = [why_false(operand, ev) for operand in node.values]
-        return Explanation(all(e.absent for e in found), tuple(p for e in found for p in e.parts))
+        return Explanation(all(e.absent for e in found), tuple(p for e in found for p in e.parts),
+                           tuple(r for e in found for r in e.reasons))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         value = value_of(node.operand, ev)
         if value is None:

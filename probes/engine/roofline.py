@@ -210,17 +210,29 @@ def ttft_parts(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
                    ttft_from=f"{metrics.kind} histogram means ({metrics.means_window})")
         if prefill is None:
             missing["prefill_s"] = lazy("the engine publishes no prefill-time histogram")
+        if queue is None:
+            missing["queue_s"] = lazy("the engine publishes no queue-time histogram")
     elif speed is not None and not speed.error and speed.ttft_s:
-        return _client_ttft(speed, out, missing)
+        return _shares_said(_client_ttft(speed, out, missing), missing)
     else:
         missing["ttft_s"] = lazy("no TTFT histogram on the engine's /metrics and no request "
                                  "measured by engine.speed")
-        return out
+        return _shares_said(out, missing)
     known = (queue or 0.0) + (prefill or 0.0)
     if queue is not None or prefill is not None:
         out["rest_s"] = round(max(ttft - known, 0.0), 6)
     out["queue_share"] = round(min(queue / ttft, 1.0), 3) if queue is not None else None
     out["prefill_share"] = round(min(prefill / ttft, 1.0), 3) if prefill is not None else None
+    return _shares_said(out, missing)
+
+
+def _shares_said(out: dict, missing: dict[str, str]) -> dict:
+    """An absent queue or prefill share has its part's reason, else the TTFT's: the rules
+    read the shares, and ``why`` says why they were not judged from this."""
+    for part in ("queue", "prefill"):
+        why = missing.get(f"{part}_s") or missing.get("ttft_s")
+        if out[f"{part}_share"] is None and why:
+            missing[f"{part}_share"] = why
     return out
 
 

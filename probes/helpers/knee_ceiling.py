@@ -41,6 +41,7 @@ class SavedKnee:
     status: str | None  # found | not-reached | no-data | unreadable | outdated; None: none saved
     file: str
     tokens_per_s: float | None  # all sequences' output tokens/s at the knee's level
+    endpoint: str = "URL"  # the engine's base URL, for the command that measures it
 
 
 def saved_knee_of(host: Host, base_url: str | None) -> SavedKnee | None:
@@ -48,7 +49,7 @@ def saved_knee_of(host: Host, base_url: str | None) -> SavedKnee | None:
     if not base_url:
         return None
     (knee, status, _, path), points = saved_sweep(host, base_url)
-    return SavedKnee(knee, status, path, knee_throughput(knee, points))
+    return SavedKnee(knee, status, path, knee_throughput(knee, points), base_url)
 
 
 def knee_parts(saved: SavedKnee | None, weights: tuple[int, int] | None,
@@ -59,12 +60,13 @@ def knee_parts(saved: SavedKnee | None, weights: tuple[int, int] | None,
     weights read once a step, one sequence's KV cache read once a token."""
     out: dict = dict.fromkeys(FIELDS)
     if saved is None or saved.status is None:
-        why: str = lazy("no throughput knee measured: `llm-doctor load --endpoint URL` sweeps "
-                        "the concurrency and saves the knee the next scan reads")
+        why: str = t("no throughput knee measured: `llm-doctor load --endpoint {url}` sweeps "
+                     "the concurrency and saves the knee the next scan reads",
+                     url=saved.endpoint if saved else "URL")
     elif saved.status != "found" or not saved.concurrency:
         why = t("no throughput knee in the saved sweep ({status}, {file}): `llm-doctor load "
-                "--endpoint URL` again, to a higher concurrency", status=saved.status,
-                file=saved.file)
+                "--endpoint {url}` again, to a higher concurrency", status=saved.status,
+                file=saved.file, url=saved.endpoint)
     elif not saved.tokens_per_s:
         why = lazy("the saved sweep has no output tokens/s at its knee")
     else:
