@@ -294,3 +294,18 @@ def test_host_text_is_shown_never_obeyed(hosts):
 def test_the_diagnosis_phase_of_a_cause(cause, phase):
     assert phase_of("slowdown", cause) == phase
     assert phase_of("startup-oom", cause) is None  # the articles' order is for latency
+
+
+def test_figures_the_host_probe_could_not_read_say_why_and_offer_no_level():
+    """host.memory_bandwidth's DIMM figures on a VM without dmidecode: the record's reason,
+    not "has no value", and no `--level full` (no level reads what is not installed)."""
+    from doctor.commands.why import command_args
+    from doctor.commands.why import differential as why_of
+    from doctor.i18n.text import render as say
+
+    diff = why_of("slowdown", str(FIXTURE_HOSTS / "this-vm-epyc-2cpu"), None, None,
+                  (), command_args((), (), True, None, False))
+    checks = {c.rule: c for r in diff.rows for c in r.checks}
+    low = checks["host-memory-dimms-downclocked"]
+    assert low.status == NOT_CHECKED and low.command is None
+    assert "dimm_configured_mts: not measured (dmidecode is not installed" in say(low.items[0].parts[0])

@@ -202,6 +202,7 @@ TABLES = (
         unexported("budget_basis", "what bound the memory budget (available, cap, threads): "
                    "the summary says it"),
         unexported("ceiling_reason", f"why there is no ceiling: {SENTENCE}"),
+        unexported("missing", f"field -> why a judged figure is absent: {SENTENCE}"),
         *(unexported(f"{figure}_gbps_spread", "the figure's run-to-run spread over the timed "
                      "passes: the noise floor llm-doctor diff holds a change to (the figure "
                      "graphed over beats shows its spread)") for figure in ("copy", "triad")),
