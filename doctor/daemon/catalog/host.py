@@ -116,6 +116,7 @@ TABLES = (
         unexported("engines.comm", "the engine's labels (kind, endpoint, model, pid) name it"),
         unexported("engines.pid", "a label of the engine's series"),
         unexported("engines.engine", "the engine's kind label"),
+        unexported("engines.missing", f"field -> why it is absent: {SENTENCE}"),
     )),
     Table("host.memory", (
         gauge("total_mib", "host_memory_total_bytes", "MemTotal (/proc/meminfo)", MIB),
