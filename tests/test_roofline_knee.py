@@ -141,3 +141,20 @@ def test_the_diff_names_the_knee_moving_toward_its_ceiling():
     changed = {f.id for f in diff.facts if f.status == CHANGED}
     at = "engine[vllm@127.0.0.1:8000].roofline"
     assert {f"{at}.knee_tokens_per_s", f"{at}.knee_efficiency"} <= changed
+
+
+def test_engine_load_without_a_saved_sweep_says_what_measures_its_knee(monkeypatch, tmp_path):
+    """past-throughput-knee's knee_concurrency: None with the command, not "has no value"."""
+    from doctor.model import ScanOptions
+    from doctor.seam.recorded import RecordedHost
+    from probes.engine import load as engine_load
+    from tests.conftest import FIXTURE_HOSTS
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # where no sweep was saved
+    record = engine_load.probe(RecordedHost(FIXTURE_HOSTS / "h100-pcie-vllm-at-hbm-limit"),
+                               ScanOptions())
+    (engine,) = record.engines
+    assert engine.knee_concurrency is None and engine.running == 1
+    assert ("`llm-doctor load --endpoint http://127.0.0.1:8000`"
+            in engine.missing["knee_concurrency"])
+    assert "running" not in engine.missing

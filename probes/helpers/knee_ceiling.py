@@ -52,6 +52,16 @@ def saved_knee_of(host: Host, base_url: str | None) -> SavedKnee | None:
     return SavedKnee(knee, status, path, knee_throughput(knee, points), base_url)
 
 
+def no_knee_reason(status: str | None, file: str, url: str) -> str:
+    """Why an endpoint has no knee (engine.load's and engine.roofline's records say it), with
+    the command that measures one."""
+    if status is None:
+        return t("no throughput knee measured: `llm-doctor load --endpoint {url}` sweeps "
+                 "the concurrency and saves the knee the next scan reads", url=url)
+    return t("no throughput knee in the saved sweep ({status}, {file}): `llm-doctor load "
+             "--endpoint {url}` again, to a higher concurrency", status=status, file=file, url=url)
+
+
 def knee_parts(saved: SavedKnee | None, weights: tuple[int, int] | None,
                kv: tuple[int, int] | None, ceiling: Ceiling, missing: dict[str, str]) -> dict:
     """The knee's fields of engine.roofline's record: the saved knee's concurrency and output
@@ -59,14 +69,9 @@ def knee_parts(saved: SavedKnee | None, weights: tuple[int, int] | None,
     ``missing``. ``weights`` and ``kv`` are (bytes in GPU memory, bytes in host memory): the
     weights read once a step, one sequence's KV cache read once a token."""
     out: dict = dict.fromkeys(FIELDS)
-    if saved is None or saved.status is None:
-        why: str = t("no throughput knee measured: `llm-doctor load --endpoint {url}` sweeps "
-                     "the concurrency and saves the knee the next scan reads",
-                     url=saved.endpoint if saved else "URL")
-    elif saved.status != "found" or not saved.concurrency:
-        why = t("no throughput knee in the saved sweep ({status}, {file}): `llm-doctor load "
-                "--endpoint {url}` again, to a higher concurrency", status=saved.status,
-                file=saved.file, url=saved.endpoint)
+    if saved is None or saved.status != "found" or not saved.concurrency:
+        why: str = no_knee_reason(saved.status if saved else None,
+                                  saved.file if saved else "", saved.endpoint if saved else "URL")
     elif not saved.tokens_per_s:
         why = lazy("the saved sweep has no output tokens/s at its knee")
     else:

@@ -285,6 +285,7 @@ TABLES = (
         gauge("engines.knee_output_tokens_per_s", "engine_knee_output_tokens_per_second",
               "Output tokens/s that sweep measured at its knee (the fleet rules compare hosts)"),
         unexported("engines.knee_file", "where the sweep is kept: a path for people"),
+        unexported("engines.missing", "field -> why it is absent, with the command that measures it: for people"),
         # the saved sweep's levels are for the report's knee plot; the knee is their result
         each("engines.sweep", L.fields("concurrency")),
         *(unexported(f"engines.sweep.{name}", "a level of the saved sweep, drawn in the report; "
