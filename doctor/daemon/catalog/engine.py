@@ -337,6 +337,7 @@ TABLES = (
               "Share in a structured-output backend (grammar compilation, token masks)"),
         unexported("processes.top_frames", "function names and source lines, for people"),
         unexported("processes.base_url", "the engine's endpoint: the scan shows it"),
+        unexported("processes.missing", "share -> why it is absent: for people"),
         of("flag", "processes.error", "engine_stack_sampling_failed",
            "1 when sampling failed (ptrace refused, py-spy missing)"),
     )),
