@@ -683,6 +683,7 @@ TABLES = (
         info("engines", "engine_context_limit_info", "Where the context limit was read",
              limit_from="limit_from"),
         unexported("engines.limit_absent", f"why the limit is unknown: {FREE_TEXT}"),
+        unexported("engines.missing", "limit_tokens -> limit_absent, for the rules and why"),
         gauge("engines.sweep_prompt_tokens", "engine_sweep_prompt_tokens",
               "The prompt length the saved load sweep sent"),
         gauge("engines.histogram_requests", "engine_prompts_counted_requests",
