@@ -24,6 +24,7 @@ TABLES = (
         gauge("engine_count", "host_engine_processes", "Serving-engine processes in the process table"),
         unexported("processes.identity", "an engine's kind and address, the findings' key: the "
                    "limits' labels name the engine"),
+        unexported("processes.missing", f"field -> why it is absent (unlimited): {SENTENCE}"),
     )),
     Table("host.sysctl", (
         *(gauge(f, f"host_sysctl_{f}", f"{what} (/proc/sys)") for f, what in (
