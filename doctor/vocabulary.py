@@ -127,6 +127,8 @@ CAUSES: tuple[str, ...] = (
     "decode-below-ceiling",
     "ttft-queue-dominated",
     "ttft-prefill-dominated",
+    "knee-at-bandwidth-limit",
+    "knee-below-bandwidth-ceiling",
     # issue 32: the platforms engines run on (checks/gpu_cdi.toml)
     "cdi-spec-stale",
     "unified-memory-overcommit",
@@ -189,6 +191,8 @@ OWN_CAUSES: tuple[str, ...] = (
     "decode-below-ceiling",  # decode under half that ceiling: something else sets the pace
     "ttft-queue-dominated",  # most of the time to first token waiting in the engine's queue
     "ttft-prefill-dominated",  # most of it computing the prompt
+    "knee-at-bandwidth-limit",  # throughput's knee near what a batch that large can read: an explanation
+    "knee-below-bandwidth-ceiling",  # throughput stops well below that: scheduling sets the knee
     # issue 32, gpu.cdi
     "cdi-spec-stale",  # a CDI spec naming another driver's files or GPUs NVML does not list
     # issue 32, gpu.unified_memory

@@ -9,6 +9,7 @@ read instead.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from doctor import display
@@ -117,3 +118,18 @@ def _group_name(group: list[dict[str, Any]], families: dict[str, int]) -> str:
     members = ",".join(str(r["name"]).partition(".")[2] for r in group)
     return t("{family}.{{{members}}} ({count} probes)", family=family, members=members,
              count=len(group))
+
+
+def json_clean(value: Any) -> Any:
+    """``value`` made fit for a JSON report of a command (diff, why): every string, key
+    included, masked for secrets (``redact_text``: the second lock), every float JSON cannot
+    hold (NaN, infinities) null; lists and tuples become lists."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {redact_text(str(k)): json_clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_clean(v) for v in value]
+    return value

@@ -9,27 +9,14 @@ diff already masks), and numbers JSON cannot hold (NaN, infinities) are null.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict
 from typing import Any
 
 from doctor import __version__
 from doctor.diff.model import Diff
-from doctor.redact import redact_text
+from reports.common import json_clean
 
 DIFF_SCHEMA_VERSION = 1
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {redact_text(str(k)): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
 
 
 def to_dict(diff: Diff) -> dict[str, Any]:
@@ -55,7 +42,7 @@ def to_dict(diff: Diff) -> dict[str, Any]:
         "findings": [asdict(d) for d in diff.findings],
         "not_recorded": list(diff.missing_facts),
     }
-    return _clean(data)
+    return json_clean(data)
 
 
 def render(diff: Diff) -> str:

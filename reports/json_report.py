@@ -161,7 +161,10 @@ def _probe(p: ProbeResult) -> dict[str, Any]:
     return out
 
 
-def _finding(f: Finding) -> dict[str, Any]:
+def finding_dict(f: Finding) -> dict[str, Any]:
+    """One finding as the saved scan holds it (``findings[i]``): its text fields with their
+    values (``<field>_msg``) so a reader re-says them in either language; every value one
+    JSON holds (the caller's sanitizer replaces the rest)."""
     symptoms = f.symptoms if isinstance(f.symptoms, (list, tuple)) else [f.symptoms]
     out: dict[str, Any] = {
         "rule": _str(f.rule),
@@ -196,7 +199,7 @@ def to_dict(report: ScanReport) -> dict[str, Any]:
         "verdict": worst.label if worst is not None else "ok",
         "exit_code": report.exit_code(),
         "probes": [_probe(p) for p in report.probes],
-        "findings": [_finding(f) for f in report.findings],
+        "findings": [finding_dict(f) for f in report.findings],
         "rule_errors": [_str(e) for e in report.rule_errors],
     }
     sanitizer = _Sanitizer()

@@ -8,35 +8,22 @@ is masked for secrets on the way out (``redact_text``), and numbers JSON cannot 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from doctor import __version__
 from doctor.i18n import current
 from doctor.i18n.text import render as say
-from doctor.redact import redact_text
 from doctor.why.model import CauseRow, Differential, RuleCheck
-from reports.json_report import _finding  # the scan report's finding, field for field
+from reports.common import json_clean
+from reports.json_report import finding_dict  # the scan report's finding, field for field
 from reports.why_common import commands, phase_text, verdict
 
 WHY_SCHEMA_VERSION = 1
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {redact_text(str(k)): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 def _check(check: RuleCheck) -> dict[str, Any]:
     return {"rule": check.rule, "status": check.status,
-            "findings": [_finding(f) for f in check.findings],
+            "findings": [finding_dict(f) for f in check.findings],
             "items": [{"item": i.item, "not_measured": i.absent,
                        "why": [say(p) for p in i.parts]} for i in check.items],
             "more_items": check.more_items,
@@ -52,7 +39,7 @@ def _row(row: CauseRow) -> dict[str, Any]:
 
 
 def to_dict(diff: Differential) -> dict[str, Any]:
-    return _clean({
+    return json_clean({
         "why_schema_version": WHY_SCHEMA_VERSION,
         "tool": {"name": "llm-doctor", "version": __version__},
         "lang": current(),

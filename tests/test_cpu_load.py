@@ -55,6 +55,19 @@ def test_a_recording_from_before_the_engine_figures_derives_them_from_its_top_ro
     assert (engine.engine, engine.pid, engine.compute_threads) == ("llama.cpp", 12, 1)
     assert engine.threads is None and engine.cores_wanted == 1.0  # -t 1 says what it computes with
     assert engine.cores_left == pytest.approx(0.7)
+    assert engine.missing == {}
+
+
+def test_a_figure_the_sample_did_not_keep_says_why(tmp_path):
+    """A row without Threads and an engine without -t: cores_wanted is None with its
+    reason, which `why` shows instead of "has no value"."""
+    def edit(data):
+        data["engines"] = [{"pid": 12, "comm": "python3", "cmdline": "python3 -m vllm.entrypoints."
+                            "openai.api_server --model /m", "cpu_cores": 0.5}]
+
+    (engine,) = _replay(tmp_path, edit).engines
+    assert engine.cores_wanted is None
+    assert "thread count was not read" in engine.missing["cores_wanted"]
 
 
 def test_an_engine_pinned_to_some_cpus_is_judged_by_how_busy_those_are(tmp_path):

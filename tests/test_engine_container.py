@@ -79,6 +79,23 @@ def test_an_engine_outside_any_container_is_judged_on_nothing():
     item = _one(FIXTURE_HOSTS / "healthy-epyc-9654-vllm")
     assert item.cpu_quota_cpus is None and item.memory_limit_bytes is None
     assert item.shm_bytes is None and "not-found" in (item.shm_reason or "")
+    # each None with its reason, which `why` shows for the rules it leaves not judged
+    assert set(item.missing) == {"cpu_quota_cpus", "memory_limit_bytes", "shm_bytes"}
+    assert "not-found" in item.missing["shm_bytes"]
+
+
+def test_a_limit_none_set_says_so_and_why_shows_it_with_no_command():
+    item = _one(FIXTURE_HOSTS / "vllm-docker-v1-cpu-quota")
+    assert item.memory_limit_bytes is None  # v1's "unlimited"
+    assert item.missing["memory_limit_bytes"].startswith("no memory limit on")
+    assert "cpu_quota_cpus" not in item.missing  # 0.5 CPUs: set
+    from doctor.commands.why import command_args, differential
+    diff = differential("crash", str(FIXTURE_HOSTS / "vllm-docker-v1-cpu-quota"), None, None, (),
+                        command_args((), (), True, None, False))
+    (check,) = next(r for r in diff.rows if r.cause == "memory-cgroup-oom").checks
+    from doctor.i18n.text import render as say
+    assert "memory_limit_bytes: not measured (no memory limit on" in say(check.items[0].parts[0])
+    assert check.command is None  # no level or option of why would measure a limit none set
 
 
 class Recapture(RecordingHost):

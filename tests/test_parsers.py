@@ -28,6 +28,13 @@ def test_parse_limits():
         "memlock_soft": 8388608, "memlock_hard": None}
 
 
+def test_an_unlimited_limit_says_so_in_the_records_missing():
+    from probes.host.limits import _limits
+    row = _limits(4242, "python3", "vllm", LIMITS, "/proc/4242/limits")
+    assert row.memlock_hard_bytes is None and row.nproc_soft == 96364
+    assert row.missing == {"memlock_hard_bytes": "unlimited (/proc/4242/limits)"}
+
+
 MALFORMED = [  # (parser call, the whole message)
     (lambda: parse_loadavg(""), "/proc/loadavg: expected 5 fields, got 0"),
     (lambda: parse_loadavg("nan 0.1 0.1 1/2 3\n"), "/proc/loadavg: expected a load average, got 'nan'"),

@@ -209,3 +209,15 @@ def test_llama_cpp_slot_context_against_the_sweep_prompts(tmp_path, monkeypatch,
     assert (mine.kind, mine.limit_tokens, mine.limit_from) == ("llama.cpp", n_ctx, "/props n_ctx (one slot)")
     findings = _findings(mine)
     assert [f.rule for f in findings] == (["prompt-truncation"] if n_ctx == 2048 else [])
+
+
+def test_a_limit_not_known_says_why_for_the_rule_and_why():
+    """vllm-v1-calm names no context length: limit_tokens None with limit_absent as its
+    reason in `missing`, which `why` shows instead of "has no value"."""
+    from doctor.model import ScanOptions
+    from doctor.seam.recorded import RecordedHost
+    from tests.conftest import FIXTURE_HOSTS
+    record = truncation.probe(RecordedHost(FIXTURE_HOSTS / "vllm-v1-calm"), ScanOptions())
+    (engine,) = record.engines
+    assert engine.limit_tokens is None and engine.limit_absent
+    assert engine.missing == {"limit_tokens": engine.limit_absent}

@@ -119,3 +119,18 @@ def test_classify_counts_structured_output_backends():
             thread("/site-packages/sglang/srt/constrained/xgrammar_backend.py"),
             thread("/site-packages/vllm/v1/core/sched/scheduler.py")]
     assert engine_stacks.classify([dump])["grammar_share"] == 0.75
+
+
+def test_a_share_not_sampled_says_why_for_the_rules_that_read_it():
+    """A recorded host whose py-spy was missing: every share None with that reason, and an
+    idle engine's with its own; `why` shows them instead of "has no value"."""
+    from tests.conftest import FIXTURE_HOSTS
+    record = engine_stacks.probe(RecordedHost(FIXTURE_HOSTS / "h100-pcie-vllm-at-hbm-limit"),
+                                 ScanOptions())
+    (process,) = record.processes
+    assert process.logging_share is None
+    assert set(process.missing) == set(engine_stacks.SHARES)
+    assert "py-spy is not installed" in process.missing["logging_share"]
+    idle = engine_stacks._missing({"error": None, "samples": 0, "logging_share": None})
+    assert "the engine was idle" in idle["logging_share"]
+    assert engine_stacks._missing({"error": None, **dict.fromkeys(engine_stacks.SHARES, 0.0)}) == {}

@@ -99,10 +99,22 @@ def test_a_value_not_measured_is_not_checked_with_the_records_reason():
     assert "d2d_ratio: not measured (not measured at level quick)" in said(
         diff, "gpu-memory-bandwidth-low")
     assert found.checks[0].command == "llm-doctor why memory-bandwidth-bound --level full"
+    # the command is the one the record's reason quotes; none where no run would measure it
+    quoted = {**gpu, "missing": {"d2d_ratio": "not measured: `llm-doctor bench --gpu` measures it"}}
+    diff = differential("memory-bandwidth-bound", {"gpu.bandwidth": {"gpus": [quoted]}})
+    assert row(diff, "gpu-memory-bandwidth-low").checks[0].command == "llm-doctor bench --gpu"
+    option = {**gpu, "missing": {"d2d_ratio": "engine.speed sends no request (`--busy-ok` to)"}}
+    diff = differential("memory-bandwidth-bound", {"gpu.bandwidth": {"gpus": [option]}})
+    assert (row(diff, "gpu-memory-bandwidth-low").checks[0].command
+            == "llm-doctor why memory-bandwidth-bound --busy-ok")
+    none = {**gpu, "missing": {"d2d_ratio": "the recording holds no copy of it"}}
+    diff = differential("memory-bandwidth-bound", {"gpu.bandwidth": {"gpus": [none]}})
+    assert row(diff, "gpu-memory-bandwidth-low").checks[0].command is None
     # a None the record gives no reason for is not judged either: the condition cannot tell
     diff = differential("memory-bandwidth-bound", {"gpu.bandwidth": {"gpus": [{"index": 0}]}})
     assert row(diff, "gpu-memory-bandwidth-low").status == NOT_CHECKED
     assert "d2d_ratio has no value" in said(diff, "gpu-memory-bandwidth-low")
+    assert row(diff, "gpu-memory-bandwidth-low").checks[0].command.endswith("--level full")
     # an `or` with one part measured and false rules out what it covers, naming the rest
     gpu = {"index": 2, "thermal_slowdown": False, "reasons": []}
     diff = differential("memory-bandwidth-bound", {"gpu.thermal_power": {"gpus": [gpu]}})
@@ -282,3 +294,18 @@ def test_host_text_is_shown_never_obeyed(hosts):
 def test_the_diagnosis_phase_of_a_cause(cause, phase):
     assert phase_of("slowdown", cause) == phase
     assert phase_of("startup-oom", cause) is None  # the articles' order is for latency
+
+
+def test_figures_the_host_probe_could_not_read_say_why_and_offer_no_level():
+    """host.memory_bandwidth's DIMM figures on a VM without dmidecode: the record's reason,
+    not "has no value", and no `--level full` (no level reads what is not installed)."""
+    from doctor.commands.why import command_args
+    from doctor.commands.why import differential as why_of
+    from doctor.i18n.text import render as say
+
+    diff = why_of("slowdown", str(FIXTURE_HOSTS / "this-vm-epyc-2cpu"), None, None,
+                  (), command_args((), (), True, None, False))
+    checks = {c.rule: c for r in diff.rows for c in r.checks}
+    low = checks["host-memory-dimms-downclocked"]
+    assert low.status == NOT_CHECKED and low.command is None
+    assert "dimm_configured_mts: not measured (dmidecode is not installed" in say(low.items[0].parts[0])

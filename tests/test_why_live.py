@@ -10,7 +10,13 @@ second `why` (about 10 s) would not fit the test-time budget.
 
 Without the hogs the verdict is not "at the limit" on a small shared host: the ceiling is
 STREAM's triad over every core, and ``-t 1`` decodes on one (the efficiency is about a
-quarter to a third); what the hogs must add is the cause, named."""
+quarter to a third); what the hogs must add is the cause, named.
+
+The CPU-quota variant puts the server in a cpu cgroup of the test's own with a quota of a
+quarter of a CPU (cgroup v1 ``cpu.cfs_quota_us``, v2 ``cpu.max``; the cgroup is made and
+removed by tests/test_engine_container_live.py's ``make``) and runs ``why slow`` in this
+process (the command's own ``differential``, with engine.speed's shorter request): the
+quota must be the confirmed cause and the decode judged far below its ceiling."""
 
 from __future__ import annotations
 
@@ -31,8 +37,9 @@ from probes.host import memory_bandwidth
 from tests import live_stack
 from tests import llama_server as llama
 from tests.builtin_rules import builtin_rules
+from tests.test_engine_container_live import make
 
-pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.live, pytest.mark.machine, pytest.mark.timeout(120)]
 
 FIGURES = ("measured_tokens_per_s", "ceiling_tokens_per_s", "efficiency")
 
@@ -112,6 +119,24 @@ def _ttft(label: str, e: roofline.EngineRoofline) -> str:
             f"{e.prefill_s} s ({e.prefill_share}); prefill {e.prefill_tokens_per_s} tokens/s")
 
 
+def _named(hogs: list, prefix: str, within_s: float = 20.0) -> None:
+    """Wait (bounded) until every hog has renamed itself: on a loaded host Python's start can
+    outlast the sleep, and a sample of a hog still named "python" names no hog of this test."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        names = []
+        for proc in hogs:
+            try:
+                with open(f"/proc/{proc.pid}/comm") as comm:
+                    names.append(comm.read().strip())
+            except OSError:
+                names.append("")
+        if all(n.startswith(prefix) for n in names):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the hogs did not rename themselves within {within_s:g} s: {names}")
+
+
 def _hogs_stop(hogs: list) -> None:
     for proc in hogs:
         proc.kill()
@@ -137,6 +162,7 @@ def test_why_slowdown_names_cpu_contention_beside_a_hog(tmp_path, cli, monkeypat
         # half a core each or what they leave the engine is under half its thread
         hogs = [live_stack.duty_spinner(f"{prefix}{i}", 60, 1.0)
                 for i in range(len(os.sched_getaffinity(started.pid)))]
+        _named(hogs, prefix)
         time.sleep(0.5)
         beside = _why(cli, started.base_url)
         took.append(("why beside the hog", time.monotonic()))
@@ -180,3 +206,45 @@ def test_why_slowdown_names_cpu_contention_beside_a_hog(tmp_path, cli, monkeypat
     assert alone.prefill_share is not None and alone.prefill_share > alone.queue_share, alone
     assert queued.queue_share is not None and queued.queue_share > queued.prefill_share, queued
     assert _fires("ttft-queue-dominated", queued) and not _fires("ttft-queue-dominated", alone)
+
+
+QUOTA_US, PERIOD_US = 25_000, 100_000  # a quarter of a CPU; the server's -t 1 wants a whole one
+
+
+@pytest.mark.timeout(180)
+def test_why_slow_confirms_a_cpu_quota_under_the_engine(tmp_path, monkeypatch):
+    from doctor.commands.why import command_args, differential
+    from reports.why_common import verdict
+
+    _short_requests(monkeypatch)
+    with make("cpu", "llm-doctor-why-quota") as sandbox:
+        if sandbox.version == 2:
+            sandbox.write("cpu.max", f"{QUOTA_US} {PERIOD_US}")
+        else:
+            sandbox.write("cpu.cfs_period_us", str(PERIOD_US))
+            sandbox.write("cpu.cfs_quota_us", str(QUOTA_US))
+        started = llama.start(tmp_path, "-np", "1", prefix=sandbox.prefix())
+        try:
+            took = time.monotonic()
+            diff = differential("slow", None, "standard", None, (),
+                                command_args((), (started.base_url,), False, None, False))
+            took = time.monotonic() - took
+        finally:
+            llama.stop(started)
+    rows = {r.cause: r for r in diff.rows}
+    mine = f"pid {started.pid}"
+    quota = rows["cpu-quota-throttled"]
+    ours = [f for c in quota.checks for f in c.findings if mine in str(f.evidence["engine"])]
+    below = [f for c in rows["decode-below-ceiling"].checks for f in c.findings
+             if str(f.evidence["engine"]).endswith(mine)]
+    print(f"\nunder a {QUOTA_US / PERIOD_US:g}-CPU quota: "
+          + (", ".join(f"{k} {below[0].evidence[k]}" for k in FIGURES) if below else
+             "decode-below-ceiling not confirmed") + f"\n  verdict: {verdict(diff)}; why took {took:.1f} s")
+    assert quota.status == "confirmed" and ours, [str(c.why) for c in quota.checks]
+    assert ours[0].evidence["quota_cpus"] == QUOTA_US / PERIOD_US
+    assert "cpu-quota-throttled" in verdict(diff).split(";")[0], verdict(diff)
+    # the decode judged against its ceiling: far below it (a quarter of the one core that
+    # alone reaches a quarter to a third of STREAM's every-core ceiling)
+    assert below, [(str(c.why), [i.parts for i in c.items]) for c in rows["decode-below-ceiling"].checks]
+    assert below[0].evidence["efficiency"] < 0.25, below[0].evidence
+    assert rows["decode-at-bandwidth-limit"].status != "confirmed"

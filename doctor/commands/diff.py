@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from doctor.commands.emit import check_output, emit
+from doctor.commands.emit import check_output, emit, rendered
 from doctor.commands.setup import ScanCannotRun, known_rule_ids, load_setup, open_host, scan_options
 from doctor.daemon import baseline
 from doctor.daemon import state as daemon_state
@@ -32,6 +32,9 @@ from reports.json_report import read as read_saved
 from reports.json_report import to_dict
 
 FORMATS = ("terminal", "json", "markdown", "html")
+# the renderer of each format but the terminal's (which writes to a rich console)
+RENDERERS = {"json": "reports.diff_json", "markdown": "reports.diff_markdown",
+             "html": "reports.diff_html"}
 CANNOT_WRITE = lazy("{output}: cannot write the diff: {why}")
 
 
@@ -128,18 +131,8 @@ def run_diff(before: str, after: str, level: str | None, state_file: str,
 
 
 def _text(diff: Diff, fmt: str) -> str:
-    if fmt == "json":
-        from reports.diff_json import render as to_json
-
-        return to_json(diff)
-    if fmt == "markdown":
-        from reports.diff_markdown import render as to_markdown
-
-        return to_markdown(diff)
-    if fmt == "html":
-        from reports.diff_html import render as to_html
-
-        return to_html(diff)
+    if fmt in RENDERERS:
+        return rendered(diff, fmt, RENDERERS)
     from rich.console import Console
 
     from reports.diff_terminal import render as to_terminal

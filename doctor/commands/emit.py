@@ -10,6 +10,10 @@ messages stay the callers': ``lazy`` templates with ``{output}`` and ``{why}`` (
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
 import click
 
 from doctor.i18n import translated
@@ -17,6 +21,13 @@ from doctor.output import check_target, write_atomic
 
 # -o naming the stream the text would go to anyway: no "written to" line for it
 _STREAMS = ("-", "/dev/stdout", "/dev/stderr")
+
+
+def rendered(value: Any, fmt: str, renderers: Mapping[str, str]) -> str:
+    """``value`` in ``fmt``: the ``render(value)`` of the module ``renderers[fmt]`` names,
+    imported only now, so that a command loads the one renderer it writes with (a JSON
+    report does not import jinja). The names are the caller's constants, never input."""
+    return str(importlib.import_module(renderers[fmt]).render(value))
 
 
 class CannotWrite(Exception):

@@ -13,7 +13,7 @@ import dataclasses
 import sys
 from collections.abc import Callable
 
-from doctor.commands.emit import check_output, emit
+from doctor.commands.emit import check_output, emit, rendered
 from doctor.commands.sent import announce, say_sent
 from doctor.commands.setup import (ScanCannotRun, check_model_dirs, load_setup, open_host,
                                    scan_options)
@@ -27,6 +27,8 @@ from doctor.why.words import Ambiguous, resolve
 from probes.registry import by_name
 
 FORMATS = ("terminal", "json", "markdown", "html")
+RENDERERS = {"terminal": "reports.why_text", "json": "reports.why_json",
+             "markdown": "reports.why_markdown", "html": "reports.why_html"}
 CANNOT_WRITE = lazy("{output}: cannot write the report: {reason}")
 
 
@@ -97,21 +99,7 @@ def text_of(diff: Differential, fmt: str) -> str:
     if fmt not in FORMATS:
         raise ScanCannotRun(t("--format {format} is not made for why; use {choices}",
                               format=fmt, choices=", ".join(FORMATS)))
-    if fmt == "json":
-        from reports.why_json import render as to_json
-
-        return to_json(diff)
-    if fmt == "markdown":
-        from reports.why_markdown import render as to_markdown
-
-        return to_markdown(diff)
-    if fmt == "html":
-        from reports.why_html import render as to_html
-
-        return to_html(diff)
-    from reports.why_text import render as to_text
-
-    return to_text(diff)
+    return rendered(diff, fmt, RENDERERS)
 
 
 def run(word: str, fmt: str, output: str | None, replay: str | None, level: str | None,

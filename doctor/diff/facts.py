@@ -424,6 +424,9 @@ ROOFLINE = {
     "ceiling_tokens_per_s": lazy("decode ceiling of one sequence (memory bandwidth / bytes a token), tokens/s"),
     "measured_tokens_per_s": lazy("decode speed of one sequence, measured, tokens/s"),
     "efficiency": lazy("decode speed over its memory-bandwidth ceiling"),
+    "knee_tokens_per_s": lazy("throughput at the load sweep's knee, all sequences, tokens/s"),
+    "knee_ceiling_tokens_per_s": lazy("decode ceiling of a batch as large as the knee, tokens/s"),
+    "knee_efficiency": lazy("throughput at the knee over its memory-bandwidth ceiling"),
 }
 
 

@@ -569,6 +569,8 @@ NO_STEP: dict[str, str] = {
     "decode-below-ceiling": lazy("the step is the cause's: contention, throttling, offload or the thread count, each its own finding"),
     "ttft-queue-dominated": lazy("capacity (replicas, --max-num-seqs) is a sizing decision: the playbook says how to size it"),
     "ttft-prefill-dominated": lazy("prompt length and prefix caching are the application's and the deployment's: the playbook says what to measure"),
+    "knee-at-bandwidth-limit": lazy("an explanation, not a fault: more throughput is fewer bytes a step, faster memory or more replicas, deployment choices"),
+    "knee-below-bandwidth-ceiling": lazy("the limit that sets the knee (--max-num-seqs, -np, the KV cache) is the finding beside it, or a sizing decision the playbook walks through"),
     # issue 32 item 6: where an engine's caches live is its deployment's (volumes, environment)
     "engine-cache-ephemeral": lazy("a persistent volume for the engine's cache and its variable: a deployment change to review"),
     "engine-cache-disk-full": lazy("which cached models or compile artefacts may go is the owner's call: the playbook says how to list them"),

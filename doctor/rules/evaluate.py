@@ -66,7 +66,7 @@ def namespace(results: list[ProbeResult],
     return roots
 
 
-def _default_key(item: Any) -> str:
+def item_key(item: Any) -> str:
     """An item's identity without a `key` expression: its pid, uuid, name or path field."""
     if isinstance(item, dict):
         for name in DEFAULT_KEY_FIELDS:
@@ -76,8 +76,8 @@ def _default_key(item: Any) -> str:
     return str(item) if isinstance(item, (str, int, float)) else ""
 
 
-def _reason(tree: ast.expr, names: dict[str, Any]) -> str | None:
-    """Why an evidence value is None: the ``missing`` entry of the first record field the
+def missing_reason(tree: ast.expr, names: dict[str, Any]) -> str | None:
+    """Why an expression's value is None: the ``missing`` entry of the first record field the
     expression reads that is None and has one (``item.read_mbps`` → the item's
     ``missing["read_mbps"]``, "not measured at level quick"); None when no record says."""
     chains = (chain_of(node) for node in ast.walk(tree) if isinstance(node, ast.Attribute))
@@ -96,7 +96,10 @@ def _reason(tree: ast.expr, names: dict[str, Any]) -> str | None:
     return None
 
 
-def _items(rule: Rule, ev: Evaluator) -> list[Any]:
+def rule_items(rule: Rule, ev: Evaluator) -> list[Any]:
+    """The items a rule judges one by one: its ``each`` expression's list (a mapping's
+    keys), ``[None]`` for a rule without ``each`` (one judgement of the whole record), none
+    when ``each`` is absent. A value that is no collection is the rule's error (TypeError)."""
     if not rule.each:
         return [None]
     value = ev.run(rule.compiled["each"], rule.each)
@@ -113,7 +116,7 @@ def _of_absent(exc: TypeError) -> bool:
     return "NoneType" in str(exc)
 
 
-def _run_or_absent(ev: Evaluator, compiled: Any, source: str) -> Any:
+def run_or_absent(ev: Evaluator, compiled: Any, source: str) -> Any:
     """The expression's value; None when a value it needs is absent. A record's figure that
     is no number (NaN on an engine page, a field the host does not have) is None: it is not
     judged, and no rule fails on it; any other error is the rule's own."""
@@ -129,21 +132,22 @@ def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
              time_limit_s: float) -> list[Finding]:
     ev = Evaluator({**roots, "params": params, "item": None}, time_limit_s)
     findings = []
-    for item in _items(rule, ev):
+    for item in rule_items(rule, ev):
         ev.names["item"] = item
-        if not _run_or_absent(ev, rule.compiled["when"], rule.when):
+        if not run_or_absent(ev, rule.compiled["when"], rule.when):
             continue  # not met, or not judged: a value the condition needs is absent
         level = severity
-        if rule.critical_when and _run_or_absent(ev, rule.compiled["critical_when"],
+        if rule.critical_when and run_or_absent(ev, rule.compiled["critical_when"],
                                                  rule.critical_when):
             level = Severity.CRITICAL
-        evidence = {label: _run_or_absent(ev, rule.compiled[f"evidence.{label}"], expr)
+        evidence = {label: run_or_absent(ev, rule.compiled[f"evidence.{label}"], expr)
                     for label, expr in rule.evidence.items()}
         missing = {label: reason for label, value in evidence.items() if value is None
-                   and (reason := _reason(rule.compiled[f"evidence.{label}"], ev.names))}
+                   and (reason := missing_reason(rule.compiled[f"evidence.{label}"],
+                                                 ev.names))}
         key = ""
         if rule.each:
-            key = ev.run(rule.compiled["key"], rule.key) if rule.key else _default_key(item)
+            key = ev.run(rule.compiled["key"], rule.key) if rule.key else item_key(item)
         findings.append(Finding(
             rule=rule.id,
             cause=rule.cause,

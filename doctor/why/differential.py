@@ -10,13 +10,14 @@ the first of confirmed, not checked, ruled out that one of its rules has.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from doctor.config import Config
 from doctor.i18n.values import m
 from doctor.model import Finding, Level, ProbeResult, ProbeSpec
-from doctor.rules.evaluate import (RULE_TIME_LIMIT_S, _default_key, _items,  # the engine's own
-                                   _run_or_absent, namespace)
+from doctor.rules.evaluate import (RULE_TIME_LIMIT_S, item_key, rule_items,  # the engine's own
+                                   run_or_absent, namespace)
 from doctor.rules.loader import Rule
 from doctor.rules.sandbox import Evaluator, LimitExceeded
 from doctor.runner import status_text
@@ -80,42 +81,68 @@ def _label(rule: Rule, ev: Evaluator, item: object) -> str:
     if item is None:
         return ""
     if "evidence.gpu" in rule.compiled:
-        gpu = _run_or_absent(ev, rule.compiled["evidence.gpu"], rule.evidence["gpu"])
+        gpu = run_or_absent(ev, rule.compiled["evidence.gpu"], rule.evidence["gpu"])
         if gpu is not None:
             return f"GPU {gpu}"
-    key = ev.run(rule.compiled["key"], rule.key or "") if rule.key else _default_key(item)
+    key = ev.run(rule.compiled["key"], rule.key or "") if rule.key else item_key(item)
     return str(key)[:MAX_LABEL_CHARS]
 
 
 def _judged(rule: Rule, roots: dict, params: dict, level: Level, command: str) -> RuleCheck:
     """RULED_OUT or NOT_CHECKED for a rule that ran and did not fire: each item explained."""
     ev = Evaluator({**roots, "params": params, "item": None}, RULE_TIME_LIMIT_S)
-    items = _items(rule, ev)
+    items = rule_items(rule, ev)
     if not items:
         return RuleCheck(rule.id, RULED_OUT, items=(ItemCheck("", False, (
             m("nothing to judge: {each} is empty", each=name_of(rule.compiled["each"])),)),))
     checks: list[ItemCheck] = []
+    reasons: list[str] = []  # the records' reasons for the values not measured
     unexplained = 0  # items past MAX_EXPLAINED: judged by the condition alone, and counted
     for item in items:
         ev.names["item"] = item
-        met = _run_or_absent(ev, rule.compiled["when"], rule.when)
+        met = run_or_absent(ev, rule.compiled["when"], rule.when)
         if met:
             continue  # it fired on this item: a finding (another symptom's run may show it)
         if len(checks) >= MAX_EXPLAINED:
             if met is None:  # not judged: a value it needs is absent
                 checks.append(ItemCheck(_label(rule, ev, item), True, ()))
+                reasons.append("")
             else:
                 unexplained += 1
             continue
         found: Explanation = why_false(rule.compiled["when"], ev)
         checks.append(ItemCheck(_label(rule, ev, item), found.absent, found.parts))
+        if found.absent:
+            reasons += found.reasons
     checks.sort(key=lambda c: not c.absent)  # what was not judged first: it decides the row
     shown, more = tuple(checks[:MAX_ITEMS]), max(len(checks) + unexplained - MAX_ITEMS, 0)
     if any(c.absent for c in checks):
         return RuleCheck(rule.id, NOT_CHECKED, items=shown, more_items=more,
                          why=m("a value its condition needs was not measured"),
-                         command=f"{command} --level full" if level < Level.FULL else None)
+                         command=command_for(reasons, level, command))
     return RuleCheck(rule.id, RULED_OUT, items=shown, more_items=more)
+
+
+_QUOTED = re.compile(r"`([^`]{1,200})`")
+
+
+def command_for(reasons: Iterable[str], level: Level, command: str) -> str | None:
+    """What would measure the values a condition lacked, from the records' reasons: a
+    command a reason quotes (`llm-doctor load --endpoint URL`), or an option of this one it
+    quotes (`--level standard`, `--busy-ok`); else a higher level where a value has no reason
+    or its reason names a level; else none (the reasons say why: no GPU, no such page)."""
+    reasons = list(reasons)
+    for reason in reasons:
+        for quoted in _QUOTED.findall(reason):
+            if quoted.startswith("llm-doctor "):
+                return quoted
+            if quoted.startswith("--level ") and _reached(quoted[len("--level "):], level):
+                continue  # this run was at that level: the value is absent for another reason
+            if quoted.startswith("--"):
+                return f"{command} {quoted}"
+    if level < Level.FULL and any(not r or "level" in r for r in reasons):
+        return f"{command} --level full"
+    return None
 
 
 def check_rule(rule: Rule, results: Mapping[str, ProbeResult], roots: dict,
@@ -168,3 +195,10 @@ def build(symptom: str, rules: Iterable[Rule], results: Iterable[ProbeResult],
     rows.sort(key=lambda r: sort_key(symptom, r.cause))
     return Differential(symptom, level, requests, tuple(rows), rule_errors=tuple(rule_errors))
 
+
+
+def _reached(name: str, level: Level) -> bool:
+    try:
+        return Level.parse(name.strip()) <= level
+    except ValueError:
+        return False

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.i18n.values import Text, m
-from doctor.rules.evaluate import _reason  # the record's own reason for an absent value
+from doctor.rules.evaluate import missing_reason  # the record's own reason for an absent value
 from doctor.rules.expressions import chain_of
 from doctor.rules.sandbox import Evaluator
 
@@ -34,6 +34,9 @@ class Explanation:
 
     absent: bool
     parts: tuple[Text, ...]
+    # the records' reasons for the absent values it names ("" for one with none), from which
+    # the differential picks the command that would measure them
+    reasons: tuple[str, ...] = ()
 
 
 def name_of(node: ast.expr) -> str:
@@ -75,11 +78,11 @@ def _absent(node: ast.expr, ev: Evaluator) -> Explanation:
     """A None the condition needed: not judged, as the rules engine treats it (a None may be
     a value, "no quota set", but the condition cannot tell, so neither can this). The
     record's own reason where it gives one (its ``missing``)."""
-    reason = _reason(node, ev.names)
+    reason = missing_reason(node, ev.names)
     if reason:
         return Explanation(True, (m("{name}: not measured ({reason})", name=name_of(node),
-                                    reason=reason),))
-    return Explanation(True, (m("{name} has no value", name=name_of(node)),))
+                                    reason=reason),), (reason,))
+    return Explanation(True, (m("{name} has no value", name=name_of(node)),), ("",))
 
 
 def _compare(node: ast.Compare, ev: Evaluator) -> Explanation:
@@ -125,7 +128,8 @@ def why_false(node: ast.expr, ev: Evaluator) -> Explanation:
         # Not judged only when no operand was: one measured and false rules out what it
         # covers, and the parts not measured are still named.
         found = [why_false(operand, ev) for operand in node.values]
-        return Explanation(all(e.absent for e in found), tuple(p for e in found for p in e.parts))
+        return Explanation(all(e.absent for e in found), tuple(p for e in found for p in e.parts),
+                           tuple(r for e in found for r in e.reasons))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         value = value_of(node.operand, ev)
         if value is None:

@@ -48,6 +48,8 @@ PHASES: dict[str, str] = {
     "network-backlog-small": THROUGHPUT, "fd-limit-low": THROUGHPUT,
     "verbose-logging": THROUGHPUT, "frontend-cpu-bound": THROUGHPUT,
     "multi-gpu-load-skew": THROUGHPUT,
+    # the knee against the bandwidth ceiling of a batch ("bandwidth" would place it in decode)
+    "knee-at-bandwidth-limit": THROUGHPUT, "knee-below-bandwidth-ceiling": THROUGHPUT,
 }
 
 # Words in a cause id that place a cause no table lists, in this order of precedence.

@@ -29,9 +29,9 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from doctor.i18n import t
+from doctor.i18n import lazy, t
 from doctor.model import ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.seam.host import Host, HostReadError, MeasurementError
@@ -87,6 +87,9 @@ class EngineContainer:
     identity: str = ""
     pool_threads: int | None = None  # compute threads that run at once under load
     pool_source: str | None = None  # where pool_threads comes from: "-t 4", "Cpus_allowed_list"
+    # field -> why it is None: unread (the reason), or none set (no quota, no limit), which
+    # the rules read as not judged and `why` says
+    missing: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +322,22 @@ def _one(host: Host, procs: list[Process], kills: list[cgroups.KernelKill] | Non
         shm_source=shm.source, shm_reason=shm.reason,
         threads=_status_sum(host, pids, "Threads", 1),
         kernel_oom_kills=_kills_of(kills, pids, cg), identity=_identity(procs),
-        pool_threads=pool, pool_source=pool_source, **fields)
+        pool_threads=pool, pool_source=pool_source, missing=_missing(fields, shm.size_bytes,
+                                                                     shm.reason), **fields)
+
+
+def _missing(fields: dict, shm_bytes: int | None, shm_reason: str | None) -> dict[str, str]:
+    """Why the figures the rules judge are None: the read's reason, else none is set."""
+    out: dict[str, str] = {}
+    if fields["cpu_quota_cpus"] is None:
+        out["cpu_quota_cpus"] = fields.get("cpu_reason") or lazy(
+            "no CPU quota on its cgroup (cpu.max max, cpu.cfs_quota_us -1): nothing caps its CPU time")
+    if fields["memory_limit_bytes"] is None:
+        out["memory_limit_bytes"] = fields.get("memory_reason") or lazy(
+            "no memory limit on its cgroup (memory.max max, or v1's unlimited)")
+    if shm_bytes is None:
+        out["shm_bytes"] = shm_reason or lazy("/dev/shm's size was not read")
+    return out
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> ContainerRecord:

@@ -25,9 +25,10 @@ and prompts the engine's cache had seen, so it may be the client's knee, not the
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from doctor.i18n import t
+from doctor.i18n import lazy, t
 from doctor.seam.host import Host, HostReadError, read_error_text
 from doctor.model import ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
@@ -36,9 +37,11 @@ from doctor import display
 from probes.helpers.engine_scrape import for_engine, scraped, with_metrics
 from probes.helpers.engine_sweep import MAX_SWEEP_LEVELS as MAX_SWEEP_LEVELS
 from probes.helpers.engine_sweep import SweepPoint, saved_sweep
+from probes.helpers.engine_sweep import knee_throughput as knee_throughput
 from probes.helpers.engine_sweep import saved_knee as saved_knee
 from probes.helpers.engine_sweep import sweep_points as sweep_points
 from probes.helpers.engine_targets import Target, targets
+from probes.helpers.knee_ceiling import no_knee_reason
 
 TIMEOUT_S = 5.0
 # `llm-doctor load` doubles concurrency from 1 (or runs the --levels asked for): 32 levels
@@ -67,6 +70,7 @@ class EngineLoad:
     requests_in_window: float | None = None
     tokens_in_window: float | None = None
     interval_s: float | None = None
+    missing: dict[str, str] = dataclasses.field(default_factory=dict)  # field -> why it is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,13 +203,6 @@ def served_model(host: Host, target: Target) -> str | None:
         return None
 
 
-def knee_throughput(knee: int | None, points: tuple[SweepPoint, ...]) -> float | None:
-    """Output tokens/s of the usable level the knee was found at; None without a knee."""
-    at = [p.output_tokens_per_s for p in points if knee is not None and p.concurrency == knee
-          and p.usable and p.output_tokens_per_s is not None]
-    return at[0] if at else None
-
-
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> LoadRecord:
     """Live concurrency of every engine endpoint, against its saved knee."""
     inputs = with_metrics(host, options, inputs)  # handed over, else read here once
@@ -220,7 +217,9 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> LoadR
                                   running, waiting,
                                   source, knee, status, measured_at, path, error, points,
                                   knee_throughput(knee, points),
-                                  *window_work(host, options, target, inputs)))
+                                  *window_work(host, options, target, inputs),
+                                  missing=_missing(target.base_url, knee, status, path, running,
+                                                   error)))
     if all(e.running is None and e.error and e.knee_status is None for e in engines):
         # nothing read of any engine, live or saved: not "ok" with every read an error in
         # its text (issue 28). Live, the probe failed; a recording that holds none of the
@@ -233,6 +232,17 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> LoadR
         raise Skip(t("the recording holds none of the engines' load figures and no saved sweep "
                      "({errors})", errors=said))
     return LoadRecord(tuple(engines), replica_groups(engines, options.replicas))
+
+
+def _missing(base_url: str, knee: int | None, status: str | None, path: str,
+             running: int | None, error: str | None) -> dict[str, str]:
+    """Why the figures past-throughput-knee judges are None, with what measures them."""
+    out: dict[str, str] = {}
+    if knee is None:
+        out["knee_concurrency"] = no_knee_reason(status, path, base_url)
+    if running is None:
+        out["running"] = error or lazy("neither /metrics nor llama.cpp's /slots was read")
+    return out
 
 
 def _knee_text(engine: EngineLoad) -> str:

@@ -29,6 +29,11 @@ datasheets' table). Exported, judged by no rule: a short prompt at batch one rea
 per cent of a GEMM's peak on a healthy card, and a CPU has no peak llm-doctor measures, so
 a threshold would fire on every host; the figure is for reading and diffing.
 
+Throughput at the knee against the ceiling of a batch that large (the weights read once a
+step for all its sequences, each one's KV cache once): the knee `llm-doctor load` saved for
+the endpoint, its output tokens/s there, over ``B / ((weights + B x kv) / bandwidth)``
+(probes/helpers/knee_ceiling.py).
+
 Units: bytes, GB/s (decimal), tokens/s, seconds. No privilege; it sends nothing itself.
 Manual equivalent: ``ls -l model.gguf``; ``curl -s :8080/v1/completions -d '{...}' | jq
 .timings``; ``curl -s :8000/metrics | grep -E 'queue_time|prefill_time|inter_token'``.
@@ -50,6 +55,7 @@ from probes.helpers.compute_peaks import dense_peak, prefill_ceiling
 from probes.helpers.engine_scrape import for_engine, scraped, with_metrics
 from probes.helpers.gpu_bandwidth_record import BandwidthRecord
 from probes.helpers.gpu_common import Reader, gpu_count
+from probes.helpers.knee_ceiling import SavedKnee, knee_parts, saved_knee_of
 from probes.helpers.link_ceilings import memory_ceiling_gbps
 from probes.helpers.speed_record import SpeedEndpoint, SpeedRecord
 from probes.helpers.stream_record import MemoryBandwidthRecord
@@ -103,6 +109,10 @@ class EngineRoofline:
     compute_peak_from: str | None
     prefill_ceiling_tokens_per_s: float | None  # gpus x peak / (2 x parameters)
     prefill_efficiency: float | None  # measured / ceiling
+    knee_concurrency: int | None  # `llm-doctor load`'s saved knee
+    knee_tokens_per_s: float | None  # all sequences' output tokens/s at the knee
+    knee_ceiling_tokens_per_s: float | None  # a batch that large, from the bandwidths
+    knee_efficiency: float | None  # measured / ceiling, at the knee
     missing: dict[str, str]  # field -> why it is None
 
 
@@ -200,17 +210,29 @@ def ttft_parts(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
                    ttft_from=f"{metrics.kind} histogram means ({metrics.means_window})")
         if prefill is None:
             missing["prefill_s"] = lazy("the engine publishes no prefill-time histogram")
+        if queue is None:
+            missing["queue_s"] = lazy("the engine publishes no queue-time histogram")
     elif speed is not None and not speed.error and speed.ttft_s:
-        return _client_ttft(speed, out, missing)
+        return _shares_said(_client_ttft(speed, out, missing), missing)
     else:
         missing["ttft_s"] = lazy("no TTFT histogram on the engine's /metrics and no request "
                                  "measured by engine.speed")
-        return out
+        return _shares_said(out, missing)
     known = (queue or 0.0) + (prefill or 0.0)
     if queue is not None or prefill is not None:
         out["rest_s"] = round(max(ttft - known, 0.0), 6)
     out["queue_share"] = round(min(queue / ttft, 1.0), 3) if queue is not None else None
     out["prefill_share"] = round(min(prefill / ttft, 1.0), 3) if prefill is not None else None
+    return _shares_said(out, missing)
+
+
+def _shares_said(out: dict, missing: dict[str, str]) -> dict:
+    """An absent queue or prefill share has its part's reason, else the TTFT's: the rules
+    read the shares, and ``why`` says why they were not judged from this."""
+    for part in ("queue", "prefill"):
+        why = missing.get(f"{part}_s") or missing.get("ttft_s")
+        if out[f"{part}_share"] is None and why:
+            missing[f"{part}_share"] = why
     return out
 
 
@@ -280,9 +302,11 @@ def prefill_parts(place: Placement, bw: Bandwidths, speed: SpeedEndpoint | None,
 
 
 def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint | None,
-          metrics: EngineMetrics | str | None, not_sent: str | None = None) -> EngineRoofline:
+          metrics: EngineMetrics | str | None, not_sent: str | None = None,
+          knee: SavedKnee | None = None) -> EngineRoofline:
     """One engine's record from plain values and records (no host); ``not_sent``: why
-    engine.speed, which ran, sent this engine no request."""
+    engine.speed, which ran, sent this engine no request; ``knee``: what `llm-doctor load`
+    saved for it."""
     missing = dict(place.missing)
     total, host_bytes = place.weights_bytes, place.host_bytes
     context = context_of(speed, metrics)
@@ -292,9 +316,16 @@ def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint
                                     if place.shape else lazy("the model's shape is not known"))
     per_token = total + (kv or 0) if total is not None else None
     memory = ceiling_s = None
+    weights = kv_split = None
     if total is not None and host_bytes is not None:
         host_share = host_bytes / total if total else 0.0
+        # llama.cpp keeps a layer's KV cache where the layer is; vLLM's --cpu-offload-gb moves
+        # weights only, its KV cache blocks stay in GPU memory (unless nothing is on a GPU)
+        if engine.kind != "llama.cpp" and host_bytes < total:
+            host_share = 0.0
         kv_host = round((kv or 0) * host_share)
+        weights = (total - host_bytes, host_bytes)
+        kv_split = ((kv or 0) - kv_host, kv_host) if kv is not None else None
         gpu_part, host_part = total - host_bytes + (kv or 0) - kv_host, host_bytes + kv_host
         memory = "+".join(m for m, b in (("gpu", gpu_part), ("host", host_part)) if b) or None
         ceiling_s, why = ceiling(gpu_part, host_part, place.gpus, bw)
@@ -318,7 +349,10 @@ def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint
         host_bandwidth_gbps=None if bw.host_gbps is None else round(bw.host_gbps, 2),
         ceiling_tokens_per_s=ceiling_s, measured_tokens_per_s=speed_now, measured_from=source,
         concurrency=running, efficiency=efficiency, **ttft_parts(speed, metrics, missing),
-        **prefill_parts(place, bw, speed, metrics, missing), missing=missing)
+        **prefill_parts(place, bw, speed, metrics, missing),
+        **knee_parts(knee, weights, kv_split,
+                     lambda gpu, host: ceiling(gpu, host, place.gpus, bw), missing),
+        missing=missing)
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RooflineRecord:
@@ -335,7 +369,8 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Roofl
     out = [judge(e, placement(host, e, bw.gpu_present), bw,
                  speeds.of(e.base_url) if speeds else None,
                  for_engine(metrics, e.base_url) if e.base_url else None,
-                 _not_sent(speeds, e.base_url)) for e in chosen]
+                 _not_sent(speeds, e.base_url), saved_knee_of(host, e.base_url))
+           for e in chosen]
     others = tuple(f"{_label(e)}: its weights' placement is not read for {e.kind}"
                    for e in engines if e.kind not in KINDS)
     return RooflineRecord(tuple(out), others)

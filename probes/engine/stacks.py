@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from doctor.i18n import lazy, t, translated
@@ -59,6 +59,7 @@ class StackProcess:
     error: str | None  # why sampling failed (ptrace refused, py-spy missing)
     base_url: str | None = None  # the engine's address: with its kind, its key in findings
     grammar_share: float | None = None  # of the samples in a structured-output backend
+    missing: dict[str, str] = field(default_factory=dict)  # a share -> why it is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +168,19 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Stack
                                 gil_wait_share=data.get("gil_wait_share"),
                                 top_frames=tuple(data.get("top_frames", ())),
                                 error=data.get("error"), base_url=base_url,
-                                grammar_share=data.get("grammar_share")))
+                                grammar_share=data.get("grammar_share"),
+                                missing=_missing(data)))
     return StacksRecord(tuple(out))
+
+
+SHARES = ("logging_share", "tokenisation_share", "gil_wait_share", "grammar_share")
+
+
+def _missing(data: dict) -> dict[str, str]:
+    """Why a share the rules judge is None: sampling failed (its error), or no sample."""
+    why = data.get("error") or lazy("no engine thread was seen running while it sampled: "
+                                    "the engine was idle; sample it under load")
+    return {name: why for name in SHARES if data.get(name) is None}
 
 
 def summary(record: StacksRecord) -> str:

@@ -27,6 +27,7 @@ needs root. Manual equivalent: ``curl -s :11434/api/ps | jq '.models[].context_l
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 
 from doctor.i18n import t
@@ -63,6 +64,7 @@ class EngineTruncation:
     top_bucket_requests: int | None  # prompts above top_bucket_from
     top_bucket_share: float | None  # top_bucket_requests / histogram_requests
     error: str | None
+    missing: dict[str, str] = dataclasses.field(default_factory=dict)  # limit_tokens -> limit_absent
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +127,8 @@ def _one(host: Host, engine: Engine) -> EngineTruncation:
     return EngineTruncation(
         engine.base_url or "", engine.kind, limit, limit_from, absent,
         _sweep_prompt_tokens(host, engine.base_url or ""), total, bound, top,
-        round(top / total, 4) if top is not None and total else None, engine.error)
+        round(top / total, 4) if top is not None and total else None, engine.error,
+        {"limit_tokens": absent} if limit is None and absent else {})
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> TruncationRecord:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.i18n import lazy
 from doctor.seam.host import Host, MeasurementError
 from doctor.inputs import Inputs
 from doctor.engines import engine_of
@@ -56,6 +57,7 @@ class EngineCpu:
     cores_wanted: float | None  # what its threads could use: min(compute_threads or threads, usable_cpus)
     other_busy_cores: float | None  # its CPUs' busy time less the engines' and llm-doctor's, in cores
     cores_left: float | None  # usable_cpus - other_busy_cores: the CPU the other work leaves it
+    missing: dict[str, str] = field(default_factory=dict)  # field -> why it is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +299,20 @@ def _engine(i: int, row: Any, logical: int, other_busy: float | None) -> EngineC
         cores_wanted=float(min(wanted, usable)) if wanted else None,
         other_busy_cores=round(other, 3) if other is not None else None,
         cores_left=round(usable - other, 3) if other is not None else None,
+        missing=_missing(wanted, other),
     )
+
+
+def _missing(wanted: int | None, other: float | None) -> dict[str, str]:
+    """Why the figures cpu-contention-spread judges are None."""
+    out: dict[str, str] = {}
+    if not wanted:
+        out["cores_wanted"] = lazy("its thread count was not read (/proc/<pid>/status Threads, "
+                                   "or the sample kept none) and it has no -t/--threads flag")
+    if other is None:
+        out["other_busy_cores"] = out["cores_left"] = lazy(
+            "the other work on its CPUs was not read (/proc/stat, or the sample kept none)")
+    return out
 
 
 def load_of(host: Host, inputs: Inputs) -> CpuLoadRecord:

@@ -3,8 +3,8 @@
 Source: the file doctor.workload.knee.knee_path names for the endpoint's base URL: the knee's
 concurrency and status, when it was measured, and each level of the sweep (at most
 MAX_SWEEP_LEVELS), so a report can draw the curve the knee was read from. A sweep of an
-older schema is not used (probes/engine/load.py says why). Read by engine.load and
-engine.slots. Manual equivalent: ``cat ~/.cache/llm-doctor/knee-*.json``.
+older schema is not used (probes/engine/load.py says why). Read by engine.load,
+engine.slots and engine.roofline. Manual equivalent: ``cat ~/.cache/llm-doctor/knee-*.json``.
 """
 
 from __future__ import annotations
@@ -49,6 +49,13 @@ def sweep_points(document: object) -> tuple[SweepPoint, ...]:
                                  non_negative(field(level, "ttft", "p50_ms")),
                                  field(level, "unusable") is None))
     return tuple(points)
+
+
+def knee_throughput(knee: int | None, points: tuple[SweepPoint, ...]) -> float | None:
+    """Output tokens/s of the usable level the knee was found at; None without a knee."""
+    at = [p.output_tokens_per_s for p in points if knee is not None and p.concurrency == knee
+          and p.usable and p.output_tokens_per_s is not None]
+    return at[0] if at else None
 
 
 def saved_sweep(host: Host, base_url: str) -> tuple[tuple[int | None, str | None, str | None, str],

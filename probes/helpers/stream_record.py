@@ -3,7 +3,7 @@ its inputs) imports no probe: the STREAM figures, the DIMMs' ceilings, the array
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +52,6 @@ class MemoryBandwidthRecord:
     # The figure the ratios use, unrounded: triad, or copy with a 5-pass triad; engine.offload
     # estimates a token's cost from it (handed this record by the runner). None where absent.
     stream_gbps: float | None = None
+    # field -> why a figure the rules judge is None (the DIMMs' ceiling unread, a recording
+    # from before other_busy_cores was read), which `why` shows
+    missing: dict[str, str] = field(default_factory=dict)

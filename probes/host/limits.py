@@ -7,7 +7,7 @@ unlimited). Manual equivalent: ``ulimit -Sn; ulimit -Hn`` and ``cat /proc/<pid>/
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from doctor.seam.host import Host
 from doctor.model import ScanOptions
@@ -33,6 +33,9 @@ class ProcessLimits:
     # an engine's identity in finding keys (kind + listening address, else model path, else
     # pid: doctor/engines.py); None for this shell
     identity: str | None = None
+    # field -> why it is None: the limit is unlimited (a value the rules cannot tell from
+    # one not read, so `why` says which)
+    missing: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +58,15 @@ def _limits(pid: int | None, comm: str, engine: str | None, text: str,
         nproc_hard=v["nproc_hard"],
         memlock_soft_bytes=v["memlock_soft"],
         memlock_hard_bytes=v["memlock_hard"],
+        missing={name: t("unlimited ({path})", path=path) for name, key in FIELDS.items()
+                 if v[key] is None},
     )
+
+
+# the record's fields and parse_limits' keys; a None among them is "unlimited"
+FIELDS = {"nofile_soft": "nofile_soft", "nofile_hard": "nofile_hard", "nproc_soft": "nproc_soft",
+          "nproc_hard": "nproc_hard", "memlock_soft_bytes": "memlock_soft",
+          "memlock_hard_bytes": "memlock_hard"}
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> LimitsRecord:

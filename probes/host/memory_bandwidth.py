@@ -29,8 +29,8 @@ from doctor.seam.host import Host
 from doctor.model import ScanOptions
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.display import number, why
-from doctor.i18n import t
-from probes.helpers.dimms import read_ceiling
+from doctor.i18n import lazy, t
+from probes.helpers.dimms import DimmCeiling, read_ceiling
 from probes.helpers.cpuinfo import parse_cpuinfo
 from probes.helpers.meminfo import parse_meminfo
 from probes.helpers.kernel_child import run_kernel
@@ -134,7 +134,28 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> Memor
         budget_basis=sizing.budget_basis,
         under_rule=stream_sizing.is_under_rule(result["array_bytes"], sizing.rule_array_bytes),
         touch_cut=result.get("touch_cut"),
+        missing=_missing(ceiling, result.get("other_busy_cores")),
     )
+
+
+def _missing(ceiling: DimmCeiling, other_busy_cores: float | None) -> dict[str, str]:
+    """Why the figures the host-memory rules judge are None."""
+    out: dict[str, str] = {}
+    unread = ceiling.reason or lazy("the DIMMs were not read (dmidecode -t memory)")
+    for name, value in (("dimm_configured_mts", ceiling.configured_mts),
+                        ("dimm_rated_mts", ceiling.rated_mts),
+                        ("ceiling_gbps", ceiling.ceiling_gbps),
+                        ("platform_ceiling_gbps", ceiling.platform_ceiling_gbps)):
+        if value is None:
+            out[name] = unread
+    if ceiling.ceiling_gbps is None:
+        out["triad_ratio"] = unread
+    if ceiling.platform_ceiling_gbps is None:
+        out["platform_ratio"] = unread
+    if other_busy_cores is None:
+        out["other_busy_cores"] = lazy("not in this recording: made before the kernel read "
+                                       "/proc/stat around its passes; a new capture has it")
+    return out
 
 
 def _ratio(measured_gbps: float, ceiling_gbps: float | None) -> float | None:

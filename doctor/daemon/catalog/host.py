@@ -24,6 +24,7 @@ TABLES = (
         gauge("engine_count", "host_engine_processes", "Serving-engine processes in the process table"),
         unexported("processes.identity", "an engine's kind and address, the findings' key: the "
                    "limits' labels name the engine"),
+        unexported("processes.missing", f"field -> why it is absent (unlimited): {SENTENCE}"),
     )),
     Table("host.sysctl", (
         *(gauge(f, f"host_sysctl_{f}", f"{what} (/proc/sys)") for f, what in (
@@ -116,6 +117,7 @@ TABLES = (
         unexported("engines.comm", "the engine's labels (kind, endpoint, model, pid) name it"),
         unexported("engines.pid", "a label of the engine's series"),
         unexported("engines.engine", "the engine's kind label"),
+        unexported("engines.missing", f"field -> why it is absent: {SENTENCE}"),
     )),
     Table("host.memory", (
         gauge("total_mib", "host_memory_total_bytes", "MemTotal (/proc/meminfo)", MIB),
@@ -202,6 +204,7 @@ TABLES = (
         unexported("budget_basis", "what bound the memory budget (available, cap, threads): "
                    "the summary says it"),
         unexported("ceiling_reason", f"why there is no ceiling: {SENTENCE}"),
+        unexported("missing", f"field -> why a judged figure is absent: {SENTENCE}"),
         *(unexported(f"{figure}_gbps_spread", "the figure's run-to-run spread over the timed "
                      "passes: the noise floor llm-doctor diff holds a change to (the figure "
                      "graphed over beats shows its spread)") for figure in ("copy", "triad")),
