@@ -142,6 +142,12 @@ CAUSES: tuple[str, ...] = (
     "kv-transfer-ucx-tcp",
     "kv-offload-tier-small",
     "kv-offload-hashseed-unset",
+    # issue 33, AMD (ROCm) hosts (checks/gpu_amd.toml)
+    "numa-balancing-on",
+    "iommu-not-passthrough",
+    "amd-gpu-ras-errors",
+    "amd-xgmi-link-degraded",
+    "amd-gfx-unsupported",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -194,6 +200,12 @@ OWN_CAUSES: tuple[str, ...] = (
     "kv-transfer-ucx-tcp",  # UCX_TLS keeps KV transfers on TCP where RDMA ports are up
     "kv-offload-tier-small",  # a CPU KV tier no larger than the GPU's: copies without hits
     "kv-offload-hashseed-unset",  # LMCache, TP > 1, PYTHONHASHSEED unset: workers' keys differ
+    # issue 33, AMD (ROCm) hosts
+    "numa-balancing-on",  # kernel.numa_balancing on a host serving from AMD GPUs
+    "iommu-not-passthrough",  # a translating IOMMU without iommu=pt: RCCL's P2P copies hang
+    "amd-gpu-ras-errors",  # uncorrectable ECC errors or HBM pages retired or pending
+    "amd-xgmi-link-degraded",  # an xGMI link down or trained below its peers
+    "amd-gfx-unsupported",  # a gfx target ROCm does not build for, or an engine not on the GPU
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

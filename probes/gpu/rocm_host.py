@@ -1,0 +1,153 @@
+"""gpu.rocm_host: the host settings ROCm inference depends on, read without the ROCm library:
+the AMD GPUs on the PCI bus and their gfx targets, NUMA auto-balancing, the IOMMU mode, and
+each engine's ROCm environment and whether it holds /dev/kfd open (uses the GPU at all).
+
+Source: ``/sys/bus/pci/devices/*/{vendor,class}`` (0x1002, display or processing
+accelerator), ``/sys/class/kfd/kfd/topology/nodes/*/properties`` (``gfx_target_version``
+90402 → gfx942: what the ROCm runtime, and Ollama's own discovery, read),
+``/proc/sys/kernel/numa_balancing`` (AMD's MI300X tuning guides: 0), the IOMMU mode
+(probes/helpers/iommu.py: ``iommu=pt`` is what RCCL asks for, a translated IOMMU makes its
+peer-to-peer copies hang), and each engine's ``/proc/<pid>/environ`` (``HSA_OVERRIDE_GFX_VERSION``,
+``HSA_FORCE_FINE_GRAIN_PCIE``) and ``/proc/<pid>/fd`` (a link to /dev/kfd). Reading another
+user's environ and fd needs root; without it the value is None with the reason. Manual
+equivalent: ``lspci -d 1002:``, ``cat /proc/sys/kernel/numa_balancing``, ``cat /proc/cmdline``,
+``rocminfo | grep gfx``, ``ls -l /proc/<pid>/fd | grep kfd``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from doctor.i18n import t
+from doctor.inputs import NO_INPUTS, Inputs
+from doctor.model import ScanOptions, Skip
+from doctor.seam.host import Host, HostReadError
+from probes.helpers.gpu_common import reason_of
+from probes.helpers.iommu import read_iommu
+from probes.helpers.process_env import env_value
+from probes.helpers.processes import engine_processes
+
+AMD_VENDOR = "0x1002"
+GPU_CLASSES = ("0x03", "0x12")  # display controller, processing accelerator (MI300X)
+KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
+MAX_NODES = 256
+KFD = "/dev/kfd"
+
+
+@dataclass(frozen=True, slots=True)
+class RocmEngine:
+    pid: int
+    engine: str
+    gfx_override: str | None  # HSA_OVERRIDE_GFX_VERSION, e.g. "10.3.0"
+    fine_grain_pcie: str | None  # HSA_FORCE_FINE_GRAIN_PCIE
+    holds_kfd: bool | None  # an fd of the engine points at /dev/kfd (None: fd/ not readable)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RocmHostRecord:
+    vendor: str
+    amd_gpus: int  # AMD display or accelerator functions on the PCI bus
+    gfx_targets: tuple[str, ...]  # from the KFD topology, one per GPU node: ("gfx942", …)
+    numa_balancing: int | None  # /proc/sys/kernel/numa_balancing: 0 off, 1 on, 2 tiering
+    iommu_mode: str  # "off" | "passthrough" | "translated" | "unknown"
+    iommu_cmdline: str | None  # the IOMMU options of /proc/cmdline
+    iommu_groups: int | None
+    engines: tuple[RocmEngine, ...]
+    missing: dict[str, str]
+
+
+def gfx_name(version: int) -> str | None:
+    """KFD's gfx_target_version (major*10000 + minor*100 + stepping) as a gfx name:
+    90402 → gfx942, 110000 → gfx1100, 90010 → gfx90a (stepping in hex, as LLVM names it)."""
+    if version <= 0:
+        return None  # a CPU node
+    major, minor, step = version // 10000, version // 100 % 100, version % 100
+    return f"gfx{major}{minor}{step:x}"
+
+
+def _amd_gpus(host: Host, missing: dict[str, str]) -> int:
+    try:
+        devices = host.list_dirs("/sys/bus/pci/devices")
+    except HostReadError as exc:
+        missing["amd_gpus"] = reason_of(exc)
+        return 0
+    count = 0
+    for bdf in devices[:4096]:
+        try:
+            vendor = host.read_text(f"/sys/bus/pci/devices/{bdf}/vendor").strip()
+            klass = host.read_text(f"/sys/bus/pci/devices/{bdf}/class").strip()
+        except HostReadError:
+            continue
+        count += vendor == AMD_VENDOR and klass.startswith(GPU_CLASSES)
+    return count
+
+
+def _gfx_targets(host: Host, missing: dict[str, str]) -> tuple[str, ...]:
+    try:
+        nodes = host.list_dirs(KFD_NODES)
+    except HostReadError as exc:
+        missing["gfx_targets"] = reason_of(exc)
+        return ()
+    out = []
+    for node in sorted(nodes, key=lambda n: (len(n), n))[:MAX_NODES]:
+        try:
+            text = host.read_text(f"{KFD_NODES}/{node}/properties")
+        except HostReadError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "gfx_target_version" and value.strip().isdigit():
+                name = gfx_name(int(value.strip()))
+                if name:
+                    out.append(name)
+    return tuple(out)
+
+
+def _numa_balancing(host: Host, missing: dict[str, str]) -> int | None:
+    try:
+        text = host.read_text("/proc/sys/kernel/numa_balancing").strip()
+    except HostReadError as exc:
+        missing["numa_balancing"] = reason_of(exc)
+        return None
+    if not text.isdigit():
+        missing["numa_balancing"] = f"not a number: {text[:20]!r}"
+        return None
+    return int(text)
+
+
+def _engine(host: Host, pid: int, engine: str) -> RocmEngine:
+    missing: dict[str, str] = {}
+    override = env_value(host, pid, "HSA_OVERRIDE_GFX_VERSION")
+    fine = env_value(host, pid, "HSA_FORCE_FINE_GRAIN_PCIE")
+    if override.reason:
+        missing["gfx_override"] = override.reason
+    try:
+        links = host.list_links(f"/proc/{pid}/fd")
+        holds: bool | None = any(target == KFD for target in links.values())
+    except HostReadError as exc:
+        holds = None
+        missing["holds_kfd"] = reason_of(exc)
+    return RocmEngine(pid=pid, engine=engine, gfx_override=override.value,
+                      fine_grain_pcie=fine.value, holds_kfd=holds, missing=missing)
+
+
+def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RocmHostRecord:
+    missing: dict[str, str] = {}
+    count = _amd_gpus(host, missing)
+    if count == 0:
+        raise Skip(t("no AMD GPU on the PCI bus (vendor 0x1002)"))
+    iommu = read_iommu(host)
+    missing.update({f"iommu_{k}": v for k, v in iommu.missing.items()})
+    engines = tuple(_engine(host, p.pid, p.engine) for p in engine_processes(host) if p.engine)
+    return RocmHostRecord(
+        vendor="amd", amd_gpus=count, gfx_targets=_gfx_targets(host, missing),
+        numa_balancing=_numa_balancing(host, missing), iommu_mode=iommu.mode,
+        iommu_cmdline=iommu.cmdline, iommu_groups=iommu.groups, engines=engines, missing=missing)
+
+
+def summary(record: RocmHostRecord) -> str:
+    return t("{count} AMD GPUs ({targets}); NUMA balancing {numa}; IOMMU {iommu}",
+             count=record.amd_gpus, targets=", ".join(record.gfx_targets) or "?",
+             numa=record.numa_balancing if record.numa_balancing is not None else "?",
+             iommu=record.iommu_mode)
