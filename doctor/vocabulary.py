@@ -142,7 +142,7 @@ CAUSES: tuple[str, ...] = (
     "kv-transfer-ucx-tcp",
     "kv-offload-tier-small",
     "kv-offload-hashseed-unset",
-    # issue 33, AMD (ROCm) hosts (checks/gpu_amd.toml)
+    # issue 33, AMD (ROCm) hosts (checks/amd_gpu.toml)
     "numa-balancing-on",
     "iommu-not-passthrough",
     "amd-gpu-ras-errors",

@@ -16,12 +16,37 @@ from doctor.model import Skip
 from doctor.seam.host import Host, HostReadError
 from probes.helpers.gpu_common import reason_of
 
+AMD_VENDOR = "0x1002"
+GPU_CLASSES = ("0x03", "0x12")  # display controller, processing accelerator (MI300X)
+MAX_PCI_FUNCTIONS = 4096
 COUNT_CALL = "amdsmi_get_processor_handles"  # the seam answers the number of GPUs
 NOT_REPORTED = "N/A"  # amdsmi's own word for a value the board does not give
 
 
+def amd_pci_gpus(host: Host) -> int:
+    """AMD display or accelerator functions on the PCI bus (``/sys/bus/pci/devices/*/{vendor,
+    class}``); Skip, for one reason shared by the amd.* probes, when there is none."""
+    try:
+        devices = host.list_dirs("/sys/bus/pci/devices")
+    except HostReadError:
+        devices = []
+    count = 0
+    for bdf in devices[:MAX_PCI_FUNCTIONS]:
+        try:
+            vendor = host.read_text(f"/sys/bus/pci/devices/{bdf}/vendor").strip()
+            klass = host.read_text(f"/sys/bus/pci/devices/{bdf}/class").strip()
+        except HostReadError:
+            continue
+        count += vendor == AMD_VENDOR and klass.startswith(GPU_CLASSES)
+    if count == 0:
+        raise Skip(t("no AMD GPU on the PCI bus (vendor 0x1002)"))
+    return count
+
+
 def amd_count(host: Host) -> int:
-    """How many GPUs amdsmi sees; Skip when there is no ROCm library, driver or AMD GPU."""
+    """How many GPUs amdsmi sees; Skip when there is no AMD GPU on the PCI bus (the reason
+    the other amd.* probes give), no ROCm library or driver, or amdsmi sees none."""
+    amd_pci_gpus(host)
     try:
         count = host.amdsmi(COUNT_CALL)
     except HostReadError as exc:

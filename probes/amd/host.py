@@ -1,4 +1,4 @@
-"""gpu.rocm_host: the host settings ROCm inference depends on, read without the ROCm library:
+"""amd.host: the host settings ROCm inference depends on, read without the ROCm library:
 the AMD GPUs on the PCI bus and their gfx targets, NUMA auto-balancing, the IOMMU mode, and
 each engine's ROCm environment and whether it holds /dev/kfd open (uses the GPU at all).
 
@@ -20,15 +20,14 @@ from dataclasses import dataclass, field
 
 from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
-from doctor.model import ScanOptions, Skip
+from doctor.model import ScanOptions
 from doctor.seam.host import Host, HostReadError
+from probes.helpers.amd_common import amd_pci_gpus
 from probes.helpers.gpu_common import reason_of
 from probes.helpers.iommu import read_iommu
 from probes.helpers.process_env import env_value
 from probes.helpers.processes import engine_processes
 
-AMD_VENDOR = "0x1002"
-GPU_CLASSES = ("0x03", "0x12")  # display controller, processing accelerator (MI300X)
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 MAX_NODES = 256
 KFD = "/dev/kfd"
@@ -64,23 +63,6 @@ def gfx_name(version: int) -> str | None:
         return None  # a CPU node
     major, minor, step = version // 10000, version // 100 % 100, version % 100
     return f"gfx{major}{minor}{step:x}"
-
-
-def _amd_gpus(host: Host, missing: dict[str, str]) -> int:
-    try:
-        devices = host.list_dirs("/sys/bus/pci/devices")
-    except HostReadError as exc:
-        missing["amd_gpus"] = reason_of(exc)
-        return 0
-    count = 0
-    for bdf in devices[:4096]:
-        try:
-            vendor = host.read_text(f"/sys/bus/pci/devices/{bdf}/vendor").strip()
-            klass = host.read_text(f"/sys/bus/pci/devices/{bdf}/class").strip()
-        except HostReadError:
-            continue
-        count += vendor == AMD_VENDOR and klass.startswith(GPU_CLASSES)
-    return count
 
 
 def _gfx_targets(host: Host, missing: dict[str, str]) -> tuple[str, ...]:
@@ -134,9 +116,7 @@ def _engine(host: Host, pid: int, engine: str) -> RocmEngine:
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RocmHostRecord:
     missing: dict[str, str] = {}
-    count = _amd_gpus(host, missing)
-    if count == 0:
-        raise Skip(t("no AMD GPU on the PCI bus (vendor 0x1002)"))
+    count = amd_pci_gpus(host)
     iommu = read_iommu(host)
     missing.update({f"iommu_{k}": v for k, v in iommu.missing.items()})
     engines = tuple(_engine(host, p.pid, p.engine) for p in engine_processes(host) if p.engine)

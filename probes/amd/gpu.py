@@ -1,4 +1,4 @@
-"""gpu.amd: each AMD GPU's facts through AMD SMI: temperature against its limits, clocks,
+"""amd.gpu: each AMD GPU's facts through AMD SMI: temperature against its limits, clocks,
 power against its cap, memory, the PCIe link, RAS/ECC counts and bad pages, xGMI links,
 compute and memory partition modes, the gfx architecture, and the processes holding memory.
 
@@ -52,7 +52,7 @@ class XgmiLink:
     link: int  # position in amdsmi's list
     status: str | None  # "up" | "down" | "disabled" (amdsmi_get_gpu_xgmi_link_status U/D/X)
     peer_bdf: str | None
-    bit_rate_gbps: int | None  # amdsmi_link_metrics_t bit_rate
+    bit_rate_gbit: int | None  # amdsmi_link_metrics_t bit_rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +102,7 @@ class AmdGpu:
     bad_pages_pending: int | None  # entries whose status is not "reserved" yet
     compute_partition: str | None  # "SPX" | "DPX" | "QPX" | "CPX"
     memory_partition: str | None  # "NPS1" | "NPS4"
-    xgmi_links: tuple[XgmiLink, ...]
+    xgmi_links_down: int  # of this GPU's links in the record's xgmi_links
     missing: dict[str, str]
     idle: bool = False  # thermal_power's field: AMD reports no idle reason
     power_brake: bool = False  # no external power brake signal is reported on AMD
@@ -167,7 +167,7 @@ def _xgmi(r: AmdReader, i: int) -> tuple[XgmiLink, ...]:
         bdf = link.get("bdf")
         out.append(XgmiLink(gpu=i, link=n, status=state,
                             peer_bdf=bdf if isinstance(bdf, str) else None,
-                            bit_rate_gbps=rate if isinstance(rate, int) and not isinstance(rate, bool) else None))
+                            bit_rate_gbit=rate if isinstance(rate, int) and not isinstance(rate, bool) else None))
     return tuple(out)
 
 
@@ -178,7 +178,8 @@ def _violations(r: AmdReader, i: int) -> tuple[bool, bool]:
     return thermal, v.get("active_ppt_pwr") is True or v.get("active_ppt_pwr") == 1
 
 
-def read_gpu(host: Host, i: int) -> AmdGpu:
+def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
+    """GPU ``i``'s record and its xGMI links (kept flat in the probe's record)."""
     r = AmdReader(host)
     asic = r.mapping("gfx_arch", "amdsmi_get_gpu_asic_info", i) or {}
     temp, slow, shut = _temps(r, i)
@@ -196,7 +197,7 @@ def read_gpu(host: Host, i: int) -> AmdGpu:
     name, arch = asic.get("market_name"), asic.get("target_graphics_version")
     links = _xgmi(r, i)
     power_f = None if power is None else float(power)
-    return AmdGpu(
+    gpu = AmdGpu(
         index=i, vendor=VENDOR, bus_id=r.text("bus_id", "amdsmi_get_gpu_device_bdf", i),
         name=name if isinstance(name, str) and name != "N/A" else None,
         gfx_arch=arch if isinstance(arch, str) and arch.startswith("gfx") else None,
@@ -215,8 +216,9 @@ def read_gpu(host: Host, i: int) -> AmdGpu:
         bad_pages=pages, bad_pages_pending=pending,
         compute_partition=r.text("compute_partition", "amdsmi_get_gpu_compute_partition", i),
         memory_partition=r.text("memory_partition", "amdsmi_get_gpu_memory_partition", i),
-        xgmi_links=links, missing=dict(r.missing),
+        xgmi_links_down=sum(link.status == "down" for link in links), missing=dict(r.missing),
         work_seen="power-at-limit" if power_f and limit and power_f >= 0.9 * limit else None)
+    return gpu, links
 
 
 def _processes(host: Host, i: int, table: dict, own: int) -> list[AmdProcess]:
@@ -242,10 +244,10 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> AmdRe
     count = amd_count(host)
     table = {p.pid: p for p in process_table(host)}
     own = os.getpid() if host.kind == "live" else -1
-    gpus = tuple(read_gpu(host, i) for i in range(count))
+    read = [read_gpu(host, i) for i in range(count)]
     processes = tuple(p for i in range(count) for p in _processes(host, i, table, own))
-    return AmdRecord(vendor=VENDOR, gpus=gpus, processes=processes,
-                     xgmi_links=tuple(link for g in gpus for link in g.xgmi_links))
+    return AmdRecord(vendor=VENDOR, gpus=tuple(g for g, _ in read), processes=processes,
+                     xgmi_links=tuple(link for _, links in read for link in links))
 
 
 def summary(record: AmdRecord) -> str:
