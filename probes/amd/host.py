@@ -11,7 +11,9 @@ peer-to-peer copies hang), and each engine's ``/proc/<pid>/environ`` (``HSA_OVER
 ``HSA_FORCE_FINE_GRAIN_PCIE``) and ``/proc/<pid>/fd`` (a link to /dev/kfd). Reading another
 user's environ and fd needs root; without it the value is None with the reason. Manual
 equivalent: ``lspci -d 1002:``, ``cat /proc/sys/kernel/numa_balancing``, ``cat /proc/cmdline``,
-``rocminfo | grep gfx``, ``ls -l /proc/<pid>/fd | grep kfd``.
+``rocminfo | grep gfx``, ``ls -l /proc/<pid>/fd | grep kfd``, ``sudo dmesg | grep amdgpu``.
+The kernel log (``dmesg``, else /var/log/kern.log: probes/helpers/kernel_log.py) gives
+amdgpu's RAS, reset and ring-timeout lines (the pattern table of probes/helpers/xid.py).
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ from doctor.seam.host import Host, HostReadError
 from probes.helpers.amd_common import amd_pci_gpus
 from probes.helpers.gpu_common import reason_of
 from probes.helpers.iommu import read_iommu
+from probes.helpers.kernel_log import read_log
+from probes.helpers.xid import AmdgpuEvent, parse_amdgpu_log
 from probes.helpers.process_env import env_value
 from probes.helpers.processes import engine_processes
 
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 MAX_NODES = 256
 KFD = "/dev/kfd"
+MAX_EVENTS = 256  # (GPU, kind) groups kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,20 @@ class RocmEngine:
 
 
 @dataclass(frozen=True, slots=True)
+class KernelLines:
+    """amdgpu's lines of one kind for one GPU: what the rules judge (a log repeating a reset
+    a thousand times is one finding)."""
+
+    bus: str
+    kind: str  # probes/helpers/xid.py AMDGPU_PATTERNS: ras-uncorrectable, gpu-reset…
+    count: int
+    hardware: bool
+    meaning: str
+    action: str
+    last_line: str
+
+
+@dataclass(frozen=True, slots=True)
 class RocmHostRecord:
     vendor: str
     amd_gpus: int  # AMD display or accelerator functions on the PCI bus
@@ -53,6 +72,8 @@ class RocmHostRecord:
     iommu_cmdline: str | None  # the IOMMU options of /proc/cmdline
     iommu_groups: int | None
     engines: tuple[RocmEngine, ...]
+    kernel_lines: tuple[KernelLines, ...]  # amdgpu RAS, reset and ring-timeout lines, by GPU and kind
+    kernel_log_source: str  # "dmesg", "/var/log/kern.log", or why neither could be read
     missing: dict[str, str]
 
 
@@ -114,16 +135,28 @@ def _engine(host: Host, pid: int, engine: str) -> RocmEngine:
                       fine_grain_pcie=fine.value, holds_kfd=holds, missing=missing)
 
 
+def _by_kind(events: list[AmdgpuEvent]) -> tuple[KernelLines, ...]:
+    groups: dict[tuple[str, str], list[AmdgpuEvent]] = {}
+    for event in events:
+        groups.setdefault((event.bus, event.kind), []).append(event)
+    return tuple(KernelLines(bus=bus, kind=kind, count=len(found), hardware=found[-1].hardware,
+                             meaning=found[-1].meaning, action=found[-1].action,
+                             last_line=found[-1].line)
+                 for (bus, kind), found in sorted(groups.items())[:MAX_EVENTS])
+
+
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RocmHostRecord:
     missing: dict[str, str] = {}
     count = amd_pci_gpus(host)
     iommu = read_iommu(host)
     missing.update({f"iommu_{k}": v for k, v in iommu.missing.items()})
     engines = tuple(_engine(host, p.pid, p.engine) for p in engine_processes(host) if p.engine)
+    events, source = read_log(host, parse_amdgpu_log, t("run as root to see amdgpu's RAS and reset lines"))
     return RocmHostRecord(
         vendor="amd", amd_gpus=count, gfx_targets=_gfx_targets(host, missing),
         numa_balancing=_numa_balancing(host, missing), iommu_mode=iommu.mode,
-        iommu_cmdline=iommu.cmdline, iommu_groups=iommu.groups, engines=engines, missing=missing)
+        iommu_cmdline=iommu.cmdline, iommu_groups=iommu.groups, engines=engines,
+        kernel_lines=_by_kind(events), kernel_log_source=source, missing=missing)
 
 
 def summary(record: RocmHostRecord) -> str:

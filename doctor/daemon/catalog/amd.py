@@ -85,5 +85,13 @@ TABLES: tuple[Table, ...] = (
              fine_grain_pcie="fine_grain_pcie"),
         gauge("engines.holds_kfd", "amd_host_engine_holds_kfd", "1 when the engine holds /dev/kfd open"),
         missing("engines.missing", "amd_host_engine_value_missing", "amd.host's engines"),
+        unexported("kernel_log_source", "where the kernel log was read, shown by the scan"),
+        each("kernel_lines", L.fields("bus", "kind")),
+        gauge("kernel_lines.count", "amd_host_kernel_lines", "amdgpu's RAS, reset and ring-timeout "
+              "lines in the kernel log, by GPU and kind (probes/helpers/xid.py)"),
+        gauge("kernel_lines.hardware", "amd_host_kernel_lines_hardware", "1 when the kind points at the GPU"),
+        unexported("kernel_lines.meaning", "a sentence for people, in the finding"),
+        unexported("kernel_lines.action", "a sentence for people, in the finding"),
+        unexported("kernel_lines.last_line", "a log line, in the finding's evidence"),
     )),
 )
