@@ -196,8 +196,8 @@ def query(name: str, *args: int | str) -> Any:
         raise HostReadError(path, "not-found", "this amdsmi package has no such call")
     try:
         value = fn(*_arguments(amdsmi, name, args))
-    except HostReadError:
-        raise
+    except HostReadError as exc:  # a bad device index or enum name: said under the call's path
+        raise HostReadError(path, exc.reason, exc.detail) from None
     except Exception as exc:  # AmdSmiLibraryException, AmdSmiParameterException, ctypes errors
         code = _status(exc)
         raise HostReadError(path, _ERROR_REASONS.get(code, "failed"),

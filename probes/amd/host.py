@@ -160,7 +160,8 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RocmH
 
 
 def summary(record: RocmHostRecord) -> str:
+    targets = ", ".join(f"{record.gfx_targets.count(g)}× {g}" for g in sorted(set(record.gfx_targets)))
     return t("{count} AMD GPUs ({targets}); NUMA balancing {numa}; IOMMU {iommu}",
-             count=record.amd_gpus, targets=", ".join(record.gfx_targets) or "?",
+             count=record.amd_gpus, targets=targets or "?",
              numa=record.numa_balancing if record.numa_balancing is not None else "?",
              iommu=record.iommu_mode)
