@@ -121,3 +121,10 @@ def test_amdgpu_kernel_lines_by_pattern_table(source, expected):
 def test_an_xid_line_is_not_read_as_an_amdgpu_one():
     line = "NVRM: Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus."
     assert parse_amdgpu_log(line) == [] and [e.code for e in parse_kernel_log(line)] == [79]
+
+
+def test_the_slow_link_is_judged_against_the_fastest():
+    report = scan(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-xgmi-down"), QUICK, CHOSEN, AMD_RULES)
+    slow = [f for f in report.findings if f.rule == "amd-xgmi-link-degraded" and f.severity == Severity.WARNING]
+    assert [(f.evidence["gpu"], f.evidence["link"], f.evidence["rate"], f.evidence["fastest"]) for f in slow] \
+        == [(5, 3, 16, 32)]
