@@ -14,7 +14,8 @@ default_power_cap in µW, as rsmi_dev_power_cap_get gives them), ``amdsmi_get_vi
 ``amdsmi_get_gpu_bad_page_info``, ``amdsmi_get_gpu_xgmi_link_status`` (U up, D down, X
 disabled), ``amdsmi_get_link_metrics`` (per xGMI link bit_rate, Gb/s), ``amdsmi_get_gpu_compute_partition``
 (SPX, DPX, QPX, CPX), ``amdsmi_get_gpu_memory_partition`` (NPS1, NPS4),
-``amdsmi_get_gpu_process_list`` (bytes there, MiB here).
+``amdsmi_get_gpu_process_list`` (bytes there, MiB here), ``amdsmi_get_gpu_activity``
+(gfx_activity, %).
 
 Field names are those of the NVIDIA records where the fact is the same (``temp_c``,
 ``slowdown_c``, ``power_limit_w``, ``gen_current``, ``width_max``, ``used_mib``…); every
@@ -104,9 +105,17 @@ class AmdGpu:
     memory_partition: str | None  # "NPS1" | "NPS4"
     xgmi_links_down: int  # of this GPU's links in the record's xgmi_links
     missing: dict[str, str]
-    idle: bool = False  # thermal_power's field: AMD reports no idle reason
-    power_brake: bool = False  # no external power brake signal is reported on AMD
-    work_seen: str | None = None  # "power-at-limit" when the draw is within 10% of the cap
+    # the fields below are the NVIDIA records' (gpu.thermal_power), so that its rules read
+    # AMD GPUs too (checks/gpu.toml each_also); what AMD does not report is None or False
+    reasons: tuple[str, ...] = ()  # active violations: "socket_thermal", "ppt_power", …
+    idle: bool = False  # AMD SMI reports no idle reason
+    power_brake: bool = False  # no external power-brake signal is reported on AMD
+    work_seen: str | None = None  # "power-at-limit" or "gpu-busy", as gpu.thermal_power says it
+    util_gpu_pct: int | None = None  # amdsmi_get_gpu_activity gfx_activity
+    under_load: bool = False  # read at rest: no load is run on AMD GPUs
+    max_operating_c: int | None = None  # no such threshold in AMD SMI
+    target_c: int | None = None  # no such threshold in AMD SMI
+    margin_source: str | None = None  # "slowdown-threshold" with margin_c
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,11 +180,22 @@ def _xgmi(r: AmdReader, i: int) -> tuple[XgmiLink, ...]:
     return tuple(out)
 
 
-def _violations(r: AmdReader, i: int) -> tuple[bool, bool]:
-    v = r.mapping("violations", "amdsmi_get_violation_status", i) or {}
-    thermal = any(v.get(k) is True or v.get(k) == 1 for k in
-                  ("active_prochot_thrm", "active_socket_thrm", "active_vr_thrm", "active_hbm_thrm"))
-    return thermal, v.get("active_ppt_pwr") is True or v.get("active_ppt_pwr") == 1
+# amdsmi_violation_status_t's active flags (MI300 and later) -> the reason's name here
+VIOLATIONS = {"active_prochot_thrm": "prochot_thermal", "active_socket_thrm": "socket_thermal",
+              "active_vr_thrm": "vr_thermal", "active_hbm_thrm": "hbm_thermal",
+              "active_ppt_pwr": "ppt_power"}
+BUSY_PCT = 10  # gpu.thermal_power's: a share of time the GFX engine ran that shows work
+
+
+def _violations(r: AmdReader, i: int) -> tuple[str, ...]:
+    v = r.mapping("reasons", "amdsmi_get_violation_status", i) or {}
+    return tuple(name for key, name in VIOLATIONS.items() if v.get(key) is True or v.get(key) == 1)
+
+
+def _work_seen(power: float | None, limit: float | None, util: int | None) -> str | None:
+    if power is not None and limit and power >= 0.9 * limit:
+        return "power-at-limit"
+    return "gpu-busy" if util is not None and util >= BUSY_PCT else None
 
 
 def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
@@ -192,7 +212,8 @@ def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
     total = r.integer("total_mib", "amdsmi_get_gpu_memory_total", i, "VRAM")
     used = r.integer("used_mib", "amdsmi_get_gpu_memory_usage", i, "VRAM")
     ecc = r.mapping("ecc", "amdsmi_get_gpu_total_ecc_count", i)
-    thermal, capped = _violations(r, i)
+    reasons = _violations(r, i)
+    util = r.item("util_gpu_pct", r.mapping("util_gpu_pct", "amdsmi_get_gpu_activity", i), "gfx_activity")
     pages, pending = _bad_pages(r, i)
     name, arch = asic.get("market_name"), asic.get("target_graphics_version")
     links = _xgmi(r, i)
@@ -203,7 +224,9 @@ def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
         gfx_arch=arch if isinstance(arch, str) and arch.startswith("gfx") else None,
         temp_c=temp, slowdown_c=slow, shutdown_c=shut,
         margin_c=slow - temp if slow is not None and temp is not None else None,
-        thermal_slowdown=thermal, power_capped_by_limit=capped,
+        thermal_slowdown=any(name.endswith("_thermal") for name in reasons),
+        power_capped_by_limit="ppt_power" in reasons, reasons=reasons, util_gpu_pct=util,
+        margin_source="slowdown-threshold" if slow is not None and temp is not None else None,
         sm_clock_mhz=r.item("sm_clock_mhz", gfx, "clk"), sm_clock_max_mhz=r.item("sm_clock_max_mhz", gfx, "max_clk"),
         mem_clock_mhz=r.item("mem_clock_mhz", mem, "clk"), mem_clock_max_mhz=r.item("mem_clock_max_mhz", mem, "max_clk"),
         power_w=power_f, power_limit_w=limit, power_default_limit_w=default,
@@ -217,7 +240,7 @@ def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
         compute_partition=r.text("compute_partition", "amdsmi_get_gpu_compute_partition", i),
         memory_partition=r.text("memory_partition", "amdsmi_get_gpu_memory_partition", i),
         xgmi_links_down=sum(link.status == "down" for link in links), missing=dict(r.missing),
-        work_seen="power-at-limit" if power_f and limit and power_f >= 0.9 * limit else None)
+        work_seen=_work_seen(power_f, limit, util))
     return gpu, links
 
 
