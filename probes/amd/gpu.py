@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
@@ -137,7 +138,7 @@ def _temps(r: AmdReader, i: int) -> tuple[int | None, int | None, int | None]:
     return temp, slow, shut
 
 
-def _pcie(r: AmdReader, i: int) -> dict[str, int | None]:
+def _pcie(r: AmdReader, i: int) -> dict[str, Any]:
     info = r.mapping("pcie", "amdsmi_get_pcie_info", i) or {}
     static = info.get("pcie_static") if isinstance(info.get("pcie_static"), dict) else None
     metric = info.get("pcie_metric") if isinstance(info.get("pcie_metric"), dict) else None
@@ -164,8 +165,10 @@ def _xgmi(r: AmdReader, i: int) -> tuple[XgmiLink, ...]:
     status = r.mapping("xgmi_links", "amdsmi_get_gpu_xgmi_link_status", i)
     metrics = r.mapping("xgmi_metrics", "amdsmi_get_link_metrics", i)
     words = {"U": "up", "D": "down", "X": "disabled"}
-    states = status.get("status") if status and isinstance(status.get("status"), list) else []
-    links = metrics.get("links") if metrics and isinstance(metrics.get("links"), list) else []
+    found_states = (status or {}).get("status")
+    found_links = (metrics or {}).get("links")
+    states: list = found_states if isinstance(found_states, list) else []
+    links: list = found_links if isinstance(found_links, list) else []
     xgmi = [link for link in links if isinstance(link, dict)
             and link.get("link_type") in (XGMI_LINK_TYPE, "XGMI")]
     out = []
