@@ -148,6 +148,7 @@ CAUSES: tuple[str, ...] = (
     "amd-gpu-ras-errors",
     "amd-xgmi-link-degraded",
     "amd-gfx-unsupported",
+    "amd-device-files-missing",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -206,6 +207,7 @@ OWN_CAUSES: tuple[str, ...] = (
     "amd-gpu-ras-errors",  # uncorrectable ECC errors or HBM pages retired or pending
     "amd-xgmi-link-degraded",  # an xGMI link down or trained below its peers
     "amd-gfx-unsupported",  # a gfx target ROCm does not build for, or an engine not on the GPU
+    "amd-device-files-missing",  # AMD GPUs on the PCI bus, no /dev/kfd (driver, or a container's devices)
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

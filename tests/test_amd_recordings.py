@@ -42,6 +42,7 @@ def findings(root) -> list[tuple[str, str]]:
     ("amd-mi300-8x-xgmi-down", [("amd-xgmi-link-degraded", "critical"),
                                 ("amd-xgmi-link-degraded", "warning")]),
     ("amd-rx6750-ollama", [("amd-gfx-target-unsupported", "warning")]),
+    ("amd-mi300-8x-container-no-kfd", [("amd-kfd-missing", "warning")]),
     ("this-vm-epyc-2cpu", []),  # no AMD GPU: both probes skipped, nothing raised
 ])
 def test_each_amd_cause_fires_on_its_story_and_nowhere_else(name, expected):

@@ -596,6 +596,7 @@ NO_STEP: dict[str, str] = {
     # issue 33: AMD GPUs
     "amd-gpu-ras-errors": lazy("a GPU with uncorrectable errors is drained and reset, then serviced: the playbook says how, and it is the operator's call"),
     "amd-xgmi-link-degraded": lazy("an xGMI link is the baseboard's: drain the GPU and have the platform vendor check it (the playbook)"),
+    "amd-device-files-missing": lazy("the driver or the container's devices are the deployment's: the playbook says what to pass"),
     "amd-gfx-unsupported": lazy("HSA_OVERRIDE_GFX_VERSION or another GPU is a deployment choice: the playbook says which target fits"),
 }
 

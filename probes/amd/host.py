@@ -8,7 +8,7 @@ accelerator), ``/sys/class/kfd/kfd/topology/nodes/*/properties`` (``gfx_target_v
 ``/proc/sys/kernel/numa_balancing`` (AMD's MI300X tuning guides: 0), the IOMMU mode
 (probes/helpers/iommu.py: ``iommu=pt`` is what RCCL asks for, a translated IOMMU makes its
 peer-to-peer copies hang), and each engine's ``/proc/<pid>/environ`` (``HSA_OVERRIDE_GFX_VERSION``,
-``HSA_FORCE_FINE_GRAIN_PCIE``) and ``/proc/<pid>/fd`` (a link to /dev/kfd). Reading another
+``HSA_FORCE_FINE_GRAIN_PCIE``) and ``/proc/<pid>/fd`` (a link to /dev/kfd); ``stat /dev/kfd``. Reading another
 user's environ and fd needs root; without it the value is None with the reason. Manual
 equivalent: ``lspci -d 1002:``, ``cat /proc/sys/kernel/numa_balancing``, ``cat /proc/cmdline``,
 ``rocminfo | grep gfx``, ``ls -l /proc/<pid>/fd | grep kfd``, ``sudo dmesg | grep amdgpu``.
@@ -75,6 +75,9 @@ class RocmHostRecord:
     kernel_lines: tuple[KernelLines, ...]  # amdgpu RAS, reset and ring-timeout lines, by GPU and kind
     kernel_log_source: str  # "dmesg", "/var/log/kern.log", or why neither could be read
     missing: dict[str, str]
+    # /dev/kfd is there (stat): the ROCm runtime's device; a container started without
+    # --device /dev/kfd sees the GPUs on the PCI bus and no kfd. None: not known (see missing)
+    kfd_present: bool | None = None
 
 
 def gfx_name(version: int) -> str | None:
@@ -145,6 +148,17 @@ def _by_kind(events: list[AmdgpuEvent]) -> tuple[KernelLines, ...]:
                  for (bus, kind), found in sorted(groups.items())[:MAX_EVENTS])
 
 
+def _kfd_present(host: Host, missing: dict[str, str]) -> bool | None:
+    try:
+        host.stat(KFD)
+    except HostReadError as exc:
+        if reason_of(exc) == "not-found":
+            return False
+        missing["kfd_present"] = reason_of(exc)
+        return None
+    return True
+
+
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RocmHostRecord:
     missing: dict[str, str] = {}
     count = amd_pci_gpus(host)
@@ -156,7 +170,8 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RocmH
         vendor="amd", amd_gpus=count, gfx_targets=_gfx_targets(host, missing),
         numa_balancing=_numa_balancing(host, missing), iommu_mode=iommu.mode,
         iommu_cmdline=iommu.cmdline, iommu_groups=iommu.groups, engines=engines,
-        kernel_lines=_by_kind(events), kernel_log_source=source, missing=missing)
+        kernel_lines=_by_kind(events), kernel_log_source=source, missing=missing,
+        kfd_present=_kfd_present(host, missing))
 
 
 def summary(record: RocmHostRecord) -> str:

@@ -86,6 +86,7 @@ TABLES: tuple[Table, ...] = (
            "A gfx target of the KFD topology (gfx_target_version)", "gfx"),
         gauge("numa_balancing", "amd_host_numa_balancing", "/proc/sys/kernel/numa_balancing (0 off)"),
         gauge("iommu_groups", "amd_host_iommu_groups", "Directories in /sys/kernel/iommu_groups"),
+        gauge("kfd_present", "amd_host_kfd_present", "1 when /dev/kfd (the ROCm runtime's device) is there"),
         missing("missing", "amd_host_value_missing", "amd.host"),
         each("engines", L.fields("pid", "engine")),
         info("engines", "amd_host_engine_rocm_info", "An engine's ROCm environment "
