@@ -129,3 +129,23 @@ def test_the_slow_link_is_judged_against_the_fastest():
     slow = [f for f in report.findings if f.rule == "amd-xgmi-link-degraded" and f.severity == Severity.WARNING]
     assert [(f.evidence["gpu"], f.evidence["link"], f.evidence["rate"], f.evidence["fastest"]) for f in slow] \
         == [(5, 3, 16, 32)]
+
+
+def test_a_capture_where_amdsmi_failed_replays_as_the_missing_library(tmp_path):
+    """A host with AMD GPUs and no ROCm library, captured: amdsmi.json holds the failure, and
+    the replay says what to install, not "recorded"."""
+    import json
+
+    from doctor.model import Skip
+    from probes.helpers.amd_common import NO_LIBRARY, amd_count
+
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "amd-rx6750-ollama", root, symlinks=True)
+    (root / "amdsmi.json").write_text(json.dumps(
+        [{"call": "amdsmi_get_processor_handles", "args": [], "error": "library-missing"}]))
+    with pytest.raises(Skip) as skipped:
+        amd_count(RecordedHost(root))
+    assert str(skipped.value) == NO_LIBRARY
+    from doctor.seam import amdsmi
+
+    assert NO_LIBRARY == amdsmi.NO_LIBRARY  # the probes' copy of the seam's sentence

@@ -30,7 +30,7 @@ from probes.helpers.iommu import read_iommu
 from probes.helpers.kernel_log import read_log
 from probes.helpers.xid import AmdgpuEvent, parse_amdgpu_log
 from probes.helpers.process_env import env_value
-from probes.helpers.processes import engine_processes
+from probes.helpers.processes import Process, engine_processes, lasting_name
 
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 MAX_NODES = 256
@@ -42,6 +42,7 @@ MAX_EVENTS = 256  # (GPU, kind) groups kept
 class RocmEngine:
     pid: int
     engine: str
+    name: str  # what outlives the pid: "ollama on 127.0.0.1:11434" (processes.lasting_name)
     gfx_override: str | None  # HSA_OVERRIDE_GFX_VERSION, e.g. "10.3.0"
     fine_grain_pcie: str | None  # HSA_FORCE_FINE_GRAIN_PCIE
     holds_kfd: bool | None  # an fd of the engine points at /dev/kfd (None: fd/ not readable)
@@ -122,7 +123,8 @@ def _numa_balancing(host: Host, missing: dict[str, str]) -> int | None:
     return int(text)
 
 
-def _engine(host: Host, pid: int, engine: str) -> RocmEngine:
+def _engine(host: Host, process: Process) -> RocmEngine:
+    pid, engine = process.pid, process.engine or ""
     missing: dict[str, str] = {}
     override = env_value(host, pid, "HSA_OVERRIDE_GFX_VERSION")
     fine = env_value(host, pid, "HSA_FORCE_FINE_GRAIN_PCIE")
@@ -134,7 +136,7 @@ def _engine(host: Host, pid: int, engine: str) -> RocmEngine:
     except HostReadError as exc:
         holds = None
         missing["holds_kfd"] = reason_of(exc)
-    return RocmEngine(pid=pid, engine=engine, gfx_override=override.value,
+    return RocmEngine(pid=pid, engine=engine, name=lasting_name(process), gfx_override=override.value,
                       fine_grain_pcie=fine.value, holds_kfd=holds, missing=missing)
 
 
@@ -164,7 +166,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RocmH
     count = amd_pci_gpus(host)
     iommu = read_iommu(host)
     missing.update({f"iommu_{k}": v for k, v in iommu.missing.items()})
-    engines = tuple(_engine(host, p.pid, p.engine) for p in engine_processes(host) if p.engine)
+    engines = tuple(_engine(host, p) for p in engine_processes(host) if p.engine)
     events, source = read_log(host, parse_amdgpu_log, t("run as root to see amdgpu's RAS and reset lines"))
     return RocmHostRecord(
         vendor="amd", amd_gpus=count, gfx_targets=_gfx_targets(host, missing),

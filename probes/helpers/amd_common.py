@@ -16,6 +16,10 @@ from doctor.model import Skip
 from doctor.seam.host import Host, HostReadError
 from probes.helpers.gpu_common import reason_of
 
+# doctor/seam/amdsmi.py's NO_LIBRARY (probes do not import the seam's modules)
+NO_LIBRARY = ("no AMD driver / ROCm library: libamd_smi.so not found; install ROCm's "
+              "amd-smi-lib (or set ROCM_PATH), or run where the AMD GPU is")
+
 AMD_VENDOR = "0x1002"
 GPU_CLASSES = ("0x03", "0x12")  # display controller, processing accelerator (MI300X)
 MAX_PCI_FUNCTIONS = 4096
@@ -51,7 +55,9 @@ def amd_count(host: Host) -> int:
         count = host.amdsmi(COUNT_CALL)
     except HostReadError as exc:
         if reason_of(exc) in ("library-missing", "no-permission"):
-            raise Skip(translated(exc.detail) if exc.detail else t("no AMD GPU driver")) from None
+            # the seam's advice, or a recording's "recorded" (a capture where it failed)
+            said = exc.detail if exc.detail and exc.detail != "recorded" else NO_LIBRARY
+            raise Skip(translated(said)) from None
         raise
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise HostReadError(f"amdsmi {COUNT_CALL}()", "failed", f"expected a GPU count, got {count!r}")

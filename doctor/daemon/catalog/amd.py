@@ -88,7 +88,7 @@ TABLES: tuple[Table, ...] = (
         gauge("iommu_groups", "amd_host_iommu_groups", "Directories in /sys/kernel/iommu_groups"),
         gauge("kfd_present", "amd_host_kfd_present", "1 when /dev/kfd (the ROCm runtime's device) is there"),
         missing("missing", "amd_host_value_missing", "amd.host"),
-        each("engines", L.fields("pid", "engine")),
+        each("engines", L.fields("pid", "engine", "name")),
         info("engines", "amd_host_engine_rocm_info", "An engine's ROCm environment "
              "(HSA_OVERRIDE_GFX_VERSION, HSA_FORCE_FINE_GRAIN_PCIE)", gfx_override="gfx_override",
              fine_grain_pcie="fine_grain_pcie"),
