@@ -142,13 +142,24 @@ CAUSES: tuple[str, ...] = (
     "kv-transfer-ucx-tcp",
     "kv-offload-tier-small",
     "kv-offload-hashseed-unset",
-    # issue 33, AMD (ROCm) hosts (checks/amd_gpu.toml)
+    # issue 33, AMD (ROCm) hosts (checks/gpu_amd.toml)
     "numa-balancing-on",
     "iommu-not-passthrough",
     "amd-gpu-ras-errors",
     "amd-xgmi-link-degraded",
     "amd-gfx-unsupported",
     "amd-device-files-missing",
+    # issue 33, Huawei Ascend NPUs (checks/npu_ascend.toml)
+    "npu-health-not-ok",
+    "npu-network-port-down",
+    "hccl-timeout-low",
+    "hccl-interface-wrong",
+    "npu-device-files-missing",
+    "ascend-version-mismatch",
+    "kv-offload-over-memory",
+    "kv-offload-over-memlock",
+    "kv-transfer-slow",
+    "kv-transfer-config-mismatch",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -208,6 +219,17 @@ OWN_CAUSES: tuple[str, ...] = (
     "amd-xgmi-link-degraded",  # an xGMI link down or trained below its peers
     "amd-gfx-unsupported",  # a gfx target ROCm does not build for, or an engine not on the GPU
     "amd-device-files-missing",  # AMD GPUs on the PCI bus, no /dev/kfd (driver, or a container's devices)
+    # issue 33, Huawei Ascend NPUs (checks/npu_ascend.toml)
+    "npu-health-not-ok",  # npu-smi's Health column not OK (Warning, Alarm, Critical)
+    "npu-network-port-down",  # an NPU's RoCE port link DOWN or its net health failing (hccn_tool)
+    "hccl-timeout-low",  # HCCL_CONNECT_TIMEOUT under HCCL's floor, HCCL_EXEC_TIMEOUT far under its default
+    "hccl-interface-wrong",  # HCCL_SOCKET_IFNAME / HCCL_IF_IP on a missing, down or unroutable NIC
+    "npu-device-files-missing",  # /dev/davinci<N>, davinci_manager, devmm_svm or hisi_hdc missing
+    "ascend-version-mismatch",  # CANN, driver and firmware version files that do not list each other
+    "kv-offload-over-memory",  # a pinned CPU KV tier larger than the host has left
+    "kv-offload-over-memlock",  # a CPU KV tier registered with RDMA above the memlock limit
+    "kv-transfer-slow",  # NIXL transfers far slower than the RDMA link allows for their bytes
+    "kv-transfer-config-mismatch",  # a prefill and a decode instance whose KV configuration differs
 )
 
 # Causes a person must read before any other finding of the same severity: a service that

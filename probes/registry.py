@@ -70,6 +70,15 @@ from probes.net import (
     rdma as net_rdma,
     xnode as net_xnode,
 )
+from probes.npu import (
+    device_files as npu_device_files,
+    devices as npu_devices,
+    errors as npu_errors,
+    hccl_env as npu_hccl_env,
+    network as npu_network,
+    topology as npu_topology,
+    versions as npu_versions,
+)
 
 # Host probes first, then the serving engines (probes/engine_*.py), then the GPUs
 # (probes/gpu_*.py): a scan lists them in this order.
@@ -190,8 +199,8 @@ PROBES: tuple[ProbeSpec, ...] = (
     ProbeSpec(
         name="engine.kv_tiers",
         level=Level.QUICK,
-        description=lazy("KV transfer between prefill and decode instances (NIXL failures, transfer time, UCX transports) and KV offload to host memory (the CPU tier against the GPU tier, PYTHONHASHSEED with LMCache)"),
-        reads=lazy("engine.metrics, engine.discovery and net.rdma; /proc/<pid>/cmdline (--kv-transfer-config, --kv-offloading-size, --hicache-ratio) and /proc/<pid>/environ (UCX_TLS, PYTHONHASHSEED, LMCACHE_MAX_LOCAL_CPU_SIZE)"),
+        description=lazy("KV transfer between prefill and decode instances (NIXL failures, transfer time against the RDMA link, a pair's KV configuration, UCX transports) and KV offload to host memory (the CPU tier against the GPU tier, the host's memory and memlock, PYTHONHASHSEED with LMCache, SGLang's hits by tier)"),
+        reads=lazy("engine.metrics, engine.discovery, net.rdma and net.interfaces; /proc/<pid>/cmdline (--kv-transfer-config, --kv-offloading-size, --hicache-ratio, --hicache-size) and /proc/<pid>/environ (UCX_TLS, PYTHONHASHSEED, LMCACHE_MAX_LOCAL_CPU_SIZE); /proc/meminfo, /proc/<pid>/limits and /proc/<pid>/status of the engine and its workers (the host's room for a CPU tier)"),
         timeout_s=10.0,  # engine.metrics has scraped; one cmdline and environ read per engine
         run=engine_kv_tiers.probe,
         summary=engine_kv_tiers.summary,
@@ -461,7 +470,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         name="gpu.cdi",
         level=Level.QUICK,
         description=lazy("Container device specs (CDI) against the running driver and GPUs, and the NVIDIA container runtime's mode"),
-        reads=lazy("/etc/cdi/*.{yaml,json}, /var/run/cdi/*.{yaml,json}, /etc/nvidia-container-runtime/config.toml; gpu.inventory's driver and UUIDs (else NVML nvmlSystemGetDriverVersion, nvmlDeviceGetUUID)"),
+        reads=lazy("/etc/cdi/*.{yaml,json}, /var/run/cdi/*.{yaml,json} and the spec-dirs of /etc/nvidia-container-runtime/config.toml, with its mode; gpu.inventory's driver and UUIDs (else NVML nvmlSystemGetDriverVersion, nvmlDeviceGetUUID)"),
         timeout_s=10.0,
         run=gpu_cdi.probe,
         summary=gpu_cdi.summary,
@@ -621,6 +630,75 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=5.0,
         run=net_xnode.probe,
         summary=net_xnode.summary,
+    ),
+    # issue 33, Huawei Ascend NPUs (probes/npu/, checks/npu_ascend.toml)
+    ProbeSpec(
+        name="npu.devices",
+        level=Level.QUICK,
+        description=lazy("Each Huawei Ascend chip's health, temperature, power, AICore use and HBM, and the processes holding it"),
+        reads=lazy("npu-smi info; npu-smi info -t health -i <NPU> -c <chip> for a chip whose health is not OK; /proc/<pid>/cmdline of the processes npu-smi lists"),
+        timeout_s=30.0,
+        run=npu_devices.probe,
+        summary=npu_devices.summary,
+    ),
+    ProbeSpec(
+        name="npu.network",
+        level=Level.QUICK,
+        description=lazy("Each Ascend NPU's own network port (RoCE): link state, net health and address"),
+        reads=lazy("npu.devices' chips; hccn_tool -i <id> -link -g, -net_health -g, -ip -g (on the PATH or /usr/local/Ascend/driver/tools/hccn_tool)"),
+        timeout_s=60.0,  # three hccn_tool calls a chip, 16 chips on an A3 module host
+        run=npu_network.probe,
+        summary=npu_network.summary,
+        after=("npu.devices",),  # its npu-smi info table, read once a scan
+    ),
+    ProbeSpec(
+        name="npu.errors",
+        level=Level.QUICK,
+        description=lazy("Each Ascend chip's HBM ECC counts (corrected and not, since the driver loaded and over the card's life) and isolated pages"),
+        reads=lazy("npu.devices' chips; npu-smi info -t ecc -i <NPU> (-c <chip> on an NPU of two chips)"),
+        timeout_s=60.0,  # one npu-smi call a chip
+        run=npu_errors.probe,
+        summary=npu_errors.summary,
+        after=("npu.devices",),
+    ),
+    ProbeSpec(
+        name="npu.topology",
+        level=Level.QUICK,
+        description=lazy("How each pair of Ascend NPUs is connected (HCCS or a PCIe path) and which CPUs are near each NPU"),
+        reads=lazy("npu-smi info -t topo"),
+        timeout_s=15.0,
+        run=npu_topology.probe,
+        summary=npu_topology.summary,
+    ),
+    ProbeSpec(
+        name="npu.device_files",
+        level=Level.QUICK,
+        description=lazy("The Ascend device nodes a process needs: /dev/davinci<N> for each chip, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc"),
+        reads=lazy("npu.devices' chips (else /dev/davinci0-15); stat of each /dev node; /usr/local/Ascend/driver/version.info"),
+        timeout_s=10.0,
+        run=npu_device_files.probe,
+        summary=npu_device_files.summary,
+        after=("npu.devices",),
+    ),
+    ProbeSpec(
+        name="npu.versions",
+        level=Level.QUICK,
+        description=lazy("The Ascend driver, firmware and CANN toolkit versions, and whether each says it fits the others"),
+        reads=lazy("/usr/local/Ascend/driver/version.info, /usr/local/Ascend/firmware/version.info, ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info, cann/<arch>-linux/ascend_toolkit_install.info, nnae/latest/ascend_nnae_install.info"),
+        timeout_s=10.0,
+        run=npu_versions.probe,
+        summary=npu_versions.summary,
+    ),
+    ProbeSpec(
+        name="npu.hccl_env",
+        level=Level.QUICK,
+        description=lazy("Each engine's HCCL variables: HCCL_CONNECT_TIMEOUT and HCCL_EXEC_TIMEOUT against HCCL's floor, HCCL_SOCKET_IFNAME and HCCL_IF_IP against the interfaces this host has"),
+        reads=lazy("net.interfaces; /proc/<pid>/environ (HCCL_* and ASCEND_RT_VISIBLE_DEVICES only)"),
+        timeout_s=10.0,
+        run=npu_hccl_env.probe,
+        summary=npu_hccl_env.summary,
+        needs=("engine.discovery",),
+        after=("net.interfaces",),
     ),
 )
 

@@ -204,7 +204,8 @@ def check(run: Run, out: Outside, json_expected: bool, needles: tuple[str, ...],
 
 # --------------------------------------------------------------------------- one input, end to end
 
-SCAN_HOSTS = ("this-vm-epyc-2cpu", "model-on-hdd-xeon-e5", "swap-in-use-epyc-7543")
+SCAN_HOSTS = ("this-vm-epyc-2cpu", "model-on-hdd-xeon-e5", "swap-in-use-epyc-7543",
+              "t4-cdi-driver-upgraded")  # its CDI spec and toolkit config among the files mutated
 HOST_NEEDLES = ("outside", "secret", "token", "environment")
 FILE_NEEDLES = ("environment",)
 

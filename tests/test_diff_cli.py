@@ -107,6 +107,7 @@ def test_two_live_quick_scans_seconds_apart_change_nothing(cli):
     assert (data["verdict"], code) == ("no material change", 0), data["line"]
 
 
+@pytest.mark.machine  # scans this machine: a server of another test would change what it finds
 @pytest.mark.slow
 def test_a_live_side_takes_the_other_sides_level(cli, tmp_path):
     saved = tmp_path / "quick.json"
@@ -155,6 +156,7 @@ def test_a_baseline_from_the_future_is_refused(cli, tmp_path):
     assert result.returncode == 3 and "in the future" in result.stderr
 
 
+@pytest.mark.machine  # scans this machine: a server of another test would change what it finds
 @pytest.mark.slow
 def test_a_capture_of_this_machine_against_it_live_changes_nothing(cli, tmp_path):
     """What a capture keeps is what a live scan reads: its replay and a live quick scan a few
@@ -180,6 +182,7 @@ def test_a_state_file_given_as_a_side_is_its_report(cli, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.machine  # two captures of this machine: another test's server between them is a change
 def test_two_standard_captures_of_this_machine_a_minute_apart_change_nothing(cli, tmp_path):
     """The issue's test of the noise floors: this machine captured twice at level standard
     (STREAM and the other measurements run), a minute apart, then compared: nothing that is

@@ -42,6 +42,14 @@ def test_a_name_that_is_no_unit_is_refused_before_any_command():
     assert engine_journal.journal_argv("vllm@0.service", 17)[1:2] == ("--unit=vllm@0.service",)
 
 
+def test_the_window_opens_before_the_start_that_btime_can_place_a_second_late():
+    # btime (whole seconds, recomputed from the clock) put --since=@START after the engine's
+    # first lines: a fresh-clone CI run's journal then held "no message since the engine started"
+    argv = engine_journal.journal_argv("vllm.service", 1764300000)
+    assert argv[-1] == f"--since=@{1764300000 - engine_journal.SINCE_SLACK_S}"
+    assert engine_journal.SINCE_SLACK_S >= 1
+
+
 # The namespace's first process: the journal's folders on tmpfs, then journald, then a
 # "service" writing the NCCL log to the journal; the helper's answers printed as JSON.
 CHILD = r"""

@@ -197,3 +197,19 @@ def test_power_cap_on_an_amd_host_is_amd_smi():
     step, = plan.steps
     assert [(c.argv, c.undo) for c in step.commands] == [
         (("amd-smi", "set", "-g", "1", "--power-cap", "750"), ("amd-smi", "set", "-g", "1", "--power-cap", "500"))]
+
+
+def test_the_fabric_manager_is_started_only_where_it_is_this_hosts_to_run():
+    """nvswitch-fabric-down on a GB200 compute tray (no NVSwitch on its PCI bus: gpu.fabric
+    leaves the manager unjudged) gets no step: the tray runs no fabric manager, and
+    `systemctl enable --now nvidia-fabricmanager` there would start nothing useful."""
+    finding = {"rule": "nvswitch-fabric-down", "cause": "nvswitch-fabric-down", "key": "",
+               "severity": "critical", "title": "t", "evidence": {"problem": "GPU0 in-progress"}}
+    fabric = {"nvswitches": 4, "manager_running": False}
+    report = {"host": {"hostname": "h"}, "findings": [finding],
+              "probes": [{"name": "gpu.fabric", "status": "ok", "data": fabric}]}
+    hgx = build_plan(saved(report), "saved scan x", {})
+    assert [s.kind.value for s in hgx.steps] == ["manual"] and "nvidia-fabricmanager" in hgx.steps[0].manual[0]
+    fabric.update(nvswitches=0, manager_running=None)
+    tray = build_plan(saved(report), "saved scan x", {})
+    assert not tray.steps and "switch trays" in tray.no_steps[0].why

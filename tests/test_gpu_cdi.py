@@ -145,3 +145,62 @@ def test_spec_error_is_a_value_error():
 ])
 def test_device_names_nvml_does_not_list(names, uuids, count, unknown):
     assert cdi._unknown(names, uuids, count) == unknown
+
+
+# The toolkit's own config, as `nvidia-ctk config default` writes its CDI part
+# (NVIDIA/nvidia-container-toolkit internal/config/toml_test.go TestTomlSave, the keys and the
+# default spec-dirs), with spec-dirs pointed where an operator keeps specs on a read-only /etc.
+TOOLKIT_CONFIG = """#accept-nvidia-visible-devices-as-volume-mounts = false
+disable-require = false
+
+[nvidia-container-runtime]
+log-level = "info"
+mode = "cdi"
+runtimes = ["docker-runc", "runc", "crun"]
+
+[nvidia-container-runtime.modes]
+
+[nvidia-container-runtime.modes.cdi]
+annotation-prefixes = ["cdi.k8s.io/"]
+default-kind = "nvidia.com/gpu"
+spec-dirs = {dirs}
+
+[nvidia-container-runtime.modes.csv]
+mount-spec-path = "/etc/nvidia-container-runtime/host-files-for-container.d"
+"""
+
+
+def moved(tmp_path, host_name: str, dirs: str):
+    """``host_name`` with its spec moved from /etc/cdi to /opt/cdi and spec-dirs set to ``dirs``."""
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / host_name, root, symlinks=True)
+    manifest = tomllib.loads((root / "host.toml").read_text())
+    (root / "fs/opt").mkdir()
+    shutil.move(root / "fs/etc/cdi", root / "fs/opt/cdi")
+    manifest["files"]["/opt/cdi"] = manifest["files"].pop("/etc/cdi")
+    (root / "host.toml").write_text(tomli_w.dumps(manifest))
+    (root / "fs/etc/nvidia-container-runtime/config.toml").write_text(TOOLKIT_CONFIG.format(dirs=dirs))
+    return root
+
+
+def test_a_spec_in_a_directory_the_toolkit_config_names_is_read_and_judged(tmp_path):
+    root = moved(tmp_path, "t4-cdi-driver-upgraded", '["/opt/cdi/"]')
+    found, probe = findings(root)
+    assert found == [("cdi-spec-stale", "critical")]
+    assert probe.record.toolkit_spec_dirs == ("/opt/cdi",)
+    assert probe.record.spec_dirs == ("/etc/cdi", "/var/run/cdi", "/opt/cdi")
+    assert [s.path for s in probe.record.specs] == ["/opt/cdi/nvidia.yaml"]
+
+
+@pytest.mark.parametrize("dirs,said", [
+    ('["opt/cdi"]', "no absolute, normalised path"),
+    ('["/etc/../opt/cdi"]', "no absolute, normalised path"),
+    ("5", "not a list of 1 to 8"),
+    ("[]", "not a list of 1 to 8"),
+    (str([f"/d{i}" for i in range(9)]).replace("'", '"'), "not a list of 1 to 8"),
+    ('["/opt/cdi", 7]', "no absolute, normalised path"),
+])
+def test_hostile_spec_dirs_fall_back_to_the_default_with_one_line(tmp_path, dirs, said):
+    record = cdi.probe(RecordedHost(moved(tmp_path, "t4-cdi-current", dirs)), QUICK)
+    assert record.toolkit_spec_dirs == cdi.SPEC_DIRS and record.specs == ()
+    assert said in record.missing["toolkit_spec_dirs"] and "\n" not in record.missing["toolkit_spec_dirs"]

@@ -19,7 +19,7 @@ from doctor._toml import tomllib
 from doctor.model import Level, ScanOptions, Severity
 from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost
-from probes.gpu import fabric
+from probes.helpers import nvlinks
 from probes.helpers.fabric_domain import HEALTH_FIELDS, health_problems
 from probes.registry import by_name
 from tests.builtin_rules import builtin_rules
@@ -125,6 +125,5 @@ def test_gb200_tray_with_imex_up_and_a_healthy_fabric_is_silent(tmp_path):
 def test_nvlink_loops_reach_nvmls_bound():
     """The link loops stop at the first link a GPU refuses, so their bound must not cut a GPU
     short: NVML_NVLINK_MAX_LINKS is 36 in nvidia-ml-py 13 (it was 18, the old loops' bound)."""
-    from probes.helpers import gpu_topology
-    assert fabric.NVLINK_MAX_LINKS >= pynvml.NVML_NVLINK_MAX_LINKS
-    assert gpu_topology.NVLINK_MAX_LINKS >= pynvml.NVML_NVLINK_MAX_LINKS
+    assert nvlinks.NVLINK_MAX_LINKS >= pynvml.NVML_NVLINK_MAX_LINKS
+    assert nvlinks.FI_DEV_NVLINK_LINK_COUNT == pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT

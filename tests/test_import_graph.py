@@ -179,7 +179,7 @@ def test_only_the_registry_imports_every_probe():
 
 # The probe families: modules that measure (a registry probe, or a micro-kernel one runs).
 PROBE_FAMILIES = ("probes.host.", "probes.gpu.", "probes.engine.", "probes.kernels.", "probes.net.",
-                  "probes.amd.")
+                  "probes.amd.", "probes.npu.")
 
 
 def test_a_probe_imports_no_other_probe():

@@ -178,7 +178,7 @@ def test_scan_nccl_log_names_a_relative_file_and_finds_the_failure(tmp_path):
 BOOT, START_TICKS = 1764300000, 123456  # /proc/stat btime; /proc/<pid>/stat starttime (1/100 s)
 SINCE = BOOT + START_TICKS // 100
 UNIT_ARGV = ["journalctl", "--unit=vllm.service", "--output=cat", "--no-pager",
-             f"--lines={engine_journal.JOURNAL_LINES}", f"--since=@{SINCE}"]
+             f"--lines={engine_journal.JOURNAL_LINES}", f"--since=@{SINCE - engine_journal.SINCE_SLACK_S}"]
 JOURNAL_LOG = "nccl-2013-ibv-modify-qp.log"
 CGROUP = ("12:cpu:/system.slice/vllm.service\n1:name=systemd:/system.slice/vllm.service\n"
           "0::/system.slice/vllm.service\n")

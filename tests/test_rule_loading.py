@@ -138,6 +138,7 @@ def test_config_unknown_table_and_bad_toml(tmp_path):
         load_config(write(tmp_path, "[scan]\nlevle = 'quick'\n", "c.toml"))
 
 
+@pytest.mark.machine  # scans this machine: a server of another test would change what it finds
 @pytest.mark.slow
 def test_config_threshold_changes_what_fires(tmp_path, cli):
     """A raised threshold makes fd-limit-low fire on a shell that is fine by default."""

@@ -42,3 +42,43 @@ def test_a_floor_test_that_starts_a_server_fails_before_it_starts():
 def test_a_live_test_may_start_what_live_names():
     with pytest.raises(FileNotFoundError):
         subprocess.Popen(["/nonexistent/prometheus", "--version"])
+
+
+# ---- the host group: what acts on this machine runs on one xdist worker ----------------------
+
+ON_HOST = '''
+import os, time, pytest
+def _mark(name):
+    time.sleep(0.2)  # long enough that a load-balancing scheduler hands tests to both workers
+    with open(name, "w") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "none"))
+@pytest.mark.live
+def test_live(): _mark("live")
+@pytest.mark.machine
+def test_machine(): _mark("machine")
+@pytest.mark.slurm
+def test_slurm(): _mark("slurm")
+@pytest.mark.browser
+def test_browser(): _mark("browser")
+@pytest.mark.live
+def test_live_again(): _mark("live_again")
+@pytest.mark.machine
+def test_machine_again(): _mark("machine_again")
+'''
+
+
+@pytest.mark.slow  # starts a pytest with two xdist workers
+def test_the_tests_that_act_on_this_machine_share_one_worker(tmp_path):
+    # pytest-xdist 3.8 groups by a suffix it writes into item._nodeid, which pytest 9.2 no
+    # longer reads: the group was split across workers, and live tests found each other's
+    # servers. pyproject.toml pins pytest below 9.2 for that; this test fails if the pin goes.
+    (tmp_path / "test_on_host.py").write_text(ON_HOST)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
+                          "-n", "2", "--dist", "loadgroup", "-q", "-W", "ignore", "--rootdir", str(tmp_path),
+                          str(tmp_path / "test_on_host.py")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(tiers.Path(__file__).parents[1])})
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    workers = {name: (tmp_path / name).read_text()
+               for name in ("live", "machine", "slurm", "browser", "live_again", "machine_again")}
+    assert len(set(workers.values())) == 1 and "none" not in workers.values(), workers

@@ -8,13 +8,24 @@ A test that starts one of the real components below without the marker that name
 at the start of the component, in every run (the floor and the whole suite alike), so that
 the floor stays the set of tests that need no server, browser or cluster. The check reads the
 argv of each process the test process starts; what a started process starts is its own.
+
+The whole suite runs on two xdist workers (``-n 2 --dist loadgroup``, the README's command).
+What a test does to this machine, another test on the other worker would see: a live scan finds
+the llama-server or the CPU hog of a live test, two live tests find each other's servers. So the
+tests that act on or scan this machine all run in one xdist group, ``host``, on one worker, one
+after the other as in a serial run, while the other worker takes the rest: those marked
+``live``, ``browser``, ``slurm`` or ``machine``, and the ``slow`` tests of a module that runs
+the command line or a process, reads this machine through ``LiveHost``, or makes a namespace
+or a cgroup (``_ACTS``: such a module's slow tests are its scans of this machine).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +48,15 @@ _NEEDS = {
     "munged": "slurm",
 }  # Slurm's clients (scontrol, sinfo, sbatch) are left out: stand-ins of them are floor tests'
 # (a script named scontrol), and the real ones need the daemons above
+
+HOST_GROUP = "host"
+_ON_HOST = {"live", "browser", "slurm", "machine"}
+# What a module's source says when its tests run a process or read this machine; a call whose
+# first lines name a tool that reads only its input, or a replay, is not such a call.
+_ACTS = re.compile(r"\brun_cli\(|\bLiveHost\(|\bPopen\(|\bsubprocess\.run\(|\bunshare\b|\bcgroup"
+                   r"|\bHTTPServer\b|\bsocket\.socket\(")
+_READS_INPUT = re.compile(r"--replay|\bpromtool\b|\bamtool\b|\bshellcheck\b|\bRecordedHost\(")
+_acting: dict[str, bool] = {}
 
 _markers: set[str] | None = None  # the running test's markers; None between tests
 _original_init = subprocess.Popen.__init__
@@ -79,6 +99,31 @@ def pytest_configure(config) -> None:
 
 def pytest_unconfigure(config) -> None:
     subprocess.Popen.__init__ = _original_init  # type: ignore[method-assign]
+
+
+def _acts_on_host(path: Path) -> bool:
+    key = str(path)
+    if key not in _acting:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+            _acting[key] = any(_ACTS.search(line) and not _READS_INPUT.search(" ".join(lines[i:i + 3]))
+                               for i, line in enumerate(lines))
+        except OSError:
+            _acting[key] = True  # unknown: the safe side is one worker
+    return _acting[key]
+
+
+def on_host(item) -> bool:
+    """Whether ``item`` runs in the ``host`` group (see the module's docstring)."""
+    names = {mark.name for mark in item.iter_markers()}
+    return bool(names & _ON_HOST) or ("slow" in names and _acts_on_host(Path(str(item.path))))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if on_host(item):
+            item.add_marker(pytest.mark.xdist_group(HOST_GROUP))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -422,6 +422,23 @@ def hands_on(items: list[str], risk: Risk, title: str) -> Builder:
     return build
 
 
+def fabric_manager(finding: SavedFinding, scan: Scan, date: str) -> Built:
+    """Start the fabric manager where it is this host's to run: where gpu.fabric found the
+    NVSwitches on this host's PCI bus, or could not tell. A GB200/GB300 compute tray (no
+    NVSwitch on its bus, the manager not judged) has its fabric trained from the switch
+    trays: no service here to start, so no step, and why."""
+    fabric = scan.data("gpu.fabric")
+    if fabric.get("nvswitches") == 0 and fabric.get("manager_running") is None:
+        return t("no NVSwitch on this host's PCI bus (a GB200/GB300 compute tray), or its daemons "
+                 "not visible from here: the fabric is trained from the switch trays' NVLink "
+                 "management (NMX), not by a fabric manager on this host; the playbook's tray "
+                 "section says what to check")
+    return _manual(finding, [
+        t("`systemctl enable --now nvidia-fabricmanager` (its version must match the driver's), "
+          "then restart the engines; a fabric that stays down needs the vendor."),
+    ], Risk.RESTARTS_ENGINE, t("Start the fabric manager"))
+
+
 def p2p(finding: SavedFinding, scan: Scan, date: str) -> Built:
     return _manual(finding, [
         t("If a bridge above the GPUs has ACS redirect on: turn ACS off in the BIOS "
@@ -461,10 +478,7 @@ BUILDERS: dict[str, Builder] = {
         lazy("Move the GPUs that talk to each other behind separate CPU root ports (another slot), "
              "or run one engine instance per GPU."),
     ], Risk.DISRUPTIVE, lazy("Change the slots of the GPUs (hands on the machine)")),
-    "nvswitch-fabric-down": manual([
-        lazy("`systemctl enable --now nvidia-fabricmanager` (its version must match the driver's), "
-             "then restart the engines; a fabric that stays down needs the vendor."),
-    ], Risk.RESTARTS_ENGINE, lazy("Start the fabric manager")),
+    "nvswitch-fabric-down": fabric_manager,
     "gpu-hardware-errors": manual([
         lazy("Drain the GPU, then `nvidia-smi -i GPU -r` (no process may hold it) or reboot; "
              "repeated errors or a lost GPU: open a case with the vendor (RMA)."),
@@ -593,6 +607,17 @@ NO_STEP: dict[str, str] = {
     "kv-transfer-ucx-tcp": _ENGINE,
     "kv-offload-tier-small": lazy("the CPU tier's size is bounded by the host memory left: a sizing decision the playbook walks through"),
     "kv-offload-hashseed-unset": lazy("PYTHONHASHSEED in the engine's environment, set at its next planned restart"),
+    # issue 33, Huawei Ascend: a chip, a port, a container's devices or an install, by hand
+    "npu-health-not-ok": lazy("a chip reset or a service request, once the engine is off the chip: the playbook says how to read its error code first"),
+    "npu-network-port-down": lazy("an optical module, fibre or switch port to fix by hand: the playbook says which"),
+    "hccl-timeout-low": _NCCL_ENV,
+    "hccl-interface-wrong": _NCCL_ENV,
+    "npu-device-files-missing": lazy("the container's --device list or the Ascend Docker Runtime: a deployment change to review"),
+    "ascend-version-mismatch": lazy("a driver, firmware or CANN install, planned with Huawei's compatibility table"),
+    "kv-offload-over-memory": lazy("the CPU tier's size is bounded by the host memory left: a sizing decision the playbook walks through"),
+    "kv-transfer-slow": lazy("where a KV transfer spends its time is found by measuring the link: the playbook says how"),
+    "kv-transfer-config-mismatch": lazy("which instance of the pair is restarted with the other's settings is the operator's call: the playbook lists the settings"),
+    "kv-offload-over-memlock": lazy("the engine's locked-memory limit is set where it is started (its unit, container or pod): the playbook names each"),
     # issue 33: AMD GPUs
     "amd-gpu-ras-errors": lazy("a GPU with uncorrectable errors is drained and reset, then serviced: the playbook says how, and it is the operator's call"),
     "amd-xgmi-link-degraded": lazy("an xGMI link is the baseboard's: drain the GPU and have the platform vendor check it (the playbook)"),

@@ -77,6 +77,25 @@ VIA: dict[str, Callable[[Any, Any], Any]] = {
         handle, version=pynvml.nvmlMemory_v2),
 }
 
+# nvmlDeviceGetFieldValues, one field at a time: ``query("nvmlDeviceGetFieldValues", index,
+# field_id)``. The answer is {"fieldId", "valueType", "value"}, the union read by its type
+# (nvml.h nvmlValueType_t, in the union's order); a field the driver does not support answers
+# in its own nvmlReturn, raised as the call's error (NOT_SUPPORTED: not-supported).
+_FIELD_UNION = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+
+def _field_value(pynvml: Any, handle: Any, field: Any) -> dict:
+    if not isinstance(field, int) or isinstance(field, bool) or not 0 <= field < 1 << 16:
+        raise HostReadError(f"nvml field {field!r}", "failed", "a field id is an int in [0, 65536)")
+    (got,) = pynvml.nvmlDeviceGetFieldValues(handle, [field])
+    if got.nvmlReturn != 0:
+        raise pynvml.NVMLError(got.nvmlReturn)
+    if got.valueType >= len(_FIELD_UNION):
+        raise HostReadError(f"nvml field {field}", "failed", f"value type {got.valueType} unknown")
+    return {"fieldId": got.fieldId, "valueType": got.valueType,
+            "value": getattr(got.value, _FIELD_UNION[got.valueType])}
+
+
 # Calls that take two devices (both arguments are indexes).
 _PAIR_CALLS = frozenset({"nvmlDeviceGetTopologyCommonAncestor", "nvmlDeviceGetP2PStatus"})
 
@@ -169,6 +188,10 @@ def to_json(value: Any) -> Any:
 
 
 def _call(pynvml: Any, name: str, args: tuple) -> Any:
+    if name == "nvmlDeviceGetFieldValues" and len(args) == 2:
+        if not hasattr(pynvml, name):
+            raise AttributeError(name)  # bindings older than the call
+        return _field_value(pynvml, _handle(pynvml, args[0]), args[1])
     if name in VIA and len(args) == 1:
         if not hasattr(pynvml, "nvmlMemory_v2"):
             raise AttributeError(name)  # bindings older than the call

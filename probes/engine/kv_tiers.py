@@ -20,14 +20,21 @@ name them:
 
 The CPU tier helps only when it holds more than the GPU tier (LMCache's maintainers,
 LMCache/LMCache#928 and #1109; a user measured TTFT 27 % worse with it smaller, #1241).
+The host's room for the tier (probes/helpers/kv_host.py: MemAvailable, the resident memory of
+the engine and its workers, which already holds what of the tier is allocated, the memlock
+limit and CAP_IPC_LOCK); NIXL transfer time against the link (the fastest ACTIVE RDMA port,
+else the fastest physical interface up: net.interfaces); the NIXL instances of one model on
+this host that could pair, and what of their KV configuration differs
+(probes/helpers/nixl_pairs.py); SGLang's prompt-token share from each HiCache tier.
 Units: tokens, bytes, seconds, counts. Privilege: the engine's user or root for its environ.
-Manual equivalent: ``curl -s :8000/metrics | grep -E 'nixl_|kv_offload_config'`` and
+Manual equivalent: ``curl -s :8000/metrics | grep -E 'nixl_|kv_offload_config|cached_tokens'``,
+``grep MemAvailable /proc/meminfo``, ``grep 'Max locked' /proc/PID/limits`` and
 ``tr '\\0' '\\n' < /proc/PID/environ | grep -E '^(UCX_TLS|PYTHONHASHSEED)='``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
@@ -39,6 +46,10 @@ from probes.helpers.engine_discovery import DiscoveryRecord, found
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_scrape import scraped, with_metrics
+from probes.helpers.engine_kv import XFER_BYTES, KvFigures, hits_only
+from probes.helpers.kv_host import host_room
+from probes.helpers.net_interfaces import interfaces_of
+from probes.helpers.nixl_pairs import NixlSide, mismatches, mode_of
 from probes.helpers.process_env import env_value
 
 GIB = 1 << 30
@@ -79,6 +90,31 @@ class EngineKvTiers:
     lmcache: bool  # the connector or offload backend is LMCache
     pythonhashseed_set: bool | None  # None: the environ was not read
     missing: dict[str, str]  # figure -> why it is None
+    # the host's room for the tier (probes/helpers/kv_host.py says how a tier already
+    # allocated is told apart): all ranks' tiers together, where the size is per rank
+    cpu_tier_host_bytes: int | None = None
+    mem_available_bytes: int | None = None  # /proc/meminfo MemAvailable
+    engine_rss_bytes: int | None = None  # VmRSS of the engine and its workers
+    memlock_bytes: int | None = None  # the engine's soft RLIMIT_MEMLOCK; None: unlimited or unread
+    ipc_lock: bool | None = None  # CAP_IPC_LOCK: the memlock limit does not bind
+    tier_rdma_registered: bool = False  # the tier is registered with an RDMA device (Mooncake)
+    # NIXL transfer time against the link (probes/helpers/engine_kv.py: floor and ceiling)
+    xfer_p99_floor_s: float | None = None  # at least 1 % of the transfers took longer
+    xfer_bytes_max: float | None = None  # no transfer moved more bytes
+    link_gbits: float | None = None  # the fastest ACTIVE RDMA port's rate, else the fastest up NIC's
+    link_from: str | None = None  # "net.rdma: mlx5_0/1", "net.interfaces: ens1f0"
+    xfer_line_s: float | None = None  # xfer_bytes_max at link_gbits: the longest a transfer needs
+    # what a NIXL pair must agree on (probes/helpers/nixl_pairs.py), vllm:cache_config_info
+    cache_dtype: str | None = None
+    block_size: str | None = None
+    kv_cache_layout: str | None = None
+    kv_buffer_device: str | None = None  # --kv-transfer-config's kv_buffer_device
+    nixl_permute: bool = False  # enable_permute_local_kv
+    nixl_differs: str | None = None  # differences from the instances it could pair with, "; "-joined
+    # SGLang: each cache source's share of the prompt tokens (device, host, storage); reported,
+    # not judged: no published threshold says what share a tier should reach
+    hit_shares: dict[str, float] | None = None
+    hit_window: str | None = None  # "between scrapes" | "since start"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,21 +187,64 @@ def _cpu_tier(m: EngineMetrics, argv: list[str], lmcache_size: str | None,
     return None, None, None, None
 
 
-def _active_rdma(inputs: Inputs) -> int | None:
+# Backends whose size is per worker process: the host holds one tier a tensor-parallel rank
+# (LMCache's max_local_cpu_size, SGLang's --hicache-size); vLLM's --kv-offloading-size is
+# all ranks together (vllm/engine/arg_utils.py).
+PER_RANK = ("hicache", "lmcache")
+# SGLang's Mooncake HiCache storage registers the whole host pool with Mooncake's transfer
+# engine (mooncake_store.py register_mem_pool_host: store.register_buffer(kv_buffer)), which
+# registers it with the RDMA device: charged against RLIMIT_MEMLOCK.
+RDMA_STORAGE = ("mooncake",)
+
+
+def _tier_host_bytes(backend: str, size: int, tp: int | None) -> int:
+    """What the host holds for the tier: the size, times the ranks where it is per rank
+    (an unknown rank count is one: the least the host holds)."""
+    return size * (tp or 1) if any(b in backend.lower() for b in PER_RANK) else size
+
+
+def _active_rdma(inputs: Inputs) -> tuple[int | None, tuple[float, str] | None]:
+    """(ACTIVE ports, (the fastest one's rate in Gb/s, its name)); None where net.rdma did not run."""
     # read by shape: a probe imports no other probe (tests/test_import_graph.py)
     ports = getattr(inputs.records.get("net.rdma"), "ports", None)
     if not isinstance(ports, tuple):
+        return None, None
+    active = [p for p in ports if getattr(p, "state", None) == "ACTIVE"]
+    rates = [(float(r), f"net.rdma: {getattr(p, 'name', '?')}") for p in active
+             if isinstance(r := getattr(p, "rate_gbits", None), (int, float)) and 0 < r < 1e5]
+    return len(active), max(rates) if rates else None
+
+
+def _fastest_nic(host: Host, inputs: Inputs) -> tuple[float, str] | None:
+    """The fastest physical interface that is up, where no RDMA port gives a rate: the line
+    UCX's TCP transport (or RoCE through it) uses. /sys/class/net/<if>/speed, Mb/s."""
+    record = interfaces_of(host, inputs)
+    speeds = [(i.speed_mbits / 1000, f"net.interfaces: {i.name}") for i in (record.interfaces if record else ())
+              if i.kind == "physical" and i.up and i.speed_mbits and 0 < i.speed_mbits < 10**8]
+    return max(speeds) if speeds else None
+
+
+def _line(kv: KvFigures | None, link: float | None, missing: dict[str, str]) -> float | None:
+    """The seconds the largest transfer needs at the link's rate; None with a reason."""
+    if kv is None or kv.xfer_p99_floor_s is None:
         return None
-    return sum(1 for p in ports if getattr(p, "state", None) == "ACTIVE")
+    if link is None:
+        missing["link_gbits"] = "no ACTIVE RDMA port (net.rdma) nor physical interface up with a speed (/sys/class/net)"
+        return None
+    if kv.xfer_bytes_max is None:
+        missing["xfer_bytes_max"] = f"{XFER_BYTES}: no transfer counted, or one above its last bucket"
+        return None
+    return round(kv.xfer_bytes_max * 8 / (link * 1e9), 6)
 
 
 def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
-         rdma: int | None) -> EngineKvTiers | None:
+         rdma: int | None, link: tuple[float, str] | None = None) -> EngineKvTiers | None:
     """One engine's KV tiers; None when it uses neither KV transfer nor offload."""
     connector = config_key(argv, "kv_connector")
-    kv = m.kv
+    hits = m.kv if m.kv is not None and m.kv.hit_shares else None
+    kv = None if hits_only(m.kv) else m.kv  # SGLang's tier hits alone: no transfer or offload series
     pid = engine.pid if engine else None
-    missing: dict[str, str] = dict(a.split(": ", 1) for a in (kv.absent if kv else ()) if ": " in a)
+    missing: dict[str, str] = dict(a.split(": ", 1) for a in (m.kv.absent if m.kv else ()) if ": " in a)
     lmcache, _ = (_env(host, pid, "LMCACHE_MAX_LOCAL_CPU_SIZE", {})
                   if connector and "lmcache" in connector.lower() else (None, False))
     backend, size, size_from, ratio = _cpu_tier(m, argv, lmcache, connector)
@@ -178,6 +257,10 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         missing["rdma_ports_active"] = "net.rdma did not run here or found no RDMA device"
     if backend and size is None and ratio is None:
         missing["cpu_tier_bytes"] = "set in LMCache's config file or by its default: not on the command line"
+    tp = count(flag(argv, "--tensor-parallel-size", "-tp", "--tp-size", "--tp"), minimum=1)
+    sized = backend is not None and size is not None  # the host is read for a tier of known size
+    room = host_room(host, pid, missing) if sized else None
+    storage = (flag(argv, "--hicache-storage-backend") or "").lower()
     return EngineKvTiers(
         endpoint=m.endpoint, kind=m.kind, model=engine.model if engine else None,
         kv_connector=connector, kv_role=config_key(argv, "kv_role"),
@@ -187,9 +270,24 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         offload_backend=backend, cpu_tier_bytes=size, cpu_tier_from=size_from,
         cpu_tier_tokens=kv.offload_cpu_tokens if kv else None, gpu_tier_tokens=gpu_tokens,
         hicache_ratio=ratio,
-        tensor_parallel=count(flag(argv, "--tensor-parallel-size", "-tp", "--tp-size", "--tp"), minimum=1),
-        lmcache="lmcache" in f"{connector} {backend}".lower(),
-        pythonhashseed_set=(seed is not None) if read else None, missing=missing)
+        tensor_parallel=tp, lmcache="lmcache" in f"{connector} {backend}".lower(),
+        pythonhashseed_set=(seed is not None) if read else None, missing=missing,
+        cpu_tier_host_bytes=(kv.offload_cpu_bytes_all if size_from == "vllm:kv_offload_config_info" and kv
+                             and kv.offload_cpu_bytes_all else _tier_host_bytes(backend, size, tp)
+                             if backend and size else None),
+        mem_available_bytes=room.mem_available_bytes if room else None,
+        engine_rss_bytes=room.engine_rss_bytes if room else None,
+        memlock_bytes=room.memlock_bytes if room else None, ipc_lock=room.ipc_lock if room else None,
+        tier_rdma_registered=backend == "hicache" and storage in RDMA_STORAGE,
+        hit_shares=dict(hits.hit_shares) if hits else None, hit_window=hits.hit_window if hits else None,
+        xfer_p99_floor_s=kv.xfer_p99_floor_s if kv else None, xfer_bytes_max=kv.xfer_bytes_max if kv else None,
+        link_gbits=link[0] if link and kv and kv.transfers else None,
+        link_from=link[1] if link and kv and kv.transfers else None,
+        xfer_line_s=_line(kv, link[0] if link else None, missing),
+        cache_dtype=m.cache_config.get("cache_dtype"), block_size=m.cache_config.get("block_size"),
+        kv_cache_layout=m.cache_config.get("kv_cache_layout"),
+        kv_buffer_device=config_key(argv, "kv_buffer_device"),
+        nixl_permute=(config_key(argv, "enable_permute_local_kv") or "").lower() == "true")
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTiersRecord:
@@ -200,17 +298,28 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTie
     metrics = scraped(host, options, inputs)
     if not metrics.engines:
         raise Skip(t("no engine's /metrics page could be read (see engine.metrics)"))
-    rdma, items = _active_rdma(inputs), []
+    (rdma, link), items = _active_rdma(inputs), []
+    if link is None and any(m.kv is not None and m.kv.transfers for m in metrics.engines):
+        link = _fastest_nic(host, inputs)
     for m in metrics.engines:
         engine = engines.get(m.endpoint.rsplit("/metrics", 1)[0])
         pid = engine.pid if engine else None
         argv = list(argvs[pid] if pid in argvs else engine_argv(host, pid).argv if pid else ())
-        item = view(host, engine, m, argv, rdma)
+        item = view(host, engine, m, argv, rdma, link)
         if item is not None:
             items.append(item)
     if not items:
         raise Skip(t("no engine transfers or offloads its KV cache (no --kv-transfer-config, offload flags or series)"))
-    return KvTiersRecord(tuple(items))
+    return KvTiersRecord(paired(items))
+
+
+def paired(items: list[EngineKvTiers]) -> tuple[EngineKvTiers, ...]:
+    """The items, each NIXL instance with what differs from those it could pair with here."""
+    sides = [NixlSide(e.endpoint, e.model, e.kv_role, mode_of(e.kv_connector), e.cache_dtype,
+                      e.block_size, e.kv_cache_layout, (e.kv_buffer_device or "").lower() == "cpu",
+                      e.nixl_permute) for e in items if e.nixl]
+    found = mismatches(sides)
+    return tuple(replace(e, nixl_differs="; ".join(found[e.endpoint])[:1000]) if e.endpoint in found else e for e in items)
 
 
 def summary(record: KvTiersRecord) -> str:
@@ -224,5 +333,8 @@ def summary(record: KvTiersRecord) -> str:
                           window=e.failed_window))
         if e.cpu_tier_bytes is not None:
             bits.append(t("CPU tier {gib:.1f} GiB", gib=e.cpu_tier_bytes / GIB))
+        if e.hit_shares:
+            bits.append(t("prompt tokens from cache: {shares}",
+                          shares=", ".join(f"{k} {v:.0%}" for k, v in sorted(e.hit_shares.items()))))
         parts.append(f"{e.kind}: " + (t(", ").join(bits) or t("no KV tier figures")))
     return t("; ").join(parts)

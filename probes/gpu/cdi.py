@@ -1,6 +1,7 @@
 """gpu.cdi: the container device specs (CDI) against the GPUs and the driver NVML sees.
 
-Source: the CDI spec files in ``/etc/cdi`` and ``/var/run/cdi`` (``*.yaml``, ``*.yml``,
+Source: the CDI spec files in ``/etc/cdi`` and ``/var/run/cdi`` and in the directories the
+toolkit's config names (``[nvidia-container-runtime.modes.cdi] spec-dirs``) (``*.yaml``, ``*.yml``,
 ``*.json``; at most MAX_SPECS files of at most 1 MiB, read by probes/helpers/cdi_spec.py),
 and the NVIDIA Container Toolkit's ``/etc/nvidia-container-runtime/config.toml`` (its
 ``[nvidia-container-runtime] mode``: legacy, cdi, csv or auto; the toolkit's default is auto,
@@ -20,6 +21,7 @@ Manual equivalent: ``nvidia-ctk cdi list``, ``grep -h 'libcuda.so\\.' /etc/cdi/*
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -33,6 +35,7 @@ from probes.helpers.cdi_spec import MAX_SPEC_BYTES, CdiSpec, SpecError, driver_v
 from probes.helpers.gpu_common import Reader, gpu_count, reason_of
 
 SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")  # the CDI specification's default directories
+MAX_DIRS = 8  # spec-dirs a config may add: more is no config llm-doctor follows
 SUFFIXES = (".yaml", ".yml", ".json")
 MAX_SPECS = 16  # nvidia-ctk writes one or two; more is not a host llm-doctor judges file by file
 RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
@@ -66,6 +69,10 @@ class CdiSpecFile:
 class GpuCdiRecord:
     specs: tuple[CdiSpecFile, ...]
     runtime_mode: str | None  # config.toml [nvidia-container-runtime] mode; "auto" when unset
+    # [nvidia-container-runtime.modes.cdi] spec-dirs: where the toolkit's runtime reads specs
+    # (its default, SPEC_DIRS, when the file or the key is absent)
+    toolkit_spec_dirs: tuple[str, ...]
+    spec_dirs: tuple[str, ...]  # the directories read: SPEC_DIRS (containerd's, CRI-O's, podman's) and the toolkit's
     driver_version: str | None  # nvmlSystemGetDriverVersion: "570.133.20"
     gpu_uuids: tuple[str, ...]  # nvmlDeviceGetUUID of each GPU, in NVML's order
     gpu_count: int | None
@@ -122,9 +129,9 @@ def _spec_file(path: str, text: str | None, error: str | None, nvml: tuple) -> C
                        error=None)
 
 
-def _spec_paths(host: Host, missing: dict[str, str]) -> list[tuple[str, int]]:
+def _spec_paths(host: Host, dirs: tuple[str, ...], missing: dict[str, str]) -> list[tuple[str, int]]:
     found: list[tuple[str, int]] = []
-    for directory in SPEC_DIRS:
+    for directory in dirs:
         try:
             files = host.list_files(directory)
         except HostReadError as exc:
@@ -138,17 +145,22 @@ def _spec_paths(host: Host, missing: dict[str, str]) -> list[tuple[str, int]]:
     return found[:MAX_SPECS]
 
 
-def runtime_mode(host: Host, missing: dict[str, str]) -> str | None:
-    """``mode`` of the toolkit's config; "auto" (its default) when the file leaves it out."""
+def _config(host: Host, missing: dict[str, str]) -> dict | None:
     try:
         text = host.read_text(RUNTIME_CONFIG)
     except HostReadError as exc:
         missing["runtime_mode"] = reason_of(exc)
         return None
     try:  # doctor/tomlfile's parse: bounded shape, every TOML error one line naming the file
-        doc = parse_toml(text, Path(RUNTIME_CONFIG), ValueError)
+        return parse_toml(text, Path(RUNTIME_CONFIG), ValueError)
     except ValueError as exc:
         missing["runtime_mode"] = exc.args[0] if exc.args else str(exc)
+        return None
+
+
+def runtime_mode(doc: dict | None, missing: dict[str, str]) -> str | None:
+    """``mode`` of the toolkit's config; "auto" (its default) when the file leaves it out."""
+    if doc is None:
         return None
     table = doc.get("nvidia-container-runtime", {})
     mode = table.get("mode", "auto") if isinstance(table, dict) else None
@@ -158,13 +170,37 @@ def runtime_mode(host: Host, missing: dict[str, str]) -> str | None:
     return mode[:40]
 
 
+def spec_dirs(doc: dict | None, missing: dict[str, str]) -> tuple[str, ...]:
+    """``[nvidia-container-runtime.modes.cdi] spec-dirs``: the directories the toolkit's runtime
+    reads CDI specs from (NVIDIA/nvidia-container-toolkit internal/config: the default config
+    writes ``spec-dirs = ["/etc/cdi", "/var/run/cdi"]``, the same as when it is left out).
+    Anything but a list of absolute, normalised paths is the default, with the reason."""
+    runtime = doc.get("nvidia-container-runtime") if doc else None
+    modes = runtime.get("modes") if isinstance(runtime, dict) else None
+    table = modes.get("cdi") if isinstance(modes, dict) else None
+    if not isinstance(table, dict) or "spec-dirs" not in table:
+        return SPEC_DIRS
+    dirs = table["spec-dirs"]
+    where = f"{RUNTIME_CONFIG}: [nvidia-container-runtime.modes.cdi] spec-dirs"
+    if not isinstance(dirs, list) or not 0 < len(dirs) <= MAX_DIRS:
+        missing["toolkit_spec_dirs"] = f"{where} is not a list of 1 to {MAX_DIRS} directories; the default read"
+        return SPEC_DIRS
+    if not all(isinstance(d, str) and 0 < len(d) <= 256 and d.startswith("/") and "\0" not in d
+               and posixpath.normpath(d) == d.rstrip("/") for d in dirs):
+        missing["toolkit_spec_dirs"] = f"{where} holds an entry that is no absolute, normalised path; the default read"
+        return SPEC_DIRS
+    return tuple(dict.fromkeys(d.rstrip("/") or "/" for d in dirs))
+
+
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> GpuCdiRecord:
     if inputs.get(INVENTORY, InventoryShape) is None:  # type: ignore[type-abstract]
         gpu_count(host)  # no driver, no GPU or NVML failing: as every gpu.* probe says it
     missing: dict[str, str] = {}
-    paths = _spec_paths(host, missing)
-    mode = runtime_mode(host, missing)
-    if not paths and mode is None and not any(d in missing for d in SPEC_DIRS):
+    doc = _config(host, missing)
+    mode, toolkit_dirs = runtime_mode(doc, missing), spec_dirs(doc, missing)
+    dirs = tuple(dict.fromkeys(SPEC_DIRS + toolkit_dirs))  # other runtimes read the defaults
+    paths = _spec_paths(host, dirs, missing)
+    if not paths and mode is None and not any(d in missing for d in dirs):
         raise Skip(t("no CDI spec in /etc/cdi or /var/run/cdi and no NVIDIA Container Toolkit config"))
     nvml = _nvml(host, inputs)
     missing.update(nvml[3])
@@ -179,7 +215,8 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> GpuCd
             except HostReadError as exc:
                 error = reason_of(exc)
         specs.append(_spec_file(path, text, error, nvml))
-    return GpuCdiRecord(specs=tuple(specs), runtime_mode=mode, driver_version=nvml[0],
+    return GpuCdiRecord(specs=tuple(specs), runtime_mode=mode, toolkit_spec_dirs=toolkit_dirs,
+                        spec_dirs=dirs, driver_version=nvml[0],
                         gpu_uuids=nvml[1], gpu_count=nvml[2],
                         stale_specs=sum(1 for s in specs if s.driver_stale or s.unknown_devices),
                         missing=missing)

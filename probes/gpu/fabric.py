@@ -15,9 +15,11 @@ Sources:
   without the call gives "not-supported", and the state is then not judged;
   The same structure gives the cluster UUID, the clique id and (v2) the health mask,
   decoded in probes/helpers/fabric_domain.py;
-* ``nvmlDeviceGetNvLinkState`` per link (1 = up), from link 0 up to the binding's bound
-  (NVML_NVLINK_MAX_LINKS: 18 before nvidia-ml-py 13, 36 since), stopping at the first link
-  that does not answer: a GB200 has 18 and answers INVALID_ARGUMENT for 18-35
+* ``nvmlDeviceGetNvLinkState`` per link (1 = up), up to the device's own link count
+  (``nvmlDeviceGetFieldValues`` NVML_FI_DEV_NVLINK_LINK_COUNT), else from link 0 up to the
+  binding's bound (NVML_NVLINK_MAX_LINKS: 18 before nvidia-ml-py 13, 36 since), stopping at
+  the first link that does not answer (probes/helpers/nvlinks.py): a GB200 has 18 and
+  answers INVALID_ARGUMENT for 18-35
   (NVIDIA/TensorRT-LLM#17060, where a loop that caught only NOT_SUPPORTED broke MNNVL
   detection on healthy NVL72 nodes);
 * the process table for ``nv-fabricmanager``; when it is not there,
@@ -45,13 +47,12 @@ from doctor.i18n import t
 from probes.helpers.gpu_common import Reader, gpu_count, nvidia_pci
 from probes.helpers.fabric_domain import (IMEX_DAEMON, cluster_uuid, health_problems,
                                           imex_channel0, imex_nodes)
+from probes.helpers.nvlinks import link_states
 from probes.helpers.processes import process_table
 
 # nvmlGpuFabricState_t (nvml.h)
 FABRIC_STATES = {0: "not-supported", 1: "not-started", 2: "in-progress", 3: "completed"}
 NVML_SUCCESS = 0
-NVLINK_MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS in nvml.h since CUDA 13 (a bound, not a count)
-NVLINK_UP = 1  # nvmlEnableState_t NVML_FEATURE_ENABLED
 MANAGER = "nv-fabricmanager"  # its comm is cut to 15 characters: "nv-fabricmanage"
 SERVICE = "nvidia-fabricmanager"
 INIT_NAMES = ("systemd", "init")
@@ -89,18 +90,6 @@ class FabricRecord:
     imex_running: bool | None  # nvidia-imex in the process table; None: not judged
 
 
-def _nvlinks(host: Host, index: int) -> tuple[int | None, int | None]:
-    answered = up = 0
-    for link in range(NVLINK_MAX_LINKS):
-        try:
-            state = host.nvml("nvmlDeviceGetNvLinkState", index, link)
-        except HostReadError:
-            break  # no NVLink, or past this GPU's last link
-        answered += 1
-        up += 1 if state == NVLINK_UP else 0
-    return (up, answered) if answered else (None, None)
-
-
 def read_gpu(host: Host, index: int) -> GpuFabric:
     r = Reader(host)
     info = r.mapping("state", "nvmlDeviceGetGpuFabricInfoV", index)
@@ -108,7 +97,7 @@ def read_gpu(host: Host, index: int) -> GpuFabric:
         r.missing["state"] = "not-supported"
     code = r.item("state", info, "state")
     status = r.item("status", info, "status")
-    up, total = _nvlinks(host, index)
+    up, total = link_states(host, index)
     mask = r.item("health_mask", info, "healthMask") if info and "healthMask" in info else None
     return GpuFabric(index=index,
                      state=None if code is None else FABRIC_STATES.get(code, f"state {code}"),

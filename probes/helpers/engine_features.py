@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from doctor.values import count, non_negative
+from probes.helpers.counter_span import span
 from probes.helpers.promtext import Page, bucket_delta, observed, quantile
 
 SPEC = "vllm:spec_decode_num_"
@@ -65,17 +66,7 @@ class FeatureFigures:
 def _span(first: Page, second: Page, name: str, absent: list[str],
           **match: str) -> tuple[float | None, str | None]:
     """(count, window) of a counter: its increase when it moved, else its total."""
-    after, before = second.total(name, **match), first.total(name, **match)
-    if after is None:
-        if second.has(name):
-            absent.append(f"{name}: no finite value (NaN or infinite)")
-        return None, None
-    if non_negative(after) is None:
-        absent.append(f"{name}: the page gives {after:g}, not a count >= 0")
-        return None, None
-    if before is not None and after > before >= 0:
-        return after - before, "between scrapes"
-    return after, "since start"
+    return span(first, second, name, absent, still_is_window=False, **match)
 
 
 def _spec(first: Page, second: Page, absent: list[str]) -> dict:

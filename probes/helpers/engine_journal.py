@@ -37,6 +37,11 @@ from probes.helpers.cgroups import parse_proc_cgroup
 JOURNAL_LINES = 20_000  # NCCL's init lines of 8 ranks are a few thousand; an engine's requests log the rest
 JOURNAL_BYTES = 3 << 20  # as much as the head and tail of a log file (probes/net/nccl_log.py)
 JOURNAL_TIMEOUT_S = 10.0
+# /proc/stat's btime is whole seconds of a boot time the kernel recomputes from the clock, so it
+# can read a second late; asked from the start itself, journalctl dropped the engine's first
+# second of lines (a live test saw none at all). Ask from a little before: the lines in between
+# are the unit's own, of a run that ended before this one started, at most this many seconds.
+SINCE_SLACK_S = 2
 USER_HZ = 100  # the unit of /proc/<pid>/stat's times on every Linux architecture (sysconf(_SC_CLK_TCK))
 # systemd's unit names (src/basic/unit-name.c): a prefix, an optional "@instance", a suffix;
 # here without "\\" (an escape to journalctl's glob match) and not starting with "-" or ".".
@@ -94,7 +99,7 @@ def journal_argv(unit: str, since: int | None) -> tuple[str, ...]:
     """journalctl's arguments; ``unit`` must be a unit name by ``UNIT`` (ValueError else)."""
     if not UNIT.fullmatch(unit):
         raise ValueError(f"not a systemd service name: {unit!r}")
-    window = f"--since=@{since}" if since is not None else "--since=-24h"
+    window = f"--since=@{since - SINCE_SLACK_S}" if since is not None else "--since=-24h"
     return ("journalctl", f"--unit={unit}", "--output=cat", "--no-pager",
             f"--lines={JOURNAL_LINES}", window)
 

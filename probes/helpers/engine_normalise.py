@@ -24,7 +24,7 @@ QUANTILES = (0.5, 0.95, 0.99)
 # vllm:cache_config_info labels worth a report (the rest are allocator internals).
 CACHE_CONFIG_KEPT = ("block_size", "cache_dtype", "gpu_memory_utilization", "enable_prefix_caching",
                      "num_gpu_blocks", "num_cpu_blocks", "kv_cache_size_tokens",
-                     "kv_cache_max_concurrency", "sliding_window")
+                     "kv_cache_max_concurrency", "sliding_window", "kv_cache_layout")
 LENGTH_POINTS = tuple((i + 0.5) / 40 for i in range(40))  # the request-length mix, 40 points
 
 

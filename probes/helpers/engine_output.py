@@ -36,7 +36,9 @@ class Output:
 
 
 def file_of(host: Host, pid: int, fd: int) -> str | None:
-    """The file ``pid``'s descriptor ``fd`` writes to; None for anything but a file."""
+    """The file ``pid``'s descriptor ``fd`` writes to; None for a pipe, a socket (the
+    journal's stream), a device, a deleted file or an unreadable link (engine.output and
+    net.nccl_log read an engine's stdout and stderr through it)."""
     try:
         target = host.read_link(f"/proc/{pid}/fd/{fd}")
     except HostReadError:

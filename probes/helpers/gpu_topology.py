@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 from doctor.i18n import t
 from doctor.inputs import Inputs
-from doctor.seam.host import Host, HostReadError
+from doctor.seam.host import Host
 from probes.helpers.gpu_common import Reader, gpu_count
 from probes.helpers.lineage import lineage
+from probes.helpers.nvlinks import link_states
 from probes.helpers.processes import Process, engine_processes, flag_value
 
 NAME = "gpu.topology"  # the probe whose record this is, in ProbeSpec.needs and after
@@ -33,7 +34,6 @@ P2P_STATUS = {0: "ok", 1: "chipset-not-supported", 2: "gpu-not-supported",
               3: "topology-not-supported", 4: "disabled-by-regkey", 5: "not-supported",
               6: "unknown"}
 P2P_READ, P2P_NVLINK = 0, 2  # nvmlGpuP2PCapsIndex_t (pass ints: the binding's READ is a tuple)
-NVLINK_MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS since CUDA 13: a bound; the loop stops at the first link that does not answer (GB200: 18)
 AFFINITY_WORDS = 16  # 64-bit words of CPU mask asked for: 1024 CPUs
 TP_FLAGS = ("--tensor-parallel-size", "-tp", "--tp", "--tp-size", "--num-shard")
 
@@ -87,26 +87,13 @@ def cpu_list(words: list) -> str | None:
     return ",".join(ranges)
 
 
-def _nvlinks_up(host: Host, index: int) -> int | None:
-    """Links in state up; None when the first link answers nothing (no NVLink)."""
-    answered = up = 0
-    for link in range(NVLINK_MAX_LINKS):
-        try:
-            state = host.nvml("nvmlDeviceGetNvLinkState", index, link)
-        except HostReadError:
-            break  # not supported (no NVLink), or past this GPU's last link
-        answered += 1
-        up += 1 if state == 1 else 0
-    return up if answered else None
-
-
 def _placement(host: Host, index: int) -> GpuPlacement:
     r = Reader(host)
     numa = r.integer("numa_node", "nvmlDeviceGetNumaNodeId", index)
     words = r.sequence("cpu_affinity", "nvmlDeviceGetCpuAffinity", index, AFFINITY_WORDS)
     return GpuPlacement(index=index, numa_node=numa,
                         cpu_affinity=cpu_list(words) if words else None,
-                        nvlinks_up=_nvlinks_up(host, index), missing=r.missing)
+                        nvlinks_up=link_states(host, index)[0], missing=r.missing)
 
 
 def _pair(host: Host, a: int, b: int, must_talk: bool) -> GpuPair:

@@ -29,6 +29,7 @@ from doctor.seam.host import Host, HostReadError
 from probes.helpers.engine_discovery import found as found_engines
 from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_journal import journal, started_at, unit_of
+from probes.helpers.engine_output import file_of
 from probes.helpers.gpu_common import reason_of
 from probes.helpers.nccl_text import Failure, Said, parse
 from probes.helpers.process_env import env_value
@@ -153,25 +154,13 @@ def engine_logs(host: Host, engines: list[Engine]) -> list[tuple[str, str, str]]
             continue
         label, root = _label(engine), f"/proc/{pid}/root"
         for fd, stream in ((1, "stdout"), (2, "stderr")):
-            target = _file_of(host, pid, fd)
+            target = file_of(host, pid, fd)
             if target is not None and target not in (p for _, p, _ in out):
                 out.append((f"{stream} of {label}", target, root + target))
         for path in debug_files(host, pid):
             if path not in (p for _, p, _ in out):
                 out.append((f"NCCL_DEBUG_FILE of {label}", path, root + path))
     return out[:MAX_LOGS]
-
-
-def _file_of(host: Host, pid: int, fd: int) -> str | None:
-    """The file ``pid``'s descriptor ``fd`` writes to; None for a pipe, a socket (the
-    journal's stream), a device, a deleted file or an unreadable link."""
-    try:
-        target = host.read_link(f"/proc/{pid}/fd/{fd}")
-    except HostReadError:
-        return None
-    if target.startswith("/") and not target.startswith(("/dev/", "/proc/")) and not target.endswith(" (deleted)"):
-        return target
-    return None
 
 
 def engine_journals(host: Host, engines: list[Engine], rdma: int | None) -> tuple[list[NcclLog], dict[str, str]]:
@@ -181,7 +170,7 @@ def engine_journals(host: Host, engines: list[Engine], rdma: int | None) -> tupl
     missing: dict[str, str] = {}
     for engine in engines:
         pid = engine.pid
-        if pid is None or all(_file_of(host, pid, fd) is not None for fd in (1, 2)):
+        if pid is None or all(file_of(host, pid, fd) is not None for fd in (1, 2)):
             continue  # its output goes to files, read above
         unit, why = unit_of(host, pid)
         if unit is None:

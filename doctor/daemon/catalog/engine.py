@@ -16,6 +16,7 @@ FEATURE_FIGURES = ("spec_window", "spec_drafts", "spec_draft_tokens", "spec_acce
                    "grammar_compile_p95_s", "grammar_timeouts", "absent")
 # probes/helpers/engine_kv.KvFigures' fields: engine.kv_tiers reads them
 KV_FIGURES = ("transfers", "failed", "failed_notifications", "failed_window", "xfer_p99_s",
+              "xfer_p99_floor_s", "xfer_bytes_max", "hit_shares", "hit_window", "offload_cpu_bytes_all",
               "offload_cpu_bytes", "offload_cpu_tokens", "absent")
 FREE_TEXT = "free text for people (it may name URLs and paths), shown by the scan"
 
@@ -218,6 +219,38 @@ TABLES = (
               "SGLang HiCache's host pool over its device pool"),
         gauge("engines.pythonhashseed_set", "engine_pythonhashseed_set",
               "1 when PYTHONHASHSEED is set in the engine's environment"),
+        gauge("engines.cpu_tier_host_bytes", "engine_kv_offload_host_bytes",
+              "What the host holds for the CPU KV tier: its size, once a rank where it is per rank"),
+        gauge("engines.mem_available_bytes", "engine_kv_offload_mem_available_bytes",
+              "The host's MemAvailable when the CPU KV tier was judged"),
+        gauge("engines.engine_rss_bytes", "engine_kv_offload_engine_rss_bytes",
+              "Resident memory of the engine and its workers (VmRSS): what of the tier it may hold"),
+        gauge("engines.memlock_bytes", "engine_kv_offload_memlock_bytes",
+              "The engine's soft locked-memory limit (absent when unlimited)"),
+        gauge("engines.ipc_lock", "engine_kv_offload_ipc_lock",
+              "1 when the engine holds CAP_IPC_LOCK: the locked-memory limit does not bind"),
+        gauge("engines.xfer_p99_floor_s", "engine_kv_transfer_p99_floor_seconds",
+              "At least 1 % of the NIXL KV transfers took longer (the 99th percentile's bucket floor)"),
+        gauge("engines.xfer_bytes_max", "engine_kv_transfer_max_bytes",
+              "No NIXL KV transfer moved more bytes (the highest byte bucket used)"),
+        gauge("engines.link_gbits", "engine_kv_transfer_link_gbits",
+              "The link's rate, Gb/s: the fastest ACTIVE RDMA port, else the fastest physical interface up"),
+        unexported("engines.link_from", "where link_gbits comes from (net.rdma or net.interfaces): shown with the finding"),
+        gauge("engines.xfer_line_s", "engine_kv_transfer_line_seconds",
+              "The largest transfer's bytes at the link's rate, seconds"),
+        info("engines", "engine_kv_transfer_config_info", "What a NIXL prefill/decode pair must "
+             "agree on (vllm:cache_config_info, --kv-transfer-config)", cache_dtype="cache_dtype",
+             block_size="block_size", kv_cache_layout="kv_cache_layout",
+             kv_buffer_device="kv_buffer_device"),
+        gauge("engines.nixl_permute", "engine_kv_transfer_permute_local_kv",
+              "1 when enable_permute_local_kv is set in --kv-transfer-config"),
+        unexported("engines.hit_shares", "each SGLang cache source's share of the prompt tokens: "
+                   "shown by the scan, judged by no rule (no published threshold)"),
+        unexported("engines.hit_window", "what hit_shares covers: 'between scrapes' or 'since start'"),
+        unexported("engines.nixl_differs", "what differs from the NIXL instances it could pair with: "
+                   "read by the rule and shown by the scan"),
+        gauge("engines.tier_rdma_registered", "engine_kv_offload_rdma_registered",
+              "1 when the CPU KV tier is registered with an RDMA device (SGLang HiCache on Mooncake)"),
         *(unexported(f"engines.{f}", why) for f, why in (
             ("failed_window", "what the failures cover: 'between scrapes' or 'since start'"),
             ("ucx_tls", "the engine's UCX_TLS, read by the rule and shown by the scan"),

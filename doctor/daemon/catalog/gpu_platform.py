@@ -14,6 +14,11 @@ TABLES: tuple[Table, ...] = (
              "legacy, cdi, csv, auto)", mode="runtime_mode"),
         gauge("stale_specs", "gpu_cdi_stale_specs",
               "CDI specs naming another driver's files or GPUs NVML does not list"),
+        of("members", "toolkit_spec_dirs", "gpu_cdi_toolkit_spec_dir_info",
+           "A directory the NVIDIA container runtime reads CDI specs from "
+           "([nvidia-container-runtime.modes.cdi] spec-dirs)", "directory"),
+        unexported("spec_dirs", "the directories read: the default ones and the toolkit's; each "
+                   "spec's path label names its directory"),
         unexported("driver_version", "gpu.inventory's llm_doctor_gpu_driver_info"),
         unexported("gpu_uuids", "gpu.inventory's uuid label on llm_doctor_gpu_info"),
         unexported("gpu_count", "gpu.inventory's llm_doctor_gpu_devices"),
