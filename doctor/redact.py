@@ -472,7 +472,11 @@ KEPT_ENV = frozenset({"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE",
     # where an engine keeps its model and compile caches (probes/engine/cache.py): paths
     # and a switch, no secret; HOME and USER give the defaults (~/.cache, /tmp/torchinductor_<user>)
     "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TRITON_CACHE_DIR",
-    "TRITON_HOME", "TORCHINDUCTOR_CACHE_DIR", "HOME", "USER"})
+    "TRITON_HOME", "TORCHINDUCTOR_CACHE_DIR", "HOME", "USER"}) | frozenset({
+    # ROCm: which GPUs an engine sees and the gfx target it pretends its card is
+    # (probes/amd/host.py); versions and indexes, no secret
+    "HSA_OVERRIDE_GFX_VERSION", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+    "HSA_FORCE_FINE_GRAIN_PCIE"})
 
 
 def redact_environ(text: str) -> str:

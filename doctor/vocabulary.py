@@ -144,6 +144,13 @@ CAUSES: tuple[str, ...] = (
     "kv-transfer-ucx-tcp",
     "kv-offload-tier-small",
     "kv-offload-hashseed-unset",
+    # issue 33, AMD (ROCm) hosts (checks/gpu_amd.toml)
+    "numa-balancing-on",
+    "iommu-not-passthrough",
+    "amd-gpu-ras-errors",
+    "amd-xgmi-link-degraded",
+    "amd-gfx-unsupported",
+    "amd-device-files-missing",
     # issue 33, Huawei Ascend NPUs (checks/npu_ascend.toml)
     "npu-health-not-ok",
     "npu-network-port-down",
@@ -209,6 +216,13 @@ OWN_CAUSES: tuple[str, ...] = (
     "kv-transfer-ucx-tcp",  # UCX_TLS keeps KV transfers on TCP where RDMA ports are up
     "kv-offload-tier-small",  # a CPU KV tier no larger than the GPU's: copies without hits
     "kv-offload-hashseed-unset",  # LMCache, TP > 1, PYTHONHASHSEED unset: workers' keys differ
+    # issue 33, AMD (ROCm) hosts
+    "numa-balancing-on",  # kernel.numa_balancing on a host serving from AMD GPUs
+    "iommu-not-passthrough",  # a translating IOMMU without iommu=pt: RCCL's P2P copies hang
+    "amd-gpu-ras-errors",  # uncorrectable ECC errors or HBM pages retired or pending
+    "amd-xgmi-link-degraded",  # an xGMI link down or trained below its peers
+    "amd-gfx-unsupported",  # a gfx target ROCm does not build for, or an engine not on the GPU
+    "amd-device-files-missing",  # AMD GPUs on the PCI bus, no /dev/kfd (driver, or a container's devices)
     # issue 33, Huawei Ascend NPUs (checks/npu_ascend.toml)
     "npu-health-not-ok",  # npu-smi's Health column not OK (Warning, Alarm, Critical)
     "npu-network-port-down",  # an NPU's RoCE port link DOWN or its net health failing (hccn_tool)

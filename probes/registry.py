@@ -32,6 +32,7 @@ from probes.engine import (
     truncation as engine_truncation,
     warmup as engine_warmup,
 )
+from probes.amd import gpu as amd_gpu, host as amd_host
 from probes.gpu import (
     bandwidth as gpu_bandwidth,
     cdi as gpu_cdi,
@@ -486,6 +487,24 @@ PROBES: tuple[ProbeSpec, ...] = (
         # after, not needs: a failing NVML is this probe's own error to report (as every
         # gpu.* probe reports it), not a skip for want of gpu.topology
         after=("gpu.topology",),
+    ),
+    ProbeSpec(
+        name="amd.gpu",
+        level=Level.QUICK,
+        description=lazy("Each AMD GPU through AMD SMI: temperature and limits, clocks, power and cap, memory, PCIe link, RAS/ECC counts and bad pages, xGMI links, partition modes, gfx architecture, processes"),
+        reads=lazy("amdsmi: asic info, temp metric (HOTSPOT), clock info, power info and cap, violation status, VRAM usage, PCIe info, total ECC count, bad page info, xGMI link status and link metrics, compute and memory partition, process list; /proc/<pid>/comm, cmdline"),
+        timeout_s=20.0,
+        run=amd_gpu.probe,
+        summary=amd_gpu.summary,
+    ),
+    ProbeSpec(
+        name="amd.host",
+        level=Level.QUICK,
+        description=lazy("The host settings ROCm needs: AMD GPUs and their gfx targets, NUMA auto-balancing, IOMMU passthrough, each engine's HSA_OVERRIDE_GFX_VERSION and whether it holds /dev/kfd"),
+        reads=lazy("/sys/bus/pci/devices/*/{vendor,class}, /sys/class/kfd/kfd/topology/nodes/*/properties, /proc/sys/kernel/numa_balancing, /proc/cmdline, /sys/class/iommu, /sys/kernel/iommu_groups; engines' /proc/<pid>/environ and fd"),
+        timeout_s=15.0,
+        run=amd_host.probe,
+        summary=amd_host.summary,
     ),
     ProbeSpec(
         name="engine.offload",

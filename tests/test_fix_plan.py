@@ -171,6 +171,34 @@ def test_hands_on_steps_are_never_planned_for_a_virtual_machine():
     assert not build_plan(saved(report), "saved scan x", {}).steps
 
 
+def test_numa_balancing_on_an_amd_host_is_a_sysctl_step():
+    plan = _plan("amd-mi300-8x-numa-balancing")
+    (step,) = [s for s in plan.steps if s.cause == "numa-balancing-on"]
+    (written,) = step.files
+    assert written.path == "/etc/sysctl.d/60-llm-doctor-numa-balancing-on.conf"
+    assert written.content.endswith("kernel.numa_balancing = 0\n")
+    assert [(w.path, w.seen, w.new) for w in step.live] == [("/proc/sys/kernel/numa_balancing", "1", "0")]
+
+
+def test_iommu_passthrough_is_a_checklist_never_applied():
+    plan = _plan("amd-mi300-8x-iommu-translated")
+    (step,) = [s for s in plan.steps if s.cause == "iommu-not-passthrough"]
+    assert step.kind == Kind.MANUAL and step.risk == Risk.NEEDS_REBOOT
+    assert not step.files and not step.commands and not step.live
+    assert any("iommu=pt" in item for item in step.manual)
+
+
+def test_power_cap_on_an_amd_host_is_amd_smi():
+    finding = {"rule": "gpu-power-capped", "cause": "gpu-power-capped", "key": "",
+               "title": "GPU1: power limit set to 500 W", "severity": "warning",
+               "evidence": {"gpu": 1, "power_limit_w": 500.0, "power_default_limit_w": 750.0}}
+    amd = {"name": "amd.gpu", "status": "ok", "data": {"gpus": [{"index": 1}]}}
+    plan = build_plan(saved({"host": {"hostname": "h"}, "probes": [amd], "findings": [finding]}), "x", {}, NOW)
+    step, = plan.steps
+    assert [(c.argv, c.undo) for c in step.commands] == [
+        (("amd-smi", "set", "-g", "1", "--power-cap", "750"), ("amd-smi", "set", "-g", "1", "--power-cap", "500"))]
+
+
 def test_the_fabric_manager_is_started_only_where_it_is_this_hosts_to_run():
     """nvswitch-fabric-down on a GB200 compute tray (no NVSwitch on its PCI bus: gpu.fabric
     leaves the manager unjudged) gets no step: the tray runs no fabric manager, and

@@ -170,7 +170,8 @@ def test_only_the_registry_imports_every_probe():
     """A probe module is imported by the registry and by commands; never by the core or a
     renderer (covered above), by another probe (below) or by the daemon."""
     edges = graph()
-    probe_modules = {m for m in edges if m.startswith(("probes.host.", "probes.gpu.", "probes.engine."))}
+    probe_modules = {m for m in edges if m.startswith(("probes.host.", "probes.gpu.", "probes.engine.",
+                                                       "probes.amd."))}
     daemon_users = sorted(f"{name} imports {dep}" for name, deps in edges.items()
                           if _layer(name) == "daemon" for dep in deps & probe_modules)
     assert daemon_users == []
@@ -178,7 +179,7 @@ def test_only_the_registry_imports_every_probe():
 
 # The probe families: modules that measure (a registry probe, or a micro-kernel one runs).
 PROBE_FAMILIES = ("probes.host.", "probes.gpu.", "probes.engine.", "probes.kernels.", "probes.net.",
-                  "probes.npu.")
+                  "probes.amd.", "probes.npu.")
 
 
 def test_a_probe_imports_no_other_probe():

@@ -16,7 +16,7 @@ def test_every_probe_is_complete():
     names = [spec.name for spec in PROBES]
     assert len(names) == len(set(names))
     for spec in PROBES:
-        assert re.fullmatch(r"(host|gpu|engine|net|npu)\.[a-z_]+", spec.name), spec.name
+        assert re.fullmatch(r"(host|gpu|engine|net|amd|npu)\.[a-z_]+", spec.name), spec.name
         assert spec.description and "\n" not in spec.description
         assert spec.reads
         assert 0 < spec.timeout_s <= 600

@@ -131,9 +131,19 @@ def test_startup_oom_from_records():
     assert row(diff, "gpu-memory-held-by-other-process").status == CONFIRMED
     assert "fix: " in said(diff, "gpu-memory-held-by-other-process")
     small = dict(memory, processes=[dict(memory["processes"][0], used_mib=300)])
-    diff = differential("startup-oom", {"gpu.memory": small})
+    # an NVIDIA host: the cause's Ascend rule has no npu-smi to read (its probe skipped); it
+    # does not decide the row, which the NVIDIA rule rules out (before: "not checked")
+    no_ascend = ProbeResult("npu.devices", "skipped", 0.0, reason="no Ascend driver: npu-smi not found")
+    diff = differential("startup-oom", {"gpu.memory": small}, extra=[no_ascend])
     assert row(diff, "gpu-memory-held-by-other-process").status == RULED_OUT
     assert "used_mib = 300, needs ≥" in said(diff, "gpu-memory-held-by-other-process")
+    ascend = next(c for c in row(diff, "gpu-memory-held-by-other-process").checks
+                  if c.rule == "npu-memory-held-by-other-process")
+    assert ascend.status == NOT_CHECKED and ascend.skipped and "no Ascend driver" in str(ascend.why)
+    # the same with the NVIDIA probe skipped too: nothing judged it, so not checked
+    no_nvidia = ProbeResult("gpu.memory", "skipped", 0.0, reason="NVIDIA driver not loaded")
+    diff = differential("startup-oom", {}, extra=[no_ascend, no_nvidia])
+    assert row(diff, "gpu-memory-held-by-other-process").status == NOT_CHECKED
     # every cause a rule ties to the row has a row, in domain.md's order
     causes = [r.cause for r in diff.rows]
     assert set(causes) == {r.cause for r in candidates("startup-oom", RULES)}
@@ -309,3 +319,23 @@ def test_figures_the_host_probe_could_not_read_say_why_and_offer_no_level():
     low = checks["host-memory-dimms-downclocked"]
     assert low.status == NOT_CHECKED and low.command is None
     assert "dimm_configured_mts: not measured (dmidecode is not installed" in say(low.items[0].parts[0])
+
+
+def test_a_rule_with_another_vendors_items_is_judged_on_them_when_its_own_probe_skipped():
+    # an AMD-only host: gpu.memory skipped (no NVIDIA driver), amd.gpu ran; the foreign-process
+    # rule reads amd.gpu's processes through each_also (before: "not checked: gpu.memory skipped")
+    rule = next(r for r in RULES if r.id == "gpu-memory-held-by-other-process")
+    assert "amd.gpu" in rule.also_probes
+    from doctor.why.differential import probes_needed
+    assert "amd.gpu" in probes_needed([rule], SPECS)
+    no_nvidia = ProbeResult("gpu.memory", "skipped", 0.0, reason="NVIDIA driver not loaded")
+    proc = {"gpu": 0, "pid": 77, "name": "jupyter", "used_mib": 300, "engine": None,
+            "is_llm_doctor": False, "mps_server": False}
+    diff = differential("startup-oom", {"amd.gpu": {"gpus": [], "processes": [proc]}},
+                        extra=[no_nvidia], rules=[rule])
+    assert row(diff, "gpu-memory-held-by-other-process").status == RULED_OUT
+    assert "used_mib = 300, needs ≥" in said(diff, "gpu-memory-held-by-other-process")
+    big = dict(proc, used_mib=20480)
+    diff = differential("startup-oom", {"amd.gpu": {"gpus": [], "processes": [big]}},
+                        extra=[no_nvidia], rules=[rule])
+    assert row(diff, "gpu-memory-held-by-other-process").status == CONFIRMED

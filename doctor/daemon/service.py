@@ -291,7 +291,7 @@ class Daemon:
         for message in errors:
             log.error("%s", t("rule error: {message}", message=message))
         ok = {r.name for r in results if r.status == "ok"}
-        evaluated = {r.id for r in self.loaded.rules if set(r.probes) <= ok}
+        evaluated = {r.id for r in self.loaded.rules if r.evaluated_with(ok)}
         wall = time.time()
         # info findings are for the metrics and reports; only warnings and worse page people
         alerting = [f for f in findings if f.severity >= Severity.WARNING]

@@ -58,7 +58,7 @@ def _step(finding: SavedFinding, kind: Kind, risk: Risk, title: str, check: str,
 
 
 def _sysctl_step(finding: SavedFinding, scan: Scan, name: str, wanted: list[tuple[str, int | None, int]],
-                 lower: bool = False) -> Built:
+                 lower: bool = False, probe: str = "host.sysctl") -> Built:
     """A sysctl.d file named for ``name`` (the catalogue's: a file's path is never built from
     the scan) with the settings short of ``wanted`` (below it, or above it when ``lower``)
     and their live values."""
@@ -74,7 +74,7 @@ def _sysctl_step(finding: SavedFinding, scan: Scan, name: str, wanted: list[tupl
     return _step(finding, Kind.FILE, Risk.NONE, t("Set {names} now and at every boot", names=names),
                  check=t("sysctl {keys} shows the new values and {path} holds them",
                          keys=" ".join(n for n, _, _ in low), path=path),
-                 verify=t("a scan of host.sysctl no longer raises the finding"),
+                 verify=t("a scan of {probe} no longer raises the finding", probe=probe),
                  revert=t("delete {path} and write the saved live values back", path=path),
                  files=(FileWrite(path, header(finding, scan) + body),), live=live)
 
@@ -100,6 +100,13 @@ def swap(finding: SavedFinding, scan: Scan, date: str) -> Built:
         ], Risk.DISRUPTIVE, t("Swap in use: free memory, then bring the pages back"))
     return _sysctl_step(finding, scan, "swap-swappiness-high", [
         ("vm.swappiness", integer(finding.evidence.get("swappiness")), SWAPPINESS)], lower=True)
+
+
+def numa_balancing(finding: SavedFinding, scan: Scan, date: str) -> Built:
+    """kernel.numa_balancing = 0, as AMD's MI300X tuning guide sets it (amd.host's reading)."""
+    return _sysctl_step(finding, scan, "numa-balancing-on", [
+        ("kernel.numa_balancing", integer(finding.evidence.get("numa_balancing")), 0)],
+        lower=True, probe="amd.host")
 
 
 def governor(finding: SavedFinding, scan: Scan, date: str) -> Built:
@@ -280,6 +287,20 @@ def power_cap(finding: SavedFinding, scan: Scan, date: str) -> Built:
     if integer(gpu, 0, MAX_GPUS - 1) is None or not (_watts(now) and _watts(default)):
         return t("the finding lacks the GPU index or its limits")
     watts, old = f"{default:g}", f"{now:g}"
+    amd = dicts_in(scan.data("amd.gpu").get("gpus"))
+    if amd and dicts_in(scan.data("gpu.thermal_power").get("gpus")):
+        return t("this host has NVIDIA and AMD GPUs and the finding does not say whose GPU{gpu} "
+                 "it is: set the limit by hand (the playbook)", gpu=gpu)
+    if amd:  # issue 33: the same rule on an AMD host (amd.gpu)
+        return _step(finding, Kind.LIVE, Risk.NONE,
+                     t("GPU{gpu}: power limit {old} W back to its default {watts} W", gpu=gpu, old=old, watts=watts),
+                     check=t("amd-smi static --limit -g {gpu} shows a {watts} W cap", gpu=gpu, watts=watts),
+                     verify=t("a scan of {probe} no longer raises the finding", probe="amd.gpu"),
+                     revert=f"amd-smi set -g {gpu} --power-cap {old}",
+                     commands=(Command(("amd-smi", "set", "-g", str(gpu), "--power-cap", watts),
+                                       ("amd-smi", "set", "-g", str(gpu), "--power-cap", old),
+                                       t("the board's default limit")),),
+                     manual=(t("Remove the cap from whatever set it (boot scripts, DCGM or BMC policy) or it returns."),))
     return _step(finding, Kind.LIVE, Risk.NONE,
                  t("GPU{gpu}: power limit {old} W back to its default {watts} W", gpu=gpu, old=old, watts=watts),
                  check=t("nvidia-smi -i {gpu} --query-gpu=power.limit --format=csv,noheader shows {watts} W",
@@ -431,6 +452,14 @@ def p2p(finding: SavedFinding, scan: Scan, date: str) -> Built:
 
 BUILDERS: dict[str, Builder] = {
     "network-backlog-small": network_backlog,
+    "numa-balancing-on": numa_balancing,  # issue 33
+    # issue 33: the kernel command line is a checklist, never written by llm-doctor
+    "iommu-not-passthrough": manual([
+        lazy("Add `iommu=pt` to GRUB_CMDLINE_LINUX in /etc/default/grub (keep `amd_iommu=on` if it is there)."),
+        lazy("Regenerate the boot configuration: `sudo update-grub` (Debian, Ubuntu) or "
+             "`sudo grub2-mkconfig -o /boot/grub2/grub.cfg`."),
+        lazy("Reboot in a maintenance window, then check `cat /proc/cmdline` shows iommu=pt."),
+    ], Risk.NEEDS_REBOOT, lazy("Put the IOMMU in passthrough (kernel command line)")),
     "swap-active": swap,
     "cpu-powersave-governor": governor,
     "fd-limit-low": limit,
@@ -591,6 +620,11 @@ NO_STEP: dict[str, str] = {
     "kv-transfer-slow": lazy("where a KV transfer spends its time is found by measuring the link: the playbook says how"),
     "kv-transfer-config-mismatch": lazy("which instance of the pair is restarted with the other's settings is the operator's call: the playbook lists the settings"),
     "kv-offload-over-memlock": lazy("the engine's locked-memory limit is set where it is started (its unit, container or pod): the playbook names each"),
+    # issue 33: AMD GPUs
+    "amd-gpu-ras-errors": lazy("a GPU with uncorrectable errors is drained and reset, then serviced: the playbook says how, and it is the operator's call"),
+    "amd-xgmi-link-degraded": lazy("an xGMI link is the baseboard's: drain the GPU and have the platform vendor check it (the playbook)"),
+    "amd-device-files-missing": lazy("the driver or the container's devices are the deployment's: the playbook says what to pass"),
+    "amd-gfx-unsupported": lazy("HSA_OVERRIDE_GFX_VERSION or another GPU is a deployment choice: the playbook says which target fits"),
 }
 
 

@@ -20,7 +20,7 @@ from doctor.config import Config
 from doctor.model import Finding, ProbeResult, Severity
 from doctor.rules.expressions import chain_of
 from doctor.rules.loader import DEFAULT_KEY_FIELDS, Rule
-from doctor.rules.sandbox import Evaluator, LimitExceeded
+from doctor.rules.sandbox import Evaluator, FeatureNotAvailable, LimitExceeded
 from doctor.vocabulary import FIRST_CAUSES
 from doctor.i18n import LANGS, Speaking
 from doctor.i18n.text import Localized, localized, said
@@ -96,24 +96,49 @@ def missing_reason(tree: ast.expr, names: dict[str, Any]) -> str | None:
     return None
 
 
-def rule_items(rule: Rule, ev: Evaluator) -> list[Any]:
-    """The items a rule judges one by one: its ``each`` expression's list (a mapping's
-    keys), ``[None]`` for a rule without ``each`` (one judgement of the whole record), none
-    when ``each`` is absent. A value that is no collection is the rule's error (TypeError)."""
+def rule_items(rule: Rule, ev: Evaluator, ok: set[str] | None = None) -> list[Any]:
+    """The items a rule judges one by one: those of its ``each`` expression's list (a
+    mapping's keys) when its probes ran ok, then those of each ``each_also`` path whose probe
+    ran ok (``ok`` None: every probe the names hold); ``[None]`` for a rule without ``each``
+    (one judgement of the whole record). A value that is no collection is the rule's error
+    (TypeError)."""
     if not rule.each:
         return [None]
-    value = ev.run(rule.compiled["each"], rule.each)
-    if value is None:
-        return []
-    if not isinstance(value, (list, tuple, set, frozenset, dict)):
-        raise TypeError(f"'each' gave a {type(value).__name__}, not a list of items")
-    return list(value)
+    sources = []
+    if ok is None or set(rule.probes) <= ok:
+        sources.append((rule.compiled["each"], rule.each))
+    for i, (path, probe) in enumerate(zip(rule.each_also, rule.also_probes)):
+        if probe in (ok if ok is not None else ()):
+            sources.append((rule.compiled[f"each_also.{i}"], path))
+    items: list[Any] = []
+    for tree, source in sources:
+        value = ev.run(tree, source)
+        if value is None:
+            continue
+        if not isinstance(value, (list, tuple, set, frozenset, dict)):
+            raise TypeError(f"'each' gave a {type(value).__name__}, not a list of items")
+        items.extend(value)
+    return items
 
 
-def _of_absent(exc: TypeError) -> bool:
+def _of_absent(exc: Exception) -> bool:
     """Whether an expression failed only because a value it used is absent (None): a
     comparison or arithmetic with None, as Python words it."""
     return "NoneType" in str(exc)
+
+
+def roots_for(rule: Rule, roots: dict, ok: set[str]) -> dict:
+    """``roots`` with the rule's own probes that did not run as None, for a rule that runs on
+    ``each_also``'s items alone (another vendor's host): ``gpu.memory.engine_count`` is then
+    absent there, as any value the host does not report, not a rule error."""
+    if set(rule.probes) <= ok:
+        return roots
+    out = dict(roots)
+    for probe in rule.probes:
+        if probe not in ok:
+            family, _, name = probe.partition(".")
+            out[family] = {**out.get(family, {}), name: None}
+    return out
 
 
 def run_or_absent(ev: Evaluator, compiled: Any, source: str) -> Any:
@@ -122,17 +147,17 @@ def run_or_absent(ev: Evaluator, compiled: Any, source: str) -> Any:
     judged, and no rule fails on it; any other error is the rule's own."""
     try:
         return ev.run(compiled, source)
-    except TypeError as exc:
+    except (TypeError, FeatureNotAvailable) as exc:  # '.field' of None: "not available on a NoneType value"
         if _of_absent(exc):
             return None
         raise
 
 
 def _matches(rule: Rule, roots: dict, params: dict, severity: Severity,
-             time_limit_s: float) -> list[Finding]:
+             time_limit_s: float, ok: set[str] | None = None) -> list[Finding]:
     ev = Evaluator({**roots, "params": params, "item": None}, time_limit_s)
     findings = []
-    for item in rule_items(rule, ev):
+    for item in rule_items(rule, ev, ok):
         ev.names["item"] = item
         if not run_or_absent(ev, rule.compiled["when"], rule.when):
             continue  # not met, or not judged: a value the condition needs is absent
@@ -188,13 +213,14 @@ def evaluate(rules: list[Rule], results: list[ProbeResult], config: Config | Non
     ok = {r.name for r in results if r.status == "ok"}
     for rule in rules:
         override = config.rules.get(rule.id, {})
-        if not override.get("enabled", True) or not set(rule.probes) <= ok:
+        if not override.get("enabled", True) or not rule.evaluated_with(ok):
             continue
         params = {**rule.params, **{k: v for k, v in override.items() if k in rule.params}}
         severity = Severity[override["severity"].upper()] if "severity" in override else rule.severity
         started = time.monotonic()
         try:
-            findings.extend(_matches(rule, roots, params, severity, time_limit_s))
+            findings.extend(_matches(rule, roots_for(rule, roots, ok), params, severity,
+                                     time_limit_s, ok))
         except LimitExceeded as exc:
             errors.append(f"rule '{rule.id}' ({rule.source}): stopped: {exc} "
                           f"(after {time.monotonic() - started:.1f} s); simplify its expressions")

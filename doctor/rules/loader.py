@@ -12,6 +12,7 @@ A rule file holds ``[[rule]]`` tables, and may say which rule format it is writt
     severity = "warning"                # info | warning | critical
     probes = ["host.limits"]            # evaluated only when these probes ran ok
     each = "host.limits.processes"      # optional: one finding per matching item (`item`)
+    each_also = ["amd.gpu.gpus"]        # optional, with each: other probes' items, the same facts
     key = "str(item.pid)"               # optional, with each: the item's identity
     when = "item.nofile_soft < params.min_nofile"      # the condition
     critical_when = "item.nofile_soft < params.critical_nofile"   # optional escalation
@@ -66,7 +67,8 @@ RULE_FORMAT = 1  # the rule-file format this llm-doctor reads (docs/rules.md, "F
 MAX_RULES_PER_FILE = 1000
 REQUIRED = ("id", "cause", "symptoms", "severity", "probes", "when", "title", "remediation",
             "playbook")
-OPTIONAL = ("each", "key", "critical_when", "for", "params", "evidence", "description")
+OPTIONAL = ("each", "each_also", "key", "critical_when", "for", "params", "evidence",
+            "description")
 IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$")  # playbook names
 # a rule id goes into saved scans, states, plans and labels: doctor/rules/ids.py's grammar
 RULE_ID_LINE = re.compile(f"^{RULE_ID.pattern}$")
@@ -116,6 +118,18 @@ class Rule:
     template: Template = field(default_factory=lambda: Template(()))  # the parsed title
     # lang → the title and remediation in that language (doctor/rules/texts.py)
     texts: dict[str, RuleTexts] = field(default_factory=dict)
+    # further item lists (another vendor's records of the same facts): paths "<probe>.<field>"
+    each_also: tuple[str, ...] = ()
+
+    @property
+    def also_probes(self) -> tuple[str, ...]:
+        """The probes of ``each_also``'s paths, in order."""
+        return tuple(".".join(path.split(".")[:2]) for path in self.each_also)
+
+    def evaluated_with(self, ok: set[str] | frozenset[str]) -> bool:
+        """Whether the rule runs when the probes ``ok`` ran ok: all of its ``probes``, or
+        one probe of ``each_also`` (a host with another vendor's GPUs)."""
+        return set(self.probes) <= ok or any(p in ok for p in self.also_probes)
 
     def title_in(self, lang: str) -> Template:
         """The title's template in ``lang``, else the English one."""
@@ -252,6 +266,15 @@ def _checked(f: _Fields, probes: dict[str, ProbeSpec]) -> dict[str, Any]:
             raise f.error(name, t("'params.{name}' must be a number, string, boolean or an "
                                   "array of them, not {kind}", name=name, kind=_kind(value)))
     out["evidence"] = f.table("evidence")
+    out["each_also"] = f.strings("each_also") if "each_also" in raw else ()
+    if out["each_also"] and raw.get("each") is None:
+        raise f.error("each_also", t("'each_also' adds items to those of 'each': it needs 'each'"))
+    for path in out["each_also"]:
+        probe = ".".join(path.split(".")[:2])
+        if probe not in probes or path.count(".") < 2:
+            raise f.error("each_also", t("'each_also' takes paths '<probe>.<field>' of a probe's "
+                                         "list; no probe '{name}'{hint}", name=probe,
+                                         hint=suggest(probe, probes)))
     return out
 
 
@@ -287,7 +310,28 @@ def _compile_all(f: _Fields, out: dict[str, Any], schema: Schema) -> dict[str, a
     for label in out["evidence"]:
         trees[f"evidence.{label}"] = compiled(f"evidence.{label}", f"evidence.{label}",
                                               item_type, label)
+    for i, path in enumerate(out["each_also"]):
+        trees[f"each_also.{i}"] = _also_checked(f, path, schema, params)
     return trees
+
+
+def _also_checked(f: _Fields, path: str, schema: Schema, params: dict[str, Any]) -> ast.expr:
+    """``path``'s tree, once every expression of the rule compiles against its items too: a
+    field the other vendor's record lacks is an error when the file loads, not a rule that
+    fails on that vendor's hosts."""
+    raw = f.raw
+    try:
+        tree = compile_expression(path, "each_also", schema, params, None)
+        chain = chain_of(tree)
+        item_type = element_type(schema.resolve(chain)[0]) if chain else Any
+        for key in ("key", "when", "critical_when"):
+            if raw.get(key) is not None:
+                compile_expression(raw[key], f"{key} (each_also {path})", schema, params, item_type)
+        for label, expr in f.table("evidence").items():
+            compile_expression(expr, f"evidence.{label} (each_also {path})", schema, params, item_type)
+    except ExpressionError as exc:
+        raise f.error("each_also", str(exc)) from None
+    return tree
 
 
 def _rule(raw: Any, index: int, path: Path, lines: LineIndex, schema: Schema,
@@ -312,6 +356,7 @@ def _rule(raw: Any, index: int, path: Path, lines: LineIndex, schema: Schema,
         critical_when=raw.get("critical_when"), for_=raw.get("for"), params=out["params"],
         evidence=out["evidence"], source=f"{path}:{lines.entry('rule', index)}",
         compiled=trees, for_s=out["for_s"], key=raw.get("key"), template=template,
+        each_also=out["each_also"],
     )
 
 

@@ -36,7 +36,7 @@ class Reason(str, enum.Enum):
     FAILED = "failed"
     NOT_SUPPORTED = "not-supported"  # the hardware or driver does not report it
     DEVICE_LOST = "device-lost"  # the GPU fell off the bus
-    LIBRARY_MISSING = "library-missing"  # no driver, no libnvidia-ml
+    LIBRARY_MISSING = "library-missing"  # no driver, no libnvidia-ml or libamd_smi
 
     def __str__(self) -> str:
         return self.value
@@ -79,6 +79,8 @@ def detail_text(detail: str) -> str:
         "the URL or a header is not ASCII": t("the URL or a header is not ASCII"),
         "NVIDIA driver not loaded in this recording (no nvml.json)":
             t("NVIDIA driver not loaded in this recording (no nvml.json)"),
+        "AMD driver not loaded in this recording (no amdsmi.json)":
+            t("AMD driver not loaded in this recording (no amdsmi.json)"),
     }
     if detail in words:
         return words[detail]
@@ -195,6 +197,7 @@ class Host(Protocol):
     def http_get(self, url: str, timeout_s: float = 5.0, max_bytes: int = 8 << 20,
                  headers: dict[str, str] | None = None) -> HttpResponse: ...
     def nvml(self, name: str, *args: int | str) -> Any: ...
+    def amdsmi(self, name: str, *args: int | str) -> Any: ...
     def memo(self, key: str, fn: Callable[[], T]) -> T: ...
     def new_scan(self) -> None: ...
     def describe(self) -> dict[str, str]: ...

@@ -2,7 +2,8 @@
 
 The other side of the seam is ``RecordedHost`` (doctor/seam/recorded.py); both implement
 ``Host`` (doctor/seam/host.py). HTTP GETs go through doctor/seam/http.py, NVML calls through
-doctor/seam/nvml.py, the only module that imports pynvml.
+doctor/seam/nvml.py, the only module that imports pynvml; AMD SMI calls through
+doctor/seam/amdsmi.py, the only module that imports amdsmi.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import stat
 import subprocess
 from typing import Any, Callable, Sequence
 
-from doctor.seam import http, identity, nvml
+from doctor.seam import amdsmi, http, identity, nvml
 from doctor.seam.host import CommandOutput, HostReadError, HttpResponse, Memo, PathInfo, Reason
 
 MAX_READ_BYTES = 4 * 1024 * 1024  # a file read by a probe; the kernel log's tail beyond it
@@ -157,6 +158,9 @@ class LiveHost(Memo):
 
     def nvml(self, name: str, *args: int | str) -> Any:
         return nvml.query(name, *args)
+
+    def amdsmi(self, name: str, *args: int | str) -> Any:
+        return amdsmi.query(name, *args)
 
     def describe(self) -> dict[str, str]:
         # the machine id and DMI UUID through read_text: a recording host keeps them

@@ -208,9 +208,38 @@ class NvmlKind(ReadKind):
         return answer["value"]
 
 
-FILE, BYTES, DIRS, FILES, LINKS, LINK, STAT, COMMAND, HTTP, NVML = (
+class AmdsmiKind(NvmlKind):
+    """AMD SMI calls (doctor/seam/amdsmi.py), kept in amdsmi.json as NVML's are in nvml.json."""
+
+    name = "amdsmi"
+
+    def key(self, name: str, *args: Any) -> str:
+        return f"amdsmi {name}({', '.join(map(repr, args))})"
+
+    def live(self, host, *args):
+        return host.amdsmi(*args)
+
+    def write(self, w, args, value):
+        w.amdsmi(args[0], args[1:], value)
+
+    def write_error(self, w, args, exc):
+        w.amdsmi(args[0], args[1:], exc.reason)
+
+    def replay(self, r, args):
+        if r.amdsmi_calls is None:
+            raise HostReadError(self.key(*args), Reason.LIBRARY_MISSING,
+                                "AMD driver not loaded in this recording (no amdsmi.json)")
+        answer = r.amdsmi_calls.get((args[0], tuple(args[1:])))
+        if answer is None:
+            raise HostReadError(self.key(*args), Reason.NOT_FOUND, "not recorded")
+        if "error" in answer:
+            raise HostReadError(self.key(*args), answer["error"], answer["detail"])
+        return answer["value"]
+
+
+FILE, BYTES, DIRS, FILES, LINKS, LINK, STAT, COMMAND, HTTP, NVML, AMDSMI = (
     FileKind(), BytesKind(), DirKind(), FilesKind(), LinksKind(), LinkKind(), StatKind(), CommandKind(),
-    HttpKind(), NvmlKind())
+    HttpKind(), NvmlKind(), AmdsmiKind())
 
 
 def slug(text: str) -> str:

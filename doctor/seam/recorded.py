@@ -3,7 +3,8 @@ the one writer of the format (``RecordWriter``), which capture and the test fixt
 
 The format is documented for people in docs/recorded-host.md: ``host.toml`` (metadata,
 failed reads, stat results, listings, commands), ``measurements.json``, ``http.json`` with
-``http/`` (engine pages), ``nvml.json`` (NVML calls), and ``fs/`` with every file read at
+``http/`` (engine pages), ``nvml.json`` (NVML calls), ``amdsmi.json`` (AMD SMI calls), and
+``fs/`` with every file read at
 its absolute path. Each kind of read is one class in doctor/seam/read_kinds.py.
 """
 
@@ -26,8 +27,8 @@ from doctor.seam import recorded_redact
 from doctor.seam.host import (CommandOutput, HostReadError, HttpResponse, MeasurementError, Memo,
                               PathInfo, Reason)
 from doctor.seam.live import LiveHost
-from doctor.seam.recorded_store import (RecordedHostError, Store, check_entries, check_nvml,
-                                        load_json, load_manifest)
+from doctor.seam.recorded_store import (RecordedHostError, Store, check_amdsmi, check_entries,
+                                        check_nvml, load_json, load_manifest)
 
 FORMAT_VERSION = 2
 
@@ -72,6 +73,9 @@ class _KindReads(Memo):
     def nvml(self, name: str, *args: int | str) -> Any:
         return self._read(kinds.NVML, name, *args)
 
+    def amdsmi(self, name: str, *args: int | str) -> Any:
+        return self._read(kinds.AMDSMI, name, *args)
+
 
 class RecordedHost(_KindReads):
     """A host captured into a directory (see docs/recorded-host.md)."""
@@ -103,6 +107,10 @@ class RecordedHost(_KindReads):
         self.nvml_calls: dict[tuple, dict] | None = None  # (call, args) → value or error
         if calls is not None:
             self.nvml_calls = check_nvml(calls, str(self.root / "nvml.json"))
+        amd_calls = load_json(self.store, "amdsmi.json", None)
+        self.amdsmi_calls: dict[tuple, dict] | None = None  # as nvml_calls, for AMD SMI
+        if amd_calls is not None:
+            self.amdsmi_calls = check_amdsmi(amd_calls, str(self.root / "amdsmi.json"))
 
     def new_scan(self) -> None:
         super().new_scan()
@@ -161,6 +169,7 @@ class RecordWriter:
         self.measurements: dict[str, Any] = {}
         self.http_entries: list[dict] = []
         self.nvml_entries: list[dict] = []
+        self.amdsmi_entries: list[dict] = []
         self.ranges: dict[str, list[tuple[int, int]]] = {}  # the byte ranges read of each file
 
     def _local(self, path: str) -> Path:
@@ -311,6 +320,16 @@ class RecordWriter:
             if entry not in self.nvml_entries:
                 self.nvml_entries.append(entry)
 
+    def amdsmi(self, call: str, args: Sequence[Any], value: Any) -> None:
+        with self._lock:
+            entry: dict[str, Any] = {"call": call, "args": list(args)}
+            if isinstance(value, Reason):
+                entry["error"] = value.value
+            else:
+                entry["value"] = value
+            if entry not in self.amdsmi_entries:
+                self.amdsmi_entries.append(entry)
+
     def error(self, key: str, reason: Reason | str) -> None:
         with self._lock:
             self.errors[key] = Reason(reason).value
@@ -346,6 +365,8 @@ class RecordWriter:
             _write_json(self.root / "http.json", self.http_entries)
         if self.nvml_entries:
             _write_json(self.root / "nvml.json", self.nvml_entries)
+        if self.amdsmi_entries:
+            _write_json(self.root / "amdsmi.json", self.amdsmi_entries)
 
 
 def _write_json(path: Path, value: Any) -> None:

@@ -15,7 +15,7 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from doctor.endpoints import EndpointError
 from doctor.endpoints import parse as parse_endpoint
@@ -307,23 +307,37 @@ def check_nvml(entries: Any, where: str) -> dict[tuple, dict]:
     them (integers, the device index first). The device count is answered only when the
     recording holds answers for every device it counts: a count of 2**62 on a two-GPU
     recording would have the probes ask for devices that are not there, forever."""
+    return _check_calls(entries, where, "nvmlDeviceGetCount", "NVML",
+                        lambda name: name.startswith("nvmlDevice"))
+
+
+def check_amdsmi(entries: Any, where: str) -> dict[tuple, dict]:
+    """amdsmi.json's answers, checked as nvml.json's are; the device count is the answer to
+    ``amdsmi_get_processor_handles`` (doctor/seam/amdsmi.py), and every other call with
+    arguments takes the device index first."""
+    return _check_calls(entries, where, "amdsmi_get_processor_handles", "AMD SMI",
+                        lambda name: name != "amdsmi_get_processor_handles")
+
+
+def _check_calls(entries: Any, where: str, count_call: str, library: str,
+                 per_device: Callable[[str], bool]) -> dict[tuple, dict]:
     c = _Checker(where)
     calls: dict[tuple, dict] = {}
     for i, entry in enumerate(check_entries(entries, where, ("call", "args"))):
         name, args = entry["call"], entry["args"]
         if not isinstance(name, str) or not name:
-            c.fail(f"entry #{i + 1} call", "the name of an NVML call", name)
+            c.fail(f"entry #{i + 1} call", f"the name of an {library} call", name)
         if not isinstance(args, list) or not all(_nvml_arg(a) for a in args):
             c.fail(f"entry #{i + 1} ({name[:60]}) args",
                    "a list of integers (the device index first)", args)
         answer = ({"error": entry["error"], "detail": "recorded"} if "error" in entry
                   else {"value": entry.get("value")})
         calls[(name, tuple(args))] = {**answer, "entry": i + 1}
-    count = calls.get(("nvmlDeviceGetCount", ()))
+    count = calls.get((count_call, ()))
     if count is not None and "value" in count:
-        problem = _count_problem(count["value"], calls)
+        problem = _count_problem(count["value"], calls, count_call, per_device)
         if problem:
-            calls[("nvmlDeviceGetCount", ())] = {
+            calls[(count_call, ())] = {
                 "error": Reason.FAILED.value, "entry": count["entry"],
                 "detail": f"{where} entry #{count['entry']}: {problem}"}
     return calls
@@ -333,27 +347,28 @@ def _nvml_arg(value: Any) -> bool:
     return isinstance(value, str) or isinstance(value, int) and not isinstance(value, bool)
 
 
-def _count_problem(count: Any, calls: dict[tuple, dict]) -> str | None:
+def _count_problem(count: Any, calls: dict[tuple, dict], count_call: str,
+                   per_device: Callable[[str], bool]) -> str | None:
     """Why ``count`` cannot be answered from these calls, or None; its own type is the
     probes' to judge (probes/helpers/gpu_common.py: 'expected a GPU count')."""
     if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
         return None
-    held = {args[0] for name, args in calls if name.startswith("nvmlDevice") and args
+    held = {args[0] for name, args in calls if per_device(name) and args
             and isinstance(args[0], int) and not isinstance(args[0], bool)}
     missing = next((i for i in range(min(count, MAX_GPUS + 1)) if i not in held), None)
     if missing is not None:
         have = sorted(i for i in held if 0 <= i < count)
         shown = ", ".join(map(str, have[:16])) + (" …" if len(have) > 16 else "")
-        return (f"nvmlDeviceGetCount is {count}, but the recording holds answers for "
+        return (f"{count_call} is {count}, but the recording holds answers for "
                 f"{'devices ' + shown if have else 'no device'} (none for device {missing}); "
                 "set the count to the devices recorded, or capture the host again")
     if count > MAX_GPUS:
-        return f"nvmlDeviceGetCount is {count}; a recorded host holds at most {MAX_GPUS} GPUs"
+        return f"{count_call} is {count}; a recorded host holds at most {MAX_GPUS} GPUs"
     return None
 
 
 def check_entries(entries: Any, where: str, key_fields: tuple[str, ...]) -> list[dict]:
-    """http.json and nvml.json: a list of objects with ``key_fields`` and a value or error."""
+    """http.json, nvml.json and amdsmi.json: a list of objects with ``key_fields`` and a value or error."""
     c = _Checker(where)
     if not isinstance(entries, list):
         c.fail("top level", "a JSON list of objects", entries)

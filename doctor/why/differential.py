@@ -17,7 +17,7 @@ from doctor.config import Config
 from doctor.i18n.values import m
 from doctor.model import Finding, Level, ProbeResult, ProbeSpec
 from doctor.rules.evaluate import (RULE_TIME_LIMIT_S, item_key, rule_items,  # the engine's own
-                                   run_or_absent, namespace)
+                                   roots_for, run_or_absent, namespace)
 from doctor.rules.loader import Rule
 from doctor.rules.sandbox import Evaluator, LimitExceeded
 from doctor.runner import status_text
@@ -41,7 +41,7 @@ def candidates(symptom: str, rules: Iterable[Rule]) -> list[Rule]:
 def probes_needed(rules: Iterable[Rule], specs: Mapping[str, ProbeSpec]) -> tuple[str, ...]:
     """The probes the rules read, with the probes those need or follow, in registry order."""
     wanted: set[str] = set()
-    todo = [p for r in rules for p in r.probes]
+    todo = [p for r in rules for p in (*r.probes, *r.also_probes)]
     while todo:
         name = todo.pop()
         if name in wanted or name not in specs:
@@ -53,7 +53,11 @@ def probes_needed(rules: Iterable[Rule], specs: Mapping[str, ProbeSpec]) -> tupl
 
 def _blocked(rule: Rule, results: Mapping[str, ProbeResult], specs: Mapping[str, ProbeSpec],
              level: Level, requests: bool, command: str) -> RuleCheck | None:
-    """NOT_CHECKED for a rule whose probes did not all end ok, with why and what to run."""
+    """NOT_CHECKED for a rule whose probes did not all end ok, with why and what to run; none
+    where a probe of its ``each_also`` ended ok (another vendor's items: judged on those)."""
+    ok = {name for name, result in results.items() if result.status == "ok"}
+    if rule.also_probes and rule.evaluated_with(ok):
+        return None
     for name in rule.probes:
         result, spec = results.get(name), specs.get(name)
         if result is not None and result.status == "ok":
@@ -72,7 +76,8 @@ def _blocked(rule: Rule, results: Mapping[str, ProbeResult], specs: Mapping[str,
                                    "none (--no-requests)", probe=name), command=command)
         return RuleCheck(rule.id, NOT_CHECKED,
                          why=m("{probe} {status}: {reason}", probe=name,
-                               status=status_text(result.status), reason=result.reason or ""))
+                               status=status_text(result.status), reason=result.reason or ""),
+                         skipped=result.status == "skipped")
     return None
 
 
@@ -88,10 +93,11 @@ def _label(rule: Rule, ev: Evaluator, item: object) -> str:
     return str(key)[:MAX_LABEL_CHARS]
 
 
-def _judged(rule: Rule, roots: dict, params: dict, level: Level, command: str) -> RuleCheck:
+def _judged(rule: Rule, roots: dict, params: dict, level: Level, command: str,
+            ok: set[str]) -> RuleCheck:
     """RULED_OUT or NOT_CHECKED for a rule that ran and did not fire: each item explained."""
-    ev = Evaluator({**roots, "params": params, "item": None}, RULE_TIME_LIMIT_S)
-    items = rule_items(rule, ev)
+    ev = Evaluator({**roots_for(rule, roots, ok), "params": params, "item": None}, RULE_TIME_LIMIT_S)
+    items = rule_items(rule, ev, ok)
     if not items:
         return RuleCheck(rule.id, RULED_OUT, items=(ItemCheck("", False, (
             m("nothing to judge: {each} is empty", each=name_of(rule.compiled["each"])),)),))
@@ -159,7 +165,8 @@ def check_rule(rule: Rule, results: Mapping[str, ProbeResult], roots: dict,
         return RuleCheck(rule.id, CONFIRMED, findings=findings)
     params = {**rule.params, **{k: v for k, v in override.items() if k in rule.params}}
     try:
-        return _judged(rule, roots, params, level, command)
+        ok = {name for name, result in results.items() if result.status == "ok"}
+        return _judged(rule, roots, params, level, command, ok)
     except LimitExceeded as exc:
         return RuleCheck(rule.id, NOT_CHECKED, why=m("rule error: {error}", error=str(exc)))
     except Exception as exc:  # noqa: BLE001 - a user's rule may fail on data it did not expect
@@ -168,7 +175,11 @@ def check_rule(rule: Rule, results: Mapping[str, ProbeResult], roots: dict,
 
 
 def _row(symptom: str, cause: str, checks: list[RuleCheck]) -> CauseRow:
-    statuses = {c.status for c in checks}
+    # a rule whose probe skipped (another vendor's, an engine not here) leaves the row to the
+    # rules that could judge: the foreign-process cause is ruled out on an NVIDIA host even
+    # though its Ascend rule had no npu-smi to read
+    deciding = [c for c in checks if not c.skipped] or checks
+    statuses = {c.status for c in deciding}
     status = next(s for s in (CONFIRMED, NOT_CHECKED, RULED_OUT) if s in statuses)
     return CauseRow(cause, status, phase_of(symptom, cause), tuple(checks))
 

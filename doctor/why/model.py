@@ -33,6 +33,9 @@ class RuleCheck:
     more_items: int = 0  # items judged beyond those
     why: Text | None = None  # not checked: the reason (a probe's skip, a level, no requests)
     command: str | None = None  # not checked: what would check it
+    # not checked because a probe it reads skipped (what it reads is not on this host: no
+    # Ascend driver, no engine): it does not decide its cause's row when another rule does
+    skipped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

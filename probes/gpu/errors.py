@@ -30,12 +30,12 @@ from doctor.model import Level, ScanOptions
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.i18n import t
 from probes.helpers.gpu_common import (
-    Reader, driver_gpus, gpu_count, nvidia_pci, pci_bdf, reason_of)
+    Reader, driver_gpus, gpu_count, nvidia_pci, pci_bdf)
+from probes.helpers.kernel_log import read_log
 from probes.helpers.xid import XidEvent, parse_kernel_log, same_bus
 
 ERR_CORRECTED, ERR_UNCORRECTED = 0, 1  # nvmlMemoryErrorType_t
 VOLATILE, AGGREGATE = 0, 1  # nvmlEccCounterType_t
-KERN_LOG = "/var/log/kern.log"
 XID_OFF_THE_BUS = 79
 LOST = "device-lost"  # the seam's reason for NVML_ERROR_GPU_IS_LOST
 XID_WATCH_S = 2.0  # level standard: how long to listen for XID events from NVML
@@ -82,18 +82,8 @@ class GpuErrorsRecord:
 
 
 def read_kernel_log(host: Host) -> tuple[list[XidEvent], str]:
-    try:
-        out = host.run(["dmesg"], timeout_s=5.0)
-        if out.rc == 0:
-            return parse_kernel_log(out.stdout), "dmesg"
-        why = t("dmesg exited {rc}: {stderr}", rc=out.rc, stderr=out.stderr.strip()[:120])
-    except HostReadError as exc:
-        why = f"dmesg: {reason_of(exc)}"
-    try:
-        return parse_kernel_log(host.read_text(KERN_LOG)), KERN_LOG
-    except HostReadError as exc:
-        return [], t("{why}; {path}: {reason} (run as root to see XID events)", why=why,
-                     path=KERN_LOG, reason=reason_of(exc))
+    """XID lines of the kernel log (probes/helpers/kernel_log.py reads it)."""
+    return read_log(host, parse_kernel_log, t("run as root to see XID events"))
 
 
 def _flag(value: int | None) -> bool | None:

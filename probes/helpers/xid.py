@@ -90,3 +90,66 @@ def same_bus(nvml_bus_id: str | None, logged: str) -> bool:
     domain, _, rest = nvml_bus_id.lower().partition(":")
     ldomain, _, lrest = logged.partition(":")
     return rest.split(".")[0] == lrest and int(domain or "0", 16) == int(ldomain or "0", 16)
+
+
+# amdgpu's lines, by pattern: the AMD half of the kernel-log table. Sources: the format
+# strings of drivers/gpu/drm/amd/amdgpu (amdgpu_ras.c: "uncorrectable hardware error(%s)
+# detected!", "%ld uncorrectable hardware errors detected in %s block"; amdgpu_device.c:
+# "GPU reset begin!", "GPU reset(%d) failed"; amdgpu_job.c: "ring %s timeout"), and lines
+# pasted in ROCm/legacy-rocm-build#1886 (MI50) and #4021 (MI300X).
+_AMD_BUS = r"amdgpu (?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]):(?: amdgpu:)? (?:\{\d+\})?"
+
+
+@dataclass(frozen=True, slots=True)
+class KernelPattern:
+    kind: str
+    pattern: re.Pattern[str]
+    meaning: str
+    action: str
+    hardware: bool
+
+
+AMDGPU_PATTERNS: tuple[KernelPattern, ...] = (
+    KernelPattern("ras-uncorrectable", re.compile(
+        _AMD_BUS + r"(?:uncorrectable hardware error\((?P<what>\w+)\) detected"
+                   r"|\d+ uncorrectable hardware errors detected in (?P<block>\w+) block)"),
+        lazy("Uncorrectable RAS error (data on the GPU was lost; the driver resets it)"),
+        lazy("Drain the GPU; read `amd-smi metric --ecc --ecc-blocks` and `amd-smi bad-pages`; "
+             "service the card if it recurs"), True),
+    KernelPattern("gpu-reset-failed", re.compile(
+        _AMD_BUS + r"(?:GPU reset\(\d+\) failed|GPU Recovery Failed|ASIC reset failed)"),
+        lazy("GPU reset failed: the GPU is unusable until the host reboots"),
+        lazy("Drain the node and reboot it; open a service case if it recurs"), True),
+    KernelPattern("gpu-reset", re.compile(_AMD_BUS + r"GPU reset begin"),
+        lazy("The driver reset the GPU (after a hang or a RAS error): work on it was lost"),
+        lazy("Read the lines before it for the cause (a ring timeout, a RAS error)"), True),
+    KernelPattern("ring-timeout", re.compile(_AMD_BUS + r"ring (?P<ring>\S+) timeout"),
+        lazy("A GPU ring (queue) stopped answering: a kernel hung or the GPU faulted"),
+        lazy("Restart the engine; if it repeats across engines, update ROCm and the firmware"), False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AmdgpuEvent:
+    bus: str  # "0000:68:00.0" as amdgpu logs it
+    kind: str  # a KernelPattern.kind
+    meaning: str
+    action: str
+    hardware: bool
+    line: str  # the log line, cut at 200 characters
+
+
+def parse_amdgpu_log(text: str) -> list[AmdgpuEvent]:
+    """amdgpu's RAS, reset and hang lines, the first pattern of AMDGPU_PATTERNS that matches
+    each line (a failed reset is not also a reset)."""
+    events = []
+    for line in text.splitlines():
+        if "amdgpu" not in line:
+            continue
+        for p in AMDGPU_PATTERNS:
+            m = p.pattern.search(line)
+            if m:
+                events.append(AmdgpuEvent(m.group("bus").lower(), p.kind, translated(p.meaning),
+                                          translated(p.action), p.hardware, line.strip()[:200]))
+                break
+    return events

@@ -31,13 +31,14 @@ from doctor.daemon.catalog import engine, gpu, host
 from doctor.daemon.catalog import net, net_gdr, net_nccl  # issue 30
 from doctor.daemon.catalog import net_collective  # issue 30, llm-doctor collective
 from doctor.daemon.catalog import gpu_platform  # issue 32, platforms
+from doctor.daemon.catalog import amd  # issue 33, AMD (ROCm)
 from doctor.daemon.catalog import npu  # issue 33, Huawei Ascend
 from doctor.daemon.catalog.rows import KINDS, Metric, Table
 
 TABLES: dict[str, Table] = {t.probe: t for t in (*host.TABLES, *engine.TABLES, *gpu.TABLES,
                                                   *net.TABLES, *net_gdr.TABLES, *net_nccl.TABLES,
                                                   *net_collective.TABLES, *gpu_platform.TABLES,
-                                                  *npu.TABLES)}
+                                                  *amd.TABLES, *npu.TABLES)}
 
 # Units a name must not carry (promtool's abbreviations, and the records' own spellings):
 # the base unit takes their place.

@@ -1,0 +1,151 @@
+"""amd.gpu and amd.host (issue 33) on the AMD recorded hosts of
+tests/fixtures/build_amd_hosts.py, built from real amd-smi, kernel-log and Ollama outputs
+(tests/fixtures/amd/SOURCES.md): what the probes read from them, each AMD cause firing on
+its story and silent on the healthy host, and amdgpu's kernel lines found by the pattern
+table beside NVIDIA's XID one."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from doctor.inputs import NO_INPUTS
+from doctor.model import Level, ScanOptions, Severity
+from doctor.scan import scan
+from doctor.seam.recorded import RecordedHost
+from probes.amd import gpu as amd_gpu
+from probes.amd import host as amd_host
+from probes.helpers.xid import parse_amdgpu_log, parse_kernel_log
+from probes.registry import PROBES
+from tests.builtin_rules import builtin_rules
+from tests.conftest import FIXTURE_HOSTS
+from tests.fixtures.build_amd_hosts import SOURCES
+
+AMD_RULES = [r for r in builtin_rules() if r.id.startswith("amd-")]
+CHOSEN = tuple(p for p in PROBES if p.name in ("amd.gpu", "amd.host"))
+QUICK = ScanOptions(level=Level.QUICK)
+
+
+def findings(root) -> list[tuple[str, str]]:
+    report = scan(RecordedHost(root), QUICK, CHOSEN, AMD_RULES)
+    assert report.rule_errors == []
+    assert all(p.status in ("ok", "skipped") for p in report.probes), report.probes
+    return sorted((f.rule, f.severity.label) for f in report.findings if f.severity >= Severity.WARNING)
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("amd-mi300-8x", []),
+    ("amd-mi300-8x-numa-balancing", [("amd-numa-balancing-on", "warning")]),
+    ("amd-mi300-8x-iommu-translated", [("amd-iommu-not-passthrough", "warning")]),
+    ("amd-mi300-8x-ras", [("amd-gpu-ras-errors", "critical"), ("amd-kernel-ras-lines", "critical")]),
+    ("amd-mi300-8x-xgmi-down", [("amd-xgmi-link-degraded", "critical"),
+                                ("amd-xgmi-link-degraded", "warning")]),
+    ("amd-rx6750-ollama", [("amd-gfx-target-unsupported", "warning")]),
+    ("amd-mi300-8x-container-no-kfd", [("amd-kfd-missing", "warning")]),
+    ("this-vm-epyc-2cpu", []),  # no AMD GPU: both probes skipped, nothing raised
+])
+def test_each_amd_cause_fires_on_its_story_and_nowhere_else(name, expected):
+    assert findings(FIXTURE_HOSTS / name) == expected
+
+
+def test_the_probe_reads_the_real_amd_smi_figures():
+    record = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS)
+    assert record.vendor == "amd" and len(record.gpus) == 8
+    gpu = record.gpus[0]
+    assert (gpu.bus_id, gpu.name, gpu.gfx_arch) == ("0000:0c:00.0", "MI308X", "gfx942")
+    assert (gpu.gen_current, gpu.width_current, gpu.gen_max, gpu.width_max, gpu.replay_count) == (5, 16, 5, 16, 0)
+    assert (gpu.slowdown_c, gpu.shutdown_c) == (110, 115)
+    assert (gpu.ecc_corrected, gpu.ecc_uncorrected, gpu.ecc_deferred) == (0, 0, 0)
+    # what no source gives is absent with its reason, never zero
+    assert gpu.temp_c is None and gpu.missing["temp_c"] == "not-found"
+    assert gpu.power_w is None and gpu.bad_pages is None
+    assert len(record.xgmi_links) == 8 * 7
+    assert {link.bit_rate_gbit for link in record.xgmi_links} == {32}
+
+
+def test_the_host_probe_reads_gfx_targets_numa_and_iommu():
+    record = amd_host.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS)
+    assert (record.amd_gpus, record.gfx_targets) == (8, ("gfx942",) * 8)
+    assert (record.numa_balancing, record.iommu_mode) == (0, "passthrough")
+    radeon = amd_host.probe(RecordedHost(FIXTURE_HOSTS / "amd-rx6750-ollama"), QUICK, NO_INPUTS)
+    assert radeon.gfx_targets == ("gfx1031",) and radeon.iommu_mode == "off"
+
+
+@pytest.mark.parametrize("version,name", [
+    (90402, "gfx942"), (90010, "gfx90a"), (110000, "gfx1100"), (100301, "gfx1031"),
+    (120001, "gfx1201"), (0, None)])
+def test_kfd_target_versions_read_as_llvm_names(version, name):
+    assert amd_host.gfx_name(version) == name
+
+
+def test_an_ollama_that_never_opened_dev_kfd_is_on_the_cpu(tmp_path):
+    """The Radeon host of ollama/ollama#8772 with its Ollama process: HSA_OVERRIDE_GFX_VERSION
+    set in the unit, no /dev/kfd among its descriptors."""
+    import tomli_w
+
+    from doctor._toml import tomllib
+
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "amd-rx6750-ollama", root, symlinks=True)
+    proc = root / "fs/proc/20609"
+    proc.mkdir(parents=True)
+    (proc / "cmdline").write_text("/usr/local/bin/ollama\0serve\0")
+    (proc / "comm").write_text("ollama\n")
+    (proc / "environ").write_text("HOME=***\0HSA_OVERRIDE_GFX_VERSION=10.3.0\0")
+    manifest = tomllib.loads((root / "host.toml").read_text())
+    manifest.setdefault("links", {})["/proc/20609/fd"] = {
+        "0": "/dev/null", "1": "socket:[4711]", "3": "/usr/share/ollama/.ollama/models/blobs/sha256-6a0746"}
+    (root / "host.toml").write_text(tomli_w.dumps(manifest))
+    record = amd_host.probe(RecordedHost(root), QUICK, NO_INPUTS)
+    (engine,) = record.engines
+    assert (engine.engine, engine.gfx_override, engine.holds_kfd) == ("ollama", "10.3.0", False)
+    assert ("amd-engine-not-on-gpu", "warning") in findings(root)
+    # with /dev/kfd among them, the engine is on the GPU
+    manifest["links"]["/proc/20609/fd"]["9"] = "/dev/kfd"
+    (root / "host.toml").write_text(tomli_w.dumps(manifest))
+    assert ("amd-engine-not-on-gpu", "warning") not in findings(root)
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("rocm-legacy-4021-mi300x-dmesg.txt", [("0000:68:00.0", "ras-uncorrectable")]),
+    ("rocm-legacy-1886-mi50-dmesg.txt", [("0000:e3:00.0", "ras-uncorrectable"), ("0000:e3:00.0", "gpu-reset")]),
+    ("rocm-sdk-builder-141-gfx1103-reset.txt", [("0000:c3:00.0", "gpu-reset")]),
+    ("ollama-8772-rx6750-gfx1031.txt", []),  # Ollama's own log: no kernel line
+])
+def test_amdgpu_kernel_lines_by_pattern_table(source, expected):
+    text = (SOURCES / source).read_text()
+    assert [(e.bus, e.kind) for e in parse_amdgpu_log(text)] == expected
+    assert parse_kernel_log(text) == []  # an amdgpu line is never read as an XID
+
+
+def test_an_xid_line_is_not_read_as_an_amdgpu_one():
+    line = "NVRM: Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus."
+    assert parse_amdgpu_log(line) == [] and [e.code for e in parse_kernel_log(line)] == [79]
+
+
+def test_the_slow_link_is_judged_against_the_fastest():
+    report = scan(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-xgmi-down"), QUICK, CHOSEN, AMD_RULES)
+    slow = [f for f in report.findings if f.rule == "amd-xgmi-link-degraded" and f.severity == Severity.WARNING]
+    assert [(f.evidence["gpu"], f.evidence["link"], f.evidence["rate"], f.evidence["fastest"]) for f in slow] \
+        == [(5, 3, 16, 32)]
+
+
+def test_a_capture_where_amdsmi_failed_replays_as_the_missing_library(tmp_path):
+    """A host with AMD GPUs and no ROCm library, captured: amdsmi.json holds the failure, and
+    the replay says what to install, not "recorded"."""
+    import json
+
+    from doctor.model import Skip
+    from probes.helpers.amd_common import NO_LIBRARY, amd_count
+
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "amd-rx6750-ollama", root, symlinks=True)
+    (root / "amdsmi.json").write_text(json.dumps(
+        [{"call": "amdsmi_get_processor_handles", "args": [], "error": "library-missing"}]))
+    with pytest.raises(Skip) as skipped:
+        amd_count(RecordedHost(root))
+    assert str(skipped.value) == NO_LIBRARY
+    from doctor.seam import amdsmi
+
+    assert NO_LIBRARY == amdsmi.NO_LIBRARY  # the probes' copy of the seam's sentence
