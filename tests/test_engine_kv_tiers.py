@@ -255,8 +255,8 @@ def test_a_prefill_and_a_decode_instance_with_different_kv_dtypes_fire_on_both(h
     decode = record(host, *fp8, NIXL, base="http://127.0.0.1:8200")
     assert (prefill.cache_dtype, decode.cache_dtype, decode.block_size) == ("auto", "fp8", "16")
     a, b = K.paired([prefill, decode])
-    assert a.nixl_differs == "cache_dtype: auto here, fp8 at http://127.0.0.1:8200/metrics"
-    assert b.nixl_differs == "cache_dtype: fp8 here, auto at http://127.0.0.1:8100/metrics"
+    assert a.nixl_differs == "cache_dtype auto ≠ fp8 (http://127.0.0.1:8200/metrics)"
+    assert b.nixl_differs == "cache_dtype fp8 ≠ auto (http://127.0.0.1:8100/metrics)"
     assert fired(a, b).count("kv-transfer-config-mismatch") == 2
     # the silent twins: two producers never pair; the same dtype on both agrees
     assert all(e.nixl_differs is None for e in K.paired([prefill, record(host, *fp8, producer)]))
@@ -269,8 +269,8 @@ def test_push_against_pull_and_block_sizes_with_a_host_buffer_differ(host):
     push = ["vllm", "serve", "--kv-transfer-config",
             '{"kv_connector": "NixlPushConnector", "kv_role": "kv_producer", "kv_buffer_device": "cpu"}']
     a, b = K.paired([record(host, *b32, push, base="http://127.0.0.1:8100"), record(host, *calm, NIXL)])
-    assert a.nixl_differs is not None and "transfer mode: push here, pull" in a.nixl_differs
-    assert "block_size with a host buffer: 32 here, 16" in a.nixl_differs
+    assert a.nixl_differs is not None and "kv_connector push ≠ pull" in a.nixl_differs
+    assert "block_size (kv_buffer_device=cpu) 32 ≠ 16" in a.nixl_differs
 
 
 def _sglang(prompt: float, device: float, host_: float, storage: str = "0") -> str:

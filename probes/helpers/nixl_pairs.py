@@ -50,16 +50,17 @@ def _meet(a: NixlSide, b: NixlSide) -> bool:
 
 
 def differences(a: NixlSide, b: NixlSide) -> tuple[str, ...]:
-    """What of ``a``'s configuration ``b`` does not share, as "what: here vs there"."""
+    """What of ``a``'s configuration ``b`` does not share, as "what ours ≠ theirs (where)":
+    symbols and values only, so that the record reads the same in every language."""
     out = []
     if a.mode != b.mode:
-        out.append(f"transfer mode: {a.mode} here, {b.mode} at {b.endpoint}")
+        out.append(f"kv_connector {a.mode} ≠ {b.mode} ({b.endpoint})")
     if a.cache_dtype and b.cache_dtype and a.cache_dtype != b.cache_dtype:
-        out.append(f"cache_dtype: {a.cache_dtype} here, {b.cache_dtype} at {b.endpoint}")
+        out.append(f"cache_dtype {a.cache_dtype} ≠ {b.cache_dtype} ({b.endpoint})")
     if a.layout and b.layout and a.layout != b.layout and not (a.permute or b.permute):
-        out.append(f"kv_cache_layout: {a.layout} here, {b.layout} at {b.endpoint}")
+        out.append(f"kv_cache_layout {a.layout} ≠ {b.layout} ({b.endpoint})")
     if (a.host_buffer or b.host_buffer) and a.block_size and b.block_size and a.block_size != b.block_size:
-        out.append(f"block_size with a host buffer: {a.block_size} here, {b.block_size} at {b.endpoint}")
+        out.append(f"block_size (kv_buffer_device=cpu) {a.block_size} ≠ {b.block_size} ({b.endpoint})")
     return tuple(out)
 
 
