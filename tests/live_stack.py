@@ -231,3 +231,21 @@ def duty_spinner(name: str, seconds: float, share: float, new_pid_every_s: float
     every = new_pid_every_s or seconds
     argv = [sys.executable, "-c", _DUTY, name, str(seconds), str(share), str(every)]
     return Orphan(argv) if orphan else subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+
+
+def wait_named(hogs: list, prefix: str, within_s: float = 20.0) -> None:
+    """Wait (bounded) until every hog has renamed itself: on a loaded host Python's start can
+    outlast the sleep, and a sample of a hog still named "python" names no hog of this test."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        names = []
+        for proc in hogs:
+            try:
+                with open(f"/proc/{proc.pid}/comm") as comm:
+                    names.append(comm.read().strip())
+            except OSError:
+                names.append("")
+        if all(n.startswith(prefix) for n in names):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the hogs did not rename themselves within {within_s:g} s: {names}")

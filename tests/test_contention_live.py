@@ -59,6 +59,10 @@ def test_ten_processes_under_half_a_core_each_are_found_as_contention(llama_serv
     hogs = _hogs(f"ldten{os.getpid() % 1000}-", count, 1.0, 120)
     seen: list[dict] = []
     try:
+        # every hog spinning before the scan samples: on a busy machine Python's start
+        # outlasted the second of sleep, and the few hogs already spinning shared the
+        # cores among fewer (one took 0.58 of a core in a two-worker CI run)
+        live_stack.wait_named(hogs, f"ldten{os.getpid() % 1000}-")
         time.sleep(1.0)
         # a few quick scans at most: on a shared machine one may catch a neighbour's burst
         # that cpu-contention names instead

@@ -13,7 +13,7 @@ import pytest
 
 from probes.helpers.dimms import parse_dmidecode
 from probes.host.cpu import parse_cpuinfo, parse_khz, parse_loadavg
-from probes.host.limits import ROWS, parse_limits
+from probes.helpers.proc_limits import ROWS, parse_limits
 from probes.host.memory import parse_meminfo
 from probes.host.sysctl import parse_choice, parse_int, tcp_ext
 from probes.helpers.kernel_text import MAX_COUNT, MalformedError

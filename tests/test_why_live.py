@@ -119,24 +119,6 @@ def _ttft(label: str, e: roofline.EngineRoofline) -> str:
             f"{e.prefill_s} s ({e.prefill_share}); prefill {e.prefill_tokens_per_s} tokens/s")
 
 
-def _named(hogs: list, prefix: str, within_s: float = 20.0) -> None:
-    """Wait (bounded) until every hog has renamed itself: on a loaded host Python's start can
-    outlast the sleep, and a sample of a hog still named "python" names no hog of this test."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        names = []
-        for proc in hogs:
-            try:
-                with open(f"/proc/{proc.pid}/comm") as comm:
-                    names.append(comm.read().strip())
-            except OSError:
-                names.append("")
-        if all(n.startswith(prefix) for n in names):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the hogs did not rename themselves within {within_s:g} s: {names}")
-
-
 def _hogs_stop(hogs: list) -> None:
     for proc in hogs:
         proc.kill()
@@ -162,7 +144,7 @@ def test_why_slowdown_names_cpu_contention_beside_a_hog(tmp_path, cli, monkeypat
         # half a core each or what they leave the engine is under half its thread
         hogs = [live_stack.duty_spinner(f"{prefix}{i}", 60, 1.0)
                 for i in range(len(os.sched_getaffinity(started.pid)))]
-        _named(hogs, prefix)
+        live_stack.wait_named(hogs, prefix)
         time.sleep(0.5)
         beside = _why(cli, started.base_url)
         took.append(("why beside the hog", time.monotonic()))
