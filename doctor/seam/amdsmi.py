@@ -28,12 +28,11 @@ Manual equivalent: ``amd-smi static --json``, ``amd-smi metric --json``.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import enum
 import io
 import threading
 from typing import Any, ClassVar
 
+from doctor.seam.ctypes_json import to_json
 from doctor.seam.host import HostReadError
 
 # amdsmi_status_t (amdsmi.h) -> the seam's reason; anything else is "failed".
@@ -140,27 +139,6 @@ def _handle(index: Any) -> Any:
         raise HostReadError(f"amdsmi device {index}", "not-found",
                             f"amdsmi lists {len(_State.handles)} GPUs")
     return _State.handles[index]
-
-
-def to_json(value: Any) -> Any:
-    """An amdsmi answer as JSON-able data: enums → their names, bytes → str, ctypes → values."""
-    if isinstance(value, enum.Enum):
-        return value.name
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace").rstrip("\0")
-    if isinstance(value, ctypes.Structure):
-        return {name: to_json(getattr(value, name)) for name, *_ in value._fields_}
-    if isinstance(value, ctypes.Array):
-        return [to_json(v) for v in value]
-    if isinstance(value, ctypes._SimpleCData):
-        return to_json(value.value)
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    return str(value)
 
 
 def _arguments(amdsmi: Any, name: str, args: tuple) -> list[Any]:

@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from doctor.seam.ctypes_json import to_json
 from doctor.seam.host import HostReadError
 
 # NVML return codes (nvml.h) -> the seam's reason; anything else is "failed".
@@ -164,27 +165,6 @@ def _handle(pynvml: Any, index: Any) -> Any:
         if index not in _State.handles:
             _State.handles[index] = pynvml.nvmlDeviceGetHandleByIndex(index)
         return _State.handles[index]
-
-
-def to_json(value: Any) -> Any:
-    """A pynvml answer as JSON-able data: structs → dicts, arrays → lists, bytes → str."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace").rstrip("\0")
-    if isinstance(value, ctypes.Structure):
-        return {name: to_json(getattr(value, name)) for name, *_ in value._fields_}
-    if isinstance(value, ctypes.Array):
-        return [to_json(v) for v in value]
-    if isinstance(value, ctypes._SimpleCData):
-        return to_json(value.value)
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if hasattr(value, "__dict__"):  # pynvml.nvmlFriendlyObject (process lists)
-        return {k: to_json(v) for k, v in vars(value).items() if not k.startswith("_")}
-    return str(value)
 
 
 def _call(pynvml: Any, name: str, args: tuple) -> Any:

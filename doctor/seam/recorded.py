@@ -311,24 +311,22 @@ class RecordWriter:
             self.http_entries.append(entry)
 
     def nvml(self, call: str, args: Sequence[Any], value: Any) -> None:
-        with self._lock:
-            entry: dict[str, Any] = {"call": call, "args": list(args)}
-            if isinstance(value, Reason):
-                entry["error"] = value.value
-            else:
-                entry["value"] = value
-            if entry not in self.nvml_entries:
-                self.nvml_entries.append(entry)
+        self._library_call(self.nvml_entries, call, args, value)
 
     def amdsmi(self, call: str, args: Sequence[Any], value: Any) -> None:
+        self._library_call(self.amdsmi_entries, call, args, value)
+
+    def _library_call(self, entries: list[dict[str, Any]], call: str, args: Sequence[Any],
+                      value: Any) -> None:
+        """One NVML or AMD SMI call and its answer (or its failure's reason), once."""
         with self._lock:
             entry: dict[str, Any] = {"call": call, "args": list(args)}
             if isinstance(value, Reason):
                 entry["error"] = value.value
             else:
                 entry["value"] = value
-            if entry not in self.amdsmi_entries:
-                self.amdsmi_entries.append(entry)
+            if entry not in entries:
+                entries.append(entry)
 
     def error(self, key: str, reason: Reason | str) -> None:
         with self._lock:
