@@ -6,6 +6,7 @@ slowdown`` explaining it; and vLLM's ``--cpu-offload-gb``, whose KV cache stays 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -89,12 +90,62 @@ def test_why_slowdown_names_the_offload_and_the_split_ceiling(host, record):
 
 def test_vllm_cpu_offload_keeps_its_kv_cache_on_the_gpu():
     """--cpu-offload-gb moves weights to host memory; vLLM's KV cache blocks stay in GPU
-    memory, so only the weights are read at the host's bandwidth."""
+    memory, so only the weights are read from the host."""
     place = Placement("llama-3-8b", 16 * 10**9, 8 * 10**9, 1, "--cpu-offload-gb 7.45", LLAMA,
                       2.0, {})
-    record = judge(_engine(), place, H100, None,
+    bw = replace(H100, bus_gbps=200.0, bus_from="test")  # a bus faster than STREAM: STREAM rules
+    record = judge(_engine(), place, bw, None,
                    _metrics(itl_mean_s=0.1, prompt_tokens_mean=4096.0, generation_tokens_mean=0.0))
     kv = kv_read_bytes(LLAMA, 4096, 2.0)
     seconds = (8 * 10**9 + kv) / (H100.gpu_gbps * 1e9) + 8 * 10**9 / (H100.host_gbps * 1e9)
     assert record.kv_read_bytes == kv
     assert record.ceiling_tokens_per_s == pytest.approx(1 / seconds, abs=0.01)
+
+
+# gpu.bandwidth's pinned host-to-device copy on a Gen4 x16 link: 25 GB/s of its 31.5
+GEN4_H100 = replace(H100, bus_gbps=25.0, bus_from="gpu.bandwidth pinned host-to-device copy")
+
+
+def test_vllm_offloaded_weights_cross_pcie_so_the_link_not_stream_sets_their_pace():
+    """The GPU reads --cpu-offload-gb's weights over its PCIe link every step: at 25 GB/s,
+    not the host's 100 GB/s STREAM (the ceiling priced at STREAM was 4x too high there)."""
+    place = Placement("llama-3-8b", 16 * 10**9, 8 * 10**9, 1, "--cpu-offload-gb 7.45", None,
+                      2.0, {})
+    record = judge(_engine(), place, GEN4_H100, None, _metrics(itl_mean_s=0.5))
+    seconds = 8 * 10**9 / (3000.0 * 1e9) + 8 * 10**9 / (25.0 * 1e9)
+    assert record.ceiling_tokens_per_s == pytest.approx(1 / seconds, abs=0.01)
+    assert (record.bus_bandwidth_gbps, record.bus_bandwidth_from) == (
+        25.0, "gpu.bandwidth pinned host-to-device copy")
+    at_stream = 1 / (8 * 10**9 / (3000.0 * 1e9) + 8 * 10**9 / (100.0 * 1e9))
+    assert record.ceiling_tokens_per_s < at_stream / 3
+
+
+def test_with_tensor_parallel_each_gpu_pulls_its_share_over_its_own_link():
+    """--cpu-offload-gb is per GPU: two GPUs each read half the host bytes over their own
+    links at once, and host memory serves both (the slower of the two bounds)."""
+    place = Placement("llama-3-70b", 140 * 10**9, 40 * 10**9, 2, "--cpu-offload-gb 18.6", None,
+                      2.0, {})
+    record = judge(_engine(tensor_parallel_size=2), place, GEN4_H100, None, _metrics(itl_mean_s=1.0))
+    links = 40 * 10**9 / 2 / (25.0 * 1e9)  # 0.8 s; host memory: 40 GB at 100 GB/s, 0.4 s
+    seconds = 100 * 10**9 / 2 / (3000.0 * 1e9) + links
+    assert record.ceiling_tokens_per_s == pytest.approx(1 / seconds, abs=0.01)
+    fast_links = judge(_engine(tensor_parallel_size=2), place, replace(H100, bus_gbps=63.0), None,
+                       _metrics(itl_mean_s=1.0))
+    seconds = 100 * 10**9 / 2 / (3000.0 * 1e9) + 40 * 10**9 / (100.0 * 1e9)  # STREAM's 0.4 s
+    assert fast_links.ceiling_tokens_per_s == pytest.approx(1 / seconds, abs=0.01)
+
+
+def test_no_pcie_figure_leaves_a_vllm_offload_ceiling_unjudged_with_the_reason():
+    place = Placement("llama-3-8b", 16 * 10**9, 8 * 10**9, 1, "--cpu-offload-gb 7.45", None,
+                      2.0, {})
+    bw = replace(H100, missing={"bus_gbps": "GPU 0: no PCIe link generation or width from NVML"})
+    record = judge(_engine(), place, bw, None, _metrics(itl_mean_s=0.5))
+    assert record.ceiling_tokens_per_s is None and record.efficiency is None
+    assert "no PCIe link" in record.missing["ceiling_tokens_per_s"]
+
+
+def test_llama_cpp_offloaded_layers_run_on_the_cpu_at_stream_whatever_the_bus():
+    place = Placement("llama-3-8b", 16 * 10**9, 8 * 10**9, 1, "-ngl 16", None, 2.0, {})
+    record = judge(_engine("llama.cpp"), place, GEN4_H100, None, _metrics(itl_mean_s=0.5))
+    assert record.ceiling_tokens_per_s == pytest.approx(12.1, abs=0.01)
+    assert record.bus_bandwidth_gbps is None

@@ -7,7 +7,13 @@ sequence cannot go faster than ``ceiling = bandwidth / bytes per token``
 gpu.bandwidth's measured device copy (read + write counted) of GPU 0 when it ran, else GPU 0's
 NVML ceiling (max memory clock x 2 x bus width / 8); host.memory_bandwidth's STREAM triad
 for the bytes in host memory (level standard). Split weights add their times:
-``1/ceiling = gpu_bytes / gpus / gpu_bw + host_bytes / host_bw``.
+``1/ceiling = gpu_bytes / gpus / gpu_bw + host_bytes / host_bw``. Where those bytes are read
+differs by engine: llama.cpp runs an offloaded layer on the CPU, which reads it at the host's
+STREAM rate; vLLM's and SGLang's ``--cpu-offload-gb`` keep weights in host memory that the GPU
+reads over its PCIe link every step, each GPU its own share over its own link, so that part
+takes ``max(host_bytes / gpus / bus_bw, host_bytes / host_bw)``: ``bus_bw`` is
+gpu.bandwidth's pinned host-to-device copy of GPU 0 when it ran, else GPU 0's PCIe ceiling
+(NVML's max link generation x width; Gen5 x16: 63 GB/s against a server's 300+ GB/s STREAM).
 
 The measured speed, one sequence: engine.speed's bounded request (llama.cpp's own
 ``timings.predicted_per_second``, else the client's inter-token latency), else the engine's
@@ -53,10 +59,10 @@ from probes.helpers.engine_normalise import EngineMetrics
 from probes.helpers.engine_reach import label_text
 from probes.helpers.compute_peaks import dense_peak, prefill_ceiling
 from probes.helpers.engine_scrape import for_engine, scraped, with_metrics
-from probes.helpers.gpu_bandwidth_record import BandwidthRecord
+from probes.helpers.gpu_bandwidth_record import BandwidthRecord, GpuBandwidth
 from probes.helpers.gpu_common import Reader, gpu_count
 from probes.helpers.knee_ceiling import SavedKnee, knee_parts, saved_knee_of
-from probes.helpers.link_ceilings import memory_ceiling_gbps
+from probes.helpers.link_ceilings import link_ceiling_gbps, memory_ceiling_gbps
 from probes.helpers.speed_record import SpeedEndpoint, SpeedRecord
 from probes.helpers.stream_record import MemoryBandwidthRecord
 from probes.helpers.weight_bytes import Placement, kv_read_bytes, placement
@@ -72,6 +78,9 @@ class Bandwidths:
     gpu_from: str | None  # "gpu.bandwidth device copy" | "NVML ceiling"
     host_gbps: float | None
     missing: dict[str, str]
+    # host -> GPU over PCIe, one direction: what --cpu-offload-gb's weights cross every step
+    bus_gbps: float | None = None
+    bus_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +100,8 @@ class EngineRoofline:
     gpu_bandwidth_gbps: float | None
     gpu_bandwidth_from: str | None
     host_bandwidth_gbps: float | None  # STREAM triad
+    bus_bandwidth_gbps: float | None  # host -> GPU over PCIe, where the GPU reads host memory
+    bus_bandwidth_from: str | None
     ceiling_tokens_per_s: float | None  # one sequence, from the bandwidths
     measured_tokens_per_s: float | None  # one sequence, decode
     measured_from: str | None
@@ -142,10 +153,11 @@ def bandwidths(host: Host, inputs: Inputs) -> Bandwidths:
         return Bandwidths(True, None, None, None, host_gbps, missing)
     copy = inputs.get("gpu.bandwidth", BandwidthRecord)
     measured = next((g for g in copy.gpus if g.index == 0), None) if copy else None
+    r = Reader(host)
+    bus, bus_from = bus_bandwidth(r, measured, missing)
     if measured is not None and measured.d2d_gbps:
         return Bandwidths(True, measured.name, measured.d2d_gbps, "gpu.bandwidth device copy",
-                          host_gbps, missing)
-    r = Reader(host)
+                          host_gbps, missing, bus, bus_from)
     name = r.text("name", "nvmlDeviceGetName", 0)
     ceiling, how = memory_ceiling_gbps(
         name, r.integer("mem_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", 0, 2),
@@ -153,7 +165,23 @@ def bandwidths(host: Host, inputs: Inputs) -> Bandwidths:
     if not ceiling:
         missing["gpu_bandwidth_gbps"] = f"GPU 0: {how}"
     return Bandwidths(True, name, ceiling or None, "NVML ceiling" if ceiling else None,
-                      host_gbps, missing)
+                      host_gbps, missing, bus, bus_from)
+
+
+def bus_bandwidth(r: Reader, measured: GpuBandwidth | None,
+                  missing: dict[str, str]) -> tuple[float | None, str | None]:
+    """(GB/s, from what) host to GPU 0 over PCIe: the pinned copy gpu.bandwidth timed, else
+    the link's ceiling at NVML's max generation and width."""
+    if measured is not None and measured.h2d_pinned_gbps:
+        return measured.h2d_pinned_gbps, "gpu.bandwidth pinned host-to-device copy"
+    gen = r.integer("gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", 0)
+    width = r.integer("width_max", "nvmlDeviceGetMaxPcieLinkWidth", 0)
+    link = link_ceiling_gbps(gen, width)
+    if link is None:
+        missing["bus_gbps"] = lazy("GPU 0: no PCIe link generation or width from NVML and no "
+                                   "host-to-device copy measured (gpu.bandwidth, `--level full`)")
+        return None, None
+    return link, t("PCIe Gen{gen} x{width} ceiling (NVML)", gen=gen, width=width)
 
 
 def measured_decode(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None,
@@ -188,14 +216,21 @@ def context_of(speed: SpeedEndpoint | None, metrics: EngineMetrics | str | None)
     return None
 
 
-def ceiling(gpu_bytes: int, host_bytes: int, gpus: int, bw: Bandwidths) -> tuple[float | None, str | None]:
-    """(tokens/s one sequence can reach, why absent): every byte read once at its memory's rate."""
+def ceiling(gpu_bytes: int, host_bytes: int, gpus: int, bw: Bandwidths,
+            over_bus: bool = False) -> tuple[float | None, str | None]:
+    """(tokens/s one sequence can reach, why absent): every byte read once at its memory's
+    rate; ``over_bus``: the GPUs read the host part over their PCIe links (vLLM's and SGLang's
+    --cpu-offload-gb), each its share over its own link, no faster than host memory serves it."""
     if gpu_bytes and not bw.gpu_gbps:
         return None, bw.missing.get("gpu_bandwidth_gbps", "no GPU bandwidth")
     if host_bytes and not bw.host_gbps:
         return None, bw.missing["host_bandwidth_gbps"]
-    seconds = ((gpu_bytes / gpus / (bw.gpu_gbps * 1e9) if gpu_bytes and bw.gpu_gbps else 0.0)
-               + (host_bytes / (bw.host_gbps * 1e9) if host_bytes and bw.host_gbps else 0.0))
+    if host_bytes and over_bus and not bw.bus_gbps:
+        return None, bw.missing.get("bus_gbps", lazy("no PCIe bandwidth of GPU 0"))
+    host_s = host_bytes / (bw.host_gbps * 1e9) if host_bytes and bw.host_gbps else 0.0
+    if host_bytes and over_bus and bw.bus_gbps:
+        host_s = max(host_s, host_bytes / gpus / (bw.bus_gbps * 1e9))
+    seconds = (gpu_bytes / gpus / (bw.gpu_gbps * 1e9) if gpu_bytes and bw.gpu_gbps else 0.0) + host_s
     return (round(1 / seconds, 2), None) if seconds > 0 else (None, "no bytes to read")
 
 
@@ -317,10 +352,13 @@ def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint
     per_token = total + (kv or 0) if total is not None else None
     memory = ceiling_s = None
     weights = kv_split = None
+    over_bus = False
     if total is not None and host_bytes is not None:
         host_share = host_bytes / total if total else 0.0
         # llama.cpp keeps a layer's KV cache where the layer is; vLLM's --cpu-offload-gb moves
-        # weights only, its KV cache blocks stay in GPU memory (unless nothing is on a GPU)
+        # weights only, its KV cache blocks stay in GPU memory (unless nothing is on a GPU),
+        # and the GPU reads those weights over PCIe
+        over_bus = engine.kind != "llama.cpp" and 0 < host_bytes < total and bw.gpu_present
         if engine.kind != "llama.cpp" and host_bytes < total:
             host_share = 0.0
         kv_host = round((kv or 0) * host_share)
@@ -328,7 +366,7 @@ def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint
         kv_split = ((kv or 0) - kv_host, kv_host) if kv is not None else None
         gpu_part, host_part = total - host_bytes + (kv or 0) - kv_host, host_bytes + kv_host
         memory = "+".join(m for m, b in (("gpu", gpu_part), ("host", host_part)) if b) or None
-        ceiling_s, why = ceiling(gpu_part, host_part, place.gpus, bw)
+        ceiling_s, why = ceiling(gpu_part, host_part, place.gpus, bw, over_bus)
         if why:
             missing["ceiling_tokens_per_s"] = why
     else:
@@ -347,11 +385,13 @@ def judge(engine: Engine, place: Placement, bw: Bandwidths, speed: SpeedEndpoint
         gpus=place.gpus, context_tokens=context, kv_read_bytes=kv, bytes_per_token=per_token,
         gpu_name=bw.gpu_name, gpu_bandwidth_gbps=bw.gpu_gbps, gpu_bandwidth_from=bw.gpu_from,
         host_bandwidth_gbps=None if bw.host_gbps is None else round(bw.host_gbps, 2),
+        bus_bandwidth_gbps=bw.bus_gbps if over_bus else None,
+        bus_bandwidth_from=bw.bus_from if over_bus else None,
         ceiling_tokens_per_s=ceiling_s, measured_tokens_per_s=speed_now, measured_from=source,
         concurrency=running, efficiency=efficiency, **ttft_parts(speed, metrics, missing),
         **prefill_parts(place, bw, speed, metrics, missing),
         **knee_parts(knee, weights, kv_split,
-                     lambda gpu, host: ceiling(gpu, host, place.gpus, bw), missing),
+                     lambda gpu, host: ceiling(gpu, host, place.gpus, bw, over_bus), missing),
         missing=missing)
 
 
