@@ -422,6 +422,27 @@ def hands_on(items: list[str], risk: Risk, title: str) -> Builder:
     return build
 
 
+_RESEAT_CARD = hands_on([
+    lazy("Drain the host, power it off, reseat the card (and its riser) in its slot."),
+    lazy("Check the BIOS PCIe generation setting for that slot (Auto or the card's generation)."),
+], Risk.DISRUPTIVE, lazy("Reseat the card: its link trained below its capability"))
+_MODULE_LINK = hands_on([
+    lazy("Check the BIOS PCIe settings of the GPU's root port (generation Auto or the GPU's, "
+         "no forced bifurcation)."),
+    lazy("The GPU is a module on its baseboard (SXM, or a superchip): it is not reseated by hand. "
+         "Open a case with the server vendor with the link's width and generation "
+         "(`nvidia-smi -q -d PCIE` during a copy) and the GPU's serial (`nvidia-smi -q | grep -i serial`)."),
+], Risk.DISRUPTIVE, lazy("A GPU module's link trained below its capability: BIOS, then the server vendor"))
+
+
+def link_hands_on(finding: SavedFinding, scan: Scan, date: str) -> Built:
+    """pcie-link-degraded: a card is reseated by hand; a module (SXM, a superchip's board) is
+    the server vendor's to remount, so its checklist asks for a case, not a reseat."""
+    if finding.evidence.get("form_factor") == "module":
+        return _MODULE_LINK(finding, scan, date)
+    return _RESEAT_CARD(finding, scan, date)
+
+
 def fabric_manager(finding: SavedFinding, scan: Scan, date: str) -> Built:
     """Start the fabric manager where it is this host's to run: where gpu.fabric found the
     NVSwitches on this host's PCI bus, or could not tell. A GB200/GB300 compute tray (no
@@ -470,10 +491,7 @@ BUILDERS: dict[str, Builder] = {
     "gpu-memory-no-headroom": engine_flag,
     "gpu-lost-in-container": dev_char,
     "gpu-p2p-blocked": p2p,
-    "pcie-link-degraded": hands_on([
-        lazy("Drain the host, power it off, reseat the card (and its riser) in its slot."),
-        lazy("Check the BIOS PCIe generation setting for that slot (Auto or the card's generation)."),
-    ], Risk.DISRUPTIVE, lazy("Reseat the card: its link trained below its capability")),
+    "pcie-link-degraded": link_hands_on,
     "pcie-topology-shared-path": hands_on([
         lazy("Move the GPUs that talk to each other behind separate CPU root ports (another slot), "
              "or run one engine instance per GPU."),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from doctor.seam.host import Host, HostReadError
 from doctor.i18n import lazy
 from probes.helpers.gpu_common import Reader, reason_of
+from probes.helpers.gpu_form import form_factor
 from probes.helpers.virtualization import NVML_GUEST_MODES
 from probes.helpers.link_ceilings import link_ceiling_gbps
 
@@ -46,6 +47,7 @@ class GpuLink:
     slot_known: bool = True  # the slot's width was read (or an upstream port is there to bound it)
     on_vm: bool | None = None  # a virtual machine: no hands-on fix applies
     copy_gbps: float | None = None  # the host-to-device copy the link was read during
+    form_factor: str | None = None  # "card", "module" (SXM, superchip) or None: from the name
 
 
 def _gbps_of(data: dict, key: str) -> float | None:
@@ -146,4 +148,5 @@ def read_link(host: Host, index: int, load: dict | None, host_vm: bool | None = 
         missing=r.missing,
         slot_known=slot_known, on_vm=on_vm,
         copy_gbps=_gbps_of(load, "copy_gbps") if load else None,
+        form_factor=form_factor(Reader(host).text("name", "nvmlDeviceGetName", index)),
     )

@@ -88,6 +88,8 @@ TABLES = (
         unexported("gpus.on_vm", "a fact of the machine: host.cpu's virtual_machine, or the GPU "
                    "passed through to a VM"),
         unexported("gpus.copy_gbps", "the link probe's own copy; gpu.bandwidth exports the copies"),
+        unexported("gpus.form_factor", "card or module, read from the GPU's name: what the fix "
+                   "step may ask hands to do"),
         missing("gpus.missing", "gpu_pcie_value_missing", "gpu.pcie"),
         unexported("load_reason", f"why the link was not read under load: {SENTENCE}"),
     )),
