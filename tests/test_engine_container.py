@@ -94,8 +94,10 @@ def test_a_limit_none_set_says_so_and_why_shows_it_with_no_command():
                         command_args((), (), True, None, False))
     (check,) = next(r for r in diff.rows if r.cause == "memory-cgroup-oom").checks
     from doctor.i18n.text import render as say
-    assert "memory_limit_bytes: not measured (no memory limit on" in say(check.items[0].parts[0])
-    assert check.command is None  # no level or option of why would measure a limit none set
+    # read and found unset: the cause is ruled out on it, not left "not measured"
+    assert item.unset == ("memory_limit_bytes",)
+    assert "memory_limit_bytes: none set (no memory limit on" in say(check.items[0].parts[0])
+    assert check.status == "ruled-out" and check.command is None
 
 
 class Recapture(RecordingHost):

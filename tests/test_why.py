@@ -44,6 +44,11 @@ def row(diff: Differential, cause: str):
     return next(r for r in diff.rows if r.cause == cause)
 
 
+def rule_check(diff: Differential, rule: str):
+    """The check of one rule, under whichever cause row holds it."""
+    return next(c for r in diff.rows for c in r.checks if c.rule == rule)
+
+
 def said(diff: Differential, cause: str) -> str:
     return why_text.render(Differential(diff.symptom, diff.level, diff.requests,
                                         (row(diff, cause),)))
@@ -121,6 +126,32 @@ def test_a_value_not_measured_is_not_checked_with_the_records_reason():
     assert row(diff, "gpu-thermal-throttling").status == RULED_OUT
     assert ("GPU 2: thermal_slowdown = false, needs true; margin_c has no value"
             in said(diff, "gpu-thermal-throttling"))
+
+
+def test_a_limit_read_and_not_set_rules_the_cause_out_where_a_failed_read_does_not():
+    """None is two things: a quota or limit the probe read and found unset ("nothing caps
+    it": the cause is ruled out), and a figure it could not read (not checked). The record
+    says which by listing the field in ``unset``; the rules themselves judge neither."""
+    no_quota = {"engine": "vllm pid 7", "kind": "vllm", "identity": "vllm :8000", "cgroup": "/",
+                "cpu_quota_cpus": None, "unset": ["cpu_quota_cpus"],
+                "missing": {"cpu_quota_cpus": "no CPU quota on the engine's cgroup or above it"}}
+    diff = differential("slowdown", {"engine.container": {"engines": [no_quota]}})
+    assert rule_check(diff, "cpu-quota-throttled").status == RULED_OUT
+    assert ("cpu_quota_cpus: none set (no CPU quota on the engine's cgroup or above it)"
+            in said(diff, "cpu-quota-throttled"))
+    unread = {**no_quota, "unset": [], "missing": {"cpu_quota_cpus": "/proc/7/cgroup: permission denied"}}
+    diff = differential("slowdown", {"engine.container": {"engines": [unread]}})
+    assert rule_check(diff, "cpu-quota-throttled").status == NOT_CHECKED
+    # a scan saved before ``unset`` existed reads as before: not checked
+    old = {k: v for k, v in no_quota.items() if k != "unset"}
+    diff = differential("slowdown", {"engine.container": {"engines": [old]}})
+    assert rule_check(diff, "cpu-quota-throttled").status == NOT_CHECKED
+    unlimited = {"pid": 7, "comm": "python3", "engine": "vllm", "role": "engine", "nproc_soft": None,
+                 "unset": ["nproc_soft"], "missing": {"nproc_soft": "unlimited (/proc/7/limits)"}}
+    diff = differential("crash-under-concurrency",
+                        {"host.limits": {"processes": [unlimited], "engine_count": 1}})
+    assert rule_check(diff, "process-limit-low").status == RULED_OUT
+    assert "nproc_soft: none set (unlimited (/proc/7/limits))" in said(diff, "process-limit-low")
 
 
 def test_startup_oom_from_records():

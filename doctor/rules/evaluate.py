@@ -76,10 +76,9 @@ def item_key(item: Any) -> str:
     return str(item) if isinstance(item, (str, int, float)) else ""
 
 
-def missing_reason(tree: ast.expr, names: dict[str, Any]) -> str | None:
-    """Why an expression's value is None: the ``missing`` entry of the first record field the
-    expression reads that is None and has one (``item.read_mbps`` → the item's
-    ``missing["read_mbps"]``, "not measured at level quick"); None when no record says."""
+def _absent_field(tree: ast.expr, names: dict[str, Any]) -> tuple[dict, str] | None:
+    """The record (a dict) and the name of the first field the expression reads that is None
+    and has a ``missing`` reason; None when no record says."""
     chains = (chain_of(node) for node in ast.walk(tree) if isinstance(node, ast.Attribute))
     for chain in chains:
         if not chain or chain[0] not in names:
@@ -92,8 +91,25 @@ def missing_reason(tree: ast.expr, names: dict[str, Any]) -> str | None:
         missing = parent.get("missing")
         reason = missing.get(chain[-1]) if isinstance(missing, dict) else None
         if isinstance(reason, str) and reason:
-            return reason
+            return parent, chain[-1]
     return None
+
+
+def missing_reason(tree: ast.expr, names: dict[str, Any]) -> str | None:
+    """Why an expression's value is None: the ``missing`` entry of the first record field the
+    expression reads that is None and has one (``item.read_mbps`` → the item's
+    ``missing["read_mbps"]``, "not measured at level quick"); None when no record says."""
+    found = _absent_field(tree, names)
+    return found[0]["missing"][found[1]] if found else None
+
+
+def none_set(tree: ast.expr, names: dict[str, Any]) -> bool:
+    """Whether that None is a value, not a failed read: the record lists the field in its
+    ``unset`` (no CPU quota, an unlimited process limit). The rules still do not judge it (a
+    condition cannot tell); `why` rules the cause out on it."""
+    found = _absent_field(tree, names)
+    unset = found[0].get("unset") if found else None
+    return isinstance(unset, (list, tuple)) and found is not None and found[1] in unset
 
 
 def rule_items(rule: Rule, ev: Evaluator, ok: set[str] | None = None) -> list[Any]:

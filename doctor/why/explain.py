@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.i18n.values import Text, m
-from doctor.rules.evaluate import missing_reason  # the record's own reason for an absent value
+from doctor.rules.evaluate import missing_reason, none_set  # the record's own reason for an absent value
 from doctor.rules.expressions import chain_of
 from doctor.rules.sandbox import Evaluator
 
@@ -75,10 +75,13 @@ def _is_constant(node: ast.expr) -> bool:
 
 
 def _absent(node: ast.expr, ev: Evaluator) -> Explanation:
-    """A None the condition needed: not judged, as the rules engine treats it (a None may be
-    a value, "no quota set", but the condition cannot tell, so neither can this). The
-    record's own reason where it gives one (its ``missing``)."""
+    """A None the condition needed: not judged, as the rules engine treats it, with the
+    record's own reason where it gives one (its ``missing``); but where the record lists the
+    field as ``unset`` (read, and no quota or limit is set), the cause is ruled out on it."""
     reason = missing_reason(node, ev.names)
+    if reason and none_set(node, ev.names):  # read, and nothing is set: judged, and false
+        return Explanation(False, (m("{name}: none set ({reason})", name=name_of(node),
+                                     reason=reason),))
     if reason:
         return Explanation(True, (m("{name}: not measured ({reason})", name=name_of(node),
                                     reason=reason),), (reason,))

@@ -90,6 +90,9 @@ class EngineContainer:
     # field -> why it is None: unread (the reason), or none set (no quota, no limit), which
     # the rules read as not judged and `why` says
     missing: dict[str, str] = field(default_factory=dict)
+    # the fields of ``missing`` that are None because none is set (no quota, no limit): `why`
+    # rules a cause out on them (doctor/rules/evaluate.py ``none_set``)
+    unset: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +326,19 @@ def _one(host: Host, procs: list[Process], kills: list[cgroups.KernelKill] | Non
         threads=_status_sum(host, pids, "Threads", 1),
         kernel_oom_kills=_kills_of(kills, pids, cg), identity=_identity(procs),
         pool_threads=pool, pool_source=pool_source, missing=_missing(fields, shm.size_bytes,
-                                                                     shm.reason), **fields)
+                                                                     shm.reason),
+        unset=_unset(fields), **fields)
+
+
+def _unset(fields: dict) -> tuple[str, ...]:
+    """The quota and the limit read and found unset (their cgroup was read: a version, a
+    directory): None there is "nothing caps it", not a failed read."""
+    out = []
+    if fields["cpu_quota_cpus"] is None and fields["cgroup_version"] is not None:
+        out.append("cpu_quota_cpus")
+    if fields["memory_limit_bytes"] is None and fields["memory_dir"] is not None:
+        out.append("memory_limit_bytes")
+    return tuple(out)
 
 
 def _missing(fields: dict, shm_bytes: int | None, shm_reason: str | None) -> dict[str, str]:

@@ -36,6 +36,9 @@ class ProcessLimits:
     # field -> why it is None: the limit is unlimited (a value the rules cannot tell from
     # one not read, so `why` says which)
     missing: dict[str, str] = field(default_factory=dict)
+    # the fields of ``missing`` whose None is a value, no limit set, not a read that failed:
+    # `why` rules a cause out on them (doctor/rules/evaluate.py ``none_set``)
+    unset: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,7 @@ def _limits(pid: int | None, comm: str, engine: str | None, text: str,
         memlock_hard_bytes=v["memlock_hard"],
         missing={name: t("unlimited ({path})", path=path) for name, key in FIELDS.items()
                  if v[key] is None},
+        unset=tuple(name for name, key in FIELDS.items() if v[key] is None),
     )
 
 

@@ -449,6 +449,7 @@ TABLES = (
         unexported("engines.cpu_quota_dir", "a cgroup path: the scan shows it"),
         unexported("engines.cpu_reason", f"why a figure is absent: {FREE_TEXT}"),
         unexported("engines.missing", f"field -> why it is absent or none is set: {FREE_TEXT}"),
+        unexported("engines.unset", "the fields of missing that are not set (no quota, no limit), not unread: for why"),
         gauge("engines.threads", "engine_container_threads", "Threads of the engine processes in the cgroup"),
         gauge("engines.runnable_threads", "engine_runnable_threads",
               "Most threads runnable at once in the sampling window"),

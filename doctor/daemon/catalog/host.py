@@ -25,6 +25,7 @@ TABLES = (
         unexported("processes.identity", "an engine's kind and address, the findings' key: the "
                    "limits' labels name the engine"),
         unexported("processes.missing", f"field -> why it is absent (unlimited): {SENTENCE}"),
+        unexported("processes.unset", "the fields of missing that are unlimited, not unread: for why"),
     )),
     Table("host.sysctl", (
         *(gauge(f, f"host_sysctl_{f}", f"{what} (/proc/sys)") for f, what in (
