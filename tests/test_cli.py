@@ -108,6 +108,8 @@ def test_capture_then_replay_gives_the_live_findings(cli, tmp_path):
     assert storage["data"]["paths"][0]["read_mbps"] > 0
 
 
+# machine: should the refusal regress, it would scan this machine (tests/tiers.py)
+@pytest.mark.machine
 def test_capture_refuses_a_non_empty_directory(cli, tmp_path):
     (tmp_path / "x").write_text("keep me")
     result = cli("capture", str(tmp_path), "--level", "quick")

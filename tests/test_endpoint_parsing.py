@@ -90,6 +90,8 @@ def test_a_bad_endpoint_is_refused_saying_why_and_never_showing_the_key(given, s
     assert "\x1b" not in str(err.value) and "\n" not in str(err.value)
 
 
+# machine: should the refusal regress, it would scan this machine (tests/tiers.py)
+@pytest.mark.machine
 @pytest.mark.parametrize("given,says", [
     (":99999", "no host"), ("127.0.0.1:8000:8000", "more than one ':'"),
     ("[127.0.0.1]:8000", "brackets hold IPv6 only"), ("http://127.0.0.1:8000\x07", "'\\x07'"),

@@ -174,6 +174,8 @@ def test_scan_says_what_it_will_send_and_what_it_sent(cli, server, tmp_path):
     assert plan < done
 
 
+# machine: should the refusal regress, it would scan this machine (tests/tiers.py)
+@pytest.mark.machine
 def test_a_config_requests_that_is_not_a_boolean_is_exit_3(cli, tmp_path):
     config = tmp_path / "c.toml"
     config.write_text("[scan]\nrequests = \"no\"\n")

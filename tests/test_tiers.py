@@ -82,3 +82,39 @@ def test_the_tests_that_act_on_this_machine_share_one_worker(tmp_path):
     workers = {name: (tmp_path / name).read_text()
                for name in ("live", "machine", "slurm", "browser", "live_again", "machine_again")}
     assert len(set(workers.values())) == 1 and "none" not in workers.values(), workers
+
+
+SCANS = '''
+import subprocess, sys
+import pytest
+
+CLI = [sys.executable, "-c", "pass", "doctor.commands.cli"]  # the argv's shape, no real scan
+
+def test_live():
+    subprocess.run([*CLI, "scan", "--level", "quick"], check=True)
+
+def test_replay():
+    subprocess.run([*CLI, "scan", "--replay", "somewhere"], check=True)
+
+@pytest.mark.machine
+def test_marked():
+    subprocess.run([*CLI, "why", "slow"], check=True)
+
+def test_other_command():
+    subprocess.run([*CLI, "rules"], check=True)
+'''
+
+
+@pytest.mark.slow  # starts a pytest
+def test_a_test_outside_the_host_group_may_not_run_a_live_scan(tmp_path):
+    """A test the module rule misses (not slow, not marked) that starts `llm-doctor scan` on
+    this machine fails at the start, naming the marker; with --replay, or marked, it runs."""
+    (tmp_path / "test_scans.py").write_text(SCANS)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
+                          "-q", "-W", "ignore", "--rootdir", str(tmp_path), str(tmp_path / "test_scans.py")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(tiers.Path(__file__).parents[1]),
+                              "COLUMNS": "400"})
+    assert "1 failed, 3 passed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+    assert ("test_live - Failed: this test runs llm-doctor on this machine but runs outside the "
+            "'host' group") in run.stdout

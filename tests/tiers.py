@@ -17,6 +17,10 @@ after the other as in a serial run, while the other worker takes the rest: those
 ``live``, ``browser``, ``slurm`` or ``machine``, and the ``slow`` tests of a module that runs
 the command line or a process, reads this machine through ``LiveHost``, or makes a namespace
 or a cgroup (``_ACTS``: such a module's slow tests are its scans of this machine).
+A test the module rule misses fails where it starts the command line's ``scan``, ``why`` or
+``capture`` on this machine (without ``--replay``) outside the group; the message says to mark
+it ``machine``. (A ``LiveHost`` built in the test's own process is not caught: the floor's unit
+tests read their own files and servers through one.)
 """
 
 from __future__ import annotations
@@ -59,7 +63,11 @@ _READS_INPUT = re.compile(r"--replay|\bpromtool\b|\bamtool\b|\bshellcheck\b|\bRe
 _acting: dict[str, bool] = {}
 
 _markers: set[str] | None = None  # the running test's markers; None between tests
+_in_group: bool | None = None  # whether the running test is in the host group; None between
 _original_init = subprocess.Popen.__init__
+_LIVE_COMMANDS = {"scan", "why", "capture"}  # the command line's commands that read this machine
+_MARK_IT = ("this test {what} but runs outside the 'host' group, beside the tests that start "
+            "servers and hogs on this machine: add pytest.mark.machine (see tests/tiers.py)")
 
 
 def _is_python(path: str) -> bool:
@@ -83,7 +91,22 @@ def _needed(args) -> tuple[str, str] | None:
     return None
 
 
+def _scans_this_machine(args) -> bool:
+    """Whether ``args`` runs llm-doctor's scan, why or capture on this machine (no --replay)."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return False
+    words = [os.fsdecode(w) if isinstance(w, (bytes, os.PathLike)) else str(w) for w in args]
+    text = " ".join(words)
+    if "doctor.commands.cli" not in text and not any(os.path.basename(w) == "llm-doctor" for w in words):
+        return False
+    after = text.split("doctor.commands.cli", 1)[-1].split()
+    command = next((w.strip("'") for w in after if not w.startswith("-")), "")
+    return command in _LIVE_COMMANDS and "--replay" not in text
+
+
 def _guarded_init(self, args, *rest, **kwargs):
+    if _in_group is False and _scans_this_machine(args):
+        pytest.fail(_MARK_IT.format(what="runs llm-doctor on this machine"), pytrace=False)
     if _markers is not None:
         found = _needed(args)
         if found is not None and found[1] not in _markers:
@@ -128,12 +151,13 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    global _markers
+    global _markers, _in_group
     _markers = {mark.name for mark in item.iter_markers()}
+    _in_group = on_host(item)
     try:
         yield
     finally:
-        _markers = None
+        _markers = _in_group = None
 
 
 def sampled(paths, every: int = 4) -> list:
