@@ -17,6 +17,12 @@ name them:
   (``native`` or ``lmcache``); ``--tensor-parallel-size`` / ``-tp``;
 * SGLang ``--enable-hierarchical-cache``, ``--hicache-ratio`` (host pool / device pool,
   default 2.0) and ``--hicache-size`` (GB; 0, the default, uses the ratio).
+* SGLang ``--disaggregation-mode`` (``prefill``/``decode``; ``null``, the default, serves both)
+  and ``--disaggregation-transfer-backend`` (default ``mooncake``), as SGLang 0.5.23's
+  ``sglang/srt/arg_groups/fields/disagg.py`` (lines 55 and 65) declares them: the instance's
+  role and its transfer backend, in place of vLLM's connector and kv_role;
+* LMCache's ``LMCACHE_PRE_CACHING_HASH_ALGORITHM`` (``pre_caching_hash_algorithm``, default
+  ``builtin``: Python's hash(), LMCache 0.5.6 ``lmcache/v1/config.py`` line 131).
 
 The CPU tier helps only when it holds more than the GPU tier (LMCache's maintainers,
 LMCache/LMCache#928 and #1109; a user measured TTFT 27 % worse with it smaller, #1241).
@@ -115,6 +121,15 @@ class EngineKvTiers:
     # not judged: no published threshold says what share a tier should reach
     hit_shares: dict[str, float] | None = None
     hit_window: str | None = None  # "between scrapes" | "since start"
+    # the transfer time ends when the engine polls it (SGLang): up to one scheduler iteration
+    # late, which its page does not give; kv-transfer-slow does not judge it
+    xfer_polled: bool = False
+    # LMCache: the share of the looked-up prompt tokens it found, the tokens, over what span
+    lm_hit_share: float | None = None
+    lm_lookup_tokens: float | None = None
+    lm_window: str | None = None
+    # LMCache keys chunks with Python's hash() (builtin, its default) unless told otherwise
+    lm_builtin_hash: bool | None = None  # None: the environ was not read
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,10 +252,20 @@ def _line(kv: KvFigures | None, link: float | None, missing: dict[str, str]) -> 
     return round(kv.xfer_bytes_max * 8 / (link * 1e9), 6)
 
 
+def _sglang_pd(argv: list[str]) -> tuple[str | None, str | None]:
+    """(transfer backend, role) of an SGLang instance in a prefill/decode pair; (None, None)
+    where it serves both (``--disaggregation-mode null``, the default)."""
+    mode = flag(argv, "--disaggregation-mode")
+    if mode not in ("prefill", "decode"):
+        return None, None
+    return (flag(argv, "--disaggregation-transfer-backend") or "mooncake")[:64], mode
+
+
 def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
          rdma: int | None, link: tuple[float, str] | None = None) -> EngineKvTiers | None:
     """One engine's KV tiers; None when it uses neither KV transfer nor offload."""
-    connector = config_key(argv, "kv_connector")
+    connector, role = _sglang_pd(argv) if m.kind == "sglang" else (config_key(argv, "kv_connector"),
+                                                                    config_key(argv, "kv_role"))
     hits = m.kv if m.kv is not None and m.kv.hit_shares else None
     kv = None if hits_only(m.kv) else m.kv  # SGLang's tier hits alone: no transfer or offload series
     pid = engine.pid if engine else None
@@ -252,6 +277,7 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         return None
     tls, _ = _env(host, pid, "UCX_TLS", missing) if connector or kv else (None, False)
     seed, read = _env(host, pid, "PYTHONHASHSEED", missing)
+    algorithm, _ = _env(host, pid, "LMCACHE_PRE_CACHING_HASH_ALGORITHM", {}) if read else (None, False)
     gpu_tokens = count(m.cache_config.get("kv_cache_size_tokens"), minimum=1)
     if rdma is None and (connector or kv):
         missing["rdma_ports_active"] = "net.rdma did not run here or found no RDMA device"
@@ -263,10 +289,10 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
     storage = (flag(argv, "--hicache-storage-backend") or "").lower()
     return EngineKvTiers(
         endpoint=m.endpoint, kind=m.kind, model=engine.model if engine else None,
-        kv_connector=connector, kv_role=config_key(argv, "kv_role"),
+        kv_connector=connector, kv_role=role,
         transfers=kv.transfers if kv else None, failed_transfers=kv.failed if kv else None,
         failed_window=kv.failed_window if kv else None, xfer_p99_s=kv.xfer_p99_s if kv else None,
-        nixl="nixl" in (connector or "").lower(), ucx_tls=tls[:128] if tls else None, ucx_tcp_only=tcp_only(tls), rdma_ports_active=rdma,
+        nixl=m.kind != "sglang" and "nixl" in (connector or "").lower(), ucx_tls=tls[:128] if tls else None, ucx_tcp_only=tcp_only(tls), rdma_ports_active=rdma,
         offload_backend=backend, cpu_tier_bytes=size, cpu_tier_from=size_from,
         cpu_tier_tokens=kv.offload_cpu_tokens if kv else None, gpu_tier_tokens=gpu_tokens,
         hicache_ratio=ratio,
@@ -287,7 +313,11 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         cache_dtype=m.cache_config.get("cache_dtype"), block_size=m.cache_config.get("block_size"),
         kv_cache_layout=m.cache_config.get("kv_cache_layout"),
         kv_buffer_device=config_key(argv, "kv_buffer_device"),
-        nixl_permute=(config_key(argv, "enable_permute_local_kv") or "").lower() == "true")
+        nixl_permute=(config_key(argv, "enable_permute_local_kv") or "").lower() == "true",
+        xfer_polled=kv.xfer_polled if kv else False,
+        lm_hit_share=m.kv.lm_hit_share if m.kv else None,
+        lm_lookup_tokens=m.kv.lm_lookup_tokens if m.kv else None, lm_window=m.kv.lm_window if m.kv else None,
+        lm_builtin_hash=(algorithm or "builtin").lower() == "builtin" if read else None)
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTiersRecord:
