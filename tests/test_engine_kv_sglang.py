@@ -128,3 +128,8 @@ def test_a_seed_independent_hash_silences_it_and_hostile_lookup_counts_are_absen
     assert odd is not None and odd.lm_hit_share is None
     assert "no count" in odd.missing["lmcache:num_lookup_hits_total"]
     assert "kv-offload-hashseed-unset" in fired(odd)
+
+
+def test_the_summary_names_lmcaches_hit_share(host):
+    item = record(host, *lm_pages(8192, 2048), LMCACHE, "vllm", pid=4242)
+    assert "LMCache found 25% of 8192 looked-up tokens (between scrapes)" in K.summary(K.KvTiersRecord((item,)))

@@ -363,6 +363,9 @@ def summary(record: KvTiersRecord) -> str:
                           window=e.failed_window))
         if e.cpu_tier_bytes is not None:
             bits.append(t("CPU tier {gib:.1f} GiB", gib=e.cpu_tier_bytes / GIB))
+        if e.lm_hit_share is not None and e.lm_lookup_tokens is not None:
+            bits.append(t("LMCache found {share:.0%} of {tokens:g} looked-up tokens ({window})",
+                          share=e.lm_hit_share, tokens=e.lm_lookup_tokens, window=e.lm_window))
         if e.hit_shares:
             bits.append(t("prompt tokens from cache: {shares}",
                           shares=", ".join(f"{k} {v:.0%}" for k, v in sorted(e.hit_shares.items()))))
