@@ -133,3 +133,13 @@ def test_a_seed_independent_hash_silences_it_and_hostile_lookup_counts_are_absen
 def test_the_summary_names_lmcaches_hit_share(host):
     item = record(host, *lm_pages(8192, 2048), LMCACHE, "vllm", pid=4242)
     assert "LMCache found 25% of 8192 looked-up tokens (between scrapes)" in K.summary(K.KvTiersRecord((item,)))
+
+
+def test_the_committed_sglang_pd_scenario_is_its_builders_output_and_fires(host):
+    from tests.engine_pages.make_pages import HERE
+    folder = HERE / "sglang-pd-transfer-failing"
+    pages = tuple((folder / f"metrics.{i}.txt").read_text() for i in (1, 2))
+    assert pages == SCENARIOS["sglang-pd-transfer-failing"]()
+    item = record(host, *pages, PREFILL, "sglang")
+    assert item is not None and (item.failed_transfers, item.transfers) == (2.0, 10.0)
+    assert fired(item) == ["kv-transfer-failing"]

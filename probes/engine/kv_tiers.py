@@ -31,9 +31,10 @@ the engine and its workers, which already holds what of the tier is allocated, t
 limit and CAP_IPC_LOCK); NIXL transfer time against the link (the fastest ACTIVE RDMA port,
 else the fastest physical interface up: net.interfaces); the NIXL instances of one model on
 this host that could pair, and what of their KV configuration differs
-(probes/helpers/nixl_pairs.py); SGLang's prompt-token share from each HiCache tier.
+(probes/helpers/nixl_pairs.py); SGLang's prompt-token share from each HiCache tier; the
+share of LMCache's looked-up tokens it found.
 Units: tokens, bytes, seconds, counts. Privilege: the engine's user or root for its environ.
-Manual equivalent: ``curl -s :8000/metrics | grep -E 'nixl_|kv_offload_config|cached_tokens'``,
+Manual equivalent: ``curl -s :8000/metrics | grep -E 'nixl_|kv_offload_config|cached_tokens|sglang:(kv_transfer|num_(transfer|bootstrap)_failed)|lmcache:num_lookup'``,
 ``grep MemAvailable /proc/meminfo``, ``grep 'Max locked' /proc/PID/limits`` and
 ``tr '\\0' '\\n' < /proc/PID/environ | grep -E '^(UCX_TLS|PYTHONHASHSEED)='``.
 """
