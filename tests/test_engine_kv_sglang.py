@@ -143,3 +143,8 @@ def test_the_committed_sglang_pd_scenario_is_its_builders_output_and_fires(host)
     item = record(host, *pages, PREFILL, "sglang")
     assert item is not None and (item.failed_transfers, item.transfers) == (2.0, 10.0)
     assert fired(item) == ["kv-transfer-failing"]
+
+
+def test_an_engine_without_lmcache_has_no_lmcache_hash_figure(host):
+    item = record(host, *SCENARIOS["sglang-pd-transfer-failing"](), PREFILL, "sglang", pid=4242)
+    assert item is not None and item.pythonhashseed_set is False and item.lm_builtin_hash is None

@@ -278,7 +278,8 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         return None
     tls, _ = _env(host, pid, "UCX_TLS", missing) if connector or kv else (None, False)
     seed, read = _env(host, pid, "PYTHONHASHSEED", missing)
-    algorithm, _ = _env(host, pid, "LMCACHE_PRE_CACHING_HASH_ALGORITHM", {}) if read else (None, False)
+    uses_lmcache = "lmcache" in f"{connector} {backend}".lower()
+    algorithm, _ = _env(host, pid, "LMCACHE_PRE_CACHING_HASH_ALGORITHM", {}) if read and uses_lmcache else (None, False)
     gpu_tokens = count(m.cache_config.get("kv_cache_size_tokens"), minimum=1)
     if rdma is None and (connector or kv):
         missing["rdma_ports_active"] = "net.rdma did not run here or found no RDMA device"
@@ -297,7 +298,7 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         offload_backend=backend, cpu_tier_bytes=size, cpu_tier_from=size_from,
         cpu_tier_tokens=kv.offload_cpu_tokens if kv else None, gpu_tier_tokens=gpu_tokens,
         hicache_ratio=ratio,
-        tensor_parallel=tp, lmcache="lmcache" in f"{connector} {backend}".lower(),
+        tensor_parallel=tp, lmcache=uses_lmcache,
         pythonhashseed_set=(seed is not None) if read else None, missing=missing,
         cpu_tier_host_bytes=(kv.offload_cpu_bytes_all if size_from == "vllm:kv_offload_config_info" and kv
                              and kv.offload_cpu_bytes_all else _tier_host_bytes(backend, size, tp)
@@ -318,7 +319,7 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         xfer_polled=kv.xfer_polled if kv else False,
         lm_hit_share=m.kv.lm_hit_share if m.kv else None,
         lm_lookup_tokens=m.kv.lm_lookup_tokens if m.kv else None, lm_window=m.kv.lm_window if m.kv else None,
-        lm_builtin_hash=(algorithm or "builtin").lower() == "builtin" if read else None)
+        lm_builtin_hash=(algorithm or "builtin").lower() == "builtin" if read and uses_lmcache else None)
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTiersRecord:
