@@ -32,12 +32,14 @@ LINK = (400.0, "net.rdma: mlx5_0/1")
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory) -> RecordedHost:
-    """pid 4242: no PYTHONHASHSEED, LMCache's default hash; pid 4343: sha256_cbor."""
+    """pid 4242: no PYTHONHASHSEED, LMCache's default hash; 4343: sha256_cbor; 4444 and 4545:
+    Mooncake told to use TCP."""
     root = tmp_path_factory.mktemp("kv-sglang-host")
     (root / "host.toml").write_text('[host]\nformat = 2\nhostname = "kv"\nlevel = "standard"\n'
                                     'captured_at = "2026-12-07T04:00:00Z"\nllm_doctor_version = "0.1.0"\n')
     for pid, env in ((4242, b"PATH=/usr/bin\0"),
-                     (4343, b"PATH=/usr/bin\0LMCACHE_PRE_CACHING_HASH_ALGORITHM=sha256_cbor\0")):
+                     (4343, b"PATH=/usr/bin\0LMCACHE_PRE_CACHING_HASH_ALGORITHM=sha256_cbor\0"),
+                     (4444, b"PATH=/usr/bin\0MC_FORCE_TCP=1\0"), (4545, b"MOONCAKE_PROTOCOL=TCP\0")):
         (root / "fs" / "proc" / str(pid)).mkdir(parents=True)
         (root / "fs" / "proc" / str(pid) / "environ").write_bytes(env)
     return RecordedHost(root)
@@ -148,3 +150,18 @@ def test_the_committed_sglang_pd_scenario_is_its_builders_output_and_fires(host)
 def test_an_engine_without_lmcache_has_no_lmcache_hash_figure(host):
     item = record(host, *SCENARIOS["sglang-pd-transfer-failing"](), PREFILL, "sglang", pid=4242)
     assert item is not None and item.pythonhashseed_set is False and item.lm_builtin_hash is None
+
+
+def test_mooncake_told_to_use_tcp_on_a_host_with_rdma_ports_fires(host):
+    pages = SCENARIOS["sglang"]()
+    forced = record(host, *pages, PREFILL, "sglang", pid=4444)
+    assert forced is not None and forced.mooncake_tcp == "MC_FORCE_TCP=1"
+    found, _ = evaluate(RULES, [ProbeResult("engine.kv_tiers", "ok", 0.0, None, K.KvTiersRecord((forced,)))])
+    (finding,) = [f for f in found if f.rule == "kv-transfer-ucx-tcp"]
+    assert finding.title.startswith("http://127.0.0.1:30000/metrics: MC_FORCE_TCP=1 keeps KV transfers on TCP")
+    protocol = record(host, *pages, PREFILL, "sglang", pid=4545)
+    assert protocol is not None and protocol.mooncake_tcp == "MOONCAKE_PROTOCOL=tcp"
+    # the silent twins: RDMA as configured; the NIXL backend (UCX_TLS is its switch)
+    assert record(host, *pages, PREFILL, "sglang", pid=4242).mooncake_tcp is None
+    nixl = [*PREFILL, "--disaggregation-transfer-backend", "nixl"]
+    assert record(host, *pages, nixl, "sglang", pid=4444).mooncake_tcp is None

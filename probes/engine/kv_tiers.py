@@ -131,6 +131,8 @@ class EngineKvTiers:
     lm_window: str | None = None
     # LMCache keys chunks with Python's hash() (builtin, its default) unless told otherwise
     lm_builtin_hash: bool | None = None  # None: the environ was not read
+    # SGLang's Mooncake backend told to use TCP: "MC_FORCE_TCP=1" or "MOONCAKE_PROTOCOL=tcp"
+    mooncake_tcp: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +264,21 @@ def _sglang_pd(argv: list[str]) -> tuple[str | None, str | None]:
     return (flag(argv, "--disaggregation-transfer-backend") or "mooncake")[:64], mode
 
 
+def _mooncake_tcp(host: Host, pid: int | None, connector: str | None) -> str | None:
+    """The SGLang environment that puts Mooncake's transfer engine on TCP: ``MC_FORCE_TCP=1``
+    ("makes mooncake install TcpTransport instead of RDMA", SGLang 0.5.23's
+    distributed/device_communicators/mooncake_transfer_engine.py:131-133) or
+    ``MOONCAKE_PROTOCOL=tcp`` (the protocol it initialises Mooncake with, default rdma: line 207,
+    environ.py:887); None where neither, or the environ was not read."""
+    if connector != "mooncake" or pid is None:
+        return None
+    force, _ = _env(host, pid, "MC_FORCE_TCP", {})
+    if force == "1":
+        return "MC_FORCE_TCP=1"
+    protocol, _ = _env(host, pid, "MOONCAKE_PROTOCOL", {})
+    return "MOONCAKE_PROTOCOL=tcp" if (protocol or "").strip().lower() == "tcp" else None
+
+
 def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
          rdma: int | None, link: tuple[float, str] | None = None) -> EngineKvTiers | None:
     """One engine's KV tiers; None when it uses neither KV transfer nor offload."""
@@ -319,7 +336,8 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         xfer_polled=kv.xfer_polled if kv else False,
         lm_hit_share=m.kv.lm_hit_share if m.kv else None,
         lm_lookup_tokens=m.kv.lm_lookup_tokens if m.kv else None, lm_window=m.kv.lm_window if m.kv else None,
-        lm_builtin_hash=(algorithm or "builtin").lower() == "builtin" if read and uses_lmcache else None)
+        lm_builtin_hash=(algorithm or "builtin").lower() == "builtin" if read and uses_lmcache else None,
+        mooncake_tcp=_mooncake_tcp(host, pid, connector) if m.kind == "sglang" else None)
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTiersRecord:

@@ -264,6 +264,8 @@ TABLES = (
         *(unexported(f"engines.{f}", why) for f, why in (
             ("failed_window", "what the failures cover: 'between scrapes' or 'since start'"),
             ("ucx_tls", "the engine's UCX_TLS, read by the rule and shown by the scan"),
+            ("mooncake_tcp", "the SGLang environment that puts Mooncake on TCP (MC_FORCE_TCP=1, "
+             "MOONCAKE_PROTOCOL=tcp), read by the rule and shown by the scan"),
             ("lmcache", "whether the connector or backend is LMCache, read by the rule"),
             ("nixl", "whether the connector moves KV with NIXL, read by the rule"),
             _copy("tensor_parallel", "engine.discovery", "engine_tensor_parallel_size"),
