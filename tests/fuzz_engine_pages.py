@@ -37,7 +37,7 @@ PAGES = Path(__file__).resolve().parent / "engine_pages"
 FOLDERS = {"vllm": ("vllm-v1-kv-pressure", "vllm-v1-calm", "vllm-v1-short-requests-big-blocks",
                     "vllm-v1-queue-at-max-num-seqs", "vllm-v1-spec-lora-thrash",
                     "vllm-v1-kv-nixl-offload"),  # NIXL and offload families (engine.kv_tiers)
-           "sglang": ("sglang", "sglang-calm-page-1"), "tgi": ("tgi",),
+           "sglang": ("sglang", "sglang-calm-page-1", "sglang-pd-transfer-failing"), "tgi": ("tgi",),
            "triton": ("triton-trtllm",), "llama.cpp": (None,)}
 LLAMA = ("# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing {}\n"
          "# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred {}\n"

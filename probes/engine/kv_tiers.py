@@ -17,6 +17,12 @@ name them:
   (``native`` or ``lmcache``); ``--tensor-parallel-size`` / ``-tp``;
 * SGLang ``--enable-hierarchical-cache``, ``--hicache-ratio`` (host pool / device pool,
   default 2.0) and ``--hicache-size`` (GB; 0, the default, uses the ratio).
+* SGLang ``--disaggregation-mode`` (``prefill``/``decode``; ``null``, the default, serves both)
+  and ``--disaggregation-transfer-backend`` (default ``mooncake``), as SGLang 0.5.23's
+  ``sglang/srt/arg_groups/fields/disagg.py`` (lines 55 and 65) declares them: the instance's
+  role and its transfer backend, in place of vLLM's connector and kv_role;
+* LMCache's ``LMCACHE_PRE_CACHING_HASH_ALGORITHM`` (``pre_caching_hash_algorithm``, default
+  ``builtin``: Python's hash(), LMCache 0.5.6 ``lmcache/v1/config.py`` line 131).
 
 The CPU tier helps only when it holds more than the GPU tier (LMCache's maintainers,
 LMCache/LMCache#928 and #1109; a user measured TTFT 27 % worse with it smaller, #1241).
@@ -25,9 +31,10 @@ the engine and its workers, which already holds what of the tier is allocated, t
 limit and CAP_IPC_LOCK); NIXL transfer time against the link (the fastest ACTIVE RDMA port,
 else the fastest physical interface up: net.interfaces); the NIXL instances of one model on
 this host that could pair, and what of their KV configuration differs
-(probes/helpers/nixl_pairs.py); SGLang's prompt-token share from each HiCache tier.
+(probes/helpers/nixl_pairs.py); SGLang's prompt-token share from each HiCache tier; the
+share of LMCache's looked-up tokens it found.
 Units: tokens, bytes, seconds, counts. Privilege: the engine's user or root for its environ.
-Manual equivalent: ``curl -s :8000/metrics | grep -E 'nixl_|kv_offload_config|cached_tokens'``,
+Manual equivalent: ``curl -s :8000/metrics | grep -E 'nixl_|kv_offload_config|cached_tokens|sglang:(kv_transfer|num_(transfer|bootstrap)_failed)|lmcache:num_lookup'``,
 ``grep MemAvailable /proc/meminfo``, ``grep 'Max locked' /proc/PID/limits`` and
 ``tr '\\0' '\\n' < /proc/PID/environ | grep -E '^(UCX_TLS|PYTHONHASHSEED)='``.
 """
@@ -115,6 +122,17 @@ class EngineKvTiers:
     # not judged: no published threshold says what share a tier should reach
     hit_shares: dict[str, float] | None = None
     hit_window: str | None = None  # "between scrapes" | "since start"
+    # the transfer time ends when the engine polls it (SGLang): up to one scheduler iteration
+    # late, which its page does not give; kv-transfer-slow does not judge it
+    xfer_polled: bool = False
+    # LMCache: the share of the looked-up prompt tokens it found, the tokens, over what span
+    lm_hit_share: float | None = None
+    lm_lookup_tokens: float | None = None
+    lm_window: str | None = None
+    # LMCache keys chunks with Python's hash() (builtin, its default) unless told otherwise
+    lm_builtin_hash: bool | None = None  # None: the environ was not read
+    # SGLang's Mooncake backend told to use TCP: "MC_FORCE_TCP=1" or "MOONCAKE_PROTOCOL=tcp"
+    mooncake_tcp: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,10 +255,35 @@ def _line(kv: KvFigures | None, link: float | None, missing: dict[str, str]) -> 
     return round(kv.xfer_bytes_max * 8 / (link * 1e9), 6)
 
 
+def _sglang_pd(argv: list[str]) -> tuple[str | None, str | None]:
+    """(transfer backend, role) of an SGLang instance in a prefill/decode pair; (None, None)
+    where it serves both (``--disaggregation-mode null``, the default)."""
+    mode = flag(argv, "--disaggregation-mode")
+    if mode not in ("prefill", "decode"):
+        return None, None
+    return (flag(argv, "--disaggregation-transfer-backend") or "mooncake")[:64], mode
+
+
+def _mooncake_tcp(host: Host, pid: int | None, connector: str | None) -> str | None:
+    """The SGLang environment that puts Mooncake's transfer engine on TCP: ``MC_FORCE_TCP=1``
+    ("makes mooncake install TcpTransport instead of RDMA", SGLang 0.5.23's
+    distributed/device_communicators/mooncake_transfer_engine.py:131-133) or
+    ``MOONCAKE_PROTOCOL=tcp`` (the protocol it initialises Mooncake with, default rdma: line 207,
+    environ.py:887); None where neither, or the environ was not read."""
+    if connector != "mooncake" or pid is None:
+        return None
+    force, _ = _env(host, pid, "MC_FORCE_TCP", {})
+    if force == "1":
+        return "MC_FORCE_TCP=1"
+    protocol, _ = _env(host, pid, "MOONCAKE_PROTOCOL", {})
+    return "MOONCAKE_PROTOCOL=tcp" if (protocol or "").strip().lower() == "tcp" else None
+
+
 def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
          rdma: int | None, link: tuple[float, str] | None = None) -> EngineKvTiers | None:
     """One engine's KV tiers; None when it uses neither KV transfer nor offload."""
-    connector = config_key(argv, "kv_connector")
+    connector, role = _sglang_pd(argv) if m.kind == "sglang" else (config_key(argv, "kv_connector"),
+                                                                    config_key(argv, "kv_role"))
     hits = m.kv if m.kv is not None and m.kv.hit_shares else None
     kv = None if hits_only(m.kv) else m.kv  # SGLang's tier hits alone: no transfer or offload series
     pid = engine.pid if engine else None
@@ -252,6 +295,8 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         return None
     tls, _ = _env(host, pid, "UCX_TLS", missing) if connector or kv else (None, False)
     seed, read = _env(host, pid, "PYTHONHASHSEED", missing)
+    uses_lmcache = "lmcache" in f"{connector} {backend}".lower()
+    algorithm, _ = _env(host, pid, "LMCACHE_PRE_CACHING_HASH_ALGORITHM", {}) if read and uses_lmcache else (None, False)
     gpu_tokens = count(m.cache_config.get("kv_cache_size_tokens"), minimum=1)
     if rdma is None and (connector or kv):
         missing["rdma_ports_active"] = "net.rdma did not run here or found no RDMA device"
@@ -263,14 +308,14 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
     storage = (flag(argv, "--hicache-storage-backend") or "").lower()
     return EngineKvTiers(
         endpoint=m.endpoint, kind=m.kind, model=engine.model if engine else None,
-        kv_connector=connector, kv_role=config_key(argv, "kv_role"),
+        kv_connector=connector, kv_role=role,
         transfers=kv.transfers if kv else None, failed_transfers=kv.failed if kv else None,
         failed_window=kv.failed_window if kv else None, xfer_p99_s=kv.xfer_p99_s if kv else None,
-        nixl="nixl" in (connector or "").lower(), ucx_tls=tls[:128] if tls else None, ucx_tcp_only=tcp_only(tls), rdma_ports_active=rdma,
+        nixl=m.kind != "sglang" and "nixl" in (connector or "").lower(), ucx_tls=tls[:128] if tls else None, ucx_tcp_only=tcp_only(tls), rdma_ports_active=rdma,
         offload_backend=backend, cpu_tier_bytes=size, cpu_tier_from=size_from,
         cpu_tier_tokens=kv.offload_cpu_tokens if kv else None, gpu_tier_tokens=gpu_tokens,
         hicache_ratio=ratio,
-        tensor_parallel=tp, lmcache="lmcache" in f"{connector} {backend}".lower(),
+        tensor_parallel=tp, lmcache=uses_lmcache,
         pythonhashseed_set=(seed is not None) if read else None, missing=missing,
         cpu_tier_host_bytes=(kv.offload_cpu_bytes_all if size_from == "vllm:kv_offload_config_info" and kv
                              and kv.offload_cpu_bytes_all else _tier_host_bytes(backend, size, tp)
@@ -287,7 +332,12 @@ def view(host: Host, engine: Engine | None, m: EngineMetrics, argv: list[str],
         cache_dtype=m.cache_config.get("cache_dtype"), block_size=m.cache_config.get("block_size"),
         kv_cache_layout=m.cache_config.get("kv_cache_layout"),
         kv_buffer_device=config_key(argv, "kv_buffer_device"),
-        nixl_permute=(config_key(argv, "enable_permute_local_kv") or "").lower() == "true")
+        nixl_permute=(config_key(argv, "enable_permute_local_kv") or "").lower() == "true",
+        xfer_polled=kv.xfer_polled if kv else False,
+        lm_hit_share=m.kv.lm_hit_share if m.kv else None,
+        lm_lookup_tokens=m.kv.lm_lookup_tokens if m.kv else None, lm_window=m.kv.lm_window if m.kv else None,
+        lm_builtin_hash=(algorithm or "builtin").lower() == "builtin" if read and uses_lmcache else None,
+        mooncake_tcp=_mooncake_tcp(host, pid, connector) if m.kind == "sglang" else None)
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> KvTiersRecord:
@@ -333,6 +383,9 @@ def summary(record: KvTiersRecord) -> str:
                           window=e.failed_window))
         if e.cpu_tier_bytes is not None:
             bits.append(t("CPU tier {gib:.1f} GiB", gib=e.cpu_tier_bytes / GIB))
+        if e.lm_hit_share is not None and e.lm_lookup_tokens is not None:
+            bits.append(t("LMCache found {share:.0%} of {tokens:g} looked-up tokens ({window})",
+                          share=e.lm_hit_share, tokens=e.lm_lookup_tokens, window=e.lm_window))
         if e.hit_shares:
             bits.append(t("prompt tokens from cache: {shares}",
                           shares=", ".join(f"{k} {v:.0%}" for k, v in sorted(e.hit_shares.items()))))

@@ -208,6 +208,18 @@ def vllm_v1_kv() -> tuple[str, str]:
     return first.text(), second.text()
 
 
+def sglang_pd() -> tuple[str, str]:
+    """The SGLang engine as the prefill instance of a PD pair: SGLang 0.5.23's own transfer
+    families (source/sglang_0.5.23_kv_generated.txt); 10 transfers of 48 MiB between the
+    scrapes, one of them 900 ms, and 2 requests whose transfer failed."""
+    first, second = (Page(text).append(source("sglang_0.5.23_kv_generated.txt").text()) for text in sglang())
+    second.observe("sglang:kv_transfer_latency_ms", [20.0] * 9 + [900.0])
+    second.observe("sglang:kv_transfer_total_mb", [48.0] * 10)
+    second.observe("sglang:kv_transfer_speed_gb_s", [48 / 1024 / 0.02] * 9 + [48 / 1024 / 0.9])
+    second.add("sglang:num_transfer_failed_reqs_total", 2)
+    return first.text(), second.text()
+
+
 SCENARIOS = {
     # KV at 0.99, 12 waiting, 15 preemptions between scrapes, slow first tokens
     "vllm-v1-kv-pressure": lambda: vllm_v1(
@@ -226,6 +238,8 @@ SCENARIOS = {
     # one instance of a NIXL prefill/decode pair with a CPU offload tier smaller than its GPU's
     "vllm-v1-kv-nixl-offload": lambda: vllm_v1_kv(),
     "sglang": sglang,
+    # the prefill instance of an SGLang PD pair whose transfers fail
+    "sglang-pd-transfer-failing": sglang_pd,
     "tgi": tgi,
     "triton-trtllm": triton,
 }

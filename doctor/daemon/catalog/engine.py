@@ -17,7 +17,8 @@ FEATURE_FIGURES = ("spec_window", "spec_drafts", "spec_draft_tokens", "spec_acce
 # probes/helpers/engine_kv.KvFigures' fields: engine.kv_tiers reads them
 KV_FIGURES = ("transfers", "failed", "failed_notifications", "failed_window", "xfer_p99_s",
               "xfer_p99_floor_s", "xfer_bytes_max", "hit_shares", "hit_window", "offload_cpu_bytes_all",
-              "offload_cpu_bytes", "offload_cpu_tokens", "absent")
+              "offload_cpu_bytes", "offload_cpu_tokens", "absent", "xfer_from", "xfer_polled",
+              "lm_hit_share", "lm_lookup_tokens", "lm_window")
 FREE_TEXT = "free text for people (it may name URLs and paths), shown by the scan"
 
 
@@ -154,7 +155,7 @@ TABLES = (
                      "series of the two scrapes: engine.features exports it, judged")
           for f in FEATURE_FIGURES),
         each("engines.kv", L.position("kv")),
-        *(unexported(f"engines.kv.{f}", "a NIXL KV-transfer or KV-offload series of the two "
+        *(unexported(f"engines.kv.{f}", "a KV-transfer (NIXL, SGLang PD) or KV-offload (LMCache) series of the two "
                      "scrapes: engine.kv_tiers exports it, judged") for f in KV_FIGURES),
         of("length", "errors", "engine_scrape_errors", "Engines whose /metrics could not be read"),
     )),
@@ -201,10 +202,10 @@ TABLES = (
              "(--kv-transfer-config), and the KV offload backend", connector="kv_connector",
              role="kv_role", offload="offload_backend", cpu_tier_from="cpu_tier_from"),
         gauge("engines.transfers", "engine_kv_transfers",
-              "NIXL KV transfers over the window (or since start: failed_window says)"),
+              "KV transfers (NIXL; SGLang PD: requests) over the window (or since start: failed_window says)"),
         gauge("engines.failed_transfers", "engine_kv_transfer_failures",
-              "Failed NIXL KV transfers, handshakes and notifications over the window"),
-        gauge("engines.xfer_p99_s", "engine_kv_transfer_seconds", "NIXL KV transfer time, "
+              "Failed KV transfers, handshakes and notifications (SGLang: requests) over the window"),
+        gauge("engines.xfer_p99_s", "engine_kv_transfer_seconds", "KV transfer time (NIXL; SGLang PD), "
               "percentile", const=(("percentile", "99"),)),
         gauge("engines.ucx_tcp_only", "engine_kv_transfer_ucx_tcp_only",
               "1 when UCX_TLS leaves UCX no RDMA transport"),
@@ -249,11 +250,22 @@ TABLES = (
         unexported("engines.hit_window", "what hit_shares covers: 'between scrapes' or 'since start'"),
         unexported("engines.nixl_differs", "what differs from the NIXL instances it could pair with: "
                    "read by the rule and shown by the scan"),
+        gauge("engines.xfer_polled", "engine_kv_transfer_time_polled",
+              "1 when the transfer time ends at the engine's next scheduler poll (SGLang PD): not judged"),
+        gauge("engines.lm_hit_share", "engine_kv_offload_lmcache_lookup_hit_ratio",
+              "Share of the prompt tokens LMCache looked up that it found (lmcache:num_lookup_hits)"),
+        gauge("engines.lm_lookup_tokens", "engine_kv_offload_lmcache_lookup_tokens",
+              "Prompt tokens LMCache looked up over the window (or since start: lm_window says)"),
+        gauge("engines.lm_builtin_hash", "engine_kv_offload_lmcache_builtin_hash",
+              "1 when LMCache keys chunks with Python's hash() (LMCACHE_PRE_CACHING_HASH_ALGORITHM unset or builtin)"),
+        unexported("engines.lm_window", "what lm_hit_share covers: 'between scrapes' or 'since start'"),
         gauge("engines.tier_rdma_registered", "engine_kv_offload_rdma_registered",
               "1 when the CPU KV tier is registered with an RDMA device (SGLang HiCache on Mooncake)"),
         *(unexported(f"engines.{f}", why) for f, why in (
             ("failed_window", "what the failures cover: 'between scrapes' or 'since start'"),
             ("ucx_tls", "the engine's UCX_TLS, read by the rule and shown by the scan"),
+            ("mooncake_tcp", "the SGLang environment that puts Mooncake on TCP (MC_FORCE_TCP=1, "
+             "MOONCAKE_PROTOCOL=tcp), read by the rule and shown by the scan"),
             ("lmcache", "whether the connector or backend is LMCache, read by the rule"),
             ("nixl", "whether the connector moves KV with NIXL, read by the rule"),
             _copy("tensor_parallel", "engine.discovery", "engine_tensor_parallel_size"),
