@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from doctor.diff import identity as ident
-from doctor.diff.facts import NOT_RECORDED, Records, readings
+from doctor.diff.facts import Records, not_recorded, readings
 from doctor.diff.links import link
 from doctor.diff.model import (ADDED, CHANGED, FLAG, IMPROVEMENT, INCOMPLETE, NO_CHANGE,
                                NOT_COMPARABLE, REGRESSION, REMOVED, SAME, SECRET, Diff, Fact,
@@ -219,11 +219,12 @@ def compare(before: SavedScan | Mapping[str, Any], after: SavedScan | Mapping[st
     sides = _side(before, sources[0], rb), _side(after, sources[1], ra)
     who, evidence = ident.identity(before, after, rb, ra)
     findings = _findings(before, after)
+    missing = not_recorded(rb, ra)
     if who == ident.DIFFERENT and not different_hosts:
         line = t("two different hosts ({evidence}): pass --different-hosts to compare them anyway",
                  evidence=t("; ").join(evidence))
         return Diff(NOT_COMPARABLE, line, 3, *sides, who, evidence, False, (line,), (), (),
-                    NOT_RECORDED)
+                    missing)
     why = ident.comparability(before, after, rb, ra)
     facts = [_fact(fid, facts_b.get(fid), facts_a.get(fid), rb, ra, not why)
              for fid in sorted(facts_b.keys() | facts_a.keys())]
@@ -232,10 +233,10 @@ def compare(before: SavedScan | Mapping[str, Any], after: SavedScan | Mapping[st
     facts.sort(key=lambda f: (-f.score, f.id))
     if why:
         return Diff(NOT_COMPARABLE, t("not comparable: {why}", why=t("; ").join(why)), 3, *sides, who, evidence,
-                    False, why, tuple(facts), findings, NOT_RECORDED)
+                    False, why, tuple(facts), findings, missing)
     verdict, line, code = _verdict(facts, findings)
     return Diff(verdict, line, code, *sides, who, evidence, True, (), tuple(facts), findings,
-                NOT_RECORDED)
+                missing)
 
 
 def _with_score(fact: Fact, score: float) -> Fact:
