@@ -21,6 +21,7 @@ BACKENDS: dict[str, str] = {
     "npu": "gpu",  # npu.devices, npu.errors, npu.topology, npu.device_files, npu.versions
     "npu.network": "net",  # the NPU's RoCE ports (hccn_tool), as net.rdma's
     "npu.hccl_env": "net",  # HCCL's variables against the ports, as net.nccl_env's
+    "npu.hccl_log": "net",  # HCCL's error lines in the engines' logs, as net.nccl_log's
 }
 
 

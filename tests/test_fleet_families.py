@@ -38,6 +38,8 @@ VENDOR_CAUSES: dict[str, tuple[str, str | None]] = {
     "iommu-not-passthrough": ("gpu", "gpu-p2p-blocked"),
     "amd-gfx-unsupported": ("gpu", "driver-runtime-mismatch"),  # the build has no kernels for it
     "amd-device-files-missing": ("gpu", "gpu-lost-in-container"),
+    "amd-partition-layout-mismatch": ("gpu", "mig-mps-misconfigured"),  # CPX/NPS against -tp
+    "amd-p2p-fine-grain-off": ("gpu", "gpu-p2p-blocked"),  # HSA_FORCE_FINE_GRAIN_PCIE unset
     "npu-health-not-ok": ("gpu", "gpu-hardware-errors"),
     "gpu-hardware-errors": ("gpu", "gpu-hardware-errors"),  # npu-hbm-ecc-uncorrected
     "gpu-memory-held-by-other-process": ("gpu", "gpu-memory-held-by-other-process"),
@@ -79,8 +81,9 @@ def test_every_amd_and_ascend_cause_has_its_family_and_its_nvidia_twins():
 
 def test_a_probe_of_a_backend_is_judged_in_its_family():
     assert [probe_family(p) for p in ("amd.gpu", "amd.host", "npu.devices", "npu.errors",
-                                      "npu.network", "npu.hccl_env", "gpu.errors", "net.rdma")] == \
-        ["gpu", "gpu", "gpu", "gpu", "net", "net", "gpu", "net"]
+                                      "npu.network", "npu.hccl_env", "npu.hccl_log", "gpu.errors",
+                                      "net.rdma", "net.nccl_log")] == \
+        ["gpu", "gpu", "gpu", "gpu", "net", "net", "net", "gpu", "net", "net"]
 
 
 # --------------------------------------------------------------------------- through NPD
