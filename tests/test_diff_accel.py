@@ -172,3 +172,16 @@ def test_a_hostile_bus_id_cannot_forge_another_facts_id():
     forged = [f.id for f in diff.facts if f.id.startswith("amd.gpu[x")]
     assert forged and all(f.count("[") == f.count("]") for f in forged)
     assert all(len(f) < 120 for f in forged)
+
+
+def test_every_amd_and_ascend_fact_and_note_speaks_chinese(npu_hosts):
+    from doctor.i18n import Speaking
+    from tests.test_diff_zh import english_runs
+
+    with Speaking("zh_CN"):
+        diffs = [_diff(FIXTURE_HOSTS, AMD_BASE, "amd-mi300-8x-xgmi-down"),
+                 _diff(npu_hosts, NPU_BASE, "ascend-910b2c-port-down")]
+    labels = {f.label for d in diffs for f in d.facts if f.id.startswith(("amd.", "npu"))}
+    labels |= set(diffs[0].missing_facts)
+    assert labels and [text for text in labels if english_runs(text)] == []
+    assert any("昇腾" in text for text in labels) and any("xGMI 链路" in text for text in labels)
