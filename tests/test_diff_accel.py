@@ -155,6 +155,7 @@ def test_ascend_chips_ports_and_versions_are_facts(npu_hosts):
     assert facts["npu.device_file[/dev/davinci_manager].present"].before is True
 
 
+@pytest.mark.slow  # two full NVIDIA replays: about half a second
 def test_an_nvidia_diff_has_no_other_vendors_facts_or_notes():
     base, story = "l40s-8x-acs-off", "diff-l40s-8x-gpu0-x8"
     diff = compare(saved(FIXTURE_HOSTS / base), saved(FIXTURE_HOSTS / story), (base, story))
