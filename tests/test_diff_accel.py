@@ -186,3 +186,33 @@ def test_every_amd_and_ascend_fact_and_note_speaks_chinese(npu_hosts):
     labels |= set(diffs[0].missing_facts)
     assert labels and [text for text in labels if english_runs(text)] == []
     assert any("昇腾" in text for text in labels) and any("xGMI 链路" in text for text in labels)
+
+
+# npu.hccl_env on a real captured vLLM (PID 30412), its variables planted as tests/test_npu_probes.py does
+HCCL_BASE, HCCL_PID = FIXTURE_HOSTS / "l40s-8x-nccl-p2p-disabled", 30412
+
+
+def _with_hccl(root: Path, env: dict[str, str]) -> dict:
+    shutil.copytree(HCCL_BASE, root, symlinks=True)
+    (root / f"fs/proc/{HCCL_PID}/environ").write_bytes(
+        b"\0".join(f"{k}={v}".encode() for k, v in {"PATH": "/usr/bin", **env}.items()) + b"\0")
+    return to_dict(replay(root))
+
+
+@pytest.mark.slow  # two full replays of an 8-GPU host
+def test_an_engines_hccl_timeout_lowered_and_interface_set_are_its_changes(tmp_path):
+    before = _with_hccl(tmp_path / "before", {"HCCL_CONNECT_TIMEOUT": "600", "HCCL_EXEC_TIMEOUT": "1800"})
+    after = _with_hccl(tmp_path / "after", {"HCCL_CONNECT_TIMEOUT": "60", "HCCL_EXEC_TIMEOUT": "1800",
+                                            "HCCL_SOCKET_IFNAME": "eth9"})
+    diff = compare(before, after, ("before", "after"))
+    at = "engine[vllm@127.0.0.1:8000].hccl."
+    assert diff.verdict == REGRESSION and diff.line.startswith(f"{at}HCCL_CONNECT_TIMEOUT: 600 -> 60")
+    first = diff.changes[0]
+    assert (first.causes, first.direction, first.family) == (("hccl-timeout-low",), "worse", "net")
+    assert first.note == "- HCCL_CONNECT_TIMEOUT=600; + HCCL_CONNECT_TIMEOUT=60"
+    assert moved(diff) == {f"{at}HCCL_CONNECT_TIMEOUT", f"{at}HCCL_SOCKET_IFNAME"}
+    added = next(f for f in diff.changes if f.id == f"{at}HCCL_SOCKET_IFNAME")
+    assert (added.status, added.note, added.causes) == (ADDED, "+ HCCL_SOCKET_IFNAME=eth9",
+                                                         ("hccl-interface-wrong",))
+    assert ("hccl-connect-timeout-low", "raised") in [(d.rule, d.state) for d in diff.findings]
+    jsonschema.validate(diff_dict(diff), SCHEMA)

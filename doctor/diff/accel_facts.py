@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from doctor.diff.model import CONFIG, Reading
+from doctor.diff.model import CONFIG, FLAG, Reading
 from doctor.i18n import lazy, t, translated
 
 Data = dict[str, Any]
@@ -175,6 +175,27 @@ def npu_facts(r: Any) -> Iterator[Reading]:
                          {"link": ("link", lazy("path between the pair (npu-smi info -t topo)"))})
     for port in r.rows("npu.network", "ports"):
         yield from _read(f"npu.port[{_named(port.get('device'))}]", "net", "npu.network", port, NPU_PORT)
+    yield from hccl_facts(r)
+
+
+# probes/npu/hccl_env.py's VARIABLES (the diff reads records, never a probe's module)
+HCCL_VARIABLES = ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "HCCL_SOCKET_IFNAME", "HCCL_IF_IP",
+                  "HCCL_IF_BASE_PORT", "HCCL_BUFFSIZE", "HCCL_INTRA_ROCE_ENABLE",
+                  "HCCL_INTRA_PCIE_ENABLE", "ASCEND_RT_VISIBLE_DEVICES")
+HCCL_SECONDS = {"HCCL_CONNECT_TIMEOUT": "connect_timeout_s", "HCCL_EXEC_TIMEOUT": "exec_timeout_s"}
+
+
+def hccl_facts(r: Any) -> Iterator[Reading]:
+    """Each engine's HCCL variables (npu.hccl_env), as an engine's flags are: unset is None,
+    so setting one is ADDED; a timeout as the whole seconds the probe read from it."""
+    for engine in r.rows("npu.hccl_env", "engines"):
+        at = r.engine_of_pid(engine.get("pid"), _named(engine.get("engine")))
+        env = engine["env"] if isinstance(engine.get("env"), dict) else {}
+        for name in HCCL_VARIABLES:
+            seconds = engine.get(HCCL_SECONDS.get(name, ""))
+            value = seconds if isinstance(seconds, int) and not isinstance(seconds, bool) else env.get(name)
+            yield Reading(f"{at}.hccl.{name}", "net", name, _scalar(value), FLAG, "npu.hccl_env",
+                          flag=f"{name}=")
 
 
 def not_recorded(r: Any) -> tuple[str, ...]:

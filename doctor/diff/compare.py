@@ -62,11 +62,12 @@ def _ratio(before: Any, after: Any) -> float | None:
 
 
 def _argv(reading: Reading, before: Any, after: Any) -> str:
-    """The flag's change as an argv diff: ``+ --enforce-eager``, ``- --block-size 16``."""
+    """The flag's change as an argv diff: ``+ --enforce-eager``, ``- --block-size 16``; an
+    environment variable's (its flag ends in ``=``) as ``+ HCCL_CONNECT_TIMEOUT=60``."""
     def words(value: Any) -> str:
         if value is True:
             return reading.flag
-        return f"{reading.flag} {value}"
+        return f"{reading.flag}{value}" if reading.flag.endswith("=") else f"{reading.flag} {value}"
     out = []
     if before not in (None, False):
         out.append(f"- {words(before)}")

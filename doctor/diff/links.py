@@ -179,6 +179,12 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     "npu.port[*].link": (("npu-network-port-down",), Good("is", "UP")),
     "npu.port[*].net_health": (("npu-network-port-down",), Good("is", "Success")),
     "npu.port[*].address": (("hccl-interface-wrong",), None),
+    # HCCL's variables in an engine's environment: a connect timeout below 120 s fails ranks
+    # that start late; an exec timeout of 0 waits for ever, so its good way is not "higher"
+    "engine[*].hccl.HCCL_CONNECT_TIMEOUT": (("hccl-timeout-low",), HIGHER),
+    "engine[*].hccl.HCCL_EXEC_TIMEOUT": (("hccl-timeout-low",), None),
+    "engine[*].hccl.HCCL_SOCKET_IFNAME": (("hccl-interface-wrong",), None),
+    "engine[*].hccl.HCCL_IF_IP": (("hccl-interface-wrong",), None),
 }
 # The engine's latency percentiles: lower is better; they bear on no one cause, they are the
 # symptom the other changes explain.
