@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.families import probe_family
 from doctor.i18n.text import saved_text
 from doctor.model import Severity, key_from_evidence
 
@@ -33,7 +34,9 @@ class SavedProbe:
 
     @property
     def family(self) -> str:
-        return self.name.partition(".")[0]
+        """gpu, engine, host or net (doctor/families.py: amd.gpu is the GPU family's); a
+        name of no family, its head."""
+        return probe_family(self.name) or self.name.partition(".")[0]
 
     def reason(self, lang: str | None = None) -> str:
         return saved_text(self.texts, "reason", self.saved_in, lang)

@@ -18,6 +18,7 @@ import pytest
 from tests import slurm_cluster
 from tests.conftest import FIXTURE_HOSTS, REPO
 from tests.daemon_helpers import need
+from tests.fixtures import build_ascend_hosts as ascend
 
 pytestmark = pytest.mark.slurm
 
@@ -52,6 +53,10 @@ def states(tmp_path_factory):
         found[f"1970-{interval:g}"].write_text(json.dumps({**json.loads(healthy.read_text()),
                                                            "taken_at": 1.0,
                                                            "interval_s": interval}))
+    # issue 33: the same faults on AMD and Ascend hosts (an uncorrectable ECC error; a RoCE port down)
+    found["amd"] = slurm_cluster.beat_state(FIXTURE_HOSTS / "amd-mi300-8x-ras", work / "amd.json", work, True)
+    npu_host = ascend.build("ascend-910b2c-port-down", work / "hosts")
+    found["npu"] = slurm_cluster.beat_state(npu_host, work / "npu.json", work, True)
     hostile = json.loads(critical.read_text())
     hostile["report"]["findings"][0]["title"] = HOSTILE_TITLE
     found["hostile"] = work / "hostile.json"
@@ -120,6 +125,20 @@ def test_another_critical_finding_updates_our_own_reason(cluster, states):
         n if (n := cluster.show()).our_rule == "gpu-fallen-off-the-bus" else None))
     assert "DRAIN" in node.state
     _say(cluster, "another critical finding")
+    cluster.plant("hc", states["healthy"])
+    cluster.wait("the node resumed", lambda: _undrained(cluster))
+
+
+def test_an_amd_or_ascend_fault_drains_and_resumes_as_an_nvidia_one(cluster, states):
+    """AMD's RAS errors and an Ascend RoCE port down, as a daemon found them on the recorded
+    hosts: our reason names their rule, and the healthy state resumes the node."""
+    for which, rules in (("amd", ("amd-gpu-ras-errors", "amd-kernel-ras-lines")),
+                         ("npu", ("npu-port-down",))):
+        cluster.plant("hc", states[which])
+        node = cluster.wait(f"the node drained for {which}", lambda rules=rules: (
+            n if (n := cluster.show()).held and n.our_rule in rules else None))
+        assert "DRAIN" in node.state and node.reason.startswith(f"llm-doctor: {node.our_rule} ")
+        _say(cluster, f"{which} critical state planted")
     cluster.plant("hc", states["healthy"])
     cluster.wait("the node resumed", lambda: _undrained(cluster))
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doctor.daemon.settings import BOUNDS
+from doctor.families import FAMILIES, probe_family
 from doctor.i18n import Speaking, t
 from doctor.jsonfile import json_path, read_json
 from doctor.redact import redact_text
@@ -54,7 +55,6 @@ STATE_VERSION = 1
 DEFAULT_PATH = "/var/lib/llm-doctor/state.json"
 STALE_INTERVALS = 3  # older than three beats: the daemon is stopped, hung or far behind
 FUTURE_SLACK_S = 60.0  # clocks of a host and its container agree within this
-FAMILIES = ("gpu", "engine", "host", "net")
 INTERVAL_MIN_S, INTERVAL_MAX_S = BOUNDS["interval_s"][:2]  # the daemon's own --interval range
 # 2020-01-01T00:00:00Z, before any llm-doctor: a time earlier than this, in the state or on the
 # reader's clock, is a clock that was never set, and no age can be judged from it.
@@ -73,11 +73,12 @@ class StateError(Exception):
 
 
 def family_of(rule: "Rule") -> str:
-    """A rule's family: that of the first probe it reads (``gpu.nvml`` → gpu)."""
+    """A rule's family: that of the first probe it reads that has one (``gpu.nvml`` → gpu,
+    ``amd.gpu`` → gpu: doctor/families.py), else host."""
     for probe in rule.probes:
-        head = probe.partition(".")[0]
-        if head in FAMILIES:
-            return head
+        family = probe_family(probe)
+        if family:
+            return family
     return "host"
 
 

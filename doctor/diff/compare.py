@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from doctor.diff import identity as ident
-from doctor.diff.facts import NOT_RECORDED, Records, readings
+from doctor.diff.facts import Records, not_recorded, readings
 from doctor.diff.links import link
 from doctor.diff.model import (ADDED, CHANGED, FLAG, IMPROVEMENT, INCOMPLETE, NO_CHANGE,
                                NOT_COMPARABLE, REGRESSION, REMOVED, SAME, SECRET, Diff, Fact,
@@ -62,11 +62,12 @@ def _ratio(before: Any, after: Any) -> float | None:
 
 
 def _argv(reading: Reading, before: Any, after: Any) -> str:
-    """The flag's change as an argv diff: ``+ --enforce-eager``, ``- --block-size 16``."""
+    """The flag's change as an argv diff: ``+ --enforce-eager``, ``- --block-size 16``; an
+    environment variable's (its flag ends in ``=``) as ``+ HCCL_CONNECT_TIMEOUT=60``."""
     def words(value: Any) -> str:
         if value is True:
             return reading.flag
-        return f"{reading.flag} {value}"
+        return f"{reading.flag}{value}" if reading.flag.endswith("=") else f"{reading.flag} {value}"
     out = []
     if before not in (None, False):
         out.append(f"- {words(before)}")
@@ -219,11 +220,12 @@ def compare(before: SavedScan | Mapping[str, Any], after: SavedScan | Mapping[st
     sides = _side(before, sources[0], rb), _side(after, sources[1], ra)
     who, evidence = ident.identity(before, after, rb, ra)
     findings = _findings(before, after)
+    missing = not_recorded(rb, ra)
     if who == ident.DIFFERENT and not different_hosts:
         line = t("two different hosts ({evidence}): pass --different-hosts to compare them anyway",
                  evidence=t("; ").join(evidence))
         return Diff(NOT_COMPARABLE, line, 3, *sides, who, evidence, False, (line,), (), (),
-                    NOT_RECORDED)
+                    missing)
     why = ident.comparability(before, after, rb, ra)
     facts = [_fact(fid, facts_b.get(fid), facts_a.get(fid), rb, ra, not why)
              for fid in sorted(facts_b.keys() | facts_a.keys())]
@@ -232,10 +234,10 @@ def compare(before: SavedScan | Mapping[str, Any], after: SavedScan | Mapping[st
     facts.sort(key=lambda f: (-f.score, f.id))
     if why:
         return Diff(NOT_COMPARABLE, t("not comparable: {why}", why=t("; ").join(why)), 3, *sides, who, evidence,
-                    False, why, tuple(facts), findings, NOT_RECORDED)
+                    False, why, tuple(facts), findings, missing)
     verdict, line, code = _verdict(facts, findings)
     return Diff(verdict, line, code, *sides, who, evidence, True, (), tuple(facts), findings,
-                NOT_RECORDED)
+                missing)
 
 
 def _with_score(fact: Fact, score: float) -> Fact:

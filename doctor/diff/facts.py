@@ -20,6 +20,7 @@ from doctor.diff.model import CONFIG, FLAG, Reading
 from doctor.i18n import lazy, t, translated
 from doctor.diff.noise import BANDWIDTH, LATENCY, MIB, STORAGE, THROUGHPUT
 from doctor.diff.net_facts import net_facts
+from doctor.diff.accel_facts import amd_facts, not_recorded as accel_not_recorded, npu_facts
 
 Data = dict[str, Any]
 
@@ -441,12 +442,17 @@ def _roofline(r: Records) -> Iterator[Reading]:
         yield from _fields(f"{at}.roofline", "engine", "engine.roofline", engine, ROOFLINE, THROUGHPUT)
 
 
-EXTRACTORS: tuple[Callable[[Records], Iterator[Reading]], ...] = (gpu_facts, engine_facts, host_facts,
-                                                                  net_facts)
+EXTRACTORS: tuple[Callable[[Records], Iterator[Reading]], ...] = (gpu_facts, amd_facts, npu_facts,
+                                                                  engine_facts, host_facts, net_facts)
 
 # What the issue asks to compare that no probe records yet: named in every diff, so that a
 # reader knows the diff is silent about them, not that they are the same.
 NOT_RECORDED: tuple[str, ...] = ()
+
+
+def not_recorded(before: Records, after: Records) -> tuple[str, ...]:
+    """NOT_RECORDED, and what the sides' vendors' probes do not record (AMD's versions)."""
+    return NOT_RECORDED + tuple(dict.fromkeys(accel_not_recorded(before) + accel_not_recorded(after)))
 
 
 def readings(report: SavedScan) -> tuple[Records, dict[str, Reading]]:
