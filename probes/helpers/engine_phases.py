@@ -55,6 +55,11 @@ class Phases:
     compile_from_cache: bool | None = None  # True: every graph loaded; False: one compiled
     graph_capture_s: float | None = None
     compile_cache_dir: str | None = None
+    weights_gib: float | None = None  # GPU memory the weights took (per rank), GiB
+    # SGLang and TGI (probes/helpers/engine_phases_sglang.py, engine_phases_tgi.py):
+    download_s: float | None = None  # TGI: its download step, first line to last
+    weights_from_cache: bool | None = None  # TGI: every file already on the host
+    warmup_s: float | None = None  # TGI: its warmup (prefill and CUDA graph capture)
 
 
 def _seconds(match: re.Match[str], group: int = 1) -> float | None:
@@ -77,7 +82,7 @@ def _one(now: Phases, line: str) -> Phases:
     if (m := WEIGHTS.search(line)) is not None:
         return replace(now, lines=now.lines + 1, weights_load_s=_seconds(m))
     if (m := MODEL.search(line)) is not None:
-        return replace(now, lines=now.lines + 1, model_load_s=_seconds(m, 2))
+        return replace(now, lines=now.lines + 1, model_load_s=_seconds(m, 2), weights_gib=_seconds(m))
     if (m := COMPILE.search(line)) is not None:
         return replace(now, lines=now.lines + 1, compile_s=_seconds(m))
     if HIT.search(line):
