@@ -80,6 +80,12 @@ class EngineStart:
     download_s: float | None = None  # TGI's download step
     weights_from_cache: bool | None = None  # TGI: every weight file already on the host
     warmup_s: float | None = None  # TGI's warmup (prefill and CUDA graph capture)
+    pid: int | None = None
+    # vLLM: its torch.compile cache folder by its log, and the start before this one's
+    compile_cache_dir: str | None = None
+    previous_compile_from_cache: bool | None = None
+    previous_compile_cache_dir: str | None = None
+    compile_cache_disabled: bool | None = None  # VLLM_DISABLE_COMPILE_CACHE set; None: not read
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +205,22 @@ def _start(host: Host, e: Engine, env: C.Env, model: str | None, model_cache: st
     return EngineStart(_label(e), e.kind, repo, is_cached, offline, source, phases.weights_load_s,
                        phases.model_load_s, phases.compile_s, phases.compile_from_cache,
                        phases.graph_capture_s, missing, phases.weights_gib, phases.download_s,
-                       phases.weights_from_cache, phases.warmup_s)
+                       phases.weights_from_cache, phases.warmup_s, pid, phases.compile_cache_dir,
+                       phases.previous_compile_from_cache, phases.previous_compile_cache_dir,
+                       _compile_cache_disabled(e, env))
+
+
+def _compile_cache_disabled(e: Engine, env: C.Env) -> bool | None:
+    """vLLM's ``VLLM_DISABLE_COMPILE_CACHE`` (vllm/envs.py: ``bool(int(os.getenv(...,
+    "0")))``): set to a non-zero integer, every start compiles; None for another engine or an
+    environ not read."""
+    if e.kind != "vllm":
+        return None
+    value = (env.get("VLLM_DISABLE_COMPILE_CACHE") or "0").strip()[:32]
+    if env.refused:
+        return None
+    # vLLM's int() raises on anything else, and the engine would not have started
+    return value.lstrip("+-").isascii() and value.lstrip("+-").isdigit() and int(value) != 0
 
 
 def _with_costs(caches: list[C.CacheDir], start: EngineStart) -> list[C.CacheDir]:

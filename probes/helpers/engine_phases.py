@@ -20,6 +20,9 @@ graph(s) for compile range (1, 2048) from the cache, took 1.908 s", "torch.compi
 9.27 s in total"), and vLLM's docs/design/torch_compile.md ("Using cache directory:
 ~/.cache/vllm/torch_compile_cache/1517964802/rank_0_0 for vLLM's torch.compile").
 
+Where the log holds the start before the newest one (a file appended to across restarts),
+whether that one compiled too, and its cache directory, are kept beside the newest's.
+
 The text is hostile: each line is cut at 4,096 characters and searched with bounded
 patterns whose numbers are at most nine digits each side of the point (finite, never
 negative). The last start in the log wins (a log appended to
@@ -60,6 +63,10 @@ class Phases:
     download_s: float | None = None  # TGI: its download step, first line to last
     weights_from_cache: bool | None = None  # TGI: every file already on the host
     warmup_s: float | None = None  # TGI: its warmup (prefill and CUDA graph capture)
+    # vLLM: what the start before the newest one said, where the log holds it (a file appended
+    # to across restarts): two cold compiles in a row on a kept cache are a cache not reused
+    previous_compile_from_cache: bool | None = None
+    previous_compile_cache_dir: str | None = None
 
 
 def _seconds(match: re.Match[str], group: int = 1) -> float | None:
@@ -72,7 +79,8 @@ def parse(lines: list[str]) -> Phases:
     for raw in lines:
         line = raw[:MAX_LINE]
         if START.search(line):
-            now = Phases()
+            now = Phases(previous_compile_from_cache=now.compile_from_cache,
+                         previous_compile_cache_dir=now.compile_cache_dir)
             continue
         now = _one(now, line)
     return now

@@ -55,8 +55,9 @@ def stamp(line: str) -> float | None:
     m = STAMP.search(line)
     if m is None:
         return None
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     try:
-        at = datetime(*(int(g) for g in m.groups()[:6]), tzinfo=timezone.utc)
+        at = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
     except ValueError:
         return None
     return at.timestamp() + float("0." + (m.group(7) or "0"))
@@ -70,7 +71,8 @@ def _between(begin: float | None, end: float | None) -> float | None:
 
 def parse(lines: list[str]) -> Phases:
     """The phases of the newest TGI start in ``lines``."""
-    now, marks = Phases(), {}
+    now = Phases()
+    marks: dict[str, float | None] = {}  # the timestamps of the lines that open a step
     for raw in lines:
         line = raw[:MAX_LINE]
         if START.search(line):
