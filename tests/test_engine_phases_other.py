@@ -9,21 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.model import Level, ScanOptions
-from doctor.scan import scan
-from doctor.seam.recorded import RecordedHost
 from probes.engine import cache as cache_probe
 from probes.helpers import cache_dirs as C
 from probes.helpers import engine_phases_sglang as sglang
 from probes.helpers import engine_phases_tgi as tgi
 from probes.helpers.engine_phases import parse
-from probes.registry import PROBES
-from tests.builtin_rules import builtin_rules
 from tests.fixtures import build_cache_hosts as builder
-
-RULES = [r for r in builtin_rules()
-         if r.id.startswith(("engine-cache", "engine-compile", "engine-weights", "hf-offline"))]
-SPECS = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.cache"))
 
 # sgl-project/sglang#4826 (a start before "elapsed=" was logged) and #12978 (two TP ranks)
 SGLANG_2025 = [
@@ -141,13 +132,3 @@ def test_vllm_the_start_before_the_newest_is_kept_beside_it():
     assert (warm.compile_from_cache, warm.previous_compile_from_cache) == (True, False)
     assert parse(cold).previous_compile_from_cache is None  # one start: nothing before it
 
-
-def test_a_log_of_two_cold_starts_on_a_kept_cache_is_found_through_the_probe(tmp_path):
-    host = RecordedHost(builder.build(tmp_path, "vllm-compile-cache-missed"))
-    report = scan(host, ScanOptions(level=Level.QUICK, requests=False), SPECS, RULES)
-    start = {p.name: p for p in report.probes}["engine.cache"].record.engines[0]
-    assert (start.compile_from_cache, start.previous_compile_from_cache, start.compile_cache_disabled,
-            start.weights_gib, start.pid) == (False, False, False, 8.8, builder.PID)
-    assert report.rule_errors == []
-    found = [(f.rule, f.evidence["changed"]) for f in report.findings]
-    assert found == [("engine-compile-cache-missed", "")], report.findings

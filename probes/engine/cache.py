@@ -228,9 +228,10 @@ def _with_costs(caches: list[C.CacheDir], start: EngineStart) -> list[C.CacheDir
     out = []
     for c in caches:
         if c.role == "model":
-            # TGI downloads in a step of its own; vLLM and SGLang inside their weights load
-            cost = start.download_s if start.weights_from_cache is False else None
-            out.append(replace(c, start_cost_s=cost or start.weights_load_s or start.model_load_s,
+            # TGI fills the cache in a download step of its own; vLLM and SGLang inside their
+            # weights load
+            cost = start.download_s if start.kind == "tgi" else start.weights_load_s or start.model_load_s
+            out.append(replace(c, start_cost_s=cost,
                                holds_model=start.model_id is not None))
         elif c.name == "vllm-compile":
             out.append(replace(c, start_cost_s=start.compile_s, from_cache=start.compile_from_cache))
