@@ -88,6 +88,13 @@ def test_tgi_a_restart_that_downloaded_is_the_one_read():
         False, 105.0, 0.851, None)
 
 
+def test_tgi_a_coloured_log_opens_a_start_too():
+    # the compact format on a terminal (huggingface/text-generation-inference#1763's lines)
+    said = tgi.parse(TGI_CACHED + ["\x1b[2m2024-04-18T22:43:58.111453Z\x1b[0m \x1b[32m INFO\x1b[0m "
+                                   "\x1b[2mtext_generation_launcher\x1b[0m\x1b[2m:\x1b[0m Args {"])
+    assert said.lines == 0 and said.model_load_s is None
+
+
 def test_tgi_json_output_opens_a_start_too():
     said = tgi.parse(TGI_CACHED + ['{"timestamp":"2024-09-26T08:00:00.000000Z","level":"INFO",'
                                    '"fields":{"message":"Args {\\n    model_id: \\"x/y\\","},'

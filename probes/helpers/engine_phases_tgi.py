@@ -37,7 +37,8 @@ from datetime import datetime, timezone
 from probes.helpers.engine_phases import MAX_LINE, Phases
 
 _NUM = r"([0-9]{1,9}(?:\.[0-9]{1,9})?)"
-START = re.compile(r"(?:text_generation_launcher: |\"message\":\")Args \{")
+# a terminal's log has colour codes between the target and the message (issue #1763's lines)
+START = re.compile(r"(?:text_generation_launcher.{0,40}?|\"message\":\")Args \{")
 DOWNLOAD_BEGIN = re.compile(r"Starting (?:check and )?download process")
 DOWNLOAD_END = re.compile(r"Successfully downloaded weights")
 ALL_CACHED = re.compile(r"Files are already present on the host\. Skipping download\.")
