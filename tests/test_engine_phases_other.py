@@ -139,3 +139,10 @@ def test_vllm_the_start_before_the_newest_is_kept_beside_it():
     assert (warm.compile_from_cache, warm.previous_compile_from_cache) == (True, False)
     assert parse(cold).previous_compile_from_cache is None  # one start: nothing before it
 
+
+
+@pytest.mark.parametrize("value, disabled", [
+    (None, False), ("0", False), ("1", True), (" 1 ", True), ("+-5", False), ("１", True),
+    ("9" * 5000, False), ("yes", False), ("-1", True)])
+def test_vllms_compile_cache_switch_is_read_as_vllm_reads_it(value, disabled):
+    assert cache_probe.cache_switched_off(value) is disabled

@@ -59,6 +59,7 @@ PHASE_PARSERS = {"vllm": parse, "sglang": engine_phases_sglang.parse, "tgi": eng
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}
 MODEL_FLAGS = ("--model", "--model-path", "--model-id")
 # a hub repo id: huggingface_hub's validate_repo_id (96 characters a part, no "--" or "..")
+INT = re.compile(r"[+-]?\d{1,30}")  # what int() takes of an environment value (any decimal digit), bounded
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9_.-]{1,96}")
 
 
@@ -211,16 +212,20 @@ def _start(host: Host, e: Engine, env: C.Env, model: str | None, model_cache: st
 
 
 def _compile_cache_disabled(e: Engine, env: C.Env) -> bool | None:
-    """vLLM's ``VLLM_DISABLE_COMPILE_CACHE`` (vllm/envs.py: ``bool(int(os.getenv(...,
-    "0")))``): set to a non-zero integer, every start compiles; None for another engine or an
-    environ not read."""
+    """Whether vLLM's compile cache is switched off; None for another engine or an environ
+    not read."""
     if e.kind != "vllm":
         return None
-    value = (env.get("VLLM_DISABLE_COMPILE_CACHE") or "0").strip()[:32]
-    if env.refused:
-        return None
-    # vLLM's int() raises on anything else, and the engine would not have started
-    return value.lstrip("+-").isascii() and value.lstrip("+-").isdigit() and int(value) != 0
+    value = env.get("VLLM_DISABLE_COMPILE_CACHE")
+    return None if env.refused else cache_switched_off(value)
+
+
+def cache_switched_off(value: str | None) -> bool:
+    """``VLLM_DISABLE_COMPILE_CACHE`` as vllm/envs.py reads it (``bool(int(os.getenv(...,
+    "0")))``): a non-zero integer switches the cache off, and every start compiles. Anything
+    else makes vLLM's int() raise, and that engine would not have started."""
+    text = (value or "0").strip()
+    return bool(INT.fullmatch(text)) and int(text) != 0
 
 
 def _with_costs(caches: list[C.CacheDir], start: EngineStart) -> list[C.CacheDir]:
