@@ -136,6 +136,8 @@ CAUSES: tuple[str, ...] = (
     "engine-cache-ephemeral",
     "engine-cache-disk-full",
     "hf-offline-unset",
+    "engine-compile-cache-missed",
+    "engine-weights-load-slow",
     # issue 32 item 8, the NVLink domain across trays (checks/gpu_fabric.toml)
     "nvlink-domain-unhealthy",
     "imex-domain-not-ready",
@@ -208,6 +210,8 @@ OWN_CAUSES: tuple[str, ...] = (
     "engine-cache-ephemeral",  # a model or compile cache on tmpfs, an emptyDir or a container's overlay
     "engine-cache-disk-full",  # a model or compile cache's filesystem nearly full
     "hf-offline-unset",  # a hub model cached locally, HF_HUB_OFFLINE unset: a restart asks the hub
+    "engine-compile-cache-missed",  # two starts in a row compiled cold on a kept compile cache
+    "engine-weights-load-slow",  # the engine's weights load far slower than its disk reads them
     # issue 32 item 8, gpu.fabric across trays (GB200 NVL72)
     "nvlink-domain-unhealthy",  # fabric health mask bits set, or one host's GPUs in two cliques/clusters
     "imex-domain-not-ready",  # a multi-node NVLink domain configured, nvidia-imex or its channel missing

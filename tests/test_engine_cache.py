@@ -30,7 +30,8 @@ from probes.registry import PROBES
 from tests.builtin_rules import builtin_rules
 from tests.fixtures import build_cache_hosts as builder
 
-RULE_IDS = ("engine-cache-ephemeral", "engine-cache-disk-full", "hf-offline-unset")
+RULE_IDS = ("engine-cache-ephemeral", "engine-cache-disk-full", "hf-offline-unset",
+            "engine-compile-cache-missed", "engine-weights-load-slow")
 RULES = [r for r in builtin_rules() if r.id in RULE_IDS]
 SPECS = tuple(p for p in PROBES if p.name in ("engine.discovery", "engine.cache"))
 
@@ -80,6 +81,33 @@ def test_a_full_volume_is_found_for_both_caches(scanned):
     assert record.engines[0].hf_hub_offline is True  # TRANSFORMERS_OFFLINE=1
     assert [(rule, severity) for rule, severity, _ in findings] == [
         ("engine-cache-disk-full", "WARNING"), ("engine-cache-disk-full", "WARNING")]
+
+
+@pytest.mark.slow
+def test_a_log_of_two_cold_starts_on_a_kept_cache_is_a_compile_cache_not_reused(scanned):
+    record, findings = scanned["vllm-compile-cache-missed"]
+    (start,) = record.engines
+    assert (start.compile_from_cache, start.previous_compile_from_cache, start.compile_cache_disabled,
+            start.weights_gib, start.pid) == (False, False, False, 8.8, builder.PID)
+    assert [(rule, severity) for rule, severity, _ in findings] == [("engine-compile-cache-missed", "WARNING")]
+    assert "the cache folder changed from /root/.cache/vllm/torch_compile_cache/da3c862604/" in findings[0][2]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, kind, phases, model_cost", [
+    ("sglang-cache-on-volume", "sglang", {"weights_load_s": 12.02, "weights_gib": 8.74,
+                                          "graph_capture_s": 35.22, "compile_s": None}, 12.02),
+    ("tgi-cache-on-volume", "tgi", {"download_s": 3.72, "weights_from_cache": True, "model_load_s": 37.051,
+                                    "warmup_s": 24.351, "weights_load_s": None}, 3.72),
+])
+def test_sglangs_and_tgis_start_lines_through_the_probe(scanned, name, kind, phases, model_cost):
+    record, findings = scanned[name]
+    (start,) = record.engines
+    assert start.kind == kind and start.log_source == "stdout /var/log/vllm.log"
+    assert {field: getattr(start, field) for field in phases} == phases
+    # what this start paid for its model cache: SGLang's weights load, TGI's download step
+    assert [c.start_cost_s for c in record.caches if c.role == "model"] == [model_cost]
+    assert findings == []
 
 
 @pytest.mark.slow

@@ -622,6 +622,8 @@ NO_STEP: dict[str, str] = {
     "engine-cache-ephemeral": lazy("a persistent volume for the engine's cache and its variable: a deployment change to review"),
     "engine-cache-disk-full": lazy("which cached models or compile artefacts may go is the owner's call: the playbook says how to list them"),
     "hf-offline-unset": lazy("HF_HUB_OFFLINE=1 in the engine's environment, set at its next planned restart"),
+    "engine-compile-cache-missed": lazy("what changes vLLM's compile hash between starts, or disabled its cache, is the deployment's: the playbook says how to find it"),
+    "engine-weights-load-slow": lazy("the loader, the filesystem or the memory that slows the load is found while the engine starts: the playbook walks through it"),
     # issue 32 items 1-2: the KV path between instances and the offload tier are deployment settings
     "kv-transfer-failing": lazy("the transfer path is two instances' and the network's: the playbook says how to take the pair out of the pool and find the fault"),
     "kv-transfer-ucx-tcp": _ENGINE,

@@ -31,7 +31,8 @@ PHASES: dict[str, str] = {
     "model-on-slow-disk": FIRST_TOKEN, "model-on-network-fs": FIRST_TOKEN,
     "gpu-persistence-mode-off": FIRST_TOKEN, "pcie-link-degraded": FIRST_TOKEN,
     "engine-cache-ephemeral": FIRST_TOKEN, "engine-cache-disk-full": FIRST_TOKEN,
-    "hf-offline-unset": FIRST_TOKEN,
+    "hf-offline-unset": FIRST_TOKEN, "engine-compile-cache-missed": FIRST_TOKEN,
+    "engine-weights-load-slow": FIRST_TOKEN,
     "pcie-bandwidth-low": FIRST_TOKEN, "cpu-powersave-governor": FIRST_TOKEN,
     # what each generated token costs: weights read from memory, at the clocks the card holds
     "gpu-thermal-throttling": DECODE, "gpu-power-throttling": DECODE, "gpu-power-capped": DECODE,

@@ -17,16 +17,20 @@ Sources, per vLLM, SGLang or TGI engine found with a pid:
   (``models--ORG--NAME/snapshots/*``), and ``HF_HUB_OFFLINE`` (else ``TRANSFORMERS_OFFLINE``;
   huggingface_hub's own test: 1, ON, YES, TRUE): unset, a restart asks the hub first, and waits on it where the hub is
   slow or out of reach;
-* vLLM's own phase lines in what it printed (probes/helpers/engine_output.py and
-  engine_phases.py): weights load, torch.compile (and whether its graphs came from the
-  cache), CUDA graph capture, in seconds.
+* the engine's own phase lines in what it printed (probes/helpers/engine_output.py;
+  engine_phases.py for vLLM: weights load, torch.compile and whether its graphs came from the
+  cache, CUDA graph capture; engine_phases_sglang.py for SGLang: weights load and its GiB, CUDA
+  graph capture; engine_phases_tgi.py for TGI: the download step and whether every file was
+  cached, the shards' load, the warmup), in seconds.
 
 A cold compile is the time before the engine serves (torch.compile and graph capture at
 start, repaid at every start whose cache is empty or lost); ``engine-not-warmed-up`` is the
 first requests after it serves. The log's ``compile_from_cache`` and ``compile_s`` tell them
 apart. Privilege: the engine's user or root (environ, mountinfo, fd). Manual equivalent:
 ``nsenter -t PID -m findmnt -T ~/.cache/huggingface``; ``nsenter -t PID -m df -h PATH``;
-``grep -E 'Loading weights took|torch.compile t|Graph capturing finished' vllm.log``.
+``grep -E 'Loading weights took|torch.compile t|Graph capturing finished' vllm.log`` (SGLang:
+``grep -E 'Load weight end|graph end' sglang.log``; TGI: ``grep -E 'download|Shard ready|Warming
+up|max batch total' tgi.log``).
 """
 
 from __future__ import annotations
@@ -43,14 +47,19 @@ from probes.helpers import cache_dirs as C
 from probes.helpers.engine_discovery import found as found_engines
 from probes.helpers.engine_flags import Engine, flag
 from probes.helpers.engine_output import output_of
+from probes.helpers import engine_phases_sglang, engine_phases_tgi
 from probes.helpers.engine_phases import Phases, parse
 from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import reason_of
 from probes.helpers.process_env import home_of
 
 MAX_ENGINES = 16
+# each engine's own start lines (probes/helpers/engine_phases*.py cite their sources)
+PHASE_PARSERS = {"vllm": parse, "sglang": engine_phases_sglang.parse, "tgi": engine_phases_tgi.parse}
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}
 MODEL_FLAGS = ("--model", "--model-path", "--model-id")
 # a hub repo id: huggingface_hub's validate_repo_id (96 characters a part, no "--" or "..")
+INT = re.compile(r"[+-]?\d{1,30}")  # what int() takes of an environment value (any decimal digit), bounded
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9_.-]{1,96}")
 
 
@@ -68,6 +77,16 @@ class EngineStart:
     compile_from_cache: bool | None
     graph_capture_s: float | None
     missing: dict[str, str]
+    weights_gib: float | None = None  # GPU memory the weights took per rank (vLLM, SGLang)
+    download_s: float | None = None  # TGI's download step
+    weights_from_cache: bool | None = None  # TGI: every weight file already on the host
+    warmup_s: float | None = None  # TGI's warmup (prefill and CUDA graph capture)
+    pid: int | None = None
+    # vLLM: its torch.compile cache folder by its log, and the start before this one's
+    compile_cache_dir: str | None = None
+    previous_compile_from_cache: bool | None = None
+    previous_compile_cache_dir: str | None = None
+    compile_cache_disabled: bool | None = None  # VLLM_DISABLE_COMPILE_CACHE set; None: not read
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,19 +190,42 @@ def _start(host: Host, e: Engine, env: C.Env, model: str | None, model_cache: st
         missing["hf_hub_offline"] = f"/proc/{pid}/environ: {env.refused}"
     phases = Phases()
     source = None
-    if e.kind == "vllm":  # the phase lines are vLLM's
+    parser = PHASE_PARSERS.get(e.kind)
+    if parser is not None:
         out = output_of(host, pid)
         source = out.source
-        phases = parse(list(out.lines))
+        phases = parser(list(out.lines))
         if out.reason:
             missing["log_source"] = out.reason
         elif not phases.lines:
-            missing["compile_s"] = t("{source}: no phase line of vLLM's start", source=source)
-    else:
-        missing["compile_s"] = t("phase lines are read for vLLM only")
+            missing["compile_s"] = t("{source}: no phase line of {engine}'s start", source=source,
+                                     engine=ENGINE_NAMES[e.kind])
+        elif e.kind != "vllm":
+            missing["compile_s"] = t("{engine} logs no torch.compile phase of its own",
+                                     engine=ENGINE_NAMES[e.kind])
     return EngineStart(_label(e), e.kind, repo, is_cached, offline, source, phases.weights_load_s,
                        phases.model_load_s, phases.compile_s, phases.compile_from_cache,
-                       phases.graph_capture_s, missing)
+                       phases.graph_capture_s, missing, phases.weights_gib, phases.download_s,
+                       phases.weights_from_cache, phases.warmup_s, pid, phases.compile_cache_dir,
+                       phases.previous_compile_from_cache, phases.previous_compile_cache_dir,
+                       _compile_cache_disabled(e, env))
+
+
+def _compile_cache_disabled(e: Engine, env: C.Env) -> bool | None:
+    """Whether vLLM's compile cache is switched off; None for another engine or an environ
+    not read."""
+    if e.kind != "vllm":
+        return None
+    value = env.get("VLLM_DISABLE_COMPILE_CACHE")
+    return None if env.refused else cache_switched_off(value)
+
+
+def cache_switched_off(value: str | None) -> bool:
+    """``VLLM_DISABLE_COMPILE_CACHE`` as vllm/envs.py reads it (``bool(int(os.getenv(...,
+    "0")))``): a non-zero integer switches the cache off, and every start compiles. Anything
+    else makes vLLM's int() raise, and that engine would not have started."""
+    text = (value or "0").strip()
+    return bool(INT.fullmatch(text)) and int(text) != 0
 
 
 def _with_costs(caches: list[C.CacheDir], start: EngineStart) -> list[C.CacheDir]:
@@ -191,7 +233,10 @@ def _with_costs(caches: list[C.CacheDir], start: EngineStart) -> list[C.CacheDir
     out = []
     for c in caches:
         if c.role == "model":
-            out.append(replace(c, start_cost_s=start.weights_load_s or start.model_load_s,
+            # TGI fills the cache in a download step of its own; vLLM and SGLang inside their
+            # weights load
+            cost = start.download_s if start.kind == "tgi" else start.weights_load_s or start.model_load_s
+            out.append(replace(c, start_cost_s=cost,
                                holds_model=start.model_id is not None))
         elif c.name == "vllm-compile":
             out.append(replace(c, start_cost_s=start.compile_s, from_cache=start.compile_from_cache))

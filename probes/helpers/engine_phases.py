@@ -20,6 +20,9 @@ graph(s) for compile range (1, 2048) from the cache, took 1.908 s", "torch.compi
 9.27 s in total"), and vLLM's docs/design/torch_compile.md ("Using cache directory:
 ~/.cache/vllm/torch_compile_cache/1517964802/rank_0_0 for vLLM's torch.compile").
 
+Where the log holds the start before the newest one (a file appended to across restarts),
+whether that one compiled too, and its cache directory, are kept beside the newest's.
+
 The text is hostile: each line is cut at 4,096 characters and searched with bounded
 patterns whose numbers are at most nine digits each side of the point (finite, never
 negative). The last start in the log wins (a log appended to
@@ -55,6 +58,15 @@ class Phases:
     compile_from_cache: bool | None = None  # True: every graph loaded; False: one compiled
     graph_capture_s: float | None = None
     compile_cache_dir: str | None = None
+    weights_gib: float | None = None  # GPU memory the weights took (per rank), GiB
+    # SGLang and TGI (probes/helpers/engine_phases_sglang.py, engine_phases_tgi.py):
+    download_s: float | None = None  # TGI: its download step, first line to last
+    weights_from_cache: bool | None = None  # TGI: every file already on the host
+    warmup_s: float | None = None  # TGI: its warmup (prefill and CUDA graph capture)
+    # vLLM: what the start before the newest one said, where the log holds it (a file appended
+    # to across restarts): two cold compiles in a row on a kept cache are a cache not reused
+    previous_compile_from_cache: bool | None = None
+    previous_compile_cache_dir: str | None = None
 
 
 def _seconds(match: re.Match[str], group: int = 1) -> float | None:
@@ -67,7 +79,8 @@ def parse(lines: list[str]) -> Phases:
     for raw in lines:
         line = raw[:MAX_LINE]
         if START.search(line):
-            now = Phases()
+            now = Phases(previous_compile_from_cache=now.compile_from_cache,
+                         previous_compile_cache_dir=now.compile_cache_dir)
             continue
         now = _one(now, line)
     return now
@@ -77,7 +90,7 @@ def _one(now: Phases, line: str) -> Phases:
     if (m := WEIGHTS.search(line)) is not None:
         return replace(now, lines=now.lines + 1, weights_load_s=_seconds(m))
     if (m := MODEL.search(line)) is not None:
-        return replace(now, lines=now.lines + 1, model_load_s=_seconds(m, 2))
+        return replace(now, lines=now.lines + 1, model_load_s=_seconds(m, 2), weights_gib=_seconds(m))
     if (m := COMPILE.search(line)) is not None:
         return replace(now, lines=now.lines + 1, compile_s=_seconds(m))
     if HIT.search(line):
