@@ -41,6 +41,13 @@ TABLES = (
         each("processes", PROCESS),
         unexported("processes.index", "the npu label says it"),
         unexported("processes.visible", "whether /proc/<pid> was seen: the engine label is empty when not"),
+        unexported("processes.gpu", "the npu label says it (gpu.memory's name for the rules)"),
+        unexported("processes.is_llm_doctor", "always false on an NPU"),
+        unexported("processes.mps_server", "always false on an NPU"),
+        each("visible_processes", PROCESS),
+        *(unexported(f"visible_processes.{f}", "the processes' series say it: these are those whose pid this scan sees")
+          for f in ("vendor", "npu_id", "chip_id", "index", "pid", "name", "used_mib", "visible",
+                    "engine", "gpu", "is_llm_doctor", "mps_server")),
         gauge("processes.used_mib", "npu_process_memory_used_bytes",
               "Device memory each process holds (npu-smi's process table)", MIB),
         unexported("problems", "table lines npu-smi printed that could not be read: the scan shows them"),
