@@ -91,9 +91,12 @@ def host(tmp_path_factory) -> Path:
     return root
 
 
-def _story(root: Path, log: str, npu_smi: bool = True) -> Path:
-    """``root`` with ``log`` as the engine's stdout, and a real npu-smi info answer when
-    ``npu_smi``."""
+PLOG = "/home/vllm/ascend/log/debug/plog"  # $HOME/ascend/log/debug/plog of the engine (HOME=/home/vllm)
+
+
+def _story(root: Path, log: str, npu_smi: bool = True, plogs: dict[str, str] | None = None) -> Path:
+    """``root`` with ``log`` as the engine's stdout, ``plogs`` (name -> text) in its plog
+    folder, and a real npu-smi info answer when ``npu_smi``."""
     (root / f"fs/proc/{PID}/root/var/log/vllm.log").write_text(log)
     toml = (root / "host.base.toml").read_text()
     assert toml.startswith("commands = []\n")
@@ -101,7 +104,16 @@ def _story(root: Path, log: str, npu_smi: bool = True) -> Path:
         toml = toml.replace("commands = []\n", 'commands = [{ argv = ["npu-smi", "info"], rc = 0, '
                             'stdout_file = "commands/00-npu-smi-info.out", stderr = "" }]\n', 1)
     size = len(log.encode())
-    (root / "host.toml").write_text(toml + f'\n[files."/proc/{PID}/root/var/log"]\n"vllm.log" = {size}\n')
+    toml += f'\n[files."/proc/{PID}/root/var/log"]\n"vllm.log" = {size}\n'
+    folder = root / f"fs/proc/{PID}/root{PLOG}"
+    shutil.rmtree(folder, ignore_errors=True)
+    if plogs:
+        folder.mkdir(parents=True)
+        toml += f'\n[files."/proc/{PID}/root{PLOG}"]\n'
+        for name, text in plogs.items():
+            (folder / name).write_text(text)
+            toml += f'"{name}" = {len(text.encode())}\n'
+    (root / "host.toml").write_text(toml)
     return root
 
 
@@ -114,9 +126,14 @@ def _scan(root: Path):
 
 
 @pytest.fixture(scope="module")
-def logs() -> dict[str, str]:
-    text = {where: "\n".join(lines) + "\n" for where, lines in
-            ((h.split()[1], lines) for h, lines in sections())}
+def sections_text() -> dict[str, str]:
+    """Each section's lines as one text, by the source its header names first."""
+    return {h.split()[1]: "\n".join(lines) + "\n" for h, lines in sections()}
+
+
+@pytest.fixture(scope="module")
+def logs(sections_text) -> dict[str, str]:
+    text = sections_text
     banner = "INFO 07-15 12:45:01 [api_server.py:1090] vLLM API server version 0.9.1\n"
     return {"port-down": banner + text["vllm-project/vllm-ascend#1815"],
             "timeout": banner + text["vllm-project/vllm-ascend#1955"],
@@ -142,3 +159,22 @@ def test_a_host_without_npu_smi_skips_with_the_npu_probes_words(host, logs):
     root = _story(host, logs["port-down"], npu_smi=False)
     with pytest.raises(Skip, match="no Ascend driver"):
         hccl_log.probe(RecordedHost(root), ScanOptions())
+
+
+def test_the_newest_plog_files_of_the_engines_home_are_read(host, logs, sections_text):
+    """plog's ``[ERROR] HCCL`` lines (vllm-ascend#9447's, at 120 s) in the engine's
+    $HOME/ascend/log/debug/plog; of five files the four newest by the name's timestamp, an
+    older one with a port-down line and a file not named as plog names its files unread."""
+    plogs = {"plog-106335_20260521213958705.log": sections_text["vllm-project/vllm-ascend#9447"],
+             "plog-106336_20260521213958800.log": "[INFO] HCCL(106336,):ok\n",
+             "plog-106337_20260521213958900.log": "",
+             "plog-106338_20260521214000000.log": "",
+             "plog-90_20260101000000000.log": sections_text["vllm-project/vllm-ascend#1815"],
+             "notes.log": sections_text["vllm-project/vllm-ascend#1815"]}
+    probe, found = _scan(_story(host, logs["healthy"], plogs=plogs))
+    newest = sorted((n for n in plogs if n.startswith("plog-1063")), reverse=True)
+    assert [log.path for log in probe.record.logs] == ["/var/log/vllm.log"] + [f"{PLOG}/{n}" for n in newest]
+    assert found == [("hccl-log-timeout", "warning")]
+    timeout = next(log for log in probe.record.logs if log.failures)
+    assert (timeout.source, timeout.failures[0].timeout_s) == (
+        f"plog of vllm at http://127.0.0.1:8000 pid {PID}", 120)

@@ -10,15 +10,22 @@ runs as vLLM; lmdeploy and MindIE as whatever kind discovery names them), read i
 engine's own root, the head and tail of a large one (probes/helpers/log_files.py, as
 net.nccl_log reads NCCL's lines); where its stdout or stderr is not a file, the journal of its
 systemd service since it started (probes/helpers/engine_journal.py). CANN prints the EI/EJ
-lines in the Python exception the engine writes; the ``[ERROR] HCCL`` lines are plog's (under
-``$ASCEND_PROCESS_LOG_PATH`` or ``~/ascend/log/debug/plog``), printed to stdout only with
-``ASCEND_SLOG_PRINT_TO_STDOUT=1``: plog files are not read here. Skips where npu-smi is
-absent (not an Ascend host). Privilege: the engine's user or root for /proc/<pid>/fd.
-Manual equivalent: ``grep -E 'E[IJ][0-9]{4}|HCCL.*timeout|network port is down' vllm.log``.
+lines in the Python exception the engine writes; the ``[ERROR] HCCL`` lines are plog's, CANN's
+own log files, printed to stdout only with ``ASCEND_SLOG_PRINT_TO_STDOUT=1``: so the newest
+``MAX_PLOGS`` files ``plog-<pid>_<timestamp>.log`` of the engine's plog folder are read too
+(CANN's log reference: ``ASCEND_PROCESS_LOG_PATH`` first, default ``$HOME/ascend/log``; the
+files under its ``debug/plog``, the path people paste; that ``ASCEND_PROCESS_LOG_PATH`` keeps
+the same ``debug/plog`` below it is an inference), with the engine's own ``HOME`` and in its
+root. The newest by the name's timestamp, not by the pid: an engine's workers are other
+processes, each with its plog. Skips where npu-smi is absent (not an Ascend host).
+Privilege: the engine's user or root for /proc/<pid>/fd and its environ. Manual equivalent:
+``grep -E 'E[IJ][0-9]{4}|HCCL.*timeout|network port is down' vllm.log ~/ascend/log/debug/plog/plog-*.log``.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
 from dataclasses import dataclass, field
 
 from doctor.i18n import t
@@ -32,9 +39,13 @@ from probes.helpers.gpu_common import reason_of
 from probes.helpers.hccl_text import HcclFailure, parse
 from probes.helpers.log_files import MAX_LINES, output_files, read_lines, size_of
 from probes.helpers.npu_read import overview
+from probes.helpers.process_env import env_value
 
 MAX_LOGS = 8
 MAX_ENGINES = 32
+MAX_PLOGS = 4  # the newest plog files of an engine's folder
+PLOG_DIR = "debug/plog"  # below the log root: $ASCEND_PROCESS_LOG_PATH, else $HOME/ascend/log
+PLOG_NAME = re.compile(r"plog-(\d{1,10})_(\d{1,20})\.log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +102,27 @@ def _journal(host: Host, source: str, unit: str, since: int | None) -> HcclLog:
     return HcclLog(source, path, kept + cut, kept, cut, None, said.failure_lines, said.failures)
 
 
+def plog_files(host: Host, pid: int, label: str) -> list[tuple[str, str, str]]:
+    """(source, path in the engine's root, path to read) of the newest plog files of the
+    engine's log folder: ``$ASCEND_PROCESS_LOG_PATH/debug/plog``, else
+    ``$HOME/ascend/log/debug/plog``, the first that lists any. Relative or unset: not read."""
+    roots = []
+    for name, below in (("ASCEND_PROCESS_LOG_PATH", ""), ("HOME", "ascend/log")):
+        value = env_value(host, pid, name).value
+        if value and value.startswith("/") and "\0" not in value:
+            roots.append(posixpath.join(posixpath.normpath(value), below, PLOG_DIR))
+    for folder in roots:
+        try:
+            names = host.list_files(f"/proc/{pid}/root{folder}")
+        except HostReadError:
+            continue
+        plogs = [(int(m.group(2)), n) for n in names if (m := PLOG_NAME.fullmatch(n))]
+        if plogs:
+            newest = [n for _, n in sorted(plogs, reverse=True)[:MAX_PLOGS]]
+            return [(f"plog of {label}", f"{folder}/{n}", f"/proc/{pid}/root{folder}/{n}") for n in newest]
+    return []
+
+
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> HcclLogRecord:
     """HCCL's failure lines in each engine's stdout/stderr files or its service's journal."""
     _ascend(host)
@@ -105,7 +137,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> HcclL
         if pid is None:
             continue
         label = f"{engine.kind} at {engine.base_url} pid {pid}"
-        for source, path, at in output_files(host, pid, label):
+        for source, path, at in output_files(host, pid, label) + plog_files(host, pid, label):
             if at not in seen:
                 seen.add(at)
                 logs.append(_read(host, source, path, at))
@@ -121,7 +153,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> HcclL
         why = t("; ").join(missing.values())
         raise Skip(t("no engine's output is a file or a service's journal: start the engine "
                      "with its output sent to a file") + (t(" (no journal: {why})", why=why) if why else ""))
-    return HcclLogRecord("huawei", tuple(logs[:MAX_LOGS]), missing)
+    return HcclLogRecord("huawei", tuple(logs[:MAX_LOGS + MAX_PLOGS]), missing)
 
 
 def summary(record: HcclLogRecord) -> str:
