@@ -75,6 +75,7 @@ from probes.npu import (
     devices as npu_devices,
     errors as npu_errors,
     hccl_env as npu_hccl_env,
+    hccl_log as npu_hccl_log,
     network as npu_network,
     topology as npu_topology,
     versions as npu_versions,
@@ -699,6 +700,17 @@ PROBES: tuple[ProbeSpec, ...] = (
         summary=npu_hccl_env.summary,
         needs=("engine.discovery",),
         after=("net.interfaces",),
+    ),
+    ProbeSpec(
+        name="npu.hccl_log",
+        level=Level.QUICK,
+        description=lazy("HCCL's error lines in each engine's output: an NPU network port down, links between ranks not set up in time (EI0006), a collective past HCCL_EXEC_TIMEOUT (EI0002)"),
+        reads=lazy("npu-smi info (an Ascend host or not); each engine's stdout/stderr where it is a file (its head and last 2 MiB), else its systemd service's journal; the newest 4 plog files of its $ASCEND_PROCESS_LOG_PATH/debug/plog or $HOME/ascend/log/debug/plog"),
+        timeout_s=30.0,
+        run=npu_hccl_log.probe,
+        summary=npu_hccl_log.summary,
+        needs=("engine.discovery",),
+        after=("npu.devices",),  # its npu-smi info table, read once a scan
     ),
 )
 

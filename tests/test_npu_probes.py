@@ -28,7 +28,8 @@ from tests.fixtures import build_ascend_hosts as ascend
 
 SOURCES = ascend.SOURCES
 NPU_PROBES = ["npu.devices", "npu.network", "npu.device_files", "npu.versions", "npu.errors"]
-RULES = [r for r in builtin_rules() if any(p.startswith("npu.") for p in r.probes)]
+# the Ascend rules, and the vendor-neutral ones that read npu records too (each_also)
+RULES = [r for r in builtin_rules() if any(p.startswith("npu.") for p in r.probes + r.also_probes)]
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +118,7 @@ def test_the_health_view_is_key_value():
     ("ascend-310b4-alarm", [("npu-health-not-ok", "NPU0 chip 0", "critical")]),
     ("ascend-910b2c-port-down", [("npu-port-down", "NPU port 1", "critical")]),
     ("ascend-910b2c-notebook-holds-hbm",
-     [("npu-memory-held-by-other-process", "NPU0 chip 0 python3.8", "warning")]),
+     [("gpu-memory-held-by-other-process", "GPU0 python3.8", "warning")]),
     ("ascend-910b2c-vllm-holds-hbm", []),
     ("ascend-910b2c-net-socket-failed", [("npu-port-down", "NPU port 0", "warning")]),
     ("ascend-910b2c-devmm-missing", [("npu-device-node-missing", "/dev/devmm_svm", "critical"),
@@ -260,3 +261,17 @@ def test_an_engine_without_hccl_variables_is_not_judged(vllm):
 
     with pytest.raises(Skip, match="no engine sets an HCCL variable"):
         plant(vllm, {"NCCL_SOCKET_IFNAME": "enp"})
+
+
+def test_mindie_backend_is_an_engine_and_only_visible_pids_join_the_gpu_rule():
+    """MindIE's backend (its comm as npu-smi prints it on a 310P3, youyve/nputop) is no process
+    llm-doctor's discovery knows: npu.devices names it an engine, as the Ascend rule's
+    engine_names did before the vendor-neutral rule read npu records."""
+    from probes.helpers.npu_smi import ProcessRow
+    from probes.helpers.processes import Process
+    from probes.npu.devices import _process
+
+    row = ProcessRow(1, 0, 3277562, "mindie_llm_back", 14513)
+    seen = Process(pid=3277562, comm="mindie_llm_back", cmdline="mindie_llm_back", engine=None)
+    assert (_process(row, 1, seen).engine, _process(row, 1, seen).gpu) == ("mindie", 1)
+    assert _process(row, 1, None).engine is None and not _process(row, 1, None).visible

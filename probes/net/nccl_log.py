@@ -4,7 +4,7 @@ Sources: the log ``scan --nccl-log PATH`` names, else each NCCL engine's standar
 and error where they are regular files (``/proc/<pid>/fd/1`` and ``2`` link to a file: an
 engine started as ``vllm serve … > vllm.log 2>&1``; a pipe, a socket or a terminal is not
 read) and the files its ``NCCL_DEBUG_FILE`` names, each read inside the engine's own root
-(``/proc/<pid>/root``, a container's); and where its stdout or stderr is not a file, the
+(``/proc/<pid>/root``, a container's: probes/helpers/log_files.py, shared with npu.hccl_log); and where its stdout or stderr is not a file, the
 journal of the systemd service it runs under, since it started (``journalctl --unit``:
 probes/helpers/engine_journal.py, bounded in lines, bytes and time). The text is hostile: only a regular file is read (its size is listed
 first, so a FIFO or a device is never opened), its first MiB (where NCCL's init lines are)
@@ -31,15 +31,14 @@ from probes.helpers.engine_flags import Engine
 from probes.helpers.engine_journal import journal, started_at, unit_of
 from probes.helpers.engine_output import file_of
 from probes.helpers.gpu_common import reason_of
+from probes.helpers.log_files import HEAD_BYTES as HEAD_BYTES  # the bounds tests read here
+from probes.helpers.log_files import TAIL_BYTES as TAIL_BYTES
+from probes.helpers.log_files import MAX_LINES, output_files, read_lines, size_of
 from probes.helpers.nccl_text import Failure, Said, parse
 from probes.helpers.process_env import env_value
 
 KINDS = ("vllm", "sglang", "tensorrt-llm", "triton")  # engines that run NCCL groups
-HEAD_BYTES = 1 << 20  # NCCL's init lines come first
-TAIL_BYTES = 2 << 20  # and a failure at start ends the log
-CHUNK = 1 << 20  # one ranged read (the seam reads at most 1 MiB at a time)
 MAX_LOGS = 8
-MAX_LINES = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,52 +76,9 @@ class NcclLogRecord:
     missing: dict[str, str] = field(default_factory=dict)
 
 
-def _size(host: Host, path: str) -> tuple[int | None, str | None]:
-    """The size of ``path`` when it is a regular file, else why it is not read. Listing its
-    folder tells a regular file (with its size) from a FIFO, socket or device without
-    opening it."""
-    folder, name = posixpath.split(path)
-    try:
-        files = host.list_files(folder or "/")
-    except HostReadError as exc:
-        return None, t("{path}: its folder cannot be read ({reason})", path=path, reason=reason_of(exc))
-    if name in files:
-        return files[name], None
-    try:
-        dirs = host.list_dirs(folder or "/")
-    except HostReadError:
-        dirs = []
-    if name in dirs:
-        return None, t("{path} is a directory: name the log file", path=path)
-    return None, t("{path}: no such regular file (absent, or a FIFO, socket or device: not read)", path=path)
-
-
-def read_lines(host: Host, path: str, size: int) -> tuple[list[str], int, int]:
-    """(lines, bytes read, bytes skipped) of the head and tail of a file of ``size`` bytes."""
-    if size <= HEAD_BYTES + TAIL_BYTES:  # the whole file, as one text
-        spans = [(0, size)]
-    else:  # the head and the tail, each cut at a line's end
-        spans = [(0, HEAD_BYTES), (size - TAIL_BYTES, TAIL_BYTES)]
-    chunks, got = [], 0
-    for start, length in spans:
-        data = b""
-        for offset in range(start, start + length, CHUNK):
-            piece = host.read_bytes(path, offset, min(CHUNK, start + length - offset))
-            data += piece
-            if len(piece) < min(CHUNK, start + length - offset):
-                break  # the file shrank while read
-        got += len(data)
-        chunks.append(data.decode("utf-8", "replace").splitlines())
-    skipped = max(0, size - got)
-    lines = chunks[0]
-    if len(chunks) > 1:  # a line cut at either edge of the gap is no line
-        lines = lines[:-1] + chunks[1][1:]
-    return lines[:MAX_LINES], got, skipped
-
-
 def read_log(host: Host, source: str, path: str, rdma: int | None, at: str | None = None) -> NcclLog:
     """``path`` read (at ``at``, where the engine's root puts it) and parsed."""
-    size, why = _size(host, at or path)
+    size, why = size_of(host, at or path)
     if size is None:
         return NcclLog(source, path, None, 0, 0, rdma, why and why.replace(at or path, path))
     try:
@@ -153,10 +109,9 @@ def engine_logs(host: Host, engines: list[Engine]) -> list[tuple[str, str, str]]
         if pid is None:
             continue
         label, root = _label(engine), f"/proc/{pid}/root"
-        for fd, stream in ((1, "stdout"), (2, "stderr")):
-            target = file_of(host, pid, fd)
-            if target is not None and target not in (p for _, p, _ in out):
-                out.append((f"{stream} of {label}", target, root + target))
+        for entry in output_files(host, pid, label):
+            if entry[1] not in (p for _, p, _ in out):
+                out.append(entry)
         for path in debug_files(host, pid):
             if path not in (p for _, p, _ in out):
                 out.append((f"NCCL_DEBUG_FILE of {label}", path, root + path))

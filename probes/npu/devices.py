@@ -25,11 +25,14 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions, Skip
 from doctor.seam.host import Host, HostReadError, MalformedError
 from probes.helpers.npu_read import CommandFailed, npu_smi, overview
-from probes.helpers.npu_smi import ChipRow, TableError, parse_kv
+from probes.helpers.npu_smi import ChipRow, ProcessRow, TableError, parse_kv
 from probes.helpers.processes import Process, process_table
 
 VENDOR = "huawei"
 OK = "OK"
+# MindIE's backends as npu-smi prints their comm (youyve/nputop's 310P3 table): engines that
+# llm-doctor's discovery does not know
+MINDIE_BACKENDS = ("mindie_llm_back",)
 MAX_HEALTH_QUERIES = 16  # chips not OK asked for their error code; the rest keep the table's word
 
 
@@ -66,7 +69,14 @@ class NpuProcess:
     # /proc/<pid> seen by this scan: False where the pid is another PID namespace's (npu-smi
     # run on the host, llm-doctor in a container) or the process ended; then engine is None
     visible: bool = False
-    engine: str | None = None  # vllm, sglang, ... when /proc/<pid>/cmdline is a serving engine
+    # vllm, sglang, ... when /proc/<pid>/cmdline is a serving engine; "mindie" for MindIE's
+    # backend (MINDIE_BACKENDS), which llm-doctor's discovery does not know
+    engine: str | None = None
+    # gpu.memory's names, for the vendor-neutral gpu-memory-held-by-other-process (its
+    # each_also): the chip's index, and two facts that are always false on an NPU
+    gpu: int | None = None  # = index
+    is_llm_doctor: bool = False  # llm-doctor runs no kernel on an NPU
+    mps_server: bool = False  # no MPS on Ascend
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +86,10 @@ class NpuDevicesRecord:
     chips: tuple[NpuChip, ...]
     processes: tuple[NpuProcess, ...]
     problems: tuple[str, ...]  # table lines npu-smi printed that could not be read
+    # the processes whose pid this scan sees: the ones gpu-memory-held-by-other-process judges
+    # (a pid of another PID namespace, npu-smi run on the host and llm-doctor in a container,
+    # may be the engine itself: not judged)
+    visible_processes: tuple[NpuProcess, ...] = ()
 
 
 def _num(row: ChipRow, name: str) -> float | None:
@@ -155,11 +169,17 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> NpuDe
         asked += row.health is not None and row.health != OK
     where = {(c.npu_id, c.chip_id): c.index for c in chips}
     seen = _visible(host) if table.processes else {}
-    procs = tuple(NpuProcess(VENDOR, p.npu_id, p.chip_id, where.get((p.npu_id, p.chip_id)),
-                             p.pid, p.name, p.memory_mib, p.pid in seen,
-                             seen[p.pid].engine if p.pid in seen else None)
-                  for p in table.processes)
-    return NpuDevicesRecord(VENDOR, table.smi_version, tuple(chips), procs, table.problems)
+    procs = tuple(_process(p, where.get((p.npu_id, p.chip_id)), seen.get(p.pid)) for p in table.processes)
+    return NpuDevicesRecord(VENDOR, table.smi_version, tuple(chips), procs, table.problems,
+                            tuple(p for p in procs if p.visible))
+
+
+def _process(row: ProcessRow, index: int | None, seen: Process | None) -> NpuProcess:
+    engine = seen.engine if seen else None
+    if seen and engine is None and row.name in MINDIE_BACKENDS:
+        engine = "mindie"
+    return NpuProcess(VENDOR, row.npu_id, row.chip_id, index, row.pid, row.name, row.memory_mib,
+                      visible=seen is not None, engine=engine, gpu=index)
 
 
 def summary(record: NpuDevicesRecord) -> str:

@@ -8,7 +8,7 @@ report lists which fields match which gpu.* row).
 from __future__ import annotations
 
 from doctor.daemon.catalog import labels as L
-from doctor.daemon.catalog.rows import MIB, Table, each, gauge, info, missing, unexported
+from doctor.daemon.catalog.rows import MIB, Table, each, gauge, info, missing, of, unexported
 
 CHIP = L.fields("vendor", "npu=index", "npu_id", "chip_id", "model_name=name")
 CHIP_ONLY = L.fields("vendor", "npu=index", "npu_id", "chip_id")
@@ -41,6 +41,13 @@ TABLES = (
         each("processes", PROCESS),
         unexported("processes.index", "the npu label says it"),
         unexported("processes.visible", "whether /proc/<pid> was seen: the engine label is empty when not"),
+        unexported("processes.gpu", "the npu label says it (gpu.memory's name for the rules)"),
+        unexported("processes.is_llm_doctor", "always false on an NPU"),
+        unexported("processes.mps_server", "always false on an NPU"),
+        each("visible_processes", PROCESS),
+        *(unexported(f"visible_processes.{f}", "the processes' series say it: these are those whose pid this scan sees")
+          for f in ("vendor", "npu_id", "chip_id", "index", "pid", "name", "used_mib", "visible",
+                    "engine", "gpu", "is_llm_doctor", "mps_server")),
         gauge("processes.used_mib", "npu_process_memory_used_bytes",
               "Device memory each process holds (npu-smi's process table)", MIB),
         unexported("problems", "table lines npu-smi printed that could not be read: the scan shows them"),
@@ -123,5 +130,22 @@ TABLES = (
         unexported("checks.matched", "interface names: the finding shows them"),
         unexported("interfaces_reason", "a sentence"),
         missing("missing", "npu_hccl_value_missing", "npu.hccl_env"),
+    )),
+    Table("npu.hccl_log", (
+        unexported("vendor", "always huawei: HCCL is Ascend's"),
+        each("logs", L.fields("path", "source")),
+        gauge("logs.size_bytes", "npu_hccl_log_size_bytes", "The log's size"),
+        gauge("logs.bytes_read", "npu_hccl_log_read_bytes", "Bytes read of it (its first MiB and last 2 MiB)"),
+        gauge("logs.skipped_bytes", "npu_hccl_log_skipped_bytes", "Bytes between the head and the tail, not read"),
+        of("flag", "logs.error", "npu_hccl_log_unread", "1 when the log could not be read (the scan says why)"),
+        gauge("logs.failure_lines", "npu_hccl_log_error_lines", "HCCL's error lines in what was read"),
+        each("logs.failures", L.fields("failure=kind")),
+        gauge("logs.failures.count", "npu_hccl_log_failure_lines",
+              "HCCL's error lines by kind (port-down, connect-timeout, exec-timeout, watchdog-timeout)"),
+        unexported("logs.failures.code", "HCCL's error code (EI0006...): the finding shows it"),
+        unexported("logs.failures.line", "the first line of a failure: free text, shown by the scan"),
+        gauge("logs.failures.timeout_s", "npu_hccl_log_timeout_seconds",
+              "The timeout HCCL's line says it waited (timeout[120], timeout:1836)"),
+        unexported("missing", "field -> why it is absent: free text, shown by the scan"),
     )),
 )
