@@ -151,6 +151,7 @@ CAUSES: tuple[str, ...] = (
     "amd-xgmi-link-degraded",
     "amd-gfx-unsupported",
     "amd-device-files-missing",
+    "amd-partition-layout-mismatch",
     # issue 33, Huawei Ascend NPUs (checks/npu_ascend.toml)
     "npu-health-not-ok",
     "npu-network-port-down",
@@ -223,6 +224,7 @@ OWN_CAUSES: tuple[str, ...] = (
     "amd-xgmi-link-degraded",  # an xGMI link down or trained below its peers
     "amd-gfx-unsupported",  # a gfx target ROCm does not build for, or an engine not on the GPU
     "amd-device-files-missing",  # AMD GPUs on the PCI bus, no /dev/kfd (driver, or a container's devices)
+    "amd-partition-layout-mismatch",  # an engine's tensor-parallel group against CPX/DPX/QPX partitions
     # issue 33, Huawei Ascend NPUs (checks/npu_ascend.toml)
     "npu-health-not-ok",  # npu-smi's Health column not OK (Warning, Alarm, Critical)
     "npu-network-port-down",  # an NPU's RoCE port link DOWN or its net health failing (hccn_tool)

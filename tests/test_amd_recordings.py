@@ -43,6 +43,8 @@ def findings(root) -> list[tuple[str, str]]:
                                 ("amd-xgmi-link-degraded", "warning")]),
     ("amd-rx6750-ollama", [("amd-gfx-target-unsupported", "warning")]),
     ("amd-mi300-8x-container-no-kfd", [("amd-kfd-missing", "warning")]),
+    ("amd-mi300-8x-cpx", []),  # -tp 8 on one GPU's eight partitions
+    ("amd-mi300-8x-cpx-tp6", [("amd-partition-tp-straddles", "warning")]),
     ("this-vm-epyc-2cpu", []),  # no AMD GPU: both probes skipped, nothing raised
 ])
 def test_each_amd_cause_fires_on_its_story_and_nowhere_else(name, expected):
@@ -149,3 +151,35 @@ def test_a_capture_where_amdsmi_failed_replays_as_the_missing_library(tmp_path):
     from doctor.seam import amdsmi
 
     assert NO_LIBRARY == amdsmi.NO_LIBRARY  # the probes' copy of the seam's sentence
+
+
+def test_cpx_partitions_are_grouped_by_their_physical_gpu():
+    """64 logical GPUs at eight BDFs, the partition in the function digit, the mode answered
+    by each GPU's partition 0 only: eight physical GPUs of eight partitions, in CPX."""
+    record = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-cpx"), QUICK, NO_INPUTS)
+    assert (record.logical_gpus, record.physical_gpus, record.partitions_per_gpu) == (64, 8, 8)
+    assert (record.compute_partition, record.partitions_uneven) == ("CPX", False)
+    assert [g.physical_id for g in record.gpus[:9]] == ["0000:0c:00"] * 8 + ["0000:22:00"]
+    assert record.gpus[1].compute_partition is None and record.gpus[1].missing["compute_partition"] == "not-supported"
+    healthy = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS)
+    assert (healthy.logical_gpus, healthy.physical_gpus, healthy.partitions_per_gpu) == (8, 8, 1)
+
+
+def test_the_engine_layout_and_visible_gpus_are_read():
+    record = amd_host.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-cpx-tp6"), QUICK, NO_INPUTS)
+    (engine,) = record.engines
+    assert (engine.engine, engine.tensor_parallel, engine.pipeline_parallel) == ("vllm", 6, None)
+    assert (engine.visible_gpus, engine.visible_from, engine.holds_kfd) == (8, "HIP_VISIBLE_DEVICES", True)
+
+
+@pytest.mark.parametrize("rows,expected", [
+    ([("0000:0c:00.0", "SPX"), ("0000:22:00.0", "SPX")], (2, 2, 1, False, "SPX")),
+    ([("0000:0c:00.0", "DPX"), ("0000:0c:00.1", None), ("0000:22:00.0", "SPX")], (3, 2, 2, True, "DPX, SPX")),
+    ([("0000:0c:00.0", None), (None, None)], (2, None, None, False, None)),
+    ([], (0, None, None, False, None)),
+])
+def test_partitions_from_bus_ids_and_modes(rows, expected):
+    from probes.helpers.amd_partitions import partitions
+
+    got = partitions(rows)
+    assert (got.logical_gpus, got.physical_gpus, got.partitions_per_gpu, got.uneven, got.compute_partition) == expected

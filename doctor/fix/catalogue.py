@@ -625,6 +625,7 @@ NO_STEP: dict[str, str] = {
     "amd-xgmi-link-degraded": lazy("an xGMI link is the baseboard's: drain the GPU and have the platform vendor check it (the playbook)"),
     "amd-device-files-missing": lazy("the driver or the container's devices are the deployment's: the playbook says what to pass"),
     "amd-gfx-unsupported": lazy("HSA_OVERRIDE_GFX_VERSION or another GPU is a deployment choice: the playbook says which target fits"),
+    "amd-partition-layout-mismatch": lazy("the engine's tensor-parallel size, its visible GPUs or the partition mode is a deployment choice: the playbook says which fit"),
 }
 
 

@@ -37,6 +37,7 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions
 from doctor.seam.host import Host
 from probes.helpers.amd_common import AmdReader, amd_count
+from probes.helpers.amd_partitions import partitions, physical_of
 from probes.helpers.processes import process_table
 
 VENDOR = "amd"
@@ -106,6 +107,9 @@ class AmdGpu:
     memory_partition: str | None  # "NPS1" | "NPS4"
     xgmi_links_down: int  # of this GPU's links in the record's xgmi_links
     missing: dict[str, str]
+    # the physical GPU this logical one is a partition of: its PCI address without the
+    # function, which holds the partition's number (probes/helpers/amd_partitions.py)
+    physical_id: str | None = None
     # the fields below are the NVIDIA records' (gpu.thermal_power), so that its rules read
     # AMD GPUs too (checks/gpu.toml each_also); what AMD does not report is None or False
     reasons: tuple[str, ...] = ()  # active violations: "socket_thermal", "ppt_power", …
@@ -125,6 +129,12 @@ class AmdRecord:
     gpus: tuple[AmdGpu, ...]
     processes: tuple[AmdProcess, ...]
     xgmi_links: tuple[XgmiLink, ...]  # every GPU's, flat: the rules judge them one by one
+    # compute partitions (probes/helpers/amd_partitions.py): in CPX one MI300X is 8 logical GPUs
+    logical_gpus: int = 0
+    physical_gpus: int | None = None  # None: a GPU's PCI address was not read
+    partitions_per_gpu: int | None = None  # logical GPUs on the physical GPU that has most
+    partitions_uneven: bool = False  # a mode set on some physical GPUs only
+    compute_partition: str | None = None  # the physical GPUs' modes: "CPX", or "SPX, CPX"
 
 
 def _watts_micro(value: int | None) -> float | None:
@@ -221,8 +231,9 @@ def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
     name, arch = asic.get("market_name"), asic.get("target_graphics_version")
     links = _xgmi(r, i)
     power_f = None if power is None else float(power)
+    bus_id = r.text("bus_id", "amdsmi_get_gpu_device_bdf", i)
     gpu = AmdGpu(
-        index=i, vendor=VENDOR, bus_id=r.text("bus_id", "amdsmi_get_gpu_device_bdf", i),
+        index=i, vendor=VENDOR, bus_id=bus_id, physical_id=physical_of(bus_id),
         name=name if isinstance(name, str) and name != "N/A" else None,
         gfx_arch=arch if isinstance(arch, str) and arch.startswith("gfx") else None,
         temp_c=temp, slowdown_c=slow, shutdown_c=shut,
@@ -272,8 +283,12 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> AmdRe
     own = os.getpid() if host.kind == "live" else -1
     read = [read_gpu(host, i) for i in range(count)]
     processes = tuple(p for i in range(count) for p in _processes(host, i, table, own))
+    parts = partitions((g.bus_id, g.compute_partition) for g, _ in read)
     return AmdRecord(vendor=VENDOR, gpus=tuple(g for g, _ in read), processes=processes,
-                     xgmi_links=tuple(link for _, links in read for link in links))
+                     xgmi_links=tuple(link for _, links in read for link in links),
+                     logical_gpus=parts.logical_gpus, physical_gpus=parts.physical_gpus,
+                     partitions_per_gpu=parts.partitions_per_gpu, partitions_uneven=parts.uneven,
+                     compute_partition=parts.compute_partition)
 
 
 def summary(record: AmdRecord) -> str:

@@ -25,6 +25,8 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions
 from doctor.seam.host import Host, HostReadError
 from probes.helpers.amd_common import amd_pci_gpus
+from probes.helpers.engine_layout import layout
+from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import reason_of
 from probes.helpers.iommu import read_iommu
 from probes.helpers.kernel_log import read_log
@@ -47,6 +49,13 @@ class RocmEngine:
     fine_grain_pcie: str | None  # HSA_FORCE_FINE_GRAIN_PCIE
     holds_kfd: bool | None  # an fd of the engine points at /dev/kfd (None: fd/ not readable)
     missing: dict[str, str] = field(default_factory=dict)
+    # its layout from its command line (probes/helpers/engine_layout.py): -tp, -pp
+    tensor_parallel: int | None = None
+    pipeline_parallel: int | None = None
+    # the GPUs it may see: the fewest that ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or
+    # CUDA_VISIBLE_DEVICES list (HIP honours all three); None: none set, it sees them all
+    visible_gpus: int | None = None
+    visible_from: str | None = None  # the variable that gave visible_gpus
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +132,24 @@ def _numa_balancing(host: Host, missing: dict[str, str]) -> int | None:
     return int(text)
 
 
+VISIBLE = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def _visible(host: Host, pid: int, missing: dict[str, str]) -> tuple[int | None, str | None]:
+    """The fewest GPUs a visibility variable lists (``0,1,2`` → 3; ``""`` → 0), and its name."""
+    best: tuple[int | None, str | None] = (None, None)
+    for name in VISIBLE:
+        got = env_value(host, pid, name)
+        if got.reason:
+            missing["visible_gpus"] = got.reason
+        if got.value is None:
+            continue
+        count = len([part for part in got.value.split(",") if part.strip()])
+        if best[0] is None or count < best[0]:
+            best = (count, name)
+    return best
+
+
 def _engine(host: Host, process: Process) -> RocmEngine:
     pid, engine = process.pid, process.engine or ""
     missing: dict[str, str] = {}
@@ -136,8 +163,12 @@ def _engine(host: Host, process: Process) -> RocmEngine:
     except HostReadError as exc:
         holds = None
         missing["holds_kfd"] = reason_of(exc)
+    shape = layout(argv_of(host, pid), None)
+    visible, visible_from = _visible(host, pid, missing)
     return RocmEngine(pid=pid, engine=engine, name=lasting_name(process), gfx_override=override.value,
-                      fine_grain_pcie=fine.value, holds_kfd=holds, missing=missing)
+                      fine_grain_pcie=fine.value, holds_kfd=holds, missing=missing,
+                      tensor_parallel=shape["tp"], pipeline_parallel=shape["pp"],
+                      visible_gpus=visible, visible_from=visible_from)
 
 
 def _by_kind(events: list[AmdgpuEvent]) -> tuple[KernelLines, ...]:
