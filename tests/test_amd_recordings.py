@@ -45,6 +45,9 @@ def findings(root) -> list[tuple[str, str]]:
     ("amd-mi300-8x-container-no-kfd", [("amd-kfd-missing", "warning")]),
     ("amd-mi300-8x-cpx", []),  # -tp 8 on one GPU's eight partitions
     ("amd-mi300-8x-cpx-tp6", [("amd-partition-tp-straddles", "warning")]),
+    ("amd-mi300-8x-container-no-dri", [("amd-render-nodes-missing", "warning")]),
+    ("amd-2x-radeon-pcie", [("amd-fine-grain-pcie-unset", "warning")]),
+    ("amd-2x-radeon-pcie-fine-grain", []),
     ("this-vm-epyc-2cpu", []),  # no AMD GPU: both probes skipped, nothing raised
 ])
 def test_each_amd_cause_fires_on_its_story_and_nowhere_else(name, expected):
@@ -70,8 +73,10 @@ def test_the_host_probe_reads_gfx_targets_numa_and_iommu():
     record = amd_host.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS)
     assert (record.amd_gpus, record.gfx_targets) == (8, ("gfx942",) * 8)
     assert (record.numa_balancing, record.iommu_mode) == (0, "passthrough")
+    assert (record.render_nodes, record.xgmi_peer_links, record.kfd_present) == (8, 8 * 7, True)
     radeon = amd_host.probe(RecordedHost(FIXTURE_HOSTS / "amd-rx6750-ollama"), QUICK, NO_INPUTS)
     assert radeon.gfx_targets == ("gfx1031",) and radeon.iommu_mode == "off"
+    assert (radeon.render_nodes, radeon.xgmi_peer_links) == (1, 0)
 
 
 @pytest.mark.parametrize("version,name", [
@@ -99,12 +104,22 @@ def test_an_ollama_that_never_opened_dev_kfd_is_on_the_cpu(tmp_path):
     manifest.setdefault("links", {})["/proc/20609/fd"] = {
         "0": "/dev/null", "1": "socket:[4711]", "3": "/usr/share/ollama/.ollama/models/blobs/sha256-6a0746"}
     (root / "host.toml").write_text(tomli_w.dumps(manifest))
+    # the ollama user of Ollama's install script, in neither render nor video
+    (proc / "status").write_text("Name:\tollama\nUid:\t996\t996\t996\t996\nGid:\t996\t996\t996\t996\nGroups:\t996 \n")
+    (root / "fs/etc").mkdir(exist_ok=True)
+    (root / "fs/etc/group").write_text("root:x:0:\nvideo:x:44:\nrender:x:992:\nollama:x:996:\n")
     record = amd_host.probe(RecordedHost(root), QUICK, NO_INPUTS)
     (engine,) = record.engines
     assert (engine.engine, engine.gfx_override, engine.holds_kfd) == ("ollama", "10.3.0", False)
+    assert (engine.uid, engine.in_gpu_groups, engine.holds_render) == (996, False, False)
+    assert findings(root) == [("amd-engine-no-gpu-group", "warning"), ("amd-engine-not-on-gpu", "warning"),
+                              ("amd-gfx-target-unsupported", "warning")]
+    # in the render group (its installer's `usermod -a -G render,video ollama`): only on the CPU
+    (proc / "status").write_text("Name:\tollama\nUid:\t996\t996\t996\t996\nGid:\t996\t996\t996\t996\nGroups:\t44 992 996 \n")
+    assert ("amd-engine-no-gpu-group", "warning") not in findings(root)
     assert ("amd-engine-not-on-gpu", "warning") in findings(root)
-    # with /dev/kfd among them, the engine is on the GPU
-    manifest["links"]["/proc/20609/fd"]["9"] = "/dev/kfd"
+    # with /dev/kfd and the render node among them, the engine is on the GPU
+    manifest["links"]["/proc/20609/fd"].update({"9": "/dev/kfd", "10": "/dev/dri/renderD128"})
     (root / "host.toml").write_text(tomli_w.dumps(manifest))
     assert ("amd-engine-not-on-gpu", "warning") not in findings(root)
 

@@ -626,6 +626,7 @@ NO_STEP: dict[str, str] = {
     "amd-device-files-missing": lazy("the driver or the container's devices are the deployment's: the playbook says what to pass"),
     "amd-gfx-unsupported": lazy("HSA_OVERRIDE_GFX_VERSION or another GPU is a deployment choice: the playbook says which target fits"),
     "amd-partition-layout-mismatch": lazy("the engine's tensor-parallel size, its visible GPUs or the partition mode is a deployment choice: the playbook says which fit"),
+    "amd-p2p-fine-grain-off": lazy("HSA_FORCE_FINE_GRAIN_PCIE=1 in the engine's environment, set at its next planned restart"),
 }
 
 
