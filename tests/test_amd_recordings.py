@@ -22,7 +22,8 @@ from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.fixtures.build_amd_hosts import SOURCES
 
-AMD_RULES = [r for r in builtin_rules() if r.id.startswith("amd-")]
+# the AMD rules, and NVIDIA's that read AMD GPUs too (each_also)
+AMD_RULES = [r for r in builtin_rules() if r.id.startswith("amd-") or any(p.startswith("amd.") for p in r.each_also)]
 CHOSEN = tuple(p for p in PROBES if p.name in ("amd.gpu", "amd.host"))
 QUICK = ScanOptions(level=Level.QUICK)
 
@@ -46,6 +47,8 @@ def findings(root) -> list[tuple[str, str]]:
     ("amd-mi300-8x-cpx", []),  # -tp 8 on one GPU's eight partitions
     ("amd-mi300-8x-cpx-tp6", [("amd-partition-tp-straddles", "warning")]),
     ("amd-mi300-8x-container-no-dri", [("amd-render-nodes-missing", "warning")]),
+    ("amd-mi300-8x-pcie-x8", [("pcie-link-degraded", "critical")]),
+    ("amd-mi300-8x-pcie-idle", []),  # the same x8 link read at rest: AMD links narrow when idle
     ("amd-2x-radeon-pcie", [("amd-fine-grain-pcie-unset", "warning")]),
     ("amd-2x-radeon-pcie-fine-grain", []),
     ("this-vm-epyc-2cpu", []),  # no AMD GPU: both probes skipped, nothing raised
@@ -198,3 +201,15 @@ def test_partitions_from_bus_ids_and_modes(rows, expected):
 
     got = partitions(rows)
     assert (got.logical_gpus, got.physical_gpus, got.partitions_per_gpu, got.uneven, got.compute_partition) == expected
+
+
+def test_an_amd_link_is_judged_while_the_gpu_works_against_its_slot():
+    busy = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-pcie-x8"), QUICK, NO_INPUTS).gpus[2]
+    assert (busy.on_vm, busy.slot_known, busy.slot_width_max, busy.under_load) == (False, True, 16, True)
+    assert (busy.gen_loaded, busy.width_loaded, busy.width_short, busy.gen_low_under_load) == (5, 8, True, False)
+    assert (busy.ceiling_trained_gbps, busy.ceiling_capable_gbps) == (31.5, 63.01)
+    idle = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-pcie-idle"), QUICK, NO_INPUTS).gpus[2]
+    assert (idle.width_current, idle.under_load, idle.width_short, idle.width_loaded) == (8, False, False, None)
+    # the base VM (hypervisor CPU flag): nothing on it is judged by hand
+    vm = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS).gpus[2]
+    assert vm.on_vm is True and vm.slot_known is False

@@ -38,7 +38,9 @@ from doctor.model import ScanOptions
 from doctor.seam.host import Host
 from probes.helpers.amd_common import AmdReader, amd_count
 from probes.helpers.amd_partitions import partitions, physical_of
+from probes.helpers.amd_pcie import link_fields
 from probes.helpers.processes import process_table
+from probes.helpers.virtualization import detect as detect_virtualization
 
 VENDOR = "amd"
 MIB = 1 << 20
@@ -117,10 +119,23 @@ class AmdGpu:
     power_brake: bool = False  # no external power-brake signal is reported on AMD
     work_seen: str | None = None  # "power-at-limit" or "gpu-busy", as gpu.thermal_power says it
     util_gpu_pct: int | None = None  # amdsmi_get_gpu_activity gfx_activity
-    under_load: bool = False  # read at rest: no load is run on AMD GPUs
+    # llm-doctor runs no load on AMD GPUs: True when the GPU was busy with its own work at the
+    # read (work_seen), so that its link stood at its working level (probes/helpers/amd_pcie.py)
+    under_load: bool = False
     max_operating_c: int | None = None  # no such threshold in AMD SMI
     target_c: int | None = None  # no such threshold in AMD SMI
     margin_source: str | None = None  # "slowdown-threshold" with margin_c
+    # gpu.pcie's fields (checks/gpu.toml pcie-link-degraded reads AMD GPUs too): the link is
+    # judged only while the GPU was busy (probes/helpers/amd_pcie.py), against its slot
+    on_vm: bool | None = None
+    slot_width_max: int | None = None  # the upstream port's max_link_width
+    slot_known: bool = False
+    width_short: bool = False
+    gen_low_under_load: bool = False
+    gen_loaded: int | None = None  # no copy is run on AMD GPUs: never measured
+    width_loaded: int | None = None
+    ceiling_trained_gbps: float | None = None
+    ceiling_capable_gbps: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +226,7 @@ def _work_seen(power: float | None, limit: float | None, util: int | None) -> st
     return "gpu-busy" if util is not None and util >= BUSY_PCT else None
 
 
-def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
+def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
     """GPU ``i``'s record and its xGMI links (kept flat in the probe's record)."""
     r = AmdReader(host)
     asic = r.mapping("gfx_arch", "amdsmi_get_gpu_asic_info", i) or {}
@@ -232,6 +247,9 @@ def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
     links = _xgmi(r, i)
     power_f = None if power is None else float(power)
     bus_id = r.text("bus_id", "amdsmi_get_gpu_device_bdf", i)
+    pcie = _pcie(r, i)
+    work = _work_seen(power_f, limit, util)
+    judged = link_fields(host, bus_id, pcie, work is not None, on_vm, r.missing)
     gpu = AmdGpu(
         index=i, vendor=VENDOR, bus_id=bus_id, physical_id=physical_of(bus_id),
         name=name if isinstance(name, str) and name != "N/A" else None,
@@ -246,7 +264,7 @@ def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
         power_w=power_f, power_limit_w=limit, power_default_limit_w=default,
         limit_below_default=bool(limit and default and limit < LIMIT_SLACK * default),
         total_mib=None if total is None else total // MIB, used_mib=None if used is None else used // MIB,
-        **_pcie(r, i),
+        **pcie, **judged,
         ecc_corrected=r.item("ecc_corrected", ecc, "correctable_count"),
         ecc_uncorrected=r.item("ecc_uncorrected", ecc, "uncorrectable_count"),
         ecc_deferred=r.item("ecc_deferred", ecc, "deferred_count"),
@@ -254,7 +272,7 @@ def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
         compute_partition=r.text("compute_partition", "amdsmi_get_gpu_compute_partition", i),
         memory_partition=r.text("memory_partition", "amdsmi_get_gpu_memory_partition", i),
         xgmi_links_down=sum(link.status == "down" for link in links), missing=dict(r.missing),
-        work_seen=_work_seen(power_f, limit, util))
+        work_seen=work)
     return gpu, links
 
 
@@ -281,7 +299,8 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> AmdRe
     count = amd_count(host)
     table = {p.pid: p for p in process_table(host)}
     own = os.getpid() if host.kind == "live" else -1
-    read = [read_gpu(host, i) for i in range(count)]
+    on_vm = detect_virtualization(host).virtual_machine
+    read = [read_gpu(host, i, on_vm) for i in range(count)]
     processes = tuple(p for i in range(count) for p in _processes(host, i, table, own))
     parts = partitions((g.bus_id, g.compute_partition) for g, _ in read)
     return AmdRecord(vendor=VENDOR, gpus=tuple(g for g, _ in read), processes=processes,
