@@ -153,6 +153,8 @@ CAUSES: tuple[str, ...] = (
     "amd-xgmi-link-degraded",
     "amd-gfx-unsupported",
     "amd-device-files-missing",
+    "amd-partition-layout-mismatch",
+    "amd-p2p-fine-grain-off",
     # issue 33, Huawei Ascend NPUs (checks/npu_ascend.toml)
     "npu-health-not-ok",
     "npu-network-port-down",
@@ -227,6 +229,8 @@ OWN_CAUSES: tuple[str, ...] = (
     "amd-xgmi-link-degraded",  # an xGMI link down or trained below its peers
     "amd-gfx-unsupported",  # a gfx target ROCm does not build for, or an engine not on the GPU
     "amd-device-files-missing",  # AMD GPUs on the PCI bus, no /dev/kfd (driver, or a container's devices)
+    "amd-partition-layout-mismatch",  # an engine's tensor-parallel group against CPX/DPX/QPX partitions
+    "amd-p2p-fine-grain-off",  # AMD GPUs over PCIe only, HSA_FORCE_FINE_GRAIN_PCIE unset: RCCL without P2P
     # issue 33, Huawei Ascend NPUs (checks/npu_ascend.toml)
     "npu-health-not-ok",  # npu-smi's Health column not OK (Warning, Alarm, Critical)
     "npu-network-port-down",  # an NPU's RoCE port link DOWN or its net health failing (hccn_tool)

@@ -22,7 +22,8 @@ from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.fixtures.build_amd_hosts import SOURCES
 
-AMD_RULES = [r for r in builtin_rules() if r.id.startswith("amd-")]
+# the AMD rules, and NVIDIA's that read AMD GPUs too (each_also)
+AMD_RULES = [r for r in builtin_rules() if r.id.startswith("amd-") or any(p.startswith("amd.") for p in r.each_also)]
 CHOSEN = tuple(p for p in PROBES if p.name in ("amd.gpu", "amd.host"))
 QUICK = ScanOptions(level=Level.QUICK)
 
@@ -43,6 +44,13 @@ def findings(root) -> list[tuple[str, str]]:
                                 ("amd-xgmi-link-degraded", "warning")]),
     ("amd-rx6750-ollama", [("amd-gfx-target-unsupported", "warning")]),
     ("amd-mi300-8x-container-no-kfd", [("amd-kfd-missing", "warning")]),
+    ("amd-mi300-8x-cpx", []),  # -tp 8 on one GPU's eight partitions
+    ("amd-mi300-8x-cpx-tp6", [("amd-partition-tp-straddles", "warning")]),
+    ("amd-mi300-8x-container-no-dri", [("amd-render-nodes-missing", "warning")]),
+    ("amd-mi300-8x-pcie-x8", [("pcie-link-degraded", "critical")]),
+    ("amd-mi300-8x-pcie-idle", []),  # the same x8 link read at rest: AMD links narrow when idle
+    ("amd-2x-radeon-pcie", [("amd-fine-grain-pcie-unset", "warning")]),
+    ("amd-2x-radeon-pcie-fine-grain", []),
     ("this-vm-epyc-2cpu", []),  # no AMD GPU: both probes skipped, nothing raised
 ])
 def test_each_amd_cause_fires_on_its_story_and_nowhere_else(name, expected):
@@ -68,8 +76,10 @@ def test_the_host_probe_reads_gfx_targets_numa_and_iommu():
     record = amd_host.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS)
     assert (record.amd_gpus, record.gfx_targets) == (8, ("gfx942",) * 8)
     assert (record.numa_balancing, record.iommu_mode) == (0, "passthrough")
+    assert (record.render_nodes, record.xgmi_peer_links, record.kfd_present) == (8, 8 * 7, True)
     radeon = amd_host.probe(RecordedHost(FIXTURE_HOSTS / "amd-rx6750-ollama"), QUICK, NO_INPUTS)
     assert radeon.gfx_targets == ("gfx1031",) and radeon.iommu_mode == "off"
+    assert (radeon.render_nodes, radeon.xgmi_peer_links) == (1, 0)
 
 
 @pytest.mark.parametrize("version,name", [
@@ -97,12 +107,22 @@ def test_an_ollama_that_never_opened_dev_kfd_is_on_the_cpu(tmp_path):
     manifest.setdefault("links", {})["/proc/20609/fd"] = {
         "0": "/dev/null", "1": "socket:[4711]", "3": "/usr/share/ollama/.ollama/models/blobs/sha256-6a0746"}
     (root / "host.toml").write_text(tomli_w.dumps(manifest))
+    # the ollama user of Ollama's install script, in neither render nor video
+    (proc / "status").write_text("Name:\tollama\nUid:\t996\t996\t996\t996\nGid:\t996\t996\t996\t996\nGroups:\t996 \n")
+    (root / "fs/etc").mkdir(exist_ok=True)
+    (root / "fs/etc/group").write_text("root:x:0:\nvideo:x:44:\nrender:x:992:\nollama:x:996:\n")
     record = amd_host.probe(RecordedHost(root), QUICK, NO_INPUTS)
     (engine,) = record.engines
     assert (engine.engine, engine.gfx_override, engine.holds_kfd) == ("ollama", "10.3.0", False)
+    assert (engine.uid, engine.in_gpu_groups, engine.holds_render) == (996, False, False)
+    assert findings(root) == [("amd-engine-no-gpu-group", "warning"), ("amd-engine-not-on-gpu", "warning"),
+                              ("amd-gfx-target-unsupported", "warning")]
+    # in the render group (its installer's `usermod -a -G render,video ollama`): only on the CPU
+    (proc / "status").write_text("Name:\tollama\nUid:\t996\t996\t996\t996\nGid:\t996\t996\t996\t996\nGroups:\t44 992 996 \n")
+    assert ("amd-engine-no-gpu-group", "warning") not in findings(root)
     assert ("amd-engine-not-on-gpu", "warning") in findings(root)
-    # with /dev/kfd among them, the engine is on the GPU
-    manifest["links"]["/proc/20609/fd"]["9"] = "/dev/kfd"
+    # with /dev/kfd and the render node among them, the engine is on the GPU
+    manifest["links"]["/proc/20609/fd"].update({"9": "/dev/kfd", "10": "/dev/dri/renderD128"})
     (root / "host.toml").write_text(tomli_w.dumps(manifest))
     assert ("amd-engine-not-on-gpu", "warning") not in findings(root)
 
@@ -149,3 +169,47 @@ def test_a_capture_where_amdsmi_failed_replays_as_the_missing_library(tmp_path):
     from doctor.seam import amdsmi
 
     assert NO_LIBRARY == amdsmi.NO_LIBRARY  # the probes' copy of the seam's sentence
+
+
+def test_cpx_partitions_are_grouped_by_their_physical_gpu():
+    """64 logical GPUs at eight BDFs, the partition in the function digit, the mode answered
+    by each GPU's partition 0 only: eight physical GPUs of eight partitions, in CPX."""
+    record = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-cpx"), QUICK, NO_INPUTS)
+    assert (record.logical_gpus, record.physical_gpus, record.partitions_per_gpu) == (64, 8, 8)
+    assert (record.compute_partition, record.partitions_uneven) == ("CPX", False)
+    assert [g.physical_id for g in record.gpus[:9]] == ["0000:0c:00"] * 8 + ["0000:22:00"]
+    assert record.gpus[1].compute_partition is None and record.gpus[1].missing["compute_partition"] == "not-supported"
+    healthy = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS)
+    assert (healthy.logical_gpus, healthy.physical_gpus, healthy.partitions_per_gpu) == (8, 8, 1)
+
+
+def test_the_engine_layout_and_visible_gpus_are_read():
+    record = amd_host.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-cpx-tp6"), QUICK, NO_INPUTS)
+    (engine,) = record.engines
+    assert (engine.engine, engine.tensor_parallel, engine.pipeline_parallel) == ("vllm", 6, None)
+    assert (engine.visible_gpus, engine.visible_from, engine.holds_kfd) == (8, "HIP_VISIBLE_DEVICES", True)
+
+
+@pytest.mark.parametrize("rows,expected", [
+    ([("0000:0c:00.0", "SPX"), ("0000:22:00.0", "SPX")], (2, 2, 1, False, "SPX")),
+    ([("0000:0c:00.0", "DPX"), ("0000:0c:00.1", None), ("0000:22:00.0", "SPX")], (3, 2, 2, True, "DPX, SPX")),
+    ([("0000:0c:00.0", None), (None, None)], (2, None, None, False, None)),
+    ([], (0, None, None, False, None)),
+])
+def test_partitions_from_bus_ids_and_modes(rows, expected):
+    from probes.helpers.amd_partitions import partitions
+
+    got = partitions(rows)
+    assert (got.logical_gpus, got.physical_gpus, got.partitions_per_gpu, got.uneven, got.compute_partition) == expected
+
+
+def test_an_amd_link_is_judged_while_the_gpu_works_against_its_slot():
+    busy = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-pcie-x8"), QUICK, NO_INPUTS).gpus[2]
+    assert (busy.on_vm, busy.slot_known, busy.slot_width_max, busy.under_load) == (False, True, 16, True)
+    assert (busy.gen_loaded, busy.width_loaded, busy.width_short, busy.gen_low_under_load) == (5, 8, True, False)
+    assert (busy.ceiling_trained_gbps, busy.ceiling_capable_gbps) == (31.5, 63.01)
+    idle = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-pcie-idle"), QUICK, NO_INPUTS).gpus[2]
+    assert (idle.width_current, idle.under_load, idle.width_short, idle.width_loaded) == (8, False, False, None)
+    # the base VM (hypervisor CPU flag): nothing on it is judged by hand
+    vm = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS).gpus[2]
+    assert vm.on_vm is True and vm.slot_known is False

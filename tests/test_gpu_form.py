@@ -27,6 +27,10 @@ from tests.test_fix_plan import saved
     ("NVIDIA GH200 480GB", "module"),
     ("NVIDIA GB200", "module"),
     ("Tesla V100-SXM2-16GB", "module"),
+    ("AMD Instinct MI300X", "module"),  # amd.gpu's market names (tests/fixtures/amd)
+    ("AMD Instinct MI308X", "module"),
+    ("AMD Instinct MI210", "card"),
+    ("AMD Radeon RX 6750 XT", "card"),
     ("NVIDIA GB10", None),  # DGX Spark's: no slot and no module to say
     ("Some Future Board", None),
     ("", None),
@@ -54,3 +58,19 @@ def test_a_card_is_reseated_and_a_module_goes_to_the_vendor():
     # a scan saved before the field existed (or a name that does not say) keeps the card's steps
     (unknown,) = _plan({}).steps
     assert unknown.manual == card.manual
+
+
+def test_an_mi300x_with_a_narrow_link_is_a_module_for_the_vendor():
+    """amd.gpu's records carry the field the rule's evidence reads (each_also): the recorded
+    MI300X with a busy x8 link fires pcie-link-degraded, and its fix step is no reseat."""
+    from doctor.model import Level, ScanOptions
+    from doctor.scan import scan
+    from doctor.seam.recorded import RecordedHost
+    from probes.registry import by_name
+    from tests.builtin_rules import builtin_rules
+    from tests.conftest import FIXTURE_HOSTS
+
+    report = scan(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-pcie-x8"), ScanOptions(level=Level.QUICK),
+                  [by_name()[n] for n in ("host.cpu", "amd.gpu")], builtin_rules())
+    found = [f for f in report.findings if f.rule == "pcie-link-degraded"]
+    assert found and all(f.evidence["form_factor"] == "module" for f in found)

@@ -429,9 +429,10 @@ _RESEAT_CARD = hands_on([
 _MODULE_LINK = hands_on([
     lazy("Check the BIOS PCIe settings of the GPU's root port (generation Auto or the GPU's, "
          "no forced bifurcation)."),
-    lazy("The GPU is a module on its baseboard (SXM, or a superchip): it is not reseated by hand. "
+    lazy("The GPU is a module on its baseboard (SXM or OAM, or a superchip): it is not reseated by hand. "
          "Open a case with the server vendor with the link's width and generation "
-         "(`nvidia-smi -q -d PCIE` during a copy) and the GPU's serial (`nvidia-smi -q | grep -i serial`)."),
+         "(`nvidia-smi -q -d PCIE` during a copy; AMD: `amd-smi metric --pcie` while it works) "
+         "and the GPU's serial (`nvidia-smi -q | grep -i serial`; AMD: `amd-smi static --asic`)."),
 ], Risk.DISRUPTIVE, lazy("A GPU module's link trained below its capability: BIOS, then the server vendor"))
 
 
@@ -645,6 +646,8 @@ NO_STEP: dict[str, str] = {
     "amd-xgmi-link-degraded": lazy("an xGMI link is the baseboard's: drain the GPU and have the platform vendor check it (the playbook)"),
     "amd-device-files-missing": lazy("the driver or the container's devices are the deployment's: the playbook says what to pass"),
     "amd-gfx-unsupported": lazy("HSA_OVERRIDE_GFX_VERSION or another GPU is a deployment choice: the playbook says which target fits"),
+    "amd-partition-layout-mismatch": lazy("the engine's tensor-parallel size, its visible GPUs or the partition mode is a deployment choice: the playbook says which fit"),
+    "amd-p2p-fine-grain-off": lazy("HSA_FORCE_FINE_GRAIN_PCIE=1 in the engine's environment, set at its next planned restart"),
 }
 
 

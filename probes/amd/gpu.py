@@ -37,7 +37,10 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions
 from doctor.seam.host import Host
 from probes.helpers.amd_common import AmdReader, amd_count
+from probes.helpers.amd_partitions import partitions, physical_of
+from probes.helpers.amd_pcie import link_fields
 from probes.helpers.processes import process_table
+from probes.helpers.virtualization import detect as detect_virtualization
 
 VENDOR = "amd"
 MIB = 1 << 20
@@ -106,6 +109,9 @@ class AmdGpu:
     memory_partition: str | None  # "NPS1" | "NPS4"
     xgmi_links_down: int  # of this GPU's links in the record's xgmi_links
     missing: dict[str, str]
+    # the physical GPU this logical one is a partition of: its PCI address without the
+    # function, which holds the partition's number (probes/helpers/amd_partitions.py)
+    physical_id: str | None = None
     # the fields below are the NVIDIA records' (gpu.thermal_power), so that its rules read
     # AMD GPUs too (checks/gpu.toml each_also); what AMD does not report is None or False
     reasons: tuple[str, ...] = ()  # active violations: "socket_thermal", "ppt_power", …
@@ -113,10 +119,24 @@ class AmdGpu:
     power_brake: bool = False  # no external power-brake signal is reported on AMD
     work_seen: str | None = None  # "power-at-limit" or "gpu-busy", as gpu.thermal_power says it
     util_gpu_pct: int | None = None  # amdsmi_get_gpu_activity gfx_activity
-    under_load: bool = False  # read at rest: no load is run on AMD GPUs
+    # llm-doctor runs no load on AMD GPUs: True when the GPU was busy with its own work at the
+    # read (work_seen), so that its link stood at its working level (probes/helpers/amd_pcie.py)
+    under_load: bool = False
     max_operating_c: int | None = None  # no such threshold in AMD SMI
     target_c: int | None = None  # no such threshold in AMD SMI
     margin_source: str | None = None  # "slowdown-threshold" with margin_c
+    # gpu.pcie's fields (checks/gpu.toml pcie-link-degraded reads AMD GPUs too): the link is
+    # judged only while the GPU was busy (probes/helpers/amd_pcie.py), against its slot
+    on_vm: bool | None = None
+    slot_width_max: int | None = None  # the upstream port's max_link_width
+    slot_known: bool = False
+    width_short: bool = False
+    gen_low_under_load: bool = False
+    gen_loaded: int | None = None  # no copy is run on AMD GPUs: never measured
+    width_loaded: int | None = None
+    ceiling_trained_gbps: float | None = None
+    ceiling_capable_gbps: float | None = None
+    form_factor: str | None = None  # "module" (OAM, an APU's socket), "card", None: the name
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +145,12 @@ class AmdRecord:
     gpus: tuple[AmdGpu, ...]
     processes: tuple[AmdProcess, ...]
     xgmi_links: tuple[XgmiLink, ...]  # every GPU's, flat: the rules judge them one by one
+    # compute partitions (probes/helpers/amd_partitions.py): in CPX one MI300X is 8 logical GPUs
+    logical_gpus: int = 0
+    physical_gpus: int | None = None  # None: a GPU's PCI address was not read
+    partitions_per_gpu: int | None = None  # logical GPUs on the physical GPU that has most
+    partitions_uneven: bool = False  # a mode set on some physical GPUs only
+    compute_partition: str | None = None  # the physical GPUs' modes: "CPX", or "SPX, CPX"
 
 
 def _watts_micro(value: int | None) -> float | None:
@@ -201,7 +227,7 @@ def _work_seen(power: float | None, limit: float | None, util: int | None) -> st
     return "gpu-busy" if util is not None and util >= BUSY_PCT else None
 
 
-def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
+def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
     """GPU ``i``'s record and its xGMI links (kept flat in the probe's record)."""
     r = AmdReader(host)
     asic = r.mapping("gfx_arch", "amdsmi_get_gpu_asic_info", i) or {}
@@ -221,8 +247,13 @@ def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
     name, arch = asic.get("market_name"), asic.get("target_graphics_version")
     links = _xgmi(r, i)
     power_f = None if power is None else float(power)
+    bus_id = r.text("bus_id", "amdsmi_get_gpu_device_bdf", i)
+    pcie = _pcie(r, i)
+    work = _work_seen(power_f, limit, util)
+    judged = link_fields(host, bus_id, pcie, work is not None, on_vm, r.missing,
+                         name if isinstance(name, str) else None)
     gpu = AmdGpu(
-        index=i, vendor=VENDOR, bus_id=r.text("bus_id", "amdsmi_get_gpu_device_bdf", i),
+        index=i, vendor=VENDOR, bus_id=bus_id, physical_id=physical_of(bus_id),
         name=name if isinstance(name, str) and name != "N/A" else None,
         gfx_arch=arch if isinstance(arch, str) and arch.startswith("gfx") else None,
         temp_c=temp, slowdown_c=slow, shutdown_c=shut,
@@ -235,7 +266,7 @@ def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
         power_w=power_f, power_limit_w=limit, power_default_limit_w=default,
         limit_below_default=bool(limit and default and limit < LIMIT_SLACK * default),
         total_mib=None if total is None else total // MIB, used_mib=None if used is None else used // MIB,
-        **_pcie(r, i),
+        **pcie, **judged,
         ecc_corrected=r.item("ecc_corrected", ecc, "correctable_count"),
         ecc_uncorrected=r.item("ecc_uncorrected", ecc, "uncorrectable_count"),
         ecc_deferred=r.item("ecc_deferred", ecc, "deferred_count"),
@@ -243,7 +274,7 @@ def read_gpu(host: Host, i: int) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
         compute_partition=r.text("compute_partition", "amdsmi_get_gpu_compute_partition", i),
         memory_partition=r.text("memory_partition", "amdsmi_get_gpu_memory_partition", i),
         xgmi_links_down=sum(link.status == "down" for link in links), missing=dict(r.missing),
-        work_seen=_work_seen(power_f, limit, util))
+        work_seen=work)
     return gpu, links
 
 
@@ -270,10 +301,15 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> AmdRe
     count = amd_count(host)
     table = {p.pid: p for p in process_table(host)}
     own = os.getpid() if host.kind == "live" else -1
-    read = [read_gpu(host, i) for i in range(count)]
+    on_vm = detect_virtualization(host).virtual_machine
+    read = [read_gpu(host, i, on_vm) for i in range(count)]
     processes = tuple(p for i in range(count) for p in _processes(host, i, table, own))
+    parts = partitions((g.bus_id, g.compute_partition) for g, _ in read)
     return AmdRecord(vendor=VENDOR, gpus=tuple(g for g, _ in read), processes=processes,
-                     xgmi_links=tuple(link for _, links in read for link in links))
+                     xgmi_links=tuple(link for _, links in read for link in links),
+                     logical_gpus=parts.logical_gpus, physical_gpus=parts.physical_gpus,
+                     partitions_per_gpu=parts.partitions_per_gpu, partitions_uneven=parts.uneven,
+                     compute_partition=parts.compute_partition)
 
 
 def summary(record: AmdRecord) -> str:

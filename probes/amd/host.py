@@ -25,6 +25,9 @@ from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions
 from doctor.seam.host import Host, HostReadError
 from probes.helpers.amd_common import amd_pci_gpus
+from probes.helpers.amd_devices import in_gpu_groups, render_nodes, xgmi_peer_links
+from probes.helpers.engine_layout import layout
+from probes.helpers.engine_reads import argv_of
 from probes.helpers.gpu_common import reason_of
 from probes.helpers.iommu import read_iommu
 from probes.helpers.kernel_log import read_log
@@ -47,6 +50,18 @@ class RocmEngine:
     fine_grain_pcie: str | None  # HSA_FORCE_FINE_GRAIN_PCIE
     holds_kfd: bool | None  # an fd of the engine points at /dev/kfd (None: fd/ not readable)
     missing: dict[str, str] = field(default_factory=dict)
+    # its layout from its command line (probes/helpers/engine_layout.py): -tp, -pp
+    tensor_parallel: int | None = None
+    pipeline_parallel: int | None = None
+    # the GPUs it may see: the fewest that ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or
+    # CUDA_VISIBLE_DEVICES list (HIP honours all three); None: none set, it sees them all
+    visible_gpus: int | None = None
+    visible_from: str | None = None  # the variable that gave visible_gpus
+    # an fd of the engine points at a /dev/dri/renderD* node (None: fd/ not readable)
+    holds_render: bool | None = None
+    uid: int | None = None  # effective uid (/proc/<pid>/status)
+    # root, or in the render or video group (probes/helpers/amd_devices.py); None: not known
+    in_gpu_groups: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +94,11 @@ class RocmHostRecord:
     # /dev/kfd is there (stat): the ROCm runtime's device; a container started without
     # --device /dev/kfd sees the GPUs on the PCI bus and no kfd. None: not known (see missing)
     kfd_present: bool | None = None
+    # /dev/dri/renderD* that stat (one per GPU): 0 in a container given /dev/kfd only
+    render_nodes: int | None = None
+    # KFD topology links of type xGMI between GPU nodes (each direction): 0 on GPUs that talk
+    # over PCIe only; None where the links could not be listed
+    xgmi_peer_links: int | None = None
 
 
 def gfx_name(version: int) -> str | None:
@@ -90,12 +110,13 @@ def gfx_name(version: int) -> str | None:
     return f"gfx{major}{minor}{step:x}"
 
 
-def _gfx_targets(host: Host, missing: dict[str, str]) -> tuple[str, ...]:
+def _gfx_targets(host: Host, missing: dict[str, str]) -> list[tuple[str, str]]:
+    """(KFD node, gfx target) of each GPU node."""
     try:
         nodes = host.list_dirs(KFD_NODES)
     except HostReadError as exc:
         missing["gfx_targets"] = reason_of(exc)
-        return ()
+        return []
     out = []
     for node in sorted(nodes, key=lambda n: (len(n), n))[:MAX_NODES]:
         try:
@@ -107,8 +128,8 @@ def _gfx_targets(host: Host, missing: dict[str, str]) -> tuple[str, ...]:
             if key == "gfx_target_version" and value.strip().isdigit():
                 name = gfx_name(int(value.strip()))
                 if name:
-                    out.append(name)
-    return tuple(out)
+                    out.append((node, name))
+    return out
 
 
 def _numa_balancing(host: Host, missing: dict[str, str]) -> int | None:
@@ -123,6 +144,24 @@ def _numa_balancing(host: Host, missing: dict[str, str]) -> int | None:
     return int(text)
 
 
+VISIBLE = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def _visible(host: Host, pid: int, missing: dict[str, str]) -> tuple[int | None, str | None]:
+    """The fewest GPUs a visibility variable lists (``0,1,2`` → 3; ``""`` → 0), and its name."""
+    best: tuple[int | None, str | None] = (None, None)
+    for name in VISIBLE:
+        got = env_value(host, pid, name)
+        if got.reason:
+            missing["visible_gpus"] = got.reason
+        if got.value is None:
+            continue
+        count = len([part for part in got.value.split(",") if part.strip()])
+        if best[0] is None or count < best[0]:
+            best = (count, name)
+    return best
+
+
 def _engine(host: Host, process: Process) -> RocmEngine:
     pid, engine = process.pid, process.engine or ""
     missing: dict[str, str] = {}
@@ -130,14 +169,24 @@ def _engine(host: Host, process: Process) -> RocmEngine:
     fine = env_value(host, pid, "HSA_FORCE_FINE_GRAIN_PCIE")
     if override.reason:
         missing["gfx_override"] = override.reason
+    if fine.reason:
+        missing["fine_grain_pcie"] = fine.reason
+    render: bool | None
     try:
         links = host.list_links(f"/proc/{pid}/fd")
         holds: bool | None = any(target == KFD for target in links.values())
+        render = any(target.startswith("/dev/dri/renderD") for target in links.values())
     except HostReadError as exc:
-        holds = None
-        missing["holds_kfd"] = reason_of(exc)
+        holds = render = None
+        missing["holds_kfd"] = missing["holds_render"] = reason_of(exc)
+    groups, uid = in_gpu_groups(host, pid)
+    shape = layout(argv_of(host, pid), None)
+    visible, visible_from = _visible(host, pid, missing)
     return RocmEngine(pid=pid, engine=engine, name=lasting_name(process), gfx_override=override.value,
-                      fine_grain_pcie=fine.value, holds_kfd=holds, missing=missing)
+                      fine_grain_pcie=fine.value, holds_kfd=holds, missing=missing,
+                      tensor_parallel=shape["tp"], pipeline_parallel=shape["pp"],
+                      visible_gpus=visible, visible_from=visible_from, holds_render=render,
+                      uid=uid, in_gpu_groups=groups)
 
 
 def _by_kind(events: list[AmdgpuEvent]) -> tuple[KernelLines, ...]:
@@ -168,8 +217,11 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RocmH
     missing.update({f"iommu_{k}": v for k, v in iommu.missing.items()})
     engines = tuple(_engine(host, p) for p in engine_processes(host) if p.engine)
     events, source = read_log(host, parse_amdgpu_log, t("run as root to see amdgpu's RAS and reset lines"))
+    gpu_nodes = _gfx_targets(host, missing)
     return RocmHostRecord(
-        vendor="amd", amd_gpus=count, gfx_targets=_gfx_targets(host, missing),
+        vendor="amd", amd_gpus=count, gfx_targets=tuple(gfx for _, gfx in gpu_nodes),
+        render_nodes=render_nodes(host, missing),
+        xgmi_peer_links=xgmi_peer_links(host, [node for node, _ in gpu_nodes], missing) if gpu_nodes else None,
         numa_balancing=_numa_balancing(host, missing), iommu_mode=iommu.mode,
         iommu_cmdline=iommu.cmdline, iommu_groups=iommu.groups, engines=engines,
         kernel_lines=_by_kind(events), kernel_log_source=source, missing=missing,

@@ -10,7 +10,9 @@ can (``None``: not known, say so rather than guess):
 * ``PCIe``/``PCIE`` or ``NVL`` (the H100 and H200 NVL are PCIe cards) is a card;
 * the parts sold only as modules name no form factor: "NVIDIA H100 80GB HBM3" (the SXM5;
   the card is "NVIDIA H100 PCIe"), H800, H200, H20, B200, B300, GH200, GB200, GB300;
-* GeForce, Quadro and RTX boards, and the L/T/A10-class data-centre cards, are cards.
+* GeForce, Quadro and RTX boards, and the L/T/A10-class data-centre cards, are cards;
+* AMD (amd.gpu's market name): the Instinct MI250, MI300 and later are OAM modules (MI300A a
+  socketed APU), the MI210, MI100, MI50 and MI25 PCIe cards; Radeon boards are cards.
 
 Sources: NVIDIA's product names as nvidia-smi prints them (the recorded hosts' captures:
 "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB
@@ -24,9 +26,11 @@ import re
 MODULE = "module"
 CARD = "card"
 
-_CARD_WORDS = re.compile(r"PCI[eE]|\bNVL\b|GeForce|Quadro|\bRTX\b|\bTITAN\b")
-_MODULE_ONLY = re.compile(r"\b(?:H100|H800|H200|H20|B200|B300|GH200|GB200|GB300)\b")
-_CARD_ONLY = re.compile(r"\b(?:L4|L20|L40S?|T4|A2|A10G?|A16|A30|A40|P4|P40|P100)\b")
+_CARD_WORDS = re.compile(r"PCI[eE]|\bNVL\b|GeForce|Quadro|\bRTX\b|\bTITAN\b|Radeon")
+_MODULE_ONLY = re.compile(r"\b(?:H100|H800|H200|H20|B200|B300|GH200|GB200|GB300"
+                          r"|MI250X?|MI300[AX]?|MI308X|MI325X|MI350X|MI355X)\b")
+_CARD_ONLY = re.compile(r"\b(?:L4|L20|L40S?|T4|A2|A10G?|A16|A30|A40|P4|P40|P100"
+                        r"|MI210|MI100|MI50|MI60|MI25)\b")
 
 
 def form_factor(name: str | None) -> str | None:

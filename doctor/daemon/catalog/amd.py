@@ -6,7 +6,7 @@ series carries ``vendor="amd"``; the facts NVIDIA's series also give keep their 
 from __future__ import annotations
 
 from doctor.daemon.catalog import labels as L
-from doctor.daemon.catalog.rows import Table, each, gauge, info, missing, of, unexported
+from doctor.daemon.catalog.rows import GBPS, Table, each, gauge, info, missing, of, unexported
 
 MIB = 1 << 20
 MHZ = 1e6
@@ -39,7 +39,8 @@ TABLES: tuple[Table, ...] = (
            "An active violation (amdsmi_get_violation_status: socket_thermal, ppt_power...)", "reason"),
         gauge("gpus.util_gpu_pct", "amd_gpu_gfx_activity_ratio", "GFX engine activity "
               "(amdsmi_get_gpu_activity gfx_activity)", 0.01),
-        unexported("gpus.under_load", "always False: no load is run on AMD GPUs"),
+        unexported("gpus.under_load", "no load is run on AMD GPUs: True when the GPU was busy at the "
+                   "read, a word for the rules (probes/helpers/amd_pcie.py)"),
         unexported("gpus.max_operating_c", "always None: AMD SMI has no such threshold"),
         unexported("gpus.target_c", "always None: AMD SMI has no such threshold"),
         unexported("gpus.margin_source", "a word for the rules: how margin_c was found"),
@@ -58,6 +59,26 @@ TABLES: tuple[Table, ...] = (
         gauge("gpus.gen_max", "amd_gpu_pcie_link_generation_max", "PCIe generation the GPU supports"),
         gauge("gpus.width_max", "amd_gpu_pcie_link_width_max", "PCIe lanes the GPU supports"),
         gauge("gpus.replay_count", "amd_gpu_pcie_replays", "PCIe replays (pcie_replay_count)"),
+        gauge("gpus.slot_width_max", "amd_gpu_pcie_slot_width_max", "The upstream port's max_link_width"),
+        gauge("gpus.width_short", "amd_gpu_pcie_width_short",
+              "1 when the link ran narrower than GPU and slot allow while the GPU was busy"),
+        gauge("gpus.gen_low_under_load", "amd_gpu_pcie_generation_low_under_load",
+              "1 when the link ran below the generation GPU and slot allow while the GPU was busy"),
+        gauge("gpus.ceiling_trained_gbps", "amd_gpu_pcie_trained_ceiling_bytes_per_second",
+              "One direction's ceiling at the generation and width read", GBPS),
+        gauge("gpus.ceiling_capable_gbps", "amd_gpu_pcie_capable_ceiling_bytes_per_second",
+              "One direction's ceiling at the best generation and width GPU and slot allow", GBPS),
+        unexported("gpus.gen_loaded", "the generation read while the GPU was busy: "
+                   "amd_gpu_pcie_link_generation at that read"),
+        unexported("gpus.width_loaded", "the width read while the GPU was busy: "
+                   "amd_gpu_pcie_link_width at that read"),
+        unexported("gpus.slot_known", "whether slot_width_max could be read: "
+                   "llm_doctor_amd_gpu_pcie_slot_width_max is absent when not"),
+        unexported("gpus.on_vm", "a fact of the machine: host.cpu's virtual_machine"),
+        unexported("gpus.form_factor", "card or module, read from the market name: what the "
+                   "fix step may ask hands to do"),
+        unexported("gpus.physical_id", "the PCI address without the partition's function digit: "
+                   "bus_id says it"),
         gauge("gpus.ecc_corrected", "amd_gpu_ecc_corrected_errors",
               "Correctable ECC errors since the driver loaded (amdsmi_get_gpu_total_ecc_count)"),
         gauge("gpus.ecc_uncorrected", "amd_gpu_ecc_uncorrected_errors", "Uncorrectable ECC errors"),
@@ -66,6 +87,14 @@ TABLES: tuple[Table, ...] = (
         gauge("gpus.bad_pages_pending", "amd_gpu_retired_pages_pending", "Retired pages waiting for a reset"),
         gauge("gpus.xgmi_links_down", "amd_gpu_xgmi_links_down", "xGMI links amdsmi reports down"),
         missing("gpus.missing", "amd_gpu_value_missing", "amd.gpu"),
+        gauge("logical_gpus", "amd_gpu_logical_gpus", "GPUs AMD SMI enumerates (an MI300X in CPX is 8)"),
+        gauge("physical_gpus", "amd_gpu_physical_gpus",
+              "Physical GPUs they are partitions of (PCI addresses without the function digit)"),
+        gauge("partitions_per_gpu", "amd_gpu_partitions_per_gpu",
+              "Logical GPUs on the physical GPU that has most"),
+        gauge("partitions_uneven", "amd_gpu_partitions_uneven",
+              "1 when physical GPUs hold different numbers of partitions"),
+        unexported("compute_partition", "the physical GPUs' modes: amd_gpu_info's compute_partition per GPU"),
         each("xgmi_links", L.fields("gpu", "link", "peer_bdf")),
         info("xgmi_links", "amd_gpu_xgmi_link_info", "An xGMI link's status (up, down, disabled: "
              "amdsmi_get_gpu_xgmi_link_status)", status="status"),
@@ -88,11 +117,26 @@ TABLES: tuple[Table, ...] = (
         gauge("iommu_groups", "amd_host_iommu_groups", "Directories in /sys/kernel/iommu_groups"),
         gauge("kfd_present", "amd_host_kfd_present", "1 when /dev/kfd (the ROCm runtime's device) is there"),
         missing("missing", "amd_host_value_missing", "amd.host"),
+        gauge("render_nodes", "amd_host_render_nodes", "/dev/dri/renderD* nodes present (one per GPU)"),
+        gauge("xgmi_peer_links", "amd_host_xgmi_peer_links",
+              "xGMI links between GPU nodes in the KFD topology (each direction; 0 on PCIe-only GPUs)"),
         each("engines", L.fields("pid", "engine", "name")),
         info("engines", "amd_host_engine_rocm_info", "An engine's ROCm environment "
              "(HSA_OVERRIDE_GFX_VERSION, HSA_FORCE_FINE_GRAIN_PCIE)", gfx_override="gfx_override",
              fine_grain_pcie="fine_grain_pcie"),
         gauge("engines.holds_kfd", "amd_host_engine_holds_kfd", "1 when the engine holds /dev/kfd open"),
+        gauge("engines.holds_render", "amd_host_engine_holds_render_node",
+              "1 when the engine holds a /dev/dri/renderD* node open"),
+        gauge("engines.in_gpu_groups", "amd_host_engine_in_gpu_groups",
+              "1 when the engine runs as root or in the render or video group"),
+        unexported("engines.uid", "the engine's user: in the finding's evidence"),
+        gauge("engines.tensor_parallel", "amd_host_engine_tensor_parallel_size",
+              "--tensor-parallel-size / -tp / --tp-size"),
+        gauge("engines.pipeline_parallel", "amd_host_engine_pipeline_parallel_size",
+              "--pipeline-parallel-size / -pp / --pp-size"),
+        gauge("engines.visible_gpus", "amd_host_engine_visible_gpus",
+              "GPUs its ROCR_, HIP_ or CUDA_VISIBLE_DEVICES lists (the fewest)"),
+        unexported("engines.visible_from", "the variable that gave visible_gpus, in the finding"),
         missing("engines.missing", "amd_host_engine_value_missing", "amd.host's engines"),
         unexported("kernel_log_source", "where the kernel log was read, shown by the scan"),
         each("kernel_lines", L.fields("bus", "kind")),
