@@ -73,6 +73,7 @@ def test_report_command_names_a_file_that_is_not_a_scan(cli, tmp_path):
     assert result.returncode == 3 and "other.json" in result.stderr and "schema_version" in result.stderr
 
 
+@pytest.mark.machine  # scans this machine (tests/tiers.py)
 @pytest.mark.slow
 def test_scan_format_html(cli, tmp_path):
     out = tmp_path / "scan.html"

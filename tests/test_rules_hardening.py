@@ -271,6 +271,7 @@ def test_key_needs_each_and_is_checked_like_any_expression(tmp_path):
 
 # --- through the command line: exit 3, one line, no traceback -----------------------
 
+@pytest.mark.machine  # scans this machine (tests/tiers.py)
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_rules_check_and_scan_rules_exit_3_with_file_and_line(tmp_path, cli):

@@ -33,6 +33,7 @@ from probes.helpers.engine_output import file_of
 from probes.helpers.gpu_common import reason_of
 from probes.helpers.log_files import HEAD_BYTES as HEAD_BYTES  # the bounds tests read here
 from probes.helpers.log_files import TAIL_BYTES as TAIL_BYTES
+from probes.helpers.log_files import CHUNK as CHUNK
 from probes.helpers.log_files import MAX_LINES, output_files, read_lines, size_of
 from probes.helpers.nccl_text import Failure, Said, parse
 from probes.helpers.process_env import env_value
