@@ -278,3 +278,19 @@ def test_the_rocm_version_file_is_read_as_hostile_text(tmp_path, files, expected
         (root / "fs" / path.lstrip("/")).write_text(text)
     record = amd_host.probe(RecordedHost(root), QUICK, NO_INPUTS)
     assert (record.rocm_version, record.missing.get("rocm_version")) == (expected, reason)
+
+
+def test_the_versions_are_exported_as_info_series_with_the_vendor():
+    from tests.test_exporter_fixtures import _page, _parsed
+
+    report = scan(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, CHOSEN, AMD_RULES)
+    page = _parsed(_page({r.name: r for r in report.probes}))
+    versions = page["llm_doctor_amd_gpu_version_info"]
+    assert len(versions) == 8 and all(value == 1 for _, value in versions)
+    labels = next(lab for lab, _ in versions if lab["bus_id"] == "0000:0c:00.0")
+    assert {k: labels[k] for k in ("vendor", "driver", "driver_version", "vbios_version",
+                                   "vbios_part_number")} == {
+        "vendor": "amd", "driver": "amdgpu", "driver_version": "6.18.3",
+        "vbios_version": "00154951", "vbios_part_number": "113-M350-01-1K0-920A"}
+    [(rocm, _)] = page["llm_doctor_amd_host_rocm_info"]
+    assert rocm == {"vendor": "amd", "rocm_version": "7.14.0"}

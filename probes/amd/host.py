@@ -14,8 +14,8 @@ equivalent: ``lspci -d 1002:``, ``cat /proc/sys/kernel/numa_balancing``, ``cat /
 ``rocminfo | grep gfx``, ``ls -l /proc/<pid>/fd | grep kfd``, ``sudo dmesg | grep amdgpu``.
 The kernel log (``dmesg``, else /var/log/kern.log: probes/helpers/kernel_log.py) gives
 amdgpu's RAS, reset and ring-timeout lines (the pattern table of probes/helpers/xid.py).
-The ROCm release: ``/opt/rocm/.info/version`` (rocm-core installs it: "7.14.0", older releases
-"6.2.2-116"; what ``cat /opt/rocm/.info/version`` shows, ROCm/legacy-rocm-build#419), else
+The ROCm release: ``/opt/rocm/.info/version`` (rocm-core installs it; ``cat`` of it is the
+OS-agnostic way, ROCm/legacy-rocm-build#419; a build suffix after the version is kept), else
 ``/opt/rocm/core/.info/version`` (TheRock's native packages put it there, ROCm/TheRock#5475).
 """
 
