@@ -235,7 +235,7 @@ def _work_seen(power: float | None, limit: float | None, util: int | None) -> st
     return "gpu-busy" if util is not None and util >= BUSY_PCT else None
 
 
-def _versions(r: AmdReader, i: int) -> dict[str, str | None]:
+def _versions(r: AmdReader, i: int) -> tuple[str | None, str | None, str | None, str | None]:
     """The driver's and the VBIOS's versions, as text (a version is compared, never computed)."""
     driver = r.mapping("driver_version", "amdsmi_get_gpu_driver_info", i)
     vbios = r.mapping("vbios_version", "amdsmi_get_gpu_vbios_info", i)
@@ -243,10 +243,9 @@ def _versions(r: AmdReader, i: int) -> dict[str, str | None]:
         r.missing["driver_name"] = r.missing["driver_version"]
     if vbios is None and "vbios_version" in r.missing:
         r.missing["vbios_part_number"] = r.missing["vbios_version"]
-    return {"driver_name": r.word("driver_name", driver, "driver_name"),
-            "driver_version": r.word("driver_version", driver, "driver_version"),
-            "vbios_version": r.word("vbios_version", vbios, "version"),
-            "vbios_part_number": r.word("vbios_part_number", vbios, "part_number")}
+    return (r.word("driver_name", driver, "driver_name"),
+            r.word("driver_version", driver, "driver_version"),
+            r.word("vbios_version", vbios, "version"), r.word("vbios_part_number", vbios, "part_number"))
 
 
 def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
@@ -274,7 +273,7 @@ def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tup
     work = _work_seen(power_f, limit, util)
     judged = link_fields(host, bus_id, pcie, work is not None, on_vm, r.missing,
                          name if isinstance(name, str) else None)
-    versions = _versions(r, i)
+    driver_name, driver_version, vbios_version, vbios_part = _versions(r, i)
     gpu = AmdGpu(
         index=i, vendor=VENDOR, bus_id=bus_id, physical_id=physical_of(bus_id),
         name=name if isinstance(name, str) and name != "N/A" else None,
@@ -289,7 +288,8 @@ def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tup
         power_w=power_f, power_limit_w=limit, power_default_limit_w=default,
         limit_below_default=bool(limit and default and limit < LIMIT_SLACK * default),
         total_mib=None if total is None else total // MIB, used_mib=None if used is None else used // MIB,
-        **pcie, **judged, **versions,
+        **pcie, **judged, driver_name=driver_name, driver_version=driver_version,
+        vbios_version=vbios_version, vbios_part_number=vbios_part,
         ecc_corrected=r.item("ecc_corrected", ecc, "correctable_count"),
         ecc_uncorrected=r.item("ecc_uncorrected", ecc, "uncorrectable_count"),
         ecc_deferred=r.item("ecc_deferred", ecc, "deferred_count"),
