@@ -213,3 +213,84 @@ def test_an_amd_link_is_judged_while_the_gpu_works_against_its_slot():
     # the base VM (hypervisor CPU flag): nothing on it is judged by hand
     vm = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS).gpus[2]
     assert vm.on_vm is True and vm.slot_known is False
+
+
+def test_the_driver_vbios_and_rocm_versions_are_the_real_ones():
+    """amdgpu 6.18.3 and IFWI 00154951 / 113-M350-01-1K0-920A from the MI350X's ``amd-smi
+    static`` (rocm-systems#2987); ROCm 7.14.0 from TheRock#5475's version file. Where no
+    source gives them (the CPX hosts' amdsmi answers, a Radeon host without /opt/rocm) they
+    are None with the reason."""
+    gpu = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS).gpus[0]
+    assert (gpu.driver_name, gpu.driver_version) == ("amdgpu", "6.18.3")
+    assert (gpu.vbios_version, gpu.vbios_part_number) == ("00154951", "113-M350-01-1K0-920A")
+    assert not any(k.startswith(("driver", "vbios")) for k in gpu.missing)
+    assert amd_host.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, NO_INPUTS).rocm_version == "7.14.0"
+    cpx = amd_gpu.probe(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x-cpx"), QUICK, NO_INPUTS).gpus[0]
+    assert cpx.driver_version is None and cpx.missing["driver_version"] == "not-found"
+    assert cpx.vbios_part_number is None and cpx.missing["vbios_part_number"] == "not-found"
+    radeon = amd_host.probe(RecordedHost(FIXTURE_HOSTS / "amd-rx6750-ollama"), QUICK, NO_INPUTS)
+    assert radeon.rocm_version is None and radeon.missing["rocm_version"] == "not-found"
+
+
+@pytest.fixture(scope="module")
+def hostile_versions(tmp_path_factory):
+    """The healthy MI300 host with hostile version answers: GPU 0's driver version a
+    terminal escape, GPU 1's a 300-character string, GPU 2's VBIOS all N/A (the MI300A of
+    amdsmi's README: an APU has no VBIOS), GPU 3's driver a number."""
+    import json
+
+    root = tmp_path_factory.mktemp("amd-versions") / "host"
+    shutil.copytree(FIXTURE_HOSTS / "amd-mi300-8x", root, symlinks=True)
+    calls = json.loads((root / "amdsmi.json").read_text())
+    from tests.fixtures.build_amd_hosts import MI300A, vbios_info
+
+    for call in calls:
+        gpu = call["args"][0] if call["args"] else None
+        if call["call"] == "amdsmi_get_gpu_driver_info" and gpu in (0, 1, 3):
+            call["value"]["driver_version"] = {0: "6.18.3\x1b[2J", 1: "6" * 300, 3: 6}[gpu]
+        if call["call"] == "amdsmi_get_gpu_vbios_info" and gpu == 2:
+            call["value"] = vbios_info(MI300A)
+    (root / "amdsmi.json").write_text(json.dumps(calls))
+    return root
+
+
+def test_hostile_or_absent_versions_are_none_with_the_reason(hostile_versions):
+    gpus = amd_gpu.probe(RecordedHost(hostile_versions), QUICK, NO_INPUTS).gpus
+    assert [g.driver_version for g in gpus[:4]] == [None, None, "6.18.3", None]
+    assert gpus[0].missing["driver_version"].startswith("not a version: '6.18.3\\x1b")
+    assert len(gpus[1].missing["driver_version"]) < 100
+    assert gpus[3].missing["driver_version"] == "wrong type: expected a string, got int"
+    assert (gpus[2].vbios_version, gpus[2].missing["vbios_version"]) == (None, "not-supported")
+    assert gpus[0].driver_name == "amdgpu" and gpus[4].vbios_version == "00154951"
+
+
+@pytest.mark.parametrize("files,expected,reason", [
+    ({"/opt/rocm/.info/version": "6.2.2-116\n"}, "6.2.2-116", None),
+    ({"/opt/rocm/.info/version": "6.3.1\n", "/opt/rocm/core/.info/version": "7.14.0\n"}, "6.3.1", None),
+    ({"/opt/rocm/.info/version": "$(reboot)\n"}, None, "/opt/rocm/.info/version: not a version: '$(reboot)'"),
+    ({"/opt/rocm/.info/version": "7" * 5000}, None, "/opt/rocm/.info/version: not a version: '" + "7" * 40 + "'"),
+])
+def test_the_rocm_version_file_is_read_as_hostile_text(tmp_path, files, expected, reason):
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "amd-rx6750-ollama", root, symlinks=True)
+    for path, text in files.items():
+        (root / "fs" / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (root / "fs" / path.lstrip("/")).write_text(text)
+    record = amd_host.probe(RecordedHost(root), QUICK, NO_INPUTS)
+    assert (record.rocm_version, record.missing.get("rocm_version")) == (expected, reason)
+
+
+def test_the_versions_are_exported_as_info_series_with_the_vendor():
+    from tests.test_exporter_fixtures import _page, _parsed
+
+    report = scan(RecordedHost(FIXTURE_HOSTS / "amd-mi300-8x"), QUICK, CHOSEN, AMD_RULES)
+    page = _parsed(_page({r.name: r for r in report.probes}))
+    versions = page["llm_doctor_amd_gpu_version_info"]
+    assert len(versions) == 8 and all(value == 1 for _, value in versions)
+    labels = next(lab for lab, _ in versions if lab["bus_id"] == "0000:0c:00.0")
+    assert {k: labels[k] for k in ("vendor", "driver", "driver_version", "vbios_version",
+                                   "vbios_part_number")} == {
+        "vendor": "amd", "driver": "amdgpu", "driver_version": "6.18.3",
+        "vbios_version": "00154951", "vbios_part_number": "113-M350-01-1K0-920A"}
+    [(rocm, _)] = page["llm_doctor_amd_host_rocm_info"]
+    assert rocm == {"vendor": "amd", "rocm_version": "7.14.0"}

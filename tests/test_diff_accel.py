@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 
 from doctor.diff.compare import compare
-from doctor.diff.model import ADDED, CHANGED, REGRESSION, REMOVED
+from doctor.diff.model import ADDED, CHANGED, NO_CHANGE, REGRESSION, REMOVED
 from reports.diff_json import to_dict as diff_dict
 from reports.json_report import to_dict
 from tests.conftest import FIXTURE_HOSTS, REPO
@@ -92,8 +92,8 @@ def test_an_amd_story_is_its_one_change_and_bears_on_its_cause(story, first, all
     assert moved(diff) <= allowed and first in moved(diff)
     assert cause in diff.changes[0].causes and diff.changes[0].direction == "worse"
     assert all(f.family == "gpu" for f in diff.changes)
-    # AMD's versions are not recorded: the diff says it is silent about them
-    assert any("ROCm" in line for line in diff.missing_facts)
+    # AMD's versions are recorded now: the diff is silent about nothing it could compare
+    assert diff.missing_facts == ()
 
 
 def test_an_amd_gpu_reads_as_nvidias_facts_under_its_bus_id():
@@ -104,6 +104,9 @@ def test_an_amd_gpu_reads_as_nvidias_facts_under_its_bus_id():
     assert (facts[f"{gpu}.pcie.gen_max"].before, facts[f"{gpu}.pcie.width"].before) == (5, 16)
     assert facts[f"{gpu}.xgmi[0].bit_rate_gbit"].before == 32
     assert facts["amd.host.gfx_targets"].before == ",".join(["gfx942"] * 8)
+    assert facts["amd.driver.version"].before == "6.18.3"  # one host-wide fact
+    assert facts[f"{gpu}.vbios.version"].before == "00154951"
+    assert facts["amd.host.rocm_version"].before == "7.14.0"
     assert not any(f.startswith("gpu[") or f.startswith("npu") for f in facts)
 
 
@@ -216,3 +219,50 @@ def test_an_engines_hccl_timeout_lowered_and_interface_set_are_its_changes(tmp_p
                                                          ("hccl-interface-wrong",))
     assert ("hccl-connect-timeout-low", "raised") in [(d.rule, d.state) for d in diff.findings]
     jsonschema.validate(diff_dict(diff), SCHEMA)
+
+
+def _overlay(root: Path, driver: str | None = None, rocm: str | None = None) -> dict:
+    """The healthy MI300 host with every GPU's amdgpu driver version, or its ROCm release
+    file, replaced."""
+    shutil.copytree(FIXTURE_HOSTS / AMD_BASE, root, symlinks=True)
+    if driver is not None:
+        calls = json.loads((root / "amdsmi.json").read_text())
+        for call in calls:
+            if call["call"] == "amdsmi_get_gpu_driver_info":
+                call["value"]["driver_version"] = driver
+        (root / "amdsmi.json").write_text(json.dumps(calls))
+    if rocm is not None:
+        (root / "fs/opt/rocm/core/.info/version").write_text(rocm + "\n")
+    data = to_dict(replay(root))
+    data["host"]["hostname"] = AMD_BASE
+    return data
+
+
+@pytest.fixture(scope="module")
+def amd_versions(tmp_path_factory) -> dict[str, dict]:
+    from tests.fixtures.build_amd_hosts import MI300A, driver_info
+
+    root = tmp_path_factory.mktemp("amd-versions")
+    # amdgpu 6.9.0-rc5+: the DRIVER section of the MI300A in amdsmi's README (a real output);
+    # ROCm 6.2.2: the release amd-smi prints in that README's banner
+    return {"base": saved(FIXTURE_HOSTS / AMD_BASE),
+            "driver": _overlay(root / "driver", driver=driver_info(MI300A)["driver_version"]),
+            "rocm": _overlay(root / "rocm", rocm="6.2.2")}
+
+
+def test_an_amd_driver_change_is_one_host_wide_change_and_bears_on_no_cause(amd_versions):
+    diff = compare(amd_versions["base"], amd_versions["driver"], (AMD_BASE, "driver"))
+    assert moved(diff) == {"amd.driver.version"}
+    change = diff.changes[0]
+    assert (change.before, change.after) == ("6.18.3", "6.9.0-rc5+")
+    assert (change.causes, change.direction) == ((), "")
+    assert diff.verdict == NO_CHANGE and diff.exit_code == 0 and "amd.driver.version" in diff.line
+    jsonschema.validate(diff_dict(diff), SCHEMA)
+
+
+def test_a_rocm_release_change_bears_on_the_gfx_support_cause(amd_versions):
+    diff = compare(amd_versions["base"], amd_versions["rocm"], (AMD_BASE, "rocm"))
+    assert moved(diff) == {"amd.host.rocm_version"}
+    change = diff.changes[0]
+    assert (change.before, change.after, change.causes) == ("7.14.0", "6.2.2", ("amd-gfx-unsupported",))
+    assert diff.verdict == NO_CHANGE and diff.exit_code == 1  # bears on a cause, no good way known

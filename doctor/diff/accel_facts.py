@@ -9,9 +9,10 @@ bus id survives a reboot and a driver reload) and ``amd.host`` for ROCm's host s
 (``…power_limit_w``, ``…pcie.width``, ``…memory_total_mib``), so it reads alike.
 
 Left out as for NVIDIA: what moves every second (temperature, power draw, clocks now,
-utilisation, memory in use). AMD's driver, VBIOS and ROCm versions are not in amd.gpu's
-record yet: ``not_recorded`` names them in a diff of AMD hosts, so a reader knows the diff
-is silent about them rather than that they are the same.
+utilisation, memory in use). AMD's versions: ``amd.driver.version`` (the amdgpu driver the
+GPUs report: one host-wide fact, as NVIDIA's ``gpu.driver.version``, so an upgrade is one
+change, not one per GPU), ``amd.gpu[<bus id>].vbios.version`` (each board's own firmware) and
+``amd.host.rocm_version`` (the installed ROCm release).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ AMD_GPU = {  # amd.gpu's field → (fact, label); NVIDIA's fact names where the 
     "compute_partition": ("compute_partition", lazy("compute partition mode (SPX, CPX)")),
     "memory_partition": ("memory_partition", lazy("memory partition mode (NPS)")),
     "xgmi_links_down": ("xgmi_links_down", lazy("xGMI links down")),
+    "vbios_version": ("vbios.version", lazy("VBIOS (IFWI) version")),
 }
 AMD_HOST = {
     "amd_gpus": ("gpus", lazy("AMD GPUs on the PCI bus")),
@@ -76,16 +78,23 @@ AMD_HOST = {
     "iommu_mode": ("iommu_mode", lazy("IOMMU mode")),
     "iommu_cmdline": ("iommu_cmdline", lazy("IOMMU on the kernel command line")),
     "kfd_present": ("kfd_present", lazy("/dev/kfd present")),
+    "rocm_version": ("rocm_version", lazy("ROCm release (/opt/rocm/.info/version)")),
 }
 
 
 def amd_facts(r: Any) -> Iterator[Reading]:
     """``r``: doctor.diff.facts.Records, one side's records."""
     names: dict[Any, str] = {}
+    drivers: set[str] = set()
     for gpu in r.rows("amd.gpu", "gpus"):
         at = f"amd.gpu[{_named(gpu.get('bus_id') or '#' + str(gpu.get('index')))}]"
         names[gpu.get("index") if isinstance(gpu.get("index"), int) else None] = at
         yield from _read(at, "gpu", "amd.gpu", gpu, AMD_GPU)
+        if gpu.get("driver_version") is not None:
+            drivers.add(_named(gpu["driver_version"]))
+    if names:  # every GPU answers the one loaded amdgpu; two versions would both show
+        yield Reading("amd.driver.version", "gpu", t("AMD GPU driver version (amdgpu)"),
+                      ",".join(sorted(drivers)) or None, CONFIG, "amd.gpu")
     if "amd.gpu" in r.data:
         others: dict[str, int] = dict.fromkeys(names.values(), 0)
         for proc in r.rows("amd.gpu", "processes"):
@@ -199,7 +208,7 @@ def hccl_facts(r: Any) -> Iterator[Reading]:
 
 
 def not_recorded(r: Any) -> tuple[str, ...]:
-    """What a diff of this side cannot compare for its vendor because no probe records it."""
-    if r.rows("amd.gpu", "gpus"):
-        return (t("AMD driver, VBIOS and ROCm versions (amd.gpu does not record them yet)"),)
+    """What a diff of this side cannot compare for its vendor because no probe records it:
+    nothing now for AMD (amd.gpu records the driver and VBIOS, amd.host the ROCm release) or
+    Ascend; the hook stays for a vendor whose probe lacks a fact."""
     return ()

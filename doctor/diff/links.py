@@ -162,6 +162,12 @@ LINKS: dict[str, tuple[tuple[str, ...], Good | None]] = {
     "amd.host.iommu_mode": (("iommu-not-passthrough",), Good("is", "passthrough")),
     "amd.host.iommu_cmdline": (("iommu-not-passthrough",), None),
     "amd.host.kfd_present": (("amd-device-files-missing",), Good("is", True)),
+    # the ROCm release decides which gfx targets its libraries are built for (a release drops
+    # or adds targets); the amdgpu driver and a board's VBIOS bear on no cause llm-doctor
+    # names: they are named as changes, without a cause
+    "amd.host.rocm_version": (("amd-gfx-unsupported",), None),
+    "amd.driver.version": ((), None),
+    "amd.gpu[*].vbios.version": ((), None),
     # issue 33, Huawei Ascend NPUs
     "npu[*].health": (("npu-health-not-ok",), Good("is", "OK")),
     "npu[*].memory.other_processes": (("gpu-memory-held-by-other-process",), LOWER),

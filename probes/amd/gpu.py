@@ -15,7 +15,9 @@ default_power_cap in µW, as rsmi_dev_power_cap_get gives them), ``amdsmi_get_vi
 disabled), ``amdsmi_get_link_metrics`` (per xGMI link bit_rate, Gb/s), ``amdsmi_get_gpu_compute_partition``
 (SPX, DPX, QPX, CPX), ``amdsmi_get_gpu_memory_partition`` (NPS1, NPS4),
 ``amdsmi_get_gpu_process_list`` (bytes there, MiB here), ``amdsmi_get_gpu_activity``
-(gfx_activity, %).
+(gfx_activity, %), ``amdsmi_get_gpu_driver_info`` (driver_name, driver_version: "amdgpu",
+"6.18.3"), ``amdsmi_get_gpu_vbios_info`` (version, part_number: what ``amd-smi static
+--vbios`` prints as VBIOS, in later releases as IFWI).
 
 Field names are those of the NVIDIA records where the fact is the same (``temp_c``,
 ``slowdown_c``, ``power_limit_w``, ``gen_current``, ``width_max``, ``used_mib``…); every
@@ -137,6 +139,12 @@ class AmdGpu:
     ceiling_trained_gbps: float | None = None
     ceiling_capable_gbps: float | None = None
     form_factor: str | None = None  # "module" (OAM, an APU's socket), "card", None: the name
+    # amdsmi_get_gpu_driver_info: the kernel driver and its version (amdgpu's, not ROCm's)
+    driver_name: str | None = None
+    driver_version: str | None = None
+    # amdsmi_get_gpu_vbios_info: the board's firmware image (amd-smi's VBIOS / IFWI block)
+    vbios_version: str | None = None
+    vbios_part_number: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +235,19 @@ def _work_seen(power: float | None, limit: float | None, util: int | None) -> st
     return "gpu-busy" if util is not None and util >= BUSY_PCT else None
 
 
+def _versions(r: AmdReader, i: int) -> tuple[str | None, str | None, str | None, str | None]:
+    """The driver's and the VBIOS's versions, as text (a version is compared, never computed)."""
+    driver = r.mapping("driver_version", "amdsmi_get_gpu_driver_info", i)
+    vbios = r.mapping("vbios_version", "amdsmi_get_gpu_vbios_info", i)
+    if driver is None and "driver_version" in r.missing:
+        r.missing["driver_name"] = r.missing["driver_version"]
+    if vbios is None and "vbios_version" in r.missing:
+        r.missing["vbios_part_number"] = r.missing["vbios_version"]
+    return (r.word("driver_name", driver, "driver_name"),
+            r.word("driver_version", driver, "driver_version"),
+            r.word("vbios_version", vbios, "version"), r.word("vbios_part_number", vbios, "part_number"))
+
+
 def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
     """GPU ``i``'s record and its xGMI links (kept flat in the probe's record)."""
     r = AmdReader(host)
@@ -252,6 +273,7 @@ def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tup
     work = _work_seen(power_f, limit, util)
     judged = link_fields(host, bus_id, pcie, work is not None, on_vm, r.missing,
                          name if isinstance(name, str) else None)
+    driver_name, driver_version, vbios_version, vbios_part = _versions(r, i)
     gpu = AmdGpu(
         index=i, vendor=VENDOR, bus_id=bus_id, physical_id=physical_of(bus_id),
         name=name if isinstance(name, str) and name != "N/A" else None,
@@ -266,7 +288,8 @@ def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tup
         power_w=power_f, power_limit_w=limit, power_default_limit_w=default,
         limit_below_default=bool(limit and default and limit < LIMIT_SLACK * default),
         total_mib=None if total is None else total // MIB, used_mib=None if used is None else used // MIB,
-        **pcie, **judged,
+        **pcie, **judged, driver_name=driver_name, driver_version=driver_version,
+        vbios_version=vbios_version, vbios_part_number=vbios_part,
         ecc_corrected=r.item("ecc_corrected", ecc, "correctable_count"),
         ecc_uncorrected=r.item("ecc_uncorrected", ecc, "uncorrectable_count"),
         ecc_deferred=r.item("ecc_deferred", ecc, "deferred_count"),

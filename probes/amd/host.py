@@ -14,10 +14,14 @@ equivalent: ``lspci -d 1002:``, ``cat /proc/sys/kernel/numa_balancing``, ``cat /
 ``rocminfo | grep gfx``, ``ls -l /proc/<pid>/fd | grep kfd``, ``sudo dmesg | grep amdgpu``.
 The kernel log (``dmesg``, else /var/log/kern.log: probes/helpers/kernel_log.py) gives
 amdgpu's RAS, reset and ring-timeout lines (the pattern table of probes/helpers/xid.py).
+The ROCm release: ``/opt/rocm/.info/version`` (rocm-core installs it; ``cat`` of it is the
+OS-agnostic way, ROCm/legacy-rocm-build#419; a build suffix after the version is kept), else
+``/opt/rocm/core/.info/version`` (TheRock's native packages put it there, ROCm/TheRock#5475).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from doctor.i18n import t
@@ -39,6 +43,8 @@ KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 MAX_NODES = 256
 KFD = "/dev/kfd"
 MAX_EVENTS = 256  # (GPU, kind) groups kept
+ROCM_VERSION_FILES = ("/opt/rocm/.info/version", "/opt/rocm/core/.info/version")
+_ROCM_VERSION = re.compile(r"\d+(\.\d+){1,3}[0-9A-Za-z.+~-]{0,40}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +105,8 @@ class RocmHostRecord:
     # KFD topology links of type xGMI between GPU nodes (each direction): 0 on GPUs that talk
     # over PCIe only; None where the links could not be listed
     xgmi_peer_links: int | None = None
+    # the installed ROCm release (ROCM_VERSION_FILES): "7.14.0"; None: not installed or unreadable
+    rocm_version: str | None = None
 
 
 def gfx_name(version: int) -> str | None:
@@ -210,6 +218,23 @@ def _kfd_present(host: Host, missing: dict[str, str]) -> bool | None:
     return True
 
 
+def _rocm_version(host: Host, missing: dict[str, str]) -> str | None:
+    """The first line of rocm-core's version file, if it is a version (the file is hostile)."""
+    for path in ROCM_VERSION_FILES:
+        try:
+            text = host.read_text(path)
+        except HostReadError as exc:
+            missing["rocm_version"] = reason_of(exc)
+            continue
+        line = text[:256].strip().split("\n", 1)[0].strip()
+        if _ROCM_VERSION.fullmatch(line):
+            missing.pop("rocm_version", None)
+            return line
+        missing["rocm_version"] = f"{path}: not a version: {line[:40]!r}"
+        return None
+    return None
+
+
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RocmHostRecord:
     missing: dict[str, str] = {}
     count = amd_pci_gpus(host)
@@ -225,7 +250,7 @@ def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> RocmH
         numa_balancing=_numa_balancing(host, missing), iommu_mode=iommu.mode,
         iommu_cmdline=iommu.cmdline, iommu_groups=iommu.groups, engines=engines,
         kernel_lines=_by_kind(events), kernel_log_source=source, missing=missing,
-        kfd_present=_kfd_present(host, missing))
+        kfd_present=_kfd_present(host, missing), rocm_version=_rocm_version(host, missing))
 
 
 def summary(record: RocmHostRecord) -> str:

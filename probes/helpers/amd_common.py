@@ -25,6 +25,7 @@ GPU_CLASSES = ("0x03", "0x12")  # display controller, processing accelerator (MI
 MAX_PCI_FUNCTIONS = 4096
 COUNT_CALL = "amdsmi_get_processor_handles"  # the seam answers the number of GPUs
 NOT_REPORTED = "N/A"  # amdsmi's own word for a value the board does not give
+MAX_WORD = 64  # a version or part number: amdsmi's C strings are at most 64 bytes (AMDSMI_MAX_STRING_LENGTH)
 
 
 def amd_pci_gpus(host: Host) -> int:
@@ -128,6 +129,27 @@ class AmdReader:
             self.missing[field] = f"not reported: no {key}"
             return None
         return self.number_of(field, mapping[key], kinds)
+
+    def word(self, field: str, mapping: dict | None, key: str) -> str | None:
+        """``mapping[key]`` as a short printable string (a version, a part number), else None
+        with the reason noted: a recording's text is hostile, so it is bounded and checked."""
+        if mapping is None:
+            return None
+        value = mapping.get(key)
+        if value is None and key not in mapping:
+            self.missing[field] = f"not reported: no {key}"
+            return None
+        if not isinstance(value, str):
+            self.missing[field] = f"wrong type: expected a string, got {type(value).__name__}"
+            return None
+        value = value.strip()
+        if value in ("", NOT_REPORTED):  # amd-smi's CLI prints a blank one as N/A too
+            self.missing[field] = "not-supported"
+            return None
+        if len(value) > MAX_WORD or not value.isprintable():
+            self.missing[field] = f"not a version: {value[:MAX_WORD]!r}"
+            return None
+        return value
 
     def prefixed(self, prefix: str) -> dict[str, str]:
         return {f"{prefix}{k}": v for k, v in self.missing.items()}

@@ -20,6 +20,10 @@ TABLES: tuple[Table, ...] = (
              "target_graphics_version) and partition modes (compute: SPX/DPX/QPX/CPX, memory: NPS1/NPS4)",
              gfx_arch="gfx_arch", compute_partition="compute_partition",
              memory_partition="memory_partition"),
+        info("gpus", "amd_gpu_version_info", "Each AMD GPU's driver (amdsmi_get_gpu_driver_info "
+             "driver_name, driver_version) and VBIOS/IFWI (amdsmi_get_gpu_vbios_info version, "
+             "part_number)", driver="driver_name", driver_version="driver_version",
+             vbios_version="vbios_version", vbios_part_number="vbios_part_number"),
         gauge("gpus.temp_c", "amd_gpu_temperature_celsius", "Hotspot (junction) temperature "
               "(amdsmi_get_temp_metric HOTSPOT CURRENT)"),
         gauge("gpus.slowdown_c", "amd_gpu_temperature_slowdown_celsius",
@@ -110,6 +114,8 @@ TABLES: tuple[Table, ...] = (
         info("", "amd_host_info", "The host's ROCm settings: IOMMU mode (off, passthrough, "
              "translated) and its kernel command-line options", vendor="vendor",
              iommu_mode="iommu_mode", iommu_cmdline="iommu_cmdline"),
+        info("", "amd_host_rocm_info", "The installed ROCm release (/opt/rocm/.info/version, "
+             "else /opt/rocm/core/.info/version)", vendor="vendor", rocm_version="rocm_version"),
         gauge("amd_gpus", "amd_host_pci_gpus", "AMD display or accelerator functions on the PCI bus"),
         of("members", "gfx_targets", "amd_host_gfx_target_info",
            "A gfx target of the KFD topology (gfx_target_version)", "gfx"),
