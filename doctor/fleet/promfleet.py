@@ -161,9 +161,9 @@ def _one_model(metric: str, job: str) -> str:
     """Per host, its accelerators' ``model_name`` as ``gpu_model`` (value 1), for hosts whose
     accelerators are of one model only: PromQL cannot join names as gpu.inventory's '+' does,
     and two series for one host would break every join on (job, instance), for the whole
-    fleet. A host that mixes models is in no group."""
-    chips = _sel(metric, job)
-    return (f'group by (job, instance, gpu_model) (label_replace({chips}, "gpu_model", "$1", '
+    fleet. A host that mixes models, or whose model is not known, is in no group."""
+    chips, named = _sel(metric, job), _sel(metric, job, 'model_name!=""')  # unnamed: no group
+    return (f'group by (job, instance, gpu_model) (label_replace({named}, "gpu_model", "$1", '
             f'"model_name", "(.+)")) and on (job, instance) (count by (job, instance) '
             f"(group by (job, instance, model_name) ({chips})) == 1)")
 
