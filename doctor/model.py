@@ -82,6 +82,9 @@ class ScanOptions:
     # A log holding NCCL's INFO/WARN lines, named by scan --nccl-log (net.nccl_log); None: the
     # engines' own stdout/stderr where they are files
     nccl_log: str | None = None
+    # A saved log or plog file holding HCCL's lines, named by scan --hccl-log (npu.hccl_log);
+    # None: the engines' own stdout/stderr, journals and plog folders
+    hccl_log: str | None = None
     # Where `llm-doctor collective` keeps its last result for net.collective: collective.json
     # beside the daemon's state file (doctor/commands/setup.py); None: beside the default one
     # (/var/lib/llm-doctor/), "": none kept (the daemon's --state-file "")

@@ -240,7 +240,7 @@ def test_npd_answers_in_chinese_and_keeps_its_machine_words(monkeypatch, capsys,
     with pytest.raises(SystemExit) as done:
         npd_command.main(["--config", "--lang", "zh_CN"])
     config = json.loads(capsys.readouterr().out)
-    assert [c["message"] for c in config["conditions"]][0] == "llm-doctor 未在本节点发现 GPU 问题"
+    assert [c["message"] for c in config["conditions"]][0] == "llm-doctor 未在本节点发现加速卡（GPU、NPU）问题"
     assert [c["type"] for c in config["conditions"]] == [
         "LlmDoctorGPUProblem", "LlmDoctorEngineProblem", "LlmDoctorHostProblem",
         "LlmDoctorNetworkProblem"]

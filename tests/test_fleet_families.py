@@ -125,14 +125,19 @@ def binary(tmp_path_factory) -> Path:
     return launcher(tmp_path_factory.mktemp("bin"))
 
 
-def _answers(binary: Path, state_file: Path) -> dict[str, tuple[str, str]]:
-    """family → (NPD's status, the condition's message), each from ``llm-doctor npd --config``'s rule."""
+def _config(binary: Path, state_file: Path) -> dict:
+    """The config ``llm-doctor npd --config`` writes for NPD."""
     import subprocess
 
     out = subprocess.run([str(binary), "npd", "--config", "--binary", str(binary),
                           "--state-file", str(state_file)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
-    config = json.loads(out.stdout)
+    return json.loads(out.stdout)
+
+
+def _answers(binary: Path, state_file: Path) -> dict[str, tuple[str, str]]:
+    """family → (NPD's status, the condition's message), each from ``llm-doctor npd --config``'s rule."""
+    config = _config(binary, state_file)
     answers = {}
     for rule in config["rules"]:
         status, message, _ = npd_run(rule, config)
@@ -164,6 +169,10 @@ def test_an_npu_port_down_sets_the_network_condition_as_an_rdma_port_down_does(s
     assert {answers[f][0] for f in ("engine", "host")} <= {"OK", "Unknown"}, answers
     healthy = _answers(binary, states["ascend-910b2c-healthy"])
     assert healthy["gpu"][0] == "OK" and "no probe ran" not in healthy["gpu"][1], healthy
+    # while the plugin answers OK, NPD shows the condition's default message: on an Ascend
+    # node it must not speak of GPUs alone
+    shown = {c["type"]: c["message"] for c in _config(binary, states["ascend-910b2c-healthy"])["conditions"]}
+    assert shown["LlmDoctorGPUProblem"] == "llm-doctor finds no accelerator (GPU, NPU) problem on this node"
     assert healthy["net"][0] == "Unknown" and "npu." not in healthy["net"][1], healthy
 
 

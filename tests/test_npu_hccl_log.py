@@ -9,13 +9,20 @@ NCCL's.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from doctor.commands.cli import cli
 from doctor.model import Level, ScanOptions, Severity, Skip
 from doctor.scan import scan
+from doctor.seam.live import LiveHost
 from doctor.seam.recorded import RecordedHost
 from probes.helpers import hccl_text
 from probes.npu import hccl_log
@@ -178,3 +185,61 @@ def test_the_newest_plog_files_of_the_engines_home_are_read(host, logs, sections
     timeout = next(log for log in probe.record.logs if log.failures)
     assert (timeout.source, timeout.failures[0].timeout_s) == (
         f"plog of vllm at http://127.0.0.1:8000 pid {PID}", 120)
+
+
+# ---- scan --hccl-log PATH: a saved log or plog file, read as a hostile file -------------
+
+def _named(path: Path):
+    """The probe and its findings on the file ``path`` names, read on this machine (no
+    npu-smi here: a saved plog is read on any host)."""
+    spec = by_name()["npu.hccl_log"]
+    report = scan(LiveHost(), ScanOptions(level=Level.QUICK, hccl_log=str(path)), [spec], RULES)
+    assert report.rule_errors == []
+    probe = report.probes[0]
+    return probe, sorted((f.rule, f.severity.label) for f in report.findings if f.severity >= Severity.WARNING)
+
+
+def test_a_named_plog_file_is_read_on_a_host_without_npu_smi(tmp_path, sections_text):
+    plog = tmp_path / "plog-2717288_20250723034957177.log"
+    plog.write_text(sections_text["vllm-project/vllm-ascend#1955"])
+    probe, found = _named(plog)
+    assert probe.status == "ok", probe.reason
+    log = probe.record.logs[0]
+    assert (log.source, log.path, log.error, log.failures[0].timeout_s) == ("--hccl-log", str(plog), None, 120)
+    assert found == [("hccl-log-timeout", "warning")]
+    port = tmp_path / "vllm.log"
+    port.write_text(sections_text["vllm-project/vllm-ascend#1815"])
+    assert _named(port)[1] == [("hccl-log-port-down", "critical")]
+
+
+def test_a_named_file_absent_a_directory_or_a_fifo_is_one_line(tmp_path):
+    fifo = tmp_path / "plog.fifo"
+    os.mkfifo(fifo)  # never opened: a reader would block on it
+    for path, words in ((tmp_path / "absent.log", "no such regular file"), (tmp_path, "is a directory"),
+                        (fifo, "FIFO")):
+        probe, found = _named(path)
+        log = probe.record.logs[0]
+        assert log.failure_lines == 0 and words in log.error and "\n" not in log.error, log.error
+        assert str(path) in log.error and hccl_log.summary(probe.record) == log.error
+        assert found == []
+
+
+def test_scan_help_names_hccl_log():
+    result = CliRunner().invoke(cli, ["scan", "--help"])
+    assert result.exit_code == 0 and "--hccl-log PATH" in result.output and "plog" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.machine  # a quick scan of this machine
+def test_scan_hccl_log_names_a_relative_file_and_finds_the_port_down(tmp_path, sections_text):
+    (tmp_path / "vllm.log").write_text(sections_text["vllm-project/vllm-ascend#1815"])
+    out = tmp_path / "scan.json"
+    run = subprocess.run([sys.executable, "-m", "doctor.commands.entry", "scan", "--level", "quick",
+                          "--no-progress", "--hccl-log", "vllm.log", "--format", "json", "-o", str(out)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert ("hccl-log-port-down", "critical") in {(f["rule"], f["severity"]) for f in report["findings"]}
+    probe = next(p for p in report["probes"] if p["name"] == "npu.hccl_log")
+    assert str(tmp_path / "vllm.log") in probe["summary"]

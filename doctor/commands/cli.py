@@ -211,10 +211,16 @@ Exit codes: 0 nothing at warning or above, 1 warning, 2 critical,
                    "GPUDirect RDMA was used and why init failed. Its first MiB and last 2 MiB "
                    "are read; a FIFO or device is not. Without it, each engine's "
                    "stdout/stderr is read where it is sent to a file.")
+@click.option("--hccl-log", "hccl_log", metavar="PATH",
+              help="A saved log with HCCL's lines on an Ascend host: an engine's output or a "
+                   "plog file (~/ascend/log/debug/plog/plog-*.log): npu.hccl_log says whether "
+                   "an NPU port was down or HCCL timed out, and after how long. Its first MiB "
+                   "and last 2 MiB are read; a FIFO or device is not. Without it, each "
+                   "engine's stdout/stderr, journal and newest plog files are read.")
 @click.option("--symptom", metavar="SYMPTOM",
               help="Answer one complaint instead: as 'llm-doctor why SYMPTOM' (docs/why.md).")
 def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_requests,
-         requests_to, busy_ok, no_progress, verbose, replay, nccl_log, symptom) -> None:
+         requests_to, busy_ok, no_progress, verbose, replay, nccl_log, hccl_log, symptom) -> None:
     if symptom is not None:
         why_run(symptom, fmt, output, replay, level, config_path, rule_files,
                 **why_args(model_dirs, endpoints, no_requests, requests_to, busy_ok))
@@ -226,6 +232,8 @@ def scan(level, model_dirs, endpoints, config_path, rule_files, fmt, output, no_
                            requests_to=requests_to)
     if nccl_log:
         options = dataclasses.replace(options, nccl_log=str(Path(nccl_log).absolute()))
+    if hccl_log:
+        options = dataclasses.replace(options, hccl_log=str(Path(hccl_log).absolute()))
     if not replay:
         check_model_dirs(options)
     report = _run_scan(host, options, rules, config, not no_progress)

@@ -54,7 +54,7 @@ class Family:
 
 FAMILIES = (
     Family("gpu", "LlmDoctorGPUProblem", "LlmDoctorGPUProblem", "LlmDoctorGPUHealthy",
-           lazy("llm-doctor finds no GPU problem on this node")),
+           lazy("llm-doctor finds no accelerator (GPU, NPU) problem on this node")),
     Family("engine", "LlmDoctorEngineProblem", "LlmDoctorEngineProblem",
            "LlmDoctorEngineHealthy",
            lazy("llm-doctor finds no serving-engine problem on this node")),

@@ -8,7 +8,9 @@ Recording rules, in Prometheus' ``level:metric:operations`` convention:
   have them, the hosts scraped and up, and each compared figure's median and host count per
   group;
 * ``instance:`` rules reduce each host to one figure per comparison, labelled with its group
-  (``gpu_model``, ``driver_version`` from ``llm_doctor_host_fleet_info``).
+  (``gpu_model``, ``driver_version``: ``instance:llm_doctor_fleet_group:info``, the first of
+  NVIDIA's ``llm_doctor_host_fleet_info``, AMD's ``llm_doctor_amd_gpu_info`` and Ascend's
+  ``llm_doctor_npu_chip_info`` a host exports: ``GROUP_INFO``).
 
 Outlier alerts: a host whose figure sits below ``ratio`` (0.8 unless given) times the median
 of the hosts with the same GPU model and driver (and, for the engine's knee, the same engine
@@ -34,6 +36,11 @@ OUTLIER_FOR_S = 900.0  # the figures change only when the kernels run again (eve
 MIN_HOSTS = 3
 GROUP = ("job", "gpu_model", "driver_version")
 FLEET_INFO = "llm_doctor_host_fleet_info"
+GROUP_INFO = "instance:llm_doctor_fleet_group:info"  # one series per host: its group's labels
+AMD_INFO = "llm_doctor_amd_gpu_info"  # per GPU: model_name (the market name)
+NPU_INFO = "llm_doctor_npu_chip_info"  # per chip: model_name (npu-smi's Name: 910B2C)
+NPU_SOFTWARE = "llm_doctor_npu_software_info"  # per host: driver_version (version.info)
+NPU_SMI = "llm_doctor_npu_smi_info"  # per host: version (npu-smi's, the driver package's)
 NET_INFO = "llm_doctor_net_collective_info"
 NET_RANKS = "llm_doctor_net_collective_ranks"
 
@@ -53,9 +60,10 @@ class Grouping:
                        for labels, expr in self.joins)
 
 
-# GPU figures: the same GPU model and driver (gpu.inventory's fleet info series)
-BY_GPU = Grouping(GROUP[1:], (("gpu_model, driver_version", FLEET_INFO + '{{job="{job}"}}'),),
-                  "{{ $labels.gpu_model }}, driver {{ $labels.driver_version }}")
+# GPU figures: the same GPU model and driver (GROUP_INFO, recorded first: _group_info)
+BY_GPU = Grouping(GROUP[1:], (("gpu_model, driver_version", GROUP_INFO + '{{job="{job}"}}'),),
+                  "{{ $labels.gpu_model }}{{ if $labels.driver_version }}, driver "
+                  "{{ $labels.driver_version }}{{ end }}")
 # The all-reduce across hosts: every host of one run reports the group's busbw, so hosts
 # are compared across runs, and only runs that should measure the same: one backend (gloo is
 # bound by the CPU, NCCL by the network), one kind of interface (physical, bond, veth...),
@@ -149,10 +157,37 @@ def _sel(metric: str, job: str, extra: str = "") -> str:
     return f'{metric}{{job="{job}"' + (f", {extra}" if extra else "") + "}"
 
 
+def _one_model(metric: str, job: str) -> str:
+    """Per host, its accelerators' ``model_name`` as ``gpu_model`` (value 1), for hosts whose
+    accelerators are of one model only: PromQL cannot join names as gpu.inventory's '+' does,
+    and two series for one host would break every join on (job, instance), for the whole
+    fleet. A host that mixes models, or whose model is not known, is in no group."""
+    chips, named = _sel(metric, job), _sel(metric, job, 'model_name!=""')  # unnamed: no group
+    return (f'group by (job, instance, gpu_model) (label_replace({named}, "gpu_model", "$1", '
+            f'"model_name", "(.+)")) and on (job, instance) (count by (job, instance) '
+            f"(group by (job, instance, model_name) ({chips})) == 1)")
+
+
+def _group_info(job: str) -> str:
+    """Each host's group: NVIDIA's fleet info series where the host exports it; else AMD's
+    GPU model (no AMD driver version series yet: the model alone); else Ascend's chip model
+    with the driver's version (version.info, else npu-smi's), or alone where neither is."""
+    npu = _one_model(NPU_INFO, job)
+    software, smi = _sel(NPU_SOFTWARE, job, 'driver_version!=""'), _sel(NPU_SMI, job, 'version!=""')
+    driver = (f"group by (job, instance, driver_version) ({software}) or on (job, instance) "
+              f"group by (job, instance, driver_version) "
+              f'(label_replace({smi}, "driver_version", "$1", "version", "(.+)"))')
+    return (f"{_sel(FLEET_INFO, job)} or on (job, instance) ({_one_model(AMD_INFO, job)}) "
+            f"or on (job, instance) (({npu}) * on (job, instance) group_left (driver_version) ({driver})) "
+            f"or on (job, instance) ({npu})")
+
+
 def _fleet_records(job: str) -> list[str]:
-    finding, info = _sel("llm_doctor_finding", job), _sel(FLEET_INFO, job)
+    # first: the rules below read it at the same evaluation (a group runs its rules in order)
+    lines = _record(GROUP_INFO, _group_info(job))
+    finding, info = _sel("llm_doctor_finding", job), _sel(GROUP_INFO, job)
     up = _sel("up", job)
-    lines = _record("job:llm_doctor_findings:count",
+    lines += _record("job:llm_doctor_findings:count",
                     f"count by (job, cause, severity) ({finding})")
     lines += _record("job:llm_doctor_findings_per_gpu_model:count",
                      f"count by (job, gpu_model, cause, severity) ({finding} "
@@ -202,7 +237,7 @@ def export(job: str = JOB, ratio: float = OUTLIER_RATIO, for_s: float = OUTLIER_
     """The fleet rules file's text: one group of recording rules, one of outlier alerts."""
     lines = ["# Generated by 'llm-doctor rules export --prometheus --fleet'; regenerate, do not edit.",
              f"# Outliers: below {ratio:g} x the median of a group of {MIN_HOSTS} or more hosts "
-             f"of one GPU model and driver (the all-reduce across hosts: of one backend, "
+             f"of one GPU model and driver (AMD: model only; the all-reduce across hosts: of one backend, "
              f"interface kind and world size), for {_duration(for_s)}.",
              "groups:", "  - name: llm-doctor-fleet-records", "    rules:"]
     lines += _fleet_records(job)

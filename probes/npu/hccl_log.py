@@ -5,7 +5,8 @@ establish timeout … timeout[120]``), a collective past HCCL_EXEC_TIMEOUT (``EI
 register times out``, ``hccl fftsplus task timeout … timeout:1836``). The words:
 probes/helpers/hccl_text.py, from real reports (tests/fixtures/ascend/sources/SOURCES.md).
 
-Sources: each engine's standard output and error where they are regular files (vllm-ascend
+Sources: the file ``scan --hccl-log PATH`` names, alone (a saved engine log or plog file, on
+any host); else each engine's standard output and error where they are regular files (vllm-ascend
 runs as vLLM; lmdeploy and MindIE as whatever kind discovery names them), read inside the
 engine's own root, the head and tail of a large one (probes/helpers/log_files.py, as
 net.nccl_log reads NCCL's lines); where its stdout or stderr is not a file, the journal of its
@@ -124,7 +125,11 @@ def plog_files(host: Host, pid: int, label: str) -> list[tuple[str, str, str]]:
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> HcclLogRecord:
-    """HCCL's failure lines in each engine's stdout/stderr files or its service's journal."""
+    """HCCL's failure lines in the log named by --hccl-log, or in each engine's stdout/stderr
+    files, its service's journal and its newest plog files."""
+    if options.hccl_log:  # the operator says it is HCCL's: read it on any host (a saved plog)
+        named = options.hccl_log
+        return HcclLogRecord("huawei", (_read(host, "--hccl-log", named, named),))
     _ascend(host)
     engines = [e for e in found_engines(host, options, inputs).engines if e.pid is not None]
     if not engines:
