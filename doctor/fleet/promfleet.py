@@ -9,7 +9,8 @@ Recording rules, in Prometheus' ``level:metric:operations`` convention:
   group;
 * ``instance:`` rules reduce each host to one figure per comparison, labelled with its group
   (``gpu_model``, ``driver_version``: ``instance:llm_doctor_fleet_group:info``, the first of
-  NVIDIA's ``llm_doctor_host_fleet_info``, AMD's ``llm_doctor_amd_gpu_info`` and Ascend's
+  NVIDIA's ``llm_doctor_host_fleet_info``, AMD's ``llm_doctor_amd_gpu_info`` (with
+  ``llm_doctor_amd_gpu_version_info``'s driver) and Ascend's
   ``llm_doctor_npu_chip_info`` a host exports: ``GROUP_INFO``).
 
 Outlier alerts: a host whose figure sits below ``ratio`` (0.8 unless given) times the median
@@ -38,6 +39,7 @@ GROUP = ("job", "gpu_model", "driver_version")
 FLEET_INFO = "llm_doctor_host_fleet_info"
 GROUP_INFO = "instance:llm_doctor_fleet_group:info"  # one series per host: its group's labels
 AMD_INFO = "llm_doctor_amd_gpu_info"  # per GPU: model_name (the market name)
+AMD_VERSION = "llm_doctor_amd_gpu_version_info"  # per GPU: driver_version (amdgpu's)
 NPU_INFO = "llm_doctor_npu_chip_info"  # per chip: model_name (npu-smi's Name: 910B2C)
 NPU_SOFTWARE = "llm_doctor_npu_software_info"  # per host: driver_version (version.info)
 NPU_SMI = "llm_doctor_npu_smi_info"  # per host: version (npu-smi's, the driver package's)
@@ -168,16 +170,28 @@ def _one_model(metric: str, job: str) -> str:
             f"(group by (job, instance, model_name) ({chips})) == 1)")
 
 
+def _one_driver(metric: str, job: str) -> str:
+    """Per host, the one ``driver_version`` its accelerators report (value 1); a host whose
+    GPUs report two, or none, gets none (two would break the join for the whole fleet)."""
+    named = _sel(metric, job, 'driver_version!=""')
+    versions = f"group by (job, instance, driver_version) ({named})"
+    return f"{versions} and on (job, instance) (count by (job, instance) ({versions}) == 1)"
+
+
 def _group_info(job: str) -> str:
     """Each host's group: NVIDIA's fleet info series where the host exports it; else AMD's
-    GPU model (no AMD driver version series yet: the model alone); else Ascend's chip model
-    with the driver's version (version.info, else npu-smi's), or alone where neither is."""
-    npu = _one_model(NPU_INFO, job)
+    GPU model with its amdgpu driver version, or the model alone where the driver is not
+    known; else Ascend's chip model with the driver's version (version.info, else npu-smi's),
+    or alone where neither is."""
+    amd, npu = _one_model(AMD_INFO, job), _one_model(NPU_INFO, job)
     software, smi = _sel(NPU_SOFTWARE, job, 'driver_version!=""'), _sel(NPU_SMI, job, 'version!=""')
     driver = (f"group by (job, instance, driver_version) ({software}) or on (job, instance) "
               f"group by (job, instance, driver_version) "
               f'(label_replace({smi}, "driver_version", "$1", "version", "(.+)"))')
-    return (f"{_sel(FLEET_INFO, job)} or on (job, instance) ({_one_model(AMD_INFO, job)}) "
+    return (f"{_sel(FLEET_INFO, job)} "
+            f"or on (job, instance) (({amd}) * on (job, instance) group_left (driver_version) "
+            f"({_one_driver(AMD_VERSION, job)})) "
+            f"or on (job, instance) ({amd}) "
             f"or on (job, instance) (({npu}) * on (job, instance) group_left (driver_version) ({driver})) "
             f"or on (job, instance) ({npu})")
 
