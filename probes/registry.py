@@ -709,8 +709,9 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=30.0,
         run=npu_hccl_log.probe,
         summary=npu_hccl_log.summary,
-        needs=("engine.discovery",),
-        after=("npu.devices",),  # its npu-smi info table, read once a scan
+        # after, not needs: with --hccl-log it reads that file on a host with no engine, as
+        # net.nccl_log reads --nccl-log's (a skipped engine.discovery must not skip it)
+        after=("engine.discovery", "npu.devices"),  # npu.devices: its npu-smi table, read once
     ),
 )
 

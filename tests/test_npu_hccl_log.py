@@ -191,11 +191,14 @@ def test_the_newest_plog_files_of_the_engines_home_are_read(host, logs, sections
 
 def _named(path: Path):
     """The probe and its findings on the file ``path`` names, read on this machine (no
-    npu-smi here: a saved plog is read on any host)."""
-    spec = by_name()["npu.hccl_log"]
-    report = scan(LiveHost(), ScanOptions(level=Level.QUICK, hccl_log=str(path)), [spec], RULES)
+    npu-smi here: a saved plog is read on any host), in a scan that runs engine.discovery
+    too, as `llm-doctor scan --hccl-log` does: where discovery skips (no engine here), the
+    named file is still read."""
+    specs = [by_name()[n] for n in ("engine.discovery", "npu.hccl_log")]
+    report = scan(LiveHost(), ScanOptions(level=Level.QUICK, hccl_log=str(path), requests=False),
+                  specs, RULES)
     assert report.rule_errors == []
-    probe = report.probes[0]
+    probe = next(p for p in report.probes if p.name == "npu.hccl_log")
     return probe, sorted((f.rule, f.severity.label) for f in report.findings if f.severity >= Severity.WARNING)
 
 

@@ -67,17 +67,22 @@ def test_machine_again(): _mark("machine_again")
 '''
 
 
+def _pytest(tmp_path, name: str, source: str, *args: str) -> subprocess.CompletedProcess:
+    """A pytest of one module ``source`` with this project's tiers plugin, in ``tmp_path``."""
+    (tmp_path / name).write_text(source)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
+                           *args, "-q", "-W", "ignore", "--rootdir", str(tmp_path), str(tmp_path / name)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(tiers.Path(__file__).parents[1]),
+                               "COLUMNS": "400"})  # wide: the failure's reason is not cut
+
+
 @pytest.mark.slow  # starts a pytest with two xdist workers
 def test_the_tests_that_act_on_this_machine_share_one_worker(tmp_path):
     # pytest-xdist 3.8 groups by a suffix it writes into item._nodeid, which pytest 9.2 no
     # longer reads: the group was split across workers, and live tests found each other's
     # servers. pyproject.toml pins pytest below 9.2 for that; this test fails if the pin goes.
-    (tmp_path / "test_on_host.py").write_text(ON_HOST)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
-                          "-n", "2", "--dist", "loadgroup", "-q", "-W", "ignore", "--rootdir", str(tmp_path),
-                          str(tmp_path / "test_on_host.py")],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(tiers.Path(__file__).parents[1])})
+    run = _pytest(tmp_path, "test_on_host.py", ON_HOST, "-n", "2", "--dist", "loadgroup")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     workers = {name: (tmp_path / name).read_text()
                for name in ("live", "machine", "slurm", "browser", "live_again", "machine_again")}
@@ -109,12 +114,7 @@ def test_other_command():
 def test_a_test_outside_the_host_group_may_not_run_a_live_scan(tmp_path):
     """A test the module rule misses (not slow, not marked) that starts `llm-doctor scan` on
     this machine fails at the start, naming the marker; with --replay, or marked, it runs."""
-    (tmp_path / "test_scans.py").write_text(SCANS)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
-                          "-q", "-W", "ignore", "--rootdir", str(tmp_path), str(tmp_path / "test_scans.py")],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(tiers.Path(__file__).parents[1]),
-                              "COLUMNS": "400"})
+    run = _pytest(tmp_path, "test_scans.py", SCANS)
     assert "1 failed, 3 passed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
     assert ("test_live - Failed: this test runs llm-doctor on this machine but runs outside the "
             "'host' group") in run.stdout
