@@ -68,7 +68,11 @@ deadline = time.monotonic() + 40  # a bound, not a speed: on a busy machine jour
 while not os.path.exists("/run/systemd/journal/stdout") and time.monotonic() < deadline:
     time.sleep(0.05)
 procs = " ".join(f"echo $$ > {c}/cgroup.procs;" for c in cgroups)
-service = subprocess.Popen(["sh", "-c", procs + ' exec systemd-cat -t vllm sh -c "cat $0; exec sleep 60"', log])
+# The lines are written by the service's own process, which lives on (sh's builtins, then exec):
+# journald names a stream's unit from the cgroup of the pid that sent each message, read when it
+# handles it, and a `cat` child had often exited by then: its lines came back with no unit at all.
+writer = 'while IFS= read -r line || [ -n "$line" ]; do printf "%s\\n" "$line"; done < "$0"; exec sleep 60'
+service = subprocess.Popen(["sh", "-c", procs + " exec systemd-cat -t vllm sh -c '" + writer + "' \"$0\"", log])
 got, unit_found, why, since = ([], 0, 0, "not yet"), None, "not yet", None
 want = len(open(log, encoding="utf-8").read().splitlines())
 while time.monotonic() < deadline:

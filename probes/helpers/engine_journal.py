@@ -22,7 +22,10 @@ printed kept. Absent ``journalctl``, no permission (not root nor in the ``system
 ``adm`` group: journalctl then shows the caller's own messages only), or no journal at all
 are reasons, not errors: where nothing came back, journalctl is asked once more without
 ``--output=cat`` (which silences its notices) for the notice that says which. Privilege: root or those groups; reading
-``/proc/<pid>/cgroup`` needs none. Manual equivalent: ``journalctl -u vllm.service -o cat
+``/proc/<pid>/cgroup`` needs none. journald names each message's unit from the cgroup of the
+process that sent it, read when it handles the message: the lines of a short-lived child that
+had exited by then carry no unit and are not read here (an engine's workers, which print
+NCCL's lines, live as long as the engine). Manual equivalent: ``journalctl -u vllm.service -o cat
 --since @<start> | grep NCCL``.
 """
 
