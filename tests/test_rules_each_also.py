@@ -83,3 +83,23 @@ def test_items_come_from_the_probes_that_ran():
     assert errors == [] and sorted(f.key for f in found) == ["GPU0 jupyter", "GPU0 python3"]
     found, errors = evaluate([rule], [])
     assert (found, errors) == ([], [])
+
+
+# the tool an operator reads each vendor's devices with, by the probe whose records a rule reads
+VENDOR_TOOLS = {"amd.gpu": "amd-smi", "npu.devices": "npu-smi"}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_a_rule_that_reads_another_vendors_records_names_that_vendors_tool(lang):
+    # the remediation named nvidia-smi alone, so an AMD host was told to set its power cap
+    # with `nvidia-smi -pl` and an Ascend host to list its HBM holders with nvidia-smi
+    told = {}
+    for rule in builtin_rules():
+        text = rule.remediation_in(lang)
+        if rule.each_also and "nvidia-smi" in text:
+            for path in rule.each_also:
+                tool = VENDOR_TOOLS[path.rsplit(".", 1)[0]]
+                if tool not in text:
+                    told.setdefault(rule.id, []).append(tool)
+    assert told == {}
+    assert {r.id for r in builtin_rules() if r.each_also} >= {"gpu-power-capped", "gpu-memory-held-by-other-process"}
