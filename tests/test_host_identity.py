@@ -159,6 +159,11 @@ def test_a_capture_of_this_machine_proves_identity_against_it_live(tmp_path):
     assert (capture / "fs/etc/machine-id").is_file()
     assert RecordedHost(capture).describe()["machine_id"] == LiveHost().describe()["machine_id"]
     diff = cli("diff", str(capture), "live", "--format", "json")
-    assert diff.returncode != 3, diff.stdout + diff.stderr  # a neighbour's load may move a figure
-    found = json.loads(diff.stdout)["identity"]
+    # a neighbour's load may move a figure, and a live test's engine may come or go between the
+    # capture and the diff ("not comparable: the engine is under load before and idle after",
+    # exit 3, seen in a whole run): the identity is what this test proves, whatever the verdict
+    assert diff.returncode in (0, 1, 2, 3) and diff.stdout.startswith("{"), diff.stdout + diff.stderr
+    said = json.loads(diff.stdout)
+    assert all(why.startswith(("the engine ", "the models differ")) for why in said["not_comparable"]), said["not_comparable"]
+    found = said["identity"]
     assert found["result"] == "same" and "the machine id is the same" in found["evidence"]
