@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from doctor.seam.host import Host, HostReadError
-from probes.helpers.amd_cli_text import NOT_REPORTED, CliTextError, Garbled, Tree, node, number, parse, word
+from probes.helpers.amd_cli_text import NOT_REPORTED, CliTextError, Garbled, Tree, number, parse, word
 from probes.helpers.gpu_common import reason_of
 
 STATIC = ("amd-smi", "static")

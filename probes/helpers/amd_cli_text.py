@@ -116,16 +116,6 @@ def _continues(last: tuple[Tree, str], body: str) -> bool:
             and _ENTRY.fullmatch(body) is None)
 
 
-def node(tree: Tree, *path: str) -> "str | Tree | None":
-    """``tree[path[0]][path[1]]…``, None where a step is missing or not a section."""
-    here: str | Tree | None = tree
-    for step in path:
-        if not isinstance(here, dict):
-            return None
-        here = here.get(step)
-    return here
-
-
 class Garbled(ValueError):
     """A value that is not what its key holds: ``str()`` is the reason's text."""
 
