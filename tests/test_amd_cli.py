@@ -63,6 +63,7 @@ def test_the_fallback_reads_the_real_mi300a_static_and_metric_text():
     for field in ("temp_c", "used_mib", "power_default_limit_w", "bad_pages", "xgmi_links"):
         assert g.missing[field] == NOT_IN_TEXT, field
     assert (r.logical_gpus, r.physical_gpus) == (1, 1)
+    assert amd_gpu.summary(r).endswith("; read from the amd-smi command's text (no AMD SMI library)")
 
 
 def _findings(name: str) -> list[tuple[str, str]]:

@@ -353,4 +353,5 @@ def summary(record: AmdRecord) -> str:
     return t("{count} AMD GPUs ({names}, {arch}); hottest {hot} °C; {ue} uncorrectable ECC errors",
              count=len(record.gpus), names=", ".join(names), arch=", ".join(arch),
              hot=hot if hot is not None else "?",
-             ue=sum(g.ecc_uncorrected or 0 for g in record.gpus))
+             ue=sum(g.ecc_uncorrected or 0 for g in record.gpus)) + (
+        "; " + t("read from the amd-smi command's text (no AMD SMI library)") if record.source == "amd-smi" else "")

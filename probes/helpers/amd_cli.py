@@ -110,7 +110,7 @@ def _num(value: Any, units: tuple[str, ...], scale: int | float = 1) -> Any:
         parsed = number(value, units)
     except Garbled as exc:
         return Absent(f"garbled amd-smi value: {exc}")
-    if parsed == NOT_REPORTED or scale == 1:
+    if isinstance(parsed, str) or scale == 1:  # "N/A"
         return parsed
     return round(parsed * scale)
 
