@@ -73,9 +73,26 @@ def _findings(name: str) -> list[tuple[str, str]]:
     return sorted((f.rule, f.severity.label) for f in report.findings if f.severity.label != "info")
 
 
-def test_a_rule_fires_through_the_fallback_and_is_silent_on_the_plain_host():
+def test_rules_fire_through_the_fallback_and_are_silent_on_the_plain_host():
     assert _findings("amd-mi300a-cli") == []
     assert _findings("amd-mi300a-cli-ras") == [("amd-gpu-ras-errors", "critical")]
+    assert _findings("amd-mi300a-cli-foreign-process") == [("gpu-memory-held-by-other-process", "warning")]
+
+
+def test_the_real_process_output_gives_the_pid_and_its_vram():
+    """ROCm/amdsmi#130: pid 2266127, NAME N/A, VRAM_MEM 1.9 GB (1.9 × 2**30 bytes, 1945 MiB);
+    on the plain host that pid is a vLLM server (planted), on the foreign one no process."""
+    (p,) = record("amd-mi300a-cli").processes
+    assert (p.gpu, p.pid, p.name, p.engine, p.used_mib) == (0, 2266127, "python3", "vllm", 1945)
+    (p,) = record("amd-mi300a-cli-foreign-process").processes
+    assert (p.pid, p.name, p.engine, p.used_mib) == (2266127, "not visible", None, 1945)
+    # two processes: amd-smi repeats PROCESS_INFO (an edit of the real block: a second pid)
+    block = output("amdsmi-130-process-mi300x.txt")
+    second = block.replace("GPU: 0\n", "").replace("2266127", "4242").replace("1.9 GB", "512.0 MB")
+    cli = CliSource(*parse(output("amdsmi-readme-static-mi300a.txt"), "s")[:1], None, {},
+                    parse(block + second, "amd-smi process")[0])
+    assert [(e["pid"], e["memory_usage"]["vram_mem"]) for e in cli.query("amdsmi_get_gpu_process_list", 0)] \
+        == [(2266127, round(1.9 * 2**30)), (4242, 512 * 2**20)]
 
 
 def test_a_capture_keeps_the_amd_smi_outputs_and_its_replay_reads_them_again(tmp_path):

@@ -22,7 +22,8 @@ SEED = 20261207
 BUDGET_S = fuzz_budget_s()
 REAL = ("amdsmi-readme-static-mi300a.txt", "rocm-systems-2987-static-mi350x.txt",
         "powerjoular-67-metric-usage-power.txt", "hipfire-534-metric-clock-2gpu.txt",
-        "amdsmi-changelog-metric-pcie.txt", "amdsmi-changelog-static-partition.txt")
+        "amdsmi-changelog-metric-pcie.txt", "amdsmi-changelog-static-partition.txt",
+        "amdsmi-130-process-mi300x.txt")
 LINES = [ln for name in REAL for ln in output(name).splitlines()]
 GARBAGE = ["\x00", "\ufffd", "\t", ":", ": ", "N/A", "[", "]", "GPU: 0", "GPU: 99999", "CPU: 0",
            " " * 4, " " * 3, "9" * 30, "°C", "GT/s", "Gen ", "-1", "1e9", "\x1b[31m", "\r"]
@@ -57,11 +58,13 @@ def test_mutated_real_outputs_never_raise():
             runs += 1
             continue
         assert skipped >= 0
-        try:
-            metric = parse(mutated(rng), "amd-smi metric")[0]
-        except CliTextError:
-            metric = None
-        cli = CliSource(static, metric, {})
+        said: list = []
+        for command in ("amd-smi metric", "amd-smi process"):
+            try:
+                said.append(parse(mutated(rng), command)[0])
+            except CliTextError:
+                said.append(None)
+        cli = CliSource(static, said[0], {}, said[1])
         for i in list(static)[:4] + [cli.count]:
             for name, *args in CALLS:
                 cli.query(name, i, *args)

@@ -28,7 +28,9 @@ from probes.helpers.gpu_common import reason_of
 
 STATIC = ("amd-smi", "static")
 METRIC = ("amd-smi", "metric")
-TIMEOUT_S = 30.0  # eight MI300X take seconds per command; one run each per scan
+PROCESS = ("amd-smi", "process")
+TIMEOUT_S = 25.0  # eight MI300X take seconds per command; one run each per scan (3 × 25 s)
+MAX_PROCESSES = 4096  # per GPU, as the library path reads at most
 NOT_IN_TEXT = "not in amd-smi static/metric text"
 MIB = 1 << 20
 
@@ -40,13 +42,16 @@ class Absent:
     reason: str
 
 
-def _run(host: Host, argv: tuple[str, ...]) -> tuple[dict[int, Tree] | None, int, str | None]:
-    """(trees by GPU, lines skipped, why not) for one amd-smi command."""
+def _run(host: Host, argv: tuple[str, ...], empty_ok: bool = False) -> tuple[dict[int, Tree] | None, int, str | None]:
+    """(trees by GPU, lines skipped, why not) for one amd-smi command; ``empty_ok``: a
+    successful run that prints nothing is no GPU block (amd-smi process with no process)."""
     command = " ".join(argv)
     try:
         out = host.run(argv, timeout_s=TIMEOUT_S)
     except HostReadError as exc:
         return None, 0, f"{command}: {reason_of(exc)}" + (f" ({exc.detail})" if exc.detail else "")
+    if empty_ok and out.rc == 0 and not out.stdout.strip():
+        return {}, 0, None
     try:
         trees, skipped = parse(out.stdout, command)
     except CliTextError as exc:
@@ -62,9 +67,11 @@ class CliSource:
     """amd-smi's static and metric trees, answering amdsmi calls by name."""
 
     def __init__(self, static: dict[int, Tree], metric: dict[int, Tree] | None,
-                 notes: dict[str, str]) -> None:
+                 notes: dict[str, str], process: dict[int, Tree] | None = None) -> None:
         self.static = static
         self.metric = metric or {}
+        self.process = process
+        self.process_missing = notes.get("process") if process is None else None
         # why no GPU has metric values: the command failed or printed nothing readable
         self.metric_missing = notes.get("metric") if metric is None else None
         self.notes = notes  # "static" / "metric" -> what was not read, for the record
@@ -74,6 +81,8 @@ class CliSource:
     def query(self, name: str, *args: int | str) -> Any:
         if name == "amdsmi_get_processor_handles":
             return self.count
+        if name == "amdsmi_get_gpu_process_list" and args and isinstance(args[0], int):
+            return self.processes(args[0])
         answer = ANSWERS.get(name)
         if answer is None or not args or not isinstance(args[0], int):
             return Absent(NOT_IN_TEXT)
@@ -87,6 +96,40 @@ class CliSource:
         if metric is None:
             return Absent(self.metric_missing or "GPU not in amd-smi metric's output")
         return _first(metric, path)
+
+
+    def processes(self, i: int) -> Any:
+        """amdsmi_get_gpu_process_list's entries from GPU ``i``'s PROCESS_INFO blocks: pid,
+        name (None for N/A), VRAM in bytes; an entry whose PID is garbled is left out."""
+        if self.process is None:
+            return Absent(self.process_missing or "amd-smi process: not run")
+        tree = self.process.get(i, {})
+        out = []
+        for key in [k for k in tree if k.split("#")[0] == "PROCESS_INFO"][:MAX_PROCESSES]:
+            block = tree[key]
+            if not isinstance(block, dict):
+                continue  # "No running processes detected"
+            pid = _num(block.get("PID", Absent(NOT_IN_TEXT)), ("",))
+            if not isinstance(pid, int):
+                continue
+            name = _word(block.get("NAME", Absent(NOT_IN_TEXT)))
+            vram = _bytes(_first(block, ("MEMORY_USAGE", "VRAM_MEM")))
+            out.append({"pid": pid, "name": name if isinstance(name, str) and name != NOT_REPORTED else None,
+                        "memory_usage": {"vram_mem": vram if isinstance(vram, int) else None}})
+        return out
+
+
+# amd-smi prints process memory in powers of 1024 with one decimal (amdsmi_helpers'
+# convert_bytes): "1.9 GB"; bytes from it are approximate, to 0.05 of the unit
+BYTE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+
+
+def _bytes(value: Any) -> Any:
+    if isinstance(value, Absent) or not isinstance(value, str):
+        return Absent(NOT_IN_TEXT)
+    unit = value.strip().rpartition(" ")[2]
+    return _num(value, (unit,), BYTE_UNITS[unit]) if unit in BYTE_UNITS else Absent(
+        f"garbled amd-smi value: not a size in B/KB/MB/GB/TB: {value.strip()[:40]!r}")
 
 
 def _first(tree: Tree, path: tuple[str, ...]) -> Any:
@@ -245,4 +288,9 @@ def read(host: Host) -> tuple[CliSource | None, str]:
         notes["metric"] = mwhy or "amd-smi metric: no output"
     elif mskipped:
         notes["metric"] = f"{mskipped} lines of amd-smi metric not read"
-    return CliSource(static, metric, notes), ""
+    process, pskipped, pwhy = _run(host, PROCESS, empty_ok=True)
+    if process is None:
+        notes["process"] = pwhy or "amd-smi process: no output"
+    elif pskipped:
+        notes["process"] = f"{pskipped} lines of amd-smi process not read"
+    return CliSource(static, metric, notes, process), ""

@@ -70,11 +70,12 @@ def parse(text: str, command: str) -> tuple[dict[int, Tree], int]:
         if header:
             stack, last, other = [], None, header[1] != "GPU"
             index = int(header[2])
-            if not other and index not in gpus and len(gpus) < MAX_GPUS:
-                gpus[index] = {}
-                stack = [gpus[index]]
+            if not other and (index in gpus or len(gpus) < MAX_GPUS):
+                # a repeated GPU (amd-smi process may print one block per process) goes on
+                # in the same tree, its repeated keys kept as KEY#2, KEY#3 …
+                stack = [gpus.setdefault(index, {})]
             elif not other:
-                skipped += 1  # a repeated GPU, or one past the bound
+                skipped += 1  # a GPU past the bound
             continue
         if other or not gpus:
             continue  # a CPU block's lines; a prompt or a banner before the first GPU
@@ -91,10 +92,12 @@ def parse(text: str, command: str) -> tuple[dict[int, Tree], int]:
             continue
         del stack[depth:]
         parent, key = stack[-1], entry[1].upper()
-        if key in parent or len(parent) >= MAX_KEYS:
+        if len(parent) >= MAX_KEYS:
             skipped += 1
             last = None
             continue
+        if key in parent:  # a repeated key (PROCESS_INFO per process): readers take the first
+            key = next(f"{key}#{n}" for n in range(2, MAX_KEYS + 2) if f"{key}#{n}" not in parent)
         if entry[2] is None or entry[2].strip() == "":
             section: Tree = {}
             parent[key] = section
