@@ -210,3 +210,31 @@ def test_a_failing_amd_smi_says_its_exit_status(tmp_path):
     (root / "host.toml").write_text(host_toml.replace('rc = 0\nstdout_file = "commands/00', 'rc = 1\nstdout_file = "commands/00', 1))
     cli, why = amd_cli.read(RecordedHost(root))
     assert cli is None and why.startswith("amd-smi static: exit status 1"), why
+
+
+@pytest.mark.machine
+@pytest.mark.slow  # a 1 s timeout waited out
+def test_the_live_host_runs_amd_smi_by_argv_and_bounds_a_hung_one(tmp_path, monkeypatch):
+    """LiveHost.run on this machine with an ``amd-smi`` on PATH that prints the real outputs
+    (bytes, one value not UTF-8) and hangs on ``process``: the records come through the
+    command path, the hung command is one note, and no shell is involved."""
+    from doctor.seam.live import LiveHost
+
+    sources = tmp_path / "out"
+    sources.mkdir()
+    (sources / "static").write_bytes(output("amdsmi-readme-static-mi300a.txt").encode()
+                                      .replace(b"MARKET_NAME: MI300A", b"MARKET_NAME: MI\xff300A"))
+    (sources / "metric").write_text(output("amdsmi-changelog-metric-pcie.txt"))
+    tool = tmp_path / "bin" / "amd-smi"
+    tool.parent.mkdir()
+    tool.write_text(f'#!/bin/sh\n[ "$1" = process ] && exec sleep 5\nexec cat "{sources}/$1"\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}:/usr/bin:/bin")
+    monkeypatch.setattr(amd_cli, "TIMEOUT_S", 1.0)
+    cli, why = amd_cli.read(LiveHost())
+    assert cli is not None and why == ""
+    assert cli.notes == {"process": "amd-smi process: timeout (no answer in 1 s)"}
+    asic = cli.query("amdsmi_get_gpu_asic_info", 0)
+    assert asic["market_name"].reason.startswith("garbled amd-smi value: not text")
+    assert cli.query("amdsmi_get_pcie_info", 0)["pcie_metric"]["pcie_speed"] == 32000
+    assert cli.query("amdsmi_get_gpu_process_list", 0).reason == "amd-smi process: timeout (no answer in 1 s)"

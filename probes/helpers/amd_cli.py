@@ -2,12 +2,13 @@
 not load in llm-doctor's own Python (a venv without ROCm's ``amdsmi`` package) but ROCm's
 ``amd-smi`` CLI is installed (issue 33).
 
-``amd-smi static`` and ``amd-smi metric`` run once per scan each (``host.run``, an argv, no
-shell; a capture keeps their outputs under ``commands/``, a replay answers them), their text
-is parsed by probes/helpers/amd_cli_text.py, and ``CliSource.query`` answers the amdsmi calls
-amd.gpu asks for (``amdsmi_get_gpu_asic_info`` from the static tree's ASIC block, …) in the
-shapes the library gives, so that one reader serves both. What the text does not print
-(xGMI link states, bad pages, violation flags, the default power cap, processes) is
+``amd-smi static``, ``amd-smi metric`` and ``amd-smi process`` run once per scan each
+(``host.run``, an argv, no shell; a capture keeps their outputs under ``commands/``, a replay
+answers them), their text is parsed by probes/helpers/amd_cli_text.py, and
+``CliSource.query`` answers the amdsmi calls amd.gpu asks for (``amdsmi_get_gpu_asic_info``
+from the static tree's ASIC block, …) in the shapes the library gives, so that one reader
+serves both. What the text does not print (xGMI link states, bad pages, violation flags, the
+default power cap) is
 ``Absent(NOT_IN_TEXT)``; "N/A" stays "N/A" (the reader's "not-supported"); a garbled value is
 ``Absent`` with its reason. Key names: amdsmi_cli/amdsmi_commands.py (ROCm/amdsmi; the JSON
 keys are their lowercase); where releases renamed a key (VBIOS -> IFWI, CURRENT_POWER ->
