@@ -238,3 +238,13 @@ def test_the_live_host_runs_amd_smi_by_argv_and_bounds_a_hung_one(tmp_path, monk
     assert asic["market_name"].reason.startswith("garbled amd-smi value: not text")
     assert cli.query("amdsmi_get_pcie_info", 0)["pcie_metric"]["pcie_speed"] == 32000
     assert cli.query("amdsmi_get_gpu_process_list", 0).reason == "amd-smi process: timeout (no answer in 1 s)"
+
+
+def test_amd_smi_off_path_is_found_where_rocm_installs_it(tmp_path):
+    """A venv's PATH without /opt/rocm/bin: the recorded commands are ROCm's own path."""
+    root = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "amd-mi300a-cli", root, symlinks=True)
+    host_toml = (root / "host.toml").read_text()
+    (root / "host.toml").write_text(host_toml.replace('    "amd-smi",\n', '    "/opt/rocm/bin/amd-smi",\n'))
+    r = amd_gpu.probe(RecordedHost(root), QUICK, NO_INPUTS)
+    assert (r.source, r.source_notes, r.gpus[0].name, len(r.processes)) == ("amd-smi", {}, "MI300A", 1)

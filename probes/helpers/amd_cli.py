@@ -27,9 +27,8 @@ from doctor.seam.host import Host, HostReadError
 from probes.helpers.amd_cli_text import NOT_REPORTED, CliTextError, Garbled, Tree, number, parse, word
 from probes.helpers.gpu_common import reason_of
 
-STATIC = ("amd-smi", "static")
-METRIC = ("amd-smi", "metric")
-PROCESS = ("amd-smi", "process")
+# on PATH, else where ROCm installs it (a venv's PATH may lack /opt/rocm/bin)
+BINARIES = ("amd-smi", "/opt/rocm/bin/amd-smi")
 TIMEOUT_S = 25.0  # eight MI300X take seconds per command; one run each per scan (3 × 25 s)
 MAX_PROCESSES = 4096  # per GPU, as the library path reads at most
 NOT_IN_TEXT = "not in amd-smi static/metric text"
@@ -280,16 +279,21 @@ ANSWERS: dict[str, Callable[..., Any]] = {
 
 def read(host: Host) -> tuple[CliSource | None, str]:
     """amd-smi's source, or None and why it gave none (one line)."""
-    static, skipped, why = _run(host, STATIC)
+    first = ""
+    for binary in BINARIES:
+        static, skipped, why = _run(host, (binary, "static"))
+        if static is not None or not (why or "").startswith(f"{binary} static: not-found"):
+            break
+        first = first or why or ""
     if static is None:
-        return None, why or "amd-smi static: no output"
+        return None, first or why or "amd-smi static: no output"
     notes = {"static": f"{skipped} lines of amd-smi static not read"} if skipped else {}
-    metric, mskipped, mwhy = _run(host, METRIC)
+    metric, mskipped, mwhy = _run(host, (binary, "metric"))
     if metric is None:
         notes["metric"] = mwhy or "amd-smi metric: no output"
     elif mskipped:
         notes["metric"] = f"{mskipped} lines of amd-smi metric not read"
-    process, pskipped, pwhy = _run(host, PROCESS, empty_ok=True)
+    process, pskipped, pwhy = _run(host, (binary, "process"), empty_ok=True)
     if process is None:
         notes["process"] = pwhy or "amd-smi process: no output"
     elif pskipped:
