@@ -493,8 +493,9 @@ PROBES: tuple[ProbeSpec, ...] = (
         name="amd.gpu",
         level=Level.QUICK,
         description=lazy("Each AMD GPU through AMD SMI: temperature and limits, clocks, power and cap, memory, PCIe link, RAS/ECC counts and bad pages, xGMI links, partition modes, gfx architecture, processes"),
-        reads=lazy("amdsmi: asic info, temp metric (HOTSPOT), clock info, power info and cap, violation status, VRAM usage, PCIe info, total ECC count, bad page info, xGMI link status and link metrics, compute and memory partition, process list; /proc/<pid>/comm, cmdline"),
-        timeout_s=20.0,
+        reads=lazy("amdsmi: asic info, temp metric (HOTSPOT), clock info, power info and cap, violation status, VRAM usage, PCIe info, total ECC count, bad page info, xGMI link status and link metrics, compute and memory partition, process list; without the library, the text of `amd-smi static`, `amd-smi metric` and `amd-smi process`; /proc/<pid>/comm, cmdline"),
+        # the amd-smi fallback runs three commands of up to 25 s each (probes/helpers/amd_cli.py)
+        timeout_s=90.0,
         run=amd_gpu.probe,
         summary=amd_gpu.summary,
     ),

@@ -208,7 +208,8 @@ SCAN_HOSTS = ("this-vm-epyc-2cpu", "model-on-hdd-xeon-e5", "swap-in-use-epyc-754
               "t4-cdi-driver-upgraded",  # its CDI spec and toolkit config among the files mutated
               # issue 33: AMD SMI's recorded answers (amdsmi.json) and Ascend's npu-smi and
               # hccn_tool text among the files mutated
-              "amd-mi300-8x-ras", "amd-rx6750-ollama", "ascend-910b2c-hbm-ecc")
+              "amd-mi300-8x-ras", "amd-rx6750-ollama", "ascend-910b2c-hbm-ecc",
+              "amd-mi300a-cli-ras")  # amd-smi's text outputs (commands/) among the files mutated
 HOST_NEEDLES = ("outside", "secret", "token", "environment")
 FILE_NEEDLES = ("environment",)
 

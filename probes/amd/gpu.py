@@ -31,14 +31,15 @@ SMU starts to throttle) and EMERGENCY as shutdown (``temp2_emergency``). No root
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.i18n import t
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import ScanOptions
 from doctor.seam.host import Host
-from probes.helpers.amd_common import AmdReader, amd_count
+from probes.helpers.amd_cli import Absent
+from probes.helpers.amd_common import AmdReader, Query, amd_source
 from probes.helpers.amd_partitions import partitions, physical_of
 from probes.helpers.amd_pcie import link_fields
 from probes.helpers.processes import process_table
@@ -159,6 +160,10 @@ class AmdRecord:
     partitions_per_gpu: int | None = None  # logical GPUs on the physical GPU that has most
     partitions_uneven: bool = False  # a mode set on some physical GPUs only
     compute_partition: str | None = None  # the physical GPUs' modes: "CPX", or "SPX, CPX"
+    # where the facts came from: "amdsmi" (the library) or "amd-smi" (the CLI's text, when
+    # the library does not load: probes/helpers/amd_cli.py), and what of that text was not read
+    source: str = "amdsmi"
+    source_notes: dict[str, str] = field(default_factory=dict)
 
 
 def _watts_micro(value: int | None) -> float | None:
@@ -248,9 +253,11 @@ def _versions(r: AmdReader, i: int) -> tuple[str | None, str | None, str | None,
             r.word("vbios_version", vbios, "version"), r.word("vbios_part_number", vbios, "part_number"))
 
 
-def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
-    """GPU ``i``'s record and its xGMI links (kept flat in the probe's record)."""
-    r = AmdReader(host)
+def read_gpu(host: Host, i: int, on_vm: bool | None = None,
+             query: Query | None = None) -> tuple[AmdGpu, tuple[XgmiLink, ...]]:
+    """GPU ``i``'s record and its xGMI links (kept flat in the probe's record); ``query``
+    answers the amdsmi calls (the library's, or amd-smi's text: probes/helpers/amd_cli.py)."""
+    r = AmdReader(host, query)
     asic = r.mapping("gfx_arch", "amdsmi_get_gpu_asic_info", i) or {}
     temp, slow, shut = _temps(r, i)
     gfx = r.mapping("sm_clock_mhz", "amdsmi_get_clock_info", i, "GFX")
@@ -266,6 +273,9 @@ def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tup
     util = r.item("util_gpu_pct", r.mapping("util_gpu_pct", "amdsmi_get_gpu_activity", i), "gfx_activity")
     pages, pending = _bad_pages(r, i)
     name, arch = asic.get("market_name"), asic.get("target_graphics_version")
+    for key, value in (("name", name), ("gfx_arch", arch)):
+        if isinstance(value, Absent):  # amd-smi's text without it (probes/helpers/amd_cli.py)
+            r.missing[key] = value.reason
     links = _xgmi(r, i)
     power_f = None if power is None else float(power)
     bus_id = r.text("bus_id", "amdsmi_get_gpu_device_bdf", i)
@@ -301,8 +311,8 @@ def read_gpu(host: Host, i: int, on_vm: bool | None = None) -> tuple[AmdGpu, tup
     return gpu, links
 
 
-def _processes(host: Host, i: int, table: dict, own: int) -> list[AmdProcess]:
-    r = AmdReader(host)
+def _processes(host: Host, i: int, table: dict, own: int, query: Query) -> list[AmdProcess]:
+    r = AmdReader(host, query)
     out = []
     for entry in (r.sequence("processes", "amdsmi_get_gpu_process_list", i) or [])[:4096]:
         pid = entry.get("pid") if isinstance(entry, dict) else None
@@ -321,18 +331,19 @@ def _processes(host: Host, i: int, table: dict, own: int) -> list[AmdProcess]:
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> AmdRecord:
-    count = amd_count(host)
+    count, query, cli = amd_source(host)
     table = {p.pid: p for p in process_table(host)}
     own = os.getpid() if host.kind == "live" else -1
     on_vm = detect_virtualization(host).virtual_machine
-    read = [read_gpu(host, i, on_vm) for i in range(count)]
-    processes = tuple(p for i in range(count) for p in _processes(host, i, table, own))
+    read = [read_gpu(host, i, on_vm, query) for i in range(count)]
+    processes = tuple(p for i in range(count) for p in _processes(host, i, table, own, query))
     parts = partitions((g.bus_id, g.compute_partition) for g, _ in read)
     return AmdRecord(vendor=VENDOR, gpus=tuple(g for g, _ in read), processes=processes,
                      xgmi_links=tuple(link for _, links in read for link in links),
                      logical_gpus=parts.logical_gpus, physical_gpus=parts.physical_gpus,
                      partitions_per_gpu=parts.partitions_per_gpu, partitions_uneven=parts.uneven,
-                     compute_partition=parts.compute_partition)
+                     compute_partition=parts.compute_partition,
+                     source="amd-smi" if cli else "amdsmi", source_notes=dict(cli.notes) if cli else {})
 
 
 def summary(record: AmdRecord) -> str:
@@ -342,4 +353,5 @@ def summary(record: AmdRecord) -> str:
     return t("{count} AMD GPUs ({names}, {arch}); hottest {hot} °C; {ue} uncorrectable ECC errors",
              count=len(record.gpus), names=", ".join(names), arch=", ".join(arch),
              hot=hot if hot is not None else "?",
-             ue=sum(g.ecc_uncorrected or 0 for g in record.gpus))
+             ue=sum(g.ecc_uncorrected or 0 for g in record.gpus)) + (
+        "; " + t("read from the amd-smi command's text (no AMD SMI library)") if record.source == "amd-smi" else "")

@@ -9,11 +9,13 @@ report (a maximum unsigned integer in the C struct); that is ``None`` here with 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from doctor.i18n import t, translated
 from doctor.model import Skip
 from doctor.seam.host import Host, HostReadError
+from probes.helpers import amd_cli
+from probes.helpers.amd_cli import Absent
 from probes.helpers.gpu_common import reason_of
 
 # doctor/seam/amdsmi.py's NO_LIBRARY (probes do not import the seam's modules)
@@ -48,37 +50,57 @@ def amd_pci_gpus(host: Host) -> int:
     return count
 
 
+Query = Callable[..., Any]  # (amdsmi call name, *args) -> its answer
+
+
 def amd_count(host: Host) -> int:
-    """How many GPUs amdsmi sees; Skip when there is no AMD GPU on the PCI bus (the reason
-    the other amd.* probes give), no ROCm library or driver, or amdsmi sees none."""
+    """How many GPUs amdsmi (or amd-smi's text) sees; see ``amd_source``."""
+    return amd_source(host)[0]
+
+
+def amd_source(host: Host) -> tuple[int, Query, amd_cli.CliSource | None]:
+    """How many GPUs there are and where to read them: AMD SMI's library (``host.amdsmi``),
+    else, when it does not load, the ``amd-smi`` command's text (its CliSource returned).
+    Skip when there is no AMD GPU on the PCI bus (the reason the other amd.* probes give),
+    neither source answers, or the source sees none."""
     amd_pci_gpus(host)
+    cli = None
+    query: Query = host.amdsmi
     try:
         count = host.amdsmi(COUNT_CALL)
     except HostReadError as exc:
-        if reason_of(exc) in ("library-missing", "no-permission"):
-            # the seam's advice, or a recording's "recorded" (a capture where it failed)
-            said = exc.detail if exc.detail and exc.detail != "recorded" else NO_LIBRARY
-            raise Skip(translated(said)) from None
-        raise
+        if reason_of(exc) not in ("library-missing", "no-permission"):
+            raise
+        # the seam's advice, or a recording's "recorded" (a capture where it failed)
+        said = exc.detail if exc.detail and exc.detail != "recorded" else NO_LIBRARY
+        cli, why = amd_cli.read(host)
+        if cli is None:
+            raise Skip(t("{library}; the amd-smi command gave nothing to read either: {why}",
+                         library=translated(said), why=why)) from None
+        count, query = cli.count, cli.query
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise HostReadError(f"amdsmi {COUNT_CALL}()", "failed", f"expected a GPU count, got {count!r}")
     if count == 0:
         raise Skip(t("amdsmi is loaded but sees no AMD GPU (`amd-smi list` lists none)"))
-    return count
+    return count, query, cli
 
 
 class AmdReader:
     """Typed amdsmi reads for one probe; ``missing`` collects ``field -> reason``."""
 
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: Host, query: Query | None = None) -> None:
         self.host = host
+        self.query: Query = query or host.amdsmi  # amd-smi's text answers through a CliSource
         self.missing: dict[str, str] = {}
 
     def raw(self, field: str, name: str, *args: int | str) -> Any:
         try:
-            value = self.host.amdsmi(name, *args)
+            value = self.query(name, *args)
         except HostReadError as exc:
             self.missing[field] = reason_of(exc)
+            return None
+        if isinstance(value, Absent):
+            self.missing[field] = value.reason
             return None
         if value == NOT_REPORTED:
             self.missing[field] = "not-supported"
@@ -113,6 +135,9 @@ class AmdReader:
         """``value`` if it is a number of ``kinds`` (never a bool), else None, noted."""
         if value is None:
             return None
+        if isinstance(value, Absent):
+            self.missing[field] = value.reason
+            return None
         if value == NOT_REPORTED:
             self.missing[field] = "not-supported"
             return None
@@ -138,6 +163,9 @@ class AmdReader:
         value = mapping.get(key)
         if value is None and key not in mapping:
             self.missing[field] = f"not reported: no {key}"
+            return None
+        if isinstance(value, Absent):
+            self.missing[field] = value.reason
             return None
         if not isinstance(value, str):
             self.missing[field] = f"wrong type: expected a string, got {type(value).__name__}"
