@@ -12,16 +12,21 @@ from pathlib import Path
 
 import pytest
 
+from doctor.commands.setup import load_setup, open_host, scan_options
 from doctor.inputs import NO_INPUTS, Inputs
 from doctor.model import Level, ProbeResult, ScanOptions
 from doctor.rules.evaluate import evaluate
+from doctor.scan import scan
 from doctor.seam.recorded import RecordedHost
+from doctor.why.differential import build, candidates, probes_needed
+from doctor.why.model import RULED_OUT
 from probes.amd import gpu as amd_gpu
 from probes.engine import progress
 from probes.helpers import accel_busy
 from probes.helpers.engine_normalise import normalise
 from probes.helpers.promtext import parse
 from probes.npu import devices as npu_devices
+from probes.registry import by_name
 from tests.builtin_rules import builtin_rules
 from tests.conftest import FIXTURE_HOSTS
 from tests.fixtures import build_ascend_hosts, build_frontend_hosts
@@ -31,6 +36,7 @@ PAGES = Path(__file__).parent / "engine_pages"
 BASE = "http://127.0.0.1:8000"
 QUICK = ScanOptions(level=Level.QUICK)
 RULE = next(r for r in builtin_rules() if r.id == "engine-stalled")
+SPECS = by_name()
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +111,22 @@ def test_counters_that_moved_are_silent(hosts):
     host = hosts["tenant"]
     record = progress.judge(host, (scraped("vllm-v1-calm"),), {BASE: API}, accel_busy.read(host, NO_INPUTS))
     assert record.engines[0].tokens_in_window and findings(record) == []
+
+
+def _why(name: str, symptom: str):
+    rules, config = load_setup(None)
+    chosen = candidates(symptom, rules)
+    host = open_host(str(FIXTURE_HOSTS / name))
+    options = scan_options(config, None, host=host, no_requests=True)
+    report = scan(host, options, tuple(SPECS[n] for n in probes_needed(chosen, SPECS)), chosen, config)
+    return build(symptom, chosen, report.probes, report.findings, SPECS, options.level,
+                 options.requests, config)
+
+
+@pytest.mark.slow  # two recorded hosts scanned for the symptom's rules, ~0.6 s
+def test_why_names_the_stall_first_on_the_stalled_host_and_rules_it_out_on_the_calm_one():
+    stalled = _why("vllm-v1-stalled", "stream-cutoff")
+    assert stalled.likely and stalled.likely[0].cause == "engine-stalled"
+    calm = _why("vllm-v1-calm", "queueing-under-load")
+    [row] = [r for r in calm.rows if r.cause == "engine-stalled"]
+    assert row.status == RULED_OUT
