@@ -80,7 +80,7 @@ def read(host: Host, inputs: Inputs) -> Busy:
             ("huawei", NPU, "chips", "aicore_util_pct", "index")):
         record = inputs.records.get(probe)
         if record is None:
-            whys.append(t("{probe}: no record (not run, skipped or failed)", probe=probe))
+            whys.append(t("{probe}: no record", probe=probe))
             continue
         found, why_not = _from_record(record, vendor, probe, list_name, field, index_of)
         devices += found
