@@ -63,7 +63,7 @@ def test_llama_server_mid_generation_is_not_a_stall(tmp_path):
         # llama.cpp counts a request's generated tokens at its end (its prompt's, 5 tokens,
         # when the prompt is in): a window holds far more steps than counted tokens
         assert engine.tokens_in_window is not None and engine.tokens_in_window <= 5
-        assert engine.decode_calls_in_window and engine.decode_calls_in_window > 20
+        assert engine.steps_in_window and engine.steps_in_window > 20
         assert _stalled(busy) == []
     finally:  # killed, not terminated: llama-server finishes the generation first (10 s)
         server.process.kill()

@@ -46,9 +46,10 @@ class EngineProgress:
     requests_waiting: float | None
     tokens_in_window: float | None  # prompt + generated tokens between the scrapes
     requests_in_window: float | None  # requests finished between them
-    # llama.cpp's engine steps between them (llamacpp:n_decode_total): its token counters
-    # grow only when a request ends; None for the other engines
-    decode_calls_in_window: float | None
+    # engine steps between them: llama.cpp's llama_decode() calls (llamacpp:n_decode_total;
+    # its token counters grow only when a request ends), vLLM's (vllm:iteration_tokens_total
+    # _count); None for the other engines
+    steps_in_window: float | None
     # the engine's accelerators: those its process tree holds ("engine"), else every one the
     # host has ("host": NVML or the vendor's tool listed none of its processes)
     accelerators: tuple[Accelerator, ...]
@@ -67,11 +68,11 @@ def view(m: EngineMetrics, pid: int | None, devices: tuple[Accelerator, ...], sc
          why_not_busy: str | None) -> EngineProgress:
     """One engine's progress over the window beside its accelerators' busy figures."""
     missing: dict[str, str] = {}
-    for name, value, what in (("tokens_in_window", m.tokens_in_window, "prompt- or generated-token counter"),
-                              ("requests_in_window", m.requests_in_window, "finished-requests counter"),
-                              ("requests_running", m.requests_running, "running-requests gauge"),
-                              ("decode_calls_in_window", m.decode_calls_in_window, "llama_decode() counter")):
-        if value is None and (name != "decode_calls_in_window" or m.kind == "llama.cpp"):
+    for name, value, what in (("tokens_in_window", m.tokens_in_window, t("prompt- or generated-token counter")),
+                              ("requests_in_window", m.requests_in_window, t("finished-requests counter")),
+                              ("requests_running", m.requests_running, t("running-requests gauge")),
+                              ("steps_in_window", m.steps_in_window, t("engine-step counter"))):
+        if value is None and (name != "steps_in_window" or m.kind in ("llama.cpp", "vllm")):
             said = [a.split(": ", 1)[1] for a in m.absent
                     if a.split(": ", 1)[0] in _FIGURES[name] and ": " in a]
             missing[name] = said[0] if said else t("the page has no {what}", what=what)
@@ -83,7 +84,7 @@ def view(m: EngineMetrics, pid: int | None, devices: tuple[Accelerator, ...], sc
         requests_running=m.requests_running, requests_running_before=m.requests_running_before,
         requests_waiting=m.requests_waiting, tokens_in_window=m.tokens_in_window,
         requests_in_window=m.requests_in_window,
-        decode_calls_in_window=m.decode_calls_in_window, accelerators=devices,
+        steps_in_window=m.steps_in_window, accelerators=devices,
         busy_scope=scope if busy else None, busy_max_pct=max(busy) if busy else None,
         busy_min_pct=min(busy) if busy else None, missing=missing)
 
@@ -91,7 +92,7 @@ def view(m: EngineMetrics, pid: int | None, devices: tuple[Accelerator, ...], sc
 # the names engine_normalise gives its absent figures ("figure: reason"), per field here
 _FIGURES = {"tokens_in_window": ("prompt_tokens", "generation_tokens"),
             "requests_in_window": ("requests_done",), "requests_running": ("running",),
-            "decode_calls_in_window": ("decode_calls",)}
+            "steps_in_window": ("steps",)}
 
 
 def probe(host: Host, options: ScanOptions, inputs: Inputs = NO_INPUTS) -> ProgressRecord:

@@ -145,8 +145,9 @@ TABLES = (
           for f in ("ttft_mean_s", "queue_mean_s", "prefill_mean_s", "itl_mean_s",
                     "prompt_tokens_mean", "generation_tokens_mean")),
         unexported("engines.means_window", "what the means cover: 'between scrapes', else 'since start'"),
-        unexported("engines.decode_calls_in_window", "llama.cpp's engine steps between the scan's two "
-                   "scrapes, read by engine-stalled: llamacpp:n_decode_total is the engine's own series"),
+        unexported("engines.steps_in_window", "engine steps between the scan's two scrapes, read by "
+                   "engine-stalled: llamacpp:n_decode_total and vllm:iteration_tokens_total are the "
+                   "engine's own series"),
         *(unexported(f"engines.{f}", "a count between the scan's two scrapes, read by the load-skew "
                      "and sequence-cap rules: the counters themselves are the engine's own series")
           for f in ("requests_in_window", "tokens_in_window", "requests_running_before",
@@ -300,7 +301,7 @@ TABLES = (
             ("tokens_in_window", "a count between the scan's two scrapes, read by engine-stalled: "
              "the engine's own token counters are the series to graph"),
             ("requests_in_window", "the same, for the finished-requests counter"),
-            ("decode_calls_in_window", "the same, for llama.cpp's llamacpp:n_decode_total"),
+            ("steps_in_window", "the same, for the engine's steps (llama.cpp's n_decode_total, vLLM's iteration_tokens_total)"),
             ("interval_s", "between the two scrapes, the window of the counts above"),
             ("pid", "in the pid label of engine.discovery's series"),
             ("busy_scope", "whose devices the busy figures are of: 'engine' or 'host', for people"),
