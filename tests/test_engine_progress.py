@@ -46,8 +46,8 @@ def hosts(tmp_path_factory) -> dict[str, RecordedHost]:
             "ascend": RecordedHost(build_ascend_hosts.build("ascend-910b2c-vllm-holds-hbm", root))}
 
 
-def scraped(scenario: str):
-    first, second = ((PAGES / scenario / f"metrics.{i}.txt").read_text() for i in (1, 2))
+def scraped(scenario: str, order: tuple[int, int] = (1, 2)):
+    first, second = ((PAGES / scenario / f"metrics.{i}.txt").read_text() for i in order)
     return normalise("vllm", f"{BASE}/metrics", parse(first, "first"), parse(second, "second"), 3.0)
 
 
@@ -130,3 +130,11 @@ def test_why_names_the_stall_first_on_the_stalled_host_and_rules_it_out_on_the_c
     calm = _why("vllm-v1-calm", "queueing-under-load")
     [row] = [r for r in calm.rows if r.cause == "engine-stalled"]
     assert row.status == RULED_OUT
+
+
+def test_counters_that_went_down_a_restart_are_not_judged_and_say_why():
+    m = scraped("vllm-v1-calm", order=(2, 1))  # the second page counts less: the engine restarted
+    record = progress.ProgressRecord((progress.view(m, None, (), "host", None),))
+    engine = record.engines[0]
+    assert engine.tokens_in_window is None and "restarted" in engine.missing["tokens_in_window"]
+    assert findings(record) == []

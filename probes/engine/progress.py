@@ -75,7 +75,8 @@ def view(m: EngineMetrics, pid: int | None, devices: tuple[Accelerator, ...], sc
         if value is None and (name != "steps_in_window" or m.kind in ("llama.cpp", "vllm")):
             said = [a.split(": ", 1)[1] for a in m.absent
                     if a.split(": ", 1)[0] in _FIGURES[name] and ": " in a]
-            missing[name] = said[0] if said else t("the page has no {what}", what=what)
+            missing[name] = said[0] if said else t(
+                "the page has no {what}, or it went down between the scrapes (the engine restarted)", what=what)
     busy = [d.busy_pct for d in devices]
     if not busy:
         missing["busy_max_pct"] = missing["busy_min_pct"] = why_not_busy or t("not read")
