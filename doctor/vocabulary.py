@@ -166,6 +166,8 @@ CAUSES: tuple[str, ...] = (
     "kv-offload-over-memlock",
     "kv-transfer-slow",
     "kv-transfer-config-mismatch",
+    # an engine that holds requests and produces nothing (checks/engine_progress.toml)
+    "engine-stalled",
 )
 
 # llm-doctor's own causes, not in domain.md (which lists the domain's): what a doctor of
@@ -242,11 +244,12 @@ OWN_CAUSES: tuple[str, ...] = (
     "kv-offload-over-memlock",  # a CPU KV tier registered with RDMA above the memlock limit
     "kv-transfer-slow",  # NIXL transfers far slower than the RDMA link allows for their bytes
     "kv-transfer-config-mismatch",  # a prefill and a decode instance whose KV configuration differs
+    "engine-stalled",  # requests running, no token and no finished request between two scrapes
 )
 
 # Causes a person must read before any other finding of the same severity: a service that
 # is down makes every other figure of it moot (doctor/rules/evaluate.py sorts by this).
-FIRST_CAUSES: tuple[str, ...] = ("engine-unreachable",)
+FIRST_CAUSES: tuple[str, ...] = ("engine-unreachable", "engine-stalled")
 
 
 def suggest(word: str, choices) -> str:

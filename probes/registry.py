@@ -24,6 +24,7 @@ from probes.engine import (
     offload as engine_offload,
     ollama as engine_ollama,
     output as engine_output,
+    progress as engine_progress,
     quant as engine_quant,
     roofline as engine_roofline,
     slots as engine_slots,
@@ -642,6 +643,17 @@ PROBES: tuple[ProbeSpec, ...] = (
         timeout_s=30.0,
         run=npu_devices.probe,
         summary=npu_devices.summary,
+    ),
+    ProbeSpec(
+        name="engine.progress",
+        level=Level.QUICK,
+        description=lazy("Whether each engine produced tokens or finished requests while it held requests running, beside its accelerators' busy figure (a hung collective, a dead worker, a stuck kernel)"),
+        reads=lazy("engine.metrics and engine.discovery; NVML nvmlDeviceGetUtilizationRates and the compute-process list; amd.gpu's and npu.devices' records when they ran; /proc/<pid>/stat (whose worker holds which device)"),
+        timeout_s=10.0,  # engine.metrics has scraped; one NVML read per GPU
+        run=engine_progress.probe,
+        summary=engine_progress.summary,
+        needs=("engine.discovery", "engine.metrics"),
+        after=("amd.gpu", "npu.devices"),  # their busy figures and process lists, when they ran
     ),
     ProbeSpec(
         name="npu.network",

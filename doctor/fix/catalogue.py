@@ -640,6 +640,8 @@ NO_STEP: dict[str, str] = {
     "kv-offload-over-memory": lazy("the CPU tier's size is bounded by the host memory left: a sizing decision the playbook walks through"),
     "kv-transfer-slow": lazy("where a KV transfer spends its time is found by measuring the link: the playbook says how"),
     "kv-transfer-config-mismatch": lazy("which instance of the pair is restarted with the other's settings is the operator's call: the playbook lists the settings"),
+    # an engine that holds requests and produces nothing: stacks first, then a restart by hand
+    "engine-stalled": lazy("a held engine's stacks and logs are taken before it is restarted, and the restart is the operator's: the playbook says what to save"),
     "kv-offload-over-memlock": lazy("the engine's locked-memory limit is set where it is started (its unit, container or pod): the playbook names each"),
     # issue 33: AMD GPUs
     "amd-gpu-ras-errors": lazy("a GPU with uncorrectable errors is drained and reset, then serviced: the playbook says how, and it is the operator's call"),

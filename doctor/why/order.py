@@ -27,6 +27,7 @@ PHASE_WORDS = {
 
 PHASES: dict[str, str] = {
     # what the first token waits for: loading, warm-up, the prompt's trip to the GPU
+    "engine-stalled": FIRST_TOKEN,  # the first token never comes: read before any figure of speed
     "engine-not-warmed-up": FIRST_TOKEN, "model-reload-thrash": FIRST_TOKEN,
     "model-on-slow-disk": FIRST_TOKEN, "model-on-network-fs": FIRST_TOKEN,
     "gpu-persistence-mode-off": FIRST_TOKEN, "pcie-link-degraded": FIRST_TOKEN,

@@ -24,13 +24,12 @@ from doctor import display
 from doctor.i18n import t
 from doctor.model import ScanOptions, Skip
 from doctor.inputs import NO_INPUTS, Inputs
-from doctor.seam.host import (Host, HostReadError, detail_text, read_error_text,
+from doctor.seam.host import (Host, detail_text, read_error_text,
                               reason_text)
-from doctor.values import count, non_negative
+from doctor.values import count
 from probes.helpers.engine_flags import flag
-from probes.helpers.gpu_common import gpu_count, reason_of
 from probes.helpers.processes import process_table
-from probes.helpers import gpu_topology as topology
+from probes.helpers.gpu_busy import engine_gpus, gpu_utilisation
 from probes.helpers.cpu_sample import NAME as CPU_LOAD, TOP_N, CpuLoadRecord, load_of
 
 KINDS = ("vllm", "sglang", "tgi")
@@ -69,40 +68,6 @@ class Frontend:
 @dataclass(frozen=True, slots=True)
 class FrontendRecord:
     engines: tuple[Frontend, ...]
-
-
-def gpu_utilisation(host: Host) -> tuple[dict[int, float] | None, str | None, int | None]:
-    """(each GPU's utilisation %, why absent, GPUs): None unless every GPU was read, since
-    one unread could be the busy one."""
-    try:
-        gpus = gpu_count(host)
-    except Skip as exc:
-        return None, str(exc), None
-    except HostReadError as exc:
-        return None, str(exc), None
-    seen: dict[int, float] = {}
-    why = None
-    for index in range(gpus):
-        try:
-            answer = host.nvml("nvmlDeviceGetUtilizationRates", index)
-        except HostReadError as exc:
-            why = f"GPU {index}: nvmlDeviceGetUtilizationRates {reason_of(exc)}"
-            continue
-        value = non_negative(answer.get("gpu")) if isinstance(answer, dict) else None
-        if value is None or value > 100:
-            why = f"GPU {index}: nvmlDeviceGetUtilizationRates gave {str(answer)[:60]!r}"
-            continue
-        seen[index] = value
-    if len(seen) < gpus or not seen:
-        return None, why, gpus
-    return seen, None, gpus
-
-
-def engine_gpus(host: Host, root: int, gpus: int) -> tuple[int, ...]:
-    """The GPUs where a process of the tree rooted at ``root`` holds a compute context."""
-    holders = topology.gpu_pids(host, gpus)
-    return tuple(i for i, pids in holders.items()
-                 if any(root in topology.lineage(host, pid) for pid in pids))
 
 
 def _busiest(host: Host, root: int, util: dict[int, float] | None,

@@ -52,6 +52,15 @@ REQUESTS_DONE = {
     "sglang": ("sglang:num_requests_total",),
     "tgi": ("tgi_request_success",),
 }
+# Engine steps (counters): llama.cpp's llama_decode() calls, one a generated token of each
+# busy slot or a batch of prompt; vLLM's tokens-per-step histogram, observed once a step
+# (its _count). llama.cpp's token counters grow only when a slot's task ends (measured on
+# llama-server: n_decode_total 29 -> 114 in 3 s of one generation while
+# tokens_predicted_total stayed 0), so its steps are what shows it works mid-request.
+STEPS = {
+    "llama.cpp": ("llamacpp:n_decode_total",),
+    "vllm": ("vllm:iteration_tokens_total_count",),
+}
 # Histograms (base names, without _bucket).
 TTFT = {
     "vllm": ("vllm:time_to_first_token_seconds",),

@@ -81,6 +81,9 @@ class EngineMetrics:
     prompt_tokens_mean: float | None = None
     generation_tokens_mean: float | None = None
     means_window: str | None = None  # "between scrapes" | "since start" (TTFT's, else ITL's)
+    # engine steps between the scrapes: llama.cpp's llama_decode() calls (llamacpp:n_decode_total),
+    # vLLM's steps (vllm:iteration_tokens_total's _count); None where the page lacks them
+    steps_in_window: float | None = None
 
 
 def _pick(table: dict[str, tuple[str, ...]], kind: str, page: Page, suffix: str = "") -> str | None:
@@ -172,6 +175,7 @@ def normalise(kind: str, endpoint: str, first: Page, second: Page,
         requests_waiting_before=_before(r, N.WAITING),
         requests_in_window=_increase(r, "requests_done", N.REQUESTS_DONE, "finished-requests counter"),
         tokens_in_window=_tokens_in_window(r),
+        steps_in_window=_steps(r),
         preemptions_total=preempt_total, preemptions_in_window=preempt_window,
         preemptions_per_s=(preempt_window / interval_s
                            if preempt_window is not None and interval_s > 0 else None),
@@ -284,6 +288,14 @@ def _tokens_in_window(r: _Reader) -> float | None:
              quiet.counter("generation_tokens", N.GENERATION_TOKENS, "")[1]]
     known = [n for n in found if n is not None]
     return sum(known) if known else None
+
+
+def _steps(r: _Reader) -> float | None:
+    """The engine's steps between the scrapes (read quietly: most engines have no such
+    counter, and an absent one is said by the probe that judges it)."""
+    if N.family(r.kind) not in N.STEPS:
+        return None
+    return _Reader(r.kind, r.first, r.second, r.interval_s).counter("steps", N.STEPS, "")[1]
 
 
 def _kv_use(r: _Reader) -> float | None:

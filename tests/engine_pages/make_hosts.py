@@ -9,6 +9,7 @@ host with those answers:
 * ``vllm-v1-calm``: 41 % of the KV cache, nobody waiting, no new preemption;
 * ``vllm-v1-kv-pressure``: 99 % of the KV cache, 12 requests waiting and 15 preemptions
   between the scrapes;
+* ``vllm-v1-stalled``: 8 requests running at both scrapes and no counter moved (engine-stalled);
 * ``vllm-v1-spec-lora-thrash``: the calm pages with ngram speculation keeping few drafts and
   LoRA adapters waiting at ``max_lora`` (engine.features).
 
@@ -82,6 +83,19 @@ rule = "kv-offload-tier-small"
 severity = "warning"
 evidence = { cpu_tokens = 29127, gpu_tokens = 70560, backend = "native" }
 '''
+EXPECTED["vllm-v1-stalled"] = '''# What `llm-doctor scan --replay <this dir>` must raise at warning or above.
+level = "standard"
+
+[[finding]]
+rule = "engine-stalled"
+severity = "critical"
+evidence = { requests_running = 8, requests_running_before = 8, tokens_in_window = 0.0, requests_in_window = 0.0, requests_waiting = 7 }
+
+# the page's histograms since start (no request finished in the window): its queue wait
+[[finding]]
+rule = "ttft-queue-dominated"
+severity = "warning"
+'''
 # the engine's command line and environment where a scenario needs its own (NUL-separated)
 KV_ARGS = ("--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
            "--kv-offloading-size", "4")
@@ -117,6 +131,12 @@ STORIES = {
                                "RDMA port); vLLM 0.33.0's own NIXL and offload families: 2 of 20 "
                                "transfers failed between the scrapes, and the CPU tier holds 29,127 "
                                "tokens against the GPU's 70,560.",
+    "vllm-v1-stalled": "8 requests running at both scrapes, 3 s apart, and not one counter moved "
+                       "between them (no prompt or generated token, no finished request) while "
+                       "the queue grew from 5 to 7: a wedged engine that still serves its pages. "
+                       "The pair is one real page (vLLM 0.33.0's own) scraped twice, only its "
+                       "gauges set. The host has no GPU driver: the accelerators' busy figure "
+                       "is not read, and the finding says so.",
 }
 
 

@@ -220,6 +220,17 @@ def sglang_pd() -> tuple[str, str]:
     return first.text(), second.text()
 
 
+def vllm_v1_stalled() -> tuple[str, str]:
+    """The same page scraped twice, 3 s apart: 8 requests running at both, not one counter
+    moved (no token, no finished request), the queue grown from 5 to 7: a wedged engine."""
+    def base(waiting: float) -> Page:
+        page = source("vllm_v1_0.33.0_generated.txt")
+        page.set("vllm:kv_cache_usage_perc", 0.41).set("vllm:num_requests_running", 8)
+        page.set("vllm:num_requests_waiting", waiting)
+        return page.set("vllm:num_requests_waiting_by_reason", waiting, reason="capacity")
+    return base(5).text(), base(7).text()
+
+
 SCENARIOS = {
     # KV at 0.99, 12 waiting, 15 preemptions between scrapes, slow first tokens
     "vllm-v1-kv-pressure": lambda: vllm_v1(
@@ -237,6 +248,8 @@ SCENARIOS = {
     "vllm-v1-spec-lora-thrash": lambda: vllm_v1_features(),
     # one instance of a NIXL prefill/decode pair with a CPU offload tier smaller than its GPU's
     "vllm-v1-kv-nixl-offload": lambda: vllm_v1_kv(),
+    # a wedged engine: requests held at both scrapes, its counters unchanged
+    "vllm-v1-stalled": vllm_v1_stalled,
     "sglang": sglang,
     # the prefill instance of an SGLang PD pair whose transfers fail
     "sglang-pd-transfer-failing": sglang_pd,

@@ -145,6 +145,9 @@ TABLES = (
           for f in ("ttft_mean_s", "queue_mean_s", "prefill_mean_s", "itl_mean_s",
                     "prompt_tokens_mean", "generation_tokens_mean")),
         unexported("engines.means_window", "what the means cover: 'between scrapes', else 'since start'"),
+        unexported("engines.steps_in_window", "engine steps between the scan's two scrapes, read by "
+                   "engine-stalled: llamacpp:n_decode_total and vllm:iteration_tokens_total are the "
+                   "engine's own series"),
         *(unexported(f"engines.{f}", "a count between the scan's two scrapes, read by the load-skew "
                      "and sequence-cap rules: the counters themselves are the engine's own series")
           for f in ("requests_in_window", "tokens_in_window", "requests_running_before",
@@ -288,6 +291,29 @@ TABLES = (
               "The waste at that block size"),
         gauge("engines.request_tokens_p50", "engine_kv_request_tokens_median",
               "Median request length of the mix, tokens"),
+    )),
+    Table("engine.progress", (
+        each("engines", L.engine(url="endpoint", kind="kind")),
+        *(unexported(f"engines.{f}", why) for f, why in (
+            _copy("requests_running", "engine.metrics", "engine_requests_running"),
+            _copy("requests_waiting", "engine.metrics", "engine_requests_waiting"),
+            ("requests_running_before", "the first scrape's gauge, read by engine-stalled"),
+            ("tokens_in_window", "a count between the scan's two scrapes, read by engine-stalled: "
+             "the engine's own token counters are the series to graph"),
+            ("requests_in_window", "the same, for the finished-requests counter"),
+            ("steps_in_window", "the same, for the engine's steps (llama.cpp's n_decode_total, vLLM's iteration_tokens_total)"),
+            ("interval_s", "between the two scrapes, the window of the counts above"),
+            ("pid", "in the pid label of engine.discovery's series"),
+            ("busy_scope", "whose devices the busy figures are of: 'engine' or 'host', for people"),
+            ("missing", "why a figure is absent: for people"))),
+        gauge("engines.busy_max_pct", "engine_accelerator_busy_max_ratio",
+              "The busiest of the engine's accelerators at the scan (NVIDIA utilization.gpu, AMD "
+              "gfx_activity, Ascend AICore)", 0.01),
+        gauge("engines.busy_min_pct", "engine_accelerator_busy_min_ratio",
+              "The least busy of them: 0 beside a busy one is a rank that does no work", 0.01),
+        each("engines.accelerators", L.fields("vendor", "index")),
+        *(unexported(f"engines.accelerators.{f}", "a device's busy figure: gpu.thermal_power, amd.gpu "
+                     "and npu.devices export each device's own") for f in ("vendor", "index", "busy_pct")),
     )),
     Table("engine.capacity", (
         each("engines", L.engine(model="model", described="engine")),
