@@ -15,6 +15,9 @@ AMD_GPU = L.fields("gpu=index", "vendor", "bus_id", "model_name=name")
 TABLES: tuple[Table, ...] = (
     Table("amd.gpu", (
         unexported("vendor", "the vendor label of every series below"),
+        unexported("source", "where the facts came from (amdsmi, or amd-smi's text when the library "
+                   "did not load): the same series either way; the scan's summary says it"),
+        unexported("source_notes", "the lines of amd-smi's text that were not read: the scan's notes"),
         each("gpus", AMD_GPU),
         info("gpus", "amd_gpu_info", "Each AMD GPU's gfx target (amdsmi_get_gpu_asic_info "
              "target_graphics_version) and partition modes (compute: SPX/DPX/QPX/CPX, memory: NPS1/NPS4)",
