@@ -76,6 +76,8 @@ def _findings(name: str) -> list[tuple[str, str]]:
 def test_rules_fire_through_the_fallback_and_are_silent_on_the_plain_host():
     assert _findings("amd-mi300a-cli") == []
     assert _findings("amd-mi300a-cli-ras") == [("amd-gpu-ras-errors", "critical")]
+    (ras,) = scan(RecordedHost(FIXTURE_HOSTS / "amd-mi300a-cli-ras"), QUICK, CHOSEN, AMD_RULES).findings
+    assert "retired pages" not in ras.title and ras.evidence["pages"] is None  # the text has no page list
     assert _findings("amd-mi300a-cli-foreign-process") == [("gpu-memory-held-by-other-process", "warning")]
 
 
