@@ -11,8 +11,9 @@ and engine.progress (a probe imports no other probe).
 
 from __future__ import annotations
 
+from doctor.i18n import t
 from doctor.model import Skip
-from doctor.seam.host import Host, HostReadError
+from doctor.seam.host import Host, HostReadError, reason_text
 from doctor.values import non_negative
 from probes.helpers import gpu_topology as topology
 from probes.helpers.gpu_common import gpu_count, reason_of
@@ -23,21 +24,23 @@ def gpu_utilisation(host: Host) -> tuple[dict[int, float] | None, str | None, in
     one unread could be the busy one."""
     try:
         gpus = gpu_count(host)
-    except Skip as exc:
-        return None, str(exc), None
+    except Skip as exc:  # its message, not str(): a message value keeps its translation
+        return None, exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc), None
     except HostReadError as exc:
-        return None, str(exc), None
+        return None, exc.text(), None
     seen: dict[int, float] = {}
     why = None
     for index in range(gpus):
         try:
             answer = host.nvml("nvmlDeviceGetUtilizationRates", index)
         except HostReadError as exc:
-            why = f"GPU {index}: nvmlDeviceGetUtilizationRates {reason_of(exc)}"
+            why = t("GPU {index}: nvmlDeviceGetUtilizationRates {reason}", index=index,
+                    reason=reason_text(reason_of(exc)))
             continue
         value = non_negative(answer.get("gpu")) if isinstance(answer, dict) else None
         if value is None or value > 100:
-            why = f"GPU {index}: nvmlDeviceGetUtilizationRates gave {str(answer)[:60]!r}"
+            why = t("GPU {index}: nvmlDeviceGetUtilizationRates gave {answer}", index=index,
+                    answer=repr(str(answer)[:60]))
             continue
         seen[index] = value
     if len(seen) < gpus or not seen:
