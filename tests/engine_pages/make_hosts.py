@@ -87,8 +87,10 @@ EXPECTED["vllm-v1-stalled"] = '''# What `llm-doctor scan --replay <this dir>` mu
 level = "standard"
 
 [[finding]]
+# a warning: the recording holds no device figure, and on idle or unread devices vLLM's
+# stale gauges after aborted requests (vllm#29928) read the same; critical needs a device at work
 rule = "engine-stalled"
-severity = "critical"
+severity = "warning"
 evidence = { requests_running = 8, requests_running_before = 8, tokens_in_window = 0.0, requests_in_window = 0.0, requests_waiting = 7 }
 
 # the page's histograms since start (no request finished in the window): its queue wait
